@@ -1,0 +1,121 @@
+"""Acquisition: turn an FX graph (from Dynamo or AOTAutograd) into a :class:`Trace`.
+
+Proxy names: placeholders keep their FX names (``primals_1``, ``tangents_1``, ``l_x_``), every other
+value becomes ``t0``, ``t1`` ... in graph order, so names are deterministic. ``operator.getitem`` on
+multi-output ops is folded into the producing symbol's tuple of outputs.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+
+from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
+from .source import source_of
+from .values import UnsupportedValue, constant, is_valid_name, proxy_for
+
+
+class UnsupportedGraph(Exception):
+    """The graph holds something the IR cannot represent; the graph runs eagerly instead."""
+
+
+def symbol_name(target) -> str:
+    """Return the symbol name for an FX call target (``aten.add.Tensor``, ``torch.tanh`` ...)."""
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.__name__}"
+    if isinstance(target, str):  # call_method
+        return f"Tensor.{target}"
+    try:
+        return torch.fx.node._get_qualified_name(target)
+    except Exception:
+        return getattr(target, "__qualname__", None) or repr(target)
+
+
+def _val(node: torch.fx.Node):
+    v = node.meta.get("val", node.meta.get("example_value"))
+    return v
+
+
+def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str | None = None,
+                aten_only: bool = True) -> Trace:
+    """Convert ``gm`` into a Trace of chain ``chain`` for compiled graph number ``graph``.
+
+    With ``aten_only`` every call must be an ATen/prims overload (AOTAutograd graphs); otherwise any
+    callable is recorded by its qualified name (Dynamo graphs). Raises :class:`UnsupportedGraph`.
+    """
+    prefix = CHAIN_PREFIX.get(chain, "x")
+    env: dict[torch.fx.Node, Any] = {}
+    inputs: list[TensorProxy] = []
+    symbols: list[BoundSymbol] = []
+    counter = 0
+    uid = 0
+
+    def fresh(v) -> Any:
+        nonlocal counter
+        if isinstance(v, torch.Tensor):
+            p = proxy_for(f"t{counter}", v)
+            counter += 1
+            return p
+        if isinstance(v, (tuple, list)):
+            return tuple(fresh(x) for x in v)
+        if v is None:
+            return None
+        return constant(v)
+
+    def arg(a):
+        def leaf(x):
+            if isinstance(x, torch.fx.Node):
+                if x not in env:
+                    raise UnsupportedGraph(f"node {x.name} is used before it is defined")
+                return env[x]
+            return constant(x)
+        return map_structure(leaf, a)
+
+    try:
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                v = _val(node)
+                if not isinstance(v, torch.Tensor):
+                    raise UnsupportedGraph(
+                        f"input {node.name} is a {type(v).__name__}, not a tensor (dynamic shapes are not supported yet)")
+                pname = node.name if is_valid_name(node.name) else f"in{len(inputs)}"
+                p = proxy_for(pname, v)
+                env[node] = p
+                inputs.append(p)
+            elif node.op == "get_attr":
+                raise UnsupportedGraph(f"get_attr node {node.target!r} (lifted parameters expected)")
+            elif node.op in ("call_function", "call_method", "call_module"):
+                if node.op == "call_module":
+                    raise UnsupportedGraph(f"call_module {node.target!r}")
+                target = node.target
+                if target is operator.getitem and isinstance(env.get(node.args[0]), tuple):
+                    env[node] = env[node.args[0]][node.args[1]]
+                    continue
+                if aten_only and not isinstance(target, torch._ops.OpOverload):
+                    raise UnsupportedGraph(f"call of {symbol_name(target)} in an ATen graph")
+                args = tuple(arg(a) for a in node.args)
+                kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+                out = fresh(_val(node))
+                env[node] = out
+                meta = node.meta
+                aten = meta.get("original_aten")
+                symbols.append(BoundSymbol(
+                    sym=symbol_name(target), args=args, kwargs=kwargs, outputs=out,
+                    uid=f"{prefix}{uid}", source=source_of(meta),
+                    seq_nr=meta.get("seq_nr") if isinstance(meta.get("seq_nr"), int) else None,
+                    aten=symbol_name(target) if isinstance(target, torch._ops.OpOverload)
+                    else (symbol_name(aten) if aten is not None else None),
+                ))
+                uid += 1
+            elif node.op == "output":
+                outputs = arg(node.args[0])
+    except UnsupportedValue as e:
+        raise UnsupportedGraph(str(e)) from None
+    if not isinstance(outputs, tuple):
+        outputs = (outputs,)
+    return Trace(name=name or chain, inputs=tuple(inputs), symbols=tuple(symbols), outputs=outputs,
+                 chain=chain, graph=graph, pass_name="acquire", next_uid=uid, next_name=counter)

@@ -1,0 +1,180 @@
+"""The ``torch.compile`` backend: Dynamo graph -> AOTAutograd -> our pipeline -> callable.
+
+Every Dynamo graph becomes one compiled graph with chains ``dynamo``, ``joint``, ``forward``,
+``backward`` (or ``inference``). Whatever fails inside the compiler, the user's training goes on:
+a chain that fails to compile runs its ATen graph eagerly, a graph that AOTAutograd cannot take runs
+the Dynamo graph eagerly, and a compiled callable that fails on its first call is replaced by the
+eager graph. Each failure is reported once to the observer.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import traceback
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.fx
+from torch._functorch.aot_autograd import aot_module_simplified
+from torch._functorch.partitioners import default_partition
+
+from .acquire import UnsupportedGraph, fx_to_trace
+from .observer import CompileObserver
+from .pipeline import CompileOptions, compile_chain
+
+_graph_ids = itertools.count()
+_defaults = {"observer": None, "executors": None, "debug": False}
+_lock = threading.Lock()
+
+
+def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
+                 debug: Optional[bool] = None) -> None:
+    """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does)."""
+    _defaults["observer"] = observer
+    _defaults["executors"] = list(executors) if executors else None
+    if debug is not None:
+        _defaults["debug"] = debug
+
+
+def reset_graph_ids() -> None:
+    """Restart graph numbering at 0 (a new recording starts)."""
+    global _graph_ids
+    _graph_ids = itertools.count()
+
+
+def _eager_boxed(gm: torch.fx.GraphModule) -> Callable:
+    def run(args):
+        out = gm(*args)
+        args.clear()
+        return out
+    run._boxed_call = True
+    return run
+
+
+def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None]) -> Callable:
+    """Return a boxed callable that runs ``fn``; if its first call raises, report it and switch to
+    ``eager`` for good (the functional graph has no side effects to undo)."""
+    state = {"fn": fn, "checked": False}
+
+    def run(args):
+        if state["checked"]:
+            return state["fn"](args)
+        saved = list(args)
+        try:
+            out = fn(args)
+        except Exception as e:  # a kernel that fails at run time must not stop training
+            report(e)
+            state["fn"] = eager
+            state["checked"] = True
+            return eager(saved)
+        state["checked"] = True
+        return out
+    run._boxed_call = True
+    return run
+
+
+class ThundervisCompiler:
+    """A Dynamo backend object: ``torch.compile(model, backend=ThundervisCompiler(...))``."""
+
+    def __init__(self, executors: Optional[Sequence[str]] = None, debug: bool = False,
+                 observer: Optional[CompileObserver] = None):
+        self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver())
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        with _lock:
+            graph = next(_graph_ids)
+        obs = self.options.observer
+        t_start = time.perf_counter()
+        obs.graph_started(graph, {"n_inputs": len(example_inputs),
+                                  "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
+                                  "reason": _compile_reason()})
+        try:
+            t0 = time.perf_counter()
+            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False)
+            obs.pass_done(graph, "dynamo", 0, "acquire", dyn.replace(meta={"duration_ms": (time.perf_counter() - t0) * 1e3}),
+                          time.perf_counter() - t0, True)
+        except Exception:  # the Dynamo-level record is informative only
+            pass
+        try:
+            with torch.fx.traceback.preserve_node_meta():
+                compiled = aot_module_simplified(
+                    gm, example_inputs,
+                    fw_compiler=self._chain_compiler(graph, "forward"),
+                    bw_compiler=self._chain_compiler(graph, "backward"),
+                    inference_compiler=self._chain_compiler(graph, "inference"),
+                    partition_fn=self._partition(graph),
+                )
+        except Exception as e:
+            obs.chain_failed(graph, None, f"{type(e).__name__}: {e}", traceback.format_exc())
+            obs.graph_finished(graph, time.perf_counter() - t_start)
+            return gm.forward
+        obs.graph_finished(graph, time.perf_counter() - t_start)
+        return compiled
+
+    def _partition(self, graph: int):
+        obs = self.options.observer
+
+        def partition(joint_module, joint_inputs, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                joint = fx_to_trace(joint_module, chain="joint", graph=graph)
+                dt = time.perf_counter() - t0
+                obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
+            except Exception as e:
+                obs.chain_failed(graph, "joint", f"{type(e).__name__}: {e}", traceback.format_exc())
+            return default_partition(joint_module, joint_inputs, **kwargs)
+        return partition
+
+    def _chain_compiler(self, graph: int, chain: str):
+        options = self.options
+
+        def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
+            obs = options.observer
+            eager = _eager_boxed(gm)
+            t0 = time.perf_counter()
+            try:
+                trace = fx_to_trace(gm, chain=chain, graph=graph)
+                dt = time.perf_counter() - t0
+                obs.pass_done(graph, chain, 0, "acquire", trace.replace(meta={"duration_ms": dt * 1e3}), dt, True)
+                _, fn = compile_chain(trace, options)
+            except Exception as e:
+                kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"
+                obs.chain_failed(graph, chain, f"{kind}: {type(e).__name__}: {e}", traceback.format_exc())
+                return eager
+
+            def report(e: BaseException):
+                obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
+            return _guard_first_call(fn, eager, report)
+        return compile_fx_graph
+
+
+def _compile_reason() -> Optional[str]:
+    """Return why Dynamo is compiling this frame again (guard failure), when it says."""
+    try:
+        from torch._guards import CompileContext
+        ctx = CompileContext.try_get()
+        if ctx is not None and getattr(ctx, "attempt", 0):
+            return f"attempt {ctx.attempt}"
+    except Exception:
+        pass
+    return None
+
+
+def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callable:
+    """The ``torch_dynamo_backends`` entry point: compile with the process defaults (see
+    :func:`set_defaults`) overridden by ``options`` (``executors``, ``debug``)."""
+    compiler = ThundervisCompiler(
+        executors=options.get("executors", _defaults["executors"]),
+        debug=options.get("debug", _defaults["debug"]),
+        observer=options.get("observer", _defaults["observer"]),
+    )
+    return compiler(gm, example_inputs)
+
+
+def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
+        observer: Optional[CompileObserver] = None, **compile_kwargs):
+    """Return ``torch.compile(fn_or_module)`` routed through our compiler."""
+    backend = ThundervisCompiler(executors=executors, debug=debug,
+                                 observer=observer or _defaults["observer"])
+    return torch.compile(fn_or_module, backend=backend, **compile_kwargs)

@@ -1,0 +1,277 @@
+"""Lowering one ATen call to prims, using PyTorch's decomposition table traced with make_fx.
+
+A call is traced on fake tensors with every decomposition PyTorch registers, except for the ops
+that are prims (so tracing stops there). PyTorch's decompositions sometimes emit ``torch.ops.prims``
+operators; :data:`_TORCH_PRIM_LOWERINGS` rewrites those into prims too. The result is cached per
+operator and argument metadata as a :class:`Template` and instantiated for each symbol.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch._decomp
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
+from .prims import is_prim_overload, prim_for, prim_overloads
+from .resolve import UnknownSymbol, resolve_overload
+from .values import UnsupportedValue, constant, contiguous_strides, proxy_for, torch_dtype
+
+aten = torch.ops.aten
+tprims = torch.ops.prims
+
+
+def _broadcast_in_dim(x, shape, broadcast_dimensions):
+    view_shape = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        view_shape[d] = x.shape[i]
+    if list(x.shape) != view_shape:
+        x = aten.view.default(x, view_shape)
+    if list(view_shape) != list(shape):
+        x = aten.expand.default(x, list(shape))
+    return x
+
+
+def _div(a, b):
+    floating = any(isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) or isinstance(v, float)
+                   for v in (a, b))
+    return aten.div.Tensor(a, b) if floating else aten.div.Tensor_mode(a, b, rounding_mode="trunc")
+
+
+def _same_named(name):
+    def lower(*args, **kwargs):
+        return getattr(aten, name)(*args, **kwargs)
+    return lower
+
+
+# torch.ops.prims operators that PyTorch's decompositions emit, rewritten into our prims.
+_TORCH_PRIM_LOWERINGS = {
+    tprims.convert_element_type.default: lambda x, dtype: aten._to_copy.default(x, dtype=dtype),
+    tprims.broadcast_in_dim.default: _broadcast_in_dim,
+    tprims.sum.default: lambda x, dims, output_dtype=None: aten.sum.dim_IntList(x, list(dims), False, dtype=output_dtype),
+    tprims.var.default: lambda x, dims, correction, output_dtype=None: aten.var.correction(x, list(dims), correction=correction, keepdim=False),
+    tprims.amax.default: lambda x, dims: aten.amax.default(x, list(dims), False),
+    tprims.amin.default: lambda x, dims: aten.amin.default(x, list(dims), False),
+    tprims.div.default: _div,
+    tprims.squeeze.default: lambda x, dims: aten.squeeze.dims(x, list(dims)),
+    tprims.transpose.default: lambda x, perm: aten.permute.default(x, list(perm)),
+    tprims.collapse_view.default: lambda x, start, end: aten.view.default(x, list(x.shape[:start]) + [-1] + list(x.shape[end:])) if x.numel() else aten.view.default(x, list(x.shape[:start]) + [0] + list(x.shape[end:])),
+    tprims.split_dim.default: lambda x, dim, outer: aten.view.default(x, list(x.shape[:dim]) + [outer, x.shape[dim] // outer] + list(x.shape[dim + 1:])),
+    tprims.reshape.default: lambda x, shape: aten.view.default(x, list(shape)),
+    tprims.view_of.default: lambda x: aten.alias.default(x),
+    tprims.where.default: lambda c, a, b: aten.where.self(c, a, b),
+    tprims.fma.default: lambda a, b, c: aten.add.Tensor(aten.mul.Tensor(a, b), c),
+}
+for _name in ("add sub mul maximum minimum pow remainder fmod atan2 eq ne lt le gt ge bitwise_and "
+              "bitwise_or bitwise_xor abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos "
+              "atan sinh cosh tanh asinh acosh atanh sqrt rsqrt reciprocal erf erfc erfinv floor ceil "
+              "round trunc sign signbit bitwise_not lgamma digamma nextafter copysign").split():
+    _ov = getattr(tprims, _name, None)
+    if _ov is not None and any(is_prim_overload(getattr(getattr(aten, _name), o))
+                               for o in getattr(aten, _name).overloads()):
+        _TORCH_PRIM_LOWERINGS[_ov.default] = _same_named(_name)
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table() -> dict:
+    """Return PyTorch's decomposition table without the prims, plus the torch-prims lowerings."""
+    keep = prim_overloads()
+    table = {op: fn for op, fn in torch._decomp.decomposition_table.items() if op not in keep}
+    table.update(_TORCH_PRIM_LOWERINGS)
+    return table
+
+
+class NotLowered(Exception):
+    """The op has no complete lowering to prims; the message says why."""
+
+
+@dataclass(frozen=True)
+class _Node:
+    target: Any  # OpOverload
+    args: tuple  # with ("in", i) / ("node", j) references
+    kwargs: dict
+    meta: Any  # FakeTensor or tuple of them
+
+
+@dataclass(frozen=True)
+class Template:
+    """A traced lowering: prim nodes over numbered inputs, and where each output comes from."""
+
+    nodes: tuple[_Node, ...]
+    outputs: tuple  # per flat output: ("in", i) | ("node", j, k) | ("const", v)
+
+
+_fake_mode = None
+
+
+def _fake():
+    global _fake_mode
+    if _fake_mode is None:
+        _fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    return _fake_mode
+
+
+def _key_of(v):
+    if isinstance(v, TensorProxy):
+        return ("T", v.shape, v.dtype, v.device, v.strides)
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_key_of(x) for x in v)
+    if isinstance(v, dict):
+        return ("K",) + tuple((k, _key_of(x)) for k, x in sorted(v.items()))
+    if isinstance(v, slice):
+        return ("S", v.start, v.stop, v.step)
+    return ("C", type(v).__name__, repr(v))
+
+
+_TEMPLATES: dict = {}
+
+
+def _trace_template(op, args, kwargs) -> Template:
+    proxies = [p for p in flatten((args, tuple(kwargs.values()))) if isinstance(p, TensorProxy)]
+    mode = _fake()
+    with mode:
+        fakes = [torch.empty_strided(p.shape, p.strides or contiguous_strides(p.shape), dtype=torch_dtype(p.dtype),
+                                     device=p.device) for p in proxies]
+    by_name = {}
+
+    def fn(*tensors):
+        vals = dict(zip(by_name, tensors))
+        a = map_structure(lambda v: vals[v.name] if isinstance(v, TensorProxy) else v, args)
+        k = map_structure(lambda v: vals[v.name] if isinstance(v, TensorProxy) else v, kwargs)
+        return op(*a, **k)
+
+    uniq = []
+    for p, f in zip(proxies, fakes):
+        if p.name not in by_name:
+            by_name[p.name] = len(uniq)
+            uniq.append(f)
+    try:
+        gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="real")(*uniq)
+    except Exception as e:  # data-dependent ops, missing fake kernels ...
+        raise NotLowered(f"tracing its decomposition failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+    ref: dict = {}
+    nodes: list[_Node] = []
+    placeholder = 0
+    out_spec = None
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            ref[n] = ("in", placeholder)
+            placeholder += 1
+        elif n.op == "call_function":
+            if n.target is __import__("operator").getitem:
+                src = ref[n.args[0]]
+                ref[n] = ("node", src[1], n.args[1])
+                continue
+            if not isinstance(n.target, torch._ops.OpOverload) or not is_prim_overload(n.target):
+                name = f"{n.target}"
+                raise NotLowered(f"its decomposition uses {name}, which has no lowering to prims")
+
+            def conv(x):
+                if isinstance(x, torch.fx.Node):
+                    return ref[x]
+                try:
+                    return ("const", constant(x))
+                except UnsupportedValue as e:
+                    raise NotLowered(str(e)) from None
+            a = map_structure(conv, tuple(n.args))
+            k = map_structure(conv, dict(n.kwargs))
+            ref[n] = ("node", len(nodes), None)
+            nodes.append(_Node(n.target, a, k, n.meta.get("val")))
+        elif n.op == "output":
+            out_spec = n.args[0]
+    flat_out = []
+    for o in flatten(out_spec if isinstance(out_spec, (tuple, list)) else (out_spec,)):
+        if isinstance(o, torch.fx.Node):
+            flat_out.append(ref[o])
+        else:
+            flat_out.append(("const", o))
+    return Template(tuple(nodes), tuple(flat_out))
+
+
+def template_for(op, args, kwargs) -> Template:
+    """Return the (cached) lowering template of ``op`` applied to ``args``/``kwargs``."""
+    key = (str(op), _key_of(args), _key_of(kwargs))
+    t = _TEMPLATES.get(key)
+    if t is None:
+        try:
+            # The fw/bw compilers run inside AOTAutograd's fake mode; trace in our own.
+            with unset_fake_temporarily():
+                t = _trace_template(op, args, kwargs)
+        except NotLowered as e:
+            t = e
+        _TEMPLATES[key] = t
+    if isinstance(t, NotLowered):
+        raise t
+    return t
+
+
+def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
+    """Return prim symbols computing ``b``'s outputs (named as ``b``'s outputs); raise NotLowered."""
+    try:
+        op = resolve_overload(b.sym)
+    except UnknownSymbol as e:
+        raise NotLowered(str(e)) from None
+    template = template_for(op, b.args, b.kwargs)
+    inputs: list[TensorProxy] = []
+    seen = set()
+    for p in flatten((b.args, tuple(b.kwargs.values()))):
+        if isinstance(p, TensorProxy) and p.name not in seen:
+            seen.add(p.name)
+            inputs.append(p)
+    flat_outs = list(flatten(b.outputs if isinstance(b.outputs, (tuple, list)) else (b.outputs,)))
+    if len(flat_outs) != len(template.outputs):
+        raise NotLowered("its decomposition returns a different number of outputs")
+    # Output proxies of the parent are produced directly by the node that computes them.
+    wanted: dict = {}
+    for o, src in zip(flat_outs, template.outputs):
+        if isinstance(o, TensorProxy) and src[0] == "node" and (src[1], src[2]) not in wanted:
+            wanted[(src[1], src[2])] = o
+    node_out: list = []
+    subs: list[BoundSymbol] = []
+
+    def value(r):
+        if r[0] == "in":
+            return inputs[r[1]]
+        if r[0] == "node":
+            out = node_out[r[1]]
+            return out if r[2] is None else out[r[2]]
+        return r[1]
+
+    def arg(x):
+        if isinstance(x, tuple) and len(x) in (2, 3) and x and x[0] in ("in", "node", "const"):
+            return value(x)
+        if isinstance(x, (tuple, list)):
+            return type(x)(arg(y) for y in x)
+        if isinstance(x, dict):
+            return {k: arg(v) for k, v in x.items()}
+        return x
+
+    for j, n in enumerate(template.nodes):
+        if isinstance(n.meta, (tuple, list)):
+            out = tuple(wanted.get((j, k)) or proxy_for(minter.name(), m) if isinstance(m, torch.Tensor) else None
+                        for k, m in enumerate(n.meta))
+        else:
+            out = wanted.get((j, None)) or proxy_for(minter.name(), n.meta)
+        node_out.append(out)
+        prim = prim_for(n.target)
+        subs.append(BoundSymbol(
+            sym=f"prims.{prim.name}", args=arg(n.args), kwargs=arg(n.kwargs), outputs=out,
+            uid=minter.uid(), origin=(b.uid,), source=b.source, seq_nr=b.seq_nr,
+            aten=f"{n.target.namespace}.{n.target._opname}.{n.target._overloadname}",
+        ))
+    # Outputs that are inputs, constants or repeated need an explicit alias so every parent output
+    # proxy is defined by a subsymbol.
+    defined = {p.name for s in subs for p in s.flat_outputs()}
+    for o, src in zip(flat_outs, template.outputs):
+        if isinstance(o, TensorProxy) and o.name not in defined:
+            v = value(src) if src[0] != "const" else None
+            if not isinstance(v, TensorProxy):
+                raise NotLowered("its decomposition returns a constant where a tensor is expected")
+            subs.append(BoundSymbol(sym="prims.alias", args=(v,), kwargs={}, outputs=o, uid=minter.uid(),
+                                    origin=(b.uid,), source=b.source, seq_nr=b.seq_nr, aten="aten.alias.default"))
+            defined.add(o.name)
+    return subs

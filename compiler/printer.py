@@ -1,0 +1,103 @@
+"""The trace printer: any :class:`Trace` as runnable Python, with optional annotations.
+
+Kept apart from the IR (jax-core style). The printed text runs with the namespace from
+:func:`exec_namespace` (``torch``, ``aten``, ``prims`` and the fusion callables).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import BoundSymbol, Trace, TensorProxy
+from .values import format_value
+
+
+@dataclass(frozen=True)
+class PrintOptions:
+    """What to show: tensor metadata comments, source-line comments, subsymbols to which depth,
+    the header line, and uids."""
+
+    shapes: bool = True
+    source: bool = True
+    subsymbol_depth: int = 1
+    header: bool = True
+    uids: bool = False
+
+
+def _outputs(b: BoundSymbol) -> str:
+    out = b.outputs
+    if out is None:
+        return ""
+    if isinstance(out, TensorProxy):
+        return f"{out.name} = "
+    if isinstance(out, (tuple, list)):
+        names = [o.name if isinstance(o, TensorProxy) else "_" for o in out]
+        if not names:
+            return ""
+        return "(" + ", ".join(names) + (",) = " if len(names) == 1 else ") = ")
+    return "_ = "
+
+
+def call_text(b: BoundSymbol, callee: str | None = None) -> str:
+    """Return the Python statement for one bound symbol, e.g. ``t2 = prims.add(t0, t1)``."""
+    if b.sym == "del":
+        return "del " + ", ".join(p.name for p in b.args)
+    parts = [format_value(a) for a in b.args]
+    parts += [f"{k}={format_value(v)}" for k, v in b.kwargs.items()]
+    return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
+
+
+def _meta_comment(b: BoundSymbol) -> str:
+    outs = b.flat_outputs()
+    return "  ".join(f"{p.name}: {p.short()}" for p in outs)
+
+
+def _symbol_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, last_src: list) -> list[str]:
+    lines = []
+    if b.sym == "del":
+        return [indent + call_text(b)]
+    if opts.source and depth == 0 and b.source is not None:
+        key = (b.source.file, b.source.line, b.source.module)
+        if key != last_src[0]:
+            last_src[0] = key
+            mod = f"   [{b.source.module}]" if b.source.module else ""
+            where = f"{b.source.label()}  {b.source.code}" if b.source.line else ""
+            lines.append(f"{indent}# {where}{mod}".rstrip())
+    stmt = indent + ("# " if depth > 0 else "") + call_text(b)
+    notes = []
+    if opts.shapes:
+        meta = _meta_comment(b)
+        if meta:
+            notes.append(meta)
+    if opts.uids:
+        notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
+    if notes:
+        stmt = stmt.ljust(48) + "  # " + "  ".join(notes)
+    lines.append(stmt)
+    if depth < opts.subsymbol_depth:
+        for s in b.subsymbols:
+            lines.extend(_symbol_lines(s, opts, indent + "  ", depth + 1, last_src))
+    return lines
+
+
+def header_line(trace: Trace) -> str:
+    """Return the ``# graph 0 · forward · after "decompose" (0.8 ms)`` header."""
+    ms = trace.meta.get("duration_ms")
+    took = f" ({ms:.1f} ms)" if isinstance(ms, (int, float)) else ""
+    return f'# graph {trace.graph} · {trace.chain} · after "{trace.pass_name}"{took}'
+
+
+def print_trace(trace: Trace, opts: PrintOptions = PrintOptions()) -> str:
+    """Return ``trace`` as Python source text (a ``def`` named after the chain)."""
+    lines = []
+    if opts.header:
+        lines.append(header_line(trace))
+    fname = trace.chain if trace.chain.isidentifier() else "fn"
+    lines.append(f"def {fname}({', '.join(p.name for p in trace.inputs)}):")
+    if opts.shapes and trace.inputs:
+        lines.append("  # " + "  ".join(f"{p.name}: {p.short()}" for p in trace.inputs))
+    last_src = [None]
+    for b in trace.symbols:
+        lines.extend(_symbol_lines(b, opts, "  ", 0, last_src))
+    outs = ", ".join(format_value(o) for o in trace.outputs)
+    lines.append(f"  return ({outs}{',' if len(trace.outputs) == 1 else ''})")
+    return "\n".join(lines) + "\n"

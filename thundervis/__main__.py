@@ -1,0 +1,5 @@
+import sys
+
+from thundervis.cli import main
+
+sys.exit(main())
