@@ -11,10 +11,11 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
 from .source import source_of
-from .values import UnsupportedValue, constant, is_valid_name, proxy_for
+from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
 
 
 class UnsupportedGraph(Exception):
@@ -38,6 +39,30 @@ def symbol_name(target) -> str:
 def _val(node: torch.fx.Node):
     v = node.meta.get("val", node.meta.get("example_value"))
     return v
+
+
+def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, uid: str,
+                     symbols: list) -> TensorProxy:
+    """Append the factory call that recreates a uniform tensor constant (``torch.tensor(0.)`` or
+    ``-inf`` baked into the graph by a traced function) and return its proxy; any other constant
+    raises UnsupportedGraph (traces hold no tensor data)."""
+    value = getattr(gm, node.target, None)
+    if not isinstance(value, torch.Tensor) or value.is_sparse or value.is_quantized or value.is_complex():
+        raise UnsupportedGraph(f"get_attr node {node.target!r} (lifted parameters expected)")
+    with unset_fake_temporarily():  # the chain compilers run inside AOTAutograd's fake mode
+        flat = value.detach().reshape(-1)
+        uniform = flat.numel() > 0 and bool((flat == flat[0]).all() or (flat != flat).all())
+        fill = flat[0].item() if uniform else None
+    if not uniform:
+        raise UnsupportedGraph(f"tensor constant {node.target!r} holds data (only uniform constants are supported)")
+    shape = tuple(int(s) for s in value.shape)
+    out = TensorProxy(name, shape, dtype_name(value.dtype), str(value.device), contiguous_strides(shape))
+    kwargs = {"dtype": value.dtype, "device": value.device}
+    sym, args = (("aten.scalar_tensor.default", (fill,)) if not shape
+                 else ("aten.full.default", (list(shape), fill)))
+    symbols.append(BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=out, uid=uid,
+                               source=source_of(node.meta), aten=sym, note=f"tensor constant {node.target}"))
+    return out
 
 
 def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str | None = None,
@@ -87,7 +112,9 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 env[node] = p
                 inputs.append(p)
             elif node.op == "get_attr":
-                raise UnsupportedGraph(f"get_attr node {node.target!r} (lifted parameters expected)")
+                env[node] = _constant_tensor(gm, node, f"t{counter}", f"{prefix}{uid}", symbols)
+                counter += 1
+                uid += 1
             elif node.op in ("call_function", "call_method", "call_module"):
                 if node.op == "call_module":
                     raise UnsupportedGraph(f"call_module {node.target!r}")

@@ -22,17 +22,20 @@ from torch._functorch.partitioners import default_partition
 from .acquire import UnsupportedGraph, fx_to_trace
 from .observer import CompileObserver
 from .pipeline import CompileOptions, compile_chain
+from .profiling import ProfiledChain, ProfileSettings
 
 _graph_ids = itertools.count()
-_defaults = {"observer": None, "executors": None, "debug": False}
+_defaults = {"observer": None, "executors": None, "debug": False, "profile": None}
 _lock = threading.Lock()
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
-                 debug: Optional[bool] = None) -> None:
-    """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does)."""
+                 debug: Optional[bool] = None, profile: Optional[ProfileSettings] = None) -> None:
+    """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does);
+    ``profile``: run-time profiling / input capture settings (None: off)."""
     _defaults["observer"] = observer
     _defaults["executors"] = list(executors) if executors else None
+    _defaults["profile"] = profile
     if debug is not None:
         _defaults["debug"] = debug
 
@@ -54,8 +57,15 @@ def _eager_boxed(gm: torch.fx.GraphModule) -> Callable:
 
 def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None]) -> Callable:
     """Return a boxed callable that runs ``fn``; if its first call raises, report it and switch to
-    ``eager`` for good (the functional graph has no side effects to undo)."""
+    ``eager`` for good (the functional graph has no side effects to undo). When ``fn`` is a
+    :class:`ProfiledChain`, its plain callable replaces it once profiling is done; ``run.state``
+    shows which callable runs now."""
     state = {"fn": fn, "checked": False}
+    if isinstance(fn, ProfiledChain):
+        def profiling_done():
+            if state["fn"] is fn:
+                state["fn"] = fn.plain
+        fn.on_done = profiling_done
 
     def run(args):
         if state["checked"]:
@@ -71,6 +81,7 @@ def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseExcep
         state["checked"] = True
         return out
     run._boxed_call = True
+    run.state = state
     return run
 
 
@@ -78,8 +89,9 @@ class ThundervisCompiler:
     """A Dynamo backend object: ``torch.compile(model, backend=ThundervisCompiler(...))``."""
 
     def __init__(self, executors: Optional[Sequence[str]] = None, debug: bool = False,
-                 observer: Optional[CompileObserver] = None):
-        self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver())
+                 observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None):
+        self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver(),
+                                      profile=profile)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         with _lock:
@@ -168,13 +180,17 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
         executors=options.get("executors", _defaults["executors"]),
         debug=options.get("debug", _defaults["debug"]),
         observer=options.get("observer", _defaults["observer"]),
+        profile=options.get("profile", _defaults["profile"]),
     )
     return compiler(gm, example_inputs)
 
 
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
-        observer: Optional[CompileObserver] = None, **compile_kwargs):
-    """Return ``torch.compile(fn_or_module)`` routed through our compiler."""
+        observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
+        **compile_kwargs):
+    """Return ``torch.compile(fn_or_module)`` routed through our compiler (``profile``: time kernels
+    at run time and/or capture fusion inputs, see :mod:`profiling`)."""
     backend = ThundervisCompiler(executors=executors, debug=debug,
-                                 observer=observer or _defaults["observer"])
+                                 observer=observer or _defaults["observer"],
+                                 profile=profile if profile is not None else _defaults["profile"])
     return torch.compile(fn_or_module, backend=backend, **compile_kwargs)

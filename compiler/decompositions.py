@@ -1,8 +1,8 @@
 """Lowering one ATen call to prims, using PyTorch's decomposition table traced with make_fx.
 
 A call is traced on fake tensors with every decomposition PyTorch registers, except for the ops
-that are prims (so tracing stops there). PyTorch's decompositions sometimes emit ``torch.ops.prims``
-operators; :data:`_TORCH_PRIM_LOWERINGS` rewrites those into prims too. The result is cached per
+that are prims (so tracing stops there), completed by :mod:`.lowerings` (``torch.ops.prims``
+operators that PyTorch's decompositions emit, and ATen ops it leaves above the prims). The result is cached per
 operator and argument metadata as a :class:`Template` and instantiated for each symbol.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch._decomp
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, add_same_named_prims
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
 from .resolve import UnknownSymbol, resolve_overload
@@ -25,63 +26,17 @@ aten = torch.ops.aten
 tprims = torch.ops.prims
 
 
-def _broadcast_in_dim(x, shape, broadcast_dimensions):
-    view_shape = [1] * len(shape)
-    for i, d in enumerate(broadcast_dimensions):
-        view_shape[d] = x.shape[i]
-    if list(x.shape) != view_shape:
-        x = aten.view.default(x, view_shape)
-    if list(view_shape) != list(shape):
-        x = aten.expand.default(x, list(shape))
-    return x
-
-
-def _div(a, b):
-    floating = any(isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) or isinstance(v, float)
-                   for v in (a, b))
-    return aten.div.Tensor(a, b) if floating else aten.div.Tensor_mode(a, b, rounding_mode="trunc")
-
-
-def _same_named(name):
-    def lower(*args, **kwargs):
-        return getattr(aten, name)(*args, **kwargs)
-    return lower
-
-
-# torch.ops.prims operators that PyTorch's decompositions emit, rewritten into our prims.
-_TORCH_PRIM_LOWERINGS = {
-    tprims.convert_element_type.default: lambda x, dtype: aten._to_copy.default(x, dtype=dtype),
-    tprims.broadcast_in_dim.default: _broadcast_in_dim,
-    tprims.sum.default: lambda x, dims, output_dtype=None: aten.sum.dim_IntList(x, list(dims), False, dtype=output_dtype),
-    tprims.var.default: lambda x, dims, correction, output_dtype=None: aten.var.correction(x, list(dims), correction=correction, keepdim=False),
-    tprims.amax.default: lambda x, dims: aten.amax.default(x, list(dims), False),
-    tprims.amin.default: lambda x, dims: aten.amin.default(x, list(dims), False),
-    tprims.div.default: _div,
-    tprims.squeeze.default: lambda x, dims: aten.squeeze.dims(x, list(dims)),
-    tprims.transpose.default: lambda x, perm: aten.permute.default(x, list(perm)),
-    tprims.collapse_view.default: lambda x, start, end: aten.view.default(x, list(x.shape[:start]) + [-1] + list(x.shape[end:])) if x.numel() else aten.view.default(x, list(x.shape[:start]) + [0] + list(x.shape[end:])),
-    tprims.split_dim.default: lambda x, dim, outer: aten.view.default(x, list(x.shape[:dim]) + [outer, x.shape[dim] // outer] + list(x.shape[dim + 1:])),
-    tprims.reshape.default: lambda x, shape: aten.view.default(x, list(shape)),
-    tprims.view_of.default: lambda x: aten.alias.default(x),
-    tprims.where.default: lambda c, a, b: aten.where.self(c, a, b),
-    tprims.fma.default: lambda a, b, c: aten.add.Tensor(aten.mul.Tensor(a, b), c),
-}
-for _name in ("add sub mul maximum minimum pow remainder fmod atan2 eq ne lt le gt ge bitwise_and "
-              "bitwise_or bitwise_xor abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos "
-              "atan sinh cosh tanh asinh acosh atanh sqrt rsqrt reciprocal erf erfc erfinv floor ceil "
-              "round trunc sign signbit bitwise_not lgamma digamma nextafter copysign").split():
-    _ov = getattr(tprims, _name, None)
-    if _ov is not None and any(is_prim_overload(getattr(getattr(aten, _name), o))
-                               for o in getattr(aten, _name).overloads()):
-        _TORCH_PRIM_LOWERINGS[_ov.default] = _same_named(_name)
+add_same_named_prims(is_prim_overload)
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    """Return PyTorch's decomposition table without the prims, plus the torch-prims lowerings."""
+    """Return PyTorch's decomposition table without the prims, plus our lowerings (see
+    :mod:`.lowerings`), which win over PyTorch's where both exist."""
     keep = prim_overloads()
     table = {op: fn for op, fn in torch._decomp.decomposition_table.items() if op not in keep}
-    table.update(_TORCH_PRIM_LOWERINGS)
+    table.update(TORCH_PRIM_LOWERINGS)
+    table.update({op: fn for op, fn in ATEN_LOWERINGS.items() if op not in keep})
     return table
 
 
@@ -115,13 +70,15 @@ def _fake():
     return _fake_mode
 
 
-def _key_of(v):
+def _key_of(v, names: dict):
+    """Cache key of an argument structure. ``names`` numbers proxies by first appearance, so
+    ``xlogy(a, a)`` and ``xlogy(a, b)`` (one traced input versus two) never share a template."""
     if isinstance(v, TensorProxy):
-        return ("T", v.shape, v.dtype, v.device, v.strides)
+        return ("T", names.setdefault(v.name, len(names)), v.shape, v.dtype, v.device, v.strides)
     if isinstance(v, (tuple, list)):
-        return (type(v).__name__,) + tuple(_key_of(x) for x in v)
+        return (type(v).__name__,) + tuple(_key_of(x, names) for x in v)
     if isinstance(v, dict):
-        return ("K",) + tuple((k, _key_of(x)) for k, x in sorted(v.items()))
+        return ("K",) + tuple((k, _key_of(x, names)) for k, x in sorted(v.items()))
     if isinstance(v, slice):
         return ("S", v.start, v.stop, v.step)
     return ("C", type(v).__name__, repr(v))
@@ -194,7 +151,8 @@ def _trace_template(op, args, kwargs) -> Template:
 
 def template_for(op, args, kwargs) -> Template:
     """Return the (cached) lowering template of ``op`` applied to ``args``/``kwargs``."""
-    key = (str(op), _key_of(args), _key_of(kwargs))
+    names: dict = {}
+    key = (str(op), _key_of(args, names), _key_of(kwargs, names))
     t = _TEMPLATES.get(key)
     if t is None:
         try:

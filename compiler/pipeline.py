@@ -17,21 +17,25 @@ from .executors.base import Executor, get_executor
 from .ir import Trace
 from .observer import CompileObserver
 from .passes.claim import claim
-from .passes.codegen import codegen
+from .passes.codegen import codegen, codegen_plan
+from .profiling import ProfileSettings, build_profiled_chain
 from .passes.cse import cse
 from .passes.dce import dce
 from .passes.decompose import decompose
 from .passes.liveness import insert_dels
+from .passes.simplify import simplify
 
 
 @dataclass
 class CompileOptions:
     """How to compile: executor names in priority order (None: the default order for the device),
-    debug checks after every pass, and the observer to report to."""
+    debug checks after every pass, the observer to report to, and run-time profiling / input capture
+    (None: off, and the compiled callable is exactly the plain generated function)."""
 
     executors: Optional[Sequence[str]] = None
     debug: bool = False
     observer: CompileObserver = field(default_factory=CompileObserver)
+    profile: Optional[ProfileSettings] = None
 
 
 def default_executor_names(device: str = "cpu") -> list[str]:
@@ -60,7 +64,7 @@ def _changed(a: Trace, b: Trace) -> bool:
 
 def chain_passes(executors: Sequence[Executor]) -> list[tuple[str, Callable[[Trace], Trace]]]:
     """Return the (name, pass) list for a forward/backward/inference chain, codegen excluded."""
-    passes = [("decompose", decompose), ("cse", cse), ("dce", dce),
+    passes = [("decompose", decompose), ("cse", cse), ("dce", dce), ("simplify", simplify),
               ("claim", functools.partial(claim, executors=executors))]
     for ex in executors:
         passes.extend(getattr(ex, "passes", lambda: [])())
@@ -91,6 +95,17 @@ class PassRunner:
         return self.report(name, trace, out, time.perf_counter() - t0)
 
 
+def _report_kernels(trace: Trace, observer: CompileObserver) -> Trace:
+    """Hand the kernel records a fusion pass left in ``trace.meta["kernels"]`` to the observer and
+    return the trace without them."""
+    kernels = trace.meta.get("kernels")
+    if kernels is None:
+        return trace
+    if kernels:
+        observer.kernels_built(trace.graph, trace.chain, kernels)
+    return trace.replace(meta={k: v for k, v in trace.meta.items() if k != "kernels"})
+
+
 def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callable]:
     """Run the whole pipeline on an acquired trace (already reported as pass 0) and return
     (execution trace, boxed callable)."""
@@ -99,7 +114,12 @@ def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callabl
     runner = PassRunner(trace.graph, trace.chain, options, start=1)
     for name, fn in chain_passes(executors):
         trace = runner.run(name, fn, trace)
+        trace = _report_kernels(trace, options.observer)
     t0 = time.perf_counter()
-    final, fn = codegen(trace, executors)
+    if options.profile is None:
+        final, fn = codegen(trace, executors)
+    else:
+        final, fn, plan = codegen_plan(trace, executors)
+        fn = build_profiled_chain(final, executors, options.profile, options.observer, fn, plan)
     final = runner.report("codegen", trace, final, time.perf_counter() - t0)
     return final, fn

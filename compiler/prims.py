@@ -30,6 +30,20 @@ class Prim:
         return [getattr(self.packet, o) for o in self.packet.overloads()]
 
 
+# What each kind of prim does; executors decide what to claim by kind. docs/prims.md lists them all.
+KINDS: dict[str, str] = {
+    "unary": "elementwise function of one tensor (ATen type promotion: ints -> float where ATen does)",
+    "binary": "elementwise function of two tensors or a tensor and a number, with broadcasting",
+    "ternary": "elementwise select or clamp of up to three operands, with broadcasting",
+    "conversion": "a copy with another dtype and/or device (aten._to_copy)",
+    "shape": "view, broadcast, permute, slice, concatenate, pad, copy: moves elements, computes nothing",
+    "reduction": "reduces dims (sum, mean, max, var, arg-max, any/all), keepdim and dtype as in ATen",
+    "matmul": "matrix products: mm and bmm (linear/addmm/matmul/einsum lower to these)",
+    "rng": "draws random numbers from the global generator; never merged by CSE",
+    "factory": "creates a tensor from sizes and a value (full, arange, empty ...)",
+    "indexing": "reads or writes by index tensors (index, index_put, scatter, scatter_add)",
+}
+
 _UNARY = """abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos atan sinh cosh tanh
 asinh acosh atanh sqrt rsqrt reciprocal sigmoid erf erfc erfinv floor ceil round trunc sign
 logical_not bitwise_not isnan lgamma digamma signbit""".split()
@@ -43,7 +57,7 @@ _REDUCTION = "sum amax amin prod var argmax argmin any all".split()
 _MATMUL = ["mm", "bmm"]
 _RNG = ["rand", "rand_like"]
 _FACTORY = ["full", "iota", "arange", "scalar_tensor", "empty", "empty_strided"]
-_INDEXING = ["scatter_add", "index_put", "index"]
+_INDEXING = ["scatter", "scatter_add", "index_put", "index"]
 
 _NAMES = {"_to_copy": "convert_element_type", "_unsafe_view": "view"}
 
@@ -55,14 +69,14 @@ def _register(kind: str, names: list[str]) -> None:
     for n in names:
         packet = getattr(aten, n, None) or getattr(torch.ops.prims, n)
         name = _NAMES.get(n, n)
-        prim = PRIMS.get(name) or Prim(name, kind, packet)
+        prim = PRIMS.get(name) or Prim(name, kind, packet, KINDS[kind])
         PRIMS.setdefault(name, prim)
         for o in packet.overloads():
             ov = getattr(packet, o)
             # out= and in-place overloads are never prims: traces are functional.
             if o.startswith("out") or "_out" in o or n.endswith("_"):
                 continue
-            _BY_OVERLOAD[ov] = Prim(name, kind, packet)
+            _BY_OVERLOAD[ov] = Prim(name, kind, packet, KINDS[kind])
 
 
 for _kind, _names in [("unary", _UNARY), ("binary", _BINARY), ("ternary", _TERNARY),

@@ -18,12 +18,15 @@ class UnknownSymbol(Exception):
 
 
 def resolve_overload(name: str):
-    """Return the OpOverload for ``aten.add.Tensor`` / ``prims.var.default``, or raise UnknownSymbol."""
+    """Return the OpOverload for ``aten.add.Tensor`` / ``prims.var.default`` (or a custom operator
+    namespace's ``ns.op.overload``), or raise UnknownSymbol."""
     parts = name.split(".")
-    if len(parts) != 3 or parts[0] not in ("aten", "prims"):
+    if len(parts) != 3 or not all(p.isidentifier() and not p.startswith("__") for p in parts):
         raise UnknownSymbol(f"{name!r} is not an ATen overload name")
-    ns = getattr(torch.ops, parts[0])
     try:
+        ns = getattr(torch.ops, parts[0])
+        if not isinstance(ns, torch._ops._OpNamespace):  # torch.ops.load_library and the like
+            raise AttributeError(parts[0])
         packet = getattr(ns, parts[1])
         ov = getattr(packet, parts[2])
     except (AttributeError, RuntimeError):
@@ -77,6 +80,16 @@ def resolve_symbol(name: str):
         if prim is None:
             raise UnknownSymbol(f"no prim named {name!r}")
         return prim.packet
-    if name.startswith(("aten.", "prims.")) and name.count(".") == 2:
-        return resolve_overload(name)
+    if name.count(".") == 2 and name.split(".")[0] not in (*_DYNAMO_ROOTS, "Tensor"):
+        return resolve_overload(name)  # aten.X.overload, or a custom operator ns.X.overload
     return _resolve_dynamo(name)
+
+
+def is_operator_name(name: str) -> bool:
+    """Return True when ``name`` names a registered operator overload (``aten.add.Tensor``,
+    ``myns.my_op.default``)."""
+    try:
+        resolve_overload(name)
+        return True
+    except UnknownSymbol:
+        return False

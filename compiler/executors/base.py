@@ -33,6 +33,46 @@ class Executor:
         """Return the Python callable that runs ``b`` with its arguments."""
         raise NotImplementedError
 
+    def passes(self) -> list[tuple[str, Callable]]:
+        """Return the (name, Trace -> Trace) passes this executor adds after ``claim``."""
+        return []
+
+
+class KernelBuildError(Exception):
+    """A fusion executor could not build a kernel for a region; the region runs in torch."""
+
+
+class FusionExecutor(Executor):
+    """An executor that turns regions of claimed prims into kernels.
+
+    The ``fuse`` pass (:mod:`..passes.fuse`) forms regions on dataflow and asks the executor:
+    :meth:`region_problem` whether a candidate region can become one kernel (None, or the reason it
+    cannot), then :meth:`build_kernel` for each final region (a top-level fusion symbol named
+    ``{kernel_prefix}_{i}`` whose ``subsymbols`` are the members). :meth:`kernel_record` describes a
+    built kernel (see the kernel record format in DESIGN/brief); :meth:`callable_for` returns its
+    launcher.
+    """
+
+    fuses = True
+    kernel_prefix = "fusion"  # fusion symbols are named f"{kernel_prefix}_{i}"
+    language = "python"
+
+    def region_problem(self, members: list[BoundSymbol], outputs: Optional[list] = None) -> Optional[str]:
+        """Return None when ``members`` (in trace order) can become one kernel whose results read
+        outside are ``outputs`` (None: every value they produce), else one sentence saying why not."""
+        return None
+
+    def build_kernel(self, fusion: BoundSymbol) -> dict:
+        """Build the kernel of ``fusion``; return its partial kernel record (``code``, ``language``,
+        ``note``). Raise :class:`KernelBuildError` (or anything) when it cannot be built."""
+        raise NotImplementedError
+
+    def passes(self) -> list[tuple[str, Callable]]:
+        """Return ``[("fuse", fuse pass bound to this executor)]``."""
+        import functools
+        from ..passes.fuse import fuse
+        return [("fuse", functools.partial(fuse, executor=self))]
+
 
 _REGISTRY: dict[str, Callable[[], Executor]] = {}
 
@@ -56,6 +96,18 @@ def available_executors() -> list[str]:
     return sorted(_REGISTRY)
 
 
+# Modules that register an executor when imported; a missing optional module is skipped.
+_BUILTIN_MODULES = ("torch_executor", "triton_executor", "nvfuser_executor", "inductor_executor")
+
+
 def _ensure_builtin() -> None:
-    if "torch" not in _REGISTRY:
-        from . import torch_executor  # noqa: F401  (registers itself)
+    if "torch" in _REGISTRY:
+        return
+    import importlib
+    for mod in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{mod}")
+        except ImportError:
+            # Optional executors whose module (or library) is missing are simply not registered.
+            if mod == "torch_executor":
+                raise

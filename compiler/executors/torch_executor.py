@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..ir import BoundSymbol
-from ..resolve import UnknownSymbol, resolve_overload, resolve_symbol
+from ..resolve import UnknownSymbol, is_operator_name, resolve_overload, resolve_symbol
 from .base import Executor, register_executor
 
 
@@ -14,7 +14,7 @@ class TorchExecutor(Executor):
     name = "torch"
 
     def can_run(self, b: BoundSymbol) -> bool:
-        return b.sym.startswith(("aten.", "prims."))
+        return b.sym.startswith(("aten.", "prims.")) or is_operator_name(b.sym)  # custom ops too
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         if b.aten:

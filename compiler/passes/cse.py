@@ -34,6 +34,12 @@ def _key(b: BoundSymbol):
     return (b.sym, b.aten, k(b.args), k(b.kwargs))
 
 
+def _renamed(b: BoundSymbol, sub) -> BoundSymbol:
+    """Return ``b`` reading renamed proxies, in its subsymbols too (they read the parent's inputs)."""
+    return b.replace(args=map_structure(sub, b.args), kwargs=map_structure(sub, b.kwargs),
+                     subsymbols=tuple(_renamed(s, sub) for s in b.subsymbols))
+
+
 def cse(trace: Trace) -> Trace:
     """Return ``trace`` without repeated computations."""
     seen: dict = {}
@@ -46,7 +52,7 @@ def cse(trace: Trace) -> Trace:
 
     for b in trace.symbols:
         if rename:
-            b = b.replace(args=map_structure(sub, b.args), kwargs=map_structure(sub, b.kwargs))
+            b = _renamed(b, sub)
         if _is_random(b) or b.sym == "del":
             out.append(b)
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..decompositions import NotLowered, lower_symbol
 from ..ir import Minter, Trace
 from ..prims import prim_for
-from ..resolve import UnknownSymbol, resolve_overload
+from ..resolve import UnknownSymbol, is_operator_name, resolve_overload
 
 NAME = "decompose"
 
@@ -20,7 +20,7 @@ def decompose(trace: Trace) -> Trace:
     minter = Minter(trace)
     out = []
     for b in trace.symbols:
-        if not b.sym.startswith("aten."):
+        if not (b.sym.startswith("aten.") or is_operator_name(b.sym)):  # prims, fusions, del
             out.append(b)
             continue
         try:

@@ -11,6 +11,8 @@ def insert_dels(trace: Trace) -> Trace:
     keep = {p.name for p in trace.flat_outputs()}
     last_use: dict[str, int] = {}
     for i, b in enumerate(trace.symbols):
+        if b.sym == "del":  # old dels are dropped below; they must not count as uses
+            continue
         for p in b.flat_inputs():
             last_use[p.name] = i
         for p in b.flat_outputs():

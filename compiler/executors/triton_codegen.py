@@ -1,0 +1,610 @@
+"""Triton source generation for one fusion region.
+
+A region runs as one kernel over one of two iteration domains:
+
+- pointwise (no reductions): a 1-D grid over the ``T`` elements of its largest value; the tile is
+  ``offs`` = element indices ``[BLOCK]``;
+- reduction: every reduction in the region reduces the same ``N`` elements for each of ``M`` rows,
+  either the trailing dims (``inner``: linear index ``L = m * N + n``, softmax / layer-norm shape)
+  or the leading dims (``outer``: ``L = n * M + m``, bias-gradient shape). The tile is ``[BM, BN]``
+  with ``BN >= N`` (a persistent reduction: a row is reduced in one go).
+
+Every computed value has a *level*: ``full`` (one element per tile element: ``M*N`` or ``T``
+elements), ``row`` (one per row: ``M`` elements, tile ``[BM, 1]``) or ``scalar`` (1 element). A
+value of any other size cannot live in the kernel; such regions are refused with the reason.
+Region inputs, and shape ops on them (view, expand, permute, squeeze, unsqueeze, clone), are not
+materialized: they are *virtual* and read with index arithmetic from the input's recorded strides
+wherever a consumer needs them, so broadcasts, permuted and offset views are read in place. Shape
+ops on computed values are absorbed when they keep the element order (views, expand of a row or
+scalar); a permute of a computed value is refused. Slices and concatenations of virtual values are
+virtual too (a cat reads each operand under its own mask), and the indexing ops read memory at
+loaded indices: ``gather`` and ``aten.embedding`` from a virtual source, ``scatter`` of a scalar with
+one index per row as a ``where``. ``index_put`` writes through atomics and only runs as a phase of
+a multi-part kernel (:mod:`.triton_plan`), which also composes several :class:`Part` bodies into
+one kernel. Every name a part emits carries its prefix, so parts can share one kernel body.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from ..ir import BoundSymbol, TensorProxy
+from ..resolve import resolve_overload
+from ..values import contiguous_strides
+from . import triton_ops as ops
+from .triton_index import (Index, as_dims, broadcast_index, is_dense, linear, numel, offset, row_compatible,
+                           strides_of)
+
+
+# Ops that only re-index their sources or are constant: they never set a part's iteration domain.
+FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | {"cat"})
+
+
+class Unfusable(Exception):
+    """The region cannot be one Triton kernel; the message says why (shown as the fusion reason)."""
+
+
+def bind(b: BoundSymbol) -> dict:
+    """Return ``b``'s arguments by schema name (defaults filled) using its ATen overload."""
+    op = resolve_overload(b.aten)
+    out, args = {}, list(b.args)
+    for i, a in enumerate(op._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            out[a.name] = args[i]
+        elif a.name in b.kwargs:
+            out[a.name] = b.kwargs[a.name]
+        elif a.has_default_value():
+            out[a.name] = a.default_value
+        else:
+            out[a.name] = None
+    return out
+
+
+# ATen ops the executor runs without a decomposition (named like prims in the generator).
+ATEN_OPS = {"aten.embedding.default": "embedding"}
+
+
+def prim_name(b: BoundSymbol) -> str:
+    """Return the prim name of ``b`` (``prims.add`` -> ``add``, ``aten.embedding.default`` -> ``embedding``)."""
+    return ATEN_OPS.get(b.sym) or b.sym.removeprefix("prims.")
+
+
+def reduce_dims(b: BoundSymbol, x: TensorProxy) -> list[int]:
+    """Return the sorted, normalized dims reduced by reduction ``b`` on input ``x``."""
+    a = bind(b)
+    dims = a.get("dim")
+    rank = len(x.shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % rank if rank else 0 for d in dims})
+
+
+def reduction_domain(b: BoundSymbol) -> tuple[int, int, str]:
+    """Return (M rows, N reduced elements, layout) of reduction ``b``; raise Unfusable."""
+    x = b.args[0]
+    dims = reduce_dims(b, x)
+    rank = len(x.shape)
+    if len(dims) == rank:
+        return 1, numel(x.shape), "inner"
+    k = dims[0]
+    if dims == list(range(k, rank)):
+        return numel(x.shape[:k]), numel(x.shape[k:]), "inner"
+    if dims == list(range(0, len(dims))):
+        k = len(dims)
+        return numel(x.shape[k:]), numel(x.shape[:k]), "outer"
+    raise Unfusable(f"{b.sym} reduces dims {dims} of a {list(x.shape)} tensor: only leading or trailing dims")
+
+
+@dataclass
+class Tile:
+    """A computed value: the kernel variable, its level and physical tile kind, its dtype."""
+    var: str
+    level: str
+    phys: str
+    dtype: str
+
+
+@dataclass
+class Const:
+    """A constant tensor value (``full`` / ``scalar_tensor``)."""
+    value: Union[int, float, bool]
+    dtype: str
+
+
+@dataclass
+class Virtual:
+    """A region input, possibly seen through shape ops: read on demand at any index."""
+    shape: tuple
+    dtype: str
+    read: object  # (index, level, extra mask or None) -> expression of the element
+
+
+@dataclass
+class KernelSource:
+    """Generated kernel module text and what the launcher needs to know."""
+    source: str
+    grid: int
+    note: str
+
+
+class Part:
+    """Generates the body of one kernel part over one iteration domain; raises Unfusable on anything
+    it cannot express. ``prefix`` starts every name it emits (parameters ``{prefix}in{i}`` /
+    ``{prefix}out{k}``, tile variables, indices), ``read_strides`` gives the layout of values that
+    earlier parts of the same kernel wrote (by name), and ``index_put`` allows that op (the part then
+    scatters into the parameter ``{prefix}dst``)."""
+
+    def __init__(self, members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str,
+                 prefix: str = "", read_strides: Optional[dict] = None, index_put: bool = False):
+        self.members, self.outputs, self.device_kind = members, outputs, device_kind
+        self.p = prefix
+        self.read_strides = read_strides or {}
+        self.allow_index_put = index_put
+        self.lines: list[str] = []
+        self.env: dict[str, object] = {}
+        self.cache: dict = {}
+        self.count = 0
+        self.inputs: list[TensorProxy] = []
+        self._domain()
+        self.sizes = block_sizes(self.kind, self.M, self.N, self.T, device_kind)
+
+    # ------------------------------------------------------------------ domain and tiles
+    def _domain(self) -> None:
+        reds = [b for b in self.members if prim_name(b) in ops.REDUCTIONS]
+        puts = [b for b in self.members if prim_name(b) == "index_put"]
+        if puts and not self.allow_index_put:
+            raise Unfusable("index_put runs only as a phase of its own in a single-program kernel")
+        if not reds:
+            self.kind = "pointwise"
+            computed = [p for b in self.members if prim_name(b) not in FREE_OPS for p in b.flat_outputs()]
+            if puts:  # the part walks the values scattered
+                self.T = numel(bind(puts[0])["values"].shape)
+            else:  # computed values set the domain; shape ops of inputs follow it
+                self.T = max((numel(p.shape) for p in computed or self.outputs
+                              or [p for b in self.members for p in b.flat_outputs()]), default=0)
+            self.M, self.N, self.layout = self.T, 1, "inner"
+            if self.T == 0:
+                raise Unfusable("the region computes empty tensors")
+            return
+        self.kind = "reduction"
+        self.M, self.N, self.layout = reduction_domain(reds[0])
+        self.T = self.M * self.N
+        for b in reds[1:]:
+            M, N, layout = reduction_domain(b)
+            if (M, N) != (self.M, self.N) or (layout != self.layout and min(M, N) > 1):
+                raise Unfusable(f"{b.uid} reduces {N} elements x {M} rows ({layout}) but the kernel "
+                                f"reduces {self.N} x {self.M} ({self.layout})")
+        if self.M * self.N == 0:
+            raise Unfusable("the region reduces an empty tensor")
+        limit = 16384 if self.device_kind == "cuda" else 65536
+        if self.N > limit:
+            raise Unfusable(f"a reduction over {self.N} elements exceeds the persistent-reduction limit {limit}")
+
+    def level(self, n: int) -> str:
+        if self.kind == "pointwise":
+            if n == self.T:
+                return "full"
+        else:
+            if n == self.M * self.N:
+                return "full"
+            if n == self.M:
+                return "row"
+        if n == 1:
+            return "scalar"
+        size = self.T if self.kind == "pointwise" else f"{self.M} rows x {self.N}"
+        raise Unfusable(f"a value of {n} elements does not fit the kernel's iteration space ({size})")
+
+    def index(self, level: str) -> Index:
+        var = {"full": self.p + ("offs" if self.kind == "pointwise" else "L"), "row": self.p + "m", "scalar": "0"}[level]
+        return ("lin", var)
+
+    def mask(self, level: str) -> Optional[str]:
+        return {"full": self.p + "mask", "row": self.p + "mask_m", "scalar": None}[level]
+
+    def tile_shape(self, phys: str) -> str:
+        if self.kind == "pointwise":
+            return f"[{self.sizes['BLOCK']}]"
+        return {"full": f"[{self.sizes['BM']}, {self.sizes['BN']}]", "row": f"[{self.sizes['BM']}, 1]"}[phys]
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.count += 1
+        return f"{self.p}{prefix}{self.count}"
+
+    def emit(self, expr: str, prefix: str = "v") -> str:
+        var = self.fresh(prefix)
+        self.lines.append(f"    {var} = {expr}")
+        return var
+
+    def head(self, pid: str) -> list[str]:
+        """Return the lines that set up this part's indices and masks for program ``pid``."""
+        p, sizes = self.p, self.sizes
+        lines = [f"    {p}pid = {pid}"]
+        if self.kind == "pointwise":
+            lines += [f"    {p}offs = {p}pid * {sizes['BLOCK']} + tl.arange(0, {sizes['BLOCK']})",
+                      f"    {p}mask = {p}offs < {self.T}"]
+        else:
+            L = f"{p}m * {self.N} + {p}n" if self.layout == "inner" else f"{p}n * {self.M} + {p}m"
+            bm, bn = sizes["BM"], sizes["BN"]
+            lines += [f"    {p}m = {p}pid * {bm} + tl.arange(0, {bm})[:, None]", f"    {p}n = tl.arange(0, {bn})[None, :]",
+                      f"    {p}mask_m = {p}m < {self.M}", f"    {p}mask = {p}mask_m & ({p}n < {self.N})",
+                      f"    {p}L = {L}"]
+        return lines
+
+    def describe(self) -> str:
+        """Return the iteration domain in words."""
+        if self.kind == "reduction":
+            return f"reduction, {self.M} rows x {self.N} ({self.layout})"
+        return f"pointwise, {self.T} elements"
+
+    # ------------------------------------------------------------------ reading values
+    def value(self, x, level: str, out_shape) -> tuple[str, str]:
+        """Return (expression, dtype) of operand ``x`` read by an op of ``out_shape`` at ``level``."""
+        if not isinstance(x, TensorProxy):
+            return x, "number"
+        v = self.lookup(x)
+        if isinstance(v, Const):
+            return ops.literal(v.value, v.dtype), v.dtype
+        if isinstance(v, Virtual):
+            return v.read(broadcast_index(self.index(level), x.shape, out_shape), level, None), v.dtype
+        if v.level == level or v.level == "scalar":
+            return v.var, v.dtype
+        if v.level == "row" and level == "full" and row_compatible(x.shape, out_shape, self.M, self.layout):
+            return v.var, v.dtype
+        raise Unfusable(f"{x.name} ({v.level} value {list(x.shape)}) cannot be read at the {level} level "
+                        f"of a {list(out_shape)} result")
+
+    def lookup(self, x: TensorProxy):
+        v = self.env.get(x.name)
+        return self._input(x) if v is None else v
+
+    def _input(self, p: TensorProxy) -> Virtual:
+        arg = f"{self.p}in{len(self.inputs)}"
+        self.inputs.append(p)
+        strides = self.read_strides.get(p.name) or strides_of(p)
+
+        def read(idx, level, extra, s=p.shape, st=strides):
+            return self.load(arg, offset(idx, s, st), level, extra)
+        v = Virtual(p.shape, p.dtype, read)
+        self.env[p.name] = v
+        return v
+
+    def load(self, arg: str, off: str, level: str, extra: Optional[str] = None) -> str:
+        key = (arg, off, level, extra)
+        if key not in self.cache:
+            masks = [m for m in (self.mask(level), extra) if m]
+            if off == "0":  # one element, the same for the whole tile (it exists: no empty tensors)
+                self.cache[key] = self.emit(f"tl.load({arg} + {off})", "x")
+            elif not masks:
+                self.cache[key] = self.emit(f"tl.load({arg} + ({off}))", "x")
+            else:
+                self.cache[key] = self.emit(f"tl.load({arg} + ({off}), mask={' & '.join(masks)}, other=0)", "x")
+        return self.cache[key]
+
+    def cast(self, expr: str, src: str, dst: str) -> str:
+        if src == "number":
+            return ops.literal(expr, dst)
+        if src == dst:
+            return expr
+        if dst == "bool":
+            return f"({expr} != 0)"
+        return f"{expr}.to({ops.TL_DTYPE[dst]})"
+
+    def virtual(self, x: TensorProxy, what: str) -> Virtual:
+        """Return ``x`` as a virtual value (read from memory at any index); raise Unfusable."""
+        v = self.lookup(x)
+        if not isinstance(v, Virtual):
+            raise Unfusable(f"{what} reads {x.name}, a value computed in the same kernel part, at other indices")
+        return v
+
+    # ------------------------------------------------------------------ ops
+    def run(self) -> None:
+        for b in self.members:
+            self.op(b)
+
+    def op(self, b: BoundSymbol) -> None:
+        name = prim_name(b)
+        out = b.outputs
+        if not isinstance(out, TensorProxy):
+            raise Unfusable(f"{b.sym} has several outputs")
+        if out.dtype not in ops.TL_DTYPE:
+            raise Unfusable(f"dtype {out.dtype} is not supported")
+        if name in ops.SHAPE:
+            return self.shape_op(b, name, out)
+        if name in ops.FACTORY:
+            a = bind(b)
+            self.env[out.name] = Const(a.get("fill_value", a.get("s")), out.dtype)
+            return
+        if name == "cat":
+            return self.cat(b, out)
+        if name == "index_put":
+            return self.index_put(b)
+        level = self.level(numel(out.shape))
+        if name in ops.REDUCTIONS:
+            return self.reduction(b, name, out, level)
+        if name in ("gather", "embedding", "scatter"):
+            self.env[out.name] = Tile(self.emit(getattr(self, name)(b, out, level)), level, level, out.dtype)
+            return
+        a = bind(b)
+        C = ops.compute_dtype(out.dtype)
+
+        def arg(x, dtype=C):
+            e, dt = self.value(x, level, out.shape)
+            return self.cast(e, dt, dtype)
+
+        if name in ops.UNARY:
+            x = a["self"]
+            if name in ("floor", "ceil", "trunc", "round") and x.dtype not in ops.FLOATS:
+                expr = arg(x)
+            else:
+                src = ops.compute_dtype(ops.promoted([x])) if name == "isnan" else C
+                expr = ops.UNARY[name](arg(x, src))
+        elif name in ops.LOGICAL_UNARY:
+            expr = ops.LOGICAL_UNARY[name](arg(a["self"], a["self"].dtype))
+        elif name in ops.BITWISE_UNARY:
+            x = a["self"]
+            expr = f"({arg(x, 'bool')} == 0)" if x.dtype == "bool" else ops.BITWISE_UNARY[name](arg(x))
+        elif name in ops.BINARY:
+            x, y = arg(a["self"]), arg(a["other"])
+            if a.get("alpha") not in (None, 1):
+                y = f"({y} * {ops.literal(a['alpha'], C)})"
+            expr = ops.BINARY[name](x, y)
+            mode = a.get("rounding_mode")
+            if mode == "trunc":
+                expr = f"tl.where({expr} < 0, tl.ceil({expr}), tl.floor({expr}))"
+            elif mode == "floor":
+                expr = f"tl.floor({expr})"
+        elif name in ops.COMPARE or name in ops.BITWISE:
+            src = ops.compute_dtype(ops.promoted([a["self"], a["other"]]))
+            sym = ops.COMPARE.get(name) or ops.BITWISE[name]
+            expr = f"({arg(a['self'], src)} {sym} {arg(a['other'], src)})"
+        elif name in ops.LOGICAL:
+            expr = f"({arg(a['self'], 'bool')} {ops.LOGICAL[name]} {arg(a['other'], 'bool')})"
+        elif name == "where":
+            expr = f"tl.where({arg(a['condition'], 'bool')}, {arg(a['self'])}, {arg(a['other'])})"
+        elif name == "clamp":
+            expr = arg(a["self"])
+            if a.get("min") is not None:
+                lo = self.emit(arg(a["min"]))
+                expr = f"tl.where({expr} < {lo}, {lo}, {expr})"
+            if a.get("max") is not None:
+                expr = self.emit(expr)
+                hi = self.emit(arg(a["max"]))
+                expr = f"tl.where({expr} > {hi}, {hi}, {expr})"
+        elif name == "pow":
+            base, exponent = a["self"], a["exponent"]
+            if isinstance(exponent, (int, float)) and isinstance(base, TensorProxy):
+                expr = ops.pow_expr(self.emit(arg(base)), float(exponent), C)
+            elif isinstance(base, (int, float)) and base > 0:
+                expr = f"tl.exp({arg(exponent)} * {math.log(base)!r})"
+            else:
+                raise Unfusable("pow with a tensor exponent and tensor (or non-positive) base")
+        elif name == "convert_element_type":
+            x = a["self"]
+            e, dt = self.value(x, level, out.shape)
+            self.env[out.name] = Tile(self.emit(self.cast(e, dt, out.dtype)), level, level, out.dtype)
+            return
+        else:
+            raise Unfusable(f"{b.sym} is not supported by the triton executor")
+        dtype = "bool" if name in ops.COMPARE or name in ops.LOGICAL or name in ("isnan", "logical_not") else C
+        var = self.emit(self.cast(expr, dtype, out.dtype) if dtype != out.dtype else expr)
+        self.env[out.name] = Tile(var, level, level, out.dtype)
+
+    def shape_op(self, b: BoundSymbol, name: str, out: TensorProxy) -> None:
+        src = b.args[0]
+        v = self.lookup(src)
+        if isinstance(v, Const):
+            self.env[out.name] = v
+            return
+        if isinstance(v, Virtual):
+            tr = self._view_index(name, b, src, out)
+            self.env[out.name] = Virtual(out.shape, v.dtype,
+                                         lambda idx, level, extra, tr=tr, r=v.read: r(tr(idx), level, extra))
+            return
+        n_in, n_out = numel(src.shape), numel(out.shape)
+        if name == "permute":
+            perm = list(bind(b)["dims"])
+            kept = [d % len(src.shape) for d in perm if src.shape[d % len(src.shape)] != 1]
+            if kept != sorted(kept):
+                raise Unfusable(f"permute of the computed value {src.name} changes element order")
+        if name == "slice" and tuple(src.shape) != tuple(out.shape):
+            raise Unfusable(f"slice of the computed value {src.name}")
+        if n_in == n_out:
+            self.env[out.name] = Tile(v.var, v.level, v.phys, v.dtype)
+            return
+        # expand of a row or scalar value
+        level = self.level(n_out)
+        if v.level == "scalar" or (v.level == "row" and level == "full"
+                                   and row_compatible(src.shape, out.shape, self.M, self.layout)):
+            self.env[out.name] = Tile(v.var, level, v.phys, v.dtype)
+            return
+        raise Unfusable(f"expand of {src.name} {list(src.shape)} to {list(out.shape)} does not follow the kernel's rows")
+
+    def _view_index(self, name: str, b: BoundSymbol, src: TensorProxy, out: TensorProxy):
+        """Return the map from an index into ``out`` to the index into ``src`` of shape op ``b``."""
+        if name == "permute":
+            perm = [d % len(src.shape) for d in bind(b)["dims"]]
+
+            def locate(idx):
+                dims = as_dims(idx, out.shape)
+                u = ["0"] * len(src.shape)
+                for i, d in enumerate(perm):
+                    u[d] = dims[i]
+                return ("dims", u)
+            return locate
+        if name == "slice":
+            dim, start, step = slice_params(b, src)
+
+            def locate(idx):
+                dims = as_dims(idx, out.shape)
+                e = dims[dim] if step == 1 else f"({dims[dim]}) * {step}"
+                dims[dim] = e if start == 0 else f"({start} + {e})"
+                return ("dims", dims)
+            return locate
+        if name == "expand" and numel(src.shape) != numel(out.shape):
+            return lambda idx: broadcast_index(idx, src.shape, out.shape)
+        if tuple(src.shape) == tuple(out.shape):
+            return lambda idx: idx
+        return lambda idx: ("lin", linear(idx, out.shape)) if idx[0] == "dims" else idx
+
+    def cat(self, b: BoundSymbol, out: TensorProxy) -> None:
+        a = bind(b)
+        parts = [x for x in a["tensors"] if numel(x.shape) > 0]
+        dim = a.get("dim", 0) % len(out.shape)
+        srcs, start = [], 0
+        for x in parts:
+            srcs.append((start, start + x.shape[dim], self.virtual(x, "cat")))
+            start += x.shape[dim]
+
+        def read(idx, level, extra):
+            dims = as_dims(idx, out.shape)
+            d = dims[dim]
+            vals = []
+            for lo, hi, v in srcs:
+                cond = f"(({d}) >= {lo}) & (({d}) < {hi})"
+                sub = list(dims)
+                sub[dim] = d if lo == 0 else f"(({d}) - {lo})"
+                vals.append((cond, v.read(("dims", sub), level, f"({extra}) & {cond}" if extra else cond)))
+            expr = vals[-1][1]
+            for cond, val in reversed(vals[:-1]):
+                expr = f"tl.where({cond}, {val}, {expr})"
+            return self.emit(expr)
+        self.env[out.name] = Virtual(out.shape, out.dtype, read)
+
+    def gather(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        a = bind(b)
+        x, index = a["self"], a["index"]
+        dim = a["dim"] % len(x.shape)
+        src = self.virtual(x, "gather")
+        e, dt = self.value(index, level, out.shape)
+        dims = as_dims(self.index(level), out.shape)
+        dims[dim] = self.emit(self.cast(e, dt, "int64" if dt == "int64" else "int32"))
+        return src.read(("dims", dims), level, None)
+
+    def embedding(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        a = bind(b)
+        weight, indices = a["weight"], a["indices"]
+        dims = as_dims(self.index(level), out.shape)
+        idx = self.virtual(indices, "embedding").read(("dims", dims[:-1]), level, None)
+        return self.virtual(weight, "embedding").read(("dims", [idx, dims[-1]]), level, None)
+
+    def scatter(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        a = bind(b)
+        base, index, val = a["self"], a["index"], a["value"]
+        dim = a["dim"] % len(out.shape)
+        C = out.dtype
+        e, dt = self.value(index, level, out.shape)
+        selfv, sdt = self.value(base, level, out.shape)
+        dims = as_dims(self.index(level), out.shape)
+        return f"tl.where(({dims[dim]}) == {e}, {ops.literal(val, C)}, {self.cast(selfv, sdt, C)})"
+
+    def index_put(self, b: BoundSymbol) -> None:
+        a = bind(b)
+        out, values, accumulate = b.outputs, a["values"], bool(a.get("accumulate"))
+        (index,) = a["indices"]
+        k = len(index.shape)
+        dims = as_dims(self.index("full"), values.shape)
+        idx = self.virtual(index, "index_put").read(("dims", dims[:k]), "full", None)
+        idx = self.emit(f"tl.where({idx} < 0, {idx} + {out.shape[0]}, {idx})")
+        e, dt = self.value(values, "full", values.shape)
+        off = offset(("dims", [idx] + dims[k:]), out.shape, out_strides(out))
+        fn = "tl.atomic_add" if accumulate else "tl.store"
+        self.lines.append(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")
+
+    def reduction(self, b: BoundSymbol, name: str, out: TensorProxy, level: str) -> None:
+        a = bind(b)
+        x = a["self"]
+        C = ops.compute_dtype(out.dtype)
+        e, dt = self.value(x, "full", x.shape)
+        xv = self.emit(self.cast(e, dt, C))
+        N = self.N
+        mask = self.mask("full")
+        if name in ("sum", "mean"):
+            r = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True)")
+            if name == "mean":
+                r = self.emit(f"{r} / {float(N)!r}")
+        elif name in ("amax", "amin"):
+            fn, neutral = ("tl.max", "-") if name == "amax" else ("tl.min", "")
+            if C in ops.FLOATS:
+                fill = f"float('{neutral}inf')"
+            elif C == "bool":
+                fill = "0" if name == "amax" else "1"
+            else:
+                import torch
+                info = torch.iinfo(getattr(torch, C))
+                fill = str(info.min if name == "amax" else info.max)
+            r = self.emit(f"{fn}(tl.where({mask}, {xv}, {fill}), axis=1, keep_dims=True)")
+            if C in ops.FLOATS:  # propagate NaN like torch
+                nan = self.emit(f"tl.max(tl.where({mask} & ({xv} != {xv}), 1, 0), axis=1, keep_dims=True)")
+                r = self.emit(f"tl.where({nan} > 0, float('nan'), {r})")
+        else:  # var
+            corr = a.get("correction")
+            corr = 1 if corr is None else corr
+            mean = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True) / {float(N)!r}")
+            d = self.emit(f"tl.where({mask}, {xv} - {mean}, 0.0)")
+            r = self.emit(f"tl.sum({d} * {d}, axis=1, keep_dims=True) / {float(max(N - corr, 0))!r}")
+        if C != out.dtype:
+            r = self.emit(self.cast(r, C, out.dtype))
+        self.env[out.name] = Tile(r, level, "row", out.dtype)
+
+    # ------------------------------------------------------------------ outputs
+    def store(self, k: int, p: TensorProxy) -> None:
+        level = self.level(numel(p.shape))
+        v = self.env.get(p.name)
+        if v is None:
+            raise Unfusable(f"output {p.name} is not computed by the region")
+        if isinstance(v, Virtual):
+            var = v.read(self.index(level), level, None)
+        elif isinstance(v, Const):
+            if level == "scalar":
+                var = f"tl.full([], {ops.literal(v.value, v.dtype)}, {ops.TL_DTYPE[v.dtype]})"
+            else:
+                var = f"tl.full({self.tile_shape(level)}, {ops.literal(v.value, v.dtype)}, {ops.TL_DTYPE[v.dtype]})"
+        else:
+            var = v.var
+            if v.phys != level and level != "scalar":
+                var = f"tl.broadcast_to({var}, {self.tile_shape(level)})"
+        strides = out_strides(p)
+        off = offset(self.index(level), p.shape, strides)
+        if level == "scalar":
+            self.lines.append(f"    tl.store({self.p}out{k} + {off}, {var}, mask={self.p}pid == 0)")
+        else:
+            self.lines.append(f"    tl.store({self.p}out{k} + ({off}), {var}, mask={self.mask(level)})")
+
+
+def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
+    """Return (dim, start, step) of a ``slice`` with its start normalized like Python's slicing."""
+    a = bind(b)
+    dim = (a.get("dim") or 0) % len(src.shape)
+    size = src.shape[dim]
+    start = a.get("start") or 0
+    start = max(0, min(size, start + size if start < 0 else start))
+    return dim, start, int(a.get("step") or 1)
+
+
+def out_strides(p: TensorProxy) -> tuple:
+    """Return the strides an output is allocated with: its recorded ones when dense, else row-major."""
+    st = strides_of(p)
+    return st if is_dense(p.shape, st) else contiguous_strides(p.shape)
+
+
+def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str) -> dict:
+    """Return the tile sizes and launch shape: few large programs on CPU (the interpreter costs
+    about 1 ms per program), GPU-sized tiles otherwise."""
+    p2 = lambda n: 1 << max(0, (n - 1).bit_length())  # noqa: E731
+    if kind == "pointwise":
+        block = min(p2(T), 1 << 16) if device_kind != "cuda" else min(1024, p2(T))
+        return {"BLOCK": block, "grid": -(-T // block), "num_warps": 4 if block <= 1024 else 8}
+    bn = p2(N)
+    cap = (1 << 16) if device_kind != "cuda" else 4096
+    bm = max(1, min(p2(M), cap // bn))
+    warps = 4 if bm * bn <= 2048 else (8 if bm * bn <= 8192 else 16)
+    return {"BM": bm, "BN": bn, "grid": -(-M // bm), "num_warps": warps}
+
+
+def call_text(b: BoundSymbol) -> str:
+    """Return the printed call of ``b`` (for the comment block of a kernel module)."""
+    from ..printer import call_text as text
+    return text(b)

@@ -1,0 +1,312 @@
+"""The ``triton`` executor: one generated Triton kernel per fusion region.
+
+It claims pointwise prims (with broadcasting), type conversions, constant factories, reductions
+over leading or trailing dims, and the shape prims the generated code absorbs as index arithmetic.
+Matmuls, indexing, random numbers and anything else stay with torch (``why_not`` says which rule
+refused a symbol). Kernels are written as ``.py`` files into a cache folder (default
+``~/.cache/thundervis/triton``, or ``$THUNDERVIS_CACHE_DIR/triton``) under a hash of the region's
+structure and input metadata, and imported from there: Triton's JIT needs a real source file.
+
+Without CUDA, Triton runs in interpreter mode: this module sets ``TRITON_INTERPRET=1`` before Triton
+is imported when no GPU is present. CPU tensors can only run under the interpreter; CUDA tensors
+only compiled. A kernel that fails on its first launch is replaced by the region's prims run by torch
+(with a warning), so training never stops on a kernel bug.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import threading
+import warnings
+from typing import Callable, Optional
+
+import torch
+
+from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
+from . import triton_ops as ops
+from .base import FusionExecutor, KernelBuildError, register_executor
+from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
+from .triton_plan import PHASE_LIMIT, generate
+
+if not torch.cuda.is_available():
+    # Triton reads the flag lazily, so this works even when triton was imported earlier.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+CODEGEN_VERSION = 2
+_MODULES: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+def interpreting() -> bool:
+    """Return True when Triton runs in interpreter mode in this process."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0", "false", "False")
+
+
+def cache_dir() -> str:
+    """Return the folder generated kernels are written to (created on demand)."""
+    root = os.environ.get("THUNDERVIS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "thundervis")
+    return os.path.join(root, "triton")
+
+
+def _device_kind(device: str) -> str:
+    return device.split(":")[0]
+
+
+class TritonExecutor(FusionExecutor):
+    """Generates, caches and launches one Triton kernel per fusion region."""
+
+    name = "triton"
+    kernel_prefix = "triton_fusion"
+    language = "python"
+
+    # Regions whose values all have at most this many elements may run as dependent phases of one
+    # program (see triton_plan); 0 turns that off (then only single-domain kernels and sections).
+    phase_limit = PHASE_LIMIT
+
+    def __init__(self):
+        self._built: dict[str, Callable] = {}
+
+    def available(self) -> Optional[str]:
+        if importlib.util.find_spec("triton") is None:
+            return "triton is not installed"
+        if not torch.cuda.is_available() and not interpreting():
+            return "no CUDA device and TRITON_INTERPRET is not set"
+        return None
+
+    # ------------------------------------------------------------------ claiming
+    def problem(self, b: BoundSymbol) -> Optional[str]:
+        """Return why this executor cannot run ``b`` (None when it can)."""
+        if not b.sym.startswith("prims.") and b.sym not in ATEN_OPS:
+            return f"{b.sym} is not a prim"
+        name = prim_name(b)
+        if name not in ops.SUPPORTED:
+            kind = {"mm": "matmuls stay with torch", "bmm": "matmuls stay with torch",
+                    "rand": "random numbers stay with torch (same RNG stream as eager)",
+                    "rand_like": "random numbers stay with torch (same RNG stream as eager)"}.get(name)
+            return kind or f"{b.sym} has no Triton lowering"
+        if self.available() is not None:
+            return self.available()
+        outs = b.flat_outputs()
+        if len(outs) != 1 or not isinstance(b.outputs, TensorProxy):
+            return f"{b.sym} has several outputs"
+        devices = {p.device for p in b.flat_inputs() + outs}
+        if len(devices) > 1:
+            return f"{b.sym} mixes devices {sorted(devices)}"
+        device = _device_kind(outs[0].device)
+        if device == "cpu" and not interpreting():
+            return "CPU tensors run in Triton only in interpreter mode (TRITON_INTERPRET=1)"
+        if device not in ("cpu", "cuda"):
+            return f"device {device} is not supported by Triton"
+        if device == "cuda" and interpreting():
+            return "Triton is in interpreter mode; CUDA tensors are left to torch"
+        for p in b.flat_inputs() + outs:
+            if p.dtype not in ops.TL_DTYPE:
+                return f"dtype {p.dtype} is not supported by the triton executor"
+            if p.dtype in ops.HALF and device != "cuda":
+                return f"{p.dtype} runs in Triton only on CUDA"
+            if 0 in p.shape:
+                return "empty tensors are left to torch"
+        try:
+            a = bind(b)
+        except Exception as e:
+            return f"cannot read the arguments of {b.sym}: {e}"
+        if name in ops.REDUCTIONS:
+            try:
+                _, N, _ = reduction_domain(b)
+            except Unfusable as e:
+                return str(e)
+            limit = 16384 if device == "cuda" else 65536
+            if N > limit:
+                return f"a reduction over {N} elements exceeds the persistent-reduction limit {limit}"
+            if name == "var" and not isinstance(a.get("correction") if a.get("correction") is not None else 1, (int, float)):
+                return "var with a non-numeric correction"
+        if name == "div" and a.get("rounding_mode") is not None and outs[0].dtype not in ops.FLOATS:
+            return "integer division with a rounding mode is left to torch"
+        if name == "pow":
+            base, exp = a.get("self"), a.get("exponent")
+            if isinstance(exp, TensorProxy) and not (isinstance(base, (int, float)) and base > 0):
+                return "pow with a tensor exponent is left to torch"
+        if name == "sign" and outs[0].dtype == "bool":
+            return "sign of bool is left to torch"
+        if name == "convert_element_type" and a.get("device") is not None and str(a["device"]) != outs[0].device \
+                and _device_kind(str(a["device"])) != device:
+            return "device transfer is left to torch"
+        if name in ops.FACTORY and not isinstance(a.get("fill_value", a.get("s")), (int, float, bool)):
+            return "factory with a non-constant value"
+        if name in ops.INDEXING or name == "slice":
+            return _indexing_problem(name, a, outs[0])
+        return None
+
+    def can_run(self, b: BoundSymbol) -> bool:
+        return self.problem(b) is None
+
+    def why_not(self, b: BoundSymbol) -> str:
+        return f"triton: {self.problem(b) or 'not claimed'}"
+
+    # ------------------------------------------------------------------ regions and kernels
+    def region_problem(self, members: list[BoundSymbol], outputs: Optional[list[TensorProxy]] = None) -> Optional[str]:
+        devices = {p.device for b in members for p in b.flat_outputs()}
+        if len(devices) > 1:
+            return f"different devices {sorted(devices)}"
+        if outputs is None:
+            outputs = [p for b in members for p in b.flat_outputs()]
+        try:
+            generate(members, outputs, _device_kind(next(iter(devices))), phase_limit=self.phase_limit)
+        except Unfusable as e:
+            return str(e)
+        return None
+
+    def build_kernel(self, fusion: BoundSymbol) -> dict:
+        members = list(fusion.subsymbols)
+        outputs = [p for p in fusion.outputs]
+        device = _device_kind(outputs[0].device)
+        try:
+            ks = generate(members, outputs, device, title=fusion.sym, phase_limit=self.phase_limit)
+        except Unfusable as e:
+            raise KernelBuildError(str(e)) from None
+        key = structure_key(fusion, device)
+        path = os.path.join(cache_dir(), f"k_{key}.py")
+        module = _import_kernel(key, path, ks.source)
+        launch = _guarded(module.launch, fusion)
+        self._built[fusion.uid] = launch
+        return {"code": ks.source, "language": "python", "note": ks.note, "cache_path": path, "grid": ks.grid,
+                "plan": ks.plan, "parts": ks.parts}
+
+    def callable_for(self, b: BoundSymbol) -> Callable:
+        if b.uid not in self._built:
+            self.build_kernel(b)
+        return self._built[b.uid]
+
+
+def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
+    """Return why the generator cannot run indexing / slicing op ``name`` (None when it can)."""
+    if name == "slice":
+        return None if isinstance(a.get("step") or 1, int) and (a.get("step") or 1) > 0 else "slice with a step below 1"
+    if name == "cat":
+        if any(not isinstance(x, TensorProxy) or x.dtype != out.dtype for x in a["tensors"]):
+            return "cat of tensors of other dtypes than its result"
+        return None
+    if name == "gather":
+        return None if a["index"].shape == out.shape else "gather whose index has another shape than its result"
+    if name == "embedding":
+        w, idx = a["weight"], a["indices"]
+        if len(w.shape) != 2 or idx.dtype not in ("int64", "int32") or tuple(out.shape) != tuple(idx.shape) + (w.shape[1],):
+            return "embedding of a weight that is not 2-D, or with non-integer indices"
+        return None
+    if name == "scatter":
+        x, idx, dim = a["self"], a["index"], a["dim"]
+        if not isinstance(a.get("value"), (int, float, bool)) or not isinstance(x, TensorProxy):
+            return "scatter of a tensor source is left to torch (only a scalar value is generated)"
+        dim %= max(len(x.shape), 1)
+        if idx.shape[dim] != 1 or any(i != s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != dim) \
+                or len(idx.shape) != len(x.shape):
+            return "scatter with other than one index per row along its dim is left to torch"
+        return None
+    if name == "index_put":
+        idx = a["indices"]
+        if len(idx) != 1 or not isinstance(idx[0], TensorProxy) or idx[0].dtype not in ("int64", "int32"):
+            return "index_put with other than one integer index tensor is left to torch"
+        values = a["values"]
+        if not isinstance(values, TensorProxy) or tuple(values.shape) != tuple(idx[0].shape) + tuple(out.shape[1:]):
+            return "index_put whose values are broadcast is left to torch"
+        if a.get("accumulate") and out.dtype not in ("float32", "int32"):
+            return f"index_put accumulating {out.dtype} (no atomic add) is left to torch"
+        return None
+    return None
+
+
+def structure_key(fusion: BoundSymbol, device: str) -> str:
+    """Return the cache key of a region: a hash of its ops (values named by position), the
+    metadata of its inputs and outputs, the device kind and the generator version."""
+    names: dict[str, str] = {}
+    for i, p in enumerate(fusion.args):
+        names[p.name] = f"in{i}"
+
+    def canon(v):
+        if isinstance(v, TensorProxy):
+            if v.name not in names:
+                names[v.name] = f"v{len(names)}"
+            return [names[v.name], list(v.shape), v.dtype, list(v.strides) if v.strides is not None else None]
+        if isinstance(v, float) and v != v:
+            return "nan"
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            return v
+        return repr(v)
+
+    ops_desc = [[b.sym, b.aten, map_structure(canon, b.args), map_structure(canon, b.kwargs),
+                 map_structure(canon, b.outputs)] for b in fusion.subsymbols]
+    desc = {"v": CODEGEN_VERSION, "device": device, "inputs": [canon(p) for p in fusion.args],
+            "ops": ops_desc, "outputs": [canon(p) for p in fusion.outputs],
+            "triton": _triton_version(), "interpret": interpreting()}
+    text = json.dumps(desc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _triton_version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("triton")
+    except Exception:
+        return "unknown"
+
+
+def _import_kernel(key: str, path: str, source: str):
+    """Write ``source`` to ``path`` (unless it already holds it) and import it as a module."""
+    with _LOCK:
+        mod = _MODULES.get(path)
+        if mod is not None and os.path.isfile(path):
+            return mod
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            with open(path, encoding="utf-8") as f:
+                current = f.read()
+        except OSError:
+            current = None
+        if current != source:
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(source)
+            os.replace(tmp, path)
+        name = f"thundervis_triton_{key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)  # our own generated file, written just above
+        _MODULES[path] = mod
+        return mod
+
+
+def _reference(fusion: BoundSymbol) -> Callable:
+    """Return a callable running the region's prims with torch (the fallback)."""
+    from ..interpreter import run_trace
+    region = Trace(name=fusion.sym, inputs=tuple(fusion.args), symbols=fusion.subsymbols,
+                   outputs=tuple(fusion.outputs))
+
+    def run(*args):
+        return run_trace(region, list(args))
+    return run
+
+
+def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
+    """Return ``launch`` guarded: if its first call fails, warn and run the region with torch."""
+    state = {"fn": None}
+
+    def run(*args):
+        fn = state["fn"]
+        if fn is not None:
+            return fn(*args)
+        try:
+            out = launch(*args)
+        except Exception as e:  # a kernel bug must not stop training
+            warnings.warn(f"thundervis: Triton kernel {fusion.sym} failed on its first launch "
+                          f"({type(e).__name__}: {str(e)[:200]}); its region runs in torch instead")
+            state["fn"] = _reference(fusion)
+            return state["fn"](*args)
+        state["fn"] = launch
+        return out
+    run.fusion_name = fusion.sym
+    return run
+
+
+register_executor("triton", TritonExecutor)

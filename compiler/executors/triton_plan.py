@@ -1,0 +1,307 @@
+"""Kernel plans: how one fusion region becomes one Triton kernel, and the module text for it.
+
+A region is generated, in order of preference, as
+
+- one part (:class:`.triton_codegen.Part`): the whole region over one iteration domain;
+- sections (horizontal fusion): the region is made of independent pieces (no value flows between
+  them), each one part over its own domain; the grid is the concatenation of their grids and each
+  program runs the section its id falls in. Valid at any size;
+- phases: the region's parts depend on each other (a reduction over rows feeding one over columns,
+  a gather of a computed value, an ``index_put``...). One program runs the parts one after another,
+  each looping over its own blocks, with ``tl.debug_barrier()`` between them; values passed between
+  parts go through memory (region outputs or scratch buffers the launcher allocates). Because a
+  single program does all the work, phases are only used for small regions: every value at most
+  :data:`PHASE_LIMIT` elements (on CPU, one interpreter tile; on a GPU, a few dozen blocks of one
+  CTA), where launch latency dominates. Larger regions are refused and become separate kernels.
+
+Shape ops and constants are cheap to recompute, so a part that needs one of them made elsewhere in
+the region re-derives it from its sources instead of reading it from memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..ir import BoundSymbol, TensorProxy
+from .triton_codegen import FREE_OPS as FREE
+from .triton_codegen import Part, Unfusable, call_text, out_strides, prim_name
+from .triton_index import numel, strides_of
+
+PHASE_LIMIT = 1 << 16
+
+
+@dataclass
+class KernelSource:
+    """Generated kernel module text and what the launcher needs to know."""
+    source: str
+    grid: int
+    note: str
+    plan: str = "single"  # single | sections | phases
+    parts: int = 1
+
+
+def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
+             phase_limit: int = PHASE_LIMIT) -> KernelSource:
+    """Return the Triton module source for a region (members in trace order); raise Unfusable."""
+    try:
+        part = Part(members, outputs, device_kind)
+        part.run()
+        for k, p in enumerate(outputs):
+            part.store(k, p)
+        return _module([(part, members)], members, outputs, [], "single", device_kind)
+    except Unfusable as e:
+        first = e
+    comps = components(members)
+    if len(comps) > 1:
+        try:
+            return _sections(comps, members, outputs, device_kind)
+        except Unfusable:
+            pass
+    if phase_limit and _small(members, phase_limit):
+        return _phases(members, outputs, device_kind)
+    raise first
+
+
+def components(members: list[BoundSymbol]) -> list[list[int]]:
+    """Return the indices of ``members`` grouped into pieces no value flows between."""
+    parent = list(range(len(members)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+    producer = {p.name: i for i, b in enumerate(members) for p in b.flat_outputs()}
+    for i, b in enumerate(members):
+        for p in b.flat_inputs():
+            j = producer.get(p.name)
+            if j is not None:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(members)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values())
+
+
+def _small(members: list[BoundSymbol], limit: int) -> bool:
+    return all(numel(p.shape) <= limit for b in members for p in b.flat_inputs() + b.flat_outputs())
+
+
+def _sections(comps, members, outputs, device_kind) -> KernelSource:
+    made = {p.name for b in members for p in b.flat_outputs()}
+    parts = []
+    for c, idx in enumerate(comps):
+        mine = [members[i] for i in idx]
+        names = {p.name for b in mine for p in b.flat_outputs()}
+        outs = [p for p in outputs if p.name in names and p.name in made]
+        part = Part(mine, outs, device_kind, prefix=f"s{c}_")
+        part.run()
+        for k, p in enumerate(outs):
+            part.store(k, p)
+        parts.append((part, mine))
+    return _module(parts, members, outputs, [], "sections", device_kind)
+
+
+def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str) -> KernelSource:
+    producer = {p.name: i for i, b in enumerate(members) for p in b.flat_outputs()}
+    free = {i for i, b in enumerate(members) if prim_name(b) in FREE}
+    written = {p.name: out_strides(p) for b in members for p in b.flat_outputs()}
+
+    def closure(own) -> list[int]:
+        need, stack = set(own), list(own)
+        while stack:
+            for x in members[stack.pop()].flat_inputs():
+                j = producer.get(x.name)
+                if j is not None and j not in need and j in free:
+                    need.add(j)
+                    stack.append(j)
+        return sorted(need)
+
+    def fits(own) -> bool:
+        try:
+            Part([members[i] for i in closure(own)], [], device_kind, read_strides=written).run()
+            return True
+        except Unfusable:
+            return False
+
+    plan: list[tuple[str, list[int]]] = []  # (kind, own member indices); kinds: gen, copy, put
+    cur: list[int] = []
+    for i, b in enumerate(members):
+        if i in free:
+            continue
+        if prim_name(b) == "index_put":
+            if cur:
+                plan.append(("gen", cur))
+                cur = []
+            plan += [("copy", [i]), ("put", [i])]
+            continue
+        if fits(cur + [i]):
+            cur.append(i)
+            continue
+        if cur:
+            plan.append(("gen", cur))
+        cur = [i]
+        if not fits(cur):
+            Part([members[j] for j in closure(cur)], [], device_kind, read_strides=written).run()  # raises why
+    if cur:
+        plan.append(("gen", cur))
+    region_out = {p.name for p in outputs}
+    stored = {p.name for kind, own in plan if kind == "copy" for p in members[own[0]].flat_outputs()}
+    for i in sorted(free):  # shape ops / constants the region returns: stored by a part of their own
+        if any(p.name in region_out for p in members[i].flat_outputs()):
+            plan.append(("gen", [i]))
+    # Which values each part reads that an earlier part must write.
+    reads_after: list[set[str]] = []
+    for kind, own in plan:
+        syms = [members[j] for j in closure(own)]
+        if kind == "copy":
+            syms = [members[j] for j in _free_closure(members[own[0]], producer, free, members)]
+            syms.append(members[own[0]])
+        inside = {p.name for s in syms for p in s.flat_outputs()}
+        if kind == "copy":
+            inside.discard(members[own[0]].outputs.name)
+        reads_after.append({p.name for s in syms for p in s.flat_inputs()} - inside)
+    parts, scratch = [], []
+    out_names = [p.name for p in outputs]
+    for n, (kind, own) in enumerate(plan):
+        later = set().union(*reads_after[n + 1:]) if n + 1 < len(plan) else set()
+        prefix = f"p{n}_"
+        if kind == "put":
+            syms = [members[j] for j in closure(own)]
+            part = Part(syms, [], device_kind, prefix=prefix, read_strides=written, index_put=True)
+            part.run()
+            part.dst = members[own[0]].outputs
+            parts.append((part, syms))
+            continue
+        if kind == "copy":
+            b = members[own[0]]
+            copy = BoundSymbol("prims.clone", (b.args[0],), {}, b.outputs, uid=b.uid, aten="aten.clone.default")
+            syms = [members[j] for j in _free_closure(b, producer, free, members)] + [copy]
+            outs = [b.outputs]
+        else:
+            syms = [members[j] for j in closure(own)]
+            outs = [p for j in own for p in members[j].flat_outputs()
+                    if (p.name in region_out or p.name in later) and p.name not in stored]
+        part = Part(syms, outs, device_kind, prefix=prefix, read_strides=written)
+        part.run()
+        for k, p in enumerate(outs):
+            part.store(k, p)
+            stored.add(p.name)
+            if p.name not in out_names and p not in scratch:
+                scratch.append(p)
+        parts.append((part, syms))
+    return _module(parts, members, outputs, scratch, "phases", device_kind)
+
+
+def _free_closure(b: BoundSymbol, producer: dict, free: set, members: list) -> list[int]:
+    need, stack = set(), [b]
+    while stack:
+        for x in stack.pop().flat_inputs():
+            j = producer.get(x.name)
+            if j is not None and j not in need and j in free:
+                need.add(j)
+                stack.append(members[j])
+    return sorted(need)
+
+
+def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy], scratch: list[TensorProxy],
+            mode: str, device_kind: str) -> KernelSource:
+    """Return the module text: the kernel made of ``parts`` ((Part, its symbols) pairs) and its launcher."""
+    # The launcher takes the region's inputs in the order the fusion symbol passes them: by first
+    # read in member order (as the fuse pass lists them).
+    made = {p.name for b in members for p in b.flat_outputs()}
+    first: dict[str, TensorProxy] = {}
+    for b in members:
+        for p in b.flat_inputs():
+            if p.name not in made:
+                first.setdefault(p.name, p)
+    inputs = list(first.values())
+    for part, _ in parts:
+        for p in part.inputs:
+            if p.name not in made and all(q.name != p.name for q in inputs):
+                raise Unfusable(f"{p.name} is read but is not an input of the region")
+    param = {p.name: f"in{i}" for i, p in enumerate(inputs)}
+    param.update({p.name: f"out{k}" for k, p in enumerate(outputs)})
+    param.update({p.name: f"tmp{j}" for j, p in enumerate(scratch)})
+    params = ", ".join(list(dict.fromkeys([f"in{i}" for i in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))]
+                                          + [f"tmp{j}" for j in range(len(scratch))])))
+    body, grid, start = [], 0, 0
+    for n, (part, _) in enumerate(parts):
+        alias = [f"    {part.p}in{i} = {param[p.name]}" for i, p in enumerate(part.inputs)]
+        alias += [f"    {part.p}out{k} = {param[p.name]}" for k, p in enumerate(part.outputs)]
+        if getattr(part, "dst", None) is not None:
+            alias.append(f"    {part.p}dst = {param[part.dst.name]}")
+        g = part.sizes["grid"]
+        big = part.T >= 2 ** 31 - 1
+        if mode == "single":
+            body += part.head("tl.program_id(0)" + (".to(tl.int64)" if big else "")) + part.lines
+            grid = g
+        elif mode == "sections":
+            cond = f"pid < {start + g}" if start == 0 else f"(pid >= {start}) & (pid < {start + g})"
+            pid = "pid" if start == 0 else f"(pid - {start})"
+            body.append(f"    if {cond}:")
+            body += ["    " + line for line in alias + part.head(pid + (".to(tl.int64)" if big else "")) + part.lines]
+            start += g
+            grid = start
+        else:
+            if n:
+                body.append("    tl.debug_barrier()")
+            body += alias
+            if g == 1:
+                body += part.head("0") + part.lines
+            else:
+                body.append(f"    for {part.p}it in range(0, {g}):")
+                body += ["    " + line for line in part.head(f"{part.p}it") + part.lines]
+            grid = 1
+    if mode == "sections":
+        body.insert(0, "    pid = tl.program_id(0)")
+    elif mode == "single":
+        pass
+    warps = max(part.sizes["num_warps"] for part, _ in parts)
+    launcher = [f"def launch({', '.join(f'in{i}' for i in range(len(inputs)))}):"]
+    for i, p in enumerate(inputs):
+        launcher.append(f"    in{i} = _layout(in{i}, {tuple(p.shape)!r}, {tuple(strides_of(p))!r})")
+    device = "in0.device" if inputs else f"torch.device({outputs[0].device!r})"
+    for name, group in (("out", outputs), ("tmp", scratch)):
+        for k, p in enumerate(group):
+            launcher.append(f"    {name}{k} = torch.empty_strided({tuple(p.shape)!r}, {out_strides(p)!r}, "
+                            f"dtype=torch.{p.dtype}, device={device})")
+    launcher.append(f"    kernel[({grid},)]({params}, num_warps={warps})")
+    launcher.append(f"    return ({''.join(f'out{k}, ' for k in range(len(outputs)))})")
+    kinds = "; ".join(part.describe() for part, _ in parts)
+    title = {"single": kinds, "sections": f"{len(parts)} sections side by side ({kinds})",
+             "phases": f"{len(parts)} phases in one program ({kinds})"}[mode]
+    ops_text = "\n".join(f"#   {call_text(b)}" for b in members)
+    src = "\n".join([
+        f'"""thundervis Triton kernel: {title}."""',
+        "# Generated by thundervis from the region below; inputs are read by their recorded strides.",
+        ops_text, "import torch", "import triton", "import triton.language as tl", "", "",
+        "def _layout(t, shape, strides):",
+        "    # The kernel indexes inputs by the strides they were recorded with; another layout is copied.",
+        "    if all(a == b for s, a, b in zip(shape, t.stride(), strides) if s != 1):",
+        "        return t",
+        "    if not _dense(shape, strides):",
+        "        raise ValueError(f'input strides {tuple(t.stride())} differ from the recorded {strides}')",
+        "    return torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device).copy_(t)",
+        "", "",
+        "def _dense(shape, strides):",
+        "    expect = 1",
+        "    for st, s in sorted((st, s) for s, st in zip(shape, strides) if s != 1):",
+        "        if st != expect:",
+        "            return False",
+        "        expect *= s",
+        "    return True",
+        "", "",
+        "@triton.jit",
+        f"def kernel({params}):",
+        *body, "", "",
+        *launcher, "",
+    ])
+    note = ("inputs read in place by their recorded strides (broadcast, permuted and offset views "
+            "included); an input arriving with other strides is first copied into the recorded layout; "
+            "outputs written with their recorded strides when dense, else row-major")
+    if mode == "phases":
+        note += f"; {len(parts)} dependent phases run by one program, values between them in scratch memory"
+    elif mode == "sections":
+        note += f"; {len(parts)} independent sections share the grid (horizontal fusion)"
+    return KernelSource(src, grid, note, mode, len(parts))

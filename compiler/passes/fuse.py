@@ -1,0 +1,321 @@
+"""Pass ``fuse``: forms fusion regions on dataflow and turns each into one kernel symbol.
+
+Regions are grown by merging producers into consumers: walking the claimed trace in order, each
+symbol claimed by the fusion executor starts a region, and the regions of its producers are merged
+into it when (1) the merged region has no path leaving it and coming back (that would be a cycle
+once the region is one call), and (2) the executor says it can run the merged region as one kernel
+(:meth:`FusionExecutor.region_problem`). Every refused merge keeps its reason; the fusion symbol of
+the consumer lists them in its ``note`` (``not fused with ...: <reason>``), and symbols left to
+torch keep the claim pass's reason. Regions made only of views move no data and run in torch.
+
+Each final region becomes a top-level symbol named ``{prefix}_{i}`` (``triton_fusion_0`` ...) in
+the order of their first member, with ``subsymbols`` = the members, ``origin`` = member uids,
+``args`` = region inputs and ``outputs`` = the region's values read outside it. The executor builds
+each kernel here; a region whose kernel fails to build goes back to torch with the error as its
+note. Kernel records (see :func:`kernel_records`) travel in ``trace.meta["kernels"]`` for the
+pipeline to report; the pass never mutates its input.
+"""
+from __future__ import annotations
+
+import heapq
+import inspect
+from typing import Optional
+
+from ..executors.base import FusionExecutor
+from ..ir import BoundSymbol, Minter, Trace, TensorProxy
+from ..serialize import _proxy_json, trace_to_dict
+
+NAME = "fuse"
+
+# Symbols that only reinterpret their input's memory: a region of nothing else moves no data.
+VIEW_SYMS = frozenset(f"prims.{n}" for n in ("view", "expand", "permute", "squeeze", "unsqueeze", "alias"))
+
+
+class _Graph:
+    """The contracted dataflow graph: nodes are regions (or single symbols), edges producer ->
+    consumer. Merging keeps the node of the consumer."""
+
+    def __init__(self, symbols: tuple[BoundSymbol, ...]):
+        producer: dict[str, int] = {}
+        self.succ: dict[int, set[int]] = {i: set() for i in range(len(symbols))}
+        self.pred: dict[int, set[int]] = {i: set() for i in range(len(symbols))}
+        for i, b in enumerate(symbols):
+            for p in b.flat_inputs():
+                j = producer.get(p.name)
+                if j is not None and j != i:
+                    self.succ[j].add(i)
+                    self.pred[i].add(j)
+            for p in b.flat_outputs():
+                producer[p.name] = i
+        self.node = list(range(len(symbols)))  # symbol index -> node id
+        self.members: dict[int, list[int]] = {i: [i] for i in range(len(symbols))}
+
+    def has_detour(self, a: int, b: int) -> Optional[int]:
+        """Return a node on a path a -> ... -> b through other nodes (None when there is none)."""
+        seen = {a, b}
+        stack = [(s, s) for s in self.succ[a] if s != b]
+        while stack:
+            n, first = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            for s in self.succ[n]:
+                if s == b:
+                    return first
+                if s not in seen:
+                    stack.append((s, first))
+        return None
+
+    def merge(self, keep: int, gone: int) -> None:
+        """Merge node ``gone`` into node ``keep``."""
+        for s in self.succ.pop(gone):
+            self.pred[s].discard(gone)
+            if s != keep:
+                self.pred[s].add(keep)
+                self.succ[keep].add(s)
+        for p in self.pred.pop(gone):
+            self.succ[p].discard(gone)
+            if p != keep:
+                self.succ[p].add(keep)
+                self.pred[keep].add(p)
+        self.succ[keep].discard(keep)
+        self.pred[keep].discard(keep)
+        moved = self.members.pop(gone)
+        for i in moved:
+            self.node[i] = keep
+        self.members[keep] = sorted(self.members[keep] + moved)
+
+
+def _describe(b: BoundSymbol) -> str:
+    return f"{b.uid} ({b.sym})"
+
+
+def _region_problem(executor: FusionExecutor, members: list[BoundSymbol], outputs: list) -> Optional[str]:
+    """Ask the executor about a region, passing its outputs when its ``region_problem`` takes them."""
+    try:
+        params = inspect.signature(executor.region_problem).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if len(params) >= 2:
+        return executor.region_problem(members, outputs)
+    return executor.region_problem(members)
+
+
+def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict, dict]:
+    """Return (graph, {node: problem for single symbols the executor refused}, refused merges
+    {(producer index, consumer index): reason})."""
+    syms = trace.symbols
+    g = _Graph(syms)
+    mine = {i for i, b in enumerate(syms) if b.executor == executor.name and b.sym != "del"}
+    refused: dict[tuple[int, int], str] = {}
+    lone_problem: dict[int, str] = {}
+    uses = _uses(trace)
+    for i in sorted(mine):
+        problem = _region_problem(executor, [syms[i]], _region_io(trace, [i], uses)[1])
+        if problem:
+            lone_problem[i] = problem
+    producer: dict[str, int] = {}
+    for i, b in enumerate(syms):
+        for q in b.flat_outputs():
+            producer.setdefault(q.name, i)
+    for c in sorted(mine):
+        if c in lone_problem:
+            continue
+        for p in sorted({producer[q.name] for q in syms[c].flat_inputs() if q.name in producer} - {c}):
+            if p not in mine or p in lone_problem:
+                continue
+            rp, rc = g.node[p], g.node[c]
+            if rp == rc:
+                continue
+            via = g.has_detour(rp, rc)
+            if via is None:
+                via = g.has_detour(rc, rp)
+            if via is not None:
+                refused[(p, c)] = f"would create a cycle through {_describe(syms[g.members[via][0]])}"
+                continue
+            merged = sorted(g.members[rp] + g.members[rc])
+            problem = _region_problem(executor, [syms[i] for i in merged], _region_io(trace, merged, uses)[1])
+            if problem:
+                refused[(p, c)] = problem
+                continue
+            g.merge(rc, rp)
+    return g, lone_problem, refused
+
+
+def _uses(trace: Trace) -> dict[str, set[int]]:
+    """Return {value name: indices of the symbols reading it}; -1 marks a trace output."""
+    uses: dict[str, set[int]] = {}
+    for j, b in enumerate(trace.symbols):
+        for p in b.flat_inputs():
+            uses.setdefault(p.name, set()).add(j)
+    for p in trace.flat_outputs():
+        uses.setdefault(p.name, set()).add(-1)
+    return uses
+
+
+def _region_io(trace: Trace, members: list[int], uses: Optional[dict] = None) -> tuple[list[TensorProxy], list[TensorProxy]]:
+    """Return (inputs read from outside, outputs read outside or returned) of a region."""
+    syms = trace.symbols
+    uses = _uses(trace) if uses is None else uses
+    inside = set(members)
+    made: dict[str, TensorProxy] = {}
+    inputs: dict[str, TensorProxy] = {}
+    for i in members:
+        for p in syms[i].flat_inputs():
+            if p.name not in made:
+                inputs.setdefault(p.name, p)
+        for p in syms[i].flat_outputs():
+            made[p.name] = p
+    outputs = [p for n, p in made.items() if not uses.get(n, set()) <= inside]
+    return list(inputs.values()), outputs
+
+
+def _topo_order(nodes: dict[int, BoundSymbol], succ: dict[int, set[int]], first: dict[int, int]) -> list[int]:
+    indeg = {n: 0 for n in nodes}
+    for n in nodes:
+        for s in succ.get(n, ()):
+            if s in indeg:
+                indeg[s] += 1
+    heap = [(first[n], n) for n, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, n = heapq.heappop(heap)
+        order.append(n)
+        for s in succ.get(n, ()):
+            if s in indeg:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    heapq.heappush(heap, (first[s], s))
+    if len(order) != len(nodes):
+        raise RuntimeError("fusion produced a cyclic trace")  # guarded against by has_detour
+    return order
+
+
+def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
+    """Return ``trace`` with the regions of ``executor``'s symbols replaced by fusion symbols."""
+    syms = trace.symbols
+    g, lone_problem, refused = _form_regions(trace, executor)
+    uses = _uses(trace)
+    minter = Minter(trace)
+    replaced: dict[int, BoundSymbol] = {}  # node id -> new symbol
+    records: list[dict] = []
+    count = 0
+    for node in sorted(g.members, key=lambda n: g.members[n][0]):
+        members = g.members[node]
+        head = syms[members[0]]
+        if head.executor != executor.name or head.sym == "del":
+            continue
+        if len(members) == 1 and members[0] in lone_problem:
+            replaced[node] = _to_torch(head, f"{executor.name} cannot run it here: {lone_problem[members[0]]}")
+            continue
+        if all(syms[i].sym in VIEW_SYMS for i in members):
+            replaced[node] = None
+            continue
+        inputs, outputs = _region_io(trace, members, uses)
+        name = f"{executor.kernel_prefix}_{count}"
+        notes = _refusal_notes(syms, g, refused, members)
+        fusion = BoundSymbol(
+            sym=name, args=tuple(inputs), kwargs={}, outputs=tuple(outputs), uid=minter.uid(),
+            origin=tuple(syms[i].uid for i in members),
+            source=next((syms[i].source for i in members if syms[i].source is not None), None),
+            subsymbols=tuple(syms[i] for i in members), executor=executor.name,
+            note="; ".join(notes) or None)
+        try:
+            built = executor.build_kernel(fusion)
+        except Exception as e:  # a region whose kernel cannot be built runs in torch
+            replaced[node] = None
+            for i in members:
+                replaced.setdefault(-1 - i, _to_torch(syms[i], f"{executor.name} kernel build failed: "
+                                                               f"{type(e).__name__}: {str(e)[:300]}"))
+            continue
+        count += 1
+        replaced[node] = fusion
+        records.append(kernel_record(trace, fusion, built, executor))
+    out_syms = _rebuild(trace, g, replaced, executor)
+    meta = dict(trace.meta)
+    meta["kernels"] = records
+    return minter.stamp(trace, symbols=tuple(out_syms), meta=meta)
+
+
+def _to_torch(b: BoundSymbol, why: str) -> BoundSymbol:
+    return b.replace(executor="torch", note=why)
+
+
+def _refusal_notes(syms, g: _Graph, refused: dict, members: list[int]) -> list[str]:
+    inside = set(members)
+    notes = []
+    for (p, c), why in sorted(refused.items()):
+        if c in inside and p not in inside:
+            notes.append(f"not fused with producer {_describe(syms[p])}: {why}")
+        elif p in inside and c not in inside and g.node[c] != g.node[p]:
+            notes.append(f"not fused with consumer {_describe(syms[c])}: {why}")
+    return notes
+
+
+def _rebuild(trace: Trace, g: _Graph, replaced: dict, executor: FusionExecutor) -> list[BoundSymbol]:
+    """Return the new top-level symbols in a topological order close to the original one."""
+    syms = trace.symbols
+    nodes: dict[int, BoundSymbol] = {}
+    expand: dict[int, list[int]] = {}
+    for node, members in g.members.items():
+        new = replaced.get(node, "keep")
+        if isinstance(new, BoundSymbol):
+            nodes[node] = new
+        elif new == "keep" and len(members) == 1:
+            nodes[node] = syms[members[0]]
+        else:  # dissolved: views-only region or failed build
+            expand[node] = members
+    # Dissolved regions become their members again (as separate nodes of the symbol graph).
+    succ: dict[int, set[int]] = {}
+    first: dict[int, int] = {}
+    owner = {}
+    for node, members in g.members.items():
+        for i in members:
+            owner[i] = node if node in nodes else -1 - i
+    for node, b in nodes.items():
+        first[node] = g.members[node][0]
+    for node, members in expand.items():
+        for i in members:
+            b = replaced.get(-1 - i) or _to_torch(
+                syms[i], "claimed by " + executor.name + " but not fused: a region of views only moves no "
+                "data, so torch runs it as a view")
+            nodes[-1 - i] = b
+            first[-1 - i] = i
+    producer: dict[str, int] = {}
+    for i, b in enumerate(syms):
+        for p in b.flat_outputs():
+            producer[p.name] = owner[i]
+    for n, b in nodes.items():
+        for p in b.flat_inputs():
+            src = producer.get(p.name)
+            if src is not None and src != n:
+                succ.setdefault(src, set()).add(n)
+    return [nodes[n] for n in _topo_order(nodes, succ, first)]
+
+
+def kernel_record(trace: Trace, fusion: BoundSymbol, built: dict, executor: FusionExecutor) -> dict:
+    """Return the JSON-able kernel record of a built fusion (format: see the helper brief)."""
+    region = Trace(name=fusion.sym, inputs=tuple(fusion.args), symbols=fusion.subsymbols,
+                   outputs=tuple(fusion.outputs), chain=trace.chain, graph=trace.graph, pass_name=NAME,
+                   next_uid=trace.next_uid, next_name=trace.next_name)
+    direction = "backward" if trace.chain == "backward" else "forward"
+    lines, seen = [], set()
+    for s in fusion.subsymbols:
+        src = s.source
+        if src is None or (src.file, src.line) in seen:
+            continue
+        seen.add((src.file, src.line))
+        lines.append({"file": src.file, "line": src.line, "code": src.code, "module": src.module,
+                      "direction": direction})
+    record = {
+        "name": fusion.sym, "executor": executor.name, "uid": fusion.uid,
+        "members": [s.uid for s in fusion.subsymbols], "ops": [s.sym for s in fusion.subsymbols],
+        "code": built.get("code", ""), "language": built.get("language", executor.language),
+        "inputs": [_proxy_json(p) for p in fusion.args], "outputs": [_proxy_json(p) for p in fusion.outputs],
+        "source_lines": lines, "pass": NAME, "note": built.get("note"),
+        "trace": trace_to_dict(region),
+    }
+    for k, v in built.items():
+        record.setdefault(k, v)
+    return record

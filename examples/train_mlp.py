@@ -1,0 +1,102 @@
+"""Train a small MLP classifier on synthetic data for a few steps, compiled with ``torch.compile``.
+
+Plain PyTorch: ``python examples/train_mlp.py`` compiles with torch's default backend (Inductor),
+``thundervis run examples/train_mlp.py`` routes the same ``torch.compile(model)`` call through
+thundervis, and ``--backend thundervis`` asks for it explicitly. ``--eager`` runs without compiling.
+Each step prints one parseable line, ``step N loss X.XXXXXX`` (steps counted from 0).
+
+Tests and benchmarks import :func:`build` and :func:`train` from this file.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+IN_FEATURES, HIDDEN, CLASSES = 16, 64, 4
+
+
+class MLP(nn.Module):
+    """Three linear layers with tanh / ReLU in between and a LayerNorm: logits for ``CLASSES``."""
+
+    def __init__(self, in_features: int = IN_FEATURES, hidden: int = HIDDEN, classes: int = CLASSES):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.fc1(x))
+        h = self.norm(h)
+        h = F.relu(self.fc2(h))
+        return self.fc3(h)
+
+
+def build(seed: int = 0, batches: int = 8, batch_size: int = 32) -> tuple[nn.Module, list]:
+    """Return (model, batches): a freshly initialised MLP and a list of (inputs, labels) batches.
+
+    Everything is drawn from ``seed``, so two calls with the same seed give identical models and data.
+    Labels come from a fixed random linear "teacher", so the task is learnable.
+    """
+    torch.manual_seed(seed)
+    model = MLP()
+    gen = torch.Generator().manual_seed(seed + 1)
+    teacher = torch.randn(IN_FEATURES, CLASSES, generator=gen)
+    data = []
+    for _ in range(batches):
+        x = torch.randn(batch_size, IN_FEATURES, generator=gen)
+        data.append((x, (x @ teacher).argmax(dim=1)))
+    return model, data
+
+
+def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[Callable] = None,
+          lr: float = 1e-2, log: Optional[Callable[[str], None]] = None) -> list[float]:
+    """Train ``model`` for ``steps`` AdamW steps over ``batches`` (cycled); return the loss per step.
+
+    ``compile_fn(model)`` returns the callable to run (None: eager). ``log`` receives one
+    ``step N loss X`` line per step.
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    run = compile_fn(model) if compile_fn is not None else model
+    losses = []
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        loss = F.cross_entropy(run(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if log is not None:
+            log(f"step {step} loss {losses[-1]:.6f}")
+    return losses
+
+
+def compile_fn_for(eager: bool, backend: Optional[str]) -> Optional[Callable]:
+    """Return how to compile the model for the command-line options (None: run eagerly)."""
+    if eager:
+        return None
+    if backend:
+        return lambda model: torch.compile(model, backend=backend)
+    # No backend argument on purpose: `thundervis run` routes this call through thundervis.
+    return lambda model: torch.compile(model)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse the command line, train, print one line per step; return the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the model and the data")
+    parser.add_argument("--backend", default=None, help="torch.compile backend (default: torch's default)")
+    parser.add_argument("--eager", action="store_true", help="run without torch.compile")
+    args = parser.parse_args(argv)
+    model, batches = build(args.seed)
+    train(model, batches, args.steps, compile_fn_for(args.eager, args.backend), log=print)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""JSON round trip on real traces of both examples (every chain, every pass), and malformed JSON
+rejected with :class:`TraceFormatError`."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from thundervis.compiler.serialize import TraceFormatError, trace_from_json, trace_to_dict, trace_to_json
+
+
+def _scalar_meta(trace):
+    return {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))}
+
+
+@pytest.mark.parametrize("run_name", ["mlp_run", "gpt_run"])
+def test_round_trip_every_recorded_trace(request, run_name):
+    run = request.getfixturevalue(run_name)
+    traces = run.recorder.all_traces()
+    chains = {t.chain for t in traces}
+    assert {"dynamo", "joint", "forward", "backward"} <= chains
+    for t in traces:
+        text = trace_to_json(t)
+        back = trace_from_json(text)
+        assert back.replace(meta={}) == t.replace(meta={}), f"{t.chain}/{t.pass_name}"
+        assert back.meta == _scalar_meta(t)
+        assert trace_to_json(back) == text  # stable: serializing again gives the same text
+
+
+@pytest.fixture(scope="module")
+def sample(mlp_run) -> dict:
+    """A small real trace as a dict: the forward chain after decompose (it has subsymbols)."""
+    return trace_to_dict(mlp_run.recorder.traces("forward")["decompose"])
+
+
+def _broken(d: dict, path: list, value):
+    d = json.loads(json.dumps(d))
+    target = d
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return json.dumps(d)
+
+
+def _first_symbol_with_subsymbols(d):
+    return next(i for i, s in enumerate(d["symbols"]) if s.get("subsymbols"))
+
+
+@pytest.mark.parametrize("case", [
+    "bad value tag", "unknown proxy dtype", "unknown dtype constant", "dangling proxy ref",
+    "dangling ref in subsymbol", "non-identifier proxy name", "code as proxy name", "bool in shape",
+    "wrong format version", "input not a proxy", "symbol without uid", "bad origin", "outputs not a tuple",
+    "not json", "not an object",
+])
+def test_malformed_json_is_rejected(sample, case):
+    d = sample
+    sub = _first_symbol_with_subsymbols(d)
+    text = {
+        "bad value tag": lambda: _broken(d, ["symbols", 0, "args"], {"Z": [1]}),
+        "unknown proxy dtype": lambda: _broken(d, ["proxies", 0, "dtype"], "float99"),
+        "unknown dtype constant": lambda: _broken(d, ["symbols", 0, "kwargs"], {"K": {"dtype": {"D": "os.system"}}}),
+        "dangling proxy ref": lambda: _broken(d, ["symbols", 0, "args"], {"T": [{"P": "nowhere"}]}),
+        "dangling ref in subsymbol": lambda: _broken(d, ["symbols", sub, "subsymbols", 0, "args"], {"T": [{"P": "t999"}]}),
+        "non-identifier proxy name": lambda: _broken(d, ["proxies", 0, "name"], "not a name"),
+        "code as proxy name": lambda: _broken(d, ["proxies", 0, "name"], "__import__('os').system('x')"),
+        "bool in shape": lambda: _broken(d, ["proxies", 0, "shape"], [True, 2]),
+        "wrong format version": lambda: _broken(d, ["format"], 999),
+        "input not a proxy": lambda: _broken(d, ["inputs"], ["ghost"]),
+        "symbol without uid": lambda: _broken(d, ["symbols", 0, "uid"], None),
+        "bad origin": lambda: _broken(d, ["symbols", 0, "origin"], "f0"),
+        "outputs not a tuple": lambda: _broken(d, ["outputs"], {"L": []}),
+        "not json": lambda: "{not json",
+        "not an object": lambda: "[1, 2, 3]",
+    }[case]()
+    with pytest.raises(TraceFormatError):
+        trace_from_json(text)
+
+
+def test_malformed_error_is_a_sentence_not_a_traceback_dump(sample):
+    with pytest.raises(TraceFormatError) as exc:
+        trace_from_json(_broken(sample, ["symbols", 0, "args"], {"T": [{"P": "nowhere"}]}))
+    assert "nowhere" in str(exc.value) and "\n" not in str(exc.value)

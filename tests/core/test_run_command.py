@@ -1,0 +1,217 @@
+"""``thundervis run``: like ``python SCRIPT ARGS``, recorded, and nothing lost whatever happens."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from thundervis.recording import open_recording
+from thundervis.runner import default_output
+
+from core_helpers import run_cli, write_script
+
+
+def _passes(path):
+    with open_recording(path) as rec:
+        return rec.run(), {(g.id, c.kind): [p.name for p in c.passes] for g in rec.graphs() for c in g.chains}
+
+
+def test_run_is_like_python_script_args(tmp_path, capsys):
+    (tmp_path / "helper_mod.py").write_text("VALUE = 41\n")
+    script = write_script(tmp_path, "train.py", """
+        import json, helper_mod
+        model(torch.randn(4, 8)).backward()
+        json.dump({"argv": sys.argv, "name": __name__, "value": helper_mod.VALUE},
+                  open(sys.argv[1], "w"))
+    """)
+    report = tmp_path / "report.json"
+    out = tmp_path / "out" / "r.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "--out", out, script, report, "--lr", "3")
+    assert code == 0, err
+    seen = json.loads(report.read_text())
+    assert seen == {"argv": [script, str(report), "--lr", "3"], "name": "__main__", "value": 41}
+    assert str(os.path.relpath(out)) in stdout or str(out) in stdout
+    assert "thundervis ls" in stdout
+    run, passes = _passes(str(out))
+    assert run.status == "ok" and run.exit_code == 0
+    assert passes[(0, "forward")][-1] == "codegen" and passes[(0, "backward")][-1] == "codegen"
+    assert sys.argv[0] != script and str(tmp_path) not in sys.path  # restored
+
+
+def test_backend_name_and_executors_option_record_too(tmp_path, capsys):
+    script = write_script(tmp_path, "named.py", """
+        import torch
+        import torch._dynamo
+
+        def f(x):
+            return torch.sin(x) * 2
+        g = torch.compile(f, backend="thundervis")
+        g(torch.randn(3))
+        # bypasses the torch.compile wrapper: the backend's process defaults must record too
+        h = torch._dynamo.optimize("thundervis")(lambda x: torch.cos(x) + 1)
+        h(torch.randn(3))
+    """, with_model=False)
+    out = tmp_path / "n.tvrec"
+    code, _, err = run_cli(capsys, "run", "--no-view", "--executors", "torch", "-o", out, script)
+    assert code == 0, err
+    run, passes = _passes(str(out))
+    assert run.executors == ["torch"] and passes[(0, "inference")][-1] == "codegen"
+    assert passes[(1, "inference")][-1] == "codegen"
+
+
+def test_module_mode(tmp_path, capsys, monkeypatch):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    write_script(pkg, "train.py", """
+        model(torch.randn(2, 8)).backward()
+        open(sys.argv[1], "w").write(__name__)
+    """)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(capsys, "run", "--no-view", "-o", "m.tvrec", "-m", "mypkg.train", "marker.txt")
+    assert code == 0, err
+    assert (tmp_path / "marker.txt").read_text() == "__main__"
+    run, passes = _passes(str(tmp_path / "m.tvrec"))
+    assert run.module == "mypkg.train" and run.script is None and (0, "backward") in passes
+
+
+def test_script_raising_is_failed_with_traceback_and_passes_kept(tmp_path, capsys):
+    script = write_script(tmp_path, "boom.py", """
+        model(torch.randn(4, 8)).backward()
+        raise ValueError("loss went to the moon")
+    """)
+    out = tmp_path / "b.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
+    assert code == 1
+    assert "ValueError: loss went to the moon" in err and "failed" in stdout
+    run, passes = _passes(str(out))
+    assert run.status == "failed" and run.exit_code == 1
+    assert "ValueError: loss went to the moon" in run.traceback and "boom.py" in run.traceback
+    assert "runpy" not in run.traceback
+    assert passes[(0, "forward")][-1] == "codegen" and passes[(0, "backward")][-1] == "codegen"
+
+
+@pytest.mark.parametrize("exit_call, code, status", [("sys.exit(0)", 0, "ok"), ("sys.exit(3)", 3, "failed"),
+                                                     ("sys.exit('bad data')", 1, "failed")])
+def test_sys_exit_codes_are_honoured(tmp_path, capsys, exit_call, code, status):
+    script = write_script(tmp_path, "ex.py", f"import sys\n{exit_call}\n", with_model=False)
+    out = tmp_path / "e.tvrec"
+    assert run_cli(capsys, "run", "--no-view", "-o", out, script)[0] == code
+    assert _passes(str(out))[0].status == status
+
+
+def _assert_refused(capsys, tmp_path, argv, fragment):
+    code, out, err = run_cli(capsys, "run", "--no-view", *argv)
+    assert code == 2, (out, err)
+    assert err.startswith("thundervis: ") and err.count("\n") == 1 and fragment in err, err
+    assert not (tmp_path / "ran.txt").exists()
+
+
+def test_bad_input_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    good = write_script(tmp_path, "good.py", "open('ran.txt', 'w')\n", with_model=False)
+    bad = write_script(tmp_path, "bad.py", "open('ran.txt', 'w')\ndef f(:\n", with_model=False)
+    _assert_refused(capsys, tmp_path, ["nope.py"], "does not exist")
+    _assert_refused(capsys, tmp_path, [bad], "syntax error at line 2")
+    _assert_refused(capsys, tmp_path, ["-m", "no_such_module_xyz"], "cannot find module")
+    _assert_refused(capsys, tmp_path, ["--executors", "warp", good], "unknown executor 'warp'")
+    (tmp_path / "exists.tvrec").write_text("x")
+    _assert_refused(capsys, tmp_path, ["-o", "exists.tvrec", good], "already exists")
+    (tmp_path / "ro").mkdir()
+    os.chmod(tmp_path / "ro", 0o500)
+    try:
+        if os.access(tmp_path / "ro", os.W_OK):  # root ignores permissions: use a path under a file
+            target = tmp_path / "exists.tvrec" / "r.tvrec"
+        else:
+            target = tmp_path / "ro" / "r.tvrec"
+        _assert_refused(capsys, tmp_path, ["-o", target, good], "cannot")
+    finally:
+        os.chmod(tmp_path / "ro", 0o700)
+    assert not os.path.exists("thundervis-runs") or not os.listdir("thundervis-runs")
+
+
+def test_default_output_is_named_after_the_script_and_unique(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path, "my_train.py", "x = 1\n", with_model=False)
+    assert run_cli(capsys, "run", "--no-view", script)[0] == 0
+    (made,) = os.listdir(tmp_path / "thundervis-runs")
+    assert re.fullmatch(r"my_train-\d{8}-\d{6}(-\d+)?\.tvrec", made)
+    first = default_output("my_train")
+    open(first, "w").close()
+    second = default_output("my_train")
+    assert second != first and not os.path.exists(second)
+
+
+SLEEPER = """
+    import time
+    model(torch.randn(4, 8)).backward()
+    open(sys.argv[1], "w").write("ready")
+    while True:
+        time.sleep(0.05)
+"""
+
+
+def _start_sleeper(tmp_path):
+    script = write_script(tmp_path, "sleeper.py", SLEEPER)
+    ready = tmp_path / "ready"
+    out = tmp_path / "s.tvrec"
+    proc = subprocess.Popen([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", str(out), script,
+                             str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not ready.exists():
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise AssertionError(f"the script did not get ready: {proc.communicate()}")
+        time.sleep(0.05)
+    return proc, str(out)
+
+
+@pytest.mark.slow
+def test_ctrl_c_marks_interrupted_and_closes_cleanly(tmp_path):
+    proc, out = _start_sleeper(tmp_path)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    run, passes = _passes(out)
+    assert run.status == "interrupted" and run.exit_code == 130
+    assert passes[(0, "backward")][-1] == "codegen"
+    assert not os.path.exists(out + "-wal") or os.path.getsize(out + "-wal") == 0
+
+
+@pytest.mark.slow
+def test_sigkill_leaves_every_committed_pass_readable(tmp_path):
+    proc, out = _start_sleeper(tmp_path)
+    proc.kill()
+    proc.wait(timeout=60)
+    run, passes = _passes(out)
+    assert run.status == "running" and run.ended_at is None
+    assert passes[(0, "forward")][-1] == "codegen" and passes[(0, "backward")][-1] == "codegen"
+    with open_recording(out) as rec:
+        for c in rec.graph(0).chains:
+            for p in c.passes:
+                assert rec.pass_trace(0, c.kind, p.index).pass_name == p.name
+
+
+def test_graph_break_reason_is_recorded(tmp_path, capsys):
+    script = write_script(tmp_path, "gb.py", """
+        import torch
+
+        def f(x):
+            y = torch.sin(x) * 2
+            torch._dynamo.graph_break()
+            return torch.cos(y) + 1
+        torch.compile(f)(torch.randn(3))
+    """, with_model=False)
+    out = tmp_path / "gb.tvrec"
+    assert run_cli(capsys, "run", "--no-view", "--executors", "torch", "-o", out, script)[0] == 0
+    with open_recording(str(out)) as rec:
+        g0, g1 = rec.graphs()
+    assert g0.reason.startswith("graph break:") and "graph_break()" in g0.graph_break_reason
+    assert g1.graph_break_reason is None and g0.compile_id != g1.compile_id

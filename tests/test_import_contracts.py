@@ -1,0 +1,156 @@
+"""The dependency rules of DESIGN.md, checked: import-linter contracts from pyproject.toml, plus an
+AST check that core modules import the views and UI toolkits only lazily (inside functions).
+
+``thundervis.compiler`` / ``.tui`` / ``.notebook_ext`` are mapped from top-level folders
+(setuptools ``package-dir``), so they are sub-package roots, which grimp's default package finder
+refuses (``NotATopLevelModule``). :class:`_SubpackageRootFinder` accepts them; everything else is
+import-linter's own configuration reading and contract checking.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import importlib.util
+import pathlib
+
+import pytest
+
+importlinter_api = pytest.importorskip("importlinter.api")  # configures import-linter on import
+from grimp.adaptors.packagefinder import ImportLibPackageFinder  # noqa: E402
+from grimp.application.config import settings as grimp_settings  # noqa: E402
+from importlinter.application import use_cases  # noqa: E402
+from importlinter.application.app_config import settings as linter_settings  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PYPROJECT = ROOT / "pyproject.toml"
+UI_AND_VIEWS = ("textual", "ipywidgets", "anywidget", "thundervis.tui", "thundervis.notebook_ext")
+
+
+class _SubpackageRootFinder(ImportLibPackageFinder):
+    """grimp's package finder, but a root may be a sub-package living in its own folder."""
+
+    def determine_package_directories(self, package_name, file_system):
+        spec = importlib.util.find_spec(package_name)
+        if spec is None or not spec.submodule_search_locations:
+            raise ValueError(f"Could not find package '{package_name}'.")
+        return set(spec.submodule_search_locations)
+
+
+@contextlib.contextmanager
+def _subpackage_roots():
+    old = grimp_settings.PACKAGE_FINDER
+    grimp_settings.configure(PACKAGE_FINDER=_SubpackageRootFinder())
+    try:
+        yield
+    finally:
+        grimp_settings.configure(PACKAGE_FINDER=old)
+
+
+_GRAPHS: dict = {}
+
+
+@contextlib.contextmanager
+def _extra_imports(edges):
+    """Build import-linter's graph once per session and hand out copies with ``(importer,
+    imported)`` edges added (to prove the contracts catch violations)."""
+    builder = linter_settings.GRAPH_BUILDER
+    original = builder.build
+
+    def build(*args, **kwargs):
+        key = repr((args, sorted(kwargs.items())))
+        if key not in _GRAPHS:
+            _GRAPHS[key] = original(*args, **kwargs)
+        graph = copy.deepcopy(_GRAPHS[key])
+        for importer, imported in edges:
+            graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="import x")
+        return graph
+    builder.build = build
+    try:
+        yield
+    finally:
+        del builder.build
+
+
+def _report(edges=()):
+    use_cases._register_built_in_contract_types()  # what `lint-imports` does before checking
+    options = use_cases.read_user_options(str(PYPROJECT))
+    with _subpackage_roots(), _extra_imports(edges):
+        return use_cases.create_report(options, cache_dir=None)
+
+
+def _broken(report) -> dict[str, str]:
+    return {contract.name: str(check.warnings or check.metadata)
+            for contract, check in report.get_contracts_and_checks() if not check.kept}
+
+
+@pytest.fixture(scope="module")
+def report():
+    return _report()
+
+
+def test_contracts_are_configured():
+    options = use_cases.read_user_options(str(PYPROJECT))
+    assert len(options.contracts_options) >= 3
+    assert "thundervis.compiler" in options.session_options["root_packages"]
+
+
+def test_import_contracts_pass(report):
+    assert not report.could_not_run, report.invalid_contract_options
+    assert _broken(report) == {}
+    assert report.contains_failures is False
+
+
+def test_graph_covers_every_part(report):
+    modules = report.graph.modules
+    for name in ("thundervis.cli", "thundervis.compiler.backend", "thundervis.compiler.passes.cse", "thundervis.tui"):
+        assert name in modules
+    assert "thundervis.compiler.ir" in report.graph.find_modules_directly_imported_by("thundervis.compiler.printer")
+
+
+@pytest.mark.parametrize("importer, imported, contract_id", [
+    ("thundervis.compiler.ir", "thundervis.cli", "compiler-independent"),
+    ("thundervis.compiler.printer", "textual", "compiler-independent"),
+    ("thundervis.cli", "textual", "core-no-ui-toolkits"),
+    ("thundervis.__main__", "anywidget", "core-no-ui-toolkits"),
+    ("thundervis.__main__", "thundervis.tui", "core-no-views"),
+    ("thundervis.__main__", "thundervis.notebook_ext", "core-no-views"),
+    ("thundervis.cli", "thundervis.compiler.ir", None),  # the allowed direction
+    ("thundervis.cli", "thundervis.tui", None),  # the CLI opens the TUI (lazily: see the AST test)
+])
+def test_contracts_catch_violations(importer, imported, contract_id):
+    report = _report([(importer, imported)])
+    ids = {contract.name for contract, check in report.get_contracts_and_checks() if not check.kept}
+    if contract_id is None:
+        assert ids == set()
+    else:
+        options = use_cases.read_user_options(str(PYPROJECT))
+        name = next(c["name"] for c in options.contracts_options if c.get("id") == contract_id)
+        assert name in ids
+
+
+def _module_level_imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Return (line, module) for each import that runs when the module is imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+
+    def visit(node, top: bool):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue  # imports inside functions run lazily
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, a.name) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.append((child.lineno, child.module))
+            visit(child, top)
+    visit(tree, True)
+    return found
+
+
+def test_core_imports_views_and_toolkits_only_lazily():
+    offenders = []
+    for path in sorted((ROOT / "thundervis").rglob("*.py")):
+        for line, mod in _module_level_imports(path):
+            if any(mod == bad or mod.startswith(bad + ".") for bad in UI_AND_VIEWS):
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {mod}")
+    assert offenders == []

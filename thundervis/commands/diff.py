@@ -1,0 +1,145 @@
+"""``thundervis diff``: what a pass did, or what changed between two runs.
+
+- ``thundervis diff REC [--graph G] [--chain C] --from P --to Q [--side-by-side] [--html OUT]``:
+  the pass diff of two traces of one chain (default: the pass before ``--to``, and the last pass).
+- ``thundervis diff REC_A REC_B [--json]``: run comparison (graphs, fusions, kernel times).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from thundervis.cli import UserError
+
+
+def _pick_passes(chain, from_, to):
+    """Return (before PassInfo, after PassInfo) of ``chain``; UserError naming the valid passes."""
+    from thundervis.recording import UnknownItem
+    if not chain.passes:
+        raise UserError(f"graph {chain.graph} {chain.kind} has no recorded pass.")
+    try:
+        after = chain.find_pass(to) if to is not None else chain.passes[-1]
+        if from_ is not None:
+            before = chain.find_pass(from_)
+        else:
+            earlier = [p for p in chain.passes if p.index < after.index]
+            before = earlier[-1] if earlier else after
+    except UnknownItem as e:
+        raise UserError(str(e) + ".") from None
+    return before, after
+
+
+def pass_diff(rec, graph, chain, from_, to):
+    """Return the :class:`~thundervis.diff.TraceDiff` the arguments select in an open recording."""
+    from thundervis.commands.show import pick_chain
+    from thundervis.diff import diff_traces
+    from thundervis.recording import RecordingError
+    g, c = pick_chain(rec, graph, chain)
+    before, after = _pick_passes(c, from_, to)
+    try:
+        a = rec.pass_trace(g.id, c.kind, before.index)
+        b = rec.pass_trace(g.id, c.kind, after.index)
+    except RecordingError as e:
+        raise UserError(str(e)) from None
+    d = diff_traces(a, b)
+    d.before = f"graph {g.id} {c.kind} after {before.index} {before.name}"
+    d.after = f"graph {g.id} {c.kind} after {after.index} {after.name}"
+    return d
+
+
+def _kernel_lines(d) -> list[str]:
+    out = []
+    for kernel, rows in d.kernels().items():
+        ops = ", ".join(r.a.sym.removeprefix("prims.") for r in rows[:8]) + (", …" if len(rows) > 8 else "")
+        out.append(f"  {kernel} <- {len(rows)} ops: {ops}")
+    return out
+
+
+def cmd_diff(args) -> int:
+    """Print a pass diff (one recording) or a run comparison (two)."""
+    from thundervis.commands.ls import open_or_fail
+    if len(args.recordings) == 2:
+        if args.from_ is not None or args.to is not None or args.graph is not None or args.chain is not None:
+            raise UserError("--graph, --chain, --from and --to select a pass diff of one recording; "
+                            "with two recordings thundervis diff compares the runs.")
+        return _compare(args, open_or_fail)
+    if len(args.recordings) != 1:
+        raise UserError("give one recording (a pass diff) or two (a run comparison).")
+    rec = open_or_fail(args.recordings[0])
+    try:
+        d = pass_diff(rec, args.graph, args.chain, args.from_, args.to)
+    finally:
+        rec.close()
+    context = None if args.full else args.context
+    from thundervis.diff import render
+    if args.html:
+        body = render.side_by_side_html(d, context) if args.side_by_side else render.unified_html(d, context)
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(render.html_page(body, f"{d.before} → {d.after}"))
+        print(f"thundervis: diff written to {args.html}")
+    elif args.json:
+        rows = [{"status": r.status, "a": r.a.text if r.a else None, "b": r.b.text if r.b else None,
+                 "uid": r.uid, "kernel": r.kernel, "partners": [p.uid for p in r.partners]}
+                for r in d.lines]
+        json.dump({"before": d.before, "after": d.after, "counts": d.counts(), "lines": rows},
+                  sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    elif sys.stdout.isatty() and not args.plain:
+        from rich.console import Console
+        console = Console()
+        console.print(render.side_by_side_rich(d, context) if args.side_by_side else render.unified_rich(d, context))
+    elif args.side_by_side:
+        from rich.console import Console
+        Console(file=sys.stdout, width=200, no_color=True, force_terminal=False).print(
+            render.side_by_side_rich(d, context))
+    else:
+        sys.stdout.write(render.unified_plain(d, context))
+    if not args.html:
+        print(d.summary())
+        for line in _kernel_lines(d):
+            print(line)
+    return 0
+
+
+def _compare(args, open_or_fail) -> int:
+    from thundervis.diff.runs import compare_runs, run_side_from_recording
+    from thundervis.recording import RecordingError
+    sides = []
+    for path in args.recordings:
+        rec = open_or_fail(path)
+        try:
+            sides.append(run_side_from_recording(rec, label=path))
+        except RecordingError as e:
+            raise UserError(str(e)) from None
+        finally:
+            rec.close()
+    comp = compare_runs(*sides)
+    if args.json:
+        json.dump(comp.as_json(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(comp.render_text())
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``diff`` subcommand."""
+    p = subparsers.add_parser(
+        "diff", help="diff two passes of a recording, or compare two recordings",
+        usage="thundervis diff REC [--graph G] [--chain C] [--from P] [--to Q] [--side-by-side] [--html OUT]\n"
+              "       thundervis diff REC_A REC_B [--json]")
+    p.add_argument("recordings", nargs="+", metavar="REC", help="one recording (pass diff) or two (run comparison)")
+    p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
+    p.add_argument("--chain", "-c", default=None, help="forward, backward, inference, ... (default: forward)")
+    p.add_argument("--from", dest="from_", default=None, metavar="P",
+                   help="pass index or name before (default: the pass before --to)")
+    p.add_argument("--to", default=None, metavar="Q", help="pass index or name after (default: the last pass)")
+    p.add_argument("--side-by-side", "-s", action="store_true", help="before and after side by side")
+    p.add_argument("--html", metavar="OUT", help="write the diff as a standalone HTML page")
+    p.add_argument("--json", action="store_true", help="print JSON (rows of a pass diff, or the run comparison)")
+    p.add_argument("--context", type=int, default=3, metavar="N",
+                   help="unchanged lines shown around each change (default: 3)")
+    p.add_argument("--full", action="store_true", help="show every line, unchanged ones included")
+    p.add_argument("--plain", action="store_true", help="no colours, even on a terminal")
+    p.set_defaults(func=cmd_diff)

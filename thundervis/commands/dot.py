@@ -1,0 +1,75 @@
+"""``thundervis dot REC [--graph G] [--chain C] [--pass P] [--collapse] [--module M] -o OUT``:
+the fusion diagram of one recorded trace, written as SVG, PNG, PDF or DOT (by OUT's suffix)."""
+from __future__ import annotations
+
+from thundervis.cli import UserError
+
+
+def timings_for(rec, graph: int, chain: str) -> dict:
+    """Return ``{uid or kernel name: median µs}`` for one chain (empty when not profiled)."""
+    out: dict = {}
+    try:
+        for k in rec.timings().for_chain(graph, chain):
+            if k.uid:
+                out[k.uid] = k.median_us
+            if k.kind == "fusion":
+                out[k.name] = k.median_us
+    except Exception:  # a recording without timings draws without heat
+        return {}
+    return out
+
+
+def cmd_dot(args) -> int:
+    """Write the diagram of the chosen trace."""
+    from thundervis import dot
+    from thundervis.commands.ls import open_or_fail
+    from thundervis.commands.show import pick_chain
+    from thundervis.recording import RecordingError, UnknownItem
+    fmt = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
+    if fmt not in dot.FORMATS:
+        raise UserError(f"cannot tell the diagram format from {args.out!r}: name it .svg, .png, .pdf or .dot.")
+    rec = open_or_fail(args.recording)
+    try:
+        g, c = pick_chain(rec, args.graph, args.chain)
+        if not c.passes:
+            raise UserError(f"graph {g.id} {c.kind} has no recorded pass.")
+        try:
+            p = c.find_pass(args.pass_) if args.pass_ is not None else c.passes[-1]
+        except UnknownItem as e:
+            raise UserError(str(e) + ".") from None
+        try:
+            trace = rec.pass_trace(g.id, c.kind, p.index)
+        except RecordingError as e:
+            raise UserError(str(e)) from None
+        timings = timings_for(rec, g.id, c.kind)
+    finally:
+        rec.close()
+    try:
+        source = dot.trace_to_dot(trace, collapse=args.collapse, module=args.module, timings=timings,
+                                  title=f"graph {g.id} · {c.kind} · after {p.index} {p.name}"
+                                        + (f" · module {args.module}" if args.module else ""))
+    except ValueError as e:
+        raise UserError(str(e) + ".") from None
+    try:
+        dot.write_diagram(source, args.out)
+    except dot.RenderError as e:
+        raise UserError(str(e).rstrip(".") + ".") from None
+    except OSError as e:
+        raise UserError(f"cannot write {args.out}: {e.strerror or e}.") from None
+    print(f"thundervis: diagram written to {args.out}")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``dot`` subcommand."""
+    p = subparsers.add_parser("dot", help="draw the dataflow graph of a trace with its fusions (Graphviz)")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
+    p.add_argument("--chain", "-c", default=None, help="forward, backward, inference, ... (default: forward)")
+    p.add_argument("--pass", "-p", dest="pass_", default=None, metavar="P",
+                   help="pass index or name (default: the last pass)")
+    p.add_argument("--collapse", action="store_true", help="draw each fusion as one node")
+    p.add_argument("--module", "-m", default=None, metavar="M",
+                   help="only symbols from this module path (e.g. model.layers.0) and their inputs")
+    p.add_argument("-o", "--out", required=True, metavar="OUT", help="output file: .svg, .png, .pdf or .dot")
+    p.set_defaults(func=cmd_dot)

@@ -1,0 +1,39 @@
+"""``thundervis export REC --perfetto OUT.json``: the profiled calls as a Chrome/Perfetto trace."""
+from __future__ import annotations
+
+import json
+import os
+
+from thundervis.cli import UserError
+
+
+def cmd_export(args) -> int:
+    """Write the Perfetto trace of the recording's timings; UserError when nothing was profiled."""
+    from thundervis.commands.ls import open_or_fail
+    from thundervis.export import perfetto_trace
+    if not args.perfetto:
+        raise UserError("say what to export: --perfetto OUT.json.")
+    rec = open_or_fail(args.recording)
+    try:
+        tm = rec.timings()
+    finally:
+        rec.close()
+    if not tm.kernels:
+        raise UserError(f"{args.recording} holds no timings; record it with thundervis run --profile.")
+    doc = perfetto_trace(tm, os.path.basename(args.recording))
+    try:
+        with open(args.perfetto, "w") as f:
+            json.dump(doc, f)
+    except OSError as e:
+        raise UserError(f"cannot write {args.perfetto} ({e.strerror}).") from None
+    n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") != "call")
+    print(f"thundervis: wrote {n} kernel slices to {args.perfetto} (open it in https://ui.perfetto.dev)")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``export`` subcommand."""
+    p = subparsers.add_parser("export", help="export a recording's kernel timings (Perfetto trace)")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording made with run --profile")
+    p.add_argument("--perfetto", metavar="OUT.json", help="write a Chrome/Perfetto trace-event JSON file")
+    p.set_defaults(func=cmd_export)

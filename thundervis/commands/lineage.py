@@ -1,0 +1,97 @@
+"""``thundervis lineage REC [--graph G] (--uid U | --source FILE:LINE) [--json]``: follow a symbol
+or a source line through every pass, forward and backward, to the executor and kernel it ended in."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import textwrap
+
+from thundervis.cli import UserError
+from thundervis.commands.ls import readable
+
+
+def _sym_text(s) -> str:
+    ex = f" [{s.executor}]" if s.executor else ""
+    return f"{s.uid} {s.sym}{ex}"
+
+
+def lineage_text(lin) -> str:
+    """Return the human-readable form of one :class:`~thundervis.recording.Lineage`."""
+    lines = []
+    src = ""
+    if lin.source is not None and lin.source.line:
+        src = f"{os.path.basename(lin.source.file)}:{lin.source.line}  {lin.source.code}"
+    head = src if lin.query.startswith(os.path.basename(lin.source.file) if lin.source else "\0") else \
+        " · ".join(x for x in (lin.query, src) if x)
+    lines.append(f"graph {lin.graph} · {head}")
+    for c in lin.chains:
+        lines.append(f"{c.chain}  (via {c.link})" if c.link else c.chain)
+        prev = None
+        for st in c.steps:
+            key = tuple((s.uid, s.sym, s.executor) for s in st.symbols)
+            head = f"  {st.pass_index:>2} {st.pass_name:<11}"
+            if not st.symbols:
+                lines.append(head + "(gone)")
+            elif key == prev:
+                lines.append(head + "unchanged")
+            else:
+                sub = f"  (+{st.n_sub} subsymbols)" if st.n_sub else ""
+                body = " · ".join(_sym_text(s) for s in st.symbols) + sub
+                lines.extend(textwrap.wrap(body, width=100, initial_indent=head,
+                                           subsequent_indent=" " * len(head)))
+            prev = key
+        if c.chain in ("dynamo", "joint"):  # recorded for reference only, never executed
+            continue
+        by_executor: dict = {}
+        for e in c.ends:
+            label = f"{e.symbol.uid} {e.symbol.sym}"
+            if e.kernel:
+                label += f" = kernel {e.kernel.name} ({len(e.kernel.ops)} ops)"
+            by_executor.setdefault(e.executor or "no executor", []).append(label)
+        for ex, labels in by_executor.items():
+            lines.extend(textwrap.wrap(f"ends in {ex}: " + ", ".join(labels), width=100,
+                                       initial_indent="  ", subsequent_indent="      "))
+    return "\n".join(lines) + "\n"
+
+
+def _parse_source(text: str) -> tuple[str, int]:
+    file, sep, line = text.rpartition(":")
+    if not sep or not file or not line.isdigit():
+        raise UserError(f"--source wants FILE:LINE (for example train.py:42), not {text!r}.")
+    return file, int(line)
+
+
+def cmd_lineage(args) -> int:
+    """Print the lineage of ``--uid`` or ``--source``."""
+    from thundervis.recording import UnknownItem, lineage_of_source, lineage_of_uid
+    if bool(args.uid) == bool(args.source):
+        raise UserError("give exactly one of --uid U or --source FILE:LINE.")
+    query = _parse_source(args.source) if args.source else None
+    with readable(args.recording) as rec:
+        try:
+            if args.uid:
+                lineages = [lineage_of_uid(rec, args.graph if args.graph is not None else 0, args.uid)]
+            else:
+                lineages = lineage_of_source(rec, query[0], query[1], args.graph)
+        except UnknownItem as e:
+            raise UserError(str(e) + ".") from None
+    if args.json:
+        json.dump([dataclasses.asdict(x) for x in lineages], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n".join(lineage_text(x) for x in lineages))
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``lineage`` subcommand."""
+    p = subparsers.add_parser("lineage", help="follow a symbol or a source line through the passes")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("--graph", "-g", type=int, default=None,
+                   help="graph id (default: 0 for --uid, every graph for --source)")
+    p.add_argument("--uid", help="a symbol uid such as f12 (see `thundervis show --uids`)")
+    p.add_argument("--source", metavar="FILE:LINE", help="a line of the user's program")
+    p.add_argument("--json", action="store_true", help="print the lineage as JSON")
+    p.set_defaults(func=cmd_lineage)

@@ -1,0 +1,127 @@
+"""``thundervis ls REC [--json]``: what a recording holds (run, graphs, chains, passes, fusions).
+
+The ``--json`` form is stable (documented in docs/recording.md); :func:`summary_dict` builds it and
+:func:`summary_text` the human form, which ``thundervis run`` also prints.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+
+from thundervis.cli import UserError
+
+
+def open_or_fail(path: str):
+    """Open the recording at ``path``; a RecordingError becomes a UserError (exit 2)."""
+    from thundervis.recording import RecordingError, open_recording
+    try:
+        return open_recording(path)
+    except RecordingError as e:
+        raise UserError(str(e).rstrip(".") + ".") from None
+
+
+@contextlib.contextmanager
+def readable(path: str):
+    """Open the recording at ``path`` for the ``with`` body and close it after; a RecordingError,
+    when opening or from any later read, becomes a UserError (one sentence, exit 2)."""
+    from thundervis.recording import RecordingError
+    rec = open_or_fail(path)
+    try:
+        yield rec
+    except RecordingError as e:
+        raise UserError(str(e).rstrip(".") + ".") from None
+    finally:
+        rec.close()
+
+
+def _source_label(s: dict) -> str:
+    return f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"
+
+
+def summary_dict(rec) -> dict:
+    """Return the ``ls --json`` document for an open recording."""
+    from thundervis.timings import fusion_timing_json, graph_timings_json
+    run = rec.run()
+    tm = rec.timings()
+    graphs = []
+    for g in rec.graphs():
+        graphs.append({
+            "id": g.id, "compile_id": g.compile_id, "reason": g.reason,
+            "recompile_reason": g.recompile_reason, "graph_break_reason": g.graph_break_reason,
+            "compile_ms": g.compile_s * 1e3 if g.compile_s is not None else None,
+            "n_inputs": g.n_inputs, "n_nodes": g.n_nodes,
+            "chains": [{"kind": c.kind, "status": c.status, "error": c.error,
+                        "passes": [{"index": p.index, "name": p.name, "ms": round(p.duration_ms, 4),
+                                    "changed": p.changed, "n_symbols": p.n_symbols} for p in c.passes]}
+                       for c in g.chains],
+            "fusions": [{"name": k.name, "executor": k.executor, "chain": k.chain, "uid": k.uid,
+                         "n_ops": len(k.ops), "sources": sorted({_source_label(s) for s in k.source_lines}),
+                         "timing": fusion_timing_json(tm, g.id, k.chain, k.name)}
+                        for k in g.kernels],
+            "timings": graph_timings_json(tm, g.id),
+            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
+        })
+    duration = (run.ended_at - run.started_at) if run.ended_at else None
+    return {
+        "schema": rec.schema_version,
+        "path": rec.path,
+        "run": {"script": run.script, "module": run.module, "argv": run.argv, "cwd": run.cwd,
+                "status": run.status, "exit_code": run.exit_code, "started_at": run.started_at,
+                "ended_at": run.ended_at, "duration_s": duration, "device": run.device,
+                "executors": run.executors, "python": run.python, "torch": run.torch,
+                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback},
+        "graphs": graphs,
+    }
+
+
+def summary_text(rec, passes: bool = True) -> str:
+    """Return the human-readable summary of an open recording (``passes``: list every pass)."""
+    d = summary_dict(rec)
+    r = d["run"]
+    lines = []
+    took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
+    code = f" (exit {r['exit_code']})" if r["exit_code"] is not None else ""
+    target = r["script"] or f"-m {r['module']}"
+    lines.append(f"run     {target} {' '.join(r['argv'][1:])}".rstrip())
+    lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    if not d["graphs"]:
+        lines.append("no graphs were compiled")
+    for g in d["graphs"]:
+        ms = f"compiled in {g['compile_ms']:.0f} ms" if g["compile_ms"] is not None else "compiling"
+        reason = f" · {g['reason']}" if g["reason"] else ""
+        lines.append(f"graph {g['id']}  {ms}{reason}")
+        for c in g["chains"]:
+            total = sum(p["ms"] for p in c["passes"])
+            err = f": {c['error']}" if c["error"] else ""
+            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} passes · {total:.1f} ms")
+            if passes:
+                for p in c["passes"]:
+                    mark = "changed" if p["changed"] else "-"
+                    lines.append(f"    {p['index']:>2} {p['name']:<12} {p['ms']:>9.2f} ms  {mark:<7} "
+                                 f"{p['n_symbols']:>5} symbols")
+        for k in g["fusions"]:
+            src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
+            lines.append(f"  fusion {k['name']} [{k['executor']}] {k['chain']} · {k['n_ops']} ops · {src}")
+        for f in g["failures"]:
+            lines.append(f"  failed {f['chain'] or 'graph'}: {f['error'].splitlines()[0]}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_ls(args) -> int:
+    """Print the summary of the recording ``args.recording`` (JSON with ``--json``)."""
+    with readable(args.recording) as rec:
+        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
+            summary_text(rec, passes=not args.brief)
+    sys.stdout.write(text)
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``ls`` subcommand."""
+    p = subparsers.add_parser("ls", help="summarize a recording: run, graphs, chains, passes, fusions")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("--json", action="store_true", help="print the stable JSON form (see docs/recording.md)")
+    p.add_argument("--brief", action="store_true", help="do not list every pass")
+    p.set_defaults(func=cmd_ls)

@@ -1,0 +1,98 @@
+"""``thundervis run [--out PATH] [--executors LIST] [--no-view] (-m MODULE | SCRIPT) [ARGS...]``.
+
+Runs the script in this process like ``python SCRIPT ARGS`` with every ``torch.compile`` routed to
+our compiler and recorded, then exits with the script's own exit code. Everything is validated
+before the script starts (exit 2 with one sentence).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from thundervis.cli import UserError
+
+
+def _executors(text):
+    """Return the executor list from ``a,b,c`` (None for the defaults); UserError for unknown or
+    unavailable executors."""
+    if not text:
+        return None
+    from thundervis.compiler.executors import available_executors, get_executor
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    known = available_executors()
+    for n in names:
+        if n not in known:
+            raise UserError(f"unknown executor {n!r} (known: {', '.join(known)}).")
+        why = get_executor(n).available()
+        if why:
+            raise UserError(f"executor {n!r} cannot be used here: {why.rstrip('.')}.")
+    return names
+
+
+def open_viewer(path: str) -> bool:
+    """Open the recording in the TUI when it is installed (``thundervis.tui.view_recording``);
+    return False when there is no viewer yet."""
+    try:
+        import importlib
+        tui = importlib.import_module("thundervis.tui")
+    except ImportError:
+        return False
+    view = getattr(tui, "view_recording", None)
+    if view is None:
+        return False
+    view(path)
+    return True
+
+
+def cmd_run(args) -> int:
+    """Validate, run the script recording every compile, report the recording."""
+    from thundervis import runner
+    rest = list(args.target)
+    if args.module:
+        script, module, script_args = None, args.module, rest
+    else:
+        if not rest:
+            raise UserError("give a script to run (thundervis run SCRIPT [ARGS...]) or -m MODULE.")
+        script, module, script_args = rest[0], None, rest[1:]
+    executors = _executors(args.executors)
+    runner.check_target(script, module)
+    stem = os.path.splitext(os.path.basename(script))[0] if script else module.rsplit(".", 1)[-1]
+    out = runner.check_output(args.out or runner.default_output(stem))
+    from thundervis.commands.profile_options import profile_settings
+    result = runner.run_target(script=script, module=module, args=script_args, out=out,
+                               executors=executors, debug=args.debug, profile=profile_settings(args))
+    shown = os.path.relpath(result.path) if not os.path.relpath(result.path).startswith("..") else result.path
+    sys.stdout.flush()
+    if result.status == "ok":
+        print(f"thundervis: recording written to {shown}")
+    else:
+        print(f"thundervis: the script {result.status} (exit {result.exit_code}); "
+              f"everything compiled so far is in {shown}")
+    print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
+          f"(or thundervis show {shlex.quote(shown)})")
+    if sys.stdout.isatty() and not args.no_view and result.status != "interrupted":
+        if not open_viewer(result.path):
+            from thundervis.commands.ls import readable, summary_text
+            with readable(result.path) as rec:
+                sys.stdout.write(summary_text(rec, passes=False))
+    return result.exit_code
+
+
+def register(subparsers) -> None:
+    """Add the ``run`` subcommand."""
+    p = subparsers.add_parser(
+        "run", help="run a script with every torch.compile recorded",
+        usage="thundervis run [--out PATH] [--executors LIST] [--no-view] (-m MODULE | SCRIPT) [ARGS...]")
+    p.add_argument("--out", "-o", metavar="PATH",
+                   help="recording to write (default: ./thundervis-runs/<script>-<time>.tvrec)")
+    p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
+    p.add_argument("--no-view", action="store_true", help="do not open the viewer at the end")
+    p.add_argument("--debug", action="store_true", help="check every trace after every pass")
+    from thundervis.commands.profile_options import add_profile_arguments
+    add_profile_arguments(p)
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module like python -m")
+    p.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
+                   help="the script and its arguments")
+    p.set_defaults(func=cmd_run)

@@ -1,0 +1,76 @@
+"""``thundervis show REC [--graph G] [--chain C] [--pass P]``: print one recorded trace.
+
+Default: the last pass of the first graph's forward (or inference) chain. Highlighted with rich
+when stdout is a terminal.
+"""
+from __future__ import annotations
+
+import sys
+
+from thundervis.cli import UserError
+from thundervis.commands.ls import readable
+
+
+def pick_chain(rec, graph, chain):
+    """Return the (Graph, Chain) the user asked for, with the defaults of ``show``; UserError when
+    there is no such graph or chain (naming the valid ones)."""
+    from thundervis.recording import UnknownItem
+    graphs = rec.graphs()
+    if not graphs:
+        raise UserError(f"{rec.path} holds no compiled graph.")
+    try:
+        if graph is None:
+            wanted = [chain] if chain else ["forward", "inference"]
+            g = next((g for g in graphs if any(c.kind in wanted for c in g.chains)), graphs[0])
+        else:
+            g = rec.graph(graph)
+        if chain is None:
+            kinds = [c.kind for c in g.chains]
+            chain = next((k for k in ("forward", "inference", "backward") if k in kinds),
+                         kinds[0] if kinds else "forward")
+        return g, g.chain(chain)
+    except UnknownItem as e:
+        raise UserError(str(e) + ".") from None
+
+
+def cmd_show(args) -> int:
+    """Print the trace of the chosen pass."""
+    from thundervis.recording import UnknownItem
+    with readable(args.recording) as rec:
+        g, c = pick_chain(rec, args.graph, args.chain)
+        if not c.passes:
+            raise UserError(f"graph {g.id} {c.kind} has no recorded pass.")
+        try:
+            p = c.find_pass(args.pass_) if args.pass_ is not None else c.passes[-1]
+        except UnknownItem as e:
+            raise UserError(str(e) + ".") from None
+        if args.uids or args.no_source or args.no_shapes:
+            from thundervis.compiler.printer import PrintOptions, print_trace
+            trace = rec.pass_trace(g.id, c.kind, p.index)
+            text = print_trace(trace, PrintOptions(uids=args.uids, source=not args.no_source,
+                                                   shapes=not args.no_shapes))
+        else:
+            text = rec.pass_text(g.id, c.kind, p.index)
+    if sys.stdout.isatty() and not args.plain:
+        from rich.console import Console
+        from rich.syntax import Syntax
+        Console().print(Syntax(text, "python", theme="ansi_dark", word_wrap=False))
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``show`` subcommand."""
+    p = subparsers.add_parser("show", help="print one recorded trace (a pass of a chain of a graph)")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
+    p.add_argument("--chain", "-c", default=None,
+                   help="dynamo, joint, forward, backward or inference (default: forward)")
+    p.add_argument("--pass", "-p", dest="pass_", default=None, metavar="P",
+                   help="pass index or name (default: the last pass)")
+    p.add_argument("--uids", action="store_true", help="annotate every symbol with its uid and origin")
+    p.add_argument("--no-source", action="store_true", help="omit the source-line comments")
+    p.add_argument("--no-shapes", action="store_true", help="omit the tensor metadata comments")
+    p.add_argument("--plain", action="store_true", help="no highlighting even on a terminal")
+    p.set_defaults(func=cmd_show)

@@ -1,0 +1,105 @@
+"""The lines a trace diff works on: one per top-level symbol and per subsymbol, plus the signature
+and the return statement.
+
+A :class:`Line` keeps a reference to its :class:`BoundSymbol` and computes its text only when asked,
+so aligning two large traces whose symbols are mostly the very same objects costs dict lookups, not
+string formatting.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from thundervis.compiler.ir import BoundSymbol, Trace
+from thundervis.compiler.printer import call_text
+from thundervis.compiler.values import format_value
+
+INPUTS_UID = "<inputs>"
+RETURN_UID = "<return>"
+
+# Fusion symbols are named ``<executor>_fusion_<n>`` or ``nvfusion_<n>`` (see the kernel record
+# convention); a name alone decides, so traces from any fusion executor are recognised.
+_FUSION_NAME = re.compile(r"^[A-Za-z0-9]*_?fusion_?\d+$")
+
+
+def is_fusion(b: Optional[BoundSymbol]) -> bool:
+    """Return True when ``b`` is a fusion symbol (one kernel whose subsymbols are its members)."""
+    return b is not None and bool(b.subsymbols) and bool(_FUSION_NAME.match(b.sym))
+
+
+class Line:
+    """One printed line of a trace: a symbol (at ``depth`` 0, or a subsymbol at depth > 0), the
+    signature (uid ``<inputs>``) or the return (uid ``<return>``)."""
+
+    __slots__ = ("index", "uid", "depth", "symbol", "parent", "_text", "_trace")
+
+    def __init__(self, index: int, uid: str, depth: int, symbol: Optional[BoundSymbol],
+                 parent: Optional[int], trace: Optional[Trace] = None):
+        self.index = index
+        self.uid = uid
+        self.depth = depth
+        self.symbol = symbol
+        self.parent = parent
+        self._text: Optional[str] = None
+        self._trace = trace
+
+    @property
+    def text(self) -> str:
+        """The line as printed, without indentation; an executor tag ``  # torch`` when claimed."""
+        if self._text is None:
+            self._text = line_text(self)
+        return self._text
+
+    @property
+    def origin(self) -> tuple[str, ...]:
+        """The uids this line's symbol was made from (empty for signature/return lines)."""
+        return self.symbol.origin if self.symbol is not None else ()
+
+    @property
+    def sym(self) -> str:
+        """The symbol name (``prims.add``, ``triton_fusion_0``), or ``def``/``return``."""
+        if self.symbol is not None:
+            return self.symbol.sym
+        return "def" if self.uid == INPUTS_UID else "return"
+
+    def __repr__(self) -> str:
+        return f"Line({self.index}, {self.uid!r}, depth={self.depth}, {self.text!r})"
+
+
+def line_text(line: Line) -> str:
+    """Return the text of ``line`` (see :attr:`Line.text`)."""
+    b = line.symbol
+    if b is None:
+        t = line._trace
+        if line.uid == INPUTS_UID:
+            fname = t.chain if t.chain.isidentifier() else "fn"
+            return f"def {fname}({', '.join(p.name for p in t.inputs)}):"
+        outs = ", ".join(format_value(o) for o in t.outputs)
+        return f"return ({outs}{',' if len(t.outputs) == 1 else ''})"
+    text = call_text(b)
+    # A top-level symbol shows who runs it, so the claim pass shows up in the diff; subsymbols of a
+    # fusion inherit their kernel's executor and would only repeat it.
+    if b.executor and line.depth == 0:
+        text += f"  # {b.executor}"
+    return text
+
+
+def trace_lines(trace: Trace, depth: int = 1) -> list[Line]:
+    """Return the lines of ``trace``: signature, symbols (subsymbols down to ``depth``), return."""
+    lines: list[Line] = [Line(0, INPUTS_UID, 0, None, None, trace)]
+    append = lines.append
+
+    def add(b: BoundSymbol, d: int, parent: Optional[int]) -> None:
+        me = len(lines)
+        append(Line(me, b.uid, d, b, parent))
+        if d < depth:
+            for s in b.subsymbols:
+                add(s, d + 1, me)
+
+    for b in trace.symbols:
+        if not b.subsymbols or depth == 0:
+            append(Line(len(lines), b.uid, 0, b, None))
+        else:
+            add(b, 0, None)
+    lines.append(Line(len(lines), RETURN_UID, 0, None, None, trace))
+    return lines

@@ -1,0 +1,312 @@
+"""Renderings of a :class:`TraceDiff`: unified and side by side, for the terminal (Rich objects),
+HTML (every string escaped) and plain text (goldens, pipes).
+
+All renderings go through :func:`unified_rows` / :func:`side_rows`, which turn diff rows into
+display rows (marker, indentation, text, highlighted spans, note); the back ends only style them.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, DiffLine, TraceDiff,
+                    gc_paused, intraline_spans)
+from .lines import is_fusion
+
+FOLD = "fold"  # status of a row standing for folded unchanged lines
+
+_RICH_STYLE = {UNCHANGED: "", CHANGED: "", ADDED: "green", REMOVED: "red", REPLACED: "yellow",
+               FUSED: "magenta", MOVED: "cyan", FOLD: "dim"}
+_RICH_HIGHLIGHT = {"-": "bold white on dark_red", "+": "bold white on dark_green"}
+
+
+@dataclass
+class Row:
+    """One display row: ``marker`` (`` ``, ``-``, ``+``), the line's ``status``, indentation
+    ``depth``, ``text``, differing character ``spans`` and a ``note`` (what became of it)."""
+
+    marker: str
+    status: str
+    depth: int
+    text: str
+    spans: list = field(default_factory=list)
+    note: str = ""
+    source: str = ""  # where the symbol came from (``file.py:12  code  [module]``), for tooltips
+
+
+def source_text(line) -> str:
+    """Return ``file.py:12  code  [module]`` for a diff line's symbol ("" when unknown)."""
+    b = line.symbol if line is not None else None
+    if b is None or b.source is None:
+        return ""
+    s = b.source
+    return f"{s.label()}  {s.code}" + (f"  [{s.module}]" if s.module else "")
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _uids(lines, n: int = 4) -> str:
+    u = [p.uid for p in lines]
+    return ", ".join(u[:n]) + (f" (+{len(u) - n})" if len(u) > n else "")
+
+
+def row_note(d: DiffLine, side: str) -> str:
+    """Return the note for diff row ``d`` shown on ``side`` (``a`` or ``b``)."""
+    if d.status == FUSED:
+        return f"→ fused into {d.kernel}" if side == "a" else ""
+    if d.status == REPLACED:
+        p = d.partners
+        if d.how == "flattened":
+            return f"→ flattened into its {len(p)} prim{'s' if len(p) != 1 else ''}"
+        if d.how == "merged":
+            return f"→ merged into {p[0].uid}: {_short(p[0].text)}"
+        if len(p) == 1:
+            return f"→ replaced by {p[0].uid}: {_short(p[0].text)}"
+        return f"→ replaced by {len(p)} lines: {_uids(p)}"
+    if d.status == MOVED:
+        return "moved from here" if side == "a" else "moved here"
+    if d.status == ADDED and d.partners and d.b is not None:
+        if is_fusion(d.b.symbol):
+            return f"fuses {len(d.partners)} ops: {_uids(d.partners)}"
+        if d.b.depth == 0:
+            return f"from {_uids(d.partners)}"
+    return ""
+
+
+def unified_rows(diff: TraceDiff, context: Optional[int] = None) -> list[Row]:
+    """Return the unified display rows of ``diff``; with ``context`` set, runs of unchanged rows
+    farther than ``context`` rows from a change fold into one ``fold`` row."""
+    with gc_paused():
+        return _unified_rows(diff, context)
+
+
+def _unified_rows(diff: TraceDiff, context: Optional[int]) -> list[Row]:
+    rows: list[Row] = []
+    for d in diff.lines:
+        if d.status == UNCHANGED:
+            rows.append(Row(" ", UNCHANGED, d.b.depth, d.b.text, source=source_text(d.b)))
+        elif d.status == CHANGED:
+            sa, sb = intraline_spans(d.a.text, d.b.text)
+            rows.append(Row("-", CHANGED, d.a.depth, d.a.text, sa, source=source_text(d.a)))
+            rows.append(Row("+", CHANGED, d.b.depth, d.b.text, sb, source=source_text(d.b)))
+        elif d.a is not None:
+            # before-side rows (a fused-into row keeps the after-side member only for reference)
+            rows.append(Row("-", d.status, d.a.depth, d.a.text, note=row_note(d, "a"), source=source_text(d.a)))
+        else:
+            rows.append(Row("+", d.status, d.b.depth, d.b.text, note=row_note(d, "b"), source=source_text(d.b)))
+    return _fold(rows, context) if context is not None else rows
+
+
+def _fold(rows: list[Row], context: int) -> list[Row]:
+    near = [False] * len(rows)
+    for k, r in enumerate(rows):
+        if r.status != UNCHANGED:
+            for m in range(max(0, k - context), min(len(rows), k + context + 1)):
+                near[m] = True
+    out: list[Row] = []
+    run = 0
+    for k, r in enumerate(rows):
+        if near[k]:
+            if run:
+                out.append(Row("@", FOLD, 0, f"… {run} unchanged line{'s' if run != 1 else ''} …"))
+                run = 0
+            out.append(r)
+        else:
+            run += 1
+    if run:
+        out.append(Row("@", FOLD, 0, f"… {run} unchanged line{'s' if run != 1 else ''} …"))
+    return out
+
+
+def unified_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 64) -> str:
+    """Return the unified diff as plain text (notes aligned at column ``width``)."""
+    out = [f"--- {diff.before}", f"+++ {diff.after}"]
+    for r in unified_rows(diff, context):
+        line = f"{r.marker} {'  ' * r.depth}{r.text}"
+        if r.note:
+            line = line.ljust(width) + "  " + r.note
+        out.append(line.rstrip())
+    return "\n".join(out) + "\n"
+
+
+def _rich_text(text: str, spans, base: str, marker: str):
+    from rich.text import Text
+    t = Text(text, style=base)
+    for s, e in spans:
+        t.stylize(_RICH_HIGHLIGHT.get(marker, "reverse"), s, e)
+    return t
+
+
+def unified_rich(diff: TraceDiff, context: Optional[int] = None):
+    """Return the unified diff as a ``rich.text.Text`` (one line per row, changes highlighted)."""
+    from rich.text import Text
+    out = Text()
+    out.append(f"--- {diff.before}\n", style="bold red")
+    out.append(f"+++ {diff.after}\n", style="bold green")
+    for r in unified_rows(diff, context):
+        base = _RICH_STYLE.get(r.status, "")
+        if r.status == CHANGED:
+            base = "red" if r.marker == "-" else "green"
+        out.append(f"{r.marker} {'  ' * r.depth}", style=base)
+        out.append(_rich_text(r.text, r.spans, base, r.marker))
+        if r.note:
+            out.append(f"   {r.note}", style="dim italic " + base)
+        out.append("\n")
+    return out
+
+
+@dataclass
+class SideRow:
+    """One side-by-side row: the before cell, the after cell (either may be empty) and a note."""
+
+    status: str
+    left: Optional[Row]
+    right: Optional[Row]
+    note: str = ""
+
+
+def side_rows(diff: TraceDiff, context: Optional[int] = None) -> list[SideRow]:
+    """Return the side-by-side rows of ``diff`` (pairs on one row; one-sided rows half empty)."""
+    out: list[SideRow] = []
+    for d in diff.lines:
+        if d.status in (UNCHANGED, CHANGED) and d.a is not None and d.b is not None:
+            sa, sb = intraline_spans(d.a.text, d.b.text) if d.status == CHANGED else ([], [])
+            out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a)),
+                               Row(" ", d.status, d.b.depth, d.b.text, sb, source=source_text(d.b))))
+        elif d.a is not None:
+            note = row_note(d, "a")
+            out.append(SideRow(d.status, Row("-", d.status, d.a.depth, d.a.text, note=note,
+                                             source=source_text(d.a)), None, note))
+        else:
+            note = row_note(d, "b")
+            out.append(SideRow(d.status, None, Row("+", d.status, d.b.depth, d.b.text, note=note,
+                                                   source=source_text(d.b)), note))
+    if context is None:
+        return out
+    near = [False] * len(out)
+    for k, r in enumerate(out):
+        if r.status != UNCHANGED:
+            for m in range(max(0, k - context), min(len(out), k + context + 1)):
+                near[m] = True
+    folded: list[SideRow] = []
+    run = 0
+    for k, r in enumerate(out):
+        if near[k]:
+            if run:
+                folded.append(SideRow(FOLD, None, None, f"… {run} unchanged …"))
+                run = 0
+            folded.append(r)
+        else:
+            run += 1
+    if run:
+        folded.append(SideRow(FOLD, None, None, f"… {run} unchanged …"))
+    return folded
+
+
+def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
+    """Return the side-by-side diff as a ``rich.table.Table`` (before | after | note)."""
+    from rich.table import Table
+    from rich.text import Text
+    table = Table(show_header=True, header_style="bold", box=None, expand=True, pad_edge=False)
+    table.add_column(diff.before, ratio=5, overflow="fold")
+    table.add_column(diff.after, ratio=5, overflow="fold")
+    table.add_column("", ratio=3, overflow="fold", style="dim italic")
+
+    def cell(r: Optional[Row], marker: str):
+        if r is None:
+            return Text("")
+        base = _RICH_STYLE.get(r.status, "")
+        if r.status == CHANGED:
+            base = "red" if marker == "-" else "green"
+        t = Text("  " * r.depth, style=base)
+        t.append(_rich_text(r.text, r.spans, base, marker))
+        return t
+
+    for s in side_rows(diff, context):
+        if s.status == FOLD:
+            table.add_row(Text(s.note, style="dim"), Text(s.note, style="dim"), "")
+            continue
+        table.add_row(cell(s.left, "-"), cell(s.right, "+"), s.note)
+    return table
+
+
+HTML_STYLE = """
+.tv-diff { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; border-collapse: collapse; }
+.tv-diff td { padding: 0 6px; white-space: pre; vertical-align: top; }
+.tv-diff .m { color: #888; user-select: none; }
+.tv-diff .note { color: #777; font-style: italic; }
+.tv-diff .removed, .tv-diff .changed-a { background: #ffecec; }
+.tv-diff .added, .tv-diff .changed-b { background: #eaffea; }
+.tv-diff .replaced-by { background: #fff8dc; }
+.tv-diff .fused-into { background: #f6e8ff; }
+.tv-diff .moved { background: #e6f6ff; }
+.tv-diff .fold { color: #999; text-align: center; }
+.tv-diff .hl-a { background: #f5a3a3; }
+.tv-diff .hl-b { background: #9be59b; }
+.tv-diff th { text-align: left; border-bottom: 1px solid #ccc; }
+"""
+
+
+def _html_text(text: str, spans, cls: str) -> str:
+    parts, pos = [], 0
+    for s, e in spans:
+        parts.append(html.escape(text[pos:s]))
+        parts.append(f'<span class="{cls}">{html.escape(text[s:e])}</span>')
+        pos = e
+    parts.append(html.escape(text[pos:]))
+    return "".join(parts)
+
+
+def _row_class(r: Row) -> str:
+    if r.status == CHANGED:
+        return "changed-a" if r.marker == "-" else "changed-b"
+    return r.status.replace(" ", "-")
+
+
+def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
+    """Return the unified diff as an HTML ``<table class="tv-diff">`` fragment (all text escaped)."""
+    out = ['<table class="tv-diff unified">',
+           f'<tr><th colspan="3">--- {html.escape(diff.before)}<br>+++ {html.escape(diff.after)}</th></tr>']
+    for r in unified_rows(diff, context):
+        if r.status == FOLD:
+            out.append(f'<tr class="fold"><td colspan="3">{html.escape(r.text)}</td></tr>')
+            continue
+        hl = "hl-a" if r.marker == "-" else "hl-b"
+        out.append(f'<tr class="{_row_class(r)}" title="{html.escape(r.source)}"><td class="m">{html.escape(r.marker)}</td>'
+                   f'<td>{"  " * r.depth}{_html_text(r.text, r.spans, hl)}</td>'
+                   f'<td class="note">{html.escape(r.note)}</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
+    """Return the side-by-side diff as an HTML ``<table class="tv-diff">`` fragment (escaped)."""
+    out = ['<table class="tv-diff side-by-side">',
+           f'<tr><th>{html.escape(diff.before)}</th><th>{html.escape(diff.after)}</th><th></th></tr>']
+
+    def cell(r: Optional[Row], hl: str) -> str:
+        if r is None:
+            return "<td></td>"
+        cls = "changed-a" if (r.status == CHANGED and hl == "hl-a") else \
+            "changed-b" if r.status == CHANGED else r.status
+        return (f'<td class="{cls}" title="{html.escape(r.source)}">{"  " * r.depth}'
+                f'{_html_text(r.text, r.spans, hl)}</td>')
+
+    for s in side_rows(diff, context):
+        if s.status == FOLD:
+            out.append(f'<tr class="fold"><td colspan="3">{html.escape(s.note)}</td></tr>')
+            continue
+        out.append(f"<tr>{cell(s.left, 'hl-a')}{cell(s.right, 'hl-b')}"
+                   f'<td class="note">{html.escape(s.note)}</td></tr>')
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def html_page(body: str, title: str) -> str:
+    """Return a standalone HTML document with the diff stylesheet around ``body`` (``title`` is
+    escaped here; ``body`` must already be escaped HTML)."""
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{HTML_STYLE}</style></head><body>\n<h3>{html.escape(title)}</h3>\n{body}\n</body></html>\n")

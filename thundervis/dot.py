@@ -1,0 +1,327 @@
+"""Fusion diagrams: the dataflow graph of a trace as Graphviz DOT, SVG or PNG.
+
+Each fusion is a cluster (or, with ``collapse=True``, one node) coloured by its executor; edges
+carry the shape and dtype of the value they pass; nodes show the op and the source line it came
+from; kernel times, when given, colour fusions and ops from pale (fast) to red (slow). ``module``
+keeps only the symbols of one module path (``model.layers.0`` keeps ``model.layers.0`` and
+``model.layers.0.attn`` but not ``model.layers.01``) plus the values flowing into them.
+
+DOT is built with the ``graphviz`` package. Rendering uses a ``dot`` binary when one is on PATH,
+else ``pygraphviz``, whose wheels bundle Graphviz, so a pip-only install renders SVG and PNG.
+All text in labels is HTML-escaped; nothing from a recording is executed.
+"""
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import subprocess
+from typing import Iterable, Optional
+
+from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
+
+from thundervis.diff.lines import is_fusion
+
+# Border and fill per executor (fills are light so labels stay readable).
+PALETTE = {
+    "triton": ("#6a3d9a", "#efe6f8"),
+    "nvfuser": ("#2e8b3a", "#e3f4df"),
+    "inductor": ("#e07b00", "#fff0dc"),
+    "torch": ("#7a7a7a", "#f4f4f4"),
+}
+_OTHER = ("#1f6fb4", "#e2eef9")
+_HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
+FORMATS = ("svg", "png", "dot", "pdf")
+
+
+class RenderError(Exception):
+    """The diagram cannot be rendered (no Graphviz available, or Graphviz failed); one sentence."""
+
+
+def executor_colors(executor: Optional[str]) -> tuple[str, str]:
+    """Return (border, fill) colours for an executor name."""
+    return PALETTE.get(executor or "", _OTHER)
+
+
+def heat_color(fraction: float) -> str:
+    """Return the heat colour for ``fraction`` in [0, 1] (0: pale, 1: red) as ``#rrggbb``."""
+    f = min(max(fraction, 0.0), 1.0)
+    lo, mid, hi = _HEAT
+    a, b, t = (lo, mid, f * 2) if f < 0.5 else (mid, hi, f * 2 - 1)
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b))
+
+
+def _module_of(b: BoundSymbol) -> str:
+    if b.source is not None and b.source.module:
+        return b.source.module
+    for s in b.subsymbols:
+        m = _module_of(s)
+        if m:
+            return m
+    return ""
+
+
+def _in_module(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def modules_of(trace: Trace) -> list[str]:
+    """Return the module paths the trace's symbols come from, sorted."""
+    mods = set()
+    for b in trace.walk():
+        if b.source is not None and b.source.module:
+            mods.add(b.source.module)
+    return sorted(mods)
+
+
+def _matches(b: BoundSymbol, prefix: str) -> bool:
+    if b.source is not None and b.source.module and _in_module(b.source.module, prefix):
+        return True
+    return is_fusion(b) and any(_matches(s, prefix) for s in b.subsymbols)
+
+
+def _type(p: TensorProxy) -> str:
+    return f"{short_dtype(p.dtype)}[{', '.join(str(s) for s in p.shape)}]"
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _op_name(b: BoundSymbol) -> str:
+    s = b.sym
+    for pre in ("prims.", "aten.", "torch.nn.functional.", "torch."):
+        if s.startswith(pre):
+            s = s[len(pre):]
+            break
+    return s.removesuffix(".default")
+
+
+def _tooltip(text: str) -> str:
+    # Tooltips are DOT escStrings: keep backslashes literal, quotes escaped by graphviz.quote.
+    from graphviz import nohtml
+    return nohtml(text.replace("\\", "\\\\").replace("\n", " "))
+
+
+def _time_text(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
+def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str:
+    rows = [f"<B>{html.escape(_op_name(b))}</B>"]
+    outs = b.flat_outputs()
+    if outs:
+        rows.append(f'<FONT POINT-SIZE="8">{html.escape(_short(" ".join(o.name for o in outs), max_label))}</FONT>')
+    if b.source is not None and b.source.line:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(b.source.label())}</FONT>')
+    if time_us is not None:
+        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(time_us))}</B></FONT>')
+    return "<" + "<BR/>".join(rows) + ">"
+
+
+def _fusion_title(b: BoundSymbol, time_us: Optional[float]) -> str:
+    n = len(b.subsymbols)
+    parts = [f"<B>{html.escape(b.sym)}</B>", html.escape(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
+    if time_us is not None:
+        parts.append(f"<B>{html.escape(_time_text(time_us))}</B>")
+    return "<" + " · ".join(parts) + ">"
+
+
+def _tooltip_text(b: BoundSymbol) -> str:
+    s = b.source
+    where = f"{s.label()}  {s.code}" if s is not None and s.line else ""
+    mod = f"  [{s.module}]" if s is not None and s.module else ""
+    return _short(f"{b.sym}  {where}{mod}".strip(), 300)
+
+
+def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
+                timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40):
+    """Return a ``graphviz.Digraph`` of ``trace`` (see module doc). ``timings`` maps a kernel name
+    or a symbol uid to its time in µs. Raise ValueError naming the modules when ``module`` matches
+    no symbol."""
+    import graphviz
+
+    timings = dict(timings or {})
+    symbols = [b for b in trace.symbols if b.sym != "del"]
+    if module:
+        kept = [b for b in symbols if _matches(b, module)]
+        if not kept:
+            mods = modules_of(trace)
+            shown = ", ".join(mods[:12]) + (", …" if len(mods) > 12 else "")
+            raise ValueError(f"no symbol of graph {trace.graph} {trace.chain} comes from module {module!r} "
+                             f"(modules: {shown or 'none recorded'})")
+        symbols = kept
+
+    def time_of(b: BoundSymbol) -> Optional[float]:
+        t = timings.get(b.uid)
+        return timings.get(b.sym) if t is None and is_fusion(b) else t
+
+    times = [t for t in (time_of(b) for b in symbols) if t is not None]
+    t_max = max(times) if times else 0.0
+
+    g = graphviz.Digraph(name=f"{trace.chain}_{trace.graph}")
+    label = title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}" + \
+        (f" · module {module}" if module else "")
+    g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=label,
+           nodesep="0.25", ranksep="0.35", newrank="true")
+    g.attr("node", shape="box", style="rounded,filled", fillcolor="white", fontname="Helvetica",
+           fontsize="10", margin="0.08,0.04", height="0.3")
+    g.attr("edge", fontname="Helvetica", fontsize="8", color="#666666", fontcolor="#444444",
+           arrowsize="0.6")
+
+    producer: dict[str, str] = {}  # proxy name -> node id
+    used_executors: set[str] = set()
+    n_ids = iter(range(1 << 30))
+
+    def new_id(prefix: str) -> str:
+        return f"{prefix}{next(n_ids)}"
+
+    # Trace inputs (parameters, activations) are drawn next to each consumer rather than as one
+    # shared node: a shared node at the top drags long edges across a large graph.
+    input_names = {p.name for p in trace.inputs}
+
+    edges: list[tuple[str, str, str]] = []
+    seen_edges: set[tuple[str, str, str]] = set()
+
+    def connect(b: BoundSymbol, nid: str) -> None:
+        for p in b.flat_inputs():
+            src = producer.get(p.name)
+            value_label = (f"<<B>{html.escape(p.name)}</B><BR/><FONT POINT-SIZE=\"8\">"
+                           f"{html.escape(_type(p))}</FONT>>")
+            if src is None and p.name in input_names:
+                src = new_id("in")
+                g.node(src, label=value_label, shape="ellipse", style="filled", fillcolor="#eef3f8",
+                       color="#8aa4c0", fontsize="9", margin="0.04,0.02")
+            elif src is None:  # a value from outside the module: one boundary node per value
+                src = new_id("bd")
+                producer[p.name] = src
+                g.node(src, label=value_label, shape="ellipse", style="dashed,filled", fillcolor="#f7f7f7",
+                       color="#999999", fontsize="9", margin="0.04,0.02")
+            key = (src, nid, p.name)
+            if key not in seen_edges:
+                seen_edges.add(key)
+                edges.append((src, nid, _type(p)))
+
+    for b in symbols:
+        ex = b.executor or ""
+        if ex:
+            used_executors.add(ex)
+        border, fill = executor_colors(ex or None)
+        t = time_of(b)
+        heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
+        if is_fusion(b) and not collapse:
+            name = f"cluster_{b.uid}"
+            with g.subgraph(name=name) as c:
+                # On a heat fill the title must contrast with it: white on the red end.
+                title_color = border if heat is None else ("white" if t / t_max > 0.75 else "#222222")
+                c.attr(label=_fusion_title(b, t), style="rounded,filled", color=border,
+                       fillcolor=heat or fill, penwidth="2", fontsize="10", fontcolor=title_color,
+                       tooltip=_tooltip(_tooltip_text(b)))
+                for s in b.subsymbols:
+                    sid = new_id("n")
+                    c.node(sid, label=_node_label(s, None, max_label), color=border, fillcolor="white",
+                           tooltip=_tooltip(_tooltip_text(s)))
+                    connect(s, sid)
+                    for p in s.flat_outputs():
+                        producer[p.name] = sid
+            continue
+        nid = new_id("n")
+        if is_fusion(b):  # collapsed fusion: one node for the kernel
+            ops = ", ".join(_op_name(s) for s in b.subsymbols)
+            srcs = list(dict.fromkeys(s.source.label() for s in b.subsymbols if s.source and s.source.line))
+            lab = [f"<B>{html.escape(b.sym)}</B>",
+                   f'<FONT POINT-SIZE="8">{html.escape(_short(ops, max_label * 2))}</FONT>']
+            if srcs:
+                lab.append(f'<FONT POINT-SIZE="8" COLOR="#555555">'
+                           f'{html.escape(_short(", ".join(srcs), max_label * 2))}</FONT>')
+            if t is not None:
+                lab.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(t))}</B></FONT>')
+            hot = heat is not None and t / t_max > 0.75
+            g.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
+                   penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
+        else:
+            g.node(nid, label=_node_label(b, t, max_label), color=border,
+                   fillcolor=heat or ("white" if ex in ("", "torch") else fill),
+                   tooltip=_tooltip(_tooltip_text(b)))
+        connect(b, nid)
+        for p in b.flat_outputs():
+            producer[p.name] = nid
+
+    # Each returned value gets a small marker under its producer (one shared "return" node would
+    # pull an edge from every corner of the graph).
+    for p in dict.fromkeys(trace.flat_outputs()):
+        src = producer.get(p.name)
+        if src is None:  # a trace input returned as it is
+            continue
+        out = new_id("out")
+        g.node(out, label=f"<<B>{html.escape(p.name)}</B> ⟶ out>", shape="cds", style="filled",
+               fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
+        edges.append((src, out, _type(p)))
+    for src, dst, lab in edges:
+        g.edge(src, dst, label=lab)
+    if used_executors - {"torch"} or times:
+        _legend(g, sorted(used_executors), bool(times), t_max)
+    return g
+
+
+def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
+    cells = []
+    for ex in executors:
+        border, fill = executor_colors(ex)
+        cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{html.escape(ex)}</TD>')
+    if heat:
+        for f in (0.0, 0.5, 1.0):
+            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{html.escape(_time_text(t_max * f))}</TD>')
+    g.node("legend", label=f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR>{"".join(cells)}</TR></TABLE>>',
+           shape="plaintext", style="", fontsize="9")
+
+
+def trace_to_dot(trace: Trace, **options) -> str:
+    """Return the DOT source of :func:`trace_graph` (same options)."""
+    return trace_graph(trace, **options).source
+
+
+def render(dot_source: str, fmt: str = "svg", timeout_s: float = 300) -> bytes:
+    """Return ``dot_source`` rendered to ``fmt`` (svg, png, pdf) by the ``dot`` binary when one is
+    on PATH, else by pygraphviz; raise :class:`RenderError` when neither works."""
+    if fmt == "dot":
+        return dot_source.encode()
+    if fmt not in FORMATS:
+        raise RenderError(f"unknown diagram format {fmt!r} (formats: {', '.join(FORMATS)})")
+    exe = shutil.which("dot")
+    if exe:
+        try:
+            proc = subprocess.run([exe, f"-T{fmt}"], input=dot_source.encode(), capture_output=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
+        if proc.returncode != 0:
+            msg = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise RenderError(f"Graphviz failed: {msg[-1] if msg else 'exit code ' + str(proc.returncode)}")
+        return proc.stdout
+    try:
+        import pygraphviz
+    except ImportError:
+        raise RenderError("rendering needs Graphviz: install pygraphviz (pip install pygraphviz) or the "
+                          "Graphviz 'dot' program, or write .dot") from None
+    try:
+        return pygraphviz.AGraph(string=dot_source).draw(format=fmt, prog="dot")
+    except Exception as e:  # pygraphviz raises several types for Graphviz errors
+        raise RenderError(f"Graphviz failed: {e}") from None
+
+
+def trace_to_svg(trace: Trace, **options) -> str:
+    """Return the diagram of ``trace`` as SVG text (same options as :func:`trace_graph`)."""
+    return render(trace_to_dot(trace, **options), "svg").decode()
+
+
+def write_diagram(dot_source: str, path: str) -> str:
+    """Write ``dot_source`` to ``path`` in the format its suffix names (.svg, .png, .pdf, .dot);
+    return the format. Raise :class:`RenderError` for an unknown suffix."""
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()
+    if fmt not in FORMATS:
+        raise RenderError(f"cannot tell the format from {path!r}: use a .svg, .png, .pdf or .dot file name")
+    data = render(dot_source, fmt)
+    with open(path, "wb") as f:
+        f.write(data)
+    return fmt

@@ -1,0 +1,226 @@
+"""The SQLite schema of a recording (one ``.tvrec`` file per run).
+
+A recording is marked by ``PRAGMA application_id`` (:data:`APPLICATION_ID`, the bytes "TVRC") and
+versioned by ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`). The reader refuses files whose
+version is newer than the one it knows. Every table is plain data: JSON text, numbers and strings;
+nothing is pickled and nothing stored here is ever executed.
+
+Tables (see docs/recording.md for the meaning of each column):
+
+- ``meta``: key/value facts about the file (format name, writer version).
+- ``run``: exactly one row: what ran, where, with which versions, its status and traceback.
+- ``graphs``: one row per compiled Dynamo graph, with why it was compiled (graph break, recompile).
+- ``chains``: the chains of a graph (dynamo, joint, forward, backward, inference) and their status.
+- ``passes``: every pass of every chain: name, duration, changed, symbol count, trace JSON, text.
+- ``symbols``: every bound symbol of every pass (top level and subsymbols), for lineage queries;
+  a pass that changed nothing shares the rows, JSON and text of the pass before it
+  (``passes.symbols_from``; the reader gives it its own name, header and meta back).
+- ``kernels``: kernels built by fusion executors (the kernel record of the compiler).
+- ``failures``: compile or first-call failures reported by the compiler (the chain ran eagerly).
+- ``events``: runtime events and notes (forced ``torch.compile`` options, writer problems ...).
+- ``kernel_timings``: aggregated per-kernel / per-op timings (filled by profiling; empty for now).
+- ``graph_timings``: aggregated per-chain call times (filled by profiling; empty for now).
+- ``rerun_results``: results of re-running one kernel on its own (empty for now).
+"""
+from __future__ import annotations
+
+import sqlite3
+
+APPLICATION_ID = 0x54565243  # "TVRC"
+SCHEMA_VERSION = 1
+FORMAT_NAME = "thundervis-recording"
+
+TABLES = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT
+);
+
+CREATE TABLE run (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    script      TEXT,              -- absolute path of the script (NULL for -m)
+    module      TEXT,              -- module name for -m (NULL for a script)
+    argv        TEXT NOT NULL,     -- JSON list: sys.argv as the script saw it
+    cwd         TEXT NOT NULL,
+    python      TEXT, torch TEXT, triton TEXT, thundervis TEXT,
+    device      TEXT,              -- "cpu" or the CUDA device name
+    executors   TEXT,              -- JSON list or NULL (defaults)
+    started_at  REAL NOT NULL,     -- unix time
+    ended_at    REAL,
+    status      TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
+    exit_code   INTEGER,
+    traceback   TEXT,
+    pid         INTEGER
+);
+
+CREATE TABLE graphs (
+    id                 INTEGER PRIMARY KEY,   -- the compiler's graph number
+    compile_id         TEXT,                  -- Dynamo's "frame/compile" id when known
+    reason             TEXT,                  -- why this graph was compiled (one line)
+    recompile_reason   TEXT,                  -- guard failure that caused a recompile
+    graph_break_reason TEXT,                  -- the graph break that ended this graph
+    n_inputs           INTEGER,
+    n_nodes            INTEGER,
+    info               TEXT,                  -- JSON: everything the compiler reported
+    started_at         REAL NOT NULL,
+    compile_s          REAL                   -- NULL until the graph finished compiling
+);
+
+CREATE TABLE chains (
+    graph_id  INTEGER NOT NULL REFERENCES graphs(id),
+    kind      TEXT NOT NULL,                  -- dynamo | joint | forward | backward | inference
+    status    TEXT NOT NULL,                  -- compiling | compiled | failed
+    error     TEXT,
+    PRIMARY KEY (graph_id, kind)
+);
+
+CREATE TABLE passes (
+    graph_id    INTEGER NOT NULL,
+    chain       TEXT NOT NULL,
+    idx         INTEGER NOT NULL,
+    name        TEXT NOT NULL,
+    duration_ms REAL NOT NULL,
+    changed     INTEGER NOT NULL,
+    n_symbols   INTEGER NOT NULL,
+    symbols_from INTEGER NOT NULL,            -- the pass holding this pass's symbol rows, trace
+                                              -- JSON and text: itself, or the identical pass
+                                              -- before it when this one changed nothing
+    trace_json  TEXT,                         -- compiler.serialize.trace_to_json (NULL: shared)
+    printed     TEXT,                         -- compiler.printer.print_trace (NULL: shared)
+    meta        TEXT NOT NULL,                -- JSON: the trace's own meta (duration, codegen source)
+    recorded_at REAL NOT NULL,
+    PRIMARY KEY (graph_id, chain, idx)
+);
+
+CREATE TABLE symbols (
+    graph_id  INTEGER NOT NULL,
+    chain     TEXT NOT NULL,
+    pass_idx  INTEGER NOT NULL,
+    position  INTEGER NOT NULL,               -- order in the pass's walk (top level, then subsymbols)
+    uid       TEXT NOT NULL,
+    parent    TEXT,                           -- uid of the enclosing symbol for subsymbols
+    sym       TEXT NOT NULL,
+    origin    TEXT NOT NULL,                  -- JSON list of uids in the previous pass
+    file      TEXT, line INTEGER, code TEXT, module TEXT, function TEXT,
+    seq_nr    INTEGER,                        -- forward <-> backward link from AOTAutograd
+    aten      TEXT,
+    executor  TEXT,
+    note      TEXT,
+    PRIMARY KEY (graph_id, chain, pass_idx, position)
+);
+
+CREATE TABLE kernels (
+    id           INTEGER PRIMARY KEY,
+    graph_id     INTEGER NOT NULL,
+    chain        TEXT NOT NULL,
+    name         TEXT NOT NULL,               -- e.g. triton_fusion_3
+    executor     TEXT NOT NULL,
+    uid          TEXT,                        -- uid of the fusion symbol in the trace
+    pass_name    TEXT,
+    language     TEXT,
+    code         TEXT,                        -- generated source (data: never executed by viewers)
+    members      TEXT NOT NULL,               -- JSON list of member uids
+    ops          TEXT NOT NULL,               -- JSON list of member prim names
+    inputs       TEXT NOT NULL,               -- JSON list of {name, shape, dtype, device, strides}
+    outputs      TEXT NOT NULL,
+    source_lines TEXT NOT NULL,               -- JSON list of {file, line, code, module, direction}
+    note         TEXT,
+    trace_json   TEXT,                        -- JSON of a standalone trace of the region (rerun)
+    record       TEXT NOT NULL,               -- the whole record as JSON, for fields added later
+    UNIQUE (graph_id, chain, name)
+);
+
+CREATE TABLE failures (
+    id        INTEGER PRIMARY KEY,
+    graph_id  INTEGER NOT NULL,
+    chain     TEXT,                           -- NULL: the whole graph ran eagerly
+    error     TEXT NOT NULL,
+    traceback TEXT,
+    at        REAL NOT NULL
+);
+
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY,
+    graph_id INTEGER,
+    chain    TEXT,
+    event    TEXT NOT NULL,
+    data     TEXT,                            -- JSON
+    at       REAL NOT NULL
+);
+
+-- Aggregated timings: one row per (graph, chain, uid, device, method), updated in place so a long
+-- profiled run does not grow the file without bound. kernel_id is NULL for torch-executor ops.
+CREATE TABLE kernel_timings (
+    id            INTEGER PRIMARY KEY,
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    uid           TEXT NOT NULL,              -- the symbol timed (fusion or torch op)
+    kernel_id     INTEGER REFERENCES kernels(id),
+    device        TEXT NOT NULL,
+    method        TEXT NOT NULL,              -- "cuda-device" | "host"
+    calls         INTEGER NOT NULL,
+    median_ms     REAL, min_ms REAL, max_ms REAL, total_ms REAL,
+    share         REAL,                       -- fraction of the chain's time
+    bytes_read    INTEGER, bytes_written INTEGER, gbps REAL,
+    name          TEXT,                       -- kernel name or symbol name (prims.mm ...)
+    executor      TEXT,
+    kind          TEXT,                       -- "fusion" | "op"
+    position      INTEGER,                    -- call order within the chain
+    samples       TEXT,                       -- JSON list: ms of each profiled call (at most K)
+    starts        TEXT,                       -- JSON list: start offset (ms) within each profiled call
+    UNIQUE (graph_id, chain, uid, device, method)
+);
+
+CREATE TABLE graph_timings (
+    graph_id  INTEGER NOT NULL,
+    chain     TEXT NOT NULL,
+    device    TEXT NOT NULL,
+    method    TEXT NOT NULL,
+    calls     INTEGER NOT NULL,
+    median_ms REAL, min_ms REAL, max_ms REAL, total_ms REAL,
+    warmup      INTEGER,                      -- calls before profiling started
+    partial     INTEGER,                      -- 1: the run ended before K calls were profiled
+    call_starts TEXT,                         -- JSON list: start (ms) of each profiled call
+    PRIMARY KEY (graph_id, chain, device, method)
+);
+
+-- One row per re-run of one kernel on its own with one executor.
+CREATE TABLE rerun_results (
+    id            INTEGER PRIMARY KEY,
+    kernel_id     INTEGER NOT NULL REFERENCES kernels(id),
+    executor      TEXT NOT NULL,
+    device        TEXT NOT NULL,
+    inputs        TEXT NOT NULL,              -- "random" | "captured"
+    iters         INTEGER,
+    status        TEXT NOT NULL,              -- ok | failed | unavailable
+    median_ms     REAL, min_ms REAL,
+    max_abs_error REAL, max_rel_error REAL,
+    detail        TEXT,                       -- error message or notes
+    at            REAL NOT NULL
+);
+"""
+
+
+# Created when the run ends rather than up front: keeping them up to date on every insert would slow
+# the compile down; a recording of a killed run has none and its queries scan instead.
+INDEXES = """
+CREATE INDEX IF NOT EXISTS symbols_by_uid ON symbols (graph_id, uid);
+CREATE INDEX IF NOT EXISTS symbols_by_line ON symbols (line, file);
+CREATE INDEX IF NOT EXISTS symbols_by_seq ON symbols (graph_id, seq_nr);
+"""
+
+
+def create_indexes(conn: sqlite3.Connection) -> None:
+    """Create the lookup indexes (idempotent)."""
+    conn.executescript("BEGIN;\n" + INDEXES + "\nCOMMIT;")
+
+
+def create_schema(conn: sqlite3.Connection, writer_version: str) -> None:
+    """Create every table in the empty database ``conn`` and stamp it as a recording."""
+    conn.executescript("BEGIN;\n" + TABLES + "\nCOMMIT;")
+    with conn:
+        conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)",
+                         [("format", FORMAT_NAME), ("writer", writer_version),
+                          ("schema", str(SCHEMA_VERSION))])
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

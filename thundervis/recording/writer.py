@@ -1,0 +1,352 @@
+"""Writing a recording: :class:`RecordingObserver` turns compiler events into SQLite rows.
+
+Each event is written in its own transaction, so a crash, an exception in the user's script or a
+SIGKILL leaves everything committed so far readable. The file is in WAL mode with
+``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
+can lose the last few). Events may arrive from any thread (backward graphs compile when the first
+backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
+must never break the user's training: a failed write is counted, noted once on stderr and in the
+``events`` table, and the compile goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import threading
+import time
+from typing import Any, Optional, Sequence
+
+from thundervis.compiler.ir import Trace
+from thundervis.compiler.observer import CompileObserver
+from thundervis.compiler.printer import print_trace
+from thundervis.compiler.serialize import trace_to_json
+
+try:  # the per-symbol encoders, to reuse the JSON of symbols a pass did not touch
+    from thundervis.compiler.serialize import FORMAT_VERSION, _bsym_json, _enc, _proxy_json
+except ImportError:  # pragma: no cover - the compiler changed: encode whole traces
+    _bsym_json = None
+
+from .dynamo_info import DynamoReasons
+from .schema import create_indexes, create_schema
+
+
+def _versions() -> dict:
+    import platform
+    out = {"python": platform.python_version(), "torch": None, "triton": None, "thundervis": None}
+    try:
+        import torch
+        out["torch"] = torch.__version__
+    except Exception:
+        pass
+    try:
+        from importlib.metadata import version
+        out["triton"] = version("triton")
+    except Exception:
+        pass
+    try:
+        import thundervis
+        out["thundervis"] = thundervis.__version__
+    except Exception:
+        pass
+    return out
+
+
+def _device() -> str:
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    except Exception:
+        pass
+    return "cpu"
+
+
+def _json(v: Any) -> str:
+    return json.dumps(v, default=str)
+
+
+class RecordingObserver(CompileObserver):
+    """A :class:`CompileObserver` that writes every event into a new recording at ``path``.
+
+    Call :meth:`start_run` once before compiling and :meth:`finish_run` at the end; :meth:`close`
+    (or the context manager) closes the file. Raises ``FileExistsError`` if ``path`` exists and
+    ``sqlite3.Error``/``OSError`` if it cannot be created.
+    """
+
+    def __init__(self, path: str):
+        self.path = os.path.abspath(path)
+        if os.path.exists(self.path):
+            raise FileExistsError(f"{self.path} already exists")
+        self._lock = threading.RLock()
+        self._conn: Optional[sqlite3.Connection] = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        create_schema(self._conn, _versions()["thundervis"] or "unknown")
+        self._reasons = DynamoReasons()
+        self._encoder = _TraceEncoder()
+        # (graph, chain) -> (index of the latest pass written, the pass holding its symbol rows)
+        self._latest: dict[tuple, tuple[int, int]] = {}
+        self.write_errors = 0
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _write(self, what: str, fn) -> bool:
+        """Run ``fn(conn)`` in one transaction and return whether it committed; on error roll back
+        and note it (never raise, except BaseExceptions such as KeyboardInterrupt, which roll back
+        and propagate)."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return False
+            try:
+                conn.execute("BEGIN")
+                fn(conn)
+                conn.execute("COMMIT")
+                return True
+            except BaseException as e:
+                try:
+                    conn.execute("ROLLBACK")
+                except Exception:
+                    pass
+                if not isinstance(e, Exception):
+                    raise
+                self._note_error(what, e)
+                return False
+
+    def _note_error(self, what: str, e: Exception) -> None:
+        self.write_errors += 1
+        if self.write_errors == 1:
+            print(f"thundervis: could not record {what} ({type(e).__name__}: {e}); "
+                  "the run goes on", file=sys.stderr)
+        try:
+            self._conn.execute("INSERT INTO events(event, data, at) VALUES ('write_error', ?, ?)",
+                               (_json({"what": what, "error": f"{type(e).__name__}: {e}"}), time.time()))
+        except Exception:
+            pass
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def start_run(self, *, script: Optional[str], module: Optional[str], argv: Sequence[str],
+                  cwd: str, executors: Optional[Sequence[str]] = None) -> None:
+        """Record the run row (status ``running``)."""
+        v = _versions()
+
+        def fn(c):
+            c.execute("INSERT INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
+                      " device, executors, started_at, status, pid) VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?)",
+                      (script, module, _json(list(argv)), cwd, v["python"], v["torch"], v["triton"],
+                       v["thundervis"], _device(), _json(list(executors)) if executors else None,
+                       time.time(), os.getpid()))
+        self._write("the run", fn)
+
+    def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
+        """Record the end of the run: ``status`` (ok, failed, interrupted), exit code, traceback.
+        Chains still being profiled report their partial timings first."""
+        from thundervis.compiler.profiling import flush_all
+        flush_all()
+        self._write("the end of the run", lambda c: c.execute(
+            "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
+            (status, exit_code, traceback_text, time.time())))
+
+    def note(self, event: str, data: Any = None, graph: Optional[int] = None,
+             chain: Optional[str] = None) -> None:
+        """Record a free-form event (JSON-able ``data``)."""
+        self._write(f"event {event}", lambda c: c.execute(
+            "INSERT INTO events(graph_id, chain, event, data, at) VALUES (?,?,?,?,?)",
+            (graph, chain, event, _json(data), time.time())))
+
+    def close(self) -> None:
+        """Create the lookup indexes, checkpoint the WAL into the main file and close it; later
+        events are ignored."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            try:
+                create_indexes(conn)
+            except Exception:
+                pass
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except Exception:
+                pass
+            conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- compiler events ----------------------------------------------------------------------
+
+    def graph_started(self, graph: int, info: dict) -> None:
+        """Record a new compiled graph with Dynamo's reasons for compiling it."""
+        try:
+            why = self._reasons.current()
+        except Exception:
+            why = {"compile_id": None, "recompile_reason": None, "graph_break_reason": None}
+        reason = (("recompile: " + why["recompile_reason"].splitlines()[0]) if why["recompile_reason"]
+                  else ("graph break: " + why["graph_break_reason"].splitlines()[0]) if why["graph_break_reason"]
+                  else info.get("reason"))
+
+        def fn(c):
+            c.execute("INSERT OR REPLACE INTO graphs(id, compile_id, reason, recompile_reason,"
+                      " graph_break_reason, n_inputs, n_nodes, info, started_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                      (graph, why["compile_id"], reason, why["recompile_reason"], why["graph_break_reason"],
+                       info.get("n_inputs"), info.get("n_nodes"), _json(info), time.time()))
+        self._write(f"graph {graph}", fn)
+
+    def pass_done(self, graph: int, chain: str, index: int, name: str, trace: Trace,
+                  duration_s: float, changed: bool) -> None:
+        """Record one pass: its trace as JSON and text, and all its symbols."""
+        try:
+            with self._lock:
+                # A pass that changed nothing has the same symbols, inputs and outputs as the pass
+                # just before it: it shares that pass's rows, JSON and text (the reader restores
+                # its name, header and meta).
+                prev = self._latest.get((graph, chain))
+                symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
+                trace_json = self._encoder.to_json(trace) if symbols_from == index else None
+                if name == "codegen":
+                    self._encoder.forget(graph, chain)
+            printed = print_trace(trace) if symbols_from == index else None
+            rows = list(_symbol_rows(graph, chain, index, trace)) if symbols_from == index else []
+            meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
+        except Exception as e:
+            with self._lock:
+                if self._conn is not None:
+                    self._note_error(f"graph {graph} {chain} pass {index} {name}", e)
+            return
+        n_symbols = len(trace.symbols)
+
+        def fn(c):
+            c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'compiling')",
+                      (graph, chain))
+            c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
+                      " n_symbols, symbols_from, trace_json, printed, meta, recorded_at)"
+                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                      (graph, chain, index, name, duration_s * 1e3, int(bool(changed)), n_symbols,
+                       symbols_from, trace_json, printed, meta, time.time()))
+            c.executemany("INSERT OR REPLACE INTO symbols(graph_id, chain, pass_idx, position, uid, parent,"
+                          " sym, origin, file, line, code, module, function, seq_nr, aten, executor, note)"
+                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            if name == "codegen" or chain in ("dynamo", "joint"):
+                c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
+                          (graph, chain))
+        if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
+            with self._lock:
+                self._latest[(graph, chain)] = (index, symbols_from)
+
+    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
+        """Record the kernels a fusion executor built."""
+        def fn(c):
+            for k in kernels:
+                c.execute("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name,"
+                          " language, code, members, ops, inputs, outputs, source_lines, note, trace_json,"
+                          " record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          (graph, chain, str(k.get("name")), str(k.get("executor")), k.get("uid"),
+                           k.get("pass"), k.get("language"), k.get("code"), _json(k.get("members") or []),
+                           _json(k.get("ops") or []), _json(k.get("inputs") or []),
+                           _json(k.get("outputs") or []), _json(k.get("source_lines") or []),
+                           k.get("note"), _json(k["trace"]) if k.get("trace") is not None else None,
+                           _json(k)))
+        self._write(f"kernels of graph {graph} {chain}", fn)
+
+    def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
+        """Record a compile (or first-call) failure; the chain or graph ran eagerly."""
+        def fn(c):
+            c.execute("INSERT INTO failures(graph_id, chain, error, traceback, at) VALUES (?,?,?,?,?)",
+                      (graph, chain, error, tb, time.time()))
+            if chain is not None:
+                c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'failed')",
+                          (graph, chain))
+                c.execute("UPDATE chains SET status='failed', error=? WHERE graph_id=? AND kind=?",
+                          (error, graph, chain))
+        self._write(f"a failure of graph {graph}", fn)
+
+    def graph_finished(self, graph: int, compile_s: float) -> None:
+        """Record the graph's compile time."""
+        self._write(f"graph {graph} compile time", lambda c: c.execute(
+            "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+
+    def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
+        """Record a runtime event. Profiler timings go to the timing tables and captured fusion
+        inputs to safetensors files next to the recording (thundervis/timings.py, capture.py)."""
+        if event == "timings":
+            from thundervis.timings import store_timings
+            self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
+            return
+        if event == "inputs":
+            from thundervis.capture import save_captured_inputs
+            try:
+                data = save_captured_inputs(self.path, graph, chain, data)
+            except Exception as e:  # capture is best effort
+                data = {"kernel": data.get("kernel"), "skipped": f"{type(e).__name__}: {e}"}
+            self.note("captured_inputs", data, graph=graph, chain=chain)
+            return
+        self.note(event, data, graph=graph, chain=chain)
+
+
+class _TraceEncoder:
+    """``trace_to_json`` with the JSON text of each bound symbol cached by identity: passes return
+    the symbols they do not change as the same objects, so about half of a chain's symbols are
+    encoded once instead of once per pass. The output equals ``trace_to_json`` (a test checks it)."""
+
+    _MARK = "\x00symbols\x00"
+
+    def __init__(self):
+        self._cache: dict[tuple, dict] = {}  # (graph, chain) -> {id(b): (b, json text, proxies)}
+
+    def to_json(self, trace: Trace) -> str:
+        """Return ``trace`` as the same JSON text as ``trace_to_json``."""
+        if _bsym_json is None:
+            return trace_to_json(trace)
+        key = (trace.graph, trace.chain)
+        old, new = self._cache.get(key, {}), {}
+        proxies = {p.name: p for p in trace.inputs}
+        symbols = []
+        for b in trace.symbols:
+            hit = old.get(id(b))
+            if hit is None or hit[0] is not b:
+                local: dict = {}
+                text = json.dumps(_bsym_json(b, local), separators=(",", ":"))
+                hit = (b, text, list(local.values()))
+            new[id(b)] = hit
+            for p in hit[2]:
+                proxies.setdefault(p.name, p)
+            symbols.append(hit[1])
+        self._cache[key] = new
+        outputs = _enc(trace.outputs, proxies)
+        text = json.dumps({
+            "format": FORMAT_VERSION, "name": trace.name, "chain": trace.chain, "graph": trace.graph,
+            "pass": trace.pass_name, "next_uid": trace.next_uid, "next_name": trace.next_name,
+            "proxies": [_proxy_json(p) for p in proxies.values()],
+            "inputs": [p.name for p in trace.inputs], "symbols": self._MARK, "outputs": outputs,
+            "meta": {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))},
+        }, separators=(",", ":"))
+        return text.replace(json.dumps(self._MARK), "[" + ",".join(symbols) + "]", 1)
+
+    def forget(self, graph: int, chain: str) -> None:
+        """Drop the cache of a chain that finished."""
+        self._cache.pop((graph, chain), None)
+
+
+def _symbol_rows(graph: int, chain: str, index: int, trace: Trace):
+    """Yield one ``symbols`` row per bound symbol of ``trace`` (subsymbols included, ``del``
+    statements skipped: they carry no provenance)."""
+    position = 0
+    stack = [(b, None) for b in reversed(trace.symbols)]
+    while stack:
+        b, parent = stack.pop()
+        if b.sym != "del":
+            s = b.source
+            yield (graph, chain, index, position, b.uid, parent, b.sym, json.dumps(list(b.origin)),
+                   s.file if s else None, s.line if s else None, s.code if s else None,
+                   s.module if s else None, s.function if s else None, b.seq_nr, b.aten,
+                   b.executor, b.note)
+            position += 1
+            stack.extend((sub, b.uid) for sub in reversed(b.subsymbols))

@@ -1,0 +1,229 @@
+"""Run a user's script or module in-process, with every ``torch.compile`` recorded.
+
+:func:`run_target` behaves like ``python SCRIPT ARGS`` / ``python -m MODULE ARGS``: ``sys.argv`` is
+set, the script's folder (or the cwd for ``-m``) is first on ``sys.path`` and the code runs as
+``__main__`` (``runpy``). While it runs, ``torch.compile`` is replaced by a wrapper that forces our
+backend with a :class:`~thundervis.recording.RecordingObserver`, and ``backend="thundervis"``
+records to the same file. Whatever happens (normal end, ``sys.exit``, an exception, Ctrl-C, SIGTERM)
+the run's status is written and the recording is closed cleanly; a SIGKILL leaves every committed
+pass readable.
+
+:func:`check_target` and :func:`check_output` validate before anything runs (missing script, syntax
+error, unwritable output) and raise :class:`thundervis.cli.UserError` with one sentence.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import importlib.util
+import os
+import runpy
+import signal
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from thundervis.cli import UserError
+
+DEFAULT_DIR = "thundervis-runs"
+INTERRUPTED_EXIT = 130
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended: exit code, status (ok, failed, interrupted) and the recording's path."""
+
+    exit_code: int
+    status: str
+    path: str
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: stop the script like Ctrl-C does."""
+
+
+def check_target(script: Optional[str], module: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """Check that the script exists and compiles (or the module can be found and compiles); return
+    (absolute script path or None, source path to compile-check or None). Raises UserError."""
+    if module:
+        saved_path = sys.path[:]
+        sys.path.insert(0, os.getcwd())  # as `python -m` does
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as e:
+            raise UserError(f"cannot find module {module!r} ({e}).") from None
+        finally:
+            sys.path[:] = saved_path
+        if spec is None:
+            raise UserError(f"cannot find module {module!r}.")
+        origin = spec.origin
+        if spec.submodule_search_locations is not None:  # a package runs its __main__
+            main = os.path.join(list(spec.submodule_search_locations)[0], "__main__.py")
+            if not os.path.exists(main):
+                raise UserError(f"{module!r} is a package and cannot be run directly (it has no __main__.py).")
+            origin = main
+        if origin and origin.endswith(".py"):
+            _compile_check(origin)
+        return None, origin
+    path = os.path.abspath(script)
+    if not os.path.exists(path):
+        raise UserError(f"script {script} does not exist.")
+    if os.path.isdir(path):
+        raise UserError(f"{script} is a directory, not a Python script.")
+    _compile_check(path)
+    return path, path
+
+
+def _compile_check(path: str) -> None:
+    try:
+        with open(path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise UserError(f"cannot read {path} ({e.strerror}).") from None
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise UserError(f"{path} has a syntax error at line {e.lineno}: {e.msg}.") from None
+    except ValueError as e:  # null bytes
+        raise UserError(f"{path} is not valid Python source ({e}).") from None
+
+
+def default_output(stem: str, directory: str = DEFAULT_DIR) -> str:
+    """Return a new path ``DIRECTORY/<stem>-<YYYYmmdd-HHMMSS>.tvrec`` that does not exist yet."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(directory, f"{stem}-{stamp}")
+    path, n = base + ".tvrec", 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}.tvrec"
+    return path
+
+
+def check_output(path: str) -> str:
+    """Create the output's folder if needed and check the file can be created; return its absolute
+    path. Raises UserError when it exists or cannot be written."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise UserError(f"output {path} is a directory; give a file name such as run.tvrec.")
+    if os.path.exists(path):
+        raise UserError(f"output {path} already exists; choose another name or remove it.")
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create the output folder {folder} ({e.strerror}).") from None
+    probe = path + ".probe"
+    try:
+        with open(probe, "wb"):
+            pass
+        os.remove(probe)
+    except OSError as e:
+        raise UserError(f"cannot write the recording to {path} ({e.strerror}).") from None
+    return path
+
+
+def _routed_compile(original: Callable, backend) -> Callable:
+    """Return a ``torch.compile`` replacement that forces ``backend`` (mode/options are Inductor's
+    and are dropped; ``dynamic`` defaults to False because our IR has no symbolic shapes yet)."""
+    @functools.wraps(original)
+    def compile(model=None, **kwargs):
+        dropped = {k: kwargs.pop(k) for k in ("backend", "mode", "options") if kwargs.get(k) is not None}
+        dropped.pop("backend", None)
+        if dropped:
+            backend.options.observer.note("compile_options_dropped", {k: str(v) for k, v in dropped.items()})
+        if kwargs.get("dynamic") is None:
+            kwargs["dynamic"] = False
+        return original(model, backend=backend, **kwargs)
+    return compile
+
+
+def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
+               executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None) -> RunResult:
+    """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
+    :func:`check_output` has validated). Return how it ended; the recording is closed.
+    ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None."""
+    import torch
+    import torch._dynamo
+    from thundervis.compiler import backend as backend_mod
+    from thundervis.recording import RecordingObserver
+
+    script_path, _ = check_target(script, module)
+    recorder = RecordingObserver(out)
+    argv = [script_path or module, *args]
+    recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
+    compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=recorder,
+                                              profile=profile)
+
+    saved_defaults = dict(backend_mod._defaults)
+    saved_argv, saved_path, saved_compile = sys.argv[:], sys.path[:], torch.compile
+    in_main = threading.current_thread() is threading.main_thread()
+    saved_term = signal.getsignal(signal.SIGTERM) if in_main else None
+
+    def on_term(signum, frame):
+        raise _Terminated()
+
+    status, code, tb = "ok", 0, None
+    try:
+        torch._dynamo.reset()
+        backend_mod.reset_graph_ids()
+        backend_mod.set_defaults(observer=recorder, executors=executors, debug=debug, profile=profile)
+        torch.compile = _routed_compile(saved_compile, compiler)
+        sys.argv = argv
+        sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
+        if in_main:
+            signal.signal(signal.SIGTERM, on_term)
+        if script_path:
+            runpy.run_path(script_path, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        code = _exit_code(e)
+        status = "ok" if code == 0 else "failed"
+    except (KeyboardInterrupt, _Terminated) as e:
+        status, tb = "interrupted", traceback.format_exc()
+        code = INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM
+    except BaseException:
+        status, code = "failed", 1
+        tb = _user_traceback()
+        sys.stderr.write(tb)
+    finally:
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+        try:
+            torch.compile = saved_compile
+            sys.argv, sys.path[:] = saved_argv, saved_path
+            backend_mod.set_defaults(**saved_defaults)
+            if in_main:
+                signal.signal(signal.SIGTERM, saved_term)
+            recorder.finish_run(status, code, tb)
+            recorder.close()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, old_int)
+    return RunResult(code, status, recorder.path)
+
+
+def _exit_code(e: SystemExit) -> int:
+    """Return the process exit code Python would use for ``e`` (printing a message like it)."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _user_traceback() -> str:
+    """Return the current exception's traceback without the runner's and runpy's own frames."""
+    etype, value, tb = sys.exc_info()
+    frames = traceback.extract_tb(tb)
+    skip = 0
+    for i, f in enumerate(frames):
+        if f.filename in (__file__, runpy.__file__) or f.filename.startswith("<frozen runpy"):
+            skip = i + 1
+        else:
+            break
+    while tb is not None and skip:
+        tb, skip = tb.tb_next, skip - 1
+    return "".join(traceback.format_exception(etype, value, tb))
