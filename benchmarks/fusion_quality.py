@@ -7,7 +7,8 @@ step (forward + backward; the optimizer step is not compiled by either and is no
 
 Ours: the final (codegen) trace of every compiled chain, ``forward`` and ``backward``, is straight-line
 code run once per step, so its launches are counted statically from it: each fusion symbol is one
-kernel; each symbol the torch executor runs counts one launch unless it only changes metadata (views:
+kernel launch (also a multi-part Triton kernel: its sections share one grid and its phases run in one
+program; scratch buffers between phases are allocations, not launches); each symbol the torch executor runs counts one launch unless it only changes metadata (views:
 view/reshape-as-view, expand, permute, transpose, squeeze/unsqueeze, slice/select, alias/detach, split)
 or only allocates (``empty``). An ATen call that launches several kernels inside (a few native ops do
 on GPU) still counts as one, the same approximation as Inductor's extern calls below.

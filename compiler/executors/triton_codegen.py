@@ -38,7 +38,7 @@ from .triton_index import (Index, as_dims, broadcast_index, is_dense, linear, nu
 
 
 # Ops that only re-index their sources or are constant: they never set a part's iteration domain.
-FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | {"cat"})
+FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | ops.ITERATE | {"cat"})
 
 
 class Unfusable(Exception):
@@ -120,14 +120,6 @@ class Virtual:
     shape: tuple
     dtype: str
     read: object  # (index, level, extra mask or None) -> expression of the element
-
-
-@dataclass
-class KernelSource:
-    """Generated kernel module text and what the launcher needs to know."""
-    source: str
-    grid: int
-    note: str
 
 
 class Part:
@@ -319,6 +311,16 @@ class Part:
             return
         if name == "cat":
             return self.cat(b, out)
+        if name == "arange":
+            a = bind(b)
+            start, step = (a.get("start") or 0, a.get("step") or 1) if "start" in a else (0, 1)
+            T = ops.TL_DTYPE[out.dtype]
+
+            def read(idx, level, extra, shape=out.shape):
+                lin = linear(idx, shape)
+                return repr(start) if lin == "0" else f"(({lin}).to({T}) * {step} + {start})"
+            self.env[out.name] = Virtual(out.shape, out.dtype, read)
+            return
         if name == "index_put":
             return self.index_put(b)
         level = self.level(numel(out.shape))

@@ -1,9 +1,12 @@
 """The ``triton`` executor: one generated Triton kernel per fusion region.
 
-It claims pointwise prims (with broadcasting), type conversions, constant factories, reductions
-over leading or trailing dims, and the shape prims the generated code absorbs as index arithmetic.
-Matmuls, indexing, random numbers and anything else stay with torch (``why_not`` says which rule
-refused a symbol). Kernels are written as ``.py`` files into a cache folder (default
+It claims pointwise prims (with broadcasting), type conversions, constant factories and ``arange``,
+reductions over leading or trailing dims, the shape prims the generated code absorbs as index
+arithmetic (slices and concatenations included), and the indexing of a training step: ``gather``,
+``aten.embedding``, a scalar ``scatter`` with one index per row, ``index_put`` (atomic adds).
+Matmuls, random numbers and anything else stay with torch (``why_not`` says which rule refused a
+symbol). A region becomes one kernel: over one iteration domain, as independent sections side by
+side, or, when small, as dependent phases of one program (:mod:`.triton_plan`). Kernels are written as ``.py`` files into a cache folder (default
 ``~/.cache/thundervis/triton``, or ``$THUNDERVIS_CACHE_DIR/triton``) under a hash of the region's
 structure and input metadata, and imported from there: Triton's JIT needs a real source file.
 
@@ -18,21 +21,27 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import threading
 import warnings
 from typing import Callable, Optional
 
 import torch
 
-from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
-from . import triton_ops as ops
+# Triton decides at import time whether its own library functions (tl.sum, tl.sigmoid ...) are
+# interpreted, so the flag must be set before the first `import triton`; if somebody imported
+# triton earlier without it, CPU kernels cannot run and the executor says so.
+_IMPORTED_TOO_EARLY = False
+if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
+    _IMPORTED_TOO_EARLY = "triton" in sys.modules
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
+from . import triton_ops as ops  # noqa: E402
 from .base import FusionExecutor, KernelBuildError, register_executor
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
 
-if not torch.cuda.is_available():
-    # Triton reads the flag lazily, so this works even when triton was imported earlier.
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 CODEGEN_VERSION = 2
 _MODULES: dict[str, object] = {}
@@ -73,6 +82,9 @@ class TritonExecutor(FusionExecutor):
             return "triton is not installed"
         if not torch.cuda.is_available() and not interpreting():
             return "no CUDA device and TRITON_INTERPRET is not set"
+        if _IMPORTED_TOO_EARLY:
+            return ("triton was imported before TRITON_INTERPRET=1 was set, so its interpreter cannot "
+                    "run here; set TRITON_INTERPRET=1 in the environment")
         return None
 
     # ------------------------------------------------------------------ claiming
@@ -135,6 +147,10 @@ class TritonExecutor(FusionExecutor):
             return "device transfer is left to torch"
         if name in ops.FACTORY and not isinstance(a.get("fill_value", a.get("s")), (int, float, bool)):
             return "factory with a non-constant value"
+        if name == "arange":
+            if not all(isinstance(a.get(k), int) for k in ("start", "end", "step") if a.get(k) is not None) \
+                    or outs[0].dtype not in ("int64", "int32"):
+                return "arange of non-integers is left to torch"
         if name in ops.INDEXING or name == "slice":
             return _indexing_problem(name, a, outs[0])
         return None

@@ -80,12 +80,14 @@ SHAPE = {"view", "expand", "permute", "squeeze", "unsqueeze", "alias", "clone", 
 # Indexing: read memory at loaded indices (gather, embedding), a scalar scatter with one index per
 # row (a where), concatenation of virtual values, index_put (atomics, in a phase of its own).
 INDEXING = {"cat", "gather", "embedding", "scatter", "index_put"}
+# Values computed from their own index alone (virtual, like constants).
+ITERATE = {"arange"}
 FACTORY = {"full", "scalar_tensor"}
 CONVERSION = {"convert_element_type"}
 TERNARY = {"where", "clamp"}
 
 SUPPORTED = (set(UNARY) | set(LOGICAL_UNARY) | set(BITWISE_UNARY) | set(BINARY) | set(COMPARE) | set(LOGICAL)
-             | set(BITWISE) | REDUCTIONS | SHAPE | FACTORY | CONVERSION | TERNARY | INDEXING | {"pow"})
+             | set(BITWISE) | REDUCTIONS | SHAPE | FACTORY | CONVERSION | TERNARY | INDEXING | ITERATE | {"pow"})
 
 
 def literal(v, dtype: str) -> str:

@@ -20,7 +20,6 @@ the region re-derives it from its sources instead of reading it from memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
 from .triton_codegen import FREE_OPS as FREE
@@ -117,9 +116,15 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
                     stack.append(j)
         return sorted(need)
 
+    region_out = {p.name for p in outputs}
+
     def fits(own) -> bool:
         try:
-            Part([members[i] for i in closure(own)], [], device_kind, read_strides=written).run()
+            returned = [p for i in own for p in members[i].flat_outputs() if p.name in region_out]
+            part = Part([members[i] for i in closure(own)], returned, device_kind, read_strides=written)
+            part.run()
+            for k, p in enumerate(returned):
+                part.store(k, p)
             return True
         except Unfusable:
             return False
@@ -127,8 +132,8 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
     plan: list[tuple[str, list[int]]] = []  # (kind, own member indices); kinds: gen, copy, put
     cur: list[int] = []
     for i, b in enumerate(members):
-        if i in free:
-            continue
+        if i in free and not any(p.name in region_out for p in b.flat_outputs()):
+            continue  # re-derived by each part that needs it
         if prim_name(b) == "index_put":
             if cur:
                 plan.append(("gen", cur))
@@ -145,11 +150,7 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
             Part([members[j] for j in closure(cur)], [], device_kind, read_strides=written).run()  # raises why
     if cur:
         plan.append(("gen", cur))
-    region_out = {p.name for p in outputs}
     stored = {p.name for kind, own in plan if kind == "copy" for p in members[own[0]].flat_outputs()}
-    for i in sorted(free):  # shape ops / constants the region returns: stored by a part of their own
-        if any(p.name in region_out for p in members[i].flat_outputs()):
-            plan.append(("gen", [i]))
     # Which values each part reads that an earlier part must write.
     reads_after: list[set[str]] = []
     for kind, own in plan:
@@ -220,11 +221,11 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
         for p in part.inputs:
             if p.name not in made and all(q.name != p.name for q in inputs):
                 raise Unfusable(f"{p.name} is read but is not an input of the region")
-    param = {p.name: f"in{i}" for i, p in enumerate(inputs)}
-    param.update({p.name: f"out{k}" for k, p in enumerate(outputs)})
+    param = {p.name: f"arg{i}" for i, p in enumerate(inputs)}
+    param.update({p.name: f"res{k}" for k, p in enumerate(outputs)})
     param.update({p.name: f"tmp{j}" for j, p in enumerate(scratch)})
-    params = ", ".join(list(dict.fromkeys([f"in{i}" for i in range(len(inputs))] + [f"out{k}" for k in range(len(outputs))]
-                                          + [f"tmp{j}" for j in range(len(scratch))])))
+    params = ", ".join([f"arg{i}" for i in range(len(inputs))] + [f"res{k}" for k in range(len(outputs))]
+                       + [f"tmp{j}" for j in range(len(scratch))])
     body, grid, start = [], 0, 0
     for n, (part, _) in enumerate(parts):
         alias = [f"    {part.p}in{i} = {param[p.name]}" for i, p in enumerate(part.inputs)]
@@ -234,7 +235,7 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
         g = part.sizes["grid"]
         big = part.T >= 2 ** 31 - 1
         if mode == "single":
-            body += part.head("tl.program_id(0)" + (".to(tl.int64)" if big else "")) + part.lines
+            body += alias + part.head("tl.program_id(0)" + (".to(tl.int64)" if big else "")) + part.lines
             grid = g
         elif mode == "sections":
             cond = f"pid < {start + g}" if start == 0 else f"(pid >= {start}) & (pid < {start + g})"
@@ -247,27 +248,25 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
             if n:
                 body.append("    tl.debug_barrier()")
             body += alias
-            if g == 1:
-                body += part.head("0") + part.lines
+            if g == 1:  # the only program: its id is 0
+                body += part.head("tl.program_id(0)") + part.lines
             else:
                 body.append(f"    for {part.p}it in range(0, {g}):")
                 body += ["    " + line for line in part.head(f"{part.p}it") + part.lines]
             grid = 1
     if mode == "sections":
         body.insert(0, "    pid = tl.program_id(0)")
-    elif mode == "single":
-        pass
     warps = max(part.sizes["num_warps"] for part, _ in parts)
-    launcher = [f"def launch({', '.join(f'in{i}' for i in range(len(inputs)))}):"]
+    launcher = [f"def launch({', '.join(f'arg{i}' for i in range(len(inputs)))}):"]
     for i, p in enumerate(inputs):
-        launcher.append(f"    in{i} = _layout(in{i}, {tuple(p.shape)!r}, {tuple(strides_of(p))!r})")
-    device = "in0.device" if inputs else f"torch.device({outputs[0].device!r})"
-    for name, group in (("out", outputs), ("tmp", scratch)):
+        launcher.append(f"    arg{i} = _layout(arg{i}, {tuple(p.shape)!r}, {tuple(strides_of(p))!r})")
+    device = "arg0.device" if inputs else f"torch.device({outputs[0].device!r})"
+    for name, group in (("res", outputs), ("tmp", scratch)):
         for k, p in enumerate(group):
             launcher.append(f"    {name}{k} = torch.empty_strided({tuple(p.shape)!r}, {out_strides(p)!r}, "
                             f"dtype=torch.{p.dtype}, device={device})")
     launcher.append(f"    kernel[({grid},)]({params}, num_warps={warps})")
-    launcher.append(f"    return ({''.join(f'out{k}, ' for k in range(len(outputs)))})")
+    launcher.append(f"    return ({''.join(f'res{k}, ' for k in range(len(outputs)))})")
     kinds = "; ".join(part.describe() for part, _ in parts)
     title = {"single": kinds, "sections": f"{len(parts)} sections side by side ({kinds})",
              "phases": f"{len(parts)} phases in one program ({kinds})"}[mode]

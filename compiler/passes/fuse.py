@@ -8,6 +8,12 @@ once the region is one call), and (2) the executor says it can run the merged re
 the consumer lists them in its ``note`` (``not fused with ...: <reason>``), and symbols left to
 torch keep the claim pass's reason. Regions made only of views move no data and run in torch.
 
+Then regions no value flows between, in either direction and through any path (so merging them
+cannot make a cycle), are merged horizontally when the executor can run them as one kernel (each
+region is merged with the nearest earlier one that works, within :data:`HORIZONTAL_WINDOW`): one
+launch instead of several, e.g. the q/k/v transposes of an attention block or the weight-gradient
+sums left over from a layer-norm backward.
+
 Each final region becomes a top-level symbol named ``{prefix}_{i}`` (``triton_fusion_0`` ...) in
 the order of their first member, with ``subsymbols`` = the members, ``origin`` = member uids,
 ``args`` = region inputs and ``outputs`` = the region's values read outside it. The executor builds
@@ -139,7 +145,37 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
                 refused[(p, c)] = problem
                 continue
             g.merge(rc, rp)
+    _merge_independent(trace, executor, g, mine, lone_problem, uses)
     return g, lone_problem, refused
+
+
+# How many earlier regions a region may be horizontally merged with (nearest first): keeps the
+# search linear and merged regions close in the schedule, so their values do not live much longer.
+HORIZONTAL_WINDOW = 16
+
+
+def _merge_independent(trace: Trace, executor: FusionExecutor, g: _Graph, mine: set, lone_problem: dict,
+                       uses: dict) -> None:
+    """Horizontal fusion: merge regions no value flows between (no path either way, so no cycle)
+    when the executor can run them as one kernel (side by side, or one after the other)."""
+    syms = trace.symbols
+    order = []
+    for node in sorted(g.members, key=lambda n: g.members[n][0]):
+        members = g.members[node]
+        if not all(i in mine and i not in lone_problem for i in members):
+            continue
+        if all(syms[i].sym in VIEW_SYMS for i in members):
+            continue  # views stay views: merging them would materialize them
+        for q in reversed(order[-HORIZONTAL_WINDOW:]):
+            if q in g.succ[node] or node in g.succ[q] or g.has_detour(q, node) is not None \
+                    or g.has_detour(node, q) is not None:
+                continue
+            merged = sorted(g.members[q] + members)
+            if _region_problem(executor, [syms[i] for i in merged], _region_io(trace, merged, uses)[1]) is None:
+                g.merge(q, node)
+                break
+        else:
+            order.append(node)
 
 
 def _uses(trace: Trace) -> dict[str, set[int]]:

@@ -8,7 +8,10 @@ dropped when ``y`` has exactly ``x``'s shape and dtype and is one of:
 - ``mul(x, 1)``, ``mul(1, x)``, ``div(x, 1)``, ``sub(x, 0)`` (bitwise exact, NaN and -0.0 included;
   ``add(x, 0)`` is not: it turns -0.0 into +0.0, so it stays),
 - ``convert_element_type(x, dtype of x)``, ``view`` / ``expand`` to ``x``'s own shape, the identity
-  ``permute``.
+  ``permute``,
+
+and, where both strides are recorded, ``y`` has ``x``'s strides (the same values in another layout
+are not the same to kernels that index by strides).
 
 Later readers of ``y`` read ``x`` instead. This applies at the top level and inside the ``subsymbols``
 of decomposed symbols. A value the trace returns, or a decomposed symbol's own output, is kept (its
@@ -22,6 +25,8 @@ from typing import Optional
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
 
 NAME = "simplify"
+# ``_to_copy`` keywords that cannot change anything but dtype / device (checked on the proxies).
+_PLAIN_COPY_KWARGS = frozenset({"dtype", "device", "layout", "pin_memory", "non_blocking"})
 
 
 def _is_number(v, value) -> bool:
@@ -41,7 +46,7 @@ def identity_source(b: BoundSymbol) -> Optional[TensorProxy]:
             x = a1
         elif isinstance(a0, TensorProxy) and _is_number(a1, 1 if name in ("mul", "div") else 0):
             x = a0
-    elif name == "convert_element_type":
+    elif name == "convert_element_type" and set(b.kwargs) <= _PLAIN_COPY_KWARGS and len(b.args) == 1:
         x = b.args[0] if isinstance(b.args[0], TensorProxy) else None
     elif name in ("view", "expand") and len(b.args) == 2 and not b.kwargs:
         x = b.args[0] if isinstance(b.args[0], TensorProxy) and list(b.args[1]) == list(out.shape) else None
@@ -50,6 +55,8 @@ def identity_source(b: BoundSymbol) -> Optional[TensorProxy]:
         x = b.args[0] if dims == list(range(len(dims))) else None
     if x is None or tuple(x.shape) != tuple(out.shape) or x.dtype != out.dtype or x.device != out.device:
         return None
+    if x.strides is not None and out.strides is not None and tuple(x.strides) != tuple(out.strides):
+        return None  # same values, other layout: later kernels index by the recorded strides
     return x
 
 
@@ -62,7 +69,7 @@ def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy
         if b.sym == "del":
             out.append(b)
             continue
-        if rename:
+        if rename and any(p.name in rename for p in b.flat_inputs()):
             b = b.replace(args=map_structure(sub, b.args), kwargs=map_structure(sub, b.kwargs))
         if b.subsymbols:
             own = keep | {p.name for p in b.flat_outputs()}

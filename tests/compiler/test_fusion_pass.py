@@ -71,21 +71,35 @@ def test_no_topological_violation_and_input_not_mutated():
         defined.update(p.name for p in b.flat_outputs())
 
 
-def test_refusal_reason_from_executor_is_recorded():
-    # a row reduction over [4, 8] and a pointwise op on a [3, 5] tensor cannot share a kernel
+def _single_kernels_only() -> TritonExecutor:
+    """A Triton executor that refuses multi-phase (single-program) kernels, as for large tensors."""
+    ex = TritonExecutor()
+    ex.phase_limit = 0
+    return ex
+
+
+def test_independent_regions_are_fused_side_by_side():
+    # a row reduction over [4, 8] and a pointwise chain on a [3, 5] tensor share no value: one
+    # kernel with two sections (horizontal fusion), at any size
     x, y = P("x", (4, 8)), P("y", (3, 5))
     r, z = P("r", (4,)), P("z", (3, 5))
     syms = (BoundSymbol("prims.sum", (x, [1]), {}, r, "f0", executor="triton", aten="aten.sum.dim_IntList"),
             BoundSymbol("prims.exp", (y,), {}, z, "f1", executor="triton", aten="aten.exp.default"),
             BoundSymbol("prims.mul", (z, 2.0), {}, P("o", (3, 5)), "f2", executor="triton", aten="aten.mul.Tensor"))
     t = Trace("forward", (x, y), syms, (r, syms[2].outputs), next_uid=3)
-    out = fuse(t, TritonExecutor())
-    assert [b.sym for b in out.symbols] == ["triton_fusion_0", "triton_fusion_1"]
-    assert len(out.symbols[1].subsymbols) == 2
+    out = fuse(t, _single_kernels_only())
+    assert [b.sym for b in out.symbols] == ["triton_fusion_0"]
+    assert [s.uid for s in out.symbols[0].subsymbols] == ["f0", "f1", "f2"]
+    (record,) = out.meta["kernels"]
+    assert record["plan"] == "sections" and record["parts"] == 2
+    xv, yv = torch.randn(4, 8), torch.randn(3, 5)
+    for a, b in zip(_run_kernels(out, _single_kernels_only(), [xv, yv]), run_trace(t, [xv, yv])):
+        torch.testing.assert_close(a, b)
 
 
 def test_executor_refusal_is_noted_on_both_regions():
-    # the [4, 8] row mean read against a [8, 4] result (transposed) does not follow the kernel rows
+    # the [4, 8] row mean read against a [8, 4] result (transposed) does not follow the kernel rows;
+    # without single-program phases (large tensors) the two stay separate kernels, with the reason
     x = P("x", (4, 8))
     m, mv, xt, o = P("m", (4, 1)), P("mv", (1, 4)), P("xt", (8, 4)), P("o", (8, 4))
     syms = (BoundSymbol("prims.sum", (x, [1], True), {}, m, "f0", executor="triton", aten="aten.sum.dim_IntList"),
@@ -93,13 +107,21 @@ def test_executor_refusal_is_noted_on_both_regions():
             BoundSymbol("prims.permute", (x, [1, 0]), {}, xt, "f2", executor="triton", aten="aten.permute.default"),
             BoundSymbol("prims.add", (xt, mv), {}, o, "f3", executor="triton", aten="aten.add.Tensor"))
     t = Trace("forward", (x,), syms, (o,), next_uid=4)
-    out = fuse(t, TritonExecutor())
+    out = fuse(t, _single_kernels_only())
     fusions = [b for b in out.symbols if is_fusion(b)]
     assert len(fusions) == 2
     notes = " ".join(b.note or "" for b in fusions)
     assert "not fused with" in notes and "row" in notes
     x_val = torch.randn(4, 8)
     torch.testing.assert_close(run_trace(out, [x_val])[0], run_trace(t, [x_val])[0])
+    # small enough for one program: one kernel whose phases pass the row mean through memory
+    out = fuse(t, TritonExecutor())
+    (fusion,) = [b for b in out.symbols if is_fusion(b)]
+    assert out.meta["kernels"][0]["plan"] == "phases"
+    from thundervis.compiler.executors.triton_executor import TritonExecutor as T
+    ex = T()
+    ex.build_kernel(fusion)
+    torch.testing.assert_close(ex.callable_for(fusion)(x_val)[0], run_trace(t, [x_val])[0])
 
 
 class _Breaks(TritonExecutor):
@@ -153,3 +175,65 @@ def test_backward_kernels_mark_their_lines_as_backward():
 def test_fusion_executor_default_pass():
     assert [n for n, _ in TritonExecutor().passes()] == ["fuse"]
     assert FusionExecutor.fuses
+
+
+def _random_program(seed: int) -> Trace:
+    """A random dataflow program on [4, 4] values: Triton pointwise ops, row and column sums and torch
+    matmuls, so regions can only merge where no path through a torch op would make a cycle."""
+    import random
+    rng = random.Random(seed)
+    xs = [P(f"x{i}", (4, 4)) for i in range(3)]
+    values, syms = list(xs), []
+    for k in range(14):
+        out = P(f"v{k}", (4, 4))
+        kind = rng.choice(["neg", "tanh", "add", "mul", "mm", "mm", "rowsum", "colsum"])
+        a, b = rng.choice(values[-6:]), rng.choice(values)
+        if kind == "mm":
+            syms.append(S(f"f{k}", "prims.mm", [a, b], out, executor="torch"))
+        elif kind in ("rowsum", "colsum"):  # inner / outer reductions cannot share one domain
+            r = P(f"r{k}", (4, 1) if kind == "rowsum" else (1, 4))
+            syms.append(BoundSymbol("prims.sum", (a, [1 if kind == "rowsum" else 0], True), {}, r, f"g{k}",
+                                    executor="triton", aten="aten.sum.dim_IntList"))
+            syms.append(S(f"f{k}", "prims.add", [b, r], out))
+        else:
+            op = {"neg": "prims.neg", "tanh": "prims.tanh", "add": "prims.add", "mul": "prims.mul"}[kind]
+            syms.append(S(f"f{k}", op, [a, b] if kind in ("add", "mul") else [a], out))
+        values.append(out)
+    outs = tuple(dict.fromkeys(values[-3:] + [values[5]]))
+    return Trace("forward", tuple(xs), tuple(syms), outs, chain="forward", pass_name="claim",
+                 next_uid=100, next_name=0)
+
+
+def _run_kernels(trace: Trace, ex: TritonExecutor, args: list) -> list:
+    """Run ``trace`` with each fusion launched as its generated Triton kernel."""
+    env = {p.name: a for p, a in zip(trace.inputs, args)}
+    for b in trace.symbols:
+        vals = [env[p.name] if isinstance(p, TensorProxy) else p for p in b.args]
+        if is_fusion(b):
+            res = ex.callable_for(b)(*vals)
+            env.update({p.name: r for p, r in zip(b.outputs, res)})
+        else:
+            env[b.outputs.name] = run_trace(Trace("one", tuple(p for p in b.args if isinstance(p, TensorProxy)),
+                                                  (b,), (b.outputs,)), [v for v in vals if torch.is_tensor(v)])[0]
+    return [env[p.name] for p in trace.outputs]
+
+
+@pytest.mark.parametrize("phases", [True, False], ids=["phases", "sections-only"])
+def test_random_programs_fuse_without_cycles_and_compute_the_same(phases):
+    merged_sideways = 0
+    for seed in range(12):
+        t = _random_program(seed)
+        ex = TritonExecutor() if phases else _single_kernels_only()
+        out = fuse(t, ex)
+        defined = {p.name for p in out.inputs}
+        for b in out.symbols:  # a valid order: every value is made before it is read
+            assert all(p.name in defined for p in b.flat_inputs()), (seed, b.sym)
+            defined.update(p.name for p in b.flat_outputs())
+        members = [s.uid for b in out.symbols for s in (b.subsymbols if is_fusion(b) else (b,))]
+        assert sorted(members) == sorted(b.uid for b in t.symbols)  # each op exactly once
+        merged_sideways += sum(r.get("plan") in ("sections", "phases") for r in out.meta["kernels"])
+        args = [torch.randn(4, 4) * 0.5 for _ in t.inputs]
+        want = run_trace(t, args)
+        for got, ref in zip(_run_kernels(out, ex, args), want):
+            torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5 * (1 + float(ref.abs().max())))
+    assert merged_sideways > 0  # the programs do exercise multi-part kernels

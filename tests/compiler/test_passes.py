@@ -15,6 +15,7 @@ from thundervis.compiler.passes.cse import cse
 from thundervis.compiler.passes.dce import dce
 from thundervis.compiler.passes.decompose import decompose
 from thundervis.compiler.passes.liveness import insert_dels
+from thundervis.compiler.passes.simplify import simplify
 from thundervis.compiler.prims import prim_for
 from thundervis.compiler.resolve import resolve_overload, resolve_symbol
 
@@ -174,6 +175,66 @@ class FakeFusion(Executor):
 
 
 register_executor(FakeFusion.name, FakeFusion)
+
+
+# ------------------------------------------------------------------------------------ simplify
+
+def _identities_trace() -> Trace:
+    """x * 1, (x * 1) / 1 - 0 as float, an addmm-like parent with mul(bias, 1) inside, and look-alikes
+    that are not identities (add of 0, mul by 1 that promotes, mul by 2)."""
+    x, b, i = P("x", (2, 3)), P("b", (3,)), P("i", (2, 3), "int64")
+    a, c, d, e, f = P("a", (2, 3)), P("c", (2, 3)), P("d", (2, 3)), P("e", (2, 3)), P("f", (2, 3))
+    g, h, k, m, bias1 = P("g", (2, 3)), P("h", (2, 3)), P("k", (2, 3)), P("m", (2, 3)), P("bias1", (3,))
+    parent = S("aten.add.Tensor", [x, b], m, "f8", subsymbols=(
+        S("prims.mul", [b, 1], bias1, "f9", aten="aten.mul.Tensor"),
+        S("prims.add", [x, bias1], m, "f10", aten="aten.add.Tensor")))
+    syms = [S("prims.mul", [x, 1], a, "f0", aten="aten.mul.Tensor"),
+            S("prims.div", [a, 1.0], c, "f1", aten="aten.div.Tensor"),
+            S("prims.sub", [c, 0], d, "f2", aten="aten.sub.Tensor"),
+            S("prims.convert_element_type", [d], e, "f3", aten="aten._to_copy.default", kwargs={"dtype": torch.float32}),
+            S("prims.view", [e, [2, 3]], f, "f4", aten="aten.view.default"),
+            S("prims.add", [f, 0], g, "f5", aten="aten.add.Tensor"),  # -0.0 + 0 is +0.0: kept
+            S("prims.mul", [i, 1.0], P("h", (2, 3)), "f6", aten="aten.mul.Tensor"),  # promotes: kept
+            S("prims.mul", [g, 2], k, "f7", aten="aten.mul.Tensor"),
+            parent]
+    return T([x, b, i], syms, [k, h, m, a])
+
+
+def test_simplify_removes_identities_and_rewires_readers():
+    t = _identities_trace()
+    out = simplify(t)
+    syms = _symbols(out)
+    assert set(syms) == {"f0", "f5", "f6", "f7", "f8"}  # f0 stays: its value is returned
+    assert syms["f5"].args[0].name == "a"  # add reads x * 1 directly, through the removed chain
+    assert [s.uid for s in syms["f8"].subsymbols] == ["f10"]
+    assert syms["f8"].subsymbols[0].args[1].name == "b"
+    for uid in ("f0", "f6", "f7"):
+        assert syms[uid] is _symbols(t)[uid]  # untouched symbols keep identity, uid and names
+    args = [torch.tensor([[-0.0, 1.5, -2.0], [3.0, float("nan"), 0.25]]), torch.randn(3), torch.arange(6).view(2, 3)]
+    for got, want in zip(run_trace(out, args), run_trace(t, args)):
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert torch.equal(torch.signbit(run_trace(out, args)[0]), torch.signbit(run_trace(t, args)[0]))
+
+
+def test_simplify_keeps_values_the_trace_or_a_parent_returns():
+    x, y = P("x", (4,)), P("y", (4,))
+    t = T([x], [S("prims.mul", [x, 1], y, "f0", aten="aten.mul.Tensor")], [y])
+    assert simplify(t) is t
+    parent = S("aten.mul.Tensor", [x, 1], y, "f1", subsymbols=(S("prims.mul", [x, 1], y, "f2", aten="aten.mul.Tensor"),))
+    z = P("z", (4,))
+    t2 = T([x], [parent, S("prims.exp", [y], z, "f3", aten="aten.exp.default")], [z])
+    assert [s.uid for s in simplify(t2).symbols[0].subsymbols] == ["f2"]
+
+
+def test_simplify_in_the_pipeline_removes_the_addmm_bias_identities(mlp_run):
+    traces = mlp_run.recorder.traces("forward")
+    assert "simplify" in traces
+    muls_by_one = [s for b in traces["simplify"].walk() for s in [b]
+                   if s.sym == "prims.mul" and len(s.args) == 2 and s.args[1] == 1]
+    assert not muls_by_one
+    before = [s for b in traces["dce"].walk() for s in [b] if s.sym == "prims.mul" and s.args[1:] == (1,)]
+    assert before, "the fixture's addmm decomposition should contain mul(x, 1)"
 
 
 def test_claim_with_torch_only_assigns_torch_and_flattens_nothing(mlp_forward):

@@ -231,3 +231,85 @@ def test_row_value_broadcast_against_other_shape_is_refused_not_miscompiled():
     got, _ = compile_fn(f, x)
     for a, b in zip(got, f(x)):
         torch.testing.assert_close(a, b)
+
+
+# ---------------------------------------------------------------- indexing ops and multi-part kernels
+
+def _grad_program(fn, *args):
+    """Return (compiled gradient outputs, eager ones, final backward trace) of sum(fn(*args) * g)."""
+    xs = [i for i, a in enumerate(args) if a.is_floating_point()]
+    g = torch.randn_like(fn(*args))
+
+    def grad_fn(*a):
+        inputs, grad = list(a[:-1]), a[-1]
+
+        def of_floats(*fl):
+            full = list(inputs)
+            for i, t in zip(xs, fl):
+                full[i] = t
+            return fn(*full)
+        _, vjp = torch.func.vjp(of_floats, *[inputs[i] for i in xs])
+        return vjp(grad)
+    out, final = compile_fn(grad_fn, *args, g, chain="backward")
+    return out, grad_fn(*args, g), final
+
+
+def test_embedding_forward_and_its_index_put_backward():
+    w, idx = torch.randn(7, 6), torch.tensor([[0, 3, 3, 6], [1, 3, 0, 0]])
+
+    def f(w, idx):
+        return torch.nn.functional.embedding(idx, w) * 2 + torch.arange(6)
+    final = check(f, w, idx, ops=["aten.embedding.default", "arange", "mul"])
+    assert not [b for b in final.symbols if not is_fusion(b) and b.sym != "del"], "everything runs in one kernel"
+    out, ref, bw = _grad_program(f, w, idx)
+    torch.testing.assert_close(out[0], ref[0])  # repeated indices accumulate (atomic adds)
+    assert "index_put" in fused_ops(bw)
+    assert [b.sym for b in bw.symbols if is_fusion(b)] == ["triton_fusion_0"]
+
+
+def test_split_cat_gather_scatter_fw_bw():
+    x, target = torch.randn(6, 12), torch.randint(0, 4, (6,))
+
+    def f(x, target):
+        a, b, c = x.split(4, dim=1)
+        y = torch.cat([c.exp(), a * 2, b.t().t()], dim=1)
+        return torch.nn.functional.cross_entropy(y[:, :4], target) + y.sum()
+    check(f, x, target, ops=["slice", "cat", "gather", "exp"], backward=True)
+    out, ref, bw = _grad_program(f, x, target)
+    torch.testing.assert_close(out[0], ref[0], rtol=1e-5, atol=1e-5)
+    assert {"scatter", "slice"} <= fused_ops(bw) or {"scatter", "cat"} <= fused_ops(bw)
+
+
+def test_dependent_reductions_of_other_layouts_run_as_phases_of_one_kernel():
+    # layer-norm backward: row reductions, then column sums for the weight and bias gradients
+    x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)
+
+    def f(x, w, b):
+        return torch.nn.functional.layer_norm(x, (16,), w, b).tanh()
+    out, ref, bw = _grad_program(f, x, w, b)
+    for a, r in zip(out, ref):
+        torch.testing.assert_close(a, r, rtol=1e-4, atol=1e-5)
+    fusions = [s for s in bw.symbols if is_fusion(s)]
+    assert len(fusions) == 1 and {"sum", "tanh"} <= fused_ops(bw)
+    from thundervis.compiler.executors import get_executor
+    code = get_executor("triton").build_kernel(fusions[0])["code"]
+    assert "phases in one program" in code and "tl.debug_barrier()" in code
+
+
+def test_qkv_style_transposes_share_one_kernel():
+    # three independent permuted copies of slices of one input: one kernel reading them in place
+    x = torch.randn(2, 4, 12)
+
+    def f(x):
+        q, k, v = x.split(4, dim=2)
+        return q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous() * 2, v.permute(2, 0, 1).contiguous()
+    final = check(f, x, ops=["slice", "permute", "clone"])
+    assert [b.sym for b in final.symbols if is_fusion(b)] == ["triton_fusion_0"]
+
+
+def test_independent_pieces_of_other_domains_run_as_sections():
+    x, y = torch.randn(6, 10), torch.randn(3, 5)
+    final = check(lambda x, y: (x.sum(-1), y.exp() * 2), x, y, ops=["sum", "exp"])
+    (fusion,) = [b for b in final.symbols if is_fusion(b)]
+    from thundervis.compiler.executors import get_executor
+    assert get_executor("triton").build_kernel(fusion)["plan"] == "sections"

@@ -46,10 +46,33 @@ def open_viewer(path: str) -> bool:
     return True
 
 
+def split_trailing_flags(rest: list[str]) -> tuple[list[str], bool]:
+    """Return (script args, no_view): a ``--no-view`` after the script is ours, as in
+    ``thundervis run train.py --no-view``, unless it comes after a ``--`` separator (everything after
+    ``--`` goes to the script unchanged, the ``--`` itself dropped)."""
+    if "--" in rest:
+        i = rest.index("--")
+        head, tail = rest[:i], rest[i + 1:]
+    else:
+        head, tail = rest, []
+    no_view = "--no-view" in head
+    return [a for a in head if a != "--no-view"] + tail, no_view
+
+
+def _say_once_about_cpu(executors) -> None:
+    """Tell the user, once per run, that without CUDA the kernels and timings are CPU ones."""
+    import torch
+    if torch.cuda.is_available() or (executors is not None and "triton" not in executors):
+        return
+    print("thundervis: no CUDA device here: Triton kernels run in Triton's interpreter on the CPU, "
+          "and any timings are CPU timings, not GPU timings.", file=sys.stderr)
+
+
 def cmd_run(args) -> int:
     """Validate, run the script recording every compile, report the recording."""
     from thundervis import runner
-    rest = list(args.target)
+    rest, trailing_no_view = split_trailing_flags(list(args.target))
+    args.no_view = args.no_view or trailing_no_view
     if args.module:
         script, module, script_args = None, args.module, rest
     else:
@@ -59,10 +82,12 @@ def cmd_run(args) -> int:
     executors = _executors(args.executors)
     runner.check_target(script, module)
     stem = os.path.splitext(os.path.basename(script))[0] if script else module.rsplit(".", 1)[-1]
-    out = runner.check_output(args.out or runner.default_output(stem))
     from thundervis.commands.profile_options import profile_settings
+    profile = profile_settings(args)  # validated before the output folder is created
+    out = runner.check_output(args.out or runner.default_output(stem))
+    _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
-                               executors=executors, debug=args.debug, profile=profile_settings(args))
+                               executors=executors, debug=args.debug, profile=profile)
     shown = os.path.relpath(result.path) if not os.path.relpath(result.path).startswith("..") else result.path
     sys.stdout.flush()
     if result.status == "ok":
@@ -84,7 +109,9 @@ def register(subparsers) -> None:
     """Add the ``run`` subcommand."""
     p = subparsers.add_parser(
         "run", help="run a script with every torch.compile recorded",
-        usage="thundervis run [--out PATH] [--executors LIST] [--no-view] (-m MODULE | SCRIPT) [ARGS...]")
+        usage="thundervis run [--out PATH] [--executors LIST] [--no-view] (-m MODULE | SCRIPT) [ARGS...]",
+        epilog="A --no-view after the script is taken as ours; put script arguments after -- to pass "
+               "them through untouched.")
     p.add_argument("--out", "-o", metavar="PATH",
                    help="recording to write (default: ./thundervis-runs/<script>-<time>.tvrec)")
     p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
