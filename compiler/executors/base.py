@@ -62,6 +62,37 @@ class FusionExecutor(Executor):
         outside are ``outputs`` (None: every value they produce), else one sentence saying why not."""
         return None
 
+    def prim_problem(self, b: BoundSymbol) -> Optional[str]:
+        """Return why prim ``b`` has no lowering in this executor (None: it has one). Executors that
+        decide per prim override this and get :meth:`can_run`, :meth:`why_not` and
+        :meth:`region_problem` from it."""
+        return None
+
+    def lowering_problem(self, b: BoundSymbol) -> Optional[str]:
+        """:meth:`prim_problem`, cached per symbol: the fuse pass asks again for every candidate merge."""
+        cache = self.__dict__.setdefault("_problems", {})
+        hit = cache.get(id(b))
+        if hit is None or hit[0] is not b:
+            hit = cache[id(b)] = (b, self.prim_problem(b))
+        return hit[1]
+
+    def can_run(self, b: BoundSymbol) -> bool:
+        return self.available() is None and self.lowering_problem(b) is None
+
+    def why_not(self, b: BoundSymbol) -> str:
+        reason = self.available()
+        if reason is not None:
+            return f"{self.name}: {reason}"
+        return self.lowering_problem(b) or f"{self.name} can run {b.sym}"
+
+    def first_member_problem(self, members: list[BoundSymbol]) -> Optional[str]:
+        """Return the first member's lowering problem, or None when every member has a lowering."""
+        for b in members:
+            problem = self.lowering_problem(b)
+            if problem is not None:
+                return problem
+        return None
+
     def build_kernel(self, fusion: BoundSymbol) -> dict:
         """Build the kernel of ``fusion``; return its partial kernel record (``code``, ``language``,
         ``note``). Raise :class:`KernelBuildError` (or anything) when it cannot be built."""

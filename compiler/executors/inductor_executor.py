@@ -148,13 +148,10 @@ class InductorExecutor(FusionExecutor):
     kernel_prefix = "inductor_fusion"
     language = "python"
 
-    def __init__(self):
-        self._problems: dict[int, tuple[BoundSymbol, Optional[str]]] = {}
-
     def available(self) -> Optional[str]:
         return inductor_unavailable_reason()
 
-    def _problem(self, b: BoundSymbol) -> Optional[str]:
+    def prim_problem(self, b: BoundSymbol) -> Optional[str]:
         if b.sym.startswith(f"{self.kernel_prefix}_"):
             return None
         if not b.sym.startswith("prims."):
@@ -176,27 +173,10 @@ class InductorExecutor(FusionExecutor):
             return f"inductor: {b.sym} mixes devices {sorted(devices)}"
         return None
 
-    def lowering_problem(self, b: BoundSymbol) -> Optional[str]:
-        """Return why ``b`` cannot go into an Inductor region (cached per symbol), or None."""
-        hit = self._problems.get(id(b))
-        if hit is None or hit[0] is not b:
-            hit = self._problems[id(b)] = (b, self._problem(b))
-        return hit[1]
-
-    def can_run(self, b: BoundSymbol) -> bool:
-        return self.available() is None and self.lowering_problem(b) is None
-
-    def why_not(self, b: BoundSymbol) -> str:
-        reason = self.available()
-        if reason is not None:
-            return f"inductor: {reason}"
-        return self.lowering_problem(b) or f"inductor can run {b.sym}"
-
-    def region_problem(self, members: list[BoundSymbol]) -> Optional[str]:
-        for b in members:
-            problem = self.lowering_problem(b)
-            if problem is not None:
-                return problem
+    def region_problem(self, members: list[BoundSymbol], outputs=None) -> Optional[str]:
+        problem = self.first_member_problem(members)
+        if problem is not None:
+            return problem
         devices = {p.device.split(":")[0] for b in members for p in b.flat_inputs() + b.flat_outputs() if p.shape}
         if len(devices) > 1:
             return f"inductor: a region runs on one device, not {sorted(devices)}"

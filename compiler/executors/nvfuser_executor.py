@@ -89,36 +89,19 @@ class NvFuserExecutor(FusionExecutor):
 
     def __init__(self):
         self._programs: dict[str, FusionProgram] = {}
-        self._problems: dict[int, tuple[BoundSymbol, Optional[str]]] = {}
 
     def available(self) -> Optional[str]:
         return nvfuser_unavailable_reason()
 
-    def lowering_problem(self, b: BoundSymbol) -> Optional[str]:
+    def prim_problem(self, b: BoundSymbol) -> Optional[str]:
         """Return why prim ``b`` has no nvFuser lowering (op, dtype, device, arguments), or None;
         independent of whether nvFuser is installed here."""
         if b.sym.startswith(f"{self.kernel_prefix}_"):
             return None
-        hit = self._problems.get(id(b))  # the fuse pass asks again for every candidate merge
-        if hit is None or hit[0] is not b:
-            hit = self._problems[id(b)] = (b, lowering_problem(b))
-        return hit[1]
+        return lowering_problem(b)
 
-    def can_run(self, b: BoundSymbol) -> bool:
-        return self.available() is None and self.lowering_problem(b) is None
-
-    def why_not(self, b: BoundSymbol) -> str:
-        reason = self.available()
-        if reason is not None:
-            return f"nvfuser: {reason}"
-        return self.lowering_problem(b) or f"nvfuser can run {b.sym}"
-
-    def region_problem(self, members: list[BoundSymbol]) -> Optional[str]:
-        for b in members:
-            problem = self.lowering_problem(b)
-            if problem is not None:
-                return problem
-        return None
+    def region_problem(self, members: list[BoundSymbol], outputs=None) -> Optional[str]:
+        return self.first_member_problem(members)
 
     def program_for(self, fusion: BoundSymbol) -> FusionProgram:
         """Return the generated definition of ``fusion`` (cached per uid and name)."""
