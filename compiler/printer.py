@@ -51,17 +51,31 @@ def _meta_comment(b: BoundSymbol) -> str:
     return "  ".join(f"{p.name}: {p.short()}" for p in outs)
 
 
-def _symbol_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, last_src: list) -> list[str]:
-    lines = []
-    if b.sym == "del":
-        return [indent + call_text(b)]
-    if opts.source and depth == 0 and b.source is not None:
-        key = (b.source.file, b.source.line, b.source.module)
-        if key != last_src[0]:
-            last_src[0] = key
-            mod = f"   [{b.source.module}]" if b.source.module else ""
-            where = f"{b.source.label()}  {b.source.code}" if b.source.line else ""
-            lines.append(f"{indent}# {where}{mod}".rstrip())
+def _source_comment(b: BoundSymbol, indent: str, last_src: list) -> str | None:
+    """Return the ``# file.py:LINE  code   [module]`` line when ``b``'s source differs from the
+    previous top-level symbol's, else None (``last_src`` holds that previous source)."""
+    src = b.source
+    key = (src.file, src.line, src.module)
+    if key == last_src[0]:
+        return None
+    last_src[0] = key
+    mod = f"   [{src.module}]" if src.module else ""
+    where = f"{src.label()}  {src.code}" if src.line else ""
+    return f"{indent}# {where}{mod}".rstrip()
+
+
+def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, memo: dict | None) -> list[str]:
+    """Return the statement line of ``b`` and its subsymbols' lines: everything but the source
+    comment, so it depends on ``b`` alone (which is what makes it memoizable)."""
+    if memo is not None:
+        # The printed body depends only on these fields; passes that rebuild a symbol with
+        # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
+        # even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
+        key = (depth, b.sym, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
+               (b.uid, b.origin) if opts.uids else None)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
     stmt = indent + ("# " if depth > 0 else "") + call_text(b)
     notes = []
     if opts.shapes:
@@ -72,11 +86,28 @@ def _symbol_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, l
         notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
     if notes:
         stmt = stmt.ljust(48) + "  # " + "  ".join(notes)
-    lines.append(stmt)
-    if depth < opts.subsymbol_depth:
+    lines = [stmt]
+    if depth < opts.subsymbol_depth and b.subsymbols:
+        sub_indent = indent + "  "
         for s in b.subsymbols:
-            lines.extend(_symbol_lines(s, opts, indent + "  ", depth + 1, last_src))
+            if s.sym == "del":
+                lines.append(sub_indent + call_text(s))
+            else:
+                lines.extend(_body_lines(s, opts, sub_indent, depth + 1, memo))
+    if memo is not None:
+        memo[key] = (b, lines)  # b keeps the objects whose ids are in the key alive
     return lines
+
+
+def _symbol_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, last_src: list,
+                  memo: dict | None = None) -> list[str]:
+    if b.sym == "del":
+        return [indent + call_text(b)]
+    if opts.source and depth == 0 and b.source is not None:
+        comment = _source_comment(b, indent, last_src)
+        if comment is not None:
+            return [comment, *_body_lines(b, opts, indent, depth, memo)]
+    return _body_lines(b, opts, indent, depth, memo)
 
 
 def header_line(trace: Trace) -> str:
@@ -86,8 +117,11 @@ def header_line(trace: Trace) -> str:
     return f'# graph {trace.graph} · {trace.chain} · after "{trace.pass_name}"{took}'
 
 
-def print_trace(trace: Trace, opts: PrintOptions = PrintOptions()) -> str:
-    """Return ``trace`` as Python source text (a ``def`` named after the chain)."""
+def print_trace(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | None = None) -> str:
+    """Return ``trace`` as Python source text (a ``def`` named after the chain).
+
+    ``memo`` (optional, one dict per ``opts``, e.g. kept across the passes of a chain) caches each
+    symbol's printed lines; traces are immutable, so a symbol a pass kept prints from the cache."""
     lines = []
     if opts.header:
         lines.append(header_line(trace))
@@ -97,7 +131,7 @@ def print_trace(trace: Trace, opts: PrintOptions = PrintOptions()) -> str:
         lines.append("  # " + "  ".join(f"{p.name}: {p.short()}" for p in trace.inputs))
     last_src = [None]
     for b in trace.symbols:
-        lines.extend(_symbol_lines(b, opts, "  ", 0, last_src))
+        lines.extend(_symbol_lines(b, opts, "  ", 0, last_src, memo))
     outs = ", ".join(format_value(o) for o in trace.outputs)
     lines.append(f"  return ({outs}{',' if len(trace.outputs) == 1 else ''})")
     return "\n".join(lines) + "\n"

@@ -115,3 +115,24 @@ def test_pass_traces_golden(tiny_passes, golden, chain, request):
     text = "\n".join(parts)
     assert str(request.path.parent) not in text  # source comments name files by base name
     golden(name, text)
+
+
+@pytest.mark.parametrize("case", list(PRINTER_CASES))
+def test_memo_prints_the_same_text(case):
+    # A memo shared by a sequence of traces that keep, rebuild (dataclasses.replace keeps args and
+    # subsymbols) and rename symbols, as passes do: every print must equal the memo-free one.
+    opts, memo = PRINTER_CASES[case], {}
+    first = hand_built()
+    rebuilt = first.replace(symbols=tuple(b.replace(executor="torch") for b in first.symbols))
+    renamed = rebuilt.replace(symbols=(rebuilt.symbols[0].replace(sym="prims.other", uid="f99"),)
+                              + rebuilt.symbols[1:])
+    for trace in (first, first, rebuilt, renamed, first):
+        assert print_trace(trace, opts, memo) == print_trace(trace, opts)
+    assert memo
+
+
+def test_pass_traces_print_the_same_with_a_memo(tiny_passes):
+    for chain in ("forward", "backward"):
+        memo = {}
+        for trace in tiny_passes.traces(chain).values():
+            assert print_trace(trace, memo=memo) == print_trace(trace)

@@ -12,6 +12,7 @@ from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
 from thundervis.compiler.printer import print_trace
 from thundervis.recording import (RecordingError, RecordingObserver, SCHEMA_VERSION, UnknownItem,
                                   open_recording)
+from thundervis.recording.trace_text import symbol_rows
 
 from core_helpers import line_of, run_cli
 
@@ -240,6 +241,34 @@ def test_cached_trace_encoder_matches_the_compiler_serializer():
     assert len(Collect.traces) > 8
     encoder = _TraceEncoder()
     assert [encoder.to_json(t) for t in Collect.traces] == [trace_to_json(t) for t in Collect.traces]
+    assert [encoder.print(t) for t in Collect.traces] == [print_trace(t) for t in Collect.traces]
+    assert ([encoder.symbol_rows(t.graph, t.chain, i, t) for i, t in enumerate(Collect.traces)]
+            == [list(symbol_rows(t.graph, t.chain, i, t)) for i, t in enumerate(Collect.traces)])
+
+
+def test_cached_trace_encoder_matches_on_unusual_values():
+    # Values off the encoder's fast paths (floats, non-finite floats, bools, dtypes, slices,
+    # non-str dict keys, non-ASCII text, several origins) must give the same text as the compiler.
+    import dataclasses
+
+    import torch
+    from thundervis.compiler.serialize import trace_to_json
+    from thundervis.recording.writer import _TraceEncoder
+
+    x, y = TensorProxy("x", (2, 3), "float32", "cpu", (3, 1)), TensorProxy("t0", (2,), "float32", "cpu", None)
+    kwargs = {"a": 1.5, "b": float("-inf"), "c": True, "d": torch.float16, "e": None, "f": slice(1, None, 2),
+              "g": (1,), "h": [2, [x]], 3: "k", "i": torch.device("cpu"), "j": ...}
+    sub = BoundSymbol("prims.sum", (x, [1]), {}, y, "f2", origin=("f1",))
+    b = BoundSymbol("aten.sum", (x,), kwargs, (y, None), "f1", origin=("d1", "d2", "d\u00e9"), seq_nr=4,
+                    source=SourceInfo("m\u00e9.py", 3, "y = x.sum(1)", "m", "forward"), aten="aten.sum.dim_IntList",
+                    executor="torch", note="n\u00e9", subsymbols=(sub,))
+    trace = Trace("forward", (x,), (b, dataclasses.replace(b, uid="f3")), (y, 2.5), chain="forward", graph=0,
+                  pass_name="p", meta={"duration_ms": 0.5, "skip": [1]})
+    encoder = _TraceEncoder()
+    for _ in range(2):  # cold, then from the cache
+        assert encoder.to_json(trace) == trace_to_json(trace)
+        assert encoder.print(trace) == print_trace(trace)
+        assert encoder.symbol_rows(0, "forward", 1, trace) == list(symbol_rows(0, "forward", 1, trace))
 
 
 def test_unchanged_passes_share_symbol_rows(recorded):

@@ -20,16 +20,12 @@ from typing import Any, Optional, Sequence
 
 from thundervis.compiler.ir import Trace
 from thundervis.compiler.observer import CompileObserver
-from thundervis.compiler.printer import print_trace
-from thundervis.compiler.serialize import trace_to_json
-
-try:  # the per-symbol encoders, to reuse the JSON of symbols a pass did not touch
-    from thundervis.compiler.serialize import FORMAT_VERSION, _bsym_json, _enc, _proxy_json
-except ImportError:  # pragma: no cover - the compiler changed: encode whole traces
-    _bsym_json = None
 
 from .dynamo_info import DynamoReasons
 from .schema import create_indexes, create_schema
+from .trace_text import TraceTextCache
+
+_TraceEncoder = TraceTextCache  # the name tests and older code use
 
 
 def _versions() -> dict:
@@ -86,7 +82,7 @@ class RecordingObserver(CompileObserver):
         self._conn.execute("PRAGMA synchronous=NORMAL")
         create_schema(self._conn, _versions()["thundervis"] or "unknown")
         self._reasons = DynamoReasons()
-        self._encoder = _TraceEncoder()
+        self._encoder = TraceTextCache()
         # (graph, chain) -> (index of the latest pass written, the pass holding its symbol rows)
         self._latest: dict[tuple, tuple[int, int]] = {}
         self.write_errors = 0
@@ -210,11 +206,12 @@ class RecordingObserver(CompileObserver):
                 # its name, header and meta).
                 prev = self._latest.get((graph, chain))
                 symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
-                trace_json = self._encoder.to_json(trace) if symbols_from == index else None
-                if name == "codegen":
+                own = symbols_from == index
+                trace_json = self._encoder.to_json(trace) if own else None
+                printed = self._encoder.print(trace) if own else None
+                rows = self._encoder.symbol_rows(graph, chain, index, trace) if own else []
+                if name == "codegen" or chain in ("dynamo", "joint"):  # the chain's last pass
                     self._encoder.forget(graph, chain)
-            printed = print_trace(trace) if symbols_from == index else None
-            rows = list(_symbol_rows(graph, chain, index, trace)) if symbols_from == index else []
             meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
         except Exception as e:
             with self._lock:
@@ -258,6 +255,9 @@ class RecordingObserver(CompileObserver):
 
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Record a compile (or first-call) failure; the chain or graph ran eagerly."""
+        if chain is not None:
+            with self._lock:
+                self._encoder.forget(graph, chain)
         def fn(c):
             c.execute("INSERT INTO failures(graph_id, chain, error, traceback, at) VALUES (?,?,?,?,?)",
                       (graph, chain, error, tb, time.time()))
@@ -289,64 +289,3 @@ class RecordingObserver(CompileObserver):
             self.note("captured_inputs", data, graph=graph, chain=chain)
             return
         self.note(event, data, graph=graph, chain=chain)
-
-
-class _TraceEncoder:
-    """``trace_to_json`` with the JSON text of each bound symbol cached by identity: passes return
-    the symbols they do not change as the same objects, so about half of a chain's symbols are
-    encoded once instead of once per pass. The output equals ``trace_to_json`` (a test checks it)."""
-
-    _MARK = "\x00symbols\x00"
-
-    def __init__(self):
-        self._cache: dict[tuple, dict] = {}  # (graph, chain) -> {id(b): (b, json text, proxies)}
-
-    def to_json(self, trace: Trace) -> str:
-        """Return ``trace`` as the same JSON text as ``trace_to_json``."""
-        if _bsym_json is None:
-            return trace_to_json(trace)
-        key = (trace.graph, trace.chain)
-        old, new = self._cache.get(key, {}), {}
-        proxies = {p.name: p for p in trace.inputs}
-        symbols = []
-        for b in trace.symbols:
-            hit = old.get(id(b))
-            if hit is None or hit[0] is not b:
-                local: dict = {}
-                text = json.dumps(_bsym_json(b, local), separators=(",", ":"))
-                hit = (b, text, list(local.values()))
-            new[id(b)] = hit
-            for p in hit[2]:
-                proxies.setdefault(p.name, p)
-            symbols.append(hit[1])
-        self._cache[key] = new
-        outputs = _enc(trace.outputs, proxies)
-        text = json.dumps({
-            "format": FORMAT_VERSION, "name": trace.name, "chain": trace.chain, "graph": trace.graph,
-            "pass": trace.pass_name, "next_uid": trace.next_uid, "next_name": trace.next_name,
-            "proxies": [_proxy_json(p) for p in proxies.values()],
-            "inputs": [p.name for p in trace.inputs], "symbols": self._MARK, "outputs": outputs,
-            "meta": {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))},
-        }, separators=(",", ":"))
-        return text.replace(json.dumps(self._MARK), "[" + ",".join(symbols) + "]", 1)
-
-    def forget(self, graph: int, chain: str) -> None:
-        """Drop the cache of a chain that finished."""
-        self._cache.pop((graph, chain), None)
-
-
-def _symbol_rows(graph: int, chain: str, index: int, trace: Trace):
-    """Yield one ``symbols`` row per bound symbol of ``trace`` (subsymbols included, ``del``
-    statements skipped: they carry no provenance)."""
-    position = 0
-    stack = [(b, None) for b in reversed(trace.symbols)]
-    while stack:
-        b, parent = stack.pop()
-        if b.sym != "del":
-            s = b.source
-            yield (graph, chain, index, position, b.uid, parent, b.sym, json.dumps(list(b.origin)),
-                   s.file if s else None, s.line if s else None, s.code if s else None,
-                   s.module if s else None, s.function if s else None, b.seq_nr, b.aten,
-                   b.executor, b.note)
-            position += 1
-            stack.extend((sub, b.uid) for sub in reversed(b.subsymbols))
