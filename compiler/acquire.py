@@ -7,6 +7,7 @@ multi-output ops is folded into the producing symbol's tuple of outputs.
 from __future__ import annotations
 
 import operator
+import re
 from typing import Any
 
 import torch
@@ -23,7 +24,14 @@ class UnsupportedGraph(Exception):
 
 
 def symbol_name(target) -> str:
-    """Return the symbol name for an FX call target (``aten.add.Tensor``, ``torch.tanh`` ...)."""
+    """Return the symbol name for an FX call target (``aten.add.Tensor``, ``torch.tanh`` ...), always
+    a dotted identifier (other characters become ``_``) because names end up in generated code."""
+    name = _raw_symbol_name(target)
+    parts = [re.sub(r"\W", "_", p) or "_" for p in name.split(".")]
+    return ".".join(p if not p[0].isdigit() else f"_{p}" for p in parts)
+
+
+def _raw_symbol_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._opname}.{target._overloadname}"
     if isinstance(target, torch._ops.HigherOrderOperator):

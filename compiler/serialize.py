@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import torch
@@ -18,6 +19,10 @@ from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy
 from .values import dtype_name, is_valid_name, torch_dtype
 
 FORMAT_VERSION = 1
+
+
+_SYMBOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_UID = re.compile(r"[A-Za-z0-9_]{1,32}")
 
 
 class TraceFormatError(ValueError):
@@ -186,6 +191,9 @@ def _load_bsym(d, proxies) -> BoundSymbol:
     _need(isinstance(d, dict), "symbol is not an object")
     sym, uid = d.get("sym"), d.get("uid")
     _need(isinstance(sym, str) and isinstance(uid, str), "symbol without sym/uid")
+    # Names end up in generated code (kernel names, callee names): only dotted identifiers pass.
+    _need(_SYMBOL_NAME.fullmatch(sym) is not None, f"bad symbol name {sym[:60]!r}")
+    _need(_UID.fullmatch(uid) is not None, f"bad uid {uid[:60]!r}")
     args = _dec(d.get("args", {"T": []}), proxies)
     kwargs = _dec(d.get("kwargs", {"K": {}}), proxies)
     _need(isinstance(args, tuple) and isinstance(kwargs, dict), f"bad arguments for {uid}")

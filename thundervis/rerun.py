@@ -285,7 +285,9 @@ def build_runner(region: Trace, kernel_name: str, executor) -> Callable[[list], 
     outputs = tuple(region.flat_outputs())
     if executor.fuses:
         prefix = getattr(executor, "kernel_prefix", KERNEL_PREFIX.get(executor.name, executor.name))
-        name = kernel_name if kernel_name.startswith(prefix + "_") else f"{prefix}_rerun"
+        # The name goes into generated kernel source: only a plain identifier is reused.
+        reusable = kernel_name.startswith(prefix + "_") and kernel_name.isidentifier()
+        name = kernel_name if reusable else f"{prefix}_rerun"
         problem = getattr(executor, "region_problem", lambda ms: None)(members)
         if problem:
             raise RuntimeError(problem)

@@ -50,7 +50,7 @@ def _first_symbol_with_subsymbols(d):
     "bad value tag", "unknown proxy dtype", "unknown dtype constant", "dangling proxy ref",
     "dangling ref in subsymbol", "non-identifier proxy name", "code as proxy name", "bool in shape",
     "wrong format version", "input not a proxy", "symbol without uid", "bad origin", "outputs not a tuple",
-    "not json", "not an object",
+    "not json", "not an object", "code as symbol name", "newline in symbol name", "code as uid",
 ])
 def test_malformed_json_is_rejected(sample, case):
     d = sample
@@ -69,6 +69,9 @@ def test_malformed_json_is_rejected(sample, case):
         "symbol without uid": lambda: _broken(d, ["symbols", 0, "uid"], None),
         "bad origin": lambda: _broken(d, ["symbols", 0, "origin"], "f0"),
         "outputs not a tuple": lambda: _broken(d, ["outputs"], {"L": []}),
+        "code as symbol name": lambda: _broken(d, ["symbols", 0, "sym"], "triton_fusion_0(fd):\n    import os\ndef x"),
+        "newline in symbol name": lambda: _broken(d, ["symbols", 0, "sym"], "prims.add\n"),
+        "code as uid": lambda: _broken(d, ["symbols", 0, "uid"], "f0; import os"),
         "not json": lambda: "{not json",
         "not an object": lambda: "[1, 2, 3]",
     }[case]()
