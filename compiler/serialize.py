@@ -1,4 +1,4 @@
-"""JSON serialization of traces, both ways, without pickle.
+"""JSON serialization of traces, both ways: plain data only, nothing is unpickled or executed.
 
 Values are tagged objects: ``{"P": name}`` a proxy reference, ``{"T": [...]}`` a tuple,
 ``{"L": [...]}`` a list, ``{"D": "float32"}`` a dtype, ``{"V": "cpu"}`` a device, ``{"F": "inf"}``

@@ -23,20 +23,14 @@ def cmd_dot(args) -> int:
     """Write the diagram of the chosen trace."""
     from thundervis import dot
     from thundervis.commands.ls import open_or_fail
-    from thundervis.commands.show import pick_chain
-    from thundervis.recording import RecordingError, UnknownItem
+    from thundervis.commands.show import pick_pass
+    from thundervis.recording import RecordingError
     fmt = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
     if fmt not in dot.FORMATS:
         raise UserError(f"cannot tell the diagram format from {args.out!r}: name it .svg, .png, .pdf or .dot.")
     rec = open_or_fail(args.recording)
     try:
-        g, c = pick_chain(rec, args.graph, args.chain)
-        if not c.passes:
-            raise UserError(f"graph {g.id} {c.kind} has no recorded pass.")
-        try:
-            p = c.find_pass(args.pass_) if args.pass_ is not None else c.passes[-1]
-        except UnknownItem as e:
-            raise UserError(str(e) + ".") from None
+        g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
         try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
         except RecordingError as e:

@@ -33,17 +33,23 @@ def pick_chain(rec, graph, chain):
         raise UserError(str(e) + ".") from None
 
 
+def pick_pass(rec, graph, chain, pass_):
+    """Return the (Graph, Chain, PassInfo) the user asked for (``pass_``: index or name, None for the
+    last pass); UserError naming the valid choices when there is no such graph, chain or pass."""
+    from thundervis.recording import UnknownItem
+    g, c = pick_chain(rec, graph, chain)
+    if not c.passes:
+        raise UserError(f"graph {g.id} {c.kind} has no recorded pass.")
+    try:
+        return g, c, (c.find_pass(pass_) if pass_ is not None else c.passes[-1])
+    except UnknownItem as e:
+        raise UserError(str(e) + ".") from None
+
+
 def cmd_show(args) -> int:
     """Print the trace of the chosen pass."""
-    from thundervis.recording import UnknownItem
     with readable(args.recording) as rec:
-        g, c = pick_chain(rec, args.graph, args.chain)
-        if not c.passes:
-            raise UserError(f"graph {g.id} {c.kind} has no recorded pass.")
-        try:
-            p = c.find_pass(args.pass_) if args.pass_ is not None else c.passes[-1]
-        except UnknownItem as e:
-            raise UserError(str(e) + ".") from None
+        g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
         if args.uids or args.no_source or args.no_shapes:
             from thundervis.compiler.printer import PrintOptions, print_trace
             trace = rec.pass_trace(g.id, c.kind, p.index)
