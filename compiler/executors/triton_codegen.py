@@ -31,9 +31,8 @@ from typing import Optional, Union
 
 from ..ir import BoundSymbol, TensorProxy
 from ..resolve import resolve_overload
-from ..values import contiguous_strides
 from . import triton_ops as ops
-from .triton_index import (Index, as_dims, broadcast_index, is_dense, linear, numel, offset, row_compatible,
+from .triton_index import (Index, as_dims, broadcast_index, linear, numel, offset, out_strides, row_compatible,
                            strides_of)
 
 
@@ -586,12 +585,6 @@ def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
     return dim, start, int(a.get("step") or 1)
 
 
-def out_strides(p: TensorProxy) -> tuple:
-    """Return the strides an output is allocated with: its recorded ones when dense, else row-major."""
-    st = strides_of(p)
-    return st if is_dense(p.shape, st) else contiguous_strides(p.shape)
-
-
 def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str) -> dict:
     """Return the tile sizes and launch shape: few large programs on CPU (the interpreter costs
     about 1 ms per program), GPU-sized tiles otherwise."""
@@ -604,9 +597,3 @@ def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str) -> dict:
     bm = max(1, min(p2(M), cap // bn))
     warps = 4 if bm * bn <= 2048 else (8 if bm * bn <= 8192 else 16)
     return {"BM": bm, "BN": bn, "grid": -(-M // bm), "num_warps": warps}
-
-
-def call_text(b: BoundSymbol) -> str:
-    """Return the printed call of ``b`` (for the comment block of a kernel module)."""
-    from ..printer import call_text as text
-    return text(b)

@@ -109,3 +109,9 @@ def row_compatible(shape, out_shape, M: int, layout: str) -> bool:
                 and all(s == 1 for s in pad[:k]):
             return True
     return False
+
+
+def out_strides(p: TensorProxy) -> tuple:
+    """Return the strides an output is allocated with: its recorded ones when dense, else row-major."""
+    st = strides_of(p)
+    return st if is_dense(p.shape, st) else contiguous_strides(p.shape)

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from ..ir import BoundSymbol, TensorProxy
 from .triton_codegen import FREE_OPS as FREE
-from .triton_codegen import Part, Unfusable, call_text, out_strides, prim_name
+from ..printer import call_text
+from .triton_codegen import Part, Unfusable, prim_name
+from .triton_index import out_strides
 from .triton_index import numel, strides_of
 
 PHASE_LIMIT = 1 << 16
