@@ -6,8 +6,15 @@ removed (DCE), 2% are replaced by two new symbols pointing back through ``origin
 12% are fused four at a time into fusion symbols, and a ``del`` follows every 20th symbol
 (liveness). Prints, per size, the alignment time, the time per symbol, and the time to render the
 whole diff as text, then checks the targets: 100k symbols aligned in under 1 s, and time per
-symbol within 2x from 1k to 100k. Targets are checked on CPU time (best of ``--repeat``), which
-other processes on a busy machine disturb less than wall time.
+symbol within 2x from 1k to 100k.
+
+How time per symbol is measured: every size diffs about 100k symbols in all (a hundred 1k pairs,
+ten 10k pairs, one 100k pair), each pair once per round, so that no diff finds its traces still in
+the CPU cache from having just diffed them. That is the case a user meets (a trace read from a
+recording), and it keeps the comparison between sizes like for like: diffing one 1k pair over and
+over keeps its ~0.5 MB in the L2 cache, which no 100k diff can have. That "hot" figure is printed
+too, for reference. Times are CPU time, best of ``--repeat`` rounds, which other processes on a
+busy machine disturb less than wall time.
 
 Run: ``python benchmarks/diff_scale.py [--sizes 1000 10000 100000] [--repeat 3]``.
 """
@@ -82,11 +89,22 @@ def synthetic_pair(n: int, seed: int = 0) -> tuple[Trace, Trace]:
     return a_trace, b_trace
 
 
-def measure(n: int, repeat: int) -> dict:
-    """Return the best-of-``repeat`` alignment and rendering times for size ``n``."""
-    a, b = synthetic_pair(n)
-    best_align = best_cpu = best_render = float("inf")
+def measure(n: int, repeat: int, total: int = 100_000) -> dict:
+    """Return, for size ``n``: the best-of-``repeat`` CPU time per symbol over ``total // n``
+    distinct pairs diffed once each (``cold``), the same for one pair diffed again and again
+    (``hot``), and the wall times of aligning and of rendering one pair."""
+    pairs = [synthetic_pair(n, seed=k) for k in range(max(1, total // n))]
+    best_cold = best_hot = best_align = best_render = float("inf")
     summary = ""
+    for _ in range(repeat):
+        cpu = 0.0
+        for a, b in pairs:
+            c0 = time.process_time()
+            d = diff_traces(a, b)
+            cpu += time.process_time() - c0
+            del d
+        best_cold = min(best_cold, cpu / len(pairs))
+    a, b = pairs[0]
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         d = diff_traces(a, b)
@@ -94,12 +112,13 @@ def measure(n: int, repeat: int) -> dict:
         unified_plain(d)
         t2 = time.perf_counter()
         best_align = min(best_align, t1 - t0)
-        best_cpu = min(best_cpu, c1 - c0)
+        best_hot = min(best_hot, c1 - c0)
         best_render = min(best_render, t2 - t1)
         summary = d.summary()
         del d
-    return {"n": n, "symbols": len(a.symbols) + len(b.symbols), "align_s": best_align, "cpu_s": best_cpu,
-            "per_symbol_us": best_cpu / n * 1e6, "render_s": best_render, "summary": summary}
+    return {"n": n, "pairs": len(pairs), "align_s": best_align, "cpu_s": best_cold,
+            "per_symbol_us": best_cold / n * 1e6, "hot_per_symbol_us": best_hot / n * 1e6,
+            "render_s": best_render, "summary": summary}
 
 
 def main(argv=None) -> int:
@@ -109,10 +128,12 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     rows = [measure(n, args.repeat) for n in args.sizes]
-    print(f"{'symbols':>9} {'align wall':>11} {'align cpu':>10} {'cpu/symbol':>11} {'render text':>12}  result")
+    print(f"{'symbols':>9} {'pairs':>5} {'align wall':>11} {'align cpu':>10} {'cpu/symbol':>11} "
+          f"{'(hot)':>8} {'render text':>12}  result")
     for r in rows:
-        print(f"{r['n']:>9} {r['align_s'] * 1e3:>9.1f}ms {r['cpu_s'] * 1e3:>8.1f}ms {r['per_symbol_us']:>9.2f}µs "
-              f"{r['render_s'] * 1e3:>10.1f}ms  {r['summary']}")
+        print(f"{r['n']:>9} {r['pairs']:>5} {r['align_s'] * 1e3:>9.1f}ms {r['cpu_s'] * 1e3:>8.1f}ms "
+              f"{r['per_symbol_us']:>9.2f}µs {r['hot_per_symbol_us']:>6.2f}µs {r['render_s'] * 1e3:>10.1f}ms  "
+              f"{r['summary']}")
     ok = True
     big = [r for r in rows if r["n"] >= 100000]
     if big and big[-1]["cpu_s"] >= 1.0:
@@ -121,7 +142,9 @@ def main(argv=None) -> int:
     per = [r["per_symbol_us"] for r in rows]
     if len(per) > 1:
         spread = max(per) / min(per)
-        print(f"time per symbol: max/min = {spread:.2f} (target <= 2)")
+        hot = [r["hot_per_symbol_us"] for r in rows]
+        print(f"time per symbol: max/min = {spread:.2f} (target <= 2); "
+              f"one pair diffed again and again (cache-hot): {max(hot) / min(hot):.2f}")
         if spread > 2:
             ok = False
             print("FAIL: time per symbol is not flat")

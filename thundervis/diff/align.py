@@ -133,43 +133,60 @@ def gc_paused():
 
 def align_lines(A: Sequence[Line], B: Sequence[Line], text_fallback: bool = True) -> list[DiffLine]:
     """Return the diff rows aligning before-lines ``A`` with after-lines ``B`` (see module doc)."""
-    b_by_uid: dict[str, int] = {}
+    n_b = len(B)
+    b_uids = [lb.uid for lb in B]
+    # First after-line per uid, built in C from the reversed list so that earlier lines win.
+    b_by_uid = dict(zip(reversed(b_uids), range(n_b - 1, -1, -1)))
+    not_first = (set() if len(b_by_uid) == n_b
+                 else {j for j, u in enumerate(b_uids) if b_by_uid[u] != j})
     made_from: dict[str, list[int]] = {}  # before-uid -> after-lines whose origin names it
-    for j, lb in enumerate(B):
+    for j, lb in [(j, lb) for j, lb in enumerate(B) if lb.origin]:
         uid = lb.uid
-        if uid not in b_by_uid:
-            b_by_uid[uid] = j
-        sym = lb.symbol
-        if sym is not None and sym.origin:
-            for o in sym.origin:
-                if o != uid:
-                    made_from.setdefault(o, []).append(j)
+        for o in lb.origin:
+            if o != uid:
+                made_from.setdefault(o, []).append(j)
+    named = bytearray(n_b)  # after-lines whose uid some origin names
+    for o in made_from:
+        j = b_by_uid.get(o)
+        if j is not None:
+            named[j] = 1
     a_row: list[Optional[DiffLine]] = [None] * len(A)  # decided rows for before-only lines
-    b_row: list[Optional[DiffLine]] = [None] * len(B)  # decided rows for after-only lines
-    a_of_b: list[Optional[int]] = [None] * len(B)  # after-line -> before-line with its uid
+    b_row: list[Optional[DiffLine]] = [None] * n_b  # decided rows for after-only lines
+    a_of_b: list[Optional[int]] = [None] * n_b  # after-line -> before-line with its uid
     origin_line: dict[str, Line] = {}  # before-lines that some after-line names in its origin
     replaced: list[tuple[int, list[int]]] = []
-    pairs: list[tuple[int, int]] = []
-    fusion_at: dict[int, Optional[Line]] = {}  # after-line index -> that line if it is a fusion
+    pair_a: list[int] = []  # identity pairs (pair_a[k], pair_b[k]), kept as two lists: no tuple each
+    pair_b: list[int] = []
+    fusion_at: dict[int, Optional[tuple[Line]]] = {}  # after-line index -> (it,) if a fusion
+    j_next = 0
     for i, la in enumerate(A):
         uid = la.uid
-        j = b_by_uid.get(uid)
-        js = made_from.get(uid) if made_from else None
+        # Most lines sit where the previous match leads: check there before probing the dicts,
+        # which on a big trace costs a cache miss per line.
+        if j_next < n_b and b_uids[j_next] == uid and j_next not in not_first:
+            j = j_next
+            js = made_from.get(uid) if named[j] else None
+        else:
+            j = b_by_uid.get(uid)
+            js = made_from.get(uid) if made_from else None
         if js is not None and uid not in origin_line:
             origin_line[uid] = la
         if j is not None and a_of_b[j] is None:
             a_of_b[j] = i
+            j_next = j + 1
             lb = B[j]
             p = lb.parent
             if p is not None:
                 fusion = fusion_at.get(p, False)
-                if fusion is False:
-                    fusion = fusion_at[p] = B[p] if is_fusion(B[p].symbol) else None
-                if fusion is not None and (la.parent is None or A[la.parent].uid != fusion.uid):
-                    a_row[i] = DiffLine(FUSED, la, lb, (fusion,), fusion.sym, "uid")
-                    b_row[j] = DiffLine(FUSED, None, lb, (la,), fusion.sym, "uid")
+                if fusion is False:  # first member seen: (kernel line,) shared by all its rows
+                    fusion = fusion_at[p] = (B[p],) if is_fusion(B[p].symbol) else None
+                if fusion is not None and (la.parent is None or A[la.parent].uid != fusion[0].uid):
+                    kernel = fusion[0].sym
+                    a_row[i] = DiffLine(FUSED, la, lb, fusion, kernel, "uid")
+                    b_row[j] = DiffLine(FUSED, None, lb, (la,), kernel, "uid")
                     continue
-            pairs.append((i, j))
+            pair_a.append(i)
+            pair_b.append(j)
         elif js:
             replaced.append((i, js))
     b_paired = [i is not None for i in a_of_b]
@@ -191,14 +208,14 @@ def align_lines(A: Sequence[Line], B: Sequence[Line], text_fallback: bool = True
 
     # Pairs out of order (a pass moved a symbol) cannot all be anchors: keep the longest
     # in-order subset, show the rest as moved.
-    js = [j for _, j in pairs]
-    anchors = pairs
-    if not all(x < y for x, y in zip(js, js[1:])):
-        keep = _lis_positions(js)
-        anchors = []
-        for k, (i, j) in enumerate(pairs):
+    anchor_a, anchor_b = pair_a, pair_b
+    if not all(x < y for x, y in zip(pair_b, pair_b[1:])):
+        keep = _lis_positions(pair_b)
+        anchor_a, anchor_b = [], []
+        for k, (i, j) in enumerate(zip(pair_a, pair_b)):
             if k in keep:
-                anchors.append((i, j))
+                anchor_a.append(i)
+                anchor_b.append(j)
             else:
                 a_row[i] = DiffLine(MOVED, a=A[i], partners=(B[j],), how="uid")
                 b_row[j] = DiffLine(MOVED, b=B[j], partners=(A[i],), how="uid")
@@ -213,7 +230,7 @@ def align_lines(A: Sequence[Line], B: Sequence[Line], text_fallback: bool = True
     out: list[DiffLine] = []
     append = out.append
     ia = jb = 0
-    for i, j in anchors:
+    for i, j in zip(anchor_a, anchor_b):
         if i > ia or j > jb:
             _gap(A, B, ia, i, jb, j, a_row, b_row, text_fallback, out)
         la, lb = A[i], B[j]

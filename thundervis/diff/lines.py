@@ -29,19 +29,23 @@ def is_fusion(b: Optional[BoundSymbol]) -> bool:
 
 class Line:
     """One printed line of a trace: a symbol (at ``depth`` 0, or a subsymbol at depth > 0), the
-    signature (uid ``<inputs>``) or the return (uid ``<return>``)."""
+    signature (uid ``<inputs>``) or the return (uid ``<return>``). ``parent`` is the position of the
+    enclosing symbol's line for a subsymbol; ``origin`` the uids its symbol was made from.
 
-    __slots__ = ("index", "uid", "depth", "symbol", "parent", "_text", "_trace")
+    Kept small on purpose: a 100k-symbol diff holds two lines per symbol, and every byte per line
+    is cache traffic when the diff aligns them.
+    """
 
-    def __init__(self, index: int, uid: str, depth: int, symbol: Optional[BoundSymbol],
-                 parent: Optional[int], trace: Optional[Trace] = None):
-        self.index = index
+    __slots__ = ("uid", "depth", "symbol", "parent", "origin", "_text")
+
+    def __init__(self, uid: str, depth: int, symbol: Optional[BoundSymbol], parent: Optional[int]):
         self.uid = uid
         self.depth = depth
         self.symbol = symbol
         self.parent = parent
+        # Copied while the symbol is at hand, so alignment need not visit the symbol again.
+        self.origin: tuple[str, ...] = symbol.origin if symbol is not None else ()
         self._text: Optional[str] = None
-        self._trace = trace
 
     @property
     def text(self) -> str:
@@ -51,11 +55,6 @@ class Line:
         return self._text
 
     @property
-    def origin(self) -> tuple[str, ...]:
-        """The uids this line's symbol was made from (empty for signature/return lines)."""
-        return self.symbol.origin if self.symbol is not None else ()
-
-    @property
     def sym(self) -> str:
         """The symbol name (``prims.add``, ``triton_fusion_0``), or ``def``/``return``."""
         if self.symbol is not None:
@@ -63,14 +62,24 @@ class Line:
         return "def" if self.uid == INPUTS_UID else "return"
 
     def __repr__(self) -> str:
-        return f"Line({self.index}, {self.uid!r}, depth={self.depth}, {self.text!r})"
+        return f"Line({self.uid!r}, depth={self.depth}, {self.text!r})"
+
+
+class EdgeLine(Line):
+    """The signature or return line of ``trace``; its text comes from the trace itself."""
+
+    __slots__ = ("trace",)
+
+    def __init__(self, uid: str, trace: Trace):
+        super().__init__(uid, 0, None, None)
+        self.trace = trace
 
 
 def line_text(line: Line) -> str:
     """Return the text of ``line`` (see :attr:`Line.text`)."""
     b = line.symbol
     if b is None:
-        t = line._trace
+        t = line.trace
         if line.uid == INPUTS_UID:
             fname = t.chain if t.chain.isidentifier() else "fn"
             return f"def {fname}({', '.join(p.name for p in t.inputs)}):"
@@ -86,20 +95,20 @@ def line_text(line: Line) -> str:
 
 def trace_lines(trace: Trace, depth: int = 1) -> list[Line]:
     """Return the lines of ``trace``: signature, symbols (subsymbols down to ``depth``), return."""
-    lines: list[Line] = [Line(0, INPUTS_UID, 0, None, None, trace)]
+    lines: list[Line] = [EdgeLine(INPUTS_UID, trace)]
     append = lines.append
 
     def add(b: BoundSymbol, d: int, parent: Optional[int]) -> None:
         me = len(lines)
-        append(Line(me, b.uid, d, b, parent))
+        append(Line(b.uid, d, b, parent))
         if d < depth:
             for s in b.subsymbols:
                 add(s, d + 1, me)
 
     for b in trace.symbols:
         if not b.subsymbols or depth == 0:
-            append(Line(len(lines), b.uid, 0, b, None))
+            append(Line(b.uid, 0, b, None))
         else:
             add(b, 0, None)
-    lines.append(Line(len(lines), RETURN_UID, 0, None, None, trace))
+    lines.append(EdgeLine(RETURN_UID, trace))
     return lines
