@@ -64,7 +64,9 @@ def _changed(a: Trace, b: Trace) -> bool:
 
 def chain_passes(executors: Sequence[Executor]) -> list[tuple[str, Callable[[Trace], Trace]]]:
     """Return the (name, pass) list for a forward/backward/inference chain, codegen excluded."""
-    passes = [("decompose", decompose), ("cse", cse), ("dce", dce), ("simplify", simplify),
+    # simplify before dce: what simplify leaves unread (the first of two cancelling transposes,
+    # say) is dead code.
+    passes = [("decompose", decompose), ("cse", cse), ("simplify", simplify), ("dce", dce),
               ("claim", functools.partial(claim, executors=executors))]
     for ex in executors:
         passes.extend(getattr(ex, "passes", lambda: [])())

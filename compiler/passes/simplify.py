@@ -1,25 +1,32 @@
-"""Pass ``simplify``: removes prims that return their input unchanged.
+"""Pass ``simplify``: removes symbols that hand back their input, or a copy nobody could tell apart.
 
-Decompositions leave identities behind: ``addmm`` becomes ``mm`` plus ``mul(bias, 1)``, ``mul(mm, 1)``
-and an add; views and conversions to the shape or dtype a value already has appear too. Each one
-would otherwise become work for a fusion (or a kernel of its own). A prim ``y = op(x, ...)`` is
-dropped when ``y`` has exactly ``x``'s shape and dtype and is one of:
+Decompositions and AOTAutograd leave such symbols behind: ``addmm`` becomes ``mm`` plus ``mul(bias,
+1)``; views and conversions to the shape or dtype a value already has appear; the backward of a
+linear layer transposes a weight gradient twice (``t(t(g))``); saved tensors come back through
+``detach``; and ``dropout(p=0)`` becomes a ``clone``. Each would otherwise cost a kernel launch or
+a host call per step. A symbol ``y = op(x, ...)`` is an identity when ``y`` has exactly ``x``'s
+shape, dtype and device, where both strides are recorded the same strides too, and it is one of:
 
 - ``mul(x, 1)``, ``mul(1, x)``, ``div(x, 1)``, ``sub(x, 0)`` (bitwise exact, NaN and -0.0 included;
   ``add(x, 0)`` is not: it turns -0.0 into +0.0, so it stays),
 - ``convert_element_type(x, dtype of x)``, ``view`` / ``expand`` to ``x``'s own shape, the identity
-  ``permute``,
+  ``permute``, ``detach`` and ``alias`` (the trace is functional, so they only rename),
+- a transpose or permute of a value that is itself a transpose or permute, the two cancelling
+  (``x`` is then the value before the first),
+- ``clone(x)`` keeping ``x``'s layout, when nothing but the clone reads ``x`` or any value sharing
+  its storage: then nobody can observe that the copy was not made (this is what eager does for
+  ``dropout(p=0)``).
 
-and, where both strides are recorded, ``y`` has ``x``'s strides (the same values in another layout
-are not the same to kernels that index by strides).
-
-Later readers of ``y`` read ``x`` instead. This applies at the top level and inside the ``subsymbols``
-of decomposed symbols. A value the trace returns, or a decomposed symbol's own output, is kept (its
-name is part of the interface). Everything else keeps its uid, names and position, so the diff of
-this pass shows exactly the removed symbols.
+Removing ``y``: later readers of ``y`` read ``x`` instead. When ``y`` is a value the trace returns
+(its name is part of the interface), ``y``'s name moves instead onto the symbol that made ``x``,
+provided that symbol is in this trace and nothing else reads ``x``; otherwise ``y`` is kept. This
+applies at the top level, and (renaming only) inside the ``subsymbols`` of decomposed symbols.
+Everything else keeps its uid, names and position, so the diff of this pass shows exactly what
+went; values left unread are dropped by ``dce``, which runs next.
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
@@ -27,19 +34,36 @@ from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
 NAME = "simplify"
 # ``_to_copy`` keywords that cannot change anything but dtype / device (checked on the proxies).
 _PLAIN_COPY_KWARGS = frozenset({"dtype", "device", "layout", "pin_memory", "non_blocking"})
+# Symbols that return an alias of their (first) input, top level or prim.
+_ALIASING_NAMES = frozenset({"aten.detach.default", "aten.alias.default", "prims.alias"})
+_TRANSPOSES = frozenset({"aten.t.default", "aten.transpose.int", "aten.permute.default", "prims.permute"})
 
 
 def _is_number(v, value) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == value
 
 
+def _same_value(x: TensorProxy, out: TensorProxy) -> bool:
+    """True when ``out`` has ``x``'s shape, dtype, device and (where both are recorded) strides."""
+    if tuple(x.shape) != tuple(out.shape) or x.dtype != out.dtype or x.device != out.device:
+        return False
+    # Same values in another layout are not the same to kernels that index by recorded strides.
+    return x.strides is None or out.strides is None or tuple(x.strides) == tuple(out.strides)
+
+
 def identity_source(b: BoundSymbol) -> Optional[TensorProxy]:
-    """Return the input ``b`` returns unchanged (None when ``b`` is not an identity)."""
+    """Return the input ``b`` returns unchanged (None when ``b`` is not such an identity; clones
+    and transposes of transposes need context, see :func:`simplify`)."""
     out = b.outputs
-    if not isinstance(out, TensorProxy) or not b.sym.startswith("prims.") or not b.args:
+    if not isinstance(out, TensorProxy) or not b.args:
+        return None
+    x = None
+    if b.sym in _ALIASING_NAMES:
+        x = b.args[0] if isinstance(b.args[0], TensorProxy) and not b.kwargs else None
+        return x if x is not None and _same_value(x, out) else None
+    if not b.sym.startswith("prims."):
         return None
     name = b.sym.removeprefix("prims.")
-    x = None
     if name in ("mul", "div", "sub") and len(b.args) == 2 and not b.kwargs:
         a0, a1 = b.args
         if name == "mul" and isinstance(a1, TensorProxy) and _is_number(a0, 1):
@@ -53,18 +77,123 @@ def identity_source(b: BoundSymbol) -> Optional[TensorProxy]:
     elif name == "permute" and len(b.args) == 2 and isinstance(b.args[0], TensorProxy):
         dims = [d % max(len(b.args[0].shape), 1) for d in b.args[1]]
         x = b.args[0] if dims == list(range(len(dims))) else None
-    if x is None or tuple(x.shape) != tuple(out.shape) or x.dtype != out.dtype or x.device != out.device:
+    if x is None or not _same_value(x, out):
         return None
-    if x.strides is not None and out.strides is not None and tuple(x.strides) != tuple(out.strides):
-        return None  # same values, other layout: later kernels index by the recorded strides
     return x
 
 
-def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy]) -> list[BoundSymbol]:
+def transpose_perm(b: BoundSymbol) -> Optional[list[int]]:
+    """Return the dimension order ``b`` gives its input when it is a transpose or permute, else None."""
+    if b.sym not in _TRANSPOSES or not b.args or not isinstance(b.args[0], TensorProxy) or b.kwargs:
+        return None
+    rank = len(b.args[0].shape)
+    perm = list(range(rank))
+    try:
+        if b.sym == "aten.t.default":
+            if rank == 2:
+                perm = [1, 0]
+        elif b.sym == "aten.transpose.int":
+            d0, d1 = (int(d) % max(rank, 1) for d in b.args[1:3])
+            perm[d0], perm[d1] = perm[d1], perm[d0]
+        else:
+            perm = [int(d) % max(rank, 1) for d in b.args[1]]
+    except (TypeError, ValueError, IndexError):
+        return None
+    return perm if sorted(perm) == list(range(rank)) else None
+
+
+def _clone_keeps_layout(b: BoundSymbol) -> Optional[TensorProxy]:
+    """Return ``x`` when ``b`` is ``clone(x)`` whose output has ``x``'s layout, else None."""
+    if b.sym != "prims.clone" or len(b.args) != 1 or not isinstance(b.args[0], TensorProxy):
+        return None
+    if set(b.kwargs) - {"memory_format"}:
+        return None
+    x, out = b.args[0], b.outputs
+    if not isinstance(out, TensorProxy) or x.strides is None or out.strides is None:
+        return None  # without recorded strides a layout-preserving copy cannot be told from a relayout
+    return x if _same_value(x, out) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _overload_returns_alias(name: str) -> bool:
+    from ..resolve import UnknownSymbol, resolve_overload
+    try:
+        schema = resolve_overload(name)._schema
+    except (UnknownSymbol, AttributeError):
+        return True  # unknown: assume it may alias
+    return any(r.alias_info is not None for r in schema.returns)
+
+
+def returns_alias(b: BoundSymbol) -> bool:
+    """True when ``b``'s outputs may share storage with its inputs (views, ``detach``, unknown ops)."""
+    if b.sym in _ALIASING_NAMES or b.sym in _TRANSPOSES:
+        return True
+    name = b.aten or (b.sym if b.sym.startswith("aten.") else None)
+    return True if name is None else _overload_returns_alias(name)
+
+
+class _TopLevel:
+    """What the top-level walk knows: where each value was made and how often it is read."""
+
+    def __init__(self, trace: Trace):
+        self.keep = {p.name for p in trace.flat_outputs()}
+        self.inputs = {p.name for p in trace.inputs}
+        self.reads: dict[str, int] = {}
+        for b in trace.symbols:
+            for p in b.flat_inputs():
+                self.reads[p.name] = self.reads.get(p.name, 0) + 1
+        self.made_at: dict[str, int] = {}  # value name -> index in ``out`` of the symbol making it
+        self.out: list[Optional[BoundSymbol]] = []
+
+    def maker(self, name: str) -> Optional[BoundSymbol]:
+        k = self.made_at.get(name)
+        return None if k is None else self.out[k]
+
+    def private(self, name: str) -> bool:
+        """True when only one symbol reads ``name`` and the trace does not return it."""
+        return name not in self.keep and name not in self.inputs and self.reads.get(name, 0) == 1
+
+    def sole_owner(self, name: str) -> bool:
+        """True when ``name``'s storage is reachable through ``name`` alone and one symbol reads it:
+        made here by an op returning fresh storage, or a view (read once) of such a value."""
+        for _ in range(64):
+            if not self.private(name):
+                return False
+            b = self.maker(name)
+            if b is None:
+                return False
+            if not returns_alias(b):
+                return True
+            srcs = b.flat_inputs()
+            if len(srcs) != 1:
+                return False
+            name = srcs[0].name
+        return False
+
+    def move_name(self, x: TensorProxy, y: TensorProxy, drop: tuple[str, ...] = ()) -> None:
+        """Make the symbol that made ``x`` make ``y`` instead; drop the symbols making ``drop``."""
+        k = self.made_at.pop(x.name)
+        self.out[k] = _rename_outputs(self.out[k], {x.name: y})
+        self.made_at[y.name] = k
+        for name in drop:
+            self.out[self.made_at.pop(name)] = None
+
+
+def _rename_outputs(b: BoundSymbol, names: dict[str, TensorProxy]) -> BoundSymbol:
+    """Return ``b`` with the values ``names`` maps renamed wherever ``b`` or its subsymbols use them."""
+    def sub(v):
+        return names.get(v.name, v) if isinstance(v, TensorProxy) else v
+    subs = tuple(_rename_outputs(s, names) for s in b.subsymbols)
+    return b.replace(args=map_structure(sub, b.args), kwargs=map_structure(sub, b.kwargs),
+                     outputs=map_structure(sub, b.outputs), subsymbols=subs)
+
+
+def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy],
+                   top: Optional[_TopLevel] = None) -> list[BoundSymbol]:
     def sub(v):
         return rename.get(v.name, v) if isinstance(v, TensorProxy) else v
 
-    out = []
+    out: list = top.out if top is not None else []
     for b in symbols:
         if b.sym == "del":
             out.append(b)
@@ -76,19 +205,65 @@ def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy
             subs = _simplify_list(b.subsymbols, own, rename)
             if len(subs) != len(b.subsymbols) or any(s is not t for s, t in zip(subs, b.subsymbols)):
                 b = b.replace(subsymbols=tuple(subs))
+        if top is not None and _remove_at_top(b, top, rename):
+            continue
         x = identity_source(b)
         if x is not None and b.outputs.name not in keep:
-            rename[b.outputs.name] = rename.get(x.name, x)
+            x = rename.get(x.name, x)
+            if top is not None:  # x now has y's readers instead of this one
+                top.reads[x.name] = top.reads.get(x.name, 0) + top.reads.get(b.outputs.name, 0) - 1
+            rename[b.outputs.name] = x
             continue
+        if top is not None:
+            for p in b.flat_outputs():
+                top.made_at[p.name] = len(out)
         out.append(b)
-    return out
+    return [b for b in out if b is not None]
+
+
+def _remove_at_top(b: BoundSymbol, top: _TopLevel, rename: dict[str, TensorProxy]) -> bool:
+    """Remove ``b`` if it is an identity only the top level can see (moving a returned name onto
+    the maker of its source, cancelling transposes, unobservable clones); True when removed."""
+    y = b.outputs
+    if not isinstance(y, TensorProxy):
+        return False
+    x, chain = identity_source(b), ()
+    perm = transpose_perm(b) if x is None else None
+    if perm is not None:
+        u = b.args[0]
+        first = top.maker(u.name)
+        first_perm = transpose_perm(first) if first is not None else None
+        if first_perm is not None and len(first_perm) == len(perm) and \
+                all(first_perm[perm[i]] == i for i in range(len(perm))) and _same_value(first.args[0], y):
+            x, chain = first.args[0], (u.name,)
+            if y.name not in top.keep:  # readers of y read x; the first transpose may go dead
+                top.reads[x.name] = top.reads.get(x.name, 0) + top.reads.get(y.name, 0)
+                rename[y.name] = rename.get(x.name, x)
+                return True
+            if not top.private(u.name):
+                return False
+    elif x is None:
+        x = _clone_keeps_layout(b)
+        if x is None or not top.sole_owner(x.name):
+            return False
+        if y.name not in top.keep:
+            top.reads[x.name] = top.reads.get(y.name, 0)
+            rename[y.name] = rename.get(x.name, x)
+            return True
+    if y.name not in top.keep or x is None:
+        return False  # plain identities whose value stays internal are handled by the caller
+    # y is returned: its name moves onto the symbol that made x, if nothing else reads x.
+    if not top.private(x.name) or top.maker(x.name) is None:
+        return False
+    top.move_name(x, y, drop=chain)
+    return True
 
 
 def simplify(trace: Trace) -> Trace:
-    """Return ``trace`` without identity prims (see the module docstring); uids and names kept."""
-    keep = {p.name for p in trace.flat_outputs()}
+    """Return ``trace`` without identity symbols (see the module docstring); uids kept."""
+    top = _TopLevel(trace)
     rename: dict[str, TensorProxy] = {}
-    symbols = _simplify_list(trace.symbols, keep, rename)
+    symbols = _simplify_list(trace.symbols, top.keep, rename, top)
     if len(symbols) == len(trace.symbols) and all(a is b for a, b in zip(symbols, trace.symbols)):
         return trace
     return trace.replace(symbols=tuple(symbols))

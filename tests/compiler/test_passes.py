@@ -233,7 +233,7 @@ def test_simplify_in_the_pipeline_removes_the_addmm_bias_identities(mlp_run):
     muls_by_one = [s for b in traces["simplify"].walk() for s in [b]
                    if s.sym == "prims.mul" and len(s.args) == 2 and s.args[1] == 1]
     assert not muls_by_one
-    before = [s for b in traces["dce"].walk() for s in [b] if s.sym == "prims.mul" and s.args[1:] == (1,)]
+    before = [s for b in traces["cse"].walk() for s in [b] if s.sym == "prims.mul" and s.args[1:] == (1,)]
     assert before, "the fixture's addmm decomposition should contain mul(x, 1)"
 
 
