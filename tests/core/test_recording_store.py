@@ -285,3 +285,39 @@ def test_unchanged_passes_share_symbol_rows(recorded):
         assert {s.pass_index for s in everything} == {q.index for q in chain.passes}
         stored = rec._rows("SELECT COUNT(*) FROM symbols WHERE graph_id=0 AND chain='forward'")[0][0]
         assert stored < len(everything)
+
+
+def _symbol_tuples(symbols):
+    return [(s.graph, s.chain, s.pass_index, s.position, s.uid, s.parent, s.sym, s.origin, s.source,
+             s.seq_nr, s.aten, s.executor, s.note) for s in symbols]
+
+
+def test_symbol_rows_are_written_when_the_run_ends_and_derived_for_a_killed_run(tmp_path):
+    """Passes are committed as they finish; their ``symbols`` rows (an index over the trace JSON)
+    come at the end. A reader of a run that never ended gets the same rows, derived from the JSON."""
+    import torch
+    from thundervis.compiler import jit
+
+    path = str(tmp_path / "live.tvrec")
+    writer = RecordingObserver(path)
+    writer.start_run(script=None, module="m", argv=["m"], cwd="/")
+    f = jit(lambda x, w: torch.tanh(x @ w).sum(), executors=["torch"], observer=writer)
+    f(torch.randn(4, 8, requires_grad=True), torch.randn(8, 8)).backward()
+    with open_recording(path) as rec:  # as a reader sees it if the writer's process dies now
+        assert rec._rows("SELECT COUNT(*) FROM main.symbols")[0][0] == 0
+        (g,) = rec.graphs()
+        derived = {c.kind: _symbol_tuples(rec.chain_symbols(g.id, c.kind)) for c in g.chains}
+        for c in g.chains:
+            last = c.passes[-1].index
+            want = list(symbol_rows(g.id, c.kind, last, rec.pass_trace(g.id, c.kind, last)))
+            assert [t[3:7] for t in _symbol_tuples(rec.symbols(g.id, c.kind, last))] == \
+                   [(r[3], r[4], r[5], r[6]) for r in want]
+            assert want and all(d[2] in {p.index for p in c.passes} for d in derived[c.kind])
+        line = next(s.source.line for s in rec.symbols(g.id, "forward", 0) if s.source)
+        assert rec.symbols_at_line(line)
+    writer.finish_run("ok", 0)
+    writer.close()
+    with open_recording(path) as rec:
+        assert rec._rows("SELECT COUNT(*) FROM main.symbols")[0][0] > 0
+        assert rec._rows("SELECT name FROM sqlite_temp_master") == []  # nothing left to derive
+        assert {c.kind: _symbol_tuples(rec.chain_symbols(g.id, c.kind)) for c in g.chains} == derived

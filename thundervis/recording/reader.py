@@ -20,7 +20,8 @@ from thundervis.compiler.ir import SourceInfo, Trace
 from thundervis.compiler.printer import header_line
 from thundervis.compiler.serialize import TraceFormatError, trace_from_json
 
-from .schema import APPLICATION_ID, SCHEMA_VERSION
+from .schema import APPLICATION_ID, INSERT_SYMBOL_ROW, SCHEMA_VERSION
+from .trace_text import symbol_rows
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CHAIN_ORDER = ("dynamo", "joint", "forward", "backward", "inference")
@@ -254,6 +255,7 @@ class Recording:
         self.path = path
         self.schema_version = schema_version
         self._conn = conn
+        self._rows_derived = False
 
     def close(self) -> None:
         """Close the file."""
@@ -394,10 +396,31 @@ class Recording:
             out.setdefault((g, c, src), []).append(i)
         return out
 
+    def _derive_missing_symbol_rows(self) -> None:
+        """Give every pass its ``symbols`` rows. The writer stores them when the run ends; for a
+        run that never ended (killed), derive them from each pass's stored trace into a temporary
+        table that shadows the stored one (the file itself stays untouched)."""
+        if self._rows_derived:
+            return
+        self._rows_derived = True
+        missing = self._rows(
+            "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
+            " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
+            " ORDER BY graph_id, chain, idx")
+        if not missing:
+            return
+        try:
+            self._conn.execute("CREATE TEMP TABLE symbols AS SELECT * FROM main.symbols")
+            for g, c, i in missing:
+                self._conn.executemany(INSERT_SYMBOL_ROW, symbol_rows(g, c, i, self.pass_trace(g, c, i)))
+        except sqlite3.Error as e:
+            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+
     def _symbols(self, where: str, params: tuple, graph: Optional[int] = None,
                  expand: bool = True) -> list[Symbol]:
         """Return the symbols matching ``where`` (with ``expand``, the rows shared by unchanged
         passes repeated for each of them), ordered by graph, chain, pass and position."""
+        self._derive_missing_symbol_rows()
         shared = self._shared_passes(graph) if expand else {}
         out = []
         for r in self._rows("SELECT graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line,"

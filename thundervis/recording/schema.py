@@ -14,7 +14,9 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``passes``: every pass of every chain: name, duration, changed, symbol count, trace JSON, text.
 - ``symbols``: every bound symbol of every pass (top level and subsymbols), for lineage queries;
   a pass that changed nothing shares the rows, JSON and text of the pass before it
-  (``passes.symbols_from``; the reader gives it its own name, header and meta back).
+  (``passes.symbols_from``; the reader gives it its own name, header and meta back). The rows are
+  an index over each pass's trace JSON: the writer stores them when the run ends, and the reader
+  derives them from the JSON for a run that never ended.
 - ``kernels``: kernels built by fusion executors (the kernel record of the compiler).
 - ``failures``: compile or first-call failures reported by the compiler (the chain ran eagerly).
 - ``events``: runtime events and notes (forced ``torch.compile`` options, writer problems ...).
@@ -208,6 +210,11 @@ CREATE INDEX IF NOT EXISTS symbols_by_uid ON symbols (graph_id, uid);
 CREATE INDEX IF NOT EXISTS symbols_by_line ON symbols (line, file);
 CREATE INDEX IF NOT EXISTS symbols_by_seq ON symbols (graph_id, seq_nr);
 """
+
+
+INSERT_SYMBOL_ROW = ("INSERT OR REPLACE INTO symbols(graph_id, chain, pass_idx, position, uid, parent, sym,"
+                     " origin, file, line, code, module, function, seq_nr, aten, executor, note)"
+                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
 
 def create_indexes(conn: sqlite3.Connection) -> None:

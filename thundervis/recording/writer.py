@@ -1,7 +1,8 @@
 """Writing a recording: :class:`RecordingObserver` turns compiler events into SQLite rows.
 
 Each event is written in its own transaction, so a crash, an exception in the user's script or a
-SIGKILL leaves everything committed so far readable. The file is in WAL mode with
+SIGKILL leaves everything committed so far readable (the ``symbols`` rows, an index over each pass's
+trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file is in WAL mode with
 ``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
 can lose the last few). Events may arrive from any thread (backward graphs compile when the first
 backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
@@ -22,7 +23,7 @@ from thundervis.compiler.ir import Trace
 from thundervis.compiler.observer import CompileObserver
 
 from .dynamo_info import DynamoReasons
-from .schema import create_indexes, create_schema
+from .schema import INSERT_SYMBOL_ROW, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
@@ -85,6 +86,11 @@ class RecordingObserver(CompileObserver):
         self._encoder = TraceTextCache()
         # (graph, chain) -> (index of the latest pass written, the pass holding its symbol rows)
         self._latest: dict[tuple, tuple[int, int]] = {}
+        # Passes whose ``symbols`` rows are still to be written, as (graph, chain, index, trace).
+        # Those rows are an index over the pass's trace JSON (stored at once); writing them when
+        # the run ends keeps ~2 µs a row off every compile, and a reader derives the rows of a
+        # recording whose run never ended (killed) from the JSON.
+        self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -143,6 +149,7 @@ class RecordingObserver(CompileObserver):
         Chains still being profiled report their partial timings first."""
         from thundervis.compiler.profiling import flush_all
         flush_all()
+        self.write_symbol_rows()
         self._write("the end of the run", lambda c: c.execute(
             "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
             (status, exit_code, traceback_text, time.time())))
@@ -157,6 +164,10 @@ class RecordingObserver(CompileObserver):
     def close(self) -> None:
         """Create the lookup indexes, checkpoint the WAL into the main file and close it; later
         events are ignored."""
+        try:
+            self.write_symbol_rows()
+        except Exception:
+            pass
         with self._lock:
             conn, self._conn = self._conn, None
             if conn is None:
@@ -209,7 +220,6 @@ class RecordingObserver(CompileObserver):
                 own = symbols_from == index
                 trace_json = self._encoder.to_json(trace) if own else None
                 printed = self._encoder.print(trace) if own else None
-                rows = self._encoder.symbol_rows(graph, chain, index, trace) if own else []
                 if name == "codegen" or chain in ("dynamo", "joint"):  # the chain's last pass
                     self._encoder.forget(graph, chain)
             meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
@@ -228,15 +238,27 @@ class RecordingObserver(CompileObserver):
                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                       (graph, chain, index, name, duration_s * 1e3, int(bool(changed)), n_symbols,
                        symbols_from, trace_json, printed, meta, time.time()))
-            c.executemany("INSERT OR REPLACE INTO symbols(graph_id, chain, pass_idx, position, uid, parent,"
-                          " sym, origin, file, line, code, module, function, seq_nr, aten, executor, note)"
-                          " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
             if name == "codegen" or chain in ("dynamo", "joint"):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
+                if own:
+                    self._pending_rows.append((graph, chain, index, trace))
+
+    def write_symbol_rows(self) -> None:
+        """Write the ``symbols`` rows of every pass recorded so far (done when the run ends)."""
+        with self._lock:
+            pending, self._pending_rows = self._pending_rows, []
+        if not pending:
+            return
+        rows_of = TraceTextCache()  # shares the rows of symbols a pass kept across a chain's passes
+
+        def fn(c):
+            for graph, chain, index, trace in pending:
+                c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
+        self._write("the symbol rows", fn)
 
     def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
         """Record the kernels a fusion executor built."""
