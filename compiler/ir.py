@@ -16,7 +16,7 @@ from typing import Any, Iterator, Optional
 CHAIN_PREFIX = {"dynamo": "d", "joint": "j", "forward": "f", "backward": "b", "inference": "i"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorProxy:
     """A named tensor value in a trace, with its metadata (strides may be unknown: None)."""
 
@@ -50,7 +50,7 @@ def short_dtype(dtype: str) -> str:
     return _SHORT.get(dtype, dtype)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SourceInfo:
     """Where a symbol came from in the user's program: file, line, code text and module path."""
 
@@ -65,7 +65,7 @@ class SourceInfo:
         return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BoundSymbol:
     """One operation in a trace: a symbol applied to arguments, producing outputs.
 
