@@ -315,9 +315,15 @@ def test_symbol_rows_are_written_when_the_run_ends_and_derived_for_a_killed_run(
             assert want and all(d[2] in {p.index for p in c.passes} for d in derived[c.kind])
         line = next(s.source.line for s in rec.symbols(g.id, "forward", 0) if s.source)
         assert rec.symbols_at_line(line)
+        # A reader following the live run sees the passes committed after it first looked.
+        f(torch.randn(4, 8, dtype=torch.float64, requires_grad=True),
+          torch.randn(8, 8, dtype=torch.float64)).backward()  # recompiles for the new dtype
+        g2 = rec.graphs()[-1]
+        assert g2.id != g.id and rec.chain_symbols(g2.id, "backward")
     writer.finish_run("ok", 0)
     writer.close()
     with open_recording(path) as rec:
         assert rec._rows("SELECT COUNT(*) FROM main.symbols")[0][0] > 0
         assert rec._rows("SELECT name FROM sqlite_temp_master") == []  # nothing left to derive
         assert {c.kind: _symbol_tuples(rec.chain_symbols(g.id, c.kind)) for c in g.chains} == derived
+        assert rec.chain_symbols(g2.id, "backward")

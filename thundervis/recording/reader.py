@@ -255,7 +255,7 @@ class Recording:
         self.path = path
         self.schema_version = schema_version
         self._conn = conn
-        self._rows_derived = False
+        self._shadow_symbols = False  # a temporary table with derived symbol rows exists
 
     def close(self) -> None:
         """Close the file."""
@@ -398,11 +398,9 @@ class Recording:
 
     def _derive_missing_symbol_rows(self) -> None:
         """Give every pass its ``symbols`` rows. The writer stores them when the run ends; for a
-        run that never ended (killed), derive them from each pass's stored trace into a temporary
-        table that shadows the stored one (the file itself stays untouched)."""
-        if self._rows_derived:
-            return
-        self._rows_derived = True
+        run that has not ended (still running, or killed), derive them from each pass's stored
+        trace into a temporary table that shadows the stored one (the file stays untouched)."""
+        # Checked on every query, not once: a viewer may follow a run that is still compiling.
         missing = self._rows(
             "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
             " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
@@ -410,9 +408,12 @@ class Recording:
         if not missing:
             return
         try:
-            self._conn.execute("CREATE TEMP TABLE symbols AS SELECT * FROM main.symbols")
+            if not self._shadow_symbols:  # from now on ``symbols`` names this temporary copy
+                self._conn.execute("CREATE TEMP TABLE symbols AS SELECT * FROM main.symbols")
+                self._shadow_symbols = True
             for g, c, i in missing:
                 self._conn.executemany(INSERT_SYMBOL_ROW, symbol_rows(g, c, i, self.pass_trace(g, c, i)))
+            self._conn.commit()  # an open transaction would pin the snapshot a live viewer reads
         except sqlite3.Error as e:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
 
