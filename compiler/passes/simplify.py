@@ -19,8 +19,12 @@ shape, dtype and device, where both strides are recorded the same strides too, a
 
 Removing ``y``: later readers of ``y`` read ``x`` instead. When ``y`` is a value the trace returns
 (its name is part of the interface), ``y``'s name moves instead onto the symbol that made ``x``,
-provided that symbol is in this trace and nothing else reads ``x``; otherwise ``y`` is kept. This
-applies at the top level, and (renaming only) inside the ``subsymbols`` of decomposed symbols.
+provided that symbol is in this trace and nothing else reads ``x``; otherwise ``y`` is kept. Where
+``op`` makes a new tensor (``mul(x, 1)``, a clone, a conversion), removing it must not make two
+values share storage that did not before: if a view of ``y`` reaches the trace's outputs, or ``y``
+is returned, ``x``'s storage must be visible nowhere else (``x`` made here, read only by ``op``,
+or a view read once of such a value). This applies at the top level; inside the ``subsymbols`` of
+decomposed symbols, whose outputs their executor always makes fresh, readers are simply rewired.
 Everything else keeps its uid, names and position, so the diff of this pass shows exactly what
 went; values left unread are dropped by ``dce``, which runs next.
 """
@@ -37,6 +41,8 @@ _PLAIN_COPY_KWARGS = frozenset({"dtype", "device", "layout", "pin_memory", "non_
 # Symbols that return an alias of their (first) input, top level or prim.
 _ALIASING_NAMES = frozenset({"aten.detach.default", "aten.alias.default", "prims.alias"})
 _TRANSPOSES = frozenset({"aten.t.default", "aten.transpose.int", "aten.permute.default", "prims.permute"})
+# Identities that return a view of their input; the other identities (``mul(x, 1)`` ...) make a new tensor.
+_ALIAS_IDENTITIES = _ALIASING_NAMES | {"prims.view", "prims.expand", "prims.permute"}
 
 
 def _is_number(v, value) -> bool:
@@ -142,6 +148,11 @@ class _TopLevel:
         for b in trace.symbols:
             for p in b.flat_inputs():
                 self.reads[p.name] = self.reads.get(p.name, 0) + 1
+        # Values whose storage reaches an output through views: renaming them changes aliasing.
+        self.escapes = set(self.keep)
+        for b in reversed(trace.symbols):
+            if returns_alias(b) and any(p.name in self.escapes for p in b.flat_outputs()):
+                self.escapes.update(p.name for p in b.flat_inputs())
         self.made_at: dict[str, int] = {}  # value name -> index in ``out`` of the symbol making it
         self.out: list[Optional[BoundSymbol]] = []
 
@@ -205,55 +216,75 @@ def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy
             subs = _simplify_list(b.subsymbols, own, rename)
             if len(subs) != len(b.subsymbols) or any(s is not t for s, t in zip(subs, b.subsymbols)):
                 b = b.replace(subsymbols=tuple(subs))
-        if top is not None and _remove_at_top(b, top, rename):
-            continue
-        x = identity_source(b)
-        if x is not None and b.outputs.name not in keep:
-            x = rename.get(x.name, x)
-            if top is not None:  # x now has y's readers instead of this one
-                top.reads[x.name] = top.reads.get(x.name, 0) + top.reads.get(b.outputs.name, 0) - 1
-            rename[b.outputs.name] = x
-            continue
         if top is not None:
+            if _remove_at_top(b, top, rename):
+                continue
             for p in b.flat_outputs():
                 top.made_at[p.name] = len(out)
+        else:
+            # Inside a decomposed symbol every value is internal: the parent's outputs are made
+            # fresh by whichever executor runs it, so readers may read x directly.
+            x = identity_source(b)
+            if x is not None and b.outputs.name not in keep:
+                rename[b.outputs.name] = rename.get(x.name, x)
+                continue
         out.append(b)
     return [b for b in out if b is not None]
 
 
+def _cancelled_transpose(b: BoundSymbol, top: _TopLevel) -> Optional[tuple[TensorProxy, str]]:
+    """Return ``(x, u)`` when ``b`` transposes ``u``, ``u`` is a transpose of ``x`` and the two
+    cancel (``b``'s output is ``x`` in value and layout); else None."""
+    perm = transpose_perm(b)
+    if perm is None:
+        return None
+    u = b.args[0]
+    first = top.maker(u.name)
+    first_perm = transpose_perm(first) if first is not None else None
+    if first_perm is None or len(first_perm) != len(perm):
+        return None
+    if any(first_perm[perm[i]] != i for i in range(len(perm))) or not _same_value(first.args[0], b.outputs):
+        return None
+    return first.args[0], u.name
+
+
 def _remove_at_top(b: BoundSymbol, top: _TopLevel, rename: dict[str, TensorProxy]) -> bool:
-    """Remove ``b`` if it is an identity only the top level can see (moving a returned name onto
-    the maker of its source, cancelling transposes, unobservable clones); True when removed."""
+    """Remove ``b`` when it is an identity (see the module docstring) and removing it changes
+    nothing anyone can observe; True when removed.
+
+    Readers of ``y`` read ``x`` instead when ``y`` is internal. When ``b`` makes a new tensor
+    (``mul(x, 1)``, a clone ...) and a view of ``y`` reaches the trace's outputs, that view would
+    come to share ``x``'s storage, so this needs ``x`` to be storage nobody else can see. A returned
+    ``y`` keeps its name: the symbol that made ``x`` makes ``y`` instead, when nothing else reads
+    ``x`` (and, for new tensors, nothing else can see its storage)."""
     y = b.outputs
     if not isinstance(y, TensorProxy):
         return False
-    x, chain = identity_source(b), ()
-    perm = transpose_perm(b) if x is None else None
-    if perm is not None:
-        u = b.args[0]
-        first = top.maker(u.name)
-        first_perm = transpose_perm(first) if first is not None else None
-        if first_perm is not None and len(first_perm) == len(perm) and \
-                all(first_perm[perm[i]] == i for i in range(len(perm))) and _same_value(first.args[0], y):
-            x, chain = first.args[0], (u.name,)
-            if y.name not in top.keep:  # readers of y read x; the first transpose may go dead
-                top.reads[x.name] = top.reads.get(x.name, 0) + top.reads.get(y.name, 0)
-                rename[y.name] = rename.get(x.name, x)
-                return True
-            if not top.private(u.name):
+    chain: tuple[str, ...] = ()
+    x = identity_source(b)
+    if x is not None:
+        copies = b.sym not in _ALIAS_IDENTITIES
+    else:
+        cancelled = _cancelled_transpose(b, top)
+        if cancelled is not None:
+            (x, u), copies = cancelled, False
+            chain = (u,)
+        else:
+            x, copies = _clone_keeps_layout(b), True
+            if x is None:
                 return False
-    elif x is None:
-        x = _clone_keeps_layout(b)
-        if x is None or not top.sole_owner(x.name):
+    if y.name not in top.keep:
+        if copies and y.name in top.escapes and not top.sole_owner(x.name):
             return False
-        if y.name not in top.keep:
-            top.reads[x.name] = top.reads.get(y.name, 0)
-            rename[y.name] = rename.get(x.name, x)
-            return True
-    if y.name not in top.keep or x is None:
-        return False  # plain identities whose value stays internal are handled by the caller
-    # y is returned: its name moves onto the symbol that made x, if nothing else reads x.
-    if not top.private(x.name) or top.maker(x.name) is None:
+        # y's readers read x now; a cancelled pair's first transpose still reads x until dce.
+        top.reads[x.name] = top.reads.get(x.name, 0) + top.reads.get(y.name, 0) - (0 if chain else 1)
+        if y.name in top.escapes:
+            top.escapes.add(x.name)
+        rename[y.name] = x
+        return True
+    if chain and not top.private(chain[0]):
+        return False
+    if top.maker(x.name) is None or not (top.sole_owner(x.name) if copies else top.private(x.name)):
         return False
     top.move_name(x, y, drop=chain)
     return True

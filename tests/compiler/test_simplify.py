@@ -189,3 +189,23 @@ def test_gpt_step_matches_eager_after_simplify(example):
     fw_before, fw_after = obs.traces[("forward", "cse")], obs.traces[("forward", "dce")]
     n_clone = [sum(b.sym == "prims.clone" for b in tr.symbols) for tr in (fw_before, fw_after)]
     assert n_clone[1] < n_clone[0]
+
+
+def test_a_new_tensor_is_not_replaced_by_its_source_where_a_view_of_it_is_returned():
+    # y = x * 1 is a new tensor; z = y.view(...) is returned. Reading x instead would return a
+    # view of the caller's input.
+    x, y, z, w = P("x"), P("y"), P("z", (6,)), P("w")
+    keep_mul = T([x], [S("prims.mul", [x, 1], y, "f0", aten="aten.mul.Tensor"),
+                       S("prims.view", [y, [6]], z, "f1", aten="aten.view.default")], [z], chain="forward")
+    assert simplify(keep_mul) is keep_mul
+    # Read by a computation only, it goes.
+    drop_mul = T([x], [S("prims.mul", [x, 1], y, "f0", aten="aten.mul.Tensor"),
+                       S("prims.exp", [y], w, "f1", aten="aten.exp.default")], [w], chain="forward")
+    out = simplify(drop_mul)
+    assert [s.uid for s in out.symbols] == ["f1"] and out.symbols[0].args[0] is x
+    # A view identity of an input is a view either way: readers may read the input.
+    v = P("v")
+    view_id = T([x], [S("prims.view", [x, [2, 3]], v, "f0", aten="aten.view.default"),
+                      S("prims.view", [v, [6]], z, "f1", aten="aten.view.default")], [z], chain="forward")
+    out = simplify(view_id)
+    assert [s.uid for s in out.symbols] == ["f1"] and out.symbols[0].args[0] is x
