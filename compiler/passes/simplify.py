@@ -176,7 +176,7 @@ class _TopLevel:
             if not returns_alias(b):
                 return True
             srcs = b.flat_inputs()
-            if len(srcs) != 1:
+            if len(srcs) != 1 or len(b.flat_outputs()) != 1:  # split's other pieces share the storage
                 return False
             name = srcs[0].name
         return False

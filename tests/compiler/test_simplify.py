@@ -209,3 +209,14 @@ def test_a_new_tensor_is_not_replaced_by_its_source_where_a_view_of_it_is_return
                       S("prims.view", [v, [6]], z, "f1", aten="aten.view.default")], [z], chain="forward")
     out = simplify(view_id)
     assert [s.uid for s in out.symbols] == ["f1"] and out.symbols[0].args[0] is x
+
+
+def test_a_clone_of_one_piece_of_a_split_stays():
+    # The other pieces share the storage (and its version counter): the copy is observable.
+    a, b, m = P("a", (2, 6)), P("b", (2, 6)), P("m", (2, 6))
+    p0, p1, y = P("p0", (2, 3), (6, 1)), P("p1", (2, 3), (6, 1)), P("y", (2, 3), (6, 1))
+    syms = [S("prims.add", [a, b], m, "f0", aten="aten.add.Tensor"),
+            S("aten.split.Tensor", [m, 3, 1], (p0, p1), "f1"),
+            S("prims.clone", [p0], y, "f2", aten="aten.clone.default")]
+    t = T([a, b], syms, [y, p1], chain="forward")
+    assert simplify(t) is t
