@@ -327,3 +327,20 @@ def test_symbol_rows_are_written_when_the_run_ends_and_derived_for_a_killed_run(
         assert rec._rows("SELECT name FROM sqlite_temp_master") == []  # nothing left to derive
         assert {c.kind: _symbol_tuples(rec.chain_symbols(g.id, c.kind)) for c in g.chains} == derived
         assert rec.chain_symbols(g2.id, "backward")
+
+
+def test_kept_traces_are_written_out_when_too_many_wait(tmp_path, monkeypatch):
+    import thundervis.recording.writer as writer_module
+    a, t0 = _proxy("a"), _proxy("t0")
+    trace = Trace("forward", (a,), (_sym("f0", "prims.neg", (a,), t0),), (t0,), chain="forward", next_uid=1)
+    path = str(tmp_path / "w.tvrec")
+    for limit, stored in ((1000, 0), (0, 1)):
+        monkeypatch.setattr(writer_module, "MAX_PENDING_SYMBOLS", limit)
+        if os.path.exists(path):
+            os.remove(path)
+        w = RecordingObserver(path)
+        w.start_run(script=None, module="m", argv=["m"], cwd="/")
+        w.pass_done(0, "forward", 0, "acquire", trace, 0.001, True)
+        with open_recording(path) as rec:  # the run is still going
+            assert rec._rows("SELECT COUNT(*) FROM main.symbols")[0][0] == stored
+        w.close()

@@ -60,6 +60,11 @@ def _device() -> str:
     return "cpu"
 
 
+# Traces kept for their symbol rows are written out once they hold this many top-level symbols
+# (about 30 MiB of IR); the train_gpt example holds 2k.
+MAX_PENDING_SYMBOLS = 50_000
+
+
 def _json(v: Any) -> str:
     return json.dumps(v, default=str)
 
@@ -91,6 +96,7 @@ class RecordingObserver(CompileObserver):
         # the run ends keeps ~2 µs a row off every compile, and a reader derives the rows of a
         # recording whose run never ended (killed) from the JSON.
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
+        self._pending_symbols = 0
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -246,11 +252,15 @@ class RecordingObserver(CompileObserver):
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
                     self._pending_rows.append((graph, chain, index, trace))
+                    self._pending_symbols += n_symbols
+                flush = self._pending_symbols > MAX_PENDING_SYMBOLS
+            if flush:  # a long run with many graphs: bound the memory the kept traces take
+                self.write_symbol_rows()
 
     def write_symbol_rows(self) -> None:
         """Write the ``symbols`` rows of every pass recorded so far (done when the run ends)."""
         with self._lock:
-            pending, self._pending_rows = self._pending_rows, []
+            pending, self._pending_rows, self._pending_symbols = self._pending_rows, [], 0
         if not pending:
             return
         rows_of = TraceTextCache()  # shares the rows of symbols a pass kept across a chain's passes
