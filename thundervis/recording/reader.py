@@ -256,6 +256,7 @@ class Recording:
         self.schema_version = schema_version
         self._conn = conn
         self._shadow_symbols = False  # a temporary table with derived symbol rows exists
+        self._rows_complete = False  # the run ended and every pass has its symbol rows
 
     def close(self) -> None:
         """Close the file."""
@@ -400,12 +401,15 @@ class Recording:
         """Give every pass its ``symbols`` rows. The writer stores them when the run ends; for a
         run that has not ended (still running, or killed), derive them from each pass's stored
         trace into a temporary table that shadows the stored one (the file stays untouched)."""
-        # Checked on every query, not once: a viewer may follow a run that is still compiling.
+        # Checked on every query while the run goes on: a viewer may follow a live compile.
+        if self._rows_complete:
+            return
         missing = self._rows(
             "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
             " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
             " ORDER BY graph_id, chain, idx")
         if not missing:
+            self._rows_complete = self._rows("SELECT status FROM run")[0][0] != "running"
             return
         try:
             if not self._shadow_symbols:  # from now on ``symbols`` names this temporary copy
