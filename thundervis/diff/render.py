@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, DiffLine, TraceDiff,
                     gc_paused, intraline_spans)
@@ -97,28 +97,34 @@ def _unified_rows(diff: TraceDiff, context: Optional[int]) -> list[Row]:
             rows.append(Row("-", d.status, d.a.depth, d.a.text, note=row_note(d, "a"), source=source_text(d.a)))
         else:
             rows.append(Row("+", d.status, d.b.depth, d.b.text, note=row_note(d, "b"), source=source_text(d.b)))
-    return _fold(rows, context) if context is not None else rows
+    return _fold(rows, context, _unified_fold_row) if context is not None else rows
 
 
-def _fold(rows: list[Row], context: int) -> list[Row]:
+def _fold(rows: list, context: int, fold_row: Callable[[int], object]) -> list:
+    """Return ``rows`` with each run of unchanged rows further than ``context`` from a change
+    replaced by ``fold_row(length of the run)``."""
     near = [False] * len(rows)
     for k, r in enumerate(rows):
         if r.status != UNCHANGED:
             for m in range(max(0, k - context), min(len(rows), k + context + 1)):
                 near[m] = True
-    out: list[Row] = []
+    out: list = []
     run = 0
     for k, r in enumerate(rows):
         if near[k]:
             if run:
-                out.append(Row("@", FOLD, 0, f"… {run} unchanged line{'s' if run != 1 else ''} …"))
+                out.append(fold_row(run))
                 run = 0
             out.append(r)
         else:
             run += 1
     if run:
-        out.append(Row("@", FOLD, 0, f"… {run} unchanged line{'s' if run != 1 else ''} …"))
+        out.append(fold_row(run))
     return out
+
+
+def _unified_fold_row(run: int) -> Row:
+    return Row("@", FOLD, 0, f"… {run} unchanged line{'s' if run != 1 else ''} …")
 
 
 def unified_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 64) -> str:
@@ -186,24 +192,7 @@ def side_rows(diff: TraceDiff, context: Optional[int] = None) -> list[SideRow]:
                                                    source=source_text(d.b)), note))
     if context is None:
         return out
-    near = [False] * len(out)
-    for k, r in enumerate(out):
-        if r.status != UNCHANGED:
-            for m in range(max(0, k - context), min(len(out), k + context + 1)):
-                near[m] = True
-    folded: list[SideRow] = []
-    run = 0
-    for k, r in enumerate(out):
-        if near[k]:
-            if run:
-                folded.append(SideRow(FOLD, None, None, f"… {run} unchanged …"))
-                run = 0
-            folded.append(r)
-        else:
-            run += 1
-    if run:
-        folded.append(SideRow(FOLD, None, None, f"… {run} unchanged …"))
-    return folded
+    return _fold(out, context, lambda run: SideRow(FOLD, None, None, f"… {run} unchanged …"))
 
 
 def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
