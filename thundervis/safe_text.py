@@ -1,0 +1,41 @@
+"""Text from a recording made safe to show on a terminal.
+
+Recordings are files people send each other, so any string read from one (a symbol name, a source
+line, a traceback, a kernel name) may hold escape sequences that retitle a terminal, clear the
+screen or hide text. Every view that prints such a string passes it through :func:`visible` (or
+:func:`visible_line` for one-line fields): control characters, C1 controls and Unicode bidi/format
+controls become visible escapes, so what the user sees is what the file holds.
+"""
+from __future__ import annotations
+
+import re
+
+# C0 controls except newline and tab, DEL, C1 controls, and the Unicode format characters that
+# reorder or hide text (bidi embeddings/overrides/isolates, zero-width joiners, BOM, ...).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+_UNSAFE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def _escape(match: re.Match) -> str:
+    ch = match.group(0)
+    code = ord(ch)
+    if ch == "\n":
+        return "\\n"
+    if ch == "\t":
+        return "\\t"
+    if ch == "\r":
+        return "\\r"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object) -> str:
+    """Return ``str(text)`` with every control character except newline and tab made visible
+    (``\\x1b``, ``\\u202e``, ...); safe to print on a terminal as several lines."""
+    s = text if isinstance(text, str) else str(text)
+    return _UNSAFE.sub(_escape, s)
+
+
+def visible_line(text: object) -> str:
+    """Return ``str(text)`` as one terminal-safe line: newlines and tabs are escaped too."""
+    s = text if isinstance(text, str) else str(text)
+    return _UNSAFE_LINE.sub(_escape, s)
