@@ -38,6 +38,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
+from .arguments import dropped_argument
 from .base import FusionExecutor, KernelBuildError, register_executor
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
@@ -124,6 +125,9 @@ class TritonExecutor(FusionExecutor):
             a = bind(b)
         except Exception as e:
             return f"cannot read the arguments of {b.sym}: {e}"
+        dropped = dropped_argument("triton", b.sym, b.aten, a, ops.HONOURED.get(name, ()))
+        if dropped is not None:
+            return dropped
         if name in ops.REDUCTIONS:
             try:
                 _, N, _ = reduction_domain(b)
@@ -168,6 +172,8 @@ class TritonExecutor(FusionExecutor):
             return f"different devices {sorted(devices)}"
         if outputs is None:
             outputs = [p for b in members for p in b.flat_outputs()]
+        if not outputs:  # a dead prim left by flattening a decomposition: a kernel would write nothing
+            return "nothing the region computes is read after it"
         try:
             generate(members, outputs, _device_kind(next(iter(devices))), phase_limit=self.phase_limit)
         except Unfusable as e:
