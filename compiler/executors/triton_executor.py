@@ -37,6 +37,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
+from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
 from .arguments import dropped_argument
 from .base import FusionExecutor, KernelBuildError, register_executor
@@ -95,9 +96,9 @@ class TritonExecutor(FusionExecutor):
             return f"{b.sym} is not a prim"
         name = prim_name(b)
         if name not in ops.SUPPORTED:
-            kind = {"mm": "matmuls stay with torch", "bmm": "matmuls stay with torch",
-                    "rand": "random numbers stay with torch (same RNG stream as eager)",
-                    "rand_like": "random numbers stay with torch (same RNG stream as eager)"}.get(name)
+            prim = PRIMS.get(name)
+            kind = {"matmul": "matmuls stay with torch",
+                    "rng": "random numbers stay with torch (same RNG stream as eager)"}.get(prim.kind if prim else "")
             return kind or f"{b.sym} has no Triton lowering"
         if self.available() is not None:
             return self.available()
