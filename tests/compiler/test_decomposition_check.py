@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import thundervis.compiler.decompositions as dec
 from thundervis.compiler import ThundervisCompiler
-from thundervis.compiler.decomposition_check import STATS, layout_differs, output_mismatch
+from thundervis.compiler.decomposition_check import STATS, is_dense, layout_differs, output_mismatch
 from thundervis.compiler.ir import BoundSymbol, Minter, Trace, TensorProxy
 from thundervis.compiler.passes.decompose import decompose
 
@@ -32,6 +32,15 @@ def test_matching_outputs_pass():
     assert output_mismatch([_p("t1", (4, 1))], [((4, 1), "float32", "cpu", (1, 1))]) is None
     assert not layout_differs((4, 1), (1, 4), (1, 1))
     assert output_mismatch([None], [None]) is None  # a non-tensor output
+
+
+def test_view_strides_are_not_compared():
+    """A diagonal (stride n + 1) or unfold (overlapping windows) is a view into another tensor; a
+    functional decomposition computes the same values into a fresh, dense tensor."""
+    assert is_dense((3, 4), (4, 1)) and is_dense((3, 4), (1, 3)) and is_dense((1, 4), (99, 1))
+    assert not is_dense((5,), (6,)) and not is_dense((3, 3, 2), (2, 1, 6))
+    assert output_mismatch([_p("d", (5,), strides=(6,))], [((5,), "float32", "cpu", (1,))]) is None
+    assert output_mismatch([_p("t", (2, 2), strides=(1, 2))], [((2, 2), "float32", "cpu", (2, 1))]) is not None
 
 
 @pytest.mark.parametrize("computed, words", [
