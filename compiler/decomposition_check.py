@@ -69,18 +69,29 @@ def layout_differs(shape, recorded: Optional[Sequence[int]], computed: Optional[
     return any(int(s) > 1 and int(x) != int(y) for s, x, y in zip(shape, recorded, computed))
 
 
-def output_mismatch(recorded: Sequence, computed: Sequence) -> Optional[str]:
+def outputs_to_restride(recorded: Sequence, computed: Sequence) -> list[int]:
+    """Return the indices of the outputs whose values match but whose layout differs from the
+    recorded dense layout: the decomposition can end them with a copy into that layout."""
+    out = []
+    for i, (want, got) in enumerate(zip(recorded, computed)):
+        if isinstance(want, TensorProxy) and got is not None and layout_differs(want.shape, want.strides, got[3]):
+            out.append(i)
+    return out
+
+
+def output_mismatch(recorded: Sequence, computed: Sequence, strides: bool = True) -> Optional[str]:
     """Return None when each computed output matches the recorded one, else one sentence saying
     which output differs and how.
 
     ``recorded``: the op's flat outputs (TensorProxy, or anything else for a non-tensor output);
     ``computed``: per output, what the decomposition produces: a tuple ``(shape, dtype name, device,
-    strides or None)`` for a tensor, None for a non-tensor.
+    strides or None)`` for a tensor, None for a non-tensor. ``strides=False`` leaves layouts to the
+    caller (see :func:`outputs_to_restride`).
     """
     t0 = time.perf_counter()
     STATS.calls += 1
     try:
-        problem = _mismatch(recorded, computed)
+        problem = _mismatch(recorded, computed, strides)
     finally:
         STATS.seconds += time.perf_counter() - t0
     if problem is not None:
@@ -88,7 +99,7 @@ def output_mismatch(recorded: Sequence, computed: Sequence) -> Optional[str]:
     return problem
 
 
-def _mismatch(recorded: Sequence, computed: Sequence) -> Optional[str]:
+def _mismatch(recorded: Sequence, computed: Sequence, check_strides: bool = True) -> Optional[str]:
     if len(recorded) != len(computed):
         return (f"its decomposition returns {len(computed)} outputs where the op is recorded with "
                 f"{len(recorded)}")
@@ -102,7 +113,7 @@ def _mismatch(recorded: Sequence, computed: Sequence) -> Optional[str]:
         if shape != tuple(want.shape) or dtype != want.dtype or device != want.device:
             return (f"its decomposition computes output {i} ({want.name}) as {_describe(shape, dtype, device)} "
                     f"where the op is recorded with {want.short()}")
-        if layout_differs(shape, want.strides, strides):
+        if check_strides and layout_differs(shape, want.strides, strides):
             return (f"its decomposition computes output {i} ({want.name}) with strides {tuple(strides)} "
                     f"where the op is recorded with {tuple(want.strides)}")
     return None
