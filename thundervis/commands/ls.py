@@ -88,7 +88,8 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     groups). Recorded strings are made terminal-safe."""
     from thundervis.recording.fallbacks import TORCH_OP
     v = visible_line
-    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly"]
+    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
+             else "no chain was compiled"]
     loud = [f for f in d["fallbacks"] if f["kind"] != TORCH_OP]
     for f in loud:
         where = f" · {v(f['source'])}" if f["source"] else ""
