@@ -367,6 +367,33 @@ def _polygamma(n, x):
     return aten.digamma.default(x) if n == 0 else NotImplemented
 
 
+def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """CPU flash attention as the math it computes: ``(softmax(q k^T * scale + mask) v, logsumexp)``.
+
+    PyTorch's own decomposition returns the attention weights ``[B, H, L, S]`` as the second output,
+    where the op returns the logsumexp ``[B, H, L]`` its backward reads; this one returns both as
+    the op does (the decomposition check then puts the output in the op's memory layout)."""
+    if dropout_p or q.dtype not in (torch.float32, torch.float64) or q.dim() != 4 \
+            or q.shape[1] != k.shape[1] or q.shape[1] != v.shape[1]:
+        return NotImplemented  # random dropout, low precision, grouped heads: torch runs the op
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal and L > S:
+        return NotImplemented  # rows with no key at all: the kernel's convention, not the math's
+    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)),
+                        scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5))
+    neg_inf = aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device)
+    if is_causal:
+        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
+        s = aten.where.self(keep, s, neg_inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            return NotImplemented  # a row masked entirely follows the kernel's convention
+        s = aten.add.Tensor(s, attn_mask)
+    lse = aten.logsumexp.default(s, [-1])
+    p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
+    return aten.matmul.default(p, v), lse
+
+
 ATEN_LOWERINGS = {
     aten.full_like.default: _full_like,
     aten.empty_permuted.default: _empty_permuted,
@@ -392,6 +419,7 @@ ATEN_LOWERINGS = {
     aten.isin.Tensor_Tensor: _isin,
     aten.angle.default: _angle,
     aten.polygamma.default: _polygamma,
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_cpu,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
     aten.max.default: _reduce_all(aten.amax.default),
