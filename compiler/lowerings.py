@@ -394,6 +394,49 @@ def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=N
     return aten.matmul.default(p, v), lse
 
 
+def _replication_pad_backward(dims: int):
+    """The gradient of replication padding over the last ``dims`` dims: each output position adds
+    its gradient to the input position it copied (the clamped index), one dim at a time."""
+    def lower(grad, x, padding):
+        g = grad
+        for i in range(dims):
+            d = x.dim() - 1 - i  # padding lists the last dim first: (left, right, top, bottom ...)
+            before, size = padding[2 * i], x.shape[d]
+            idx = aten.arange.start_step(0, g.shape[d], 1, dtype=torch.int64, device=g.device)
+            idx = aten.clamp.default(aten.sub.Tensor(idx, before), 0, size - 1)
+            shape = list(g.shape)
+            shape[d] = size
+            zeros = aten.full.default(shape, 0, dtype=g.dtype, device=g.device)
+            g = aten.index_add.default(zeros, d, idx, g)
+        return g
+    return lower
+
+
+def _pool_matrix(out_size: int, in_size: int, like):
+    """The [in_size, out_size] matrix of adaptive average pooling along one dim: entry (i, o) is
+    1 / window length when input i lies in output o's window [o*I//O, ceil((o+1)*I/O))."""
+    o = aten.unsqueeze.default(aten.arange.start_step(0, out_size, 1, dtype=torch.int64, device=like.device), 0)
+    i = aten.unsqueeze.default(aten.arange.start_step(0, in_size, 1, dtype=torch.int64, device=like.device), 1)
+    start = aten.div.Tensor_mode(aten.mul.Tensor(o, in_size), out_size, rounding_mode="floor")
+    end = aten.div.Tensor_mode(aten.add.Tensor(aten.mul.Tensor(o, in_size), in_size + out_size - 1), out_size,
+                               rounding_mode="floor")
+    inside = aten.logical_and.default(aten.ge.Tensor(i, start), aten.lt.Tensor(i, end))
+    weight = aten._to_copy.default(aten.reciprocal.default(aten._to_copy.default(aten.sub.Tensor(end, start),
+                                                                                 dtype=torch.float64)),
+                                   dtype=like.dtype)
+    return aten.where.self(inside, weight, aten.full.default([], 0, dtype=like.dtype, device=like.device))
+
+
+def _adaptive_avg_pool2d_backward(grad, x):
+    """Each input element gets the gradient of every window it lies in, over the window's size:
+    ``P_h @ grad @ P_w^T`` with the pooling matrices of both dims."""
+    if not grad.is_floating_point():
+        return NotImplemented
+    ph = _pool_matrix(grad.shape[-2], x.shape[-2], grad)
+    pw = _pool_matrix(grad.shape[-1], x.shape[-1], grad)
+    return aten.matmul.default(aten.matmul.default(ph, grad), aten.transpose.int(pw, 0, 1))
+
+
 ATEN_LOWERINGS = {
     aten.full_like.default: _full_like,
     aten.empty_permuted.default: _empty_permuted,
@@ -419,6 +462,10 @@ ATEN_LOWERINGS = {
     aten.isin.Tensor_Tensor: _isin,
     aten.angle.default: _angle,
     aten.polygamma.default: _polygamma,
+    aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool2d_backward,
+    aten.replication_pad1d_backward.default: _replication_pad_backward(1),
+    aten.replication_pad2d_backward.default: _replication_pad_backward(2),
+    aten.replication_pad3d_backward.default: _replication_pad_backward(3),
     aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_cpu,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
