@@ -1,0 +1,368 @@
+"""Everything the widgets read from a recording, as JSON-ready values: the one module of the
+notebook extension that touches the reader API (``thundervis.recording``), the diff engine
+(``thundervis.diff``) and the fusion diagrams (``thundervis.dot``).
+
+:class:`RecordingData` builds the payload sent to the browser once (:meth:`~RecordingData.payload`:
+graphs, chains, passes, each pass's trace lines, the diff of every pass against the one before,
+kernels with timings, the fusion diagram) and answers the browser's later requests (a diff of any
+two passes, one symbol's details and lineage, the diagram of one module). Strings go out as they
+were recorded; the browser shows them with ``textContent`` and the static HTML escapes them.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+from thundervis.diff import diff_traces, trace_lines
+from thundervis.diff.lines import is_fusion
+from thundervis.diff.render import side_rows
+from thundervis.recording import RecordingError, UnknownItem, open_recording
+
+# Above this many top-level symbols the fusion diagram starts collapsed (one node per kernel).
+COLLAPSE_ABOVE = 60
+# Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
+DIAGRAM_LIMIT = 4000
+
+
+class DataError(Exception):
+    """A request the recording cannot answer; the message is one sentence for the user."""
+
+
+def open_source(obj):
+    """Return (Recording, graph ids to show or None for all) for ``obj``: a recording path, an open
+    recording, or a function/module compiled with ``thundervis.jit`` in this process. Raise
+    :class:`DataError` (one sentence) for anything else."""
+    from thundervis.recording import Recording
+    from thundervis.session import flush, recording_of
+    if isinstance(obj, RecordingData):
+        return obj.rec, obj.graph_ids
+    if isinstance(obj, Recording):
+        return obj, None
+    if isinstance(obj, (str, os.PathLike)):
+        try:
+            return open_recording(os.fspath(obj)), None
+        except RecordingError as e:
+            raise DataError(str(e)) from None
+    found = recording_of(obj)
+    if found is not None:
+        path, graphs = found
+        if not graphs:
+            raise DataError("this object was compiled with thundervis.jit but has not run yet: call it once, "
+                            "then show it.")
+        flush()
+        return open_recording(path, check=False), graphs
+    raise DataError(f"cannot show a {type(obj).__name__}: give a recording path, an open recording, or a "
+                    "function or module compiled with thundervis.jit in this kernel.")
+
+
+def _source_json(s) -> Optional[dict]:
+    if s is None:
+        return None
+    return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "label": s.label()}
+
+
+def _eager(graph, chain) -> Optional[str]:
+    """Return why ``chain`` of ``graph`` ran eagerly (its failure), or None when it ran compiled."""
+    for f in graph.failures:
+        if f.chain is None or f.chain == chain.kind:
+            return f.error
+    if chain.status == "failed":
+        return chain.error or "the chain failed to compile"
+    return None
+
+
+class RecordingData:
+    """JSON-ready views of one recording (optionally limited to some graphs), safe to call from
+    the kernel's comm thread (one lock around the reader)."""
+
+    def __init__(self, rec, graph_ids=None, label: Optional[str] = None):
+        self.rec = rec
+        self.graph_ids = tuple(graph_ids) if graph_ids else None
+        self.label = label
+        self._lock = threading.Lock()
+        self._traces: dict = {}
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def graphs(self) -> list:
+        """Return the recorded graphs (only the selected ones)."""
+        with self._lock:
+            graphs = self.rec.graphs()
+        return [g for g in graphs if self.graph_ids is None or g.id in self.graph_ids]
+
+    def _graph(self, graph: int):
+        for g in self.graphs():
+            if g.id == graph:
+                return g
+        raise DataError(f"no graph {graph} here (graphs: {', '.join(str(g.id) for g in self.graphs()) or 'none'}).")
+
+    def trace(self, graph: int, chain: str, index: int):
+        """Return the trace of one pass (cached)."""
+        key = (graph, chain, index)
+        if key not in self._traces:
+            try:
+                with self._lock:
+                    self._traces[key] = self.rec.pass_trace(graph, chain, index)
+            except (UnknownItem, RecordingError) as e:
+                raise DataError(str(e)) from None
+        return self._traces[key]
+
+    def _timings(self):
+        try:
+            with self._lock:
+                return self.rec.timings()
+        except RecordingError:
+            return None
+
+    # -- JSON pieces --------------------------------------------------------------------------
+
+    def lines_json(self, graph: int, chain: str, index: int, infos: "_Interner") -> list:
+        """Return the lines of one pass as ``[uid, depth, text, info index]`` (info: the symbol's
+        op, source, module, executor, note and kernel, interned in ``infos``)."""
+        out = []
+        for ln in trace_lines(self.trace(graph, chain, index)):
+            b = ln.symbol
+            info = None
+            if b is not None:
+                info = infos.add({"sym": b.sym, "source": _source_json(b.source), "executor": b.executor,
+                                  "note": b.note, "aten": b.aten, "seq_nr": b.seq_nr,
+                                  "kernel": b.sym if is_fusion(b) else None})
+            out.append([ln.uid, ln.depth, ln.text, info])
+        return out
+
+    def diff(self, graph: int, chain: str, a: int, b: int):
+        """Return the :class:`~thundervis.diff.TraceDiff` of passes ``a`` -> ``b`` of one chain."""
+        c = self._chain(graph, chain)
+        pa, pb = self._pass(c, a), self._pass(c, b)
+        d = diff_traces(self.trace(graph, chain, pa.index), self.trace(graph, chain, pb.index))
+        d.before = f"{pa.index} {pa.name}"
+        d.after = f"{pb.index} {pb.name}"
+        return d
+
+    def diff_json(self, graph: int, chain: str, a: int, b: int) -> dict:
+        """Return the side-by-side diff of passes ``a`` -> ``b`` of one chain (see :func:`diff_json`)."""
+        return diff_json(self.diff(graph, chain, a, b), graph, chain, a, b)
+
+    def _chain(self, graph: int, chain: str):
+        try:
+            return self._graph(graph).chain(chain)
+        except UnknownItem as e:
+            raise DataError(str(e) + ".") from None
+
+    @staticmethod
+    def _pass(c, which):
+        try:
+            return c.find_pass(which)
+        except UnknownItem as e:
+            raise DataError(str(e) + ".") from None
+
+    def kernels_json(self, graph) -> list:
+        """Return the kernels of ``graph`` with their timing (when profiled)."""
+        tm = self._timings()
+        out = []
+        for k in graph.kernels:
+            t = tm.by_name(graph.id, k.name) if tm is not None else None
+            sources = [{"file": s.get("file"), "line": s.get("line"), "code": s.get("code"),
+                        "module": s.get("module"), "label": f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"}
+                       for s in k.source_lines if isinstance(s, dict)]
+            out.append({"id": k.id, "name": k.name, "executor": k.executor, "chain": k.chain, "uid": k.uid,
+                        "n_ops": len(k.ops), "ops": list(k.ops), "members": list(k.members), "note": k.note,
+                        "sources": sources, "timing": t.as_json() if t is not None else None})
+        return out
+
+    def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
+                collapse: Optional[bool] = None) -> dict:
+        """Return the fusion diagram of one pass (default: the last) as
+        ``{"svg", "collapsed", "module", "modules", "error"}``; ``collapse`` None: collapsed when the
+        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG."""
+        from thundervis.dot import RenderError, modules_of, trace_to_svg
+        c = self._chain(graph, chain)
+        if not c.passes:
+            return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
+        p = c.passes[-1] if index is None else self._pass(c, index)
+        trace = self.trace(graph, chain, p.index)
+        n = len(trace.symbols)
+        collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
+        out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
+               "pass": p.index, "error": None}
+        tm = self._timings()
+        times = {t.name: t.median_us for t in tm.for_chain(graph, chain)} if tm is not None else {}
+        try:
+            out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times)
+        except (RenderError, ValueError, ImportError) as e:
+            out["error"] = str(e)
+        return out
+
+    def detail_json(self, graph: int, chain: str, index: int, uid: str) -> dict:
+        """Return what the widget shows about one symbol: its lineage through every pass and chain
+        (``thundervis.recording.lineage``) and where it ended."""
+        from thundervis.recording import lineage_of_uid
+        try:
+            with self._lock:
+                lin = lineage_of_uid(self.rec, graph, uid)
+        except (UnknownItem, RecordingError) as e:
+            raise DataError(str(e)) from None
+        chains = []
+        for cl in lin.chains:
+            steps = [{"pass": st.pass_index, "name": st.pass_name,
+                      "symbols": [[s.uid, s.sym, s.executor] for s in st.symbols], "n_sub": st.n_sub}
+                     for st in cl.steps]
+            ends = [{"uid": e.symbol.uid, "sym": e.symbol.sym, "executor": e.executor,
+                     "kernel": e.kernel.name if e.kernel is not None else None} for e in cl.ends]
+            chains.append({"chain": cl.chain, "link": cl.link, "steps": steps, "ends": ends})
+        return {"graph": graph, "chain": chain, "pass": index, "uid": uid,
+                "source": _source_json(lin.source), "lineage": chains}
+
+    # -- the payload ----------------------------------------------------------------------------
+
+    def title(self) -> str:
+        """Return what the widget's header says: the label, else the run's target."""
+        if self.label:
+            return self.label
+        with self._lock:
+            run = self.rec.run()
+        return run.target
+
+    def payload(self, *, with_diagrams: bool = True) -> dict:
+        """Return everything the browser needs to step through passes without asking again."""
+        infos = _Interner()
+        with self._lock:
+            run = self.rec.run()
+        graphs = []
+        for g in self.graphs():
+            chains = []
+            for c in g.chains:
+                passes, lines, diffs = [], {}, {}
+                held = None
+                for p in c.passes:
+                    # an unchanged pass shows the trace of the pass before it (sent once)
+                    same = held if (not p.changed and held is not None) else None
+                    passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
+                                   "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
+                    if same is None:
+                        lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos)
+                        held = p.index
+                for prev, p in zip(c.passes, c.passes[1:]):
+                    if p.changed:
+                        diffs[f"{prev.index}:{p.index}"] = self.diff_json(g.id, c.kind, prev.index, p.index)
+                diagram = None
+                if with_diagrams and c.passes and any(k.chain == c.kind for k in g.kernels):
+                    n = c.passes[-1].n_symbols
+                    diagram = (self.diagram(g.id, c.kind) if n <= DIAGRAM_LIMIT else
+                               {"svg": None, "collapsed": True, "module": None, "modules": [], "pass": None,
+                                "error": f"{n} symbols: pick a module to draw"})
+                chains.append({"kind": c.kind, "status": c.status, "error": c.error, "eager": _eager(g, c),
+                               "passes": passes, "lines": lines, "diffs": diffs, "diagram": diagram})
+            graphs.append({"id": g.id, "reason": g.reason, "graph_break_reason": g.graph_break_reason,
+                           "compile_s": g.compile_s, "chains": chains,
+                           "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
+                           "kernels": self.kernels_json(g)})
+        return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
+                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items}
+
+    def handle(self, request: dict) -> dict:
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram", ...}``)."""
+        what = request.get("what")
+        g, c = int(request["graph"]), str(request["chain"])
+        if what == "diff":
+            return self.diff_json(g, c, int(request["a"]), int(request["b"]))
+        if what == "detail":
+            return self.detail_json(g, c, int(request["pass"]), str(request["uid"]))
+        if what == "diagram":
+            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+        raise DataError(f"unknown request {what!r}")
+
+
+class _Interner:
+    """Numbers equal JSON-able dicts so each distinct one is sent once."""
+
+    def __init__(self):
+        self.items: list = []
+        self._index: dict = {}
+
+    def add(self, item: dict) -> int:
+        import json
+        key = json.dumps(item, sort_keys=True)
+        if key not in self._index:
+            self._index[key] = len(self.items)
+            self.items.append(item)
+        return self._index[key]
+
+
+def diff_json(d, graph: int, chain: str, a: int, b: int) -> dict:
+    """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
+    :func:`thundervis.diff.render.side_rows` as ``[status, left, right, note]`` with each cell
+    ``[marker, depth, text, spans, uid, source]`` or None."""
+    def cell(r):
+        return None if r is None else [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, r.source]
+    rows = [[s.status, cell(s.left), cell(s.right), s.note] for s in side_rows(d)]
+    return {"graph": graph, "chain": chain, "a": a, "b": b, "before": d.before, "after": d.after,
+            "counts": d.counts(), "summary": d.summary(), "rows": rows}
+
+
+# -- thundervis.diff(a, b): two passes, or two recordings -----------------------------------------
+
+def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
+    """Split a pass selector ``(source, pass)``, ``(source, chain, pass)`` or ``(source, graph,
+    chain, pass)`` into (RecordingData, graph id, chain kind, PassInfo)."""
+    parts = list(spec)
+    if not 2 <= len(parts) <= 4:
+        raise DataError("a pass is (source, pass), (source, chain, pass) or (source, graph, chain, pass).")
+    source, which = parts[0], parts[-1]
+    if len(parts) >= 3:
+        chain = parts[-2]
+    if len(parts) == 4:
+        graph = parts[1]
+    data = RecordingData(*open_source(source))
+    graphs = data.graphs()
+    if not graphs:
+        raise DataError(f"{data.rec.path} holds no compiled graph.")
+    if graph is None:
+        kinds = [chain] if chain else ["forward", "inference"]
+        g = next((g for g in graphs if any(c.kind in kinds for c in g.chains)), graphs[0])
+    else:
+        g = data._graph(int(graph))
+    if chain is None:
+        kinds = [c.kind for c in g.chains]
+        chain = next((k for k in ("forward", "inference", "backward") if k in kinds), kinds[0] if kinds else "")
+    c = data._chain(g.id, chain)
+    return data, g.id, c.kind, data._pass(c, which)
+
+
+def passes_diff_json(a, b, *, graph: Optional[int] = None, chain: Optional[str] = None):
+    """Return (payload, TraceDiff) for the diff of two passes, each ``(source, [graph,] [chain,]
+    pass)``; the sources may be different recordings (the traces align by uid, then by text)."""
+    da, ga, ca, pa = _pass_spec(a, graph, chain)
+    db, gb, cb, pb = _pass_spec(b, graph, chain)
+    if da.rec.path == db.rec.path and (ga, ca) == (gb, cb):
+        d = da.diff(ga, ca, pa.index, pb.index)
+        d.before = f"graph {ga} {ca} {d.before}"
+        d.after = f"graph {gb} {cb} {d.after}"
+    else:
+        d = diff_traces(da.trace(ga, ca, pa.index), db.trace(gb, cb, pb.index))
+        d.before = f"{da.title()} graph {ga} {ca} {pa.index} {pa.name}"
+        d.after = f"{db.title()} graph {gb} {cb} {pb.index} {pb.name}"
+    out = diff_json(d, ga, ca, pa.index, pb.index)
+    return {"schema": 1, "kind": "passes", "title": f"{d.before} → {d.after}", "diff": out}, d
+
+
+def runs_diff_json(a, b) -> dict:
+    """Return the comparison of two recordings (fusions added, removed, split, merged; kernel time
+    deltas) from :mod:`thundervis.diff.runs`."""
+    from thundervis.diff.runs import compare_runs, run_side_from_recording
+    sides = []
+    for src in (a, b):
+        data = RecordingData(*open_source(src))
+        try:
+            sides.append(run_side_from_recording(data.rec, label=data.title() + f" ({os.path.basename(data.rec.path)})"))
+        except RecordingError as e:
+            raise DataError(str(e)) from None
+    comp = compare_runs(*sides)
+    return {"schema": 1, "kind": "runs", "title": f"{comp.a} → {comp.b}", "comparison": comp.as_json(),
+            "text": comp.render_text()}
+
+
+def is_pass_spec(x) -> bool:
+    """Return True when ``x`` selects a pass (a tuple or list), not a whole recording."""
+    return isinstance(x, (tuple, list))
