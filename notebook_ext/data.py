@@ -17,7 +17,7 @@ from typing import Optional
 from thundervis.diff import diff_traces, trace_lines
 from thundervis.diff.lines import is_fusion
 from thundervis.diff.render import side_rows
-from thundervis.recording import RecordingError, UnknownItem, open_recording
+from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
 
 # Above this many top-level symbols the fusion diagram starts collapsed (one node per kernel).
 COLLAPSE_ABOVE = 60
@@ -82,14 +82,23 @@ class RecordingData:
         self.label = label
         self._lock = threading.Lock()
         self._traces: dict = {}
+        self._overview = None
 
     # -- reading ------------------------------------------------------------------------------
 
+    def overview(self):
+        """Return the recording's :class:`~thundervis.recording.Overview` (read once, cached)."""
+        if self._overview is None:
+            try:
+                with self._lock:
+                    self._overview = self.rec.overview()
+            except RecordingError as e:
+                raise DataError(str(e)) from None
+        return self._overview
+
     def graphs(self) -> list:
         """Return the recorded graphs (only the selected ones)."""
-        with self._lock:
-            graphs = self.rec.graphs()
-        return [g for g in graphs if self.graph_ids is None or g.id in self.graph_ids]
+        return [g for g in self.overview().graphs if self.graph_ids is None or g.id in self.graph_ids]
 
     def _graph(self, graph: int):
         for g in self.graphs():
@@ -103,17 +112,10 @@ class RecordingData:
         if key not in self._traces:
             try:
                 with self._lock:
-                    self._traces[key] = self.rec.pass_trace(graph, chain, index)
+                    self._traces[key] = self.rec.pass_trace(PassRef(graph, chain, index))
             except (UnknownItem, RecordingError) as e:
                 raise DataError(str(e)) from None
         return self._traces[key]
-
-    def _timings(self):
-        try:
-            with self._lock:
-                return self.rec.timings()
-        except RecordingError:
-            return None
 
     # -- JSON pieces --------------------------------------------------------------------------
 
@@ -157,19 +159,11 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
-    def kernels_json(self, graph) -> list:
-        """Return the kernels of ``graph`` with their timing (when profiled)."""
-        tm = self._timings()
-        out = []
-        for k in graph.kernels:
-            t = tm.by_name(graph.id, k.name) if tm is not None else None
-            sources = [{"file": s.get("file"), "line": s.get("line"), "code": s.get("code"),
-                        "module": s.get("module"), "label": f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"}
-                       for s in k.source_lines if isinstance(s, dict)]
-            out.append({"id": k.id, "name": k.name, "executor": k.executor, "chain": k.chain, "uid": k.uid,
-                        "n_ops": len(k.ops), "ops": list(k.ops), "members": list(k.members), "note": k.note,
-                        "sources": sources, "timing": t.as_json() if t is not None else None})
-        return out
+    @staticmethod
+    def kernels_json(graph) -> list:
+        """Return the kernels of ``graph`` (``KernelInfo.as_json()``: ops, members, source lines,
+        timing when profiled)."""
+        return [k.as_json() for k in graph.kernels]
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
                 collapse: Optional[bool] = None) -> dict:
@@ -186,8 +180,7 @@ class RecordingData:
         collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
         out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
                "pass": p.index, "error": None}
-        tm = self._timings()
-        times = {t.name: t.median_us for t in tm.for_chain(graph, chain)} if tm is not None else {}
+        times = {t.name: t.median_us for t in self._graph(graph).timings.for_chain(graph, chain)}
         try:
             out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times)
         except (RenderError, ValueError, ImportError) as e:
@@ -195,24 +188,18 @@ class RecordingData:
         return out
 
     def detail_json(self, graph: int, chain: str, index: int, uid: str) -> dict:
-        """Return what the widget shows about one symbol: its lineage through every pass and chain
-        (``thundervis.recording.lineage``) and where it ended."""
-        from thundervis.recording import lineage_of_uid
+        """Return what the widget shows about one symbol: ``{"detail": SymbolDetail.as_json(),
+        "lineage": Lineage.as_json()}`` (source snippet, module path, what it came from and
+        became, kernel, backward twins, timing, fallback reason; its lineage through every pass and
+        chain)."""
         try:
             with self._lock:
-                lin = lineage_of_uid(self.rec, graph, uid)
+                detail = self.rec.symbol(PassRef(graph, chain, index), uid)
+                lineage = self.rec.lineage_of_uid(graph, uid)
         except (UnknownItem, RecordingError) as e:
             raise DataError(str(e)) from None
-        chains = []
-        for cl in lin.chains:
-            steps = [{"pass": st.pass_index, "name": st.pass_name,
-                      "symbols": [[s.uid, s.sym, s.executor] for s in st.symbols], "n_sub": st.n_sub}
-                     for st in cl.steps]
-            ends = [{"uid": e.symbol.uid, "sym": e.symbol.sym, "executor": e.executor,
-                     "kernel": e.kernel.name if e.kernel is not None else None} for e in cl.ends]
-            chains.append({"chain": cl.chain, "link": cl.link, "steps": steps, "ends": ends})
         return {"graph": graph, "chain": chain, "pass": index, "uid": uid,
-                "source": _source_json(lin.source), "lineage": chains}
+                "detail": detail.as_json(), "lineage": lineage.as_json()}
 
     # -- the payload ----------------------------------------------------------------------------
 
@@ -220,15 +207,12 @@ class RecordingData:
         """Return what the widget's header says: the label, else the run's target."""
         if self.label:
             return self.label
-        with self._lock:
-            run = self.rec.run()
-        return run.target
+        return self.overview().run.target
 
     def payload(self, *, with_diagrams: bool = True) -> dict:
         """Return everything the browser needs to step through passes without asking again."""
         infos = _Interner()
-        with self._lock:
-            run = self.rec.run()
+        run = self.overview().run
         graphs = []
         for g in self.graphs():
             chains = []

@@ -73,7 +73,7 @@ def _kernels_table(kernels: list) -> str:
     for k in kernels:
         t = k.get("timing")
         med = f"{t['median_us']:.1f} µs" if t and t.get("median_us") is not None else "–"
-        srcs = ", ".join(s["label"] for s in k.get("sources", []))
+        srcs = ", ".join(k.get("sources", []))
         rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
