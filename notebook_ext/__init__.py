@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .data import DataError, RecordingData, is_pass_spec, open_source, passes_diff_json, runs_diff_json  # noqa: F401
+from .data import DataError, RecordingData, is_pass_spec, label_of, open_source, passes_diff_json, runs_diff_json  # noqa: F401
 
 
 def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_=None, compare=None,
@@ -20,7 +20,7 @@ def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_
     for something that is not a recording."""
     from .widget import RecordingWidget
     rec, graphs = open_source(obj)
-    return RecordingWidget(RecordingData(rec, graphs, label), graph=graph, chain=chain, pass_=pass_,
+    return RecordingWidget(RecordingData(rec, graphs, label or label_of(obj)), graph=graph, chain=chain, pass_=pass_,
                            compare=compare, tab=tab)
 
 

@@ -56,6 +56,16 @@ def open_source(obj):
                     "function or module compiled with thundervis.jit in this kernel.")
 
 
+def label_of(obj) -> Optional[str]:
+    """Return a title for an object compiled in this process (None for recordings and paths)."""
+    from thundervis.recording import Recording
+    if isinstance(obj, (str, os.PathLike, Recording, RecordingData)):
+        return None
+    inner = getattr(obj, "_orig_mod", obj)  # torch.compile's wrapper of a module
+    name = getattr(inner, "__qualname__", None) or type(inner).__name__
+    return f"{name} · compiled in this kernel"
+
+
 def _source_json(s) -> Optional[dict]:
     if s is None:
         return None
@@ -298,7 +308,7 @@ def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
         chain = parts[-2]
     if len(parts) == 4:
         graph = parts[1]
-    data = RecordingData(*open_source(source))
+    data = RecordingData(*open_source(source), label=label_of(source))
     graphs = data.graphs()
     if not graphs:
         raise DataError(f"{data.rec.path} holds no compiled graph.")
@@ -337,7 +347,7 @@ def runs_diff_json(a, b) -> dict:
     from thundervis.diff.runs import compare_runs, run_side_from_recording
     sides = []
     for src in (a, b):
-        data = RecordingData(*open_source(src))
+        data = RecordingData(*open_source(src), label=label_of(src))
         try:
             sides.append(run_side_from_recording(data.rec, label=data.title() + f" ({os.path.basename(data.rec.path)})"))
         except RecordingError as e:

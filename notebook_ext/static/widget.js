@@ -5,8 +5,6 @@
 // fusion diagram (SVG made by Graphviz in the kernel) is parsed as XML and stripped of scripts,
 // event handlers, foreign objects and links before it is shown.
 
-const SVG_NS = "http://www.w3.org/2000/svg";
-
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -123,11 +121,14 @@ function panZoom(viewport, svg) {
     apply();
   });
   const fit = () => {
+    // measure the drawing at scale 1, then fit it into the viewport (never blown up past 1.5x)
+    svg.style.transform = "none";
+    const r = svg.getBoundingClientRect();
     const vw = viewport.clientWidth || 800;
-    const w = svg.viewBox && svg.viewBox.baseVal ? svg.viewBox.baseVal.width : 0;
-    state.k = w > 0 ? Math.min(1.5, vw / w) : 1;
-    state.x = 0;
-    state.y = 0;
+    const vh = viewport.clientHeight || 500;
+    state.k = r.width > 0 && r.height > 0 ? Math.min(1.5, (vw - 8) / r.width, (vh - 8) / r.height) : 1;
+    state.x = Math.max(0, (vw - r.width * state.k) / 2);
+    state.y = 4;
     apply();
   };
   const zoom = (f) => {
@@ -187,7 +188,7 @@ function diffTable(diff, { context = 3, onPick = null, selected = null } = {}) {
       "td",
       {
         class: `tv-code ${STATUS_CLASS[status] || ""}` + (selected && uid === selected ? " tv-selected" : ""),
-        title: source || null,
+        title: source ? `${text}\n${source}` : text,
         "data-uid": uid,
         "data-side": side,
       },
@@ -485,11 +486,11 @@ function renderRecording(model, el, ask) {
     const stepper = h(
       "div",
       { class: "tv-stepper" },
-      h("button", { class: "tv-first", title: "first pass", text: "⏮", onclick: () => go(0) }),
+      h("button", { class: "tv-first", title: "first pass", text: "|◀", onclick: () => go(0) }),
       h("button", { class: "tv-prev", title: "previous pass", text: "◀", onclick: () => go(pos - 1) }),
       slider,
       h("button", { class: "tv-next", title: "next pass", text: "▶", onclick: () => go(pos + 1) }),
-      h("button", { class: "tv-last", title: "last pass", text: "⏭", onclick: () => go(c.passes.length - 1) }),
+      h("button", { class: "tv-last", title: "last pass", text: "▶|", onclick: () => go(c.passes.length - 1) }),
       label,
     );
     const ticks = h("div", { class: "tv-ticks" });
@@ -568,13 +569,25 @@ function renderRecording(model, el, ask) {
   }
 
   function highlightKernel(svgHost, k) {
-    for (const el of Array.from(svgHost.querySelectorAll(".tv-hl"))) el.classList.remove("tv-hl");
+    for (const el of Array.from(svgHost.querySelectorAll(".tv-hl"))) {
+      el.classList.remove("tv-hl");
+      for (const shape of Array.from(el.querySelectorAll(":scope > path, :scope > polygon"))) {
+        shape.setAttribute("stroke", shape.dataset.tvStroke || "");
+        shape.setAttribute("stroke-width", shape.dataset.tvWidth || "1");
+      }
+    }
     if (!k) return;
     for (const g of Array.from(svgHost.querySelectorAll("g.cluster, g.node"))) {
       const title = g.querySelector("title");
       const texts = Array.from(g.querySelectorAll("text")).map((t) => t.textContent);
       if ((title && title.textContent === `cluster_${k.uid}`) || (g.classList.contains("node") && texts[0] === k.name)) {
         g.classList.add("tv-hl");
+        for (const shape of Array.from(g.querySelectorAll(":scope > path, :scope > polygon"))) {
+          shape.dataset.tvStroke = shape.getAttribute("stroke") || "";
+          shape.dataset.tvWidth = shape.getAttribute("stroke-width") || "1";
+          shape.setAttribute("stroke", "#d1242f");
+          shape.setAttribute("stroke-width", "6");
+        }
       }
     }
   }
