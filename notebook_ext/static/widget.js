@@ -421,6 +421,10 @@ function renderRecording(model, el, ask) {
         ].filter(Boolean),
       );
     }
+    if (uid.startsWith("<")) {
+      box.appendChild(h("div", { class: "tv-muted", text: "the signature or return line: no symbol to follow" }));
+      return box;
+    }
     const more = h("div", { class: "tv-more tv-muted", text: "loading lineage…" });
     box.appendChild(more);
     ask({ what: "detail", graph: model.get("graph"), chain: c.kind, pass: index, uid }).then((r) => {
@@ -568,10 +572,12 @@ function renderRecording(model, el, ask) {
     return p;
   }
 
+  // Graphviz draws a cluster or node as a <g> whose shapes may sit inside a tooltip <a>; nodes
+  // inside a cluster are separate <g>s, so a cluster's own path/polygon descendants are its frame.
   function highlightKernel(svgHost, k) {
     for (const el of Array.from(svgHost.querySelectorAll(".tv-hl"))) {
       el.classList.remove("tv-hl");
-      for (const shape of Array.from(el.querySelectorAll(":scope > path, :scope > polygon"))) {
+      for (const shape of Array.from(el.querySelectorAll("path, polygon"))) {
         shape.setAttribute("stroke", shape.dataset.tvStroke || "");
         shape.setAttribute("stroke-width", shape.dataset.tvWidth || "1");
       }
@@ -582,7 +588,7 @@ function renderRecording(model, el, ask) {
       const texts = Array.from(g.querySelectorAll("text")).map((t) => t.textContent);
       if ((title && title.textContent === `cluster_${k.uid}`) || (g.classList.contains("node") && texts[0] === k.name)) {
         g.classList.add("tv-hl");
-        for (const shape of Array.from(g.querySelectorAll(":scope > path, :scope > polygon"))) {
+        for (const shape of Array.from(g.querySelectorAll("path, polygon"))) {
           shape.dataset.tvStroke = shape.getAttribute("stroke") || "";
           shape.dataset.tvWidth = shape.getAttribute("stroke-width") || "1";
           shape.setAttribute("stroke", "#d1242f");

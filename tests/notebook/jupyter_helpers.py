@@ -122,10 +122,10 @@ def chromium_page(width: int = 1400, height: int = 1000):
 
 def open_and_run_all(page, url: str, notebook: str, timeout_ms: int = 120_000) -> None:
     """Open ``notebook`` in JupyterLab, wait for the kernel to be idle, and run every cell."""
-    page.goto(f"{url}/lab/tree/{notebook}", timeout=timeout_ms)
-    page.locator(".jp-Notebook").first.wait_for(timeout=timeout_ms)
+    page.goto(f"{url}/lab/tree/{notebook}?reset", timeout=timeout_ms)  # reset: no tabs restored
+    page.locator(".jp-Notebook:visible").first.wait_for(timeout=timeout_ms)
     wait_idle(page, timeout_ms)
-    page.locator(".jp-Notebook").first.click()
+    page.locator(".jp-Notebook:visible").first.click()
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()
 
