@@ -126,7 +126,9 @@ function panZoom(viewport, svg) {
     const r = svg.getBoundingClientRect();
     const vw = viewport.clientWidth || 800;
     const vh = viewport.clientHeight || 500;
-    state.k = r.width > 0 && r.height > 0 ? Math.min(1.5, (vw - 8) / r.width, (vh - 8) / r.height) : 1;
+    // a tall graph (most traces) is fitted to the width and read by panning down, not shrunk unreadable
+    const kw = (vw - 8) / r.width;
+    state.k = r.width > 0 && r.height > 0 ? Math.min(1.5, kw, Math.max((vh - 8) / r.height, 0.6 * kw)) : 1;
     state.x = Math.max(0, (vw - r.width * state.k) / 2);
     state.y = 4;
     apply();
@@ -206,7 +208,7 @@ function diffTable(diff, { context = 3, onPick = null, selected = null } = {}) {
       { class: `tv-row ${STATUS_CLASS[status] || ""}`, "data-status": status },
       cell(left, "a", status),
       cell(right, "b", status),
-      h("td", { class: "tv-note", text: note || "" }),
+      h("td", { class: "tv-note", text: note || "", title: note || null }),
     );
     body.appendChild(tr);
   };
@@ -448,7 +450,7 @@ function renderRecording(model, el, ask) {
       }
       if (d.kernel) more.appendChild(kv("ended in", `${d.kernel.name} [${d.kernel.executor}] · ${d.kernel.n_ops} ops`));
       if (d.timing) more.appendChild(kv("time", `${fmtUs(d.timing.median_us)} median over ${d.timing.calls} calls`));
-      if (d.fallback) more.appendChild(kv("fallback", d.fallback));
+      if (d.fallback && (!inf || d.fallback !== inf.note)) more.appendChild(kv("fallback", d.fallback));
       if (d.came_from.length) more.appendChild(kv("came from", d.came_from.map((s) => `${s.uid} ${s.sym}`).join(", ")));
       if (d.became.length) more.appendChild(kv("became", d.became.map((s) => `${s.uid} ${s.sym}`).join(", ")));
       if (d.twins.length) more.appendChild(kv("twins", d.twins.map((s) => `${s.chain} ${s.uid} ${s.sym}`).join(", ")));

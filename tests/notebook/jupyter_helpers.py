@@ -102,7 +102,7 @@ def _tail(path: str, n: int = 2000) -> str:
 
 
 @contextlib.contextmanager
-def chromium_page(width: int = 1400, height: int = 1000):
+def chromium_page(width: int = 1500, height: int = 1000):
     """Yield a Playwright page in headless Debian Chromium with a temp profile."""
     from playwright.sync_api import sync_playwright
     profile = tempfile.mkdtemp(prefix="tv-chromium-")
@@ -125,6 +125,9 @@ def open_and_run_all(page, url: str, notebook: str, timeout_ms: int = 120_000) -
     page.goto(f"{url}/lab/tree/{notebook}?reset", timeout=timeout_ms)  # reset: no tabs restored
     page.locator(".jp-Notebook:visible").first.wait_for(timeout=timeout_ms)
     wait_idle(page, timeout_ms)
+    current = page.locator("#jp-left-stack:visible")
+    if current.count():  # fold the file browser away: the notebook gets the width
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").first.click()
     page.locator(".jp-Notebook:visible").first.click()
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item", has_text="Run All Cells").first.click()

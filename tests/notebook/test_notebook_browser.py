@@ -88,6 +88,7 @@ def test_example_notebook_in_jupyterlab(lab):
         for i in range(rows.count()):
             cells = rows.nth(i).locator("td").all_text_contents()
             kernels[cells[0]] = int(cells[2])
+            assert re.match(r"[0-9.]+ (µs|ms)$", cells[3]), cells  # profiled: a median time
         assert kernels, "no kernel in the fusions table"
 
         # -- the diff: each kernel added as one call, its member ops shown fused into it

@@ -51,4 +51,5 @@ def test_example_notebook_runs_and_shows_the_widgets(tmp_path, monkeypatch):
     assert fusions["tab"] == "fusions" and chain["diagram"]["svg"]
     kernels = first["data"]["graphs"][0]["kernels"]
     assert {k["chain"] for k in kernels} >= {"forward", "backward"}
+    assert all(k["timing"] and k["timing"]["calls"] >= 3 for k in kernels)  # profiled in the notebook
     json.dumps(first["data"])
