@@ -237,3 +237,36 @@ def test_wheel_contains_the_front_end(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "thundervis/notebook_ext/static/widget.js" in names
     assert "thundervis/notebook_ext/static/widget.css" in names
+
+
+def test_chains_that_ran_eagerly_are_marked(hostile, tmp_path):
+    from thundervis.recording import RecordingObserver
+    with open_recording(hostile) as rec:
+        trace = rec.pass_trace(PassRef(0, "forward", 0))
+    path = tmp_path / "eager.tvrec"
+    obs = RecordingObserver(str(path))
+    obs.start_run(script=str(tmp_path / "train.py"), module=None, argv=[], cwd=str(tmp_path))
+    obs.graph_started(0, {"n_inputs": 3, "n_nodes": 4, "reason": None})
+    obs.pass_done(0, "forward", 0, "acquire", trace, 0.001, True)
+    obs.chain_failed(0, "forward", f"compiler error: {HOSTILE_CODE}", "Traceback ...")
+    obs.graph_finished(0, 0.01)
+    obs.finish_run("ok", 0)
+    obs.close()
+    w = show(path)
+    fwd = _chain(w.data, 0, "forward")
+    assert fwd["eager"] == f"compiler error: {HOSTILE_CODE}"
+    page = w._repr_html_()
+    assert "ran eagerly" in page and HOSTILE_CODE not in page
+    assert "compiler error: &lt;script&gt;" in page
+
+
+def test_big_graphs_start_collapsed(hostile, monkeypatch):
+    from thundervis.notebook_ext import data
+    w = show(hostile)
+    assert not _chain(w.data, w.graph, "forward")["diagram"]["collapsed"]
+    assert "cluster_" in _chain(w.data, w.graph, "forward")["diagram"]["svg"]
+    monkeypatch.setattr(data, "COLLAPSE_ABOVE", 1)
+    d = _chain(show(hostile).data, w.graph, "forward")["diagram"]
+    assert d["collapsed"] and "cluster_" not in d["svg"]
+    r = w.request({"what": "diagram", "graph": w.graph, "chain": "forward", "collapse": False})
+    assert r["ok"] and "cluster_" in r["data"]["svg"]
