@@ -16,11 +16,28 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# Every dtype by name, from a fixed table (names come from recordings: never looked up on torch).
+DTYPES: dict[str, torch.dtype] = {
+    dtype_name(d): d for d in (
+        torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex32, torch.complex64,
+        torch.complex128, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
+        torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
+        torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.qint8, torch.quint8, torch.qint32)
+}
+LAYOUTS: dict[str, torch.layout] = {str(v).removeprefix("torch."): v for v in (
+    torch.strided, torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc,
+    torch._mkldnn, torch.jagged)}
+MEMORY_FORMATS: dict[str, torch.memory_format] = {str(v).removeprefix("torch."): v for v in (
+    torch.contiguous_format, torch.channels_last, torch.channels_last_3d, torch.preserve_format)}
+# A device as torch prints it: a known type and an optional small index.
+DEVICE = re.compile(r"(cpu|cuda|meta|mps|xpu|hpu|mtia|privateuseone)(:[0-9]{1,4})?")
+
+
 def torch_dtype(name: str) -> torch.dtype:
     """Return the torch dtype named ``name`` (``float32``); raise ValueError for anything else."""
-    d = getattr(torch, name, None)
-    if not isinstance(d, torch.dtype):
-        raise ValueError(f"{name!r} is not a torch dtype")
+    d = DTYPES.get(name) if isinstance(name, str) else None
+    if d is None:
+        raise ValueError(f"{str(name)[:40]!r} is not a torch dtype")
     return d
 
 

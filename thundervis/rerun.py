@@ -26,13 +26,20 @@ import torch
 
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, map_structure
-from thundervis.compiler.serialize import TraceFormatError, trace_from_dict
+from thundervis.compiler.registry import UnknownSymbol
+from thundervis.compiler.serialize import TraceFormatError, executable_trace_from_dict
 from thundervis.compiler.values import torch_dtype
 
 ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
 # Kernel-name prefixes per fusion executor (the fusion symbol convention).
 KERNEL_PREFIX = {"triton": "triton_fusion", "nvfuser": "nvfusion", "inductor": "inductor_fusion",
                  "torch": "torch_fusion"}
+
+
+def _shown(name) -> str:
+    """A recorded name quoted for a one-line message (control characters made visible)."""
+    from thundervis.safe_text import visible_line
+    return visible_line(str(name)[:80])
 
 
 class RerunError(Exception):
@@ -159,23 +166,27 @@ def region_trace(kernel, device: Optional[str] = None) -> Trace:
     """Rebuild the kernel's region (inputs -> member prims -> outputs) from its recorded trace dict,
     validated by the compiler's loader, with every device set to ``device`` when given."""
     if not kernel.trace_json:
-        raise RerunError(f"{kernel.name} has no recorded IR to rebuild it from")
+        raise RerunError(f"{_shown(kernel.name)} has no recorded IR to rebuild it from")
     try:
         d = json.loads(kernel.trace_json)
-    except ValueError:
-        raise RerunError(f"the recorded IR of {kernel.name} is not valid JSON") from None
+    except (ValueError, RecursionError):
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is not valid JSON") from None
+    if not isinstance(d, dict):
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged (not an object)")
     if device is not None:
         d = _retarget_devices(d, device)
     try:
-        trace = trace_from_dict(d)
-    except (TraceFormatError, ValueError, TypeError) as e:
-        raise RerunError(f"the recorded IR of {kernel.name} is damaged ({e})") from None
+        trace = executable_trace_from_dict(d)
+    except UnknownSymbol as e:
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is refused: {e}") from None
+    except (TraceFormatError, ValueError, TypeError, RecursionError) as e:
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged ({e})") from None
     members = [b for b in trace.symbols if b.sym != "del"]
     # A region recorded as one fusion symbol: its subsymbols are the members.
     if len(members) == 1 and members[0].subsymbols and not members[0].sym.startswith(("prims.", "aten.")):
         members = list(members[0].subsymbols)
     if not members:
-        raise RerunError(f"the recorded IR of {kernel.name} holds no operations")
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} holds no operations")
     return trace.replace(symbols=tuple(members), chain="rerun")
 
 
