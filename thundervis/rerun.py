@@ -85,11 +85,14 @@ class RerunReport:
     inputs: str
     notes: list[str] = field(default_factory=list)
     results: list[RerunResult] = field(default_factory=list)
+    # Why the results could not be appended to the recording (read-only file ...), or None.
+    store_error: Optional[str] = None
 
     def as_json(self) -> dict:
         """Return a JSON-able dict."""
         return {"kernel": self.kernel, "graph": self.graph, "chain": self.chain, "device": self.device,
-                "inputs": self.inputs, "notes": list(self.notes), "results": [r.as_json() for r in self.results]}
+                "inputs": self.inputs, "notes": list(self.notes), "results": [r.as_json() for r in self.results],
+                "stored": self.store_error is None, "store_error": self.store_error}
 
 
 # ------------------------------------------------------------------------------ finding kernels
@@ -423,7 +426,10 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
         r = run_one(region, k.name, name, args, iters, dev, refs, report.inputs, strict)
         report.results.append(RerunResult(**{**r.__dict__, "kernel_id": k.id}))
     if store:
-        store_rerun_results(path, report.results)
+        try:
+            store_rerun_results(path, report.results)
+        except (sqlite3.Error, OSError) as e:  # a read-only file or folder: the results still count
+            report.store_error = str(e) or type(e).__name__
     return report
 
 

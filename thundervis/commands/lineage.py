@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 from thundervis.cli import UserError
+from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
 
 
@@ -81,7 +82,7 @@ def cmd_lineage(args) -> int:
         json.dump([dataclasses.asdict(x) for x in lineages], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write("\n".join(lineage_text(x) for x in lineages))
+        sys.stdout.write(visible("\n".join(lineage_text(x) for x in lineages)))
     return 0
 
 

@@ -11,6 +11,7 @@ import os
 import sys
 
 from thundervis.cli import UserError
+from thundervis.safe_text import visible, visible_line
 
 
 def open_or_fail(path: str):
@@ -71,7 +72,8 @@ def summary_dict(rec) -> dict:
                 "status": run.status, "exit_code": run.exit_code, "started_at": run.started_at,
                 "ended_at": run.ended_at, "duration_s": duration, "device": run.device,
                 "executors": run.executors, "python": run.python, "torch": run.torch,
-                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback},
+                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback,
+                "last_event": run.last_event},
         "graphs": graphs,
     }
 
@@ -86,6 +88,8 @@ def summary_text(rec, passes: bool = True) -> str:
     target = r["script"] or f"-m {r['module']}"
     lines.append(f"run     {target} {' '.join(r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    if r.get("last_event"):
+        lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if not d["graphs"]:
         lines.append("no graphs were compiled")
     for g in d["graphs"]:
@@ -105,8 +109,8 @@ def summary_text(rec, passes: bool = True) -> str:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
             lines.append(f"  fusion {k['name']} [{k['executor']}] {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:
-            lines.append(f"  failed {f['chain'] or 'graph'}: {f['error'].splitlines()[0]}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
+    return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
 def cmd_ls(args) -> int:
@@ -114,7 +118,7 @@ def cmd_ls(args) -> int:
     with readable(args.recording) as rec:
         text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
-    sys.stdout.write(text)
+    sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
 
 

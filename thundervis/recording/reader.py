@@ -20,6 +20,7 @@ from thundervis.compiler.ir import SourceInfo, Trace
 from thundervis.compiler.printer import header_line
 from thundervis.compiler.serialize import TraceFormatError, trace_from_json
 
+from .liveness import last_recorded, run_status
 from .schema import APPLICATION_ID, INSERT_SYMBOL_ROW, SCHEMA_VERSION
 from .trace_text import symbol_rows
 
@@ -56,6 +57,9 @@ class Run:
     exit_code: Optional[int]
     traceback: Optional[str]
     pid: Optional[int]
+    host: Optional[str] = None
+    # What the run recorded last, in words (set when the status is ``killed``).
+    last_event: Optional[str] = None
 
     @property
     def target(self) -> str:
@@ -286,10 +290,13 @@ class Recording:
 
     def run(self) -> Run:
         """Return the run row."""
+        extra = "host, process_start" if self.schema_version >= 2 else "NULL, NULL"
         r = self._rows("SELECT script, module, argv, cwd, python, torch, triton, thundervis, device,"
-                       " executors, started_at, ended_at, status, exit_code, traceback, pid FROM run")[0]
+                       f" executors, started_at, ended_at, status, exit_code, traceback, pid, {extra} FROM run")[0]
+        status = run_status(r[12], r[15], r[16], r[17])
+        last = last_recorded(self._conn) if status == "killed" else None
         return Run(r[0], r[1], self._json(r[2], []), r[3], r[4], r[5], r[6], r[7], r[8],
-                   self._json(r[9]), r[10], r[11], r[12], r[13], r[14], r[15])
+                   self._json(r[9]), r[10], r[11], status, r[13], r[14], r[15], r[16], last)
 
     def graphs(self) -> list[Graph]:
         """Return every graph with its chains, passes, failures and kernels, in graph order."""
