@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .ir import BoundSymbol, Trace, TensorProxy
-from .values import format_value
+from keyword import iskeyword
+
+from .values import format_value, is_valid_name
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,11 @@ def call_text(b: BoundSymbol, callee: str | None = None) -> str:
     if b.sym == "del":
         return "del " + ", ".join(p.name for p in b.args)
     parts = [format_value(a) for a in b.args]
-    parts += [f"{k}={format_value(v)}" for k, v in b.kwargs.items()]
+    named = {k: v for k, v in b.kwargs.items() if isinstance(k, str) and is_valid_name(k) and not iskeyword(k)}
+    parts += [f"{k}={format_value(v)}" for k, v in named.items()]
+    if len(named) != len(b.kwargs):  # a key that is not an identifier goes in as a string literal
+        rest = ", ".join(f"{repr(str(k))}: {format_value(v)}" for k, v in b.kwargs.items() if k not in named)
+        parts.append(f"**{{{rest}}}")
     return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
 
 

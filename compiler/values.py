@@ -21,22 +21,29 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# The constants of torch 2.x, for checking recorded names without torch (aliases: their canonical
-# name, which is what str(torch.<alias>) says).
-DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "int": "int32", "long": "int64",
-                 "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32",
-                 "bit": "bits8"}
+# Every dtype, layout and memory format by name, from fixed tables (names come from recordings: they
+# are checked against these and never looked up on torch otherwise). Names only, so that reading
+# a recording needs no torch; the torch objects are looked up by these names when torch is there.
 DTYPE_NAMES = frozenset({
-    "bfloat16", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "bool", "complex128", "complex32",
-    "complex64", "float16", "float32", "float4_e2m1fn_x2", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
-    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int16", "int2", "int3", "int32", "int4",
-    "int5", "int6", "int64", "int7", "int8", "qint32", "qint8", "quint2x4", "quint4x2", "quint8", "uint1",
-    "uint16", "uint2", "uint3", "uint32", "uint4", "uint5", "uint6", "uint64", "uint7", "uint8"}) | set(DTYPE_ALIASES)
-LAYOUT_NAMES = frozenset({"_mkldnn", "jagged", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc",
-                          "sparse_csr", "strided"})
-MEMORY_FORMAT_NAMES = frozenset({"channels_last", "channels_last_3d", "contiguous_format",
-                                 "legacy_contiguous_format", "preserve_format"})
-_DEVICE = re.compile(r"[a-z_]{1,16}(:[0-9]{1,4})?")
+    "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128", "uint8", "int8",
+    "int16", "int32", "int64", "bool", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
+    "float8_e4m3fnuz", "float8_e5m2fnuz", "qint8", "quint8", "qint32"})
+LAYOUT_NAMES = frozenset({"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+                          "_mkldnn", "jagged"})
+MEMORY_FORMAT_NAMES = frozenset({"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"})
+# A device as torch prints it: a known type and an optional small index.
+DEVICE = re.compile(r"(cpu|cuda|meta|mps|xpu|hpu|mtia|privateuseone)(:[0-9]{1,4})?")
+
+
+def __getattr__(name: str):
+    # DTYPES / LAYOUTS / MEMORY_FORMATS: name -> torch object, built on first use (imports torch).
+    tables = {"DTYPES": DTYPE_NAMES, "LAYOUTS": LAYOUT_NAMES, "MEMORY_FORMATS": MEMORY_FORMAT_NAMES}
+    if name in tables:
+        import torch
+        table = {n: getattr(torch, n) for n in sorted(tables[name])}
+        globals()[name] = table
+        return table
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def loaded_torch():
@@ -65,26 +72,18 @@ def dtype_name(dtype) -> str:
 
 
 def torch_dtype(name: str) -> "torch.dtype":
-    """Return the torch dtype named ``name`` (``float32``); raise ValueError for anything else.
-    Imports torch."""
+    """Return the torch dtype named ``name`` (``float32``) from the fixed table; raise ValueError
+    for anything else. Imports torch."""
+    if not isinstance(name, str) or name not in DTYPE_NAMES:
+        raise ValueError(f"{str(name)[:40]!r} is not a torch dtype")
     import torch
-    d = getattr(torch, name, None) if isinstance(name, str) else None
-    if not isinstance(d, torch.dtype):
-        raise ValueError(f"{name!r} is not a torch dtype")
+    d = getattr(torch, name)  # a name from the fixed table, never one read from a recording
     return d
 
 
 def is_dtype_name(name) -> bool:
-    """Return True when ``name`` names a torch dtype (checked with torch when it is imported)."""
-    if not isinstance(name, str):
-        return False
-    if loaded_torch() is not None:
-        try:
-            torch_dtype(name)
-            return True
-        except ValueError:
-            return False
-    return name in DTYPE_NAMES
+    """Return True when ``name`` is in the fixed dtype table."""
+    return isinstance(name, str) and name in DTYPE_NAMES
 
 
 def torch_constant(kind: str, name):
@@ -98,25 +97,22 @@ def torch_constant(kind: str, name):
         if torch is not None:
             return torch_dtype(name)
         if name not in DTYPE_NAMES:
-            raise ValueError(f"{name!r} is not a torch dtype")
-        return TorchConstant("dtype", DTYPE_ALIASES.get(name, name))
+            raise ValueError(f"{name[:40]!r} is not a torch dtype")
+        return TorchConstant("dtype", name)
     if kind == "device":
+        if not DEVICE.fullmatch(name):
+            raise ValueError(f"bad device {name[:40]!r}")
         if torch is not None:
             try:
                 return torch.device(name)
             except (RuntimeError, TypeError):
-                raise ValueError(f"bad device {name!r}") from None
-        if not _DEVICE.fullmatch(name):
-            raise ValueError(f"bad device {name!r}")
+                raise ValueError(f"bad device {name[:40]!r}") from None
         return TorchConstant("device", name)
     names = LAYOUT_NAMES if kind == "layout" else MEMORY_FORMAT_NAMES
     if name not in names:
-        raise ValueError(f"bad {kind} {name!r}")
+        raise ValueError(f"bad layout/format {name[:40]!r}")
     if torch is not None:
-        obj = getattr(torch, name, None)
-        if isinstance(obj, (torch.layout, torch.memory_format)):
-            return obj
-        raise ValueError(f"bad {kind} {name!r}")
+        return getattr(torch, name)  # a name from the fixed table
     return TorchConstant(kind, name)
 
 

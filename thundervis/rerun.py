@@ -11,7 +11,6 @@ reference interpreter run in float64 on the same inputs. Results are appended to
 from __future__ import annotations
 
 import copy
-import difflib
 import importlib
 import json
 import statistics
@@ -23,8 +22,9 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from thundervis.compiler.interpreter import run_trace
-from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, map_structure
-from thundervis.compiler.serialize import TraceFormatError, trace_from_dict
+from thundervis.compiler.ir import BoundSymbol, Trace, map_structure
+from thundervis.compiler.registry import UnknownSymbol
+from thundervis.compiler.serialize import TraceFormatError, executable_trace_from_dict
 from thundervis.compiler.values import torch_dtype
 from thundervis.recording.model import KernelInfo, RerunResult  # noqa: F401  (RerunResult: re-exported)
 
@@ -32,6 +32,12 @@ ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
 # Kernel-name prefixes per fusion executor (the fusion symbol convention).
 KERNEL_PREFIX = {"triton": "triton_fusion", "nvfuser": "nvfusion", "inductor": "inductor_fusion",
                  "torch": "torch_fusion"}
+
+
+def _shown(name) -> str:
+    """A recorded name quoted for a one-line message (control characters made visible)."""
+    from thundervis.safe_text import visible_line
+    return visible_line(str(name)[:80])
 
 
 class RerunError(Exception):
@@ -53,11 +59,14 @@ class RerunReport:
     inputs: str
     notes: list[str] = field(default_factory=list)
     results: list[RerunResult] = field(default_factory=list)
+    # Why the results could not be appended to the recording (read-only file ...), or None.
+    store_error: Optional[str] = None
 
     def as_json(self) -> dict:
         """Return a JSON-able dict."""
         return {"kernel": self.kernel, "graph": self.graph, "chain": self.chain, "device": self.device,
-                "inputs": self.inputs, "notes": list(self.notes), "results": [r.as_json() for r in self.results]}
+                "inputs": self.inputs, "notes": list(self.notes), "results": [r.as_json() for r in self.results],
+                "stored": self.store_error is None, "store_error": self.store_error}
 
 
 # ------------------------------------------------------------------------------ finding kernels
@@ -125,23 +134,27 @@ def region_trace(kernel, device: Optional[str] = None) -> Trace:
     (``kernel``: a ``KernelSource``), validated by the compiler's loader, with every device set to
     ``device`` when given."""
     if not kernel.trace_json:
-        raise RerunError(f"{kernel.name} has no recorded IR to rebuild it from")
+        raise RerunError(f"{_shown(kernel.name)} has no recorded IR to rebuild it from")
     try:
         d = json.loads(kernel.trace_json)
-    except ValueError:
-        raise RerunError(f"the recorded IR of {kernel.name} is not valid JSON") from None
+    except (ValueError, RecursionError):
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is not valid JSON") from None
+    if not isinstance(d, dict):
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged (not an object)")
     if device is not None:
         d = _retarget_devices(d, device)
     try:
-        trace = trace_from_dict(d)
-    except (TraceFormatError, ValueError, TypeError) as e:
-        raise RerunError(f"the recorded IR of {kernel.name} is damaged ({e})") from None
+        trace = executable_trace_from_dict(d)
+    except UnknownSymbol as e:
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is refused: {e}") from None
+    except (TraceFormatError, ValueError, TypeError, RecursionError) as e:
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged ({e})") from None
     members = [b for b in trace.symbols if b.sym != "del"]
     # A region recorded as one fusion symbol: its subsymbols are the members.
     if len(members) == 1 and members[0].subsymbols and not members[0].sym.startswith(("prims.", "aten.")):
         members = list(members[0].subsymbols)
     if not members:
-        raise RerunError(f"the recorded IR of {kernel.name} holds no operations")
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} holds no operations")
     return trace.replace(symbols=tuple(members), chain="rerun")
 
 
@@ -382,8 +395,8 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
         from thundervis.recording.results import ResultsNotStored
         try:
             store_rerun_results(path, report.results)
-        except ResultsNotStored as e:  # the results are printed all the same
-            report.notes.append(str(e))
+        except ResultsNotStored as e:  # a read-only file or folder: the results still count
+            report.store_error = str(e)
     return report
 
 

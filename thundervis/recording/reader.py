@@ -29,6 +29,7 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
 from .schema import APPLICATION_ID, SCHEMA_VERSION
+from .liveness import last_recorded, run_status
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
@@ -281,10 +282,13 @@ class Recording:
 
     def run(self) -> Run:
         """Return the run row."""
+        extra = "host, process_start" if self.schema_version >= 2 else "NULL, NULL"
         r = self._rows("SELECT script, module, argv, cwd, python, torch, triton, thundervis, device,"
-                       " executors, started_at, ended_at, status, exit_code, traceback, pid FROM run")[0]
+                       f" executors, started_at, ended_at, status, exit_code, traceback, pid, {extra} FROM run")[0]
+        status = run_status(r[12], r[15], r[16], r[17])
+        last = last_recorded(self._conn()) if status == "killed" else None
         return Run(r[0], r[1], self._json(r[2], []), r[3], r[4], r[5], r[6], r[7], r[8],
-                   self._json(r[9]), r[10], r[11], r[12], r[13], r[14], r[15])
+                   self._json(r[9]), r[10], r[11], status, r[13], r[14], r[15], r[16], last)
 
     def overview(self) -> Overview:
         """Return the :class:`Overview` (what ``ls`` shows): run, graphs with chains, passes,

@@ -23,6 +23,7 @@ from thundervis.compiler.ir import Trace
 from thundervis.compiler.observer import CompileObserver
 
 from .dynamo_info import DynamoReasons
+from .liveness import host_name, process_token
 from .schema import INSERT_SYMBOL_ROW, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
@@ -148,10 +149,11 @@ class RecordingObserver(CompileObserver):
 
         def fn(c):
             c.execute("INSERT INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
-                      " device, executors, started_at, status, pid) VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?)",
+                      " device, executors, started_at, status, pid, host, process_start)"
+                      " VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?)",
                       (script, module, _json(list(argv)), cwd, v["python"], v["torch"], v["triton"],
                        v["thundervis"], _device(), _json(list(executors)) if executors else None,
-                       time.time(), os.getpid()))
+                       time.time(), os.getpid(), host_name(), process_token()))
         self._write("the run", fn)
 
     def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
@@ -163,6 +165,19 @@ class RecordingObserver(CompileObserver):
         self._write("the end of the run", lambda c: c.execute(
             "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
             (status, exit_code, traceback_text, time.time())))
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file, so the ``.tvrec`` alone (copied, attached to a bug
+        report) holds everything committed so far even if the process is killed next. PASSIVE:
+        never waits for a viewer that is reading the file live."""
+        with self._lock:
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as e:
+                self._note_error("a checkpoint", e)
 
     def note(self, event: str, data: Any = None, graph: Optional[int] = None,
              chain: Optional[str] = None) -> None:
@@ -258,6 +273,8 @@ class RecordingObserver(CompileObserver):
         if index == 0:
             self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
+            if name == "codegen":  # a chain finished compiling (backward ones long after their graph)
+                self.checkpoint()
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -346,6 +363,7 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+        self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
         """Record a runtime event. Profiler timings go to the timing tables and captured fusion
