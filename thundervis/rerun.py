@@ -374,7 +374,7 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
         report.notes.append(f"recorded on {recorded}, re-run on {dev}")
     args = None
     if inputs == "captured":
-        from thundervis.capture import load_captured_inputs
+        from thundervis.recording.capture import load_captured_inputs
         metas = [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "strides": p.strides}
                  for p in region.inputs]
         args, why = load_captured_inputs(path, k.name, k.graph, k.chain, metas)

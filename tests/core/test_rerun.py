@@ -120,7 +120,7 @@ def test_cuda_kernel_without_cuda(rec, capsys):
 def test_captured_inputs_missing_or_mismatched_fall_back_to_random(rec, tmp_path):
     report = rerun_kernel(rec, "triton_fusion_0", executor="torch", inputs="captured", iters=1, store=False)
     assert report.inputs == "random" and any("no captured inputs" in n for n in report.notes)
-    from thundervis.capture import save_captured_inputs
+    from thundervis.recording.capture import save_captured_inputs
     wrong = tmp_path / "w.tvrec"
     import shutil
     shutil.copy(rec, wrong)
@@ -133,7 +133,7 @@ def test_captured_inputs_missing_or_mismatched_fall_back_to_random(rec, tmp_path
 
 def test_captured_inputs_are_used(rec, tmp_path):
     import shutil
-    from thundervis.capture import save_captured_inputs
+    from thundervis.recording.capture import save_captured_inputs
     path = tmp_path / "c.tvrec"
     shutil.copy(rec, path)
     a, b = torch.full((4, 8), 0.25), torch.linspace(-1, 1, 8)

@@ -373,7 +373,7 @@ class RecordingObserver(CompileObserver):
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
         if event == "inputs":
-            from thundervis.capture import save_captured_inputs
+            from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
