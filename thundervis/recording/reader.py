@@ -379,8 +379,12 @@ class Recording:
     def pass_trace(self, graph: int, chain: str, index: int) -> Trace:
         """Return the trace of one pass, loaded from its JSON by the validating loader."""
         name, held, trace_json, _, meta = self._pass_row(graph, chain, index)
+
+        def kernel_names():  # older recordings: their kernels say which symbols are fusions
+            return [r[0] for r in self._rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
+                                             (graph, chain))]
         try:
-            trace = trace_from_json(trace_json)
+            trace = trace_from_json(trace_json, kernel_names)
         except (TraceFormatError, ValueError) as e:
             raise RecordingError(f"{self.path} holds a damaged trace for graph {graph} {chain} "
                                  f"pass {index} ({e}).") from None
