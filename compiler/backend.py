@@ -94,7 +94,10 @@ class ThundervisCompiler:
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None):
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver(),
                                       profile=profile)
-        self._forward_outputs: dict[int, list] = {}  # graph -> the acquired forward trace's outputs
+        # Per graph: the names of AOTAutograd's flat arguments, and the acquired forward trace's
+        # outputs (the backward's saved values are among them); see input_names.
+        self._arguments: dict[int, list] = {}
+        self._forward_outputs: dict[int, list] = {}
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         with _lock:
@@ -109,6 +112,7 @@ class ThundervisCompiler:
             arguments = aot_argument_names(gm, dynamo_names)
         except Exception:
             dynamo_names, arguments = [], []
+        self._arguments[graph] = arguments
         placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         try:
             t0 = time.perf_counter()
@@ -122,10 +126,10 @@ class ThundervisCompiler:
             with torch.fx.traceback.preserve_node_meta():
                 compiled = aot_module_simplified(
                     gm, example_inputs,
-                    fw_compiler=self._chain_compiler(graph, "forward", arguments),
-                    bw_compiler=self._chain_compiler(graph, "backward", arguments),
-                    inference_compiler=self._chain_compiler(graph, "inference", arguments),
-                    partition_fn=self._partition(graph, arguments),
+                    fw_compiler=self._chain_compiler(graph, "forward"),
+                    bw_compiler=self._chain_compiler(graph, "backward"),
+                    inference_compiler=self._chain_compiler(graph, "inference"),
+                    partition_fn=self._partition(graph),
                 )
         except Exception as e:
             obs.chain_failed(graph, None, f"{type(e).__name__}: {e}", traceback.format_exc())
@@ -134,14 +138,14 @@ class ThundervisCompiler:
         obs.graph_finished(graph, time.perf_counter() - t_start)
         return compiled
 
-    def _partition(self, graph: int, arguments: list):
+    def _partition(self, graph: int):
         obs = self.options.observer
 
         def partition(joint_module, joint_inputs, **kwargs):
             t0 = time.perf_counter()
             try:
                 joint = fx_to_trace(joint_module, chain="joint", graph=graph,
-                                    input_names=_aot_names(joint_module, arguments))
+                                    input_names=_aot_names(joint_module, self._arguments.get(graph, [])))
                 dt = time.perf_counter() - t0
                 obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
             except Exception as e:
@@ -149,7 +153,7 @@ class ThundervisCompiler:
             return default_partition(joint_module, joint_inputs, **kwargs)
         return partition
 
-    def _chain_compiler(self, graph: int, chain: str, arguments: list):
+    def _chain_compiler(self, graph: int, chain: str):
         options = self.options
 
         def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
@@ -157,7 +161,7 @@ class ThundervisCompiler:
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
-                names = _aot_names(gm, arguments)
+                names = _aot_names(gm, self._arguments.get(graph, []))
                 if chain == "backward":
                     names = {**_saved_names(gm, self._forward_outputs.pop(graph, [])), **names}
                 trace = fx_to_trace(gm, chain=chain, graph=graph, input_names=names)

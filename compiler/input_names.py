@@ -9,7 +9,8 @@ Where the names come from:
 
 - Dynamo: each placeholder's ``grapharg`` metadata holds the :class:`Source` it was read from
   (``L['self']._modules['blocks']._modules['0']...._parameters['weight']``); the keys along that
-  path, minus ``self`` and the ``_modules``/``_parameters``/``_buffers`` hops, make the name.
+  path make the name, minus the ``_modules``/``_parameters``/``_buffers`` hops and minus the root
+  when it is the module itself (``self``, or ``fn`` when Dynamo starts in ``Module._call_impl``).
   Without it the placeholder name itself is cleaned the same way.
 - AOTAutograd: ``aot_module_simplified`` flattens its inputs as the module's own parameters, then
   its buffers, then the Dynamo graph's inputs, and names them ``primals_{i+1}`` (training) or
@@ -31,7 +32,7 @@ import re
 from typing import Iterable, Mapping, Optional, Sequence
 
 _KEY = re.compile(r"\['([^'\]]*)'\]|\[(\d+)\]|\.([A-Za-z_][A-Za-z0-9_]*)|^([A-Za-z_][A-Za-z0-9_]*)")
-_HOPS = frozenset(("_modules", "_parameters", "_buffers", "L", "G", "self"))
+_HOPS = frozenset(("_modules", "_parameters", "_buffers"))
 _PROXY = re.compile(r"t\d+")
 _KERNEL = re.compile(r"(g\d+_)?[A-Za-z]+_fusion_\d+")
 # Prefixes of the callee names codegen binds in the generated function's namespace.
@@ -44,14 +45,12 @@ def source_path_name(source_name: str) -> Optional[str]:
     """Return ``blocks_0_attn_qkv_weight`` for a Dynamo source name such as
     ``L['self']._modules['blocks']._modules['0']._modules['attn']._modules['qkv']._parameters['weight']``
     (``idx`` for ``L['idx']``); None when nothing usable is in it."""
-    parts = []
-    for m in _KEY.finditer(source_name):
-        key = next(g for g in m.groups() if g is not None)
-        if key in _HOPS and not parts:
-            continue  # the frame's locals/globals and the module itself
-        if key in ("_modules", "_parameters", "_buffers"):
-            continue
-        parts.append(key)
+    keys = [next(g for g in m.groups() if g is not None) for m in _KEY.finditer(source_name)]
+    if keys and keys[0] in ("L", "G"):  # the frame's locals / globals
+        keys = keys[1:]
+    if len(keys) > 1 and (keys[1] in _HOPS or keys[0] == "self"):  # the root is the module itself
+        keys = keys[1:]
+    parts = [k for k in keys if k not in _HOPS]
     return _identifier("_".join(parts)) if parts else None
 
 
