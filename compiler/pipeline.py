@@ -16,14 +16,8 @@ from .check import check_trace
 from .executors.base import Executor, get_executor
 from .ir import Trace
 from .observer import CompileObserver
-from .passes.claim import claim
-from .passes.codegen import codegen, codegen_plan
+from .passes import claim, codegen, cse, dce, decompose, fuse, liveness, simplify
 from .profiling import ProfileSettings, build_profiled_chain
-from .passes.cse import cse
-from .passes.dce import dce
-from .passes.decompose import decompose
-from .passes.liveness import insert_dels
-from .passes.simplify import simplify
 
 
 @dataclass
@@ -63,14 +57,16 @@ def _changed(a: Trace, b: Trace) -> bool:
 
 
 def chain_passes(executors: Sequence[Executor]) -> list[tuple[str, Callable[[Trace], Trace]]]:
-    """Return the (name, pass) list for a forward/backward/inference chain, codegen excluded."""
+    """Return the (name, pass) list for a forward/backward/inference chain, codegen excluded: each
+    name is the pass module's ``NAME``; one ``fuse`` per fusion executor, in priority order."""
     # simplify before dce: what simplify leaves unread (the first of two cancelling transposes,
     # say) is dead code.
-    passes = [("decompose", decompose), ("cse", cse), ("simplify", simplify), ("dce", dce),
-              ("claim", functools.partial(claim, executors=executors))]
+    passes = [(decompose.NAME, decompose.decompose), (cse.NAME, cse.cse), (simplify.NAME, simplify.simplify),
+              (dce.NAME, dce.dce), (claim.NAME, functools.partial(claim.claim, executors=executors))]
     for ex in executors:
-        passes.extend(getattr(ex, "passes", lambda: [])())
-    passes.append(("liveness", insert_dels))
+        if ex.fuses:
+            passes.append((fuse.NAME, functools.partial(fuse.fuse, executor=ex)))
+    passes.append((liveness.NAME, liveness.insert_dels))
     return passes
 
 
@@ -98,14 +94,12 @@ class PassRunner:
 
 
 def _report_kernels(trace: Trace, observer: CompileObserver) -> Trace:
-    """Hand the kernel records a fusion pass left in ``trace.meta["kernels"]`` to the observer and
-    return the trace without them."""
-    kernels = trace.meta.get("kernels")
-    if kernels is None:
+    """Hand the kernel records a fusion pass left in ``trace.kernels`` to the observer and return
+    the trace without them."""
+    if not trace.kernels:
         return trace
-    if kernels:
-        observer.kernels_built(trace.graph, trace.chain, kernels)
-    return trace.replace(meta={k: v for k, v in trace.meta.items() if k != "kernels"})
+    observer.kernels_built(trace.graph, trace.chain, list(trace.kernels))
+    return trace.replace(kernels=())
 
 
 def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callable]:
@@ -119,9 +113,9 @@ def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callabl
         trace = _report_kernels(trace, options.observer)
     t0 = time.perf_counter()
     if options.profile is None:
-        final, fn = codegen(trace, executors)
+        final, fn = codegen.codegen(trace, executors)
     else:
-        final, fn, plan = codegen_plan(trace, executors)
+        final, fn, plan = codegen.codegen_plan(trace, executors)
         fn = build_profiled_chain(final, executors, options.profile, options.observer, fn, plan)
-    final = runner.report("codegen", trace, final, time.perf_counter() - t0)
+    final = runner.report(codegen.NAME, trace, final, time.perf_counter() - t0)
     return final, fn

@@ -12,6 +12,11 @@ a non-finite float, ``{"S": [start, stop, step]}`` a slice, ``{"E": 1}`` Ellipsi
 layout and ``{"M": ...}`` a memory format. Loading validates every field and raises
 :class:`TraceFormatError` on anything malformed.
 
+Format 2 marks fusion symbols (``"fusion": true``) and keeps the FX names of renamed inputs
+(``"fx_names"``). Format 1 (older recordings) is still read: its fusion symbols are recognised by the
+kernel names recorded with the trace when the caller knows them, else by their shape (a top-level
+symbol with subsymbols and an executor whose name is not an ATen or prims op).
+
 Importable without torch: in a process that has not imported torch, loaded dtype/device/layout/
 memory-format constants are :class:`~thundervis.compiler.values.TorchConstant` stand-ins (they
 print and re-encode the same); where torch is imported they are the torch objects.
@@ -24,10 +29,11 @@ import re
 from keyword import iskeyword
 from typing import Any
 
-from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy
+from .ir import BoundSymbol, KernelRecord, SourceInfo, SourceLine, Trace, TensorProxy
 from .values import DEVICE, constant_kind, dtype_name, is_dtype_name, is_valid_name, torch_constant
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 
 
 _SYMBOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -91,6 +97,8 @@ def _bsym_json(b: BoundSymbol, proxies: dict) -> dict:
     for k in ("seq_nr", "aten", "executor", "note"):
         if getattr(b, k) is not None:
             d[k] = getattr(b, k)
+    if b.fusion:
+        d["fusion"] = True
     if b.subsymbols:
         d["subsymbols"] = [_bsym_json(s, proxies) for s in b.subsymbols]
     return d
@@ -103,13 +111,16 @@ def trace_to_dict(trace: Trace) -> dict:
         proxies[p.name] = p
     symbols = [_bsym_json(b, proxies) for b in trace.symbols]
     outputs = _enc(trace.outputs, proxies)
-    return {
+    d = {
         "format": FORMAT_VERSION, "name": trace.name, "chain": trace.chain, "graph": trace.graph,
         "pass": trace.pass_name, "next_uid": trace.next_uid, "next_name": trace.next_name,
         "proxies": [_proxy_json(p) for p in proxies.values()],
         "inputs": [p.name for p in trace.inputs], "symbols": symbols, "outputs": outputs,
         "meta": {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))},
     }
+    if trace.fx_names:
+        d["fx_names"] = dict(trace.fx_names)
+    return d
 
 
 def trace_to_json(trace: Trace) -> str:
@@ -190,7 +201,16 @@ def _load_source(d):
                       module=str(d.get("module", "")), function=str(d.get("function", "")))
 
 
-def _load_bsym(d, proxies) -> BoundSymbol:
+def _legacy_fusion(d: dict, fusion_names) -> bool:
+    """Whether a format-1 top-level symbol is a fusion: its name is one of the chain's recorded
+    kernels (when known), else it has subsymbols and an executor and is not an ATen/prims op."""
+    if fusion_names is not None:
+        return d.get("sym") in fusion_names and bool(d.get("subsymbols"))
+    sym = str(d.get("sym", ""))
+    return bool(d.get("subsymbols")) and d.get("executor") is not None and not sym.startswith(("prims.", "aten."))
+
+
+def _load_bsym(d, proxies, legacy_fusion: bool = False) -> BoundSymbol:
     _need(isinstance(d, dict), "symbol is not an object")
     sym, uid = d.get("sym"), d.get("uid")
     _need(isinstance(sym, str) and isinstance(uid, str), "symbol without sym/uid")
@@ -213,15 +233,25 @@ def _load_bsym(d, proxies) -> BoundSymbol:
         _need(v is None or isinstance(v, str), f"bad {k} for {uid}")
     _need(opt["aten"] is None or _SYMBOL_NAME.fullmatch(opt["aten"]) is not None, f"bad aten name for {uid}")
     _need(opt["executor"] is None or is_valid_name(opt["executor"]), f"bad executor name for {uid}")
+    fusion = d.get("fusion", False) or legacy_fusion
+    _need(isinstance(fusion, bool), f"bad fusion flag for {uid}")
+    _need(not fusion or bool(subs), f"fusion {uid} has no members")
     return BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=_dec(d.get("outputs"), proxies),
                        uid=uid, origin=tuple(origin), source=_load_source(d.get("source")),
-                       seq_nr=seq_nr, subsymbols=tuple(_load_bsym(s, proxies) for s in subs), **opt)
+                       seq_nr=seq_nr, subsymbols=tuple(_load_bsym(s, proxies) for s in subs),
+                       fusion=fusion, **opt)
 
 
-def trace_from_dict(d: dict) -> Trace:
-    """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`."""
+def trace_from_dict(d: dict, fusion_names=None) -> Trace:
+    """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`.
+    ``fusion_names``: the kernel names recorded for this trace's chain (or a function returning
+    them, called only when needed), used to recognise the fusion symbols of a format-1 trace
+    (older recordings); None: recognise them by shape."""
     _need(isinstance(d, dict), "trace is not an object")
-    _need(d.get("format") == FORMAT_VERSION, f"unsupported trace format {d.get('format')!r}")
+    _need(d.get("format") in READABLE_FORMATS, f"unsupported trace format {d.get('format')!r}")
+    legacy = d.get("format") == 1
+    if legacy and callable(fusion_names):
+        fusion_names = set(fusion_names())
     proxies = {}
     for pd in d.get("proxies", []):
         p = _load_proxy(pd)
@@ -236,19 +266,87 @@ def trace_from_dict(d: dict) -> Trace:
         _need(isinstance(d.get(k, 0), int), f"bad {k}")
     meta = d.get("meta", {})
     _need(isinstance(meta, dict), "bad meta")
+    fx_names = d.get("fx_names", {})
+    _need(isinstance(fx_names, dict) and all(
+        n in inputs and isinstance(v, str) and len(v) < 256 and _SYMBOL_NAME.fullmatch(v) is not None
+        for n, v in fx_names.items()), "bad fx_names")
+    for s in syms:
+        _need(isinstance(s, dict), "symbol is not an object")
+    symbols = tuple(_load_bsym(s, proxies, legacy and _legacy_fusion(s, fusion_names)) for s in syms)
     return Trace(name=str(d.get("name", "")), inputs=tuple(proxies[n] for n in inputs),
-                 symbols=tuple(_load_bsym(s, proxies) for s in syms), outputs=outputs,
+                 symbols=symbols, outputs=outputs,
                  chain=str(d.get("chain", "")), graph=d.get("graph", 0), pass_name=str(d.get("pass", "")),
-                 next_uid=d.get("next_uid", 0), next_name=d.get("next_name", 0), meta=dict(meta))
+                 next_uid=d.get("next_uid", 0), next_name=d.get("next_name", 0), meta=dict(meta),
+                 fx_names=dict(fx_names))
 
 
-def trace_from_json(text: str) -> Trace:
-    """Rebuild a Trace from JSON text; raise :class:`TraceFormatError` on anything malformed."""
+def trace_from_json(text: str, fusion_names=None) -> Trace:
+    """Rebuild a Trace from JSON text; raise :class:`TraceFormatError` on anything malformed
+    (``fusion_names``: see :func:`trace_from_dict`)."""
     try:
         d = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise TraceFormatError(f"not JSON: {e}") from None
-    return trace_from_dict(d)
+    return trace_from_dict(d, fusion_names)
+
+
+# ------------------------------------------------------------------------------- kernel records
+
+def _source_line_json(s: SourceLine) -> dict:
+    return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "direction": s.direction}
+
+
+def kernel_to_dict(k: KernelRecord) -> dict:
+    """Return the JSON-ready kernel record (the recording's ``kernels.record``): the fields, the
+    region trace under ``trace`` and the executor's ``details`` at top level."""
+    d = {"name": k.name, "executor": k.executor, "uid": k.uid, "members": list(k.members),
+         "ops": list(k.ops), "code": k.code, "language": k.language,
+         "inputs": [_proxy_json(p) for p in k.inputs], "outputs": [_proxy_json(p) for p in k.outputs],
+         "source_lines": [_source_line_json(s) for s in k.source_lines], "pass": k.pass_name,
+         "note": k.note, "trace": trace_to_dict(k.region) if k.region is not None else None}
+    for key, v in k.details.items():
+        d.setdefault(key, v)
+    return d
+
+
+_KERNEL_KEYS = frozenset(("name", "executor", "uid", "members", "ops", "code", "language", "inputs",
+                          "outputs", "source_lines", "pass", "note", "trace"))
+
+
+def kernel_from_dict(d: dict) -> KernelRecord:
+    """Rebuild a :class:`KernelRecord` from :func:`kernel_to_dict` output (validated; raise
+    :class:`TraceFormatError`)."""
+    _need(isinstance(d, dict), "kernel record is not an object")
+    name, uid = d.get("name"), d.get("uid")
+    _need(isinstance(name, str) and _SYMBOL_NAME.fullmatch(name) is not None, f"bad kernel name {str(name)[:60]!r}")
+    _need(isinstance(uid, str) and _UID.fullmatch(uid) is not None, f"bad kernel uid {str(uid)[:60]!r}")
+    strs = {}
+    for key in ("members", "ops"):
+        v = d.get(key, [])
+        _need(isinstance(v, list) and all(isinstance(x, str) for x in v), f"bad {key} of kernel {name}")
+        strs[key] = tuple(v)
+    for key in ("executor", "code", "language", "pass"):
+        _need(isinstance(d.get(key, ""), str), f"bad {key} of kernel {name}")
+    _need(d.get("note") is None or isinstance(d.get("note"), str), f"bad note of kernel {name}")
+    proxies = {}
+    for key in ("inputs", "outputs"):
+        v = d.get(key, [])
+        _need(isinstance(v, list), f"bad {key} of kernel {name}")
+        proxies[key] = tuple(_load_proxy(p) for p in v)
+    lines = d.get("source_lines", [])
+    _need(isinstance(lines, list) and all(isinstance(x, dict) for x in lines), f"bad source lines of kernel {name}")
+    source_lines = []
+    for x in lines:
+        _need(isinstance(x.get("line", 0), int), f"bad source line of kernel {name}")
+        source_lines.append(SourceLine(str(x.get("file", "")), x.get("line", 0), str(x.get("code", "")),
+                                       str(x.get("module", "")), str(x.get("direction", "forward"))))
+    region = d.get("trace")
+    return KernelRecord(
+        name=name, executor=d.get("executor", ""), uid=uid, members=strs["members"], ops=strs["ops"],
+        code=d.get("code", ""), language=d.get("language", ""), inputs=proxies["inputs"],
+        outputs=proxies["outputs"], source_lines=tuple(source_lines),
+        region=trace_from_dict(region) if region is not None else None, pass_name=d.get("pass", ""),
+        note=d.get("note"), details={k: v for k, v in d.items() if k not in _KERNEL_KEYS})
 
 
 def executable_trace_from_dict(d: dict) -> Trace:

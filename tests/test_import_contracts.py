@@ -107,6 +107,17 @@ def test_import_contracts_pass(report):
     assert report.contains_failures is False
 
 
+def test_compiler_has_no_import_cycles(report):
+    """No module of the compiler reaches itself through its imports (the layers contract proves
+    it between layers; this checks every module, listed in a layer or not)."""
+    graph = report.graph
+    modules = sorted(m for m in graph.modules if m.startswith("thundervis.compiler."))
+    cyclic = [m for m in modules
+              if any(graph.find_shortest_chain(importer=s, imported=m) for s in graph.find_modules_directly_imported_by(m)
+                     if s.startswith("thundervis.compiler.") and s != m)]
+    assert cyclic == []
+
+
 def test_graph_covers_every_part(report):
     modules = report.graph.modules
     for name in ("thundervis.cli", "thundervis.compiler.backend", "thundervis.compiler.passes.cse", "thundervis.tui"):
@@ -136,6 +147,12 @@ def test_graph_covers_every_part(report):
     ("thundervis.tui", "thundervis.commands.show", "views-read-through-the-reader"),
     ("thundervis.tui", "thundervis.recording.reader", None),  # the one door
     ("thundervis.cli", "thundervis.tui", None),  # the CLI opens the TUI (lazily: see the AST test)
+    # the compiler's layers: the executors <-> fuse cycle that the pipeline's pass list ended ...
+    ("thundervis.compiler.executors.base", "thundervis.compiler.passes.fuse", "compiler-layers"),
+    ("thundervis.compiler.passes.fuse", "thundervis.compiler.pipeline", "compiler-layers"),
+    ("thundervis.compiler.ir", "thundervis.compiler.serialize", "compiler-layers"),
+    ("thundervis.compiler.printer", "thundervis.compiler.serialize", "compiler-layers"),  # siblings
+    ("thundervis.compiler.pipeline", "thundervis.compiler.passes.fuse", None),  # downwards is fine
 ])
 def test_contracts_catch_violations(importer, imported, contract_id):
     report = _report([(importer, imported)])

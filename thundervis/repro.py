@@ -20,8 +20,8 @@ from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy
 from thundervis.compiler.prims import PRIMS
 from thundervis.compiler.resolve import UnknownSymbol, resolve_overload
 from thundervis.compiler.values import dtype_name
-from thundervis.rerun import (KERNEL_PREFIX, RerunError, choose_device, find_kernel, float64_region,
-                              get_fusion_executor, kernel_device, region_trace)
+from thundervis.rerun import (RerunError, choose_device, find_kernel, float64_region,
+                              get_fusion_executor, kernel_device, kernel_symbol_name, region_trace)
 
 
 class ReproError(RerunError):
@@ -117,13 +117,10 @@ def reference_source(region: Trace, names: _Names) -> str:
 # ----------------------------------------------------------------------------- kernel sections
 
 def _fusion_symbol(region: Trace, kernel_name: str, executor) -> BoundSymbol:
-    prefix = getattr(executor, "kernel_prefix", KERNEL_PREFIX.get(executor.name, executor.name))
-    # The name becomes a function name in generated code: only a plain identifier is reused.
-    reusable = kernel_name.startswith(prefix + "_") and kernel_name.isidentifier() and not iskeyword(kernel_name)
-    name = kernel_name if reusable else f"{prefix}_repro"
-    return BoundSymbol(sym=name, args=tuple(region.inputs), kwargs={}, outputs=tuple(region.flat_outputs()),
-                       uid="repro0", origin=tuple(m.uid for m in region.symbols),
-                       subsymbols=tuple(region.symbols), executor=executor.name)
+    return BoundSymbol(sym=kernel_symbol_name(kernel_name, "repro_fusion"), args=tuple(region.inputs),
+                       kwargs={}, outputs=tuple(region.flat_outputs()), uid="repro0",
+                       origin=tuple(m.uid for m in region.symbols), subsymbols=tuple(region.symbols),
+                       executor=executor.name, fusion=True)
 
 
 def kernel_section(region: Trace, kernel_name: str, executor_name: str) -> tuple[str, str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import importlib
 import json
+import keyword
+import re
 import statistics
 import time
 import warnings
@@ -29,9 +31,16 @@ from thundervis.compiler.values import torch_dtype
 from thundervis.recording.model import KernelInfo, RerunResult  # noqa: F401  (RerunResult: re-exported)
 
 ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
-# Kernel-name prefixes per fusion executor (the fusion symbol convention).
-KERNEL_PREFIX = {"triton": "triton_fusion", "nvfuser": "nvfusion", "inductor": "inductor_fusion",
-                 "torch": "torch_fusion"}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def kernel_symbol_name(recorded: str, fallback: str) -> str:
+    """Return the name a rebuilt fusion symbol gets: the recorded kernel name (``fw_fusion_3``, or
+    ``triton_fusion_3`` from older recordings) when it is a plain identifier, since it ends up in
+    generated kernel source; else ``fallback``."""
+    if _PLAIN_NAME.fullmatch(recorded) and not keyword.iskeyword(recorded):
+        return recorded
+    return fallback
 
 
 def _shown(name) -> str:
@@ -151,7 +160,7 @@ def region_trace(kernel, device: Optional[str] = None) -> Trace:
         raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged ({e})") from None
     members = [b for b in trace.symbols if b.sym != "del"]
     # A region recorded as one fusion symbol: its subsymbols are the members.
-    if len(members) == 1 and members[0].subsymbols and not members[0].sym.startswith(("prims.", "aten.")):
+    if len(members) == 1 and members[0].fusion:
         members = list(members[0].subsymbols)
     if not members:
         raise RerunError(f"the recorded IR of {_shown(kernel.name)} holds no operations")
@@ -263,16 +272,13 @@ def build_runner(region: Trace, kernel_name: str, executor) -> Callable[[list], 
             raise RuntimeError(executor.why_not(m))
     outputs = tuple(region.flat_outputs())
     if executor.fuses:
-        prefix = getattr(executor, "kernel_prefix", KERNEL_PREFIX.get(executor.name, executor.name))
-        # The name goes into generated kernel source: only a plain identifier is reused.
-        reusable = kernel_name.startswith(prefix + "_") and kernel_name.isidentifier()
-        name = kernel_name if reusable else f"{prefix}_rerun"
+        name = kernel_symbol_name(kernel_name, "rerun_fusion")
         problem = getattr(executor, "region_problem", lambda ms: None)(members)
         if problem:
             raise RuntimeError(problem)
         fusion = BoundSymbol(sym=name, args=tuple(region.inputs), kwargs={}, outputs=outputs, uid="rerun0",
                              origin=tuple(m.uid for m in members), subsymbols=tuple(members),
-                             executor=executor.name)
+                             executor=executor.name, fusion=True)
         if hasattr(executor, "build_kernel"):
             executor.build_kernel(fusion)
         trace = region.replace(symbols=(fusion,), outputs=outputs)

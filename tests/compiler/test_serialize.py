@@ -51,6 +51,7 @@ def _first_symbol_with_subsymbols(d):
     "dangling ref in subsymbol", "non-identifier proxy name", "code as proxy name", "bool in shape",
     "wrong format version", "input not a proxy", "symbol without uid", "bad origin", "outputs not a tuple",
     "not json", "not an object", "code as symbol name", "newline in symbol name", "code as uid",
+    "fusion flag not a bool", "fusion without members", "fx name of a non-input", "code as fx name",
 ])
 def test_malformed_json_is_rejected(sample, case):
     d = sample
@@ -72,6 +73,11 @@ def test_malformed_json_is_rejected(sample, case):
         "code as symbol name": lambda: _broken(d, ["symbols", 0, "sym"], "triton_fusion_0(fd):\n    import os\ndef x"),
         "newline in symbol name": lambda: _broken(d, ["symbols", 0, "sym"], "prims.add\n"),
         "code as uid": lambda: _broken(d, ["symbols", 0, "uid"], "f0; import os"),
+        "fusion flag not a bool": lambda: _broken(d, ["symbols", sub, "fusion"], "yes"),
+        "fusion without members": lambda: _broken(
+            d, ["symbols", next(i for i, s in enumerate(d["symbols"]) if not s.get("subsymbols")), "fusion"], True),
+        "fx name of a non-input": lambda: _broken(d, ["fx_names"], {"t0": "primals_1"}),
+        "code as fx name": lambda: _broken(d, ["fx_names"], {d["inputs"][0]: "x; import os"}),
         "not json": lambda: "{not json",
         "not an object": lambda: "[1, 2, 3]",
     }[case]()
@@ -83,3 +89,59 @@ def test_malformed_error_is_a_sentence_not_a_traceback_dump(sample):
     with pytest.raises(TraceFormatError) as exc:
         trace_from_json(_broken(sample, ["symbols", 0, "args"], {"T": [{"P": "nowhere"}]}))
     assert "nowhere" in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.fixture(scope="module")
+def fused_run(recorder_cls):
+    """A small model compiled with the default executors (Triton under its interpreter): every
+    pass of its chains, fuse included."""
+    import torch
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.compiler.backend import reset_graph_ids
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
+    torch._dynamo.reset()
+    reset_graph_ids()
+    rec = recorder_cls()
+    compiled = torch.compile(model, backend=ThundervisCompiler(observer=rec))
+    compiled(torch.randn(4, 8)).sum().backward()
+    torch._dynamo.reset()
+    assert not rec.failures, rec.failures
+    return rec
+
+
+def test_fusion_flag_and_fx_names_round_trip(fused_run):
+    fused = fused_run.traces("forward")["fuse"]
+    fusions = [b for b in fused.symbols if b.fusion]
+    assert fusions and all(b.subsymbols and b.executor for b in fusions)
+    back = trace_from_json(trace_to_json(fused))
+    assert [b.sym for b in back.symbols if b.fusion] == [b.sym for b in fusions]
+    assert back.fx_names == fused.fx_names and fused.fx_names  # readable inputs keep their FX names
+    assert set(fused.fx_names) <= {p.name for p in fused.inputs}
+
+
+def _as_format_1(d: dict) -> dict:
+    """What an older recording holds: format 1, no fusion flags, no fx_names."""
+    d = json.loads(json.dumps(d))
+    d["format"] = 1
+    d.pop("fx_names", None)
+
+    def strip(s):
+        s.pop("fusion", None)
+        for sub in s.get("subsymbols", []):
+            strip(sub)
+    for s in d["symbols"]:
+        strip(s)
+    return d
+
+
+def test_older_traces_get_their_fusion_flags_from_the_kernel_records(fused_run):
+    fused = fused_run.traces("forward")["fuse"]
+    names = [b.sym for b in fused.symbols if b.fusion]
+    old = json.dumps(_as_format_1(trace_to_dict(fused)))
+    # from the chain's recorded kernel names (what the reader passes) ...
+    assert [b.sym for b in trace_from_json(old, names).symbols if b.fusion] == names
+    assert [b.sym for b in trace_from_json(old, lambda: names[:1]).symbols if b.fusion] == names[:1]
+    # ... or, without them, by shape: decomposed ATen ops have subsymbols too but are not fusions
+    assert [b.sym for b in trace_from_json(old).symbols if b.fusion] == names
+    decomposed = trace_from_json(json.dumps(_as_format_1(trace_to_dict(fused_run.traces("forward")["decompose"]))))
+    assert any(b.subsymbols for b in decomposed.symbols) and not any(b.fusion for b in decomposed.walk())

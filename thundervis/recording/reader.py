@@ -416,8 +416,10 @@ class Recording:
         return found[0]
 
     def find_kernel(self, name: str, graph: Optional[int] = None, chain: Optional[str] = None) -> KernelInfo:
-        """Return the kernel called ``name`` (the first in graph then chain order, optionally
-        within ``graph``/``chain``); :class:`UnknownItem` naming the closest names otherwise."""
+        """Return the kernel called ``name``: names are unique in a recording (forward and backward
+        kernels are named apart, ``fw_fusion_3`` / ``bw_fusion_3``); older recordings restart
+        ``triton_fusion_N`` per chain, so the first match in graph then chain order, optionally
+        within ``graph``/``chain``. :class:`UnknownItem` names the closest names otherwise."""
         kernels = self.kernels()
         hits = [k for k in kernels if k.name == name and (graph is None or k.graph == graph)
                 and (chain is None or k.chain == chain)]
@@ -484,8 +486,11 @@ class Recording:
         from thundervis.compiler.serialize import TraceFormatError, trace_from_json
         ref = _pass_key(ref, chain, index)
         name, held, trace_json, _, meta = self._pass_row(ref)
+        def kernel_names():  # older recordings: their kernels say which symbols are fusions
+            return [r[0] for r in self._rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
+                                             (ref.graph, ref.chain))]
         try:
-            trace = trace_from_json(trace_json)
+            trace = trace_from_json(trace_json, kernel_names)
         except (TraceFormatError, ValueError, TypeError) as e:
             raise RecordingError(f"{self.path} holds a damaged trace for graph {ref.graph} {ref.chain} "
                                  f"pass {ref.index} ({e}).") from None

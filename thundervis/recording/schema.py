@@ -122,7 +122,7 @@ CREATE TABLE kernels (
     id           INTEGER PRIMARY KEY,
     graph_id     INTEGER NOT NULL,
     chain        TEXT NOT NULL,
-    name         TEXT NOT NULL,               -- e.g. triton_fusion_3
+    name         TEXT NOT NULL,               -- e.g. fw_fusion_3
     executor     TEXT NOT NULL,
     uid          TEXT,                        -- uid of the fusion symbol in the trace
     pass_name    TEXT,

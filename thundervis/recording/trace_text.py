@@ -72,6 +72,8 @@ class TraceTextCache:
             v = getattr(b, k)
             if v is not None:
                 parts += [f',"{k}":', _scalar(v)]
+        if b.fusion:
+            parts.append(',"fusion":true')
         if b.subsymbols:
             subs = [self._symbol(s, c) for s in b.subsymbols]
             parts += [',"subsymbols":[', ",".join(s[1] for s in subs), "]"]
@@ -122,7 +124,8 @@ class TraceTextCache:
             ',"pass":', _dumps(trace.pass_name), ',"next_uid":', _dumps(trace.next_uid),
             ',"next_name":', _dumps(trace.next_name), ',"proxies":[', ",".join(ptexts),
             '],"inputs":', _dumps([p.name for p in trace.inputs]), ',"symbols":[', ",".join(symbols),
-            '],"outputs":', outputs, ',"meta":', _dumps(meta), "}"))
+            '],"outputs":', outputs, ',"meta":', _dumps(meta),
+            ',"fx_names":' + _dumps(trace.fx_names) if trace.fx_names else "", "}"))
 
     def symbol_rows(self, graph: int, chain: str, index: int, trace: Trace) -> list[tuple]:
         """Return one ``symbols`` row per bound symbol of ``trace`` (subsymbols included, ``del``

@@ -19,8 +19,9 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from thundervis.compiler.ir import Trace
+from thundervis.compiler.ir import KernelRecord, Trace
 from thundervis.compiler.observer import CompileObserver
+from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
 from .liveness import host_name, process_token
@@ -329,8 +330,10 @@ class RecordingObserver(CompileObserver):
                 c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
         self._write("the symbol rows", fn)
 
-    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
-        """Record the kernels a fusion executor built."""
+    def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
+        """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
+        kernels = [kernel_to_dict(k) if isinstance(k, KernelRecord) else k for k in kernels]
+
         def fn(c):
             for k in kernels:
                 c.execute("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name,"
