@@ -227,6 +227,13 @@ def _load_bsym(d, proxies) -> BoundSymbol:
 
 def trace_from_dict(d: dict) -> Trace:
     """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`."""
+    try:
+        return _trace_from_dict(d)
+    except RecursionError:
+        raise TraceFormatError("the trace is nested too deeply") from None
+
+
+def _trace_from_dict(d: dict) -> Trace:
     _need(isinstance(d, dict), "trace is not an object")
     _need(d.get("format") == FORMAT_VERSION, f"unsupported trace format {d.get('format')!r}")
     proxies = {}
@@ -255,6 +262,8 @@ def trace_from_json(text: str) -> Trace:
         d = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise TraceFormatError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise TraceFormatError("not JSON: nested too deeply") from None
     return trace_from_dict(d)
 
 

@@ -21,7 +21,8 @@ from thundervis.compiler.prims import PRIMS
 from thundervis.compiler.resolve import UnknownSymbol, resolve_overload
 from thundervis.compiler.values import dtype_name
 from thundervis.rerun import (KERNEL_PREFIX, RerunError, choose_device, find_kernel, float64_region,
-                              get_fusion_executor, kernel_device, region_trace)
+                              get_fusion_executor, kernel_device, random_inputs_or_refuse,
+                              reference_or_refuse, region_trace)
 
 
 class ReproError(RerunError):
@@ -338,6 +339,9 @@ def write_repro(path: str, kernel: str, out: str, executor: Optional[str] = None
     dev = recorded if device is None and not (recorded.startswith("cuda") and not torch.cuda.is_available()) \
         else choose_device(k, device or "cpu")
     region = region_trace(k, dev if dev != recorded else None)
+    # A region that does not run in the reference interpreter would make a script that fails: the
+    # recording is damaged, say so here.
+    reference_or_refuse(region, k.name, random_inputs_or_refuse(region, k.name))
     try:
         source = repro_source(region, k.name, executor, f"graph {k.graph} {k.chain}", dev, iters)
     except RerunError:
