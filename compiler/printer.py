@@ -52,6 +52,14 @@ def call_text(b: BoundSymbol, callee: str | None = None) -> str:
     return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
 
 
+def comment_text(text: object) -> str:
+    """Return ``text`` safe inside a ``#`` comment of generated code: every character that is not
+    printable (newlines, escapes, bidi controls) written as its ``repr()`` escape, so the comment
+    cannot end early and nothing after it becomes code."""
+    s = str(text)
+    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
 def _meta_comment(b: BoundSymbol) -> str:
     outs = b.flat_outputs()
     return "  ".join(f"{p.name}: {p.short()}" for p in outs)

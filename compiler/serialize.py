@@ -159,7 +159,7 @@ def _dec(v, proxies: dict):
         _need(isinstance(x, list), "bad list")
         return [_dec(y, proxies) for y in x]
     if tag == "K":
-        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict")
+        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict or keyword key")
         return {str(k): _dec(y, proxies) for k, y in x.items()}
     if tag == "D":
         try:
