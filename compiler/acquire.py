@@ -14,8 +14,8 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-from .registry import register_live
 from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
+from .registry import register_live
 from .source import source_of
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
 

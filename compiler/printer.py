@@ -6,10 +6,9 @@ Kept apart from the IR (jax-core style). The printed text runs with the namespac
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from .ir import BoundSymbol, Trace, TensorProxy
 from keyword import iskeyword
 
+from .ir import BoundSymbol, Trace, TensorProxy
 from .values import format_value, is_valid_name
 
 

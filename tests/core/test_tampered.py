@@ -7,9 +7,7 @@ into. Each case must exit 2 with one sentence and leave no canary file.
 """
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 
 import pytest
 
