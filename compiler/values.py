@@ -16,19 +16,13 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# Every dtype by name, from a fixed table (names come from recordings: never looked up on torch).
-DTYPES: dict[str, torch.dtype] = {
-    dtype_name(d): d for d in (
-        torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex32, torch.complex64,
-        torch.complex128, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool,
-        torch.uint16, torch.uint32, torch.uint64, torch.float8_e4m3fn, torch.float8_e5m2,
-        torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.qint8, torch.quint8, torch.qint32)
-}
-LAYOUTS: dict[str, torch.layout] = {str(v).removeprefix("torch."): v for v in (
-    torch.strided, torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc,
-    torch._mkldnn, torch.jagged)}
-MEMORY_FORMATS: dict[str, torch.memory_format] = {str(v).removeprefix("torch."): v for v in (
-    torch.contiguous_format, torch.channels_last, torch.channels_last_3d, torch.preserve_format)}
+# Every dtype, layout and memory format torch defines, by name: fixed tables built once from torch's
+# own namespace, so a name read from a recording is looked up, never resolved on torch.
+DTYPES: dict[str, torch.dtype] = {dtype_name(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+LAYOUTS: dict[str, torch.layout] = {str(v).removeprefix("torch."): v for v in vars(torch).values()
+                                    if isinstance(v, torch.layout)}
+MEMORY_FORMATS: dict[str, torch.memory_format] = {str(v).removeprefix("torch."): v for v in vars(torch).values()
+                                                  if isinstance(v, torch.memory_format)}
 # A device as torch prints it: a known type and an optional small index.
 DEVICE = re.compile(r"(cpu|cuda|meta|mps|xpu|hpu|mtia|privateuseone)(:[0-9]{1,4})?")
 

@@ -181,11 +181,9 @@ import time
 import torch
 
 
-_DTYPES = {{str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}}
-_ATTRS = {{str(v).removeprefix("torch."): v for v in (
-    torch.strided, torch.contiguous_format, torch.channels_last, torch.preserve_format)}}
+_DTYPES = {{str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
+_ATTRS = {{str(v).removeprefix("torch."): v for v in vars(torch).values()
+          if isinstance(v, (torch.layout, torch.memory_format))}}
 
 
 def _dtype(name):
