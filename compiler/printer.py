@@ -6,10 +6,9 @@ Kept apart from the IR (jax-core style). The printed text runs with the namespac
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from .ir import BoundSymbol, Trace, TensorProxy
 from keyword import iskeyword
 
+from .ir import BoundSymbol, Trace, TensorProxy
 from .values import format_value, is_valid_name
 
 
@@ -51,6 +50,14 @@ def call_text(b: BoundSymbol, callee: str | None = None) -> str:
         rest = ", ".join(f"{repr(str(k))}: {format_value(v)}" for k, v in b.kwargs.items() if k not in named)
         parts.append(f"**{{{rest}}}")
     return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
+
+
+def comment_text(text: object) -> str:
+    """Return ``text`` safe inside a ``#`` comment of generated code: every character that is not
+    printable (newlines, escapes, bidi controls) written as its ``repr()`` escape, so the comment
+    cannot end early and nothing after it becomes code."""
+    s = str(text)
+    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def _meta_comment(b: BoundSymbol) -> str:

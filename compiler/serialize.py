@@ -306,7 +306,7 @@ def _dec(v, proxies: dict):
         _need(isinstance(x, list), "bad list")
         return [_dec(y, proxies) for y in x]
     if tag == "K":
-        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict")
+        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict or keyword key")
         return {str(k): _dec(y, proxies) for k, y in x.items()}
     if tag in _CONSTANT_TAGS:
         try:
@@ -380,6 +380,14 @@ def trace_from_dict(d: dict, fusion_names=None) -> Trace:
     ``fusion_names``: the kernel names recorded for this trace's chain (or a function returning
     them, called only when needed), used to recognise the fusion symbols of a format-1 trace
     (older recordings); None: recognise them by shape."""
+    try:
+        return _trace_from_dict(d, fusion_names)
+    except RecursionError:
+        raise TraceFormatError("the trace is nested too deeply") from None
+
+
+def _trace_from_dict(d: dict, fusion_names=None) -> Trace:
+
     _need(isinstance(d, dict), "trace is not an object")
     _need(d.get("format") in READABLE_FORMATS, f"unsupported trace format {d.get('format')!r}")
     legacy = d.get("format") == 1
@@ -420,6 +428,8 @@ def trace_from_json(text: str, fusion_names=None) -> Trace:
         d = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise TraceFormatError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise TraceFormatError("not JSON: nested too deeply") from None
     return trace_from_dict(d, fusion_names)
 
 

@@ -19,8 +19,9 @@ from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy
 from thundervis.compiler.prims import PRIMS
 from thundervis.compiler.resolve import UnknownSymbol, resolve_overload
 from thundervis.compiler.values import dtype_name
-from thundervis.rerun import (RerunError, choose_device, find_kernel, float64_region,
-                              get_fusion_executor, kernel_device, kernel_symbol_name, region_trace)
+from thundervis.rerun import (RerunError, choose_device, find_kernel, float64_region, get_fusion_executor,
+                              kernel_device, kernel_symbol_name, random_inputs_or_refuse, reference_or_refuse,
+                              region_trace)
 
 
 class ReproError(RerunError):
@@ -176,11 +177,9 @@ import time
 import torch
 
 
-_DTYPES = {{str(d).removeprefix("torch."): d for d in (
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}}
-_ATTRS = {{str(v).removeprefix("torch."): v for v in (
-    torch.strided, torch.contiguous_format, torch.channels_last, torch.preserve_format)}}
+_DTYPES = {{str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
+_ATTRS = {{str(v).removeprefix("torch."): v for v in vars(torch).values()
+          if isinstance(v, (torch.layout, torch.memory_format))}}
 
 
 def _dtype(name):
@@ -289,6 +288,9 @@ def write_repro(path: str, kernel: str, out: str, executor: Optional[str] = None
     dev = recorded if device is None and not (recorded.startswith("cuda") and not torch.cuda.is_available()) \
         else choose_device(k, device or "cpu")
     region = region_trace(source, dev if dev != recorded else None)
+    # A region that does not run in the reference interpreter would make a script that fails: the
+    # recording is damaged, say so here.
+    reference_or_refuse(region, k.name, random_inputs_or_refuse(region, k.name))
     try:
         source = repro_source(region, k.name, executor, f"graph {k.graph} {k.chain}", dev, iters)
     except RerunError:

@@ -177,6 +177,31 @@ def random_inputs(trace: Trace, seed: int = 0) -> list[torch.Tensor]:
     return make_inputs([(p.shape, p.strides, torch_dtype(p.dtype), p.device) for p in trace.inputs], seed)
 
 
+def random_inputs_or_refuse(region: Trace, kernel_name: str, seed: int = 0) -> list[torch.Tensor]:
+    """:func:`random_inputs`, with a :class:`RerunError` when the recorded metadata cannot make
+    tensors (a damaged or tampered recording)."""
+    try:
+        return random_inputs(region, seed)
+    except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as e:
+        raise RerunError(f"the recorded inputs of {_shown(kernel_name)} cannot be made "
+                         f"({type(e).__name__}: {_first_line(e)})") from None
+
+
+def reference_or_refuse(region: Trace, kernel_name: str, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """:func:`reference_outputs`, with a :class:`RerunError` when the recorded IR does not even run
+    in the reference interpreter: the recording is damaged, there is no kernel to check."""
+    try:
+        return reference_outputs(region, inputs)
+    except Exception as e:  # noqa: BLE001 - any failure of recorded IR is the recording's
+        raise RerunError(f"the recorded IR of {_shown(kernel_name)} does not run in the reference "
+                         f"interpreter ({type(e).__name__}: {_first_line(e)})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    from thundervis.safe_text import visible_line
+    return visible_line((str(e).splitlines() or [""])[0][:200])
+
+
 def float64_region(trace: Trace) -> Trace:
     """Return the region with floating dtype constants (conversions) raised to float64."""
     def up(v):
@@ -329,8 +354,8 @@ def rerun_recorded_kernel(rec, kernel: KernelInfo, executor: Union[str, Sequence
             args = [a.to(dev) for a in args]
             report.inputs = "captured"
     if args is None:
-        args = random_inputs(region, seed)
-    refs = reference_outputs(region, args)
+        args = random_inputs_or_refuse(region, k.name, seed)
+    refs = reference_or_refuse(region, k.name, args)
     for name in names:
         if strict:
             get_fusion_executor(name)  # say which executor is missing before running anything

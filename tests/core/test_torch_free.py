@@ -93,3 +93,15 @@ def test_compiling_entry_points_set_triton_interpret_before_triton(entry):
     assert p.returncode == 0, p.stderr
     flag, has_torch = p.stdout.split()
     assert (flag, has_torch) == ("1", "True")
+
+
+def test_torch_free_name_tables_are_torchs():
+    """Where torch is not imported, recorded dtype/layout/memory-format names are checked against
+    fixed name tables: they must be exactly the names torch defines (else a recording would read
+    differently with and without torch)."""
+    import torch  # noqa: F401
+    from thundervis.compiler import values
+    tables = values._torch_tables()
+    assert values._DTYPE_NAMES == set(tables["DTYPES"])
+    assert values._LAYOUT_NAMES == set(tables["LAYOUTS"])
+    assert values._MEMORY_FORMAT_NAMES == set(tables["MEMORY_FORMATS"])
