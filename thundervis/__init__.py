@@ -4,11 +4,22 @@
 :mod:`thundervis.session`); ``torch.compile(model, backend="thundervis")`` works anywhere after
 install. ``thundervis.show(obj)`` and ``thundervis.diff(a, b)`` open the Jupyter widgets (the
 notebook extension is imported only when they are called). The recording store, diff, dot and CLI
-live in this package; the compiler is ``thundervis.compiler``.
+live in this package; the compiler is ``thundervis.compiler``. Importing ``thundervis`` does not
+import torch (the reading tools never need it); ``thundervis.jit`` loads the compiler on first use.
 """
-from thundervis.session import jit  # noqa: F401
+from thundervis.compiler import triton_mode as _triton_mode
 
 __version__ = "0.1.0"
+
+_triton_mode.set_early()
+
+
+def jit(fn_or_module, **options):
+    """Return ``fn_or_module`` compiled by thundervis, recorded into this process's session
+    recording unless an observer is given or ``thundervis run`` records (see
+    :func:`thundervis.session.jit`)."""
+    from thundervis.session import jit as session_jit
+    return session_jit(fn_or_module, **options)
 
 
 def show(obj, **options):
