@@ -10,6 +10,7 @@ were recorded; the browser shows them with ``textContent`` and the static HTML e
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 from typing import Optional
@@ -129,9 +130,10 @@ class RecordingData:
 
     # -- JSON pieces --------------------------------------------------------------------------
 
-    def lines_json(self, graph: int, chain: str, index: int, infos: "_Interner") -> list:
-        """Return the lines of one pass as ``[uid, depth, text, info index]`` (info: the symbol's
-        op, source, module, executor, note and kernel, interned in ``infos``)."""
+    def lines_json(self, graph: int, chain: str, index: int, infos: "_Interner", table: "_Interner") -> list:
+        """Return the lines of one pass as indexes into ``table``, whose items are ``[uid, depth,
+        text, info index]`` (info: the symbol's op, source, module, executor, note and kernel,
+        interned in ``infos``). A line that several passes share is sent once."""
         out = []
         for ln in trace_lines(self.trace(graph, chain, index)):
             b = ln.symbol
@@ -139,8 +141,9 @@ class RecordingData:
             if b is not None:
                 info = infos.add({"sym": b.sym, "source": _source_json(b.source), "executor": b.executor,
                                   "note": b.note, "aten": b.aten, "seq_nr": b.seq_nr,
-                                  "kernel": b.sym if is_fusion(b) else None})
-            out.append([ln.uid, ln.depth, ln.text, info])
+                                  "kernel": b.sym if is_fusion(b) else None}, key=id(b))
+            row = (ln.uid, ln.depth, ln.text, info)
+            out.append(table.add(list(row), key=row))
         return out
 
     def diff(self, graph: int, chain: str, a: int, b: int):
@@ -221,7 +224,7 @@ class RecordingData:
 
     def payload(self, *, with_diagrams: bool = True) -> dict:
         """Return everything the browser needs to step through passes without asking again."""
-        infos = _Interner()
+        infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
         graphs = []
         for g in self.graphs():
@@ -235,11 +238,12 @@ class RecordingData:
                     passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
                                    "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
                     if same is None:
-                        lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos)
+                        lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos, table)
                         held = p.index
                 for prev, p in zip(c.passes, c.passes[1:]):
                     if p.changed:
-                        diffs[f"{prev.index}:{p.index}"] = self.diff_json(g.id, c.kind, prev.index, p.index)
+                        diffs[f"{prev.index}:{p.index}"] = diff_json(
+                            self.diff(g.id, c.kind, prev.index, p.index), g.id, c.kind, prev.index, p.index, sources)
                 diagram = None
                 if with_diagrams and c.passes and any(k.chain == c.kind for k in g.kernels):
                     n = c.passes[-1].n_symbols
@@ -253,7 +257,8 @@ class RecordingData:
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
                            "kernels": self.kernels_json(g)})
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
-                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items}
+                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items, "lines": table.items,
+                "sources": sources.items}
 
     def handle(self, request: dict) -> dict:
         """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram", ...}``)."""
@@ -269,27 +274,38 @@ class RecordingData:
 
 
 class _Interner:
-    """Numbers equal JSON-able dicts so each distinct one is sent once."""
+    """Numbers equal JSON-able items so each distinct one is sent once. ``key`` (hashable) names
+    the item; by default its JSON text. Keys by ``id()`` are only valid while the objects live
+    (the traces are cached for as long as the payload is built)."""
 
     def __init__(self):
         self.items: list = []
         self._index: dict = {}
+        self._by_json: dict = {}
 
-    def add(self, item: dict) -> int:
-        import json
-        key = json.dumps(item, sort_keys=True)
-        if key not in self._index:
-            self._index[key] = len(self.items)
+    def add(self, item, key=None) -> int:
+        if key is not None and key in self._index:
+            return self._index[key]
+        text = json.dumps(item, sort_keys=True)
+        n = self._by_json.get(text)
+        if n is None:
+            n = self._by_json[text] = len(self.items)
             self.items.append(item)
-        return self._index[key]
+        if key is not None:
+            self._index[key] = n
+        return n
 
 
-def diff_json(d, graph: int, chain: str, a: int, b: int) -> dict:
+def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Interner"] = None) -> dict:
     """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
     :func:`thundervis.diff.render.side_rows` as ``[status, left, right, note]`` with each cell
-    ``[marker, depth, text, spans, uid, source]`` or None."""
+    ``[marker, depth, text, spans, uid, source]`` or None (``source``: the text, or with
+    ``sources`` its index there, so a payload holding many diffs sends each source line once)."""
     def cell(r):
-        return None if r is None else [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, r.source]
+        if r is None:
+            return None
+        src = sources.add(r.source, key=r.source) if sources is not None else r.source
+        return [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, src]
     rows = [[s.status, cell(s.left), cell(s.right), s.note] for s in side_rows(d)]
     return {"graph": graph, "chain": chain, "a": a, "b": b, "before": d.before, "after": d.after,
             "counts": d.counts(), "summary": d.summary(), "rows": rows}

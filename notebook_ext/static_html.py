@@ -45,11 +45,12 @@ def _chain_of(payload: dict, graph: int, chain: str) -> Optional[dict]:
     return None
 
 
-def _pass_lines(chain: dict, index: int) -> list:
+def _pass_lines(payload: dict, chain: dict, index: int) -> list:
     by_index = {p["index"]: p for p in chain["passes"]}
     p = by_index.get(index)
     held = p["same_as"] if p and p.get("same_as") is not None else index
-    return chain["lines"].get(str(held), [])
+    table = payload["lines"]
+    return [table[i] for i in chain["lines"].get(str(held), [])]
 
 
 def _trace_pre(payload: dict, lines: list) -> str:
@@ -111,7 +112,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
         parts.append(f"<h4>graph {_e(graph)} · {_e(chain)} · passes</h4>")
         parts.append('<table class="tv-list">' + "".join(plist) + "</table>")
         parts.append(f"<h4>trace after {_e(pass_index)} {_e(names.get(pass_index, '?'))}</h4>")
-        parts.append(_trace_pre(payload, _pass_lines(c, pass_index)))
+        parts.append(_trace_pre(payload, _pass_lines(payload, c, pass_index)))
         for key, fragment in (diffs or {}).items():
             a, b = (int(x) for x in key.split(":"))
             parts.append(f"<details><summary>diff {_e(a)} {_e(names.get(a, '?'))} → {_e(b)} "

@@ -166,7 +166,7 @@ function textWithSpans(text, spans, cls) {
 }
 
 // rows: [status, left, right, note]; cell: [marker, depth, text, spans, uid, source]
-function diffTable(diff, { context = 3, onPick = null, selected = null } = {}) {
+function diffTable(diff, { context = 3, onPick = null, selected = null, sources = [] } = {}) {
   const table = h("table", { class: "tv-diff-table" });
   table.appendChild(
     h("thead", {}, h("tr", {}, h("th", { text: diff.before }), h("th", { text: diff.after }), h("th", { text: "" }))),
@@ -184,7 +184,8 @@ function diffTable(diff, { context = 3, onPick = null, selected = null } = {}) {
   }
   const cell = (c, side, status) => {
     if (!c) return h("td", { class: "tv-empty" });
-    const [marker, depth, text, spans, uid, source] = c;
+    const [marker, depth, text, spans, uid, src] = c;
+    const source = typeof src === "number" ? sources[src] : src; // payload diffs share one table
     const cls = status === "changed" ? (side === "a" ? "tv-hl-a" : "tv-hl-b") : "";
     const td = h(
       "td",
@@ -250,6 +251,7 @@ function countsLine(diff) {
 function renderRecording(model, el, ask) {
   const data = model.get("data");
   const infos = data.infos || [];
+  const lineTable = data.lines || []; // [uid, depth, text, info]; each pass lists indexes into it
   const diffCache = new Map();
   const diagramCache = new Map();
   const fusionsState = { module: "", collapse: null, kernel: model.get("selected_kernel") || "" };
@@ -337,7 +339,7 @@ function renderRecording(model, el, ask) {
   function linesAt(c, index) {
     const p = c.passes.find((x) => x.index === index);
     const held = p && p.same_as !== null && p.same_as !== undefined ? p.same_as : index;
-    return c.lines[String(held)] || [];
+    return (c.lines[String(held)] || []).map((i) => lineTable[i]);
   }
 
   function getDiff(c, a, b) {
@@ -543,6 +545,7 @@ function renderRecording(model, el, ask) {
                 set({ selected_uid: uid });
               },
               selected: model.get("selected_uid"),
+              sources: data.sources || [],
             }),
           );
         },

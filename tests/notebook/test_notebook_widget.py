@@ -56,7 +56,7 @@ def test_payload_holds_every_pass_diff_and_kernel(hostile):
                 assert [p["index"] for p in pc["passes"]] == [p.index for p in c.passes]
                 for p in c.passes:
                     held = next(x for x in pc["passes"] if x["index"] == p.index)["same_as"]
-                    lines = pc["lines"][str(held if held is not None else p.index)]
+                    lines = [payload["lines"][i] for i in pc["lines"][str(held if held is not None else p.index)]]
                     trace = rec.pass_trace(PassRef(g.id, c.kind, p.index))
                     assert [ln[2] for ln in lines] == [ln.text for ln in trace_lines(trace)]
                     assert [ln[0] for ln in lines] == [ln.uid for ln in trace_lines(trace)]
@@ -206,7 +206,7 @@ def test_show_a_function_compiled_in_this_process():
     w, w_orig = show(cf), show(f)
     assert w.data["graphs"] == w_orig.data["graphs"] and len(w.data["graphs"]) == 1
     assert "compiled in this kernel" in w.data["title"]
-    texts = [ln[2] for ln in _chain(w.data, w.graph, "inference")["lines"]["0"]]
+    texts = [w.data["lines"][i][2] for i in _chain(w.data, w.graph, "inference")["lines"]["0"]]
     assert any("relu" in t for t in texts) and not any("sigmoid" in t for t in texts)
     gid = show(cg).data["graphs"][0]["id"]
     assert gid != w.graph
