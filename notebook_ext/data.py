@@ -24,6 +24,8 @@ from thundervis.recording import PassRef, RecordingError, UnknownItem, open_reco
 COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
+# A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
+INLINE_SYMBOLS = 20000
 
 
 class DataError(Exception):
@@ -130,20 +132,26 @@ class RecordingData:
 
     # -- JSON pieces --------------------------------------------------------------------------
 
-    def lines_json(self, graph: int, chain: str, index: int, infos: "_Interner", table: "_Interner") -> list:
-        """Return the lines of one pass as indexes into ``table``, whose items are ``[uid, depth,
-        text, info index]`` (info: the symbol's op, source, module, executor, note and kernel,
-        interned in ``infos``). A line that several passes share is sent once."""
+    def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
+                   table: Optional["_Interner"] = None) -> list:
+        """Return the lines of one pass as ``[uid, depth, text, info]`` (info: the symbol's op,
+        source, module, executor, note and kernel). With ``infos`` and ``table`` each info is its
+        index in ``infos`` and each line its index in ``table``: a line several passes share is
+        sent once."""
         out = []
         for ln in trace_lines(self.trace(graph, chain, index)):
             b = ln.symbol
             info = None
             if b is not None:
-                info = infos.add({"sym": b.sym, "source": _source_json(b.source), "executor": b.executor,
-                                  "note": b.note, "aten": b.aten, "seq_nr": b.seq_nr,
-                                  "kernel": b.sym if is_fusion(b) else None}, key=id(b))
-            row = (ln.uid, ln.depth, ln.text, info)
-            out.append(table.add(list(row), key=row))
+                info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
+                        "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None}
+                if infos is not None:
+                    info = infos.add(info, key=id(b))
+            if table is None:
+                out.append([ln.uid, ln.depth, ln.text, info])
+            else:
+                row = (ln.uid, ln.depth, ln.text, info)
+                out.append(table.add(list(row), key=row))
         return out
 
     def diff(self, graph: int, chain: str, a: int, b: int):
@@ -222,52 +230,79 @@ class RecordingData:
             return self.label
         return self.overview().run.target
 
-    def payload(self, *, with_diagrams: bool = True) -> dict:
-        """Return everything the browser needs to step through passes without asking again."""
+    def chain_json(self, g, c, *, infos=None, table=None, sources=None, with_diagram: bool = True) -> dict:
+        """Return what the browser steps through in one chain: ``lines`` per pass that has its own
+        trace, ``diffs`` of each changed pass against the one before, and the fusion ``diagram``
+        (interned in the payload's tables when given, else inline)."""
+        lines, diffs = {}, {}
+        held = None
+        for p in c.passes:
+            if p.changed or held is None:
+                lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos, table)
+                held = p.index
+        for prev, p in zip(c.passes, c.passes[1:]):
+            if p.changed:
+                diffs[f"{prev.index}:{p.index}"] = diff_json(
+                    self.diff(g.id, c.kind, prev.index, p.index), g.id, c.kind, prev.index, p.index, sources)
+        diagram = None
+        if with_diagram and c.passes and any(k.chain == c.kind for k in g.kernels):
+            n = c.passes[-1].n_symbols
+            diagram = (self.diagram(g.id, c.kind) if n <= DIAGRAM_LIMIT else
+                       {"svg": None, "collapsed": True, "module": None, "modules": [], "pass": None,
+                        "error": f"{n} symbols: pick a module to draw"})
+        return {"lines": lines, "diffs": diffs, "diagram": diagram}
+
+    def payload(self, *, with_diagrams: bool = True, inline=()) -> dict:
+        """Return what the browser needs to step through passes without asking again: every
+        graph, chain and pass, and the lines, diffs and diagram of each chain whose distinct traces
+        hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
+        a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
         graphs = []
         for g in self.graphs():
             chains = []
             for c in g.chains:
-                passes, lines, diffs = [], {}, {}
-                held = None
+                passes, held = [], None
                 for p in c.passes:
                     # an unchanged pass shows the trace of the pass before it (sent once)
                     same = held if (not p.changed and held is not None) else None
                     passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
                                    "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
                     if same is None:
-                        lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos, table)
                         held = p.index
-                for prev, p in zip(c.passes, c.passes[1:]):
-                    if p.changed:
-                        diffs[f"{prev.index}:{p.index}"] = diff_json(
-                            self.diff(g.id, c.kind, prev.index, p.index), g.id, c.kind, prev.index, p.index, sources)
-                diagram = None
-                if with_diagrams and c.passes and any(k.chain == c.kind for k in g.kernels):
-                    n = c.passes[-1].n_symbols
-                    diagram = (self.diagram(g.id, c.kind) if n <= DIAGRAM_LIMIT else
-                               {"svg": None, "collapsed": True, "module": None, "modules": [], "pass": None,
-                                "error": f"{n} symbols: pick a module to draw"})
-                chains.append({"kind": c.kind, "status": c.status, "error": c.error, "eager": _eager(g, c),
-                               "passes": passes, "lines": lines, "diffs": diffs, "diagram": diagram})
+                size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
+                chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": _eager(g, c),
+                         "passes": passes, "lazy": False}
+                if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
+                    chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
+                                                 with_diagram=with_diagrams))
+                else:
+                    chain.update({"lines": None, "diffs": None, "diagram": None, "lazy": True})
+                chains.append(chain)
             graphs.append({"id": g.id, "reason": g.reason, "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
                            "kernels": self.kernels_json(g)})
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
-                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items, "lines": table.items,
-                "sources": sources.items}
+                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
+                "lines": table.items, "sources": sources.items}
 
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
         what = request.get("what")
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
             return self.diff_json(g, c, int(request["a"]), int(request["b"]))
         if what == "detail":
             return self.detail_json(g, c, int(request["pass"]), str(request["uid"]))
+        if what == "chain":
+            graph = self._graph(g)
+            try:
+                chain = graph.chain(c)
+            except UnknownItem as e:
+                raise DataError(str(e) + ".") from None
+            return self.chain_json(graph, chain)
         if what == "diagram":
             return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
         raise DataError(f"unknown request {what!r}")

@@ -50,7 +50,7 @@ def _pass_lines(payload: dict, chain: dict, index: int) -> list:
     p = by_index.get(index)
     held = p["same_as"] if p and p.get("same_as") is not None else index
     table = payload["lines"]
-    return [table[i] for i in chain["lines"].get(str(held), [])]
+    return [table[i] if isinstance(i, int) else i for i in (chain["lines"] or {}).get(str(held), [])]
 
 
 def _trace_pre(payload: dict, lines: list) -> str:
@@ -136,7 +136,7 @@ def recording_diffs_html(source, payload: dict, graph: int, chain: str) -> dict:
     if c is None:
         return {}
     out = {}
-    for key in c["diffs"]:
+    for key in c["diffs"] or {}:
         a, b = (int(x) for x in key.split(":"))
         out[key] = side_by_side_html(source.diff(graph, chain, a, b), context=3)
     return out

@@ -60,8 +60,9 @@ class RecordingWidget(_Base):
 
     def __init__(self, source: RecordingData, *, graph=None, chain=None, pass_=None, compare=None,
                  tab: str = "passes", **kwargs):
-        payload = source.payload()
-        g, c, p, cmp_ = _initial_selection(payload, graph, chain, pass_, compare)
+        skeleton = _skeleton(source)
+        g, c, p, cmp_ = _initial_selection(skeleton, graph, chain, pass_, compare)
+        payload = source.payload(inline={(g, c)})
         super().__init__(data=payload, graph=g, chain=c, pass_index=p, compare_index=cmp_, tab=tab, **kwargs)
         self._source = source
         self.on_msg(self._on_request)
@@ -97,6 +98,13 @@ class DiffWidget(_Base):
 
     def _static_html(self) -> str:
         return diff_html(self.data, self._trace_diff)
+
+
+def _skeleton(source: RecordingData) -> dict:
+    """Return the graphs, chains and passes of ``source`` in the payload's shape (no traces)."""
+    return {"graphs": [{"id": g.id, "chains": [{"kind": c.kind, "passes": [{"index": p.index, "name": p.name}
+                                                                           for p in c.passes]}
+                                               for c in g.chains]} for g in source.graphs()]}
 
 
 def _initial_selection(payload: dict, graph, chain, pass_, compare):

@@ -336,15 +336,36 @@ function renderRecording(model, el, ask) {
 
   // -- passes tab ---------------------------------------------------------------------------------
 
+  function infoAt(info) {
+    if (info === null || info === undefined) return null;
+    return typeof info === "number" ? infos[info] : info;
+  }
+
+  function loadChain(c) {
+    // a big chain comes without its traces; fetch them once, then draw again
+    if (c.loading) return;
+    c.loading = true;
+    ask({ what: "chain", graph: model.get("graph"), chain: c.kind }).then((r) => {
+      c.loading = false;
+      if (!r.ok) {
+        c.loadError = r.error;
+      } else {
+        Object.assign(c, r.data, { lazy: false });
+      }
+      render();
+    });
+  }
+
   function linesAt(c, index) {
     const p = c.passes.find((x) => x.index === index);
     const held = p && p.same_as !== null && p.same_as !== undefined ? p.same_as : index;
-    return (c.lines[String(held)] || []).map((i) => lineTable[i]);
+    // payload lines are indexes into the shared table; a chain loaded later has them inline
+    return ((c.lines && c.lines[String(held)]) || []).map((i) => (typeof i === "number" ? lineTable[i] : i));
   }
 
   function getDiff(c, a, b) {
     const key = `${model.get("graph")}/${c.kind}/${a}:${b}`;
-    if (c.diffs[`${a}:${b}`]) return Promise.resolve(c.diffs[`${a}:${b}`]);
+    if (c.diffs && c.diffs[`${a}:${b}`]) return Promise.resolve(c.diffs[`${a}:${b}`]);
     if (diffCache.has(key)) return diffCache.get(key);
     const p = ask({ what: "diff", graph: model.get("graph"), chain: c.kind, a, b }).then((r) => {
       if (!r.ok) throw new Error(r.error);
@@ -364,7 +385,7 @@ function renderRecording(model, el, ask) {
     const hl = fusionsState.kernel ? kernelUids(fusionsState.kernel) : new Set();
     const pre = h("div", { class: "tv-trace" });
     for (const [uid, depth, text, info] of linesAt(c, index)) {
-      const inf = info !== null && info !== undefined ? infos[info] : null;
+      const inf = infoAt(info);
       const src = inf && inf.source;
       const line = h(
         "div",
@@ -392,7 +413,7 @@ function renderRecording(model, el, ask) {
 
   function infoOf(c, index, uid) {
     for (const [u, , , info] of linesAt(c, index)) {
-      if (u === uid && info !== null && info !== undefined) return infos[info];
+      if (u === uid && info !== null && info !== undefined) return infoAt(info);
     }
     return null;
   }
@@ -474,6 +495,11 @@ function renderRecording(model, el, ask) {
 
   function passesTab(c) {
     const frag = h("div", { class: "tv-passes" });
+    if (c && c.lazy) {
+      frag.appendChild(h("div", { class: c.loadError ? "tv-error" : "tv-muted", text: c.loadError || `loading ${c.kind}…` }));
+      if (!c.loadError) loadChain(c);
+      return frag;
+    }
     if (!c || !c.passes.length) {
       frag.appendChild(h("div", { class: "tv-muted", text: "no recorded pass" }));
       return frag;

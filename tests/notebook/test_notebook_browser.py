@@ -54,7 +54,8 @@ def lab(tmp_path_factory, hostile):
     root.mkdir()
     shutil.copy(NOTEBOOK, root / "notebook.ipynb")
     nb = new_notebook(cells=[
-        new_code_cell("import thundervis"),
+        new_code_cell("import thundervis\nimport thundervis.notebook_ext.data as data\n"
+                      "data.INLINE_SYMBOLS = 0  # every chain but the first view is fetched when opened"),
         new_code_cell(f"w = thundervis.show({hostile!r})\nw"),
         new_code_cell(f"thundervis.show({hostile!r}, tab='fusions')"),
         new_code_cell(f"thundervis.diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
@@ -176,6 +177,16 @@ def test_hostile_recording_injects_nothing(lab):
         assert page.locator('img[src="x"]').count() == 0
         assert page.locator(".thundervis-widget script, .thundervis-widget [onerror], "
                             ".thundervis-widget [onmouseover]").count() == 0
+        # a chain sent on demand: open the backward chain, its trace arrives from the kernel
+        first.locator(".tv-chain").select_option("backward")
+        first.locator(".tv-pass-label").wait_for(timeout=60_000)
+        page.wait_for_function("(el) => el.querySelectorAll('.tv-line').length > 3", arg=first.element_handle(),
+                               timeout=60_000)
+        assert "backward" in first.locator(".tv-chain").input_value()
+        first.locator(".tv-prev").click()
+        first.locator(".tv-line", has_text="prims.").first.click()
+        first.locator(".tv-detail .tv-lin-chain").first.wait_for(timeout=60_000)
+        assert page.evaluate("window.__tv_pwned") is None and dialogs == []
         # the strings are there, as text
         text = " ".join(widgets.all_text_contents())
         assert HOSTILE_FILE in text

@@ -270,3 +270,23 @@ def test_big_graphs_start_collapsed(hostile, monkeypatch):
     assert d["collapsed"] and "cluster_" not in d["svg"]
     r = w.request({"what": "diagram", "graph": w.graph, "chain": "forward", "collapse": False})
     assert r["ok"] and "cluster_" in r["data"]["svg"]
+
+
+def test_big_chains_are_sent_when_opened(hostile, monkeypatch):
+    from thundervis.notebook_ext import data
+    full = show(hostile).data
+    monkeypatch.setattr(data, "INLINE_SYMBOLS", 0)
+    w = show(hostile)
+    assert not _chain(w.data, w.graph, "forward")["lazy"]  # the first view is always there
+    lazy = _chain(w.data, w.graph, "backward")
+    assert lazy["lazy"] and lazy["lines"] is None and lazy["passes"] == _chain(full, w.graph, "backward")["passes"]
+    r = w.request({"what": "chain", "graph": w.graph, "chain": "backward"})
+    assert r["ok"]
+    eager = _chain(full, w.graph, "backward")
+    for key, rows in r["data"]["lines"].items():
+        assert [ln[:3] for ln in rows] == [full["lines"][i][:3] for i in eager["lines"][key]]
+        infos = [ln[3] for ln in rows]
+        assert infos == [full["infos"][full["lines"][i][3]] if full["lines"][i][3] is not None else None
+                         for i in eager["lines"][key]]
+    assert set(r["data"]["diffs"]) == set(eager["diffs"])
+    assert "<" in w._repr_html_()  # the static page still renders
