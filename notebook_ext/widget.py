@@ -21,10 +21,18 @@ from .data import DataError, RecordingData
 from .static_html import diff_html, recording_diffs_html, recording_html
 
 _STATIC = pathlib.Path(__file__).parent / "static"
+# The front end in three parts (helpers and diff table; the recording view; the diff widget and the
+# entry point), joined into the one ES module anywidget loads.
+FRONT_END_PARTS = ("common.js", "recording_view.js", "widget.js")
+
+
+def front_end() -> str:
+    """Return the widget's ES module: the shipped parts in order."""
+    return "\n".join((_STATIC / part).read_text(encoding="utf-8") for part in FRONT_END_PARTS)
 
 
 class _Base(anywidget.AnyWidget):
-    _esm = _STATIC / "widget.js"
+    _esm = front_end()
     _css = _STATIC / "widget.css"
 
     data = traitlets.Dict().tag(sync=True)
