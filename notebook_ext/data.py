@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from typing import Optional
 
@@ -37,7 +38,6 @@ def open_source(obj):
     recording, or a function/module compiled with ``thundervis.jit`` in this process. Raise
     :class:`DataError` (one sentence) for anything else."""
     from thundervis.recording import Recording
-    from thundervis.session import flush, recording_of
     if isinstance(obj, RecordingData):
         return obj.rec, obj.graph_ids
     if isinstance(obj, Recording):
@@ -47,6 +47,9 @@ def open_source(obj):
             return open_recording(os.fspath(obj)), None
         except RecordingError as e:
             raise DataError(str(e)) from None
+    if "thundervis.session" not in sys.modules:  # nothing was compiled in this process (and no torch needed)
+        raise DataError(_NOT_A_SOURCE.format(type(obj).__name__))
+    from thundervis.session import flush, recording_of
     found = recording_of(obj)
     if found is not None:
         path, graphs = found
@@ -55,8 +58,11 @@ def open_source(obj):
                             "then show it.")
         flush()
         return open_recording(path, check=False), graphs
-    raise DataError(f"cannot show a {type(obj).__name__}: give a recording path, an open recording, or a "
-                    "function or module compiled with thundervis.jit in this kernel.")
+    raise DataError(_NOT_A_SOURCE.format(type(obj).__name__))
+
+
+_NOT_A_SOURCE = ("cannot show a {}: give a recording path, an open recording, or a function or module compiled "
+                 "with thundervis.jit in this kernel.")
 
 
 def label_of(obj) -> Optional[str]:

@@ -14,14 +14,6 @@ __version__ = "0.1.0"
 _triton_mode.set_early()
 
 
-def jit(fn_or_module, **options):
-    """Return ``fn_or_module`` compiled by thundervis, recorded into this process's session
-    recording unless an observer is given or ``thundervis run`` records (see
-    :func:`thundervis.session.jit`)."""
-    from thundervis.session import jit as session_jit
-    return session_jit(fn_or_module, **options)
-
-
 def show(obj, **options):
     """Return the Jupyter widget for ``obj``: a recording path, an open recording, or a function or
     module compiled with :func:`jit` in this process (its in-memory history). Options as
@@ -31,6 +23,10 @@ def show(obj, **options):
 
 
 def __getattr__(name: str):
+    # ``thundervis.jit`` (see :func:`thundervis.session.jit`) loads the compiler on first use.
+    if name == "jit":
+        from thundervis.session import jit
+        return jit
     # ``thundervis.diff`` is the diff package, and calling it opens the diff widget (see
     # thundervis/diff/__init__.py); load it on first use like ``import thundervis.diff`` would.
     if name == "diff":

@@ -18,6 +18,11 @@ import threading
 import weakref
 from typing import Optional
 
+# Loaded with the session: ``thundervis.jit`` is the entry point that brings in the compiler (and
+# sets TRITON_INTERPRET before Triton where there is no GPU).
+from thundervis.compiler import backend as backend_mod
+from thundervis.compiler.observer import CompileObserver, MultiObserver
+
 _lock = threading.Lock()
 _session: dict = {"recorder": None, "dir": None}
 # compiled object or the object it was made from -> the graph ids it compiled (a set that grows
@@ -89,9 +94,6 @@ def jit(fn_or_module, **options):
     """Return ``fn_or_module`` compiled by thundervis (``torch.compile`` with our backend; options as
     :func:`thundervis.compiler.jit`). Unless an ``observer`` is given or ``thundervis run`` set one,
     every graph it compiles is recorded into the session recording (see the module doc)."""
-    from thundervis.compiler import backend as backend_mod
-    from thundervis.compiler.observer import CompileObserver, MultiObserver
-
     if options.get("observer") is not None or backend_mod._defaults["observer"] is not None:
         return backend_mod.jit(fn_or_module, **options)
     graphs: set = set()
