@@ -19,7 +19,7 @@ import pytest
 
 from jupyter_helpers import browser_missing, chromium_page, jupyterlab, open_and_run_all, wait_idle
 
-from conftest import HOSTILE_CODE, HOSTILE_FILE, HOSTILE_MODULE
+from notebook_helpers import HOSTILE_CODE, HOSTILE_FILE, HOSTILE_MODULE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

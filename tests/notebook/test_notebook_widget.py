@@ -21,7 +21,7 @@ from thundervis.diff.render import side_rows  # noqa: E402
 from thundervis.notebook_ext import DataError, RecordingData, show  # noqa: E402
 from thundervis.recording import PassRef, open_recording  # noqa: E402
 
-from conftest import HOSTILE_CODE, HOSTILE_CODE2, HOSTILE_FILE, HOSTILE_MODULE  # noqa: E402
+from notebook_helpers import HOSTILE_CODE, HOSTILE_CODE2, HOSTILE_FILE, HOSTILE_MODULE  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HOSTILE = (HOSTILE_FILE, HOSTILE_MODULE, HOSTILE_CODE, HOSTILE_CODE2)
