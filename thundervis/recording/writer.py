@@ -98,6 +98,7 @@ class RecordingObserver(CompileObserver):
         # recording whose run never ended (killed) from the JSON.
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
+        self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -263,8 +264,8 @@ class RecordingObserver(CompileObserver):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
-            if name == "codegen":  # a chain finished compiling (backward ones long after their graph)
-                self.checkpoint()
+            if name == "codegen" and graph in self._finished_graphs:
+                self.checkpoint()  # a chain compiled after its graph (backward, at the first backward)
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -321,6 +322,8 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+        with self._lock:
+            self._finished_graphs.add(graph)
         self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
