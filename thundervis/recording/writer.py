@@ -4,7 +4,9 @@ Each event is written in its own transaction, so a crash, an exception in the us
 SIGKILL leaves everything committed so far readable (the ``symbols`` rows, an index over each pass's
 trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file is in WAL mode with
 ``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
-can lose the last few). Events may arrive from any thread (backward graphs compile when the first
+can lose the last few). The WAL is checkpointed into the main file when a graph (or a chain compiled
+after it) finishes and when the run ends, so the ``.tvrec`` copied alone holds every finished graph
+even after ``kill -9``. Events may arrive from any thread (backward graphs compile when the first
 backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
 must never break the user's training: a failed write is counted, noted once on stderr and in the
 ``events`` table, and the compile goes on.
