@@ -166,7 +166,8 @@ def _mutate(data, path: str, canary: str) -> None:
     strings = st.one_of(st.sampled_from(injections(canary)), st.text(max_size=12))
     # Kernel IR weighs most: it is what rerun and repro turn into code.
     where = data.draw(st.sampled_from(["kernel_json", "pass_json", "kernel_json", "kernel_name", "kernel_json",
-                                       "printed", "symbols", "run", "kernel_code", "pass_json"]), label="where")
+                                       "printed", "symbols", "run", "kernel_code", "pass_json", "json_column"]),
+                      label="where")
     with contextlib.closing(sqlite3.connect(path)) as c, c:
         if where == "pass_json":
             rows = c.execute("SELECT graph_id, chain, idx, trace_json FROM passes WHERE trace_json IS NOT NULL"
@@ -181,6 +182,11 @@ def _mutate(data, path: str, canary: str) -> None:
         elif where == "kernel_name":
             c.execute("UPDATE kernels SET name=? WHERE id=(SELECT min(id) FROM kernels)",
                       (data.draw(strings, label="kernel name"),))
+        elif where == "json_column":  # the other JSON columns: wrong types, broken text, deep nesting
+            table, col = data.draw(st.sampled_from(JSON_COLUMNS), label="json column")
+            value = data.draw(st.sampled_from(["[" * 100_000 + "]" * 100_000, "5", '"x"', "{}", "[1,2", "null",
+                                               "[5]", '[{"file": 5, "line": "x"}]', '{"a": [1]}']), label="json")
+            c.execute(f"UPDATE {table} SET {col}=?", (value,))
         elif where == "kernel_code":
             c.execute("UPDATE kernels SET code=?", (data.draw(strings, label="code"),))
         elif where == "printed":
@@ -195,6 +201,11 @@ def _mutate(data, path: str, canary: str) -> None:
                 c.execute(f"UPDATE run SET {col}=?", (value,))
             except sqlite3.IntegrityError:  # status is CHECKed
                 pass
+
+
+JSON_COLUMNS = [("run", "argv"), ("run", "executors"), ("kernels", "inputs"), ("kernels", "outputs"),
+                ("kernels", "source_lines"), ("kernels", "members"), ("kernels", "ops"), ("kernels", "record"),
+                ("passes", "meta"), ("graphs", "info"), ("symbols", "origin"), ("events", "data")]
 
 
 def _cli(*argv) -> tuple[int, str, str]:
