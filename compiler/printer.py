@@ -86,7 +86,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
         # even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
         key = (depth, b.sym, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               (b.uid, b.origin) if opts.uids else None)
+               (b.uid, b.origin) if opts.uids else None, b.executor if b.fusion else None)
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
@@ -96,6 +96,8 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         meta = _meta_comment(b)
         if meta:
             notes.append(meta)
+    if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+        notes.append(f"[{b.executor}]")
     if opts.uids:
         notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
     if notes:

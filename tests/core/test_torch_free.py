@@ -62,7 +62,8 @@ def test_torch_free_trace_text_matches_the_torch_one(recorded, capsys):
     with open_recording(path) as rec:
         uid = next(s.uid for s in rec.symbols(0, "forward", 0) if s.sym != "del")
     for argv in (("show", path, "--uids", "--pass", "0"), ("show", path, "--chain", "backward", "--uids"),
-                 ("lineage", path, "--uid", uid, "--json")):
+                 ("lineage", path, "--uid", uid, "--json"), ("diff", path, "--chain", "backward", "--to", "decompose"),
+                 ("diff", path, path, "--json")):
         code, with_torch, _ = run_cli(capsys, *argv)
         r = _probe(*argv)
         assert (r["code"], r["out"]) == (0, with_torch), argv
