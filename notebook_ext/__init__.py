@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .data import DataError, RecordingData, is_pass_spec, label_of, open_source, passes_diff_json, runs_diff_json  # noqa: F401
+from .data import (DataError, RecordingData, is_pass_spec, label_of, open_source,  # noqa: F401
+                   passes_diff_json, runs_diff_json)
 
 
 def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_=None, compare=None,
@@ -20,8 +21,8 @@ def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_
     for something that is not a recording."""
     from .widget import RecordingWidget
     rec, graphs = open_source(obj)
-    return RecordingWidget(RecordingData(rec, graphs, label or label_of(obj)), graph=graph, chain=chain, pass_=pass_,
-                           compare=compare, tab=tab)
+    return RecordingWidget(RecordingData(rec, graphs, label or label_of(obj)), graph=graph, chain=chain,
+                           pass_=pass_, compare=compare, tab=tab)
 
 
 def diff(a, b, *, graph: Optional[int] = None, chain: Optional[str] = None):

@@ -406,7 +406,8 @@ def runs_diff_json(a, b) -> dict:
     for src in (a, b):
         data = RecordingData(*open_source(src), label=label_of(src))
         try:
-            sides.append(run_side_from_recording(data.rec, label=data.title() + f" ({os.path.basename(data.rec.path)})"))
+            label = f"{data.title()} ({os.path.basename(data.rec.path)})"
+            sides.append(run_side_from_recording(data.rec, label=label))
         except RecordingError as e:
             raise DataError(str(e)) from None
     comp = compare_runs(*sides)
