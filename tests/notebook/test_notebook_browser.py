@@ -3,7 +3,8 @@ Chromium driven by Playwright. Opens examples/notebook.ipynb, runs it, and check
 the lines the fusion pass fused and added, that stepping changes the pass, that a click on a line
 loads its lineage from the kernel and a click on a kernel highlights its cluster and source lines.
 A second notebook shows a recording whose file name, source lines and module path are HTML and
-checks that none of it runs. Screenshots go to test-artifacts/ (or $THUNDERVIS_TEST_ARTIFACTS).
+checks that none of it runs, that a chain sent on demand arrives, and that what the browser selected
+is what Python reads (a new cell prints the synced traits). Screenshots go to test-artifacts/ (or $THUNDERVIS_TEST_ARTIFACTS).
 
 Skipped, with the reason, only where chromium or playwright is missing and CI is not set; under
 CI (CI=true) a missing browser fails the test.
@@ -187,6 +188,17 @@ def test_hostile_recording_injects_nothing(lab):
         first.locator(".tv-line", has_text="prims.").first.click()
         first.locator(".tv-detail .tv-lin-chain").first.wait_for(timeout=60_000)
         assert page.evaluate("window.__tv_pwned") is None and dialogs == []
+        # what the browser selected is what Python reads: a new cell prints the synced traits
+        label = first.locator(".tv-pass-label").text_content()
+        page.locator(".jp-Notebook:visible .jp-Cell").last.locator(".jp-InputPrompt").click()
+        page.keyboard.press("Escape")
+        page.keyboard.press("b")
+        page.keyboard.press("Enter")
+        page.keyboard.type("print('SYNC', w.chain, w.pass_index)")
+        page.keyboard.press("Shift+Enter")
+        synced = page.locator(".jp-OutputArea-output", has_text="SYNC").first
+        synced.wait_for(timeout=60_000)
+        assert synced.text_content().split()[1:] == ["backward", label.split()[1]]
         # the strings are there, as text
         text = " ".join(widgets.all_text_contents())
         assert HOSTILE_FILE in text
