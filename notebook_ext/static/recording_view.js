@@ -20,7 +20,11 @@ function renderRecording(model, el, ask) {
     { class: "tv-header" },
     h("span", { class: "tv-brand", text: "thundervis" }),
     h("span", { class: "tv-title", text: data.title }),
-    h("span", { class: "tv-muted", text: `run ${data.status}${data.device ? " · " + data.device : ""}` }),
+    h("span", {
+      class: "tv-muted",
+      // a session recording (thundervis.jit in this kernel) stays "running" while the kernel lives
+      text: `${data.status === "running" ? "recording live" : "run " + data.status}${data.device ? " · " + data.device : ""}`,
+    }),
   );
   const graphSel = h("select", { class: "tv-graph", "aria-label": "graph" });
   const chainSel = h("select", { class: "tv-chain", "aria-label": "chain" });
