@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 
-from thundervis.cli import UserError
-from thundervis.safe_text import visible_line
+from thundervis.errors import UserError
+from thundervis.safe_text import visible, visible_line
 
 
 def open_or_fail(path: str):
@@ -37,54 +36,22 @@ def readable(path: str):
         rec.close()
 
 
-def _source_label(s: dict) -> str:
-    return f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"
-
-
 def summary_dict(rec) -> dict:
-    """Return the ``ls --json`` document for an open recording."""
-    from thundervis.timings import fusion_timing_json, graph_timings_json
-    run = rec.run()
-    tm = rec.timings()
+    """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
+    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``."""
+    from thundervis.recording.fallbacks import chain_counts, fallbacks
+    d = rec.overview().as_json()
     fell_back = {}  # (graph, chain, kernel name) -> error of its run-time fallback
     for e in rec.events("kernel_fallback"):
-        d = e.data if isinstance(e.data, dict) else {}
-        if isinstance(d.get("kernel"), str):
-            fell_back[(e.graph, e.chain, d["kernel"])] = " ".join(str(d.get("error") or "").split())
-    graphs = []
-    for g in rec.graphs():
-        graphs.append({
-            "id": g.id, "compile_id": g.compile_id, "reason": g.reason,
-            "recompile_reason": g.recompile_reason, "graph_break_reason": g.graph_break_reason,
-            "compile_ms": g.compile_s * 1e3 if g.compile_s is not None else None,
-            "n_inputs": g.n_inputs, "n_nodes": g.n_nodes,
-            "chains": [{"kind": c.kind, "status": c.status, "error": c.error,
-                        "passes": [{"index": p.index, "name": p.name, "ms": round(p.duration_ms, 4),
-                                    "changed": p.changed, "n_symbols": p.n_symbols} for p in c.passes]}
-                       for c in g.chains],
-            "fusions": [{"name": k.name, "executor": k.executor, "chain": k.chain, "uid": k.uid,
-                         "n_ops": len(k.ops), "sources": sorted({_source_label(s) for s in k.source_lines}),
-                         "timing": fusion_timing_json(tm, g.id, k.chain, k.name),
-                         "ran_in_torch": fell_back.get((g.id, k.chain, k.name))}
-                        for k in g.kernels],
-            "timings": graph_timings_json(tm, g.id),
-            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-        })
-    duration = (run.ended_at - run.started_at) if run.ended_at else None
-    from thundervis.recording.fallbacks import chain_counts, fallbacks
-    eager, total = chain_counts(rec)
-    return {
-        "schema": rec.schema_version,
-        "path": rec.path,
-        "run": {"script": run.script, "module": run.module, "argv": run.argv, "cwd": run.cwd,
-                "status": run.status, "exit_code": run.exit_code, "started_at": run.started_at,
-                "ended_at": run.ended_at, "duration_s": duration, "device": run.device,
-                "executors": run.executors, "python": run.python, "torch": run.torch,
-                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback},
-        "graphs": graphs,
-        "chains_eager": eager, "chains_total": total,
-        "fallbacks": [f.as_json() for f in fallbacks(rec)],
-    }
+        data = e.data if isinstance(e.data, dict) else {}
+        if isinstance(data.get("kernel"), str):
+            fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
+    d["chains_eager"], d["chains_total"] = chain_counts(rec)
+    d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
+    return d
 
 
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
@@ -127,8 +94,10 @@ def summary_text(rec, passes: bool = True) -> str:
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
     code = f" (exit {r['exit_code']})" if r["exit_code"] is not None else ""
     target = r["script"] or f"-m {r['module']}"
-    lines.append(f"run     {target} {' '.join(r['argv'][1:])}".rstrip())
+    lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    if r.get("last_event"):
+        lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if not d["graphs"]:
         lines.append("no graphs were compiled")
     for g in d["graphs"]:
@@ -151,15 +120,15 @@ def summary_text(rec, passes: bool = True) -> str:
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
 def cmd_ls(args) -> int:
     """Print the summary of the recording ``args.recording`` (JSON with ``--json``)."""
     with readable(args.recording) as rec:
-        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
+        text = (json.dumps(rec.overview().as_json(), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
-    sys.stdout.write(text)
+    sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
 
 

@@ -4,7 +4,9 @@ Each event is written in its own transaction, so a crash, an exception in the us
 SIGKILL leaves everything committed so far readable (the ``symbols`` rows, an index over each pass's
 trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file is in WAL mode with
 ``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
-can lose the last few). Events may arrive from any thread (backward graphs compile when the first
+can lose the last few). The WAL is checkpointed into the main file when a graph (or a chain compiled
+after it) finishes and when the run ends, so the ``.tvrec`` copied alone holds every finished graph
+even after ``kill -9``. Events may arrive from any thread (backward graphs compile when the first
 backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
 must never break the user's training: a failed write is counted, noted once on stderr and in the
 ``events`` table, and the compile goes on.
@@ -19,10 +21,12 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from thundervis.compiler.ir import Trace
+from thundervis.compiler.ir import KernelRecord, Trace
 from thundervis.compiler.observer import CompileObserver
+from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
+from .liveness import host_name, process_token
 from .schema import INSERT_SYMBOL_ROW, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
@@ -59,6 +63,9 @@ def _device() -> str:
         pass
     return "cpu"
 
+
+# The user's source files are stored up to this size each (bigger ones: path only).
+MAX_SOURCE_BYTES = 2 * 2**20
 
 # Traces kept for their symbol rows are written out once they hold this many top-level symbols
 # (about 30 MiB of IR); the train_gpt example holds 2k.
@@ -97,6 +104,8 @@ class RecordingObserver(CompileObserver):
         # recording whose run never ended (killed) from the JSON.
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
+        self._sources_seen: set[str] = set()
+        self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -144,10 +153,11 @@ class RecordingObserver(CompileObserver):
 
         def fn(c):
             c.execute("INSERT INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
-                      " device, executors, started_at, status, pid) VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?)",
+                      " device, executors, started_at, status, pid, host, process_start)"
+                      " VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?)",
                       (script, module, _json(list(argv)), cwd, v["python"], v["torch"], v["triton"],
                        v["thundervis"], _device(), _json(list(executors)) if executors else None,
-                       time.time(), os.getpid()))
+                       time.time(), os.getpid(), host_name(), process_token()))
         self._write("the run", fn)
 
     def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
@@ -159,6 +169,19 @@ class RecordingObserver(CompileObserver):
         self._write("the end of the run", lambda c: c.execute(
             "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
             (status, exit_code, traceback_text, time.time())))
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file, so the ``.tvrec`` alone (copied, attached to a bug
+        report) holds everything committed so far even if the process is killed next. PASSIVE:
+        never waits for a viewer that is reading the file live."""
+        with self._lock:
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as e:
+                self._note_error("a checkpoint", e)
 
     def note(self, event: str, data: Any = None, graph: Optional[int] = None,
              chain: Optional[str] = None) -> None:
@@ -185,6 +208,10 @@ class RecordingObserver(CompileObserver):
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except Exception:
+                pass
+            try:  # a finished recording in rollback-journal mode: readers leave no -wal/-shm files
+                conn.execute("PRAGMA journal_mode=DELETE")
+            except Exception:  # a reader still has it open: it stays in WAL mode, still complete
                 pass
             conn.close()
 
@@ -247,7 +274,11 @@ class RecordingObserver(CompileObserver):
             if name == "codegen" or chain in ("dynamo", "joint"):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
+        if index == 0:
+            self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
+            if name == "codegen" and graph in self._finished_graphs:
+                self.checkpoint()  # a chain compiled after its graph (backward, at the first backward)
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -256,6 +287,38 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def record_sources(self, trace: Trace) -> None:
+        """Store the text of every user source file ``trace``'s symbols point at that is not
+        stored yet (the file as it is now, which is what this compile read)."""
+        files = []
+        stack = list(trace.symbols)
+        while stack:
+            b = stack.pop()
+            f = b.source.file if b.source is not None else None
+            if f and f not in self._sources_seen:
+                self._sources_seen.add(f)
+                files.append(f)
+            stack.extend(b.subsymbols)
+        if not files:
+            return
+        rows = []
+        for f in files:
+            text, size, digest = None, None, None
+            try:
+                if os.path.isfile(f):
+                    size = os.path.getsize(f)
+                    if size <= MAX_SOURCE_BYTES:
+                        with open(f, "rb") as fh:
+                            data = fh.read(MAX_SOURCE_BYTES + 1)
+                        import hashlib
+                        digest = hashlib.sha256(data).hexdigest()
+                        text = data.decode("utf-8", errors="replace")
+            except OSError:
+                pass
+            rows.append((f, text, size, digest))
+        self._write("the source files", lambda c: c.executemany(
+            "INSERT OR IGNORE INTO sources(file, text, size, sha256) VALUES (?,?,?,?)", rows))
 
     def write_symbol_rows(self) -> None:
         """Write the ``symbols`` rows of every pass recorded so far (done when the run ends)."""
@@ -270,8 +333,10 @@ class RecordingObserver(CompileObserver):
                 c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
         self._write("the symbol rows", fn)
 
-    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
-        """Record the kernels a fusion executor built."""
+    def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
+        """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
+        kernels = [kernel_to_dict(k) if isinstance(k, KernelRecord) else k for k in kernels]
+
         def fn(c):
             for k in kernels:
                 c.execute("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name,"
@@ -304,16 +369,19 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+        with self._lock:
+            self._finished_graphs.add(graph)
+        self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
         """Record a runtime event. Profiler timings go to the timing tables and captured fusion
-        inputs to safetensors files next to the recording (thundervis/timings.py, capture.py)."""
+        inputs to safetensors files next to the recording (recording/results.py, capture.py)."""
         if event == "timings":
-            from thundervis.timings import store_timings
+            from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
         if event == "inputs":
-            from thundervis.capture import save_captured_inputs
+            from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
