@@ -96,7 +96,8 @@ class TritonExecutor(FusionExecutor):
         if name not in ops.SUPPORTED:
             kind = {"mm": "matmuls stay with torch", "bmm": "matmuls stay with torch",
                     "rand": "random numbers stay with torch (same RNG stream as eager)",
-                    "rand_like": "random numbers stay with torch (same RNG stream as eager)"}.get(name)
+                    "rand_like": "random numbers stay with torch (same RNG stream as eager)",
+                    "tensor_constant": "constant data is made by torch (no kernel needed)"}.get(name)
             return kind or f"{b.sym} has no Triton lowering"
         if self.available() is not None:
             return self.available()
