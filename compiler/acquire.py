@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any
+from typing import Any, Optional
 
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .constants import SYMBOL as CONSTANT_SYMBOL, hold, recordable, values_of
-from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
+from .ir import CHAIN_PREFIX, BoundSymbol, SourceInfo, Trace, TensorProxy, map_structure
 from .source import source_of
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
 
@@ -51,7 +51,7 @@ def _val(node: torch.fx.Node):
 
 
 def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, uid: str,
-                     symbols: list) -> TensorProxy:
+                     symbols: list, call_site: Optional[SourceInfo] = None) -> TensorProxy:
     """Append the symbol that makes the tensor constant ``node`` names and return its proxy: a
     factory call for a uniform constant, else ``prims.tensor_constant`` with the data in the trace,
     or holding the tensor when its data cannot be recorded (see :mod:`constants`)."""
@@ -83,13 +83,16 @@ def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, u
         kwargs["held"] = hold(value, str(node.target))
         note += f" (data not recorded: {why_not}; only the torch executor of this process can make it)"
     symbols.append(BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=out, uid=uid,
-                               source=source_of(node.meta), aten=aten, note=note))
+                               source=source_of(node.meta, call_site), aten=aten, note=note))
     return out
 
 
 def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str | None = None,
-                aten_only: bool = True) -> Trace:
+                aten_only: bool = True, call_site: Optional[SourceInfo] = None) -> Trace:
     """Convert ``gm`` into a Trace of chain ``chain`` for compiled graph number ``graph``.
+
+    ``call_site``: the user line that called the compiled code (:func:`source.call_site`), the
+    source of nodes whose FX stack trace names no frame at all.
 
     With ``aten_only`` every call must be an ATen/prims overload (AOTAutograd graphs); otherwise any
     callable is recorded by its qualified name (Dynamo graphs). Raises :class:`UnsupportedGraph`.
@@ -134,7 +137,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 env[node] = p
                 inputs.append(p)
             elif node.op == "get_attr":
-                env[node] = _constant_tensor(gm, node, f"t{counter}", f"{prefix}{uid}", symbols)
+                env[node] = _constant_tensor(gm, node, f"t{counter}", f"{prefix}{uid}", symbols, call_site)
                 counter += 1
                 uid += 1
             elif node.op in ("call_function", "call_method", "call_module"):
@@ -154,7 +157,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 aten = meta.get("original_aten")
                 symbols.append(BoundSymbol(
                     sym=symbol_name(target), args=args, kwargs=kwargs, outputs=out,
-                    uid=f"{prefix}{uid}", source=source_of(meta),
+                    uid=f"{prefix}{uid}", source=source_of(meta, call_site),
                     seq_nr=meta.get("seq_nr") if isinstance(meta.get("seq_nr"), int) else None,
                     aten=symbol_name(target) if isinstance(target, torch._ops.OpOverload)
                     else (symbol_name(aten) if aten is not None else None),

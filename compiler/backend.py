@@ -23,6 +23,7 @@ from .acquire import UnsupportedGraph, fx_to_trace
 from .observer import CompileObserver
 from .pipeline import CompileOptions, compile_chain
 from .profiling import ProfiledChain, ProfileSettings
+from .source import call_site
 
 _graph_ids = itertools.count()
 _defaults = {"observer": None, "executors": None, "debug": False, "profile": None}
@@ -101,9 +102,10 @@ class ThundervisCompiler:
         obs.graph_started(graph, {"n_inputs": len(example_inputs),
                                   "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
                                   "reason": _compile_reason()})
+        site = call_site()
         try:
             t0 = time.perf_counter()
-            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False)
+            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False, call_site=site)
             obs.pass_done(graph, "dynamo", 0, "acquire", dyn.replace(meta={"duration_ms": (time.perf_counter() - t0) * 1e3}),
                           time.perf_counter() - t0, True)
         except Exception:  # the Dynamo-level record is informative only
@@ -112,10 +114,10 @@ class ThundervisCompiler:
             with torch.fx.traceback.preserve_node_meta():
                 compiled = aot_module_simplified(
                     gm, example_inputs,
-                    fw_compiler=self._chain_compiler(graph, "forward"),
-                    bw_compiler=self._chain_compiler(graph, "backward"),
-                    inference_compiler=self._chain_compiler(graph, "inference"),
-                    partition_fn=self._partition(graph),
+                    fw_compiler=self._chain_compiler(graph, "forward", site),
+                    bw_compiler=self._chain_compiler(graph, "backward", site),
+                    inference_compiler=self._chain_compiler(graph, "inference", site),
+                    partition_fn=self._partition(graph, site),
                 )
         except Exception as e:
             obs.chain_failed(graph, None, f"{type(e).__name__}: {e}", traceback.format_exc())
@@ -124,13 +126,13 @@ class ThundervisCompiler:
         obs.graph_finished(graph, time.perf_counter() - t_start)
         return compiled
 
-    def _partition(self, graph: int):
+    def _partition(self, graph: int, site=None):
         obs = self.options.observer
 
         def partition(joint_module, joint_inputs, **kwargs):
             t0 = time.perf_counter()
             try:
-                joint = fx_to_trace(joint_module, chain="joint", graph=graph)
+                joint = fx_to_trace(joint_module, chain="joint", graph=graph, call_site=site)
                 dt = time.perf_counter() - t0
                 obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
             except Exception as e:
@@ -138,7 +140,9 @@ class ThundervisCompiler:
             return default_partition(joint_module, joint_inputs, **kwargs)
         return partition
 
-    def _chain_compiler(self, graph: int, chain: str):
+    def _chain_compiler(self, graph: int, chain: str, site=None):
+        """Return the AOTAutograd compiler of one chain; ``site``: the user line that called the
+        compiled code (the source of ops whose FX stack trace is empty)."""
         options = self.options
 
         def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
@@ -146,7 +150,7 @@ class ThundervisCompiler:
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
-                trace = fx_to_trace(gm, chain=chain, graph=graph)
+                trace = fx_to_trace(gm, chain=chain, graph=graph, call_site=site)
                 dt = time.perf_counter() - t0
                 obs.pass_done(graph, chain, 0, "acquire", trace.replace(meta={"duration_ms": dt * 1e3}), dt, True)
                 _, fn = compile_chain(trace, options)
