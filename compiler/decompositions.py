@@ -16,11 +16,12 @@ import torch._decomp
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .decomposition_check import output_mismatch
 from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, add_same_named_prims
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
 from .resolve import UnknownSymbol, resolve_overload
-from .values import UnsupportedValue, constant, contiguous_strides, proxy_for, torch_dtype
+from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, proxy_for, torch_dtype
 
 aten = torch.ops.aten
 tprims = torch.ops.prims
@@ -167,6 +168,26 @@ def template_for(op, args, kwargs) -> Template:
     return t
 
 
+def _computed(template: Template, inputs: list[TensorProxy], src) -> Optional[tuple]:
+    """Return (shape, dtype, device, strides) of what template output ``src`` computes, or None
+    when it is not a tensor."""
+    if src[0] == "in":
+        p = inputs[src[1]]
+        return (p.shape, p.dtype, p.device, p.strides)
+    if src[0] == "node":
+        meta = template.nodes[src[1]].meta
+        if src[2] is not None:
+            meta = meta[src[2]] if isinstance(meta, (tuple, list)) and src[2] < len(meta) else None
+        if isinstance(meta, torch.Tensor):
+            try:
+                strides = tuple(int(s) for s in meta.stride())
+            except Exception:
+                strides = None
+            return (tuple(meta.shape), dtype_name(meta.dtype), str(meta.device), strides)
+        return None
+    return None
+
+
 def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
     """Return prim symbols computing ``b``'s outputs (named as ``b``'s outputs); raise NotLowered."""
     try:
@@ -181,8 +202,9 @@ def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
             seen.add(p.name)
             inputs.append(p)
     flat_outs = list(flatten(b.outputs if isinstance(b.outputs, (tuple, list)) else (b.outputs,)))
-    if len(flat_outs) != len(template.outputs):
-        raise NotLowered("its decomposition returns a different number of outputs")
+    problem = output_mismatch(flat_outs, [_computed(template, inputs, src) for src in template.outputs])
+    if problem is not None:
+        raise NotLowered(problem)
     # Output proxies of the parent are produced directly by the node that computes them.
     wanted: dict = {}
     for o, src in zip(flat_outs, template.outputs):

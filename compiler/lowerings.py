@@ -6,7 +6,7 @@ Two tables, both merged into the table :mod:`.decompositions` traces with:
   (``prims.broadcast_in_dim``, ``prims.sum`` ...), rewritten into ATen calls that are our prims.
 - :data:`ATEN_LOWERINGS`: ATen operators that PyTorch does not decompose, or decomposes into ops
   that are not prims (``as_strided``, ``full_like``, ``empty_permuted``): ``zeros_like``,
-  ``split``, ``diagonal``, ``max.dim`` ...
+  ``split``, ``diagonal``, ``max.dim``, ``take``/``put``, ``scatter_reduce`` (sum, mean) ...
 
 A lowering runs under ``make_fx`` on fake tensors, so it may read shapes, strides and dtypes, and
 the ATen ops it calls are decomposed further by the same table until only prims remain.
@@ -259,6 +259,22 @@ def _as_strided(x, size, stride, storage_offset=None):
         numel *= s
     if offset == 0 and numel == x.numel() and all(a == b for a, b, s in zip(stride, _contiguous(size), size) if s > 1):
         return aten.view.default(x, size)
+    return aten.index.Tensor(aten.view.default(x, [-1]), [_strided_index(x, size, stride, offset)])
+
+
+def _as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """Writes ``src`` where ``as_strided`` would read: an ``index_put`` into the flattened input
+    (contiguous inputs at offset 0 only, like :func:`_as_strided`)."""
+    offset = x.storage_offset() if storage_offset is None else storage_offset
+    if not x.is_contiguous() or x.storage_offset() != 0:
+        return NotImplemented
+    index = _strided_index(x, list(size), list(stride), offset)
+    flat = aten.index_put.default(aten.view.default(x, [-1]), [index], src)
+    return aten.view.default(flat, list(x.shape))
+
+
+def _strided_index(x, size, stride, offset):
+    """Return the int64 tensor of shape ``size`` holding the storage offsets ``as_strided`` reads."""
     index = aten.full.default([1] * len(size), offset, dtype=torch.int64, device=x.device)
     for d, (n, st) in enumerate(zip(size, stride)):
         shape = [1] * len(size)
@@ -266,7 +282,7 @@ def _as_strided(x, size, stride, storage_offset=None):
         step = aten.arange.start_step(0, n * st, st, dtype=torch.int64, device=x.device) if st else \
             aten.full.default([n], 0, dtype=torch.int64, device=x.device)
         index = aten.add.Tensor(index, aten.view.default(step, shape))
-    return aten.index.Tensor(aten.view.default(x, [-1]), [index])
+    return aten.expand.default(index, size) if size else aten.view.default(index, [])
 
 
 def _contiguous(size) -> list[int]:
@@ -300,6 +316,57 @@ def _addbmm(x, batch1, batch2, *, beta=1, alpha=1):
     return aten.add.Tensor(out, x if beta == 1 else aten.mul.Tensor(x, beta))
 
 
+def _take(x, index):
+    return aten.index.Tensor(aten.reshape.default(x, [-1]), [index])
+
+
+def _put(x, index, source, accumulate=False):
+    flat = aten.index_put.default(aten.reshape.default(x, [-1]), [aten.reshape.default(index, [-1])],
+                                  aten.reshape.default(source, [-1]), accumulate)
+    return aten.view.default(flat, list(x.shape))
+
+
+def _scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
+    """``sum`` and ``mean`` as scatter-adds (``prod``, ``amax``, ``amin`` have no prim: torch)."""
+    if reduce not in ("sum", "mean"):
+        return NotImplemented
+    base = x if include_self else aten.scatter.value(x, dim, index, 0)
+    total = aten.scatter_add.default(base, dim, index, src)
+    if reduce == "sum":
+        return total
+    start = aten.full.default(list(x.shape), 1 if include_self else 0, dtype=x.dtype, device=x.device)
+    ones = aten.full.default(list(index.shape), 1, dtype=x.dtype, device=x.device)
+    count = aten.scatter_add.default(start, dim, index, ones)
+    count = aten.where.self(aten.eq.Scalar(count, 0), aten.full.default([], 1, dtype=x.dtype, device=x.device), count)
+    if x.is_floating_point():
+        return aten.div.Tensor(total, count)
+    return aten.div.Tensor_mode(total, count, rounding_mode="floor")
+
+
+def _isin(elements, test_elements, *, assume_unique=False, invert=False):
+    if isinstance(elements, torch.Tensor) and isinstance(test_elements, torch.Tensor) and test_elements.numel() == 0:
+        return aten.full.default(list(elements.shape), bool(invert), dtype=torch.bool, device=elements.device)
+    hit = aten.any.dim(aten.eq.Tensor(aten.unsqueeze.default(elements, -1), aten.reshape.default(test_elements, [-1])), -1)
+    return aten.logical_not.default(hit) if invert else hit
+
+
+def _angle(x):
+    """The angle of a real number: pi below 0, 0 otherwise, NaN kept (complex stays with torch)."""
+    if x.is_complex():
+        return NotImplemented
+    dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+    pi = aten.scalar_tensor.default(3.141592653589793, dtype=dtype, device=x.device)
+    zero = aten.scalar_tensor.default(0.0, dtype=dtype, device=x.device)
+    r = aten.where.self(aten.lt.Scalar(x, 0), pi, zero)
+    if not x.is_floating_point():
+        return r
+    return aten.where.self(aten.isnan.default(x), x, r)
+
+
+def _polygamma(n, x):
+    return aten.digamma.default(x) if n == 0 else NotImplemented
+
+
 ATEN_LOWERINGS = {
     aten.full_like.default: _full_like,
     aten.empty_permuted.default: _empty_permuted,
@@ -318,6 +385,13 @@ ATEN_LOWERINGS = {
     aten.diagonal_backward.default: _diagonal_backward,
     aten.unfold.default: _unfold,
     aten.as_strided.default: _as_strided,
+    aten.as_strided_scatter.default: _as_strided_scatter,
+    aten.take.default: _take,
+    aten.put.default: _put,
+    aten.scatter_reduce.two: _scatter_reduce,
+    aten.isin.Tensor_Tensor: _isin,
+    aten.angle.default: _angle,
+    aten.polygamma.default: _polygamma,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
     aten.max.default: _reduce_all(aten.amax.default),

@@ -37,7 +37,9 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
+from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
+from .arguments import dropped_argument
 from .base import FusionExecutor, KernelBuildError, register_executor
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
@@ -94,10 +96,10 @@ class TritonExecutor(FusionExecutor):
             return f"{b.sym} is not a prim"
         name = prim_name(b)
         if name not in ops.SUPPORTED:
-            kind = {"mm": "matmuls stay with torch", "bmm": "matmuls stay with torch",
-                    "rand": "random numbers stay with torch (same RNG stream as eager)",
-                    "rand_like": "random numbers stay with torch (same RNG stream as eager)",
-                    "tensor_constant": "constant data is made by torch (no kernel needed)"}.get(name)
+            prim = PRIMS.get(name)
+            kind = {"matmul": "matmuls stay with torch",
+                    "rng": "random numbers stay with torch (same RNG stream as eager)",
+                    "constant": "constant data is made by torch (no kernel needed)"}.get(prim.kind if prim else "")
             return kind or f"{b.sym} has no Triton lowering"
         if self.available() is not None:
             return self.available()
@@ -125,6 +127,9 @@ class TritonExecutor(FusionExecutor):
             a = bind(b)
         except Exception as e:
             return f"cannot read the arguments of {b.sym}: {e}"
+        dropped = dropped_argument("triton", b.sym, b.aten, a, ops.HONOURED.get(name, ()))
+        if dropped is not None:
+            return dropped
         if name in ops.REDUCTIONS:
             try:
                 _, N, _ = reduction_domain(b)
@@ -169,6 +174,8 @@ class TritonExecutor(FusionExecutor):
             return f"different devices {sorted(devices)}"
         if outputs is None:
             outputs = [p for b in members for p in b.flat_outputs()]
+        if not outputs:  # a dead prim left by flattening a decomposition: a kernel would write nothing
+            return "nothing the region computes is read after it"
         try:
             generate(members, outputs, _device_kind(next(iter(devices))), phase_limit=self.phase_limit)
         except Unfusable as e:

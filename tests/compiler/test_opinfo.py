@@ -1,8 +1,8 @@
 """A representative subset of the OpInfo sweep (``scripts/opinfo_coverage.py`` runs all of it).
 
-Per op: compiled forward and gradients match eager, the decomposed traces run through the
-reference interpreter (prims, not the parent ATen ops) match the ATen traces, and the ops a
-transformer's training uses lower to prims completely.
+Per op, with the device's default executors (what users run): compiled forward and gradients match
+eager, the decomposed traces run through the reference interpreter (prims, not the parent ATen ops)
+match the ATen traces, and the ops a transformer's training uses lower to prims completely.
 """
 from __future__ import annotations
 
@@ -40,6 +40,11 @@ nn.functional.relu nn.functional.nll_loss nn.functional.cross_entropy nn.functio
 nn.functional.linear nn.functional.embedding nn.functional.dropout
 matmul mm bmm addmm baddbmm""".split()
 
+# Ops whose non-default arguments a fusion executor must honour or refuse, never drop
+# (round's decimals, div's rounding_mode ...), and ops that once crashed the default executors.
+ARGUMENTS = """round round.decimals_3 round.decimals_neg_3 div.trunc_rounding div.floor_rounding
+var var_mean std nn.functional.embedding diff""".split()
+
 # Ops that must not fail but may fall back (to torch for some ATen op, or eagerly as a whole).
 FALLBACK_OK = ["sort", "nonzero", "nn.functional.conv2d"]
 
@@ -60,6 +65,18 @@ def test_op_matches_and_lowers(name):
     r = _check(name)
     assert r.status == h.LOWERED, f"{name}: {r.status}: {r.reason}"
     assert r.samples >= 1
+
+
+@pytest.mark.parametrize("name", ARGUMENTS)
+def test_op_arguments_are_honoured(name):
+    r = _check(name, samples=2)
+    assert r.status not in h.FAILURES, f"{name}: {r.status}: {r.reason}"
+
+
+def test_sweep_runs_the_default_executors():
+    from thundervis.compiler.pipeline import default_executor_names
+    assert h.DEFAULT_EXECUTORS is None  # check_op's default: the device's default order
+    assert default_executor_names(h.DEVICE)[-1] == "torch"
 
 
 @pytest.mark.parametrize("name", FALLBACK_OK)
