@@ -5,7 +5,7 @@ Usage::
     python benchmarks/model_zoo.py                     # every model, one table row each
     python benchmarks/model_zoo.py --models mistral,resnet18 --json zoo.json
 
-Each model is built from a ``transformers`` config (random init, no download: HF_HUB_OFFLINE=1) or
+Each model (Mistral, Qwen2, Phi, GPT-2, T5, ViT, DistilBERT, ResNet-18) is built from a ``transformers`` config (random init, no download: HF_HUB_OFFLINE=1) or
 from torchvision's own ``torchvision.models.resnet``, with tiny sizes. For each one this script runs
 the real CLI in a subprocess, ``thundervis run --no-view --out REC model_zoo.py --train NAME``,
 with the DEFAULT executors (on a machine without CUDA: triton under TRITON_INTERPRET=1, then torch).
@@ -24,6 +24,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,15 @@ def _phi():
                                  num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0,
                                  embd_pdrop=0.0, attention_dropout=0.0)
     model = transformers.PhiForCausalLM(cfg)
+    ids = _tokens(2, 8, cfg.vocab_size)
+    return model, {"input_ids": ids, "labels": ids}, _hf_loss
+
+
+def _gpt2():
+    import transformers
+    cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg)
     ids = _tokens(2, 8, cfg.vocab_size)
     return model, {"input_ids": ids, "labels": ids}, _hf_loss
 
@@ -159,8 +169,8 @@ def _resnet18():
 MODELS = {
     "mistral": _causal_lm("MistralConfig", "MistralForCausalLM"),
     "qwen2": _causal_lm("Qwen2Config", "Qwen2ForCausalLM"),
-    "llama": _causal_lm("LlamaConfig", "LlamaForCausalLM"),
     "phi": _phi,
+    "gpt2": _gpt2,
     "t5": _t5,
     "vit": _vit,
     "distilbert": _distilbert,
@@ -225,8 +235,10 @@ class Row:
 
 
 def _reason(note: str) -> str:
-    # Group the torch executor's notes by their first reason: "triton: ..." of each.
+    # Group the torch executor's notes by their first reason ("triton: ..."), shapes left out so that
+    # one limitation reads as one line.
     first = note.split("; ")[0].strip()
+    first = re.sub(r"\[[0-9, ]*\]", "[..]", first)
     return first[:150]
 
 
