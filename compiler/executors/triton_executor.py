@@ -37,6 +37,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
+from ..observer import runtime_reporter  # noqa: E402
 from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
 from .arguments import dropped_argument
@@ -312,9 +313,22 @@ def _reference(fusion: BoundSymbol) -> Callable:
     return run
 
 
+def _sources(fusion: BoundSymbol) -> list[dict]:
+    """Return the distinct source lines of a fusion's members (file, line, code), in order."""
+    out, seen = [], set()
+    for b in fusion.subsymbols:
+        s = b.source
+        if s is not None and s.line and (s.file, s.line) not in seen:
+            seen.add((s.file, s.line))
+            out.append({"file": s.file, "line": s.line, "code": s.code})
+    return out
+
+
 def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
-    """Return ``launch`` guarded: if its first call fails, warn and run the region with torch."""
+    """Return ``launch`` guarded: if its first call fails, warn, report a ``kernel_fallback``
+    runtime event (kernel, error, source lines) and run the region with torch from then on."""
     state = {"fn": None}
+    report = runtime_reporter()
 
     def run(*args):
         fn = state["fn"]
@@ -323,8 +337,11 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
         try:
             out = launch(*args)
         except Exception as e:  # a kernel bug must not stop training
+            error = f"{type(e).__name__}: {str(e)[:300]}"
             warnings.warn(f"thundervis: Triton kernel {fusion.sym} failed on its first launch "
-                          f"({type(e).__name__}: {str(e)[:200]}); its region runs in torch instead")
+                          f"({error}); its region runs in torch instead")
+            report("kernel_fallback", {"kernel": fusion.sym, "uid": fusion.uid, "executor": "triton",
+                                       "error": error, "sources": _sources(fusion)})
             state["fn"] = _reference(fusion)
             return state["fn"](*args)
         state["fn"] = launch

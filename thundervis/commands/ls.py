@@ -11,6 +11,7 @@ import os
 import sys
 
 from thundervis.cli import UserError
+from thundervis.safe_text import visible_line
 
 
 def open_or_fail(path: str):
@@ -64,6 +65,8 @@ def summary_dict(rec) -> dict:
             "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
         })
     duration = (run.ended_at - run.started_at) if run.ended_at else None
+    from thundervis.recording.fallbacks import chain_counts, fallbacks
+    eager, total = chain_counts(rec)
     return {
         "schema": rec.schema_version,
         "path": rec.path,
@@ -73,7 +76,40 @@ def summary_dict(rec) -> dict:
                 "executors": run.executors, "python": run.python, "torch": run.torch,
                 "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback},
         "graphs": graphs,
+        "chains_eager": eager, "chains_total": total,
+        "fallbacks": [f.as_json() for f in fallbacks(rec)],
     }
+
+
+def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
+    """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
+    ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
+    its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
+    groups). Recorded strings are made terminal-safe."""
+    from thundervis.recording.fallbacks import TORCH_OP
+    v = visible_line
+    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly"]
+    loud = [f for f in d["fallbacks"] if f["kind"] != TORCH_OP]
+    for f in loud:
+        where = f" · {v(f['source'])}" if f["source"] else ""
+        chain = "" if f["graph"] is None else f"graph {f['graph']}{' ' + f['chain'] if f['chain'] else ''} · "
+        lines.append(f"  fallback {f['kind']}: {chain}{v(f['what'])}{where}: {v(f['reason'])}")
+    ops = [f for f in d["fallbacks"] if f["kind"] == TORCH_OP]
+    if ops:
+        groups: dict[str, list] = {}
+        for f in ops:
+            groups.setdefault(f["reason"], []).append(f)
+        lines.append(f"{len(ops)} ops run by torch (why not lowered / not fused):")
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        for reason, items in ordered[:ops_limit]:
+            syms = sorted({f["what"].removeprefix("prims.").removeprefix("aten.") for f in items})
+            srcs = sorted({f["source"] for f in items if f["source"]})
+            where = f" · {', '.join(v(x) for x in srcs[:3])}{' ...' if len(srcs) > 3 else ''}" if srcs else ""
+            lines.append(f"  {len(items):>3} × {v(', '.join(syms[:3]))}{' ...' if len(syms) > 3 else ''}: "
+                         f"{v(reason)}{where}")
+        if len(ordered) > ops_limit:
+            lines.append(f"  ... and {len(ordered) - ops_limit} more reasons (thundervis ls --json lists all)")
+    return lines
 
 
 def summary_text(rec, passes: bool = True) -> str:
@@ -105,7 +141,8 @@ def summary_text(rec, passes: bool = True) -> str:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
             lines.append(f"  fusion {k['name']} [{k['executor']}] {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:
-            lines.append(f"  failed {f['chain'] or 'graph'}: {f['error'].splitlines()[0]}")
+            lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
+    lines.extend(fallback_lines(d))
     return "\n".join(lines) + "\n"
 
 
