@@ -117,3 +117,24 @@ def test_tensor_constant_validates_its_values():
     t = tensor_constant([1, 2, 3, 4, 5, 6], [2, 3], dtype=torch.int64, device="cpu")
     assert t.tolist() == [[1, 2, 3], [4, 5, 6]]
     assert tensor_constant([], [0, 4], dtype=torch.float32, device="cpu").shape == (0, 4)
+
+
+def test_constant_survives_a_real_recording(tmp_path):
+    """Written by the recording's own trace encoder and read back through the reader API, the constant
+    trace is the same and runs to the same values."""
+    from thundervis.recording import RecordingObserver, open_recording
+
+    reset_graph_ids()
+    path = str(tmp_path / "c.tvrec")
+    x = torch.randn(4, 8)
+    with RecordingObserver(path) as obs:
+        obs.start_run(script="t.py", module=None, argv=["t.py"], cwd=str(tmp_path), executors=["torch"])
+        compiled = torch.compile(FloatTable(), backend=ThundervisCompiler(executors=["torch"], observer=obs))
+        torch.testing.assert_close(compiled(x), FloatTable()(x))
+        obs.finish_run("ok", 0)
+    with open_recording(path) as rec:
+        chain = rec.graph(0).chain("inference")
+        trace = rec.pass_trace(0, "inference", chain.find_pass("acquire").index)
+    (b,) = [b for b in trace.symbols if b.sym == "prims.tensor_constant"]
+    assert b.args[0][3] == float("inf") and b.args[0][4] == 0.0
+    torch.testing.assert_close(run_trace(trace, [x])[0], FloatTable()(x))
