@@ -76,12 +76,14 @@ def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, u
         sym, args = (("aten.scalar_tensor.default", (fill,)) if not shape
                      else ("aten.full.default", (list(shape), fill)))
         aten = sym
+        note += ": uniform, made by a factory"
     elif values is not None:
         sym, args, aten = CONSTANT_SYMBOL, (values, list(shape)), None
+        note += f": its {len(values)} values are in the trace; torch makes it"
     else:
         sym, args, aten = CONSTANT_SYMBOL, (None, list(shape)), None
         kwargs["held"] = hold(value, str(node.target))
-        note += f" (data not recorded: {why_not}; only the torch executor of this process can make it)"
+        note += f": data not recorded ({why_not}); only the torch executor of this process can make it"
     symbols.append(BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=out, uid=uid,
                                source=source_of(node.meta, call_site), aten=aten, note=note))
     return out
