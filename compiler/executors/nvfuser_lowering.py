@@ -162,17 +162,11 @@ def lowering_problem(b: BoundSymbol) -> Optional[str]:
     if len(outs) != 1:
         return f"nvfuser: {b.sym} must produce one tensor"
     try:
+        _Generator.check_one(b)  # its own, more specific reasons first
         _, bound = bind_arguments(b)
     except NvFuserLoweringError as e:
         return f"nvfuser: {e}"
-    dropped = dropped_argument("nvfuser", b.sym, b.aten, bound, HONOURED.get(name, ()))
-    if dropped is not None:
-        return dropped
-    try:
-        _Generator.check_one(b)
-    except NvFuserLoweringError as e:
-        return f"nvfuser: {e}"
-    return None
+    return dropped_argument("nvfuser", b.sym, b.aten, bound, HONOURED.get(name, ()))
 
 
 # ---------------------------------------------------------------------------------------------------

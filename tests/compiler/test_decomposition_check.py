@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import thundervis.compiler.decompositions as dec
 from thundervis.compiler import ThundervisCompiler
-from thundervis.compiler.decomposition_check import STATS, layout_differs, output_mismatch
+from thundervis.compiler.decomposition_check import STATS, is_dense, layout_differs, output_mismatch
 from thundervis.compiler.ir import BoundSymbol, Minter, Trace, TensorProxy
 from thundervis.compiler.passes.decompose import decompose
 
@@ -32,6 +32,15 @@ def test_matching_outputs_pass():
     assert output_mismatch([_p("t1", (4, 1))], [((4, 1), "float32", "cpu", (1, 1))]) is None
     assert not layout_differs((4, 1), (1, 4), (1, 1))
     assert output_mismatch([None], [None]) is None  # a non-tensor output
+
+
+def test_view_strides_are_not_compared():
+    """A diagonal (stride n + 1) or unfold (overlapping windows) is a view into another tensor; a
+    functional decomposition computes the same values into a fresh, dense tensor."""
+    assert is_dense((3, 4), (4, 1)) and is_dense((3, 4), (1, 3)) and is_dense((1, 4), (99, 1))
+    assert not is_dense((5,), (6,)) and not is_dense((3, 3, 2), (2, 1, 6))
+    assert output_mismatch([_p("d", (5,), strides=(6,))], [((5,), "float32", "cpu", (1,))]) is None
+    assert output_mismatch([_p("t", (2, 2), strides=(1, 2))], [((2, 2), "float32", "cpu", (2, 1))]) is not None
 
 
 @pytest.mark.parametrize("computed, words", [
@@ -141,3 +150,24 @@ def test_attention_trains_like_eager_with_default_executors():
     for step, (g, w) in enumerate(zip(got_grads, want_grads)):
         for a, b in zip(g, w):
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m: f"step {step}: {m}")
+
+
+def test_other_dense_layout_is_restrided():
+    """A decomposition with the right values in another dense layout than recorded ends with a
+    copy into the recorded layout (permute, contiguous clone, permute back) instead of being refused."""
+    from thundervis.compiler.interpreter import run_trace
+
+    x = _p("x", (2, 3), strides=(3, 1))
+    out = _p("o", (3, 2), strides=(1, 3))
+    b = _decompose_one("aten.as_strided.default", (x, [3, 2], [1, 3]), out)
+    assert b.subsymbols and b.note is None
+    last = b.subsymbols[-1]
+    assert last.sym == "prims.permute" and last.outputs == out
+    assert any(s.sym == "prims.clone" and s.kwargs.get("memory_format") == torch.contiguous_format
+               for s in b.subsymbols)
+    trace = Trace("t", (x,), tuple(b.subsymbols), (out,), next_uid=99, next_name=999)
+    t = torch.arange(6.0).view(2, 3)
+    (got,) = run_trace(trace, [t])
+    want = torch.as_strided(t, (3, 2), (1, 3))
+    torch.testing.assert_close(got, want)
+    assert got.stride() == want.stride()
