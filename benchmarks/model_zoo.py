@@ -157,9 +157,13 @@ def _resnet18():
     torchvision, _ = import_torchvision()
     from torchvision.models import resnet  # torchvision's own model code
     model = resnet.resnet18(weights=None, num_classes=5)
+    # Batch 8 at 32x32: the last stage's batch norm then normalizes over 8 values per channel. At
+    # batch 2 and 16x16 it normalizes over 2, and float32 rounding (every op matching eager within
+    # 1e-5 on its own) grows to a 5e-1 relative loss difference by step 2: a test of conditioning,
+    # not of the compiler.
     g = torch.Generator().manual_seed(3)
-    images = torch.randn(4, 3, 32, 32, generator=g)
-    labels = torch.tensor([1, 4, 0, 2])
+    images = torch.randn(8, 3, 32, 32, generator=g)
+    labels = torch.tensor([1, 4, 0, 2, 3, 3, 1, 0])
 
     def loss(out):
         return torch.nn.functional.cross_entropy(out, labels)
