@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .constants import SYMBOL as CONSTANT_SYMBOL, hold, recordable, values_of
 from .ir import CHAIN_PREFIX, BoundSymbol, SourceInfo, Trace, TensorProxy, map_structure
+from .registry import register_live
 from .source import source_of
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
 
@@ -43,6 +44,14 @@ def _raw_symbol_name(target) -> str:
         return torch.fx.node._get_qualified_name(target)
     except Exception:
         return getattr(target, "__qualname__", None) or repr(target)
+
+
+def _method_caller(method: str):
+    """Return ``fn(self, *args, **kwargs)`` calling the tensor method ``method`` (FX call_method)."""
+    def call(self, *args, **kwargs):
+        return getattr(self, method)(*args, **kwargs)
+    call.__name__ = method
+    return call
 
 
 def _val(node: torch.fx.Node):
@@ -157,8 +166,13 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 env[node] = out
                 meta = node.meta
                 aten = meta.get("original_aten")
+                sym = symbol_name(target)
+                # The registry resolves this name (live, in this process only) to what the graph called.
+                register_live(sym, target if not isinstance(target, str) else _method_caller(target))
+                if aten is not None and isinstance(aten, torch._ops.OpOverload):
+                    register_live(symbol_name(aten), aten)
                 symbols.append(BoundSymbol(
-                    sym=symbol_name(target), args=args, kwargs=kwargs, outputs=out,
+                    sym=sym, args=args, kwargs=kwargs, outputs=out,
                     uid=f"{prefix}{uid}", source=source_of(meta, call_site),
                     seq_nr=meta.get("seq_nr") if isinstance(meta.get("seq_nr"), int) else None,
                     aten=symbol_name(target) if isinstance(target, torch._ops.OpOverload)

@@ -91,3 +91,26 @@ def tensor_constant(values, shape, *, dtype: torch.dtype, device, held: Optional
         raise ValueError(f"tensor_constant has {len(values)} values for shape {shape}")
     return torch.tensor(list(values), dtype=dtype, device=device).reshape(shape)
 
+
+def constant_problem(args: tuple, kwargs: dict) -> Optional[str]:
+    """Return why a recorded ``prims.tensor_constant(values, shape, dtype=, device=)`` may not be
+    rebuilt and run (malformed arguments, or data that was not recorded), or None when it may."""
+    if len(args) != 2 or set(kwargs) - {"dtype", "device", "held"} or "dtype" not in kwargs:
+        return "tensor_constant takes (values, shape, dtype=, device=)"
+    values, shape = args
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                       for s in shape):
+        return "tensor_constant shape is not a list of sizes"
+    if not isinstance(kwargs["dtype"], torch.dtype) or kwargs["dtype"] not in _RECORDABLE:
+        return "tensor_constant dtype is not one whose data is recorded"
+    if not isinstance(kwargs.get("device", "cpu"), (str, torch.device)):
+        return "tensor_constant device is not a device"
+    if values is None:
+        return "the data of this tensor constant was not recorded (too big or of an unrecorded dtype)"
+    n = 1
+    for s in shape:
+        n *= s
+    if not isinstance(values, (list, tuple)) or len(values) != n \
+            or not all(isinstance(v, (bool, int, float)) for v in values):
+        return f"tensor_constant values are not {n} numbers"
+    return None

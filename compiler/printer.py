@@ -6,10 +6,11 @@ Kept apart from the IR (jax-core style). The printed text runs with the namespac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from keyword import iskeyword
 from typing import Callable, Optional
 
 from .ir import BoundSymbol, Trace, TensorProxy
-from .values import format_value
+from .values import format_value, is_valid_name
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,20 @@ def call_text(b: BoundSymbol, callee: str | None = None) -> str:
     if b.sym == "del":
         return "del " + ", ".join(p.name for p in b.args)
     parts = [format_value(a) for a in b.args]
-    parts += [f"{k}={format_value(v)}" for k, v in b.kwargs.items()]
+    named = {k: v for k, v in b.kwargs.items() if isinstance(k, str) and is_valid_name(k) and not iskeyword(k)}
+    parts += [f"{k}={format_value(v)}" for k, v in named.items()]
+    if len(named) != len(b.kwargs):  # a key that is not an identifier goes in as a string literal
+        rest = ", ".join(f"{repr(str(k))}: {format_value(v)}" for k, v in b.kwargs.items() if k not in named)
+        parts.append(f"**{{{rest}}}")
     return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
+
+
+def comment_text(text: object) -> str:
+    """Return ``text`` safe inside a ``#`` comment of generated code: every character that is not
+    printable (newlines, escapes, bidi controls) written as its ``repr()`` escape, so the comment
+    cannot end early and nothing after it becomes code."""
+    s = str(text)
+    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def _meta_comment(b: BoundSymbol) -> str:

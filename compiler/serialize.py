@@ -1,5 +1,11 @@
 """JSON serialization of traces, both ways: plain data only, nothing is unpickled or executed.
 
+Loading checks the IR's grammar, whoever wrote the JSON: symbol names are ``del`` or dotted
+identifiers, kwarg keys and proxy names identifiers, dtypes, layouts and memory formats come from
+fixed tables and devices match ``cpu``/``cuda:N``-style spelling. What a loaded trace may *run* is
+the registry's business (:func:`.registry.check_executable`), checked by :func:`executable_trace_from_dict`
+before anything rebuilt from a recording generates code or runs.
+
 Values are tagged objects: ``{"P": name}`` a proxy reference, ``{"T": [...]}`` a tuple,
 ``{"L": [...]}`` a list, ``{"D": "float32"}`` a dtype, ``{"V": "cpu"}`` a device, ``{"F": "inf"}``
 a non-finite float, ``{"S": [start, stop, step]}`` a slice, ``{"E": 1}`` Ellipsis, ``{"Y": ...}`` a
@@ -11,18 +17,21 @@ from __future__ import annotations
 import json
 import math
 import re
+from keyword import iskeyword
 from typing import Any
 
 import torch
 
 from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy
-from .values import dtype_name, is_valid_name, torch_dtype
+from .values import DEVICE, LAYOUTS, MEMORY_FORMATS, dtype_name, is_valid_name, torch_dtype
 
 FORMAT_VERSION = 1
 
 
 _SYMBOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _UID = re.compile(r"[A-Za-z0-9_]{1,32}")
+# Keys of dict constants (an IR value kind no ATen schema takes; kept for torch-level calls).
+_KEY = re.compile(r"[A-Za-z0-9_.]{1,100}")
 
 
 class TraceFormatError(ValueError):
@@ -129,7 +138,7 @@ def _load_proxy(d) -> TensorProxy:
     except ValueError:
         raise TraceFormatError(f"unknown dtype {dtype!r}") from None
     device = d.get("device")
-    _need(isinstance(device, str) and len(device) < 64, f"bad device for {name}")
+    _need(isinstance(device, str) and DEVICE.fullmatch(device) is not None, f"bad device for {name}")
     strides = d.get("strides")
     strides = None if strides is None else _int_list(strides, f"bad strides for {name}")
     return TensorProxy(name, shape, dtype, device, strides)
@@ -150,7 +159,7 @@ def _dec(v, proxies: dict):
         _need(isinstance(x, list), "bad list")
         return [_dec(y, proxies) for y in x]
     if tag == "K":
-        _need(isinstance(x, dict), "bad dict")
+        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict or keyword key")
         return {str(k): _dec(y, proxies) for k, y in x.items()}
     if tag == "D":
         try:
@@ -158,6 +167,7 @@ def _dec(v, proxies: dict):
         except (ValueError, TypeError):
             raise TraceFormatError(f"unknown dtype {x!r}") from None
     if tag == "V":
+        _need(isinstance(x, str) and DEVICE.fullmatch(x) is not None, f"bad device {str(x)[:40]!r}")
         try:
             return torch.device(x)
         except (RuntimeError, TypeError):
@@ -171,8 +181,8 @@ def _dec(v, proxies: dict):
     if tag == "E":
         return Ellipsis
     if tag in ("Y", "M"):
-        obj = getattr(torch, str(x), None)
-        _need(isinstance(obj, (torch.layout, torch.memory_format)), f"bad layout/format {x!r}")
+        obj = (LAYOUTS if tag == "Y" else MEMORY_FORMATS).get(x) if isinstance(x, str) else None
+        _need(obj is not None, f"bad layout/format {str(x)[:40]!r}")
         return obj
     raise TraceFormatError(f"unknown value tag {tag!r}")
 
@@ -197,6 +207,8 @@ def _load_bsym(d, proxies) -> BoundSymbol:
     args = _dec(d.get("args", {"T": []}), proxies)
     kwargs = _dec(d.get("kwargs", {"K": {}}), proxies)
     _need(isinstance(args, tuple) and isinstance(kwargs, dict), f"bad arguments for {uid}")
+    _need(all(is_valid_name(k) and not iskeyword(k) for k in kwargs), f"bad keyword argument name for {uid}")
+    _need(sym == "del" or sym.count(".") < 8 and len(sym) <= 200, f"bad symbol name {sym[:60]!r}")
     origin = d.get("origin", [])
     _need(isinstance(origin, list) and all(isinstance(o, str) for o in origin), f"bad origin for {uid}")
     seq_nr = d.get("seq_nr")
@@ -206,6 +218,8 @@ def _load_bsym(d, proxies) -> BoundSymbol:
     opt = {k: d.get(k) for k in ("aten", "executor", "note")}
     for k, v in opt.items():
         _need(v is None or isinstance(v, str), f"bad {k} for {uid}")
+    _need(opt["aten"] is None or _SYMBOL_NAME.fullmatch(opt["aten"]) is not None, f"bad aten name for {uid}")
+    _need(opt["executor"] is None or is_valid_name(opt["executor"]), f"bad executor name for {uid}")
     return BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=_dec(d.get("outputs"), proxies),
                        uid=uid, origin=tuple(origin), source=_load_source(d.get("source")),
                        seq_nr=seq_nr, subsymbols=tuple(_load_bsym(s, proxies) for s in subs), **opt)
@@ -213,6 +227,13 @@ def _load_bsym(d, proxies) -> BoundSymbol:
 
 def trace_from_dict(d: dict) -> Trace:
     """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`."""
+    try:
+        return _trace_from_dict(d)
+    except RecursionError:
+        raise TraceFormatError("the trace is nested too deeply") from None
+
+
+def _trace_from_dict(d: dict) -> Trace:
     _need(isinstance(d, dict), "trace is not an object")
     _need(d.get("format") == FORMAT_VERSION, f"unsupported trace format {d.get('format')!r}")
     proxies = {}
@@ -241,4 +262,16 @@ def trace_from_json(text: str) -> Trace:
         d = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise TraceFormatError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise TraceFormatError("not JSON: nested too deeply") from None
     return trace_from_dict(d)
+
+
+def executable_trace_from_dict(d: dict) -> Trace:
+    """Rebuild a Trace that will be run or turned into code (rerun, repro): :func:`trace_from_dict`
+    plus the registry's check of every symbol, kwarg key and constant. Raises
+    :class:`TraceFormatError` (malformed) or :class:`.registry.UnknownSymbol` (not allowed)."""
+    from .registry import check_executable
+    trace = trace_from_dict(d)
+    check_executable(trace)
+    return trace

@@ -16,11 +16,22 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# Every dtype, layout and memory format torch defines, by name: fixed tables built once from torch's
+# own namespace, so a name read from a recording is looked up, never resolved on torch.
+DTYPES: dict[str, torch.dtype] = {dtype_name(v): v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+LAYOUTS: dict[str, torch.layout] = {str(v).removeprefix("torch."): v for v in vars(torch).values()
+                                    if isinstance(v, torch.layout)}
+MEMORY_FORMATS: dict[str, torch.memory_format] = {str(v).removeprefix("torch."): v for v in vars(torch).values()
+                                                  if isinstance(v, torch.memory_format)}
+# A device as torch prints it: a known type and an optional small index.
+DEVICE = re.compile(r"(cpu|cuda|meta|mps|xpu|hpu|mtia|privateuseone)(:[0-9]{1,4})?")
+
+
 def torch_dtype(name: str) -> torch.dtype:
     """Return the torch dtype named ``name`` (``float32``); raise ValueError for anything else."""
-    d = getattr(torch, name, None)
-    if not isinstance(d, torch.dtype):
-        raise ValueError(f"{name!r} is not a torch dtype")
+    d = DTYPES.get(name) if isinstance(name, str) else None
+    if d is None:
+        raise ValueError(f"{str(name)[:40]!r} is not a torch dtype")
     return d
 
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Optional, Sequence
+
+from thundervis.safe_text import visible_line
 
 
 class UserError(Exception):
@@ -42,12 +45,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here for output still buffered
+        return code
     except UserError as e:
-        print(f"thundervis: {e}", file=sys.stderr)
+        # Messages quote names from recordings: control characters made visible, on one line.
+        print(f"thundervis: {visible_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `thundervis diff ... | head`: the reader went away; stop quietly, like git (exit 141 =
+        # 128 + SIGPIPE). Point stdout at /dev/null so the interpreter's final flush is quiet too.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
+    except Exception as e:
+        # A damaged recording found by any command, wherever it is read: one sentence, exit 2.
+        from thundervis.recording import RecordingError
+        if not isinstance(e, RecordingError):
+            raise
+        print(f"thundervis: {visible_line(str(e).rstrip('.'))}.", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,6 +11,7 @@ as ``thundervis rerun``.
 from __future__ import annotations
 
 import math
+from keyword import iskeyword
 from typing import Optional
 
 import torch
@@ -20,7 +21,8 @@ from thundervis.compiler.prims import PRIMS
 from thundervis.compiler.resolve import UnknownSymbol, resolve_overload
 from thundervis.compiler.values import dtype_name
 from thundervis.rerun import (KERNEL_PREFIX, RerunError, choose_device, find_kernel, float64_region,
-                              get_fusion_executor, kernel_device, region_trace)
+                              get_fusion_executor, kernel_device, random_inputs_or_refuse,
+                              reference_or_refuse, region_trace)
 
 
 class ReproError(RerunError):
@@ -117,7 +119,9 @@ def reference_source(region: Trace, names: _Names) -> str:
 
 def _fusion_symbol(region: Trace, kernel_name: str, executor) -> BoundSymbol:
     prefix = getattr(executor, "kernel_prefix", KERNEL_PREFIX.get(executor.name, executor.name))
-    name = kernel_name if kernel_name.startswith(prefix + "_") else f"{prefix}_repro"
+    # The name becomes a function name in generated code: only a plain identifier is reused.
+    reusable = kernel_name.startswith(prefix + "_") and kernel_name.isidentifier() and not iskeyword(kernel_name)
+    name = kernel_name if reusable else f"{prefix}_repro"
     return BoundSymbol(sym=name, args=tuple(region.inputs), kwargs={}, outputs=tuple(region.flat_outputs()),
                        uid="repro0", origin=tuple(m.uid for m in region.symbols),
                        subsymbols=tuple(region.symbols), executor=executor.name)
@@ -162,7 +166,7 @@ def kernel_section(region: Trace, kernel_name: str, executor_name: str) -> tuple
 # ---------------------------------------------------------------------------------- the script
 
 _PRELUDE = '''#!/usr/bin/env python3
-"""Standalone repro of {kernel} ({where}), written by thundervis repro.
+"""Standalone repro of the kernel named in KERNEL below (recorded in WHERE), written by thundervis repro.
 
 Needs only torch and {executor}. Usage: python {{this file}} [--device cpu|cuda] [--iters N]
 It builds inputs with the recorded shapes, strides and dtypes, runs the kernel, checks it against an
@@ -177,24 +181,27 @@ import time
 import torch
 
 
+_DTYPES = {{str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
+_ATTRS = {{str(v).removeprefix("torch."): v for v in vars(torch).values()
+          if isinstance(v, (torch.layout, torch.memory_format))}}
+
+
 def _dtype(name):
-    d = getattr(torch, name)
-    assert isinstance(d, torch.dtype), name
-    return d
+    return _DTYPES[name]
 
 
 def _torch_attr(name):
-    return getattr(torch, name)
+    return _ATTRS[name]
 
 
 def _aten(name):
-    obj = torch.ops
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
+    ns, op, *overload = name.split(".")
+    packet = getattr({{"aten": torch.ops.aten, "prims": torch.ops.prims}}[ns], op)
+    return getattr(packet, overload[0]) if overload else packet
 
 
 KERNEL = {kernel_repr}
+WHERE = {where_repr}
 EXECUTOR = {executor_repr}
 RECORDED_DEVICE = {device_repr}
 # (shape, strides, dtype) of each input, in the kernel's argument order
@@ -296,8 +303,9 @@ def repro_source(region: Trace, kernel_name: str, executor_name: str, where: str
     kernel_src, run_src = kernel_section(region, kernel_name, executor_name)
     inputs = [(list(p.shape), list(p.strides) if p.strides is not None else _contiguous(p.shape), p.dtype)
               for p in region.inputs]
-    head = _PRELUDE.format(kernel=kernel_name.replace('"', "'"), where=where.replace('"', "'"),
-                           executor=executor_name, kernel_repr=repr(kernel_name),
+    if executor_name not in ("triton", "nvfuser"):
+        raise ReproError(f"repro scripts support the triton and nvfuser executors, not {executor_name!r}")
+    head = _PRELUDE.format(executor=executor_name, kernel_repr=repr(kernel_name), where_repr=repr(where),
                            executor_repr=repr(executor_name), device_repr=repr(recorded_device),
                            inputs_repr=repr(inputs), iters=int(iters))
     sep = "\n\n# " + "-" * 76 + "\n"
@@ -329,6 +337,9 @@ def write_repro(path: str, kernel: str, out: str, executor: Optional[str] = None
     dev = recorded if device is None and not (recorded.startswith("cuda") and not torch.cuda.is_available()) \
         else choose_device(k, device or "cpu")
     region = region_trace(k, dev if dev != recorded else None)
+    # A region that does not run in the reference interpreter would make a script that fails: the
+    # recording is damaged, say so here.
+    reference_or_refuse(region, k.name, random_inputs_or_refuse(region, k.name))
     try:
         source = repro_source(region, k.name, executor, f"graph {k.graph} {k.chain}", dev, iters)
     except RerunError:

@@ -26,13 +26,20 @@ import torch
 
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, map_structure
-from thundervis.compiler.serialize import TraceFormatError, trace_from_dict
+from thundervis.compiler.registry import UnknownSymbol
+from thundervis.compiler.serialize import TraceFormatError, executable_trace_from_dict
 from thundervis.compiler.values import torch_dtype
 
 ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
 # Kernel-name prefixes per fusion executor (the fusion symbol convention).
 KERNEL_PREFIX = {"triton": "triton_fusion", "nvfuser": "nvfusion", "inductor": "inductor_fusion",
                  "torch": "torch_fusion"}
+
+
+def _shown(name) -> str:
+    """A recorded name quoted for a one-line message (control characters made visible)."""
+    from thundervis.safe_text import visible_line
+    return visible_line(str(name)[:80])
 
 
 class RerunError(Exception):
@@ -78,11 +85,14 @@ class RerunReport:
     inputs: str
     notes: list[str] = field(default_factory=list)
     results: list[RerunResult] = field(default_factory=list)
+    # Why the results could not be appended to the recording (read-only file ...), or None.
+    store_error: Optional[str] = None
 
     def as_json(self) -> dict:
         """Return a JSON-able dict."""
         return {"kernel": self.kernel, "graph": self.graph, "chain": self.chain, "device": self.device,
-                "inputs": self.inputs, "notes": list(self.notes), "results": [r.as_json() for r in self.results]}
+                "inputs": self.inputs, "notes": list(self.notes), "results": [r.as_json() for r in self.results],
+                "stored": self.store_error is None, "store_error": self.store_error}
 
 
 # ------------------------------------------------------------------------------ finding kernels
@@ -159,23 +169,27 @@ def region_trace(kernel, device: Optional[str] = None) -> Trace:
     """Rebuild the kernel's region (inputs -> member prims -> outputs) from its recorded trace dict,
     validated by the compiler's loader, with every device set to ``device`` when given."""
     if not kernel.trace_json:
-        raise RerunError(f"{kernel.name} has no recorded IR to rebuild it from")
+        raise RerunError(f"{_shown(kernel.name)} has no recorded IR to rebuild it from")
     try:
         d = json.loads(kernel.trace_json)
-    except ValueError:
-        raise RerunError(f"the recorded IR of {kernel.name} is not valid JSON") from None
+    except (ValueError, RecursionError):
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is not valid JSON") from None
+    if not isinstance(d, dict):
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged (not an object)")
     if device is not None:
         d = _retarget_devices(d, device)
     try:
-        trace = trace_from_dict(d)
-    except (TraceFormatError, ValueError, TypeError) as e:
-        raise RerunError(f"the recorded IR of {kernel.name} is damaged ({e})") from None
+        trace = executable_trace_from_dict(d)
+    except UnknownSymbol as e:
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is refused: {e}") from None
+    except (TraceFormatError, ValueError, TypeError, RecursionError) as e:
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} is damaged ({e})") from None
     members = [b for b in trace.symbols if b.sym != "del"]
     # A region recorded as one fusion symbol: its subsymbols are the members.
     if len(members) == 1 and members[0].subsymbols and not members[0].sym.startswith(("prims.", "aten.")):
         members = list(members[0].subsymbols)
     if not members:
-        raise RerunError(f"the recorded IR of {kernel.name} holds no operations")
+        raise RerunError(f"the recorded IR of {_shown(kernel.name)} holds no operations")
     return trace.replace(symbols=tuple(members), chain="rerun")
 
 
@@ -198,6 +212,31 @@ def random_inputs(trace: Trace, seed: int = 0) -> list[torch.Tensor]:
         t.copy_(base)
         out.append(t)
     return out
+
+
+def random_inputs_or_refuse(region: Trace, kernel_name: str, seed: int = 0) -> list[torch.Tensor]:
+    """:func:`random_inputs`, with a :class:`RerunError` when the recorded metadata cannot make
+    tensors (a damaged or tampered recording)."""
+    try:
+        return random_inputs(region, seed)
+    except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as e:
+        raise RerunError(f"the recorded inputs of {_shown(kernel_name)} cannot be made "
+                         f"({type(e).__name__}: {_first_line(e)})") from None
+
+
+def reference_or_refuse(region: Trace, kernel_name: str, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """:func:`reference_outputs`, with a :class:`RerunError` when the recorded IR does not even run
+    in the reference interpreter: the recording is damaged, there is no kernel to check."""
+    try:
+        return reference_outputs(region, inputs)
+    except Exception as e:  # noqa: BLE001 - any failure of recorded IR is the recording's
+        raise RerunError(f"the recorded IR of {_shown(kernel_name)} does not run in the reference "
+                         f"interpreter ({type(e).__name__}: {_first_line(e)})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    from thundervis.safe_text import visible_line
+    return visible_line((str(e).splitlines() or [""])[0][:200])
 
 
 def float64_region(trace: Trace) -> Trace:
@@ -404,15 +443,18 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
             args = [a.to(dev) for a in args]
             report.inputs = "captured"
     if args is None:
-        args = random_inputs(region, seed)
-    refs = reference_outputs(region, args)
+        args = random_inputs_or_refuse(region, k.name, seed)
+    refs = reference_or_refuse(region, k.name, args)
     for name in names:
         if strict:
             get_fusion_executor(name)  # say which executor is missing before running anything
         r = run_one(region, k.name, name, args, iters, dev, refs, report.inputs, strict)
         report.results.append(RerunResult(**{**r.__dict__, "kernel_id": k.id}))
     if store:
-        store_rerun_results(path, report.results)
+        try:
+            store_rerun_results(path, report.results)
+        except (sqlite3.Error, OSError) as e:  # a read-only file or folder: the results still count
+            report.store_error = str(e) or type(e).__name__
     return report
 
 

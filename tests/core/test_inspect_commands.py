@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from thundervis.recording import lineage_of_uid, open_recording
+from thundervis.recording import SCHEMA_VERSION, lineage_of_uid, open_recording
 
 from core_helpers import line_of, run_cli, write_script
 from test_recording_store import _fused_recording
@@ -17,7 +17,7 @@ def test_ls_json_structure(recorded, capsys):
     code, out, err = run_cli(capsys, "ls", path, "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["schema"] == 1 and doc["run"]["status"] == "ok" and doc["run"]["script"] == script
+    assert doc["schema"] == SCHEMA_VERSION and doc["run"]["status"] == "ok" and doc["run"]["script"] == script
     assert [g["id"] for g in doc["graphs"]] == [0, 1]
     g0 = doc["graphs"][0]
     assert {"id", "reason", "chains", "fusions"} <= set(g0)

@@ -164,3 +164,30 @@ def test_python_api_errors_are_one_sentence(rec):
         rerun_kernel(rec, "nope", store=False)
     with pytest.raises(RerunError, match="iters"):
         rerun_kernel(rec, "triton_fusion_0", iters=0, store=False)
+
+
+def test_rerun_on_a_read_only_recording_prints_results_and_says_it_could_not_store(rec, tmp_path, capsys,
+                                                                                monkeypatch):
+    import shutil
+    import sqlite3
+    import stat
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "k.tvrec"
+    shutil.copy(rec, path)
+    os.chmod(path, stat.S_IRUSR | stat.S_IRGRP)
+    os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)
+    if os.geteuid() == 0:  # root writes through permissions: make the store fail as it would for a user
+        import thundervis.rerun as rr
+
+        def read_only(*a, **k):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        monkeypatch.setattr(rr, "store_rerun_results", read_only)
+    try:
+        code, out, err = run_cli(capsys, "rerun", path, "triton_fusion_0", "--executor", "torch", "--iters", "1")
+    finally:
+        os.chmod(folder, stat.S_IRWXU)
+    assert code == 0, err
+    assert "torch" in out and " ok " in out  # the results are printed
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "could not store the results" in err

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 from thundervis.cli import UserError
+from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
 from thundervis.recording.fallbacks import symbol_note
 from thundervis.safe_text import visible_line
@@ -100,7 +101,7 @@ def cmd_lineage(args) -> int:
         json.dump([dataclasses.asdict(x) for x in lineages], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write("\n".join(lineage_text(x, fell_back) for x in lineages))
+        sys.stdout.write(visible("\n".join(lineage_text(x, fell_back) for x in lineages)))
     return 0
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 from thundervis.cli import UserError
-from thundervis.safe_text import visible_line
+from thundervis.safe_text import visible, visible_line
 
 
 def open_or_fail(path: str):
@@ -38,6 +38,8 @@ def readable(path: str):
 
 
 def _source_label(s: dict) -> str:
+    if not isinstance(s, dict):  # a damaged recording
+        return "?"
     return f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"
 
 
@@ -74,7 +76,8 @@ def summary_dict(rec) -> dict:
                 "status": run.status, "exit_code": run.exit_code, "started_at": run.started_at,
                 "ended_at": run.ended_at, "duration_s": duration, "device": run.device,
                 "executors": run.executors, "python": run.python, "torch": run.torch,
-                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback},
+                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback,
+                "last_event": run.last_event},
         "graphs": graphs,
         "chains_eager": eager, "chains_total": total,
         "fallbacks": [f.as_json() for f in fallbacks(rec)],
@@ -120,8 +123,10 @@ def summary_text(rec, passes: bool = True) -> str:
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
     code = f" (exit {r['exit_code']})" if r["exit_code"] is not None else ""
     target = r["script"] or f"-m {r['module']}"
-    lines.append(f"run     {target} {' '.join(r['argv'][1:])}".rstrip())
+    lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    if r.get("last_event"):
+        lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if not d["graphs"]:
         lines.append("no graphs were compiled")
     for g in d["graphs"]:
@@ -143,7 +148,7 @@ def summary_text(rec, passes: bool = True) -> str:
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
 def cmd_ls(args) -> int:
@@ -151,7 +156,7 @@ def cmd_ls(args) -> int:
     with readable(args.recording) as rec:
         text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
-    sys.stdout.write(text)
+    sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from thundervis.cli import UserError
+from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
 
 
@@ -87,6 +88,7 @@ def cmd_show(args) -> int:
             raise UserError(f"the trace of graph {g.id} {c.kind} pass {p.index} cannot be read back.")
         else:
             text = rec.pass_text(g.id, c.kind, p.index)
+    text = visible(text)  # text from the recording: control characters made visible, also under rich
     if sys.stdout.isatty() and not args.plain:
         from rich.console import Console
         from rich.syntax import Syntax

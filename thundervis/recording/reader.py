@@ -20,6 +20,7 @@ from thundervis.compiler.ir import SourceInfo, Trace
 from thundervis.compiler.printer import header_line
 from thundervis.compiler.serialize import TraceFormatError, trace_from_json
 
+from .liveness import last_recorded, run_status
 from .schema import APPLICATION_ID, INSERT_SYMBOL_ROW, SCHEMA_VERSION
 from .trace_text import symbol_rows
 
@@ -56,6 +57,9 @@ class Run:
     exit_code: Optional[int]
     traceback: Optional[str]
     pid: Optional[int]
+    host: Optional[str] = None
+    # What the run recorded last, in words (set when the status is ``killed``).
+    last_event: Optional[str] = None
 
     @property
     def target(self) -> str:
@@ -275,21 +279,30 @@ class Recording:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
 
     def _json(self, text: Optional[str], default=None):
+        """Parse a stored JSON value; with a list or dict ``default`` it must be of that type."""
         if text is None:
             return default
         try:
-            return json.loads(text)
-        except ValueError:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
             raise RecordingError(f"{self.path} is corrupted (a stored JSON value does not parse).") from None
+        if isinstance(default, (list, dict)) and not isinstance(value, type(default)):
+            if value is None:
+                return default
+            raise RecordingError(f"{self.path} is corrupted (a stored JSON value has the wrong type).")
+        return value
 
     # -- run and graphs -----------------------------------------------------------------------
 
     def run(self) -> Run:
         """Return the run row."""
+        extra = "host, process_start" if self.schema_version >= 2 else "NULL, NULL"
         r = self._rows("SELECT script, module, argv, cwd, python, torch, triton, thundervis, device,"
-                       " executors, started_at, ended_at, status, exit_code, traceback, pid FROM run")[0]
+                       f" executors, started_at, ended_at, status, exit_code, traceback, pid, {extra} FROM run")[0]
+        status = run_status(r[12], r[15], r[16], r[17])
+        last = last_recorded(self._conn) if status == "killed" else None
         return Run(r[0], r[1], self._json(r[2], []), r[3], r[4], r[5], r[6], r[7], r[8],
-                   self._json(r[9]), r[10], r[11], r[12], r[13], r[14], r[15])
+                   self._json(r[9]), r[10], r[11], status, r[13], r[14], r[15], r[16], last)
 
     def graphs(self) -> list[Graph]:
         """Return every graph with its chains, passes, failures and kernels, in graph order."""
@@ -435,7 +448,7 @@ class Recording:
             if r[8] is not None or r[11]:
                 src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
                                  function=r[12] or "")
-            s = Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(self._json(r[7], [])),
+            s = Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in self._json(r[7], [])),
                        src, r[13], r[14], r[15], r[16])
             out.append(s)
             out.extend(dataclasses.replace(s, pass_index=i) for i in shared.get((s.graph, s.chain, s.pass_index), ()))

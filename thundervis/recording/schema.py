@@ -29,7 +29,9 @@ from __future__ import annotations
 import sqlite3
 
 APPLICATION_ID = 0x54565243  # "TVRC"
-SCHEMA_VERSION = 1
+# 2: run.host and run.process_start (see liveness.py). Readers read version 1 files as they are:
+# the columns they lack read as NULL.
+SCHEMA_VERSION = 2
 FORMAT_NAME = "thundervis-recording"
 
 TABLES = """
@@ -52,7 +54,9 @@ CREATE TABLE run (
     status      TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
     exit_code   INTEGER,
     traceback   TEXT,
-    pid         INTEGER
+    pid         INTEGER,
+    host        TEXT,              -- host name of the process (schema 2)
+    process_start TEXT             -- token of the process's start (liveness.process_token; schema 2)
 );
 
 CREATE TABLE graphs (

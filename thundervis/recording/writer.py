@@ -4,7 +4,9 @@ Each event is written in its own transaction, so a crash, an exception in the us
 SIGKILL leaves everything committed so far readable (the ``symbols`` rows, an index over each pass's
 trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file is in WAL mode with
 ``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
-can lose the last few). Events may arrive from any thread (backward graphs compile when the first
+can lose the last few). The WAL is checkpointed into the main file when a graph (or a chain compiled
+after it) finishes and when the run ends, so the ``.tvrec`` copied alone holds every finished graph
+even after ``kill -9``. Events may arrive from any thread (backward graphs compile when the first
 backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
 must never break the user's training: a failed write is counted, noted once on stderr and in the
 ``events`` table, and the compile goes on.
@@ -23,6 +25,7 @@ from thundervis.compiler.ir import Trace
 from thundervis.compiler.observer import CompileObserver
 
 from .dynamo_info import DynamoReasons
+from .liveness import host_name, process_token
 from .schema import INSERT_SYMBOL_ROW, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
@@ -97,6 +100,7 @@ class RecordingObserver(CompileObserver):
         # recording whose run never ended (killed) from the JSON.
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
+        self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -144,10 +148,11 @@ class RecordingObserver(CompileObserver):
 
         def fn(c):
             c.execute("INSERT INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
-                      " device, executors, started_at, status, pid) VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?)",
+                      " device, executors, started_at, status, pid, host, process_start)"
+                      " VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?)",
                       (script, module, _json(list(argv)), cwd, v["python"], v["torch"], v["triton"],
                        v["thundervis"], _device(), _json(list(executors)) if executors else None,
-                       time.time(), os.getpid()))
+                       time.time(), os.getpid(), host_name(), process_token()))
         self._write("the run", fn)
 
     def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
@@ -159,6 +164,19 @@ class RecordingObserver(CompileObserver):
         self._write("the end of the run", lambda c: c.execute(
             "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
             (status, exit_code, traceback_text, time.time())))
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file, so the ``.tvrec`` alone (copied, attached to a bug
+        report) holds everything committed so far even if the process is killed next. PASSIVE:
+        never waits for a viewer that is reading the file live."""
+        with self._lock:
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as e:
+                self._note_error("a checkpoint", e)
 
     def note(self, event: str, data: Any = None, graph: Optional[int] = None,
              chain: Optional[str] = None) -> None:
@@ -248,6 +266,8 @@ class RecordingObserver(CompileObserver):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
+            if name == "codegen" and graph in self._finished_graphs:
+                self.checkpoint()  # a chain compiled after its graph (backward, at the first backward)
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -304,6 +324,9 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+        with self._lock:
+            self._finished_graphs.add(graph)
+        self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
         """Record a runtime event. Profiler timings go to the timing tables and captured fusion
