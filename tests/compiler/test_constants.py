@@ -138,3 +138,13 @@ def test_constant_survives_a_real_recording(tmp_path):
     (b,) = [b for b in trace.symbols if b.sym == "prims.tensor_constant"]
     assert b.args[0][3] == float("inf") and b.args[0][4] == 0.0
     torch.testing.assert_close(run_trace(trace, [x])[0], FloatTable()(x))
+
+
+def test_recorded_constants_pass_the_registry_check_and_held_ones_say_why(recorder_cls):
+    from thundervis.compiler.registry import UnknownSymbol, check_executable
+
+    rec, *_ = _compile_and_train(recorder_cls, FloatTable, executors=["torch"])
+    check_executable(trace_from_json(trace_to_json(rec.traces("forward")["acquire"])))
+    rec, *_ = _compile_and_train(recorder_cls, BigTable, executors=["torch"])
+    with pytest.raises(UnknownSymbol, match="was not recorded"):
+        check_executable(trace_from_json(trace_to_json(rec.traces("forward")["acquire"])))
