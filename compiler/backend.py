@@ -93,6 +93,7 @@ class ThundervisCompiler:
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None):
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver(),
                                       profile=profile)
+        self._sites: dict = {}  # graph id -> the user line that called the compiled code (SourceInfo)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         with _lock:
@@ -102,7 +103,7 @@ class ThundervisCompiler:
         obs.graph_started(graph, {"n_inputs": len(example_inputs),
                                   "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
                                   "reason": _compile_reason()})
-        site = call_site()
+        site = self._sites[graph] = call_site()
         try:
             t0 = time.perf_counter()
             dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False, call_site=site)
@@ -114,10 +115,10 @@ class ThundervisCompiler:
             with torch.fx.traceback.preserve_node_meta():
                 compiled = aot_module_simplified(
                     gm, example_inputs,
-                    fw_compiler=self._chain_compiler(graph, "forward", site),
-                    bw_compiler=self._chain_compiler(graph, "backward", site),
-                    inference_compiler=self._chain_compiler(graph, "inference", site),
-                    partition_fn=self._partition(graph, site),
+                    fw_compiler=self._chain_compiler(graph, "forward"),
+                    bw_compiler=self._chain_compiler(graph, "backward"),
+                    inference_compiler=self._chain_compiler(graph, "inference"),
+                    partition_fn=self._partition(graph),
                 )
         except Exception as e:
             obs.chain_failed(graph, None, f"{type(e).__name__}: {e}", traceback.format_exc())
@@ -126,8 +127,9 @@ class ThundervisCompiler:
         obs.graph_finished(graph, time.perf_counter() - t_start)
         return compiled
 
-    def _partition(self, graph: int, site=None):
+    def _partition(self, graph: int):
         obs = self.options.observer
+        site = self._sites.get(graph)
 
         def partition(joint_module, joint_inputs, **kwargs):
             t0 = time.perf_counter()
@@ -140,10 +142,11 @@ class ThundervisCompiler:
             return default_partition(joint_module, joint_inputs, **kwargs)
         return partition
 
-    def _chain_compiler(self, graph: int, chain: str, site=None):
-        """Return the AOTAutograd compiler of one chain; ``site``: the user line that called the
-        compiled code (the source of ops whose FX stack trace is empty)."""
+    def _chain_compiler(self, graph: int, chain: str):
+        """Return the AOTAutograd compiler of one chain of ``graph`` (whose call site, the user line
+        that called the compiled code, is the source of ops with an empty FX stack trace)."""
         options = self.options
+        site = self._sites.get(graph)
 
         def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
             obs = options.observer
