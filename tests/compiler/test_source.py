@@ -58,6 +58,7 @@ _GLOBAL_MODEL = Model()
 
 
 def _paths(recorder_cls, how: str) -> dict:
+    torch._dynamo.reset()  # the lambdas and Model.forward must compile here, whatever ran before
     reset_graph_ids()
     rec = recorder_cls()
     backend = ThundervisCompiler(executors=["torch"], observer=rec)
@@ -90,6 +91,9 @@ def test_same_model_reads_the_same_paths_whichever_way_it_was_called(recorder_cl
 
 
 def test_sequential_keeps_user_source_lines(recorder_cls):
+    # Every nn.Sequential shares one forward code object: earlier tests may have used up Dynamo's
+    # recompile limit for it.
+    torch._dynamo.reset()
     reset_graph_ids()
     rec = recorder_cls()
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
