@@ -16,6 +16,7 @@ The check reads only metadata the tracing already produced, so it costs a few co
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -25,7 +26,8 @@ from .ir import TensorProxy, short_dtype
 
 @dataclass
 class CheckStats:
-    """Calls of :func:`output_mismatch`, the seconds they took, and how many found a mismatch."""
+    """Calls of :func:`output_mismatch`, the seconds the whole check took (:func:`timed`), and how
+    many calls found a mismatch."""
 
     calls: int = 0
     seconds: float = 0.0
@@ -88,15 +90,21 @@ def output_mismatch(recorded: Sequence, computed: Sequence, strides: bool = True
     strides or None)`` for a tensor, None for a non-tensor. ``strides=False`` leaves layouts to the
     caller (see :func:`outputs_to_restride`).
     """
-    t0 = time.perf_counter()
     STATS.calls += 1
-    try:
-        problem = _mismatch(recorded, computed, strides)
-    finally:
-        STATS.seconds += time.perf_counter() - t0
+    problem = _mismatch(recorded, computed, strides)
     if problem is not None:
         STATS.refused += 1
     return problem
+
+
+@contextlib.contextmanager
+def timed():
+    """Add the time the ``with`` body takes to :data:`STATS` (wrap the whole check with it)."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        STATS.seconds += time.perf_counter() - t0
 
 
 def _mismatch(recorded: Sequence, computed: Sequence, check_strides: bool = True) -> Optional[str]:

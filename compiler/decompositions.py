@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .decomposition_check import output_mismatch, outputs_to_restride
+from .decomposition_check import timed as check_timed
 from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, add_same_named_prims
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
@@ -222,12 +223,13 @@ def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
             seen.add(p.name)
             inputs.append(p)
     flat_outs = list(flatten(b.outputs if isinstance(b.outputs, (tuple, list)) else (b.outputs,)))
-    computed = [_computed(template, inputs, src) for src in template.outputs]
-    problem = output_mismatch(flat_outs, computed, strides=False)
+    with check_timed():
+        computed = [_computed(template, inputs, src) for src in template.outputs]
+        problem = output_mismatch(flat_outs, computed, strides=False)
+        # Outputs with the right values in another layout end with a copy into the recorded layout.
+        restride = {i for i in outputs_to_restride(flat_outs, computed) if template.outputs[i][0] != "const"}
     if problem is not None:
         raise NotLowered(problem)
-    # Outputs with the right values in another layout end with a copy into the recorded layout.
-    restride = {i for i in outputs_to_restride(flat_outs, computed) if template.outputs[i][0] != "const"}
     # Output proxies of the parent are produced directly by the node that computes them.
     wanted: dict = {}
     for i, (o, src) in enumerate(zip(flat_outs, template.outputs)):

@@ -367,6 +367,76 @@ def _polygamma(n, x):
     return aten.digamma.default(x) if n == 0 else NotImplemented
 
 
+def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """CPU flash attention as the math it computes: ``(softmax(q k^T * scale + mask) v, logsumexp)``.
+
+    PyTorch's own decomposition returns the attention weights ``[B, H, L, S]`` as the second output,
+    where the op returns the logsumexp ``[B, H, L]`` its backward reads; this one returns both as
+    the op does (the decomposition check then puts the output in the op's memory layout)."""
+    if dropout_p or q.dtype not in (torch.float32, torch.float64) or q.dim() != 4 \
+            or q.shape[1] != k.shape[1] or q.shape[1] != v.shape[1]:
+        return NotImplemented  # random dropout, low precision, grouped heads: torch runs the op
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal and L > S:
+        return NotImplemented  # rows with no key at all: the kernel's convention, not the math's
+    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)),
+                        scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5))
+    neg_inf = aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device)
+    if is_causal:
+        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
+        s = aten.where.self(keep, s, neg_inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            return NotImplemented  # a row masked entirely follows the kernel's convention
+        s = aten.add.Tensor(s, attn_mask)
+    lse = aten.logsumexp.default(s, [-1])
+    p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
+    return aten.matmul.default(p, v), lse
+
+
+def _replication_pad_backward(dims: int):
+    """The gradient of replication padding over the last ``dims`` dims: each output position adds
+    its gradient to the input position it copied (the clamped index), one dim at a time."""
+    def lower(grad, x, padding):
+        g = grad
+        for i in range(dims):
+            d = x.dim() - 1 - i  # padding lists the last dim first: (left, right, top, bottom ...)
+            before, size = padding[2 * i], x.shape[d]
+            idx = aten.arange.start_step(0, g.shape[d], 1, dtype=torch.int64, device=g.device)
+            idx = aten.clamp.default(aten.sub.Tensor(idx, before), 0, size - 1)
+            shape = list(g.shape)
+            shape[d] = size
+            zeros = aten.full.default(shape, 0, dtype=g.dtype, device=g.device)
+            g = aten.index_add.default(zeros, d, idx, g)
+        return g
+    return lower
+
+
+def _pool_matrix(out_size: int, in_size: int, like):
+    """The [in_size, out_size] matrix of adaptive average pooling along one dim: entry (i, o) is
+    1 / window length when input i lies in output o's window [o*I//O, ceil((o+1)*I/O))."""
+    o = aten.unsqueeze.default(aten.arange.start_step(0, out_size, 1, dtype=torch.int64, device=like.device), 0)
+    i = aten.unsqueeze.default(aten.arange.start_step(0, in_size, 1, dtype=torch.int64, device=like.device), 1)
+    start = aten.div.Tensor_mode(aten.mul.Tensor(o, in_size), out_size, rounding_mode="floor")
+    end = aten.div.Tensor_mode(aten.add.Tensor(aten.mul.Tensor(o, in_size), in_size + out_size - 1), out_size,
+                               rounding_mode="floor")
+    inside = aten.logical_and.default(aten.ge.Tensor(i, start), aten.lt.Tensor(i, end))
+    weight = aten._to_copy.default(aten.reciprocal.default(aten._to_copy.default(aten.sub.Tensor(end, start),
+                                                                                 dtype=torch.float64)),
+                                   dtype=like.dtype)
+    return aten.where.self(inside, weight, aten.full.default([], 0, dtype=like.dtype, device=like.device))
+
+
+def _adaptive_avg_pool2d_backward(grad, x):
+    """Each input element gets the gradient of every window it lies in, over the window's size:
+    ``P_h @ grad @ P_w^T`` with the pooling matrices of both dims."""
+    if not grad.is_floating_point():
+        return NotImplemented
+    ph = _pool_matrix(grad.shape[-2], x.shape[-2], grad)
+    pw = _pool_matrix(grad.shape[-1], x.shape[-1], grad)
+    return aten.matmul.default(aten.matmul.default(ph, grad), aten.transpose.int(pw, 0, 1))
+
+
 ATEN_LOWERINGS = {
     aten.full_like.default: _full_like,
     aten.empty_permuted.default: _empty_permuted,
@@ -392,6 +462,11 @@ ATEN_LOWERINGS = {
     aten.isin.Tensor_Tensor: _isin,
     aten.angle.default: _angle,
     aten.polygamma.default: _polygamma,
+    aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool2d_backward,
+    aten.replication_pad1d_backward.default: _replication_pad_backward(1),
+    aten.replication_pad2d_backward.default: _replication_pad_backward(2),
+    aten.replication_pad3d_backward.default: _replication_pad_backward(3),
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_cpu,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
     aten.max.default: _reduce_all(aten.amax.default),

@@ -48,6 +48,11 @@ def summary_dict(rec) -> dict:
     from thundervis.timings import fusion_timing_json, graph_timings_json
     run = rec.run()
     tm = rec.timings()
+    fell_back = {}  # (graph, chain, kernel name) -> error of its run-time fallback
+    for e in rec.events("kernel_fallback"):
+        d = e.data if isinstance(e.data, dict) else {}
+        if isinstance(d.get("kernel"), str):
+            fell_back[(e.graph, e.chain, d["kernel"])] = " ".join(str(d.get("error") or "").split())
     graphs = []
     for g in rec.graphs():
         graphs.append({
@@ -61,7 +66,8 @@ def summary_dict(rec) -> dict:
                        for c in g.chains],
             "fusions": [{"name": k.name, "executor": k.executor, "chain": k.chain, "uid": k.uid,
                          "n_ops": len(k.ops), "sources": sorted({_source_label(s) for s in k.source_lines}),
-                         "timing": fusion_timing_json(tm, g.id, k.chain, k.name)}
+                         "timing": fusion_timing_json(tm, g.id, k.chain, k.name),
+                         "ran_in_torch": fell_back.get((g.id, k.chain, k.name))}
                         for k in g.kernels],
             "timings": graph_timings_json(tm, g.id),
             "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
@@ -91,7 +97,8 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     groups). Recorded strings are made terminal-safe."""
     from thundervis.recording.fallbacks import TORCH_OP
     v = visible_line
-    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly"]
+    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
+             else "no chain was compiled"]
     loud = [f for f in d["fallbacks"] if f["kind"] != TORCH_OP]
     for f in loud:
         where = f" · {v(f['source'])}" if f["source"] else ""
@@ -144,7 +151,8 @@ def summary_text(rec, passes: bool = True) -> str:
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
-            lines.append(f"  fusion {k['name']} [{k['executor']}] {k['chain']} · {k['n_ops']} ops · {src}")
+            ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
+            lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))

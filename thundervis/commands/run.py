@@ -74,7 +74,7 @@ def _print_fallbacks(path: str) -> None:
     from thundervis.commands.ls import fallback_lines, summary_dict
     from thundervis.recording import RecordingError, open_recording
     try:
-        with open_recording(path) as rec:
+        with open_recording(path, check=False, immutable=True) as rec:  # the run has closed it
             lines = fallback_lines(summary_dict(rec), ops_limit=5)
     except (RecordingError, OSError) as e:
         print(f"thundervis: could not read the fallbacks back: {e}")

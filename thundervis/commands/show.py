@@ -79,13 +79,13 @@ def cmd_show(args) -> int:
         try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
         except RecordingError:
-            trace = None
+            if args.uids or args.no_source or args.no_shapes:
+                raise  # one sentence, exit 2 (readable)
+            trace = None  # the stored text still shows the trace, without notes
         if trace is not None:
             text = print_trace(trace, PrintOptions(uids=args.uids, source=not args.no_source,
                                                    shapes=not args.no_shapes,
                                                    notes=note_comments(rec, g.id, c.kind)))
-        elif args.uids or args.no_source or args.no_shapes:
-            raise UserError(f"the trace of graph {g.id} {c.kind} pass {p.index} cannot be read back.")
         else:
             text = rec.pass_text(g.id, c.kind, p.index)
     text = visible(text)  # text from the recording: control characters made visible, also under rich

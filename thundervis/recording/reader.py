@@ -216,15 +216,18 @@ def _check_header(path: str) -> None:
                              f"{n_pages * page_size}): the recording is damaged.")
 
 
-def open_recording(path: str, *, check: bool = True) -> "Recording":
+def open_recording(path: str, *, check: bool = True, immutable: bool = False) -> "Recording":
     """Open the recording at ``path`` read-only and return a :class:`Recording`.
 
-    With ``check`` the whole file is verified with SQLite's ``quick_check``. Raises
-    :class:`RecordingError` (one sentence) for anything that is not a readable recording."""
+    With ``check`` the whole file is verified with SQLite's ``quick_check``. ``immutable``: the
+    writer has closed the file and nothing writes it any more (SQLite then takes no locks and leaves
+    no ``-wal``/``-shm`` files beside it). Raises :class:`RecordingError` (one sentence) for
+    anything that is not a readable recording."""
     path = os.path.abspath(path)
     _check_header(path)
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False)
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro{'&immutable=1' if immutable else ''}", uri=True,
+                               check_same_thread=False)
     except sqlite3.Error as e:
         raise RecordingError(f"{path} cannot be opened ({e}).") from None
     try:
