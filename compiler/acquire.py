@@ -1,20 +1,22 @@
 """Acquisition: turn an FX graph (from Dynamo or AOTAutograd) into a :class:`Trace`.
 
-Proxy names: placeholders keep their FX names (``primals_1``, ``tangents_1``, ``l_x_``), every other
-value becomes ``t0``, ``t1`` ... in graph order, so names are deterministic. ``operator.getitem`` on
+Proxy names: placeholders get the readable names the caller passes (``blocks_0_attn_qkv_weight``
+for ``primals_7``, see :mod:`input_names`; the FX name is kept in ``Trace.fx_names``) or keep their
+FX names, every other value becomes ``t0``, ``t1`` ... in graph order, so names are deterministic. ``operator.getitem`` on
 multi-output ops is folded into the producing symbol's tuple of outputs.
 """
 from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .constants import SYMBOL as CONSTANT_SYMBOL, hold, recordable, values_of
+from .input_names import assign_input_names
 from .ir import CHAIN_PREFIX, BoundSymbol, SourceInfo, Trace, TensorProxy, map_structure
 from .registry import register_live
 from .source import source_of
@@ -99,16 +101,21 @@ def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, u
 
 
 def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str | None = None,
-                aten_only: bool = True, call_site: Optional[SourceInfo] = None) -> Trace:
+                aten_only: bool = True, input_names: Optional[Mapping[str, str]] = None,
+                call_site: Optional[SourceInfo] = None) -> Trace:
     """Convert ``gm`` into a Trace of chain ``chain`` for compiled graph number ``graph``.
 
     ``call_site``: the user line that called the compiled code (:func:`source.call_site`), the
     source of nodes whose FX stack trace names no frame at all.
 
     With ``aten_only`` every call must be an ATen/prims overload (AOTAutograd graphs); otherwise any
-    callable is recorded by its qualified name (Dynamo graphs). Raises :class:`UnsupportedGraph`.
+    callable is recorded by its qualified name (Dynamo graphs). ``input_names``: {placeholder name:
+    readable name} (made valid and unique here). Raises :class:`UnsupportedGraph`.
     """
     prefix = CHAIN_PREFIX.get(chain, "x")
+    fx_input_names = [n.name if is_valid_name(n.name) else f"in{i}"
+                      for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")]
+    final_names = assign_input_names(fx_input_names, input_names or {})
     env: dict[torch.fx.Node, Any] = {}
     inputs: list[TensorProxy] = []
     symbols: list[BoundSymbol] = []
@@ -143,8 +150,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 if not isinstance(v, torch.Tensor):
                     raise UnsupportedGraph(
                         f"input {node.name} is a {type(v).__name__}, not a tensor (dynamic shapes are not supported yet)")
-                pname = node.name if is_valid_name(node.name) else f"in{len(inputs)}"
-                p = proxy_for(pname, v)
+                p = proxy_for(final_names[fx_input_names[len(inputs)]], v)
                 env[node] = p
                 inputs.append(p)
             elif node.op == "get_attr":
@@ -185,5 +191,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
         raise UnsupportedGraph(str(e)) from None
     if not isinstance(outputs, tuple):
         outputs = (outputs,)
+    renamed = {final: fx for fx, final in final_names.items() if final != fx}
     return Trace(name=name or chain, inputs=tuple(inputs), symbols=tuple(symbols), outputs=outputs,
-                 chain=chain, graph=graph, pass_name="acquire", next_uid=uid, next_name=counter)
+                 chain=chain, graph=graph, pass_name="acquire", next_uid=uid, next_name=counter,
+                 fx_names=renamed)

@@ -10,7 +10,7 @@ import contextlib
 import contextvars
 from typing import Any, Callable, Optional
 
-from .ir import Trace
+from .ir import KernelRecord, Trace
 
 
 class CompileObserver:
@@ -23,8 +23,9 @@ class CompileObserver:
                   duration_s: float, changed: bool) -> None:
         """A pass of ``chain`` finished, producing ``trace``."""
 
-    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
-        """A fusion executor built kernels (records: name, executor, members, source ...)."""
+    def kernels_built(self, graph: int, chain: str, kernels: list[KernelRecord]) -> None:
+        """A fusion executor built kernels (one :class:`~.ir.KernelRecord` per fusion symbol;
+        :func:`~.serialize.kernel_to_dict` gives its JSON)."""
 
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Compiling ``chain`` (None: the whole graph) failed; it runs eagerly instead."""

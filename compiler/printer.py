@@ -16,7 +16,7 @@ from .values import format_value, is_valid_name
 @dataclass(frozen=True)
 class PrintOptions:
     """What to show: tensor metadata comments, source-line comments, subsymbols to which depth,
-    the header line, and uids."""
+    the header line, and uids; ``width``: the column the ``def`` line and the inputs comment wrap at."""
 
     shapes: bool = True
     source: bool = True
@@ -26,6 +26,7 @@ class PrintOptions:
     # Optional comment per top-level symbol (``torch: not lowered: ...``), from the caller: the
     # viewer passes one that makes recorded text terminal-safe. None: no such comments.
     notes: Optional[Callable[[BoundSymbol], Optional[str]]] = None
+    width: int = 100
 
 
 def _outputs(b: BoundSymbol) -> str:
@@ -91,7 +92,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
         # even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
         key = (depth, b.sym, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               (b.uid, b.origin) if opts.uids else None)
+               (b.uid, b.origin) if opts.uids else None, b.executor if b.fusion else None)
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
@@ -101,6 +102,8 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         meta = _meta_comment(b)
         if meta:
             notes.append(meta)
+    if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+        notes.append(f"[{b.executor}]")
     if opts.uids:
         notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
     if notes:
@@ -139,6 +142,42 @@ def header_line(trace: Trace) -> str:
     return f'# graph {trace.graph} · {trace.chain} · after "{trace.pass_name}"{took}'
 
 
+def wrap_items(first: str, items: list[str], sep: str, indent: str, last: str, width: int) -> list[str]:
+    """Return ``first + sep.join(items) + last`` as lines of at most ``width`` columns where the
+    items allow, breaking only after a separator; continuation lines start with ``indent``."""
+    mark, gap = sep.rstrip(), sep[len(sep.rstrip()):]  # ", " -> "," then " "
+    lines, line, empty = [], first, True
+    for i, item in enumerate(items):
+        piece = item + (last if i == len(items) - 1 else mark)
+        if empty:
+            line, empty = line + piece, False
+        elif len(line) + len(gap) + len(piece) <= width:
+            line += gap + piece
+        else:
+            lines.append(line)
+            line = indent + piece
+    if not items:
+        line += last
+    lines.append(line)
+    return lines
+
+
+def signature_lines(trace: Trace, width: int = 100) -> list[str]:
+    """Return the ``def chain(a, b, ...):`` line, wrapped at ``width`` columns (continuation lines
+    aligned after the parenthesis, so the text stays valid Python)."""
+    fname = trace.chain if trace.chain.isidentifier() else "fn"
+    first = f"def {fname}("
+    return wrap_items(first, [p.name for p in trace.inputs], ", ", " " * len(first), "):", width)
+
+
+def inputs_comment_lines(trace: Trace, width: int = 100) -> list[str]:
+    """Return the ``# x: cpu f32[8, 64]  w: ...`` comment on the inputs, wrapped at ``width``;
+    an input renamed for readability shows its FX name: ``idx: cpu i64[2, 8] (primals_3)``."""
+    fx = trace.fx_names
+    items = [f"{p.name}: {p.short()}" + (f" ({fx[p.name]})" if p.name in fx else "") for p in trace.inputs]
+    return wrap_items("  # ", items, "  ", "  # ", "", width)
+
+
 def print_trace(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | None = None) -> str:
     """Return ``trace`` as Python source text (a ``def`` named after the chain).
 
@@ -147,10 +186,9 @@ def print_trace(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | 
     lines = []
     if opts.header:
         lines.append(header_line(trace))
-    fname = trace.chain if trace.chain.isidentifier() else "fn"
-    lines.append(f"def {fname}({', '.join(p.name for p in trace.inputs)}):")
+    lines.extend(signature_lines(trace, opts.width))
     if opts.shapes and trace.inputs:
-        lines.append("  # " + "  ".join(f"{p.name}: {p.short()}" for p in trace.inputs))
+        lines.extend(inputs_comment_lines(trace, opts.width))
     last_src = [None]
     for b in trace.symbols:
         lines.extend(_symbol_lines(b, opts, "  ", 0, last_src, memo))

@@ -14,11 +14,8 @@ import pkgutil
 import sys
 from typing import Optional, Sequence
 
+from thundervis.errors import UserError  # noqa: F401  (raised by commands; printed here)
 from thundervis.safe_text import visible_line
-
-
-class UserError(Exception):
-    """A problem with what the user asked for: printed as one sentence, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

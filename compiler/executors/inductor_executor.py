@@ -22,7 +22,7 @@ from ..observer import runtime_reporter
 from ..printer import PrintOptions, print_trace
 from ..prims import PRIMS
 from ..resolve import UnknownSymbol, resolve_overload, resolve_symbol
-from .base import FusionExecutor, KernelBuildError, register_executor
+from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 
 # Prim kinds Inductor gets: everything that computes values in place. Matmuls stay with torch like
 # in the other executors (Inductor would call the same extern mm), random numbers stay with torch
@@ -154,14 +154,13 @@ class InductorExecutor(FusionExecutor):
     """Fuses regions of prims and compiles each with ``torch.compile`` (see the module docstring)."""
 
     name = "inductor"
-    kernel_prefix = "inductor_fusion"
     language = "python"
 
     def available(self) -> Optional[str]:
         return inductor_unavailable_reason()
 
     def prim_problem(self, b: BoundSymbol) -> Optional[str]:
-        if b.sym.startswith(f"{self.kernel_prefix}_"):
+        if b.fusion:
             return None
         if not b.sym.startswith("prims."):
             return f"inductor fuses prims only, not {b.sym}"
@@ -191,8 +190,8 @@ class InductorExecutor(FusionExecutor):
             return f"inductor: a region runs on one device, not {sorted(devices)}"
         return None
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
-        """Return the partial kernel record: the region as the Python program Inductor compiles."""
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
+        """Return the region as the Python program Inductor compiles (the kernel's code)."""
         try:
             region_function(fusion)
         except UnknownSymbol as e:
@@ -200,12 +199,11 @@ class InductorExecutor(FusionExecutor):
         region = Trace(name=fusion.sym, inputs=tuple(fusion.args), symbols=fusion.subsymbols,
                        outputs=tuple(fusion.outputs), chain=fusion.sym, pass_name="fuse")
         code = print_trace(region, PrintOptions(source=False, header=False))
-        return {"code": code, "language": self.language,
-                "note": "compiled by torch.compile (Inductor) at its first call"}
+        return BuiltKernel(code, self.language, "compiled by torch.compile (Inductor) at its first call")
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         """Return the launcher of fusion ``b`` (a single prim runs as a one-member region)."""
-        if not b.sym.startswith(f"{self.kernel_prefix}_"):
+        if not b.fusion:
             return _callable(b)  # a lone claimed prim: Inductor would only add overhead
         return InductorKernel(b)
 

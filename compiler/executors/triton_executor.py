@@ -41,7 +41,7 @@ from ..observer import runtime_reporter  # noqa: E402
 from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
 from .arguments import dropped_argument
-from .base import FusionExecutor, KernelBuildError, register_executor
+from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
 
@@ -70,7 +70,6 @@ class TritonExecutor(FusionExecutor):
     """Generates, caches and launches one Triton kernel per fusion region."""
 
     name = "triton"
-    kernel_prefix = "triton_fusion"
     language = "python"
 
     # Regions whose values all have at most this many elements may run as dependent phases of one
@@ -183,7 +182,7 @@ class TritonExecutor(FusionExecutor):
             return str(e)
         return None
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
         members = list(fusion.subsymbols)
         outputs = [p for p in fusion.outputs]
         device = _device_kind(outputs[0].device)
@@ -196,8 +195,8 @@ class TritonExecutor(FusionExecutor):
         module = _import_kernel(key, path, ks.source)
         launch = _guarded(module.launch, fusion)
         self._built[fusion.uid] = launch
-        return {"code": ks.source, "language": "python", "note": ks.note, "cache_path": path, "grid": ks.grid,
-                "plan": ks.plan, "parts": ks.parts}
+        return BuiltKernel(ks.source, "python", ks.note,
+                           {"cache_path": path, "grid": ks.grid, "plan": ks.plan, "parts": ks.parts})
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         if b.uid not in self._built:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 from thundervis.safe_text import visible, visible_line
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 DEFAULT_WARMUP = 2
 DEFAULT_STEPS = 5

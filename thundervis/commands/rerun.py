@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 from thundervis.safe_text import visible, visible_line
 
 
@@ -69,7 +69,7 @@ def register(subparsers) -> None:
     """Add the ``rerun`` subcommand."""
     p = subparsers.add_parser("rerun", help="re-run one recorded fusion on its own, with a numerics check")
     p.add_argument("recording", metavar="REC", help="a .tvrec recording")
-    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. triton_fusion_0 (see thundervis ls)")
+    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0 (see thundervis ls)")
     p.add_argument("--executor", default=None, metavar="triton|nvfuser|inductor|torch|all",
                    help="executor to rebuild the kernel with (default: the one that built it); all: compare every one")
     p.add_argument("--inputs", choices=("random", "captured"), default="random",

@@ -21,8 +21,9 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from thundervis.compiler.ir import Trace
+from thundervis.compiler.ir import KernelRecord, Trace
 from thundervis.compiler.observer import CompileObserver
+from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
 from .liveness import host_name, process_token
@@ -63,6 +64,9 @@ def _device() -> str:
     return "cpu"
 
 
+# The user's source files are stored up to this size each (bigger ones: path only).
+MAX_SOURCE_BYTES = 2 * 2**20
+
 # Traces kept for their symbol rows are written out once they hold this many top-level symbols
 # (about 30 MiB of IR); the train_gpt example holds 2k.
 MAX_PENDING_SYMBOLS = 50_000
@@ -100,6 +104,7 @@ class RecordingObserver(CompileObserver):
         # recording whose run never ended (killed) from the JSON.
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
+        self._sources_seen: set[str] = set()
         self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
         self.write_errors = 0
 
@@ -204,6 +209,10 @@ class RecordingObserver(CompileObserver):
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except Exception:
                 pass
+            try:  # a finished recording in rollback-journal mode: readers leave no -wal/-shm files
+                conn.execute("PRAGMA journal_mode=DELETE")
+            except Exception:  # a reader still has it open: it stays in WAL mode, still complete
+                pass
             conn.close()
 
     def __enter__(self):
@@ -265,6 +274,8 @@ class RecordingObserver(CompileObserver):
             if name == "codegen" or chain in ("dynamo", "joint"):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
+        if index == 0:
+            self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
             if name == "codegen" and graph in self._finished_graphs:
                 self.checkpoint()  # a chain compiled after its graph (backward, at the first backward)
@@ -276,6 +287,38 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def record_sources(self, trace: Trace) -> None:
+        """Store the text of every user source file ``trace``'s symbols point at that is not
+        stored yet (the file as it is now, which is what this compile read)."""
+        files = []
+        stack = list(trace.symbols)
+        while stack:
+            b = stack.pop()
+            f = b.source.file if b.source is not None else None
+            if f and f not in self._sources_seen:
+                self._sources_seen.add(f)
+                files.append(f)
+            stack.extend(b.subsymbols)
+        if not files:
+            return
+        rows = []
+        for f in files:
+            text, size, digest = None, None, None
+            try:
+                if os.path.isfile(f):
+                    size = os.path.getsize(f)
+                    if size <= MAX_SOURCE_BYTES:
+                        with open(f, "rb") as fh:
+                            data = fh.read(MAX_SOURCE_BYTES + 1)
+                        import hashlib
+                        digest = hashlib.sha256(data).hexdigest()
+                        text = data.decode("utf-8", errors="replace")
+            except OSError:
+                pass
+            rows.append((f, text, size, digest))
+        self._write("the source files", lambda c: c.executemany(
+            "INSERT OR IGNORE INTO sources(file, text, size, sha256) VALUES (?,?,?,?)", rows))
 
     def write_symbol_rows(self) -> None:
         """Write the ``symbols`` rows of every pass recorded so far (done when the run ends)."""
@@ -290,8 +333,10 @@ class RecordingObserver(CompileObserver):
                 c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
         self._write("the symbol rows", fn)
 
-    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
-        """Record the kernels a fusion executor built."""
+    def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
+        """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
+        kernels = [kernel_to_dict(k) if isinstance(k, KernelRecord) else k for k in kernels]
+
         def fn(c):
             for k in kernels:
                 c.execute("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name,"
@@ -330,13 +375,13 @@ class RecordingObserver(CompileObserver):
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
         """Record a runtime event. Profiler timings go to the timing tables and captured fusion
-        inputs to safetensors files next to the recording (thundervis/timings.py, capture.py)."""
+        inputs to safetensors files next to the recording (recording/results.py, capture.py)."""
         if event == "timings":
-            from thundervis.timings import store_timings
+            from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
         if event == "inputs":
-            from thundervis.capture import save_captured_inputs
+            from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
