@@ -42,4 +42,4 @@ def test_split_qkv_attention_compiles_with_the_default_executors(recorder_cls):
     assert rec.failures == []
     torch.testing.assert_close(got, eager)
     for a, c in zip(args, cargs):
-        torch.testing.assert_close(c.grad, a.grad)
+        torch.testing.assert_close(c.grad, a.grad, rtol=1e-4, atol=1e-4)  # float32 sums in another order
