@@ -39,7 +39,17 @@ def test_ls_json_is_the_overview(recorded, capsys):
     with open_recording(path) as rec:
         ov = rec.overview()
     assert code == 0 and isinstance(ov, Overview)
-    assert json.loads(out) == json.loads(json.dumps(ov.as_json()))
+    # ls --json is the overview plus the fallback keys (chains_eager, chains_total, fallbacks, and
+    # each fusion's ran_in_torch) that thundervis.recording.fallbacks derives from the same reader.
+    listed = json.loads(out)
+    for key in ("chains_eager", "chains_total", "fallbacks"):
+        assert key in listed
+        del listed[key]
+    for g in listed["graphs"]:
+        for k in g["fusions"]:
+            assert "ran_in_torch" in k
+            del k["ran_in_torch"]
+    assert listed == json.loads(json.dumps(ov.as_json()))
     assert ov.status == ov.run.status == "ok" and ov.revision.status == "ok"
     # The keys documented in docs/recording.md are all there.
     doc = json.loads(out)

@@ -88,7 +88,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
 
 def summary_text(rec, passes: bool = True) -> str:
     """Return the human-readable summary of an open recording (``passes``: list every pass)."""
-    d = rec.overview().as_json()
+    d = summary_dict(rec)
     r = d["run"]
     lines = []
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
@@ -126,7 +126,7 @@ def summary_text(rec, passes: bool = True) -> str:
 def cmd_ls(args) -> int:
     """Print the summary of the recording ``args.recording`` (JSON with ``--json``)."""
     with readable(args.recording) as rec:
-        text = (json.dumps(rec.overview().as_json(), indent=2) + "\n") if args.json else \
+        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
     sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
