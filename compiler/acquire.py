@@ -15,8 +15,9 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from .constants import SYMBOL as CONSTANT_SYMBOL, hold, recordable, values_of
 from .input_names import assign_input_names
-from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
+from .ir import CHAIN_PREFIX, BoundSymbol, SourceInfo, Trace, TensorProxy, map_structure
 from .registry import register_live
 from .source import source_of
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
@@ -61,32 +62,51 @@ def _val(node: torch.fx.Node):
 
 
 def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, uid: str,
-                     symbols: list) -> TensorProxy:
-    """Append the factory call that recreates a uniform tensor constant (``torch.tensor(0.)`` or
-    ``-inf`` baked into the graph by a traced function) and return its proxy; any other constant
-    raises UnsupportedGraph (traces hold no tensor data)."""
+                     symbols: list, call_site: Optional[SourceInfo] = None) -> TensorProxy:
+    """Append the symbol that makes the tensor constant ``node`` names and return its proxy: a
+    factory call for a uniform constant, else ``prims.tensor_constant`` with the data in the trace,
+    or holding the tensor when its data cannot be recorded (see :mod:`constants`)."""
     value = getattr(gm, node.target, None)
-    if not isinstance(value, torch.Tensor) or value.is_sparse or value.is_quantized or value.is_complex():
-        raise UnsupportedGraph(f"get_attr node {node.target!r} (lifted parameters expected)")
-    with unset_fake_temporarily():  # the chain compilers run inside AOTAutograd's fake mode
-        flat = value.detach().reshape(-1)
-        uniform = flat.numel() > 0 and bool((flat == flat[0]).all() or (flat != flat).all())
-        fill = flat[0].item() if uniform else None
-    if not uniform:
-        raise UnsupportedGraph(f"tensor constant {node.target!r} holds data (only uniform constants are supported)")
+    if not isinstance(value, torch.Tensor):
+        raise UnsupportedGraph(f"get_attr node {node.target!r} is a {type(value).__name__}, not a tensor")
     shape = tuple(int(s) for s in value.shape)
     out = TensorProxy(name, shape, dtype_name(value.dtype), str(value.device), contiguous_strides(shape))
     kwargs = {"dtype": value.dtype, "device": value.device}
-    sym, args = (("aten.scalar_tensor.default", (fill,)) if not shape
-                 else ("aten.full.default", (list(shape), fill)))
+    with unset_fake_temporarily():  # the chain compilers run inside AOTAutograd's fake mode
+        value = value.detach()
+        plain = not (value.is_sparse or value.is_quantized or value.is_complex() or value.is_meta)
+        why_not = recordable(value) if plain else "not a dense real tensor"
+        fill = None
+        if plain and value.numel() > 0:
+            flat = value.reshape(-1)
+            if bool((flat == flat[0]).all() or (flat != flat).all()):
+                fill = flat[0].item()
+        values = values_of(value) if why_not is None and fill is None else None
+    note = f"tensor constant {node.target}"
+    if fill is not None:
+        sym, args = (("aten.scalar_tensor.default", (fill,)) if not shape
+                     else ("aten.full.default", (list(shape), fill)))
+        aten = sym
+        note += ": uniform, made by a factory"
+    elif values is not None:
+        sym, args, aten = CONSTANT_SYMBOL, (values, list(shape)), None
+        note += f": its {len(values)} values are in the trace; torch makes it"
+    else:
+        sym, args, aten = CONSTANT_SYMBOL, (None, list(shape)), None
+        kwargs["held"] = hold(value, str(node.target))
+        note += f": data not recorded ({why_not}); only the torch executor of this process can make it"
     symbols.append(BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=out, uid=uid,
-                               source=source_of(node.meta), aten=sym, note=f"tensor constant {node.target}"))
+                               source=source_of(node.meta, call_site), aten=aten, note=note))
     return out
 
 
 def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str | None = None,
-                aten_only: bool = True, input_names: Optional[Mapping[str, str]] = None) -> Trace:
+                aten_only: bool = True, input_names: Optional[Mapping[str, str]] = None,
+                call_site: Optional[SourceInfo] = None) -> Trace:
     """Convert ``gm`` into a Trace of chain ``chain`` for compiled graph number ``graph``.
+
+    ``call_site``: the user line that called the compiled code (:func:`source.call_site`), the
+    source of nodes whose FX stack trace names no frame at all.
 
     With ``aten_only`` every call must be an ATen/prims overload (AOTAutograd graphs); otherwise any
     callable is recorded by its qualified name (Dynamo graphs). ``input_names``: {placeholder name:
@@ -134,7 +154,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 env[node] = p
                 inputs.append(p)
             elif node.op == "get_attr":
-                env[node] = _constant_tensor(gm, node, f"t{counter}", f"{prefix}{uid}", symbols)
+                env[node] = _constant_tensor(gm, node, f"t{counter}", f"{prefix}{uid}", symbols, call_site)
                 counter += 1
                 uid += 1
             elif node.op in ("call_function", "call_method", "call_module"):
@@ -159,7 +179,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                     register_live(symbol_name(aten), aten)
                 symbols.append(BoundSymbol(
                     sym=sym, args=args, kwargs=kwargs, outputs=out,
-                    uid=f"{prefix}{uid}", source=source_of(meta),
+                    uid=f"{prefix}{uid}", source=source_of(meta, call_site),
                     seq_nr=meta.get("seq_nr") if isinstance(meta.get("seq_nr"), int) else None,
                     aten=symbol_name(target) if isinstance(target, torch._ops.OpOverload)
                     else (symbol_name(aten) if aten is not None else None),

@@ -29,6 +29,7 @@ from .ir import flatten
 from .observer import CompileObserver
 from .pipeline import CompileOptions, compile_chain
 from .profiling import ProfiledChain, ProfileSettings
+from .source import call_site
 
 _graph_ids = itertools.count()
 _defaults = {"observer": None, "executors": None, "debug": False, "profile": None}
@@ -98,6 +99,7 @@ class ThundervisCompiler:
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None):
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver(),
                                       profile=profile)
+        self._sites: dict = {}  # graph id -> the user line that called the compiled code (SourceInfo)
         # Per graph: the names of AOTAutograd's flat arguments, and the acquired forward trace's
         # outputs (the backward's saved values are among them); see input_names.
         self._arguments: dict[int, list] = {}
@@ -111,6 +113,7 @@ class ThundervisCompiler:
         obs.graph_started(graph, {"n_inputs": len(example_inputs),
                                   "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
                                   "reason": _compile_reason()})
+        site = self._sites[graph] = call_site()
         try:  # readable input names; the FX names stay in each trace's fx_names
             dynamo_names = dynamo_input_names(gm)
             arguments = aot_argument_names(gm, dynamo_names)
@@ -120,7 +123,7 @@ class ThundervisCompiler:
         placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         try:
             t0 = time.perf_counter()
-            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False,
+            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False, call_site=site,
                               input_names={p: n for p, n in zip(placeholders, dynamo_names) if n})
             obs.pass_done(graph, "dynamo", 0, "acquire", dyn.replace(meta={"duration_ms": (time.perf_counter() - t0) * 1e3}),
                           time.perf_counter() - t0, True)
@@ -144,11 +147,12 @@ class ThundervisCompiler:
 
     def _partition(self, graph: int):
         obs = self.options.observer
+        site = self._sites.get(graph)
 
         def partition(joint_module, joint_inputs, **kwargs):
             t0 = time.perf_counter()
             try:
-                joint = fx_to_trace(joint_module, chain="joint", graph=graph,
+                joint = fx_to_trace(joint_module, chain="joint", graph=graph, call_site=site,
                                     input_names=_aot_names(joint_module, self._arguments.get(graph, [])))
                 dt = time.perf_counter() - t0
                 obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
@@ -158,7 +162,10 @@ class ThundervisCompiler:
         return partition
 
     def _chain_compiler(self, graph: int, chain: str):
+        """Return the AOTAutograd compiler of one chain of ``graph`` (whose call site, the user line
+        that called the compiled code, is the source of ops with an empty FX stack trace)."""
         options = self.options
+        site = self._sites.get(graph)
 
         def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
             obs = options.observer
@@ -168,7 +175,7 @@ class ThundervisCompiler:
                 names = _aot_names(gm, self._arguments.get(graph, []))
                 if chain == "backward":
                     names = {**_saved_names(gm, self._forward_outputs.pop(graph, [])), **names}
-                trace = fx_to_trace(gm, chain=chain, graph=graph, input_names=names)
+                trace = fx_to_trace(gm, chain=chain, graph=graph, input_names=names, call_site=site)
                 if chain == "forward":
                     self._forward_outputs[graph] = list(flatten(trace.outputs))
                 dt = time.perf_counter() - t0

@@ -13,6 +13,8 @@ from typing import Callable
 
 import torch
 
+from .constants import tensor_constant
+
 aten = torch.ops.aten
 
 
@@ -27,6 +29,8 @@ class Prim:
 
     @property
     def overloads(self) -> list:
+        if not hasattr(self.packet, "overloads"):  # tensor_constant: a Python function, no ATen op
+            return []
         return [getattr(self.packet, o) for o in self.packet.overloads()]
 
 
@@ -42,6 +46,7 @@ KINDS: dict[str, str] = {
     "rng": "draws random numbers from the global generator; never merged by CSE",
     "factory": "creates a tensor from sizes and a value (full, arange, empty ...)",
     "indexing": "reads or writes by index tensors (index, index_put, scatter, scatter_add)",
+    "constant": "a tensor whose data the trace holds (a constant made inside forward); runs in torch",
 }
 
 _UNARY = """abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos atan sinh cosh tanh
@@ -85,6 +90,8 @@ for _kind, _names in [("unary", _UNARY), ("binary", _BINARY), ("ternary", _TERNA
                       ("matmul", _MATMUL), ("rng", _RNG), ("factory", _FACTORY),
                       ("indexing", _INDEXING)]:
     _register(_kind, _names)
+# The one prim that is no ATen operator: tensor data held by the trace (see constants.py).
+PRIMS["tensor_constant"] = Prim("tensor_constant", "constant", tensor_constant, KINDS["constant"])
 # mean is a reduction prim too: decomposing it to sum/div changes rounding on low precision.
 _register("reduction", ["mean"])
 

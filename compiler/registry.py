@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .ir import BoundSymbol, Trace, TensorProxy
+from .constants import constant_problem
 from .prims import PRIMS, prim_for
 
 _NAMESPACES = ("aten", "prims")
@@ -253,6 +254,8 @@ def _op_problem(b: BoundSymbol) -> Optional[str]:
         prim = PRIMS.get(b.sym[len("prims."):])
         if prim is None:
             return f"{b.sym[:80]!r} is not a prim"
+        if prim.kind == "constant":  # no ATen schema: tensor data held by the trace
+            return constant_problem(b.args, b.kwargs)
         if b.aten is not None:
             try:
                 ov = aten_overload(b.aten, live=False)

@@ -12,6 +12,8 @@ from .ir import SourceInfo
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?P<code>[^\n]*)')
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Our own packages' folders (in a source checkout; installed, they are library files anyway).
+_OUR_PACKAGES = tuple(os.path.join(_OUR_DIR, d) + os.sep for d in ("compiler", "thundervis", "tui", "notebook_ext"))
 
 
 def _is_library_file(path: str) -> bool:
@@ -38,25 +40,29 @@ def parse_stack_trace(stack_trace: Optional[str], module: str = "") -> Optional[
     )
 
 
-_PREFIX = re.compile(r"^L\['(?:self|fn|mod|model|module)'\]\.?")
-_GETATTR = re.compile(r"getattr\((?P<inner>.+), '(?P<attr>[^']+)'\)$")
+# The root object a module path starts from, however the model reached the compiled frame:
+# L['self'] (torch.compile(model)), L['m'] / L['args'][0] / L['kwargs']['model'] (a function taking the
+# model), G['model'] (a global the function closes over), or a bare self / args[0] / fn.
+_ROOT = re.compile(r"^(?:(?:L|G)(?:\[[^\]]*\])+|(?:self|fn|args|kwargs)(?:\[[^\]]*\])*)(?:\.|$)")
 
 
 def _clean_module_path(path: str) -> str:
-    # Dynamo spells paths like "getattr(L['self'].layers, '0').attn"; make it "layers.0.attn".
+    """Return a module path relative to the model, e.g. ``layers.0.attn`` for Dynamo's
+    ``getattr(L['self'].layers, '0').attn``, whichever way the model was called."""
     while True:
         m = re.search(r"getattr\(([^()]+), '([^']+)'\)", path)
         if not m:
             break
         path = path[: m.start()] + f"{m.group(1)}.{m.group(2)}" + path[m.end():]
-    path = _PREFIX.sub("", path)
-    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
-    path = re.sub(r"^L\['([^']+)'\]", r"\1", path)
+    path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path.strip())
+    path = _ROOT.sub("", path, count=1)
+    path = re.sub(r"\[(?:'([^']*)'|(\d+))\]", lambda m: "." + (m.group(1) if m.group(1) is not None else m.group(2)), path)
     return path.strip(".")
 
 
 def module_path(meta: dict) -> str:
-    """Return the dotted module path of a node from ``nn_module_stack`` / ``fwd_nn_module_stack``."""
+    """Return the dotted module path of a node from ``nn_module_stack`` / ``fwd_nn_module_stack``,
+    relative to the model (the root module itself is ``""``)."""
     stack = meta.get("nn_module_stack") or meta.get("fwd_nn_module_stack")
     if not stack:
         return ""
@@ -68,10 +74,37 @@ def module_path(meta: dict) -> str:
     return _clean_module_path(str(path))
 
 
-def source_of(meta: dict) -> Optional[SourceInfo]:
-    """Return the :class:`SourceInfo` for an FX node's ``meta`` dict (None when it has none)."""
+def call_site(skip: tuple[str, ...] = ()) -> Optional[SourceInfo]:
+    """Return the innermost frame of the current Python stack that is user code (not torch, not an
+    installed package, not thundervis, not a file in ``skip``), or None.
+
+    Called while Dynamo compiles a graph, that is the line that called the compiled model or
+    function: the only user line there is when every op of the graph comes from library code (an
+    ``nn.Sequential`` of torch modules, whose FX stack traces are empty).
+    """
+    import linecache
+    import sys
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not (_is_library_file(path) or os.path.abspath(path).startswith(_OUR_PACKAGES) or path in skip
+                or path.startswith("<")):
+            line = frame.f_lineno
+            return SourceInfo(file=path, line=line, code=linecache.getline(path, line).strip(),
+                              function=frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+def source_of(meta: dict, fallback: Optional[SourceInfo] = None) -> Optional[SourceInfo]:
+    """Return the :class:`SourceInfo` for an FX node's ``meta`` dict: its innermost user frame, else
+    ``fallback`` (the graph's call site) with the node's module path, else None."""
     mod = module_path(meta)
     info = parse_stack_trace(meta.get("stack_trace"), mod)
+    if info is None and fallback is not None:
+        return SourceInfo(file=fallback.file, line=fallback.line, code=fallback.code, module=mod,
+                          function=fallback.function)
     if info is None and mod:
         return SourceInfo(file="", line=0, module=mod)
     return info

@@ -32,7 +32,8 @@ _FACTORIES = {"full", "scalar_tensor"}
 _REFUSED = {"matmul": "matmuls stay with torch (cuBLAS / MKL)",
             "rng": "random numbers must come from torch's generator to match eager",
             "indexing": "indexing ops stay with torch",
-            "factory": "factories other than full/scalar_tensor stay with torch"}
+            "factory": "factories other than full/scalar_tensor stay with torch",
+            "constant": "constant data is made by torch (no kernel needed)"}
 
 
 @functools.lru_cache(maxsize=1)

@@ -85,6 +85,7 @@ _KIND_REASONS = {
     "matmul": "matmuls stay with torch (cuBLAS)",
     "rng": "random numbers must come from torch's generator to match eager",
     "indexing": "indexing ops are not lowered to nvFuser by this executor",
+    "constant": "constant data is made by torch (no kernel needed)",
 }
 _PRIM_REASONS = {
     "argmax": "index reductions are not lowered to nvFuser by this executor",

@@ -98,7 +98,8 @@ class TritonExecutor(FusionExecutor):
         if name not in ops.SUPPORTED:
             prim = PRIMS.get(name)
             kind = {"matmul": "matmuls stay with torch",
-                    "rng": "random numbers stay with torch (same RNG stream as eager)"}.get(prim.kind if prim else "")
+                    "rng": "random numbers stay with torch (same RNG stream as eager)",
+                    "constant": "constant data is made by torch (no kernel needed)"}.get(prim.kind if prim else "")
             return kind or f"{b.sym} has no Triton lowering"
         if self.available() is not None:
             return self.available()

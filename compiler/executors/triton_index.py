@@ -112,6 +112,25 @@ def row_compatible(shape, out_shape, M: int, layout: str) -> bool:
 
 
 def out_strides(p: TensorProxy) -> tuple:
-    """Return the strides an output is allocated with: its recorded ones when dense, else row-major."""
+    """Return the strides an output is allocated with: its recorded ones when dense, else dense
+    strides in the recorded dims' memory order (:func:`dense_strides_like`)."""
     st = strides_of(p)
-    return st if is_dense(p.shape, st) else contiguous_strides(p.shape)
+    return st if is_dense(p.shape, st) else dense_strides_like(p.shape, st)
+
+
+def dense_strides_like(shape, strides) -> tuple:
+    """Return dense strides for ``shape`` that keep the memory order of ``strides``: dims with larger
+    strides stay outer, broadcast (stride 0) dims outermost, ties in dim order.
+
+    A fused output recorded as a strided view (a slice of a fused ``qkv`` projection, transposed) is
+    written densely, but in the layout the view had: the ops downstream that follow their input's
+    layout (``scaled_dot_product_attention``'s output) then produce what eager produced, and the
+    ``view`` calls recorded after them stay valid.
+    """
+    order = sorted(range(len(shape)), key=lambda d: (strides[d] != 0, -strides[d], d))
+    out = [0] * len(shape)
+    acc = 1
+    for d in reversed(order):
+        out[d] = acc
+        acc *= max(int(shape[d]), 1)
+    return tuple(out)

@@ -139,7 +139,7 @@ def cmd_diff(args) -> int:
         if notes:
             print("why (executor and note of the symbols this pass changed):")
             for line in notes:
-                print(line)
+                print(visible(line))
     return 0
 
 
@@ -178,7 +178,7 @@ def _compare(args, open_or_fail) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(visible(comp.render_text()))
-        sys.stdout.write("fallbacks\n" + "\n".join(fallback_changes(*docs)) + "\n")
+        sys.stdout.write(visible("fallbacks\n" + "\n".join(fallback_changes(*docs)) + "\n"))
     return 0
 
 
