@@ -42,7 +42,11 @@ def open_viewer(path: str) -> bool:
     view = getattr(tui, "view_recording", None)
     if view is None:
         return False
-    view(path)
+    try:
+        view(path)
+    except Exception as e:  # the recording is written; a viewer problem must not hide that
+        print(f"thundervis: could not open the viewer ({type(e).__name__}: {e})", file=sys.stderr)
+        return False
     return True
 
 
