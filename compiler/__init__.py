@@ -3,19 +3,28 @@
 Acquisition through ``torch.compile`` (Dynamo + AOTAutograd), a small trace IR with provenance,
 pure ``Trace -> Trace`` passes reported to an observer, and executors that run the result.
 This package never imports ``thundervis`` core or any UI toolkit.
+
+Importing it does not import torch: the IR (``ir``), printer, serializer and ``values`` are pure
+Python, so tools that only read recorded traces stay fast. The compiling entry points (``jit``,
+``ThundervisCompiler``, the backend) load torch on first use, after Triton's interpreter mode is
+decided (:mod:`.triton_mode`).
 """
-import os as _os
-import sys as _sys
+from . import triton_mode as _triton_mode
+from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy  # noqa: F401
+from .observer import CompileObserver  # noqa: F401
+from .printer import PrintOptions, print_trace  # noqa: F401
 
-import torch as _torch
+_triton_mode.set_early()
 
-# Without CUDA, Triton kernels run only in Triton's interpreter, and Triton decides that when it is
-# first imported (torch's AOTAutograd imports it), so the flag is set here, before anything else.
-if (_os.environ.get("TRITON_INTERPRET") is None and "triton" not in _sys.modules
-        and not _torch.cuda.is_available()):
-    _os.environ["TRITON_INTERPRET"] = "1"
+_FROM_BACKEND = ("ThundervisCompiler", "jit", "set_defaults", "thundervis_backend")
 
-from .backend import ThundervisCompiler, jit, set_defaults, thundervis_backend  # noqa: E402,F401
-from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy  # noqa: E402,F401
-from .observer import CompileObserver  # noqa: E402,F401
-from .printer import PrintOptions, print_trace  # noqa: E402,F401
+
+def __getattr__(name: str):
+    if name in _FROM_BACKEND:
+        from . import backend
+        return getattr(backend, name)
+    raise AttributeError(f"module 'thundervis.compiler' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_FROM_BACKEND))

@@ -14,10 +14,14 @@ import time
 import traceback
 from typing import Callable, Optional, Sequence
 
-import torch
-import torch.fx
-from torch._functorch.aot_autograd import aot_module_simplified
-from torch._functorch.partitioners import default_partition
+from . import triton_mode
+
+triton_mode.set_for_torch()  # before torch's AOTAutograd imports Triton
+
+import torch  # noqa: E402
+import torch.fx  # noqa: E402
+from torch._functorch.aot_autograd import aot_module_simplified  # noqa: E402
+from torch._functorch.partitioners import default_partition  # noqa: E402
 
 from .acquire import UnsupportedGraph, fx_to_trace
 from .observer import CompileObserver

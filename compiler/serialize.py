@@ -5,6 +5,10 @@ Values are tagged objects: ``{"P": name}`` a proxy reference, ``{"T": [...]}`` a
 a non-finite float, ``{"S": [start, stop, step]}`` a slice, ``{"E": 1}`` Ellipsis, ``{"Y": ...}`` a
 layout and ``{"M": ...}`` a memory format. Loading validates every field and raises
 :class:`TraceFormatError` on anything malformed.
+
+Importable without torch: in a process that has not imported torch, loaded dtype/device/layout/
+memory-format constants are :class:`~thundervis.compiler.values.TorchConstant` stand-ins (they
+print and re-encode the same); where torch is imported they are the torch objects.
 """
 from __future__ import annotations
 
@@ -13,10 +17,8 @@ import math
 import re
 from typing import Any
 
-import torch
-
 from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy
-from .values import dtype_name, is_valid_name, torch_dtype
+from .values import constant_kind, dtype_name, is_dtype_name, is_valid_name, torch_constant
 
 FORMAT_VERSION = 1
 
@@ -43,13 +45,14 @@ def _enc(v, proxies: dict) -> Any:
         return {"L": [_enc(x, proxies) for x in v]}
     if isinstance(v, dict):
         return {"K": {k: _enc(x, proxies) for k, x in v.items()}}
-    if isinstance(v, torch.dtype):
+    kind = constant_kind(v)
+    if kind == "dtype":
         return {"D": dtype_name(v)}
-    if isinstance(v, torch.device):
+    if kind == "device":
         return {"V": str(v)}
-    if isinstance(v, torch.layout):
+    if kind == "layout":
         return {"Y": str(v).removeprefix("torch.")}
-    if isinstance(v, torch.memory_format):
+    if kind == "memory_format":
         return {"M": str(v).removeprefix("torch.")}
     if isinstance(v, slice):
         return {"S": [_enc(v.start, proxies), _enc(v.stop, proxies), _enc(v.step, proxies)]}
@@ -124,15 +127,15 @@ def _load_proxy(d) -> TensorProxy:
     shape = _int_list(d.get("shape"), f"bad shape for {name}")
     dtype = d.get("dtype")
     _need(isinstance(dtype, str), f"bad dtype for {name}")
-    try:
-        torch_dtype(dtype)
-    except ValueError:
-        raise TraceFormatError(f"unknown dtype {dtype!r}") from None
+    _need(is_dtype_name(dtype), f"unknown dtype {dtype!r}")
     device = d.get("device")
     _need(isinstance(device, str) and len(device) < 64, f"bad device for {name}")
     strides = d.get("strides")
     strides = None if strides is None else _int_list(strides, f"bad strides for {name}")
     return TensorProxy(name, shape, dtype, device, strides)
+
+
+_CONSTANT_TAGS = {"D": "dtype", "V": "device", "Y": "layout", "M": "memory_format"}
 
 
 def _dec(v, proxies: dict):
@@ -152,16 +155,11 @@ def _dec(v, proxies: dict):
     if tag == "K":
         _need(isinstance(x, dict), "bad dict")
         return {str(k): _dec(y, proxies) for k, y in x.items()}
-    if tag == "D":
+    if tag in _CONSTANT_TAGS:
         try:
-            return torch_dtype(x)
-        except (ValueError, TypeError):
-            raise TraceFormatError(f"unknown dtype {x!r}") from None
-    if tag == "V":
-        try:
-            return torch.device(x)
-        except (RuntimeError, TypeError):
-            raise TraceFormatError(f"bad device {x!r}") from None
+            return torch_constant(_CONSTANT_TAGS[tag], x)
+        except ValueError as e:
+            raise TraceFormatError(str(e)) from None
     if tag == "F":
         _need(x in ("inf", "-inf", "nan"), f"bad float {x!r}")
         return float(x)
@@ -170,10 +168,6 @@ def _dec(v, proxies: dict):
         return slice(*(_dec(y, proxies) for y in x))
     if tag == "E":
         return Ellipsis
-    if tag in ("Y", "M"):
-        obj = getattr(torch, str(x), None)
-        _need(isinstance(obj, (torch.layout, torch.memory_format)), f"bad layout/format {x!r}")
-        return obj
     raise TraceFormatError(f"unknown value tag {tag!r}")
 
 

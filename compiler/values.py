@@ -1,30 +1,145 @@
-"""Conversion of torch values (FakeTensors, dtypes, devices, constants) into IR values."""
+"""Conversion of torch values (FakeTensors, dtypes, devices, constants) into IR values, and their
+printed form.
+
+Importable without torch: a process that never imported torch (the reading commands, a viewer)
+gets dtype, device, layout and memory-format constants of loaded traces as :class:`TorchConstant`
+stand-ins, which print, compare and serialize like the torch objects. Every function that needs
+torch itself imports it.
+"""
 from __future__ import annotations
 
 import math
 import re
-
-import torch
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .ir import TensorProxy
 
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# The constants of torch 2.x, for checking recorded names without torch (aliases: their canonical
+# name, which is what str(torch.<alias>) says).
+DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "int": "int32", "long": "int64",
+                 "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32",
+                 "bit": "bits8"}
+DTYPE_NAMES = frozenset({
+    "bfloat16", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "bool", "complex128", "complex32",
+    "complex64", "float16", "float32", "float4_e2m1fn_x2", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int16", "int2", "int3", "int32", "int4",
+    "int5", "int6", "int64", "int7", "int8", "qint32", "qint8", "quint2x4", "quint4x2", "quint8", "uint1",
+    "uint16", "uint2", "uint3", "uint32", "uint4", "uint5", "uint6", "uint64", "uint7", "uint8"}) | set(DTYPE_ALIASES)
+LAYOUT_NAMES = frozenset({"_mkldnn", "jagged", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc",
+                          "sparse_csr", "strided"})
+MEMORY_FORMAT_NAMES = frozenset({"channels_last", "channels_last_3d", "contiguous_format",
+                                 "legacy_contiguous_format", "preserve_format"})
+_DEVICE = re.compile(r"[a-z_]{1,16}(:[0-9]{1,4})?")
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """Return ``float32`` for ``torch.float32``."""
+
+def loaded_torch():
+    """Return the torch module when this process has imported it, else None (never imports it)."""
+    return sys.modules.get("torch")
+
+
+@dataclass(frozen=True)
+class TorchConstant:
+    """A dtype, device, layout or memory format of a trace loaded where torch is not imported:
+    ``kind`` is ``dtype``, ``device``, ``layout`` or ``memory_format``, ``name`` what torch calls
+    it (``float32``, ``cuda:0``, ``strided``). Prints and serializes as the torch object would."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return self.name if self.kind == "device" else f"torch.{self.name}"
+
+
+def dtype_name(dtype) -> str:
+    """Return ``float32`` for ``torch.float32`` (or its :class:`TorchConstant`)."""
+    if isinstance(dtype, TorchConstant):
+        return dtype.name
     return str(dtype).removeprefix("torch.")
 
 
-def torch_dtype(name: str) -> torch.dtype:
-    """Return the torch dtype named ``name`` (``float32``); raise ValueError for anything else."""
-    d = getattr(torch, name, None)
+def torch_dtype(name: str) -> "torch.dtype":
+    """Return the torch dtype named ``name`` (``float32``); raise ValueError for anything else.
+    Imports torch."""
+    import torch
+    d = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(d, torch.dtype):
         raise ValueError(f"{name!r} is not a torch dtype")
     return d
 
 
-def proxy_for(name: str, t: torch.Tensor) -> TensorProxy:
+def is_dtype_name(name) -> bool:
+    """Return True when ``name`` names a torch dtype (checked with torch when it is imported)."""
+    if not isinstance(name, str):
+        return False
+    if loaded_torch() is not None:
+        try:
+            torch_dtype(name)
+            return True
+        except ValueError:
+            return False
+    return name in DTYPE_NAMES
+
+
+def torch_constant(kind: str, name):
+    """Return the dtype/device/layout/memory format ``name`` (``kind`` as in
+    :class:`TorchConstant`): the torch object when torch is imported, else a :class:`TorchConstant`;
+    raise ValueError for a name torch does not know."""
+    torch = loaded_torch()
+    if not isinstance(name, str) or len(name) > 64:
+        raise ValueError(f"bad {kind} {str(name)[:60]!r}")
+    if kind == "dtype":
+        if torch is not None:
+            return torch_dtype(name)
+        if name not in DTYPE_NAMES:
+            raise ValueError(f"{name!r} is not a torch dtype")
+        return TorchConstant("dtype", DTYPE_ALIASES.get(name, name))
+    if kind == "device":
+        if torch is not None:
+            try:
+                return torch.device(name)
+            except (RuntimeError, TypeError):
+                raise ValueError(f"bad device {name!r}") from None
+        if not _DEVICE.fullmatch(name):
+            raise ValueError(f"bad device {name!r}")
+        return TorchConstant("device", name)
+    names = LAYOUT_NAMES if kind == "layout" else MEMORY_FORMAT_NAMES
+    if name not in names:
+        raise ValueError(f"bad {kind} {name!r}")
+    if torch is not None:
+        obj = getattr(torch, name, None)
+        if isinstance(obj, (torch.layout, torch.memory_format)):
+            return obj
+        raise ValueError(f"bad {kind} {name!r}")
+    return TorchConstant(kind, name)
+
+
+def constant_kind(v):
+    """Return ``dtype``/``device``/``layout``/``memory_format`` for such a constant (a torch object
+    or a :class:`TorchConstant`), else None."""
+    if isinstance(v, TorchConstant):
+        return v.kind
+    torch = loaded_torch()
+    if torch is None:
+        return None
+    if isinstance(v, torch.dtype):
+        return "dtype"
+    if isinstance(v, torch.device):
+        return "device"
+    if isinstance(v, torch.layout):
+        return "layout"
+    if isinstance(v, torch.memory_format):
+        return "memory_format"
+    return None
+
+
+def proxy_for(name: str, t: "torch.Tensor") -> TensorProxy:
     """Return a proxy called ``name`` with the metadata of tensor ``t`` (real, meta or fake)."""
     try:
         strides = tuple(int(s) for s in t.stride())
@@ -53,6 +168,7 @@ class UnsupportedValue(Exception):
 
 def constant(value):
     """Return ``value`` as an IR constant, or raise :class:`UnsupportedValue`."""
+    import torch
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
@@ -76,11 +192,12 @@ def format_constant(value) -> str:
         if math.isinf(value):
             return "float('inf')" if value > 0 else "float('-inf')"
         return repr(value)
-    if isinstance(value, torch.dtype):
+    kind = constant_kind(value)
+    if kind == "dtype":
         return f"torch.{dtype_name(value)}"
-    if isinstance(value, torch.device):
+    if kind == "device":
         return f"torch.device({str(value)!r})"
-    if isinstance(value, (torch.layout, torch.memory_format)):
+    if kind is not None:
         return str(value)
     if isinstance(value, tuple):
         inner = ", ".join(format_value(v) for v in value)

@@ -13,9 +13,7 @@ import pkgutil
 import sys
 from typing import Optional, Sequence
 
-
-class UserError(Exception):
-    """A problem with what the user asked for: printed as one sentence, exit code 2."""
+from thundervis.errors import UserError  # noqa: F401  (raised by commands; printed here)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ end (their device durations), since the profiler's own sleeps between them are n
 """
 from __future__ import annotations
 
-from thundervis.timings import Timings
+from thundervis.recording.model import Timings
 
 CHAIN_ORDER = ("dynamo", "joint", "forward", "backward", "inference")
 

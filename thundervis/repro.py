@@ -322,13 +322,14 @@ def write_repro(path: str, kernel: str, out: str, executor: Optional[str] = None
     from thundervis.recording.reader import open_recording
     with open_recording(path, check=False) as rec:
         k = find_kernel(rec, kernel, graph, chain)
+        source = rec.kernel_source(k)
     executor = executor or k.executor
     if executor not in ("triton", "nvfuser"):
         raise ReproError(f"repro scripts are written for the triton or nvfuser executor, not {executor!r}")
     recorded = kernel_device(k)
     dev = recorded if device is None and not (recorded.startswith("cuda") and not torch.cuda.is_available()) \
         else choose_device(k, device or "cpu")
-    region = region_trace(k, dev if dev != recorded else None)
+    region = region_trace(source, dev if dev != recorded else None)
     try:
         source = repro_source(region, k.name, executor, f"graph {k.graph} {k.chain}", dev, iters)
     except RerunError:

@@ -14,13 +14,11 @@ import copy
 import difflib
 import importlib
 import json
-import sqlite3
 import statistics
 import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Union
-from urllib.parse import quote
 
 import torch
 
@@ -28,6 +26,7 @@ from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, map_structure
 from thundervis.compiler.serialize import TraceFormatError, trace_from_dict
 from thundervis.compiler.values import torch_dtype
+from thundervis.recording.model import KernelInfo, RerunResult  # noqa: F401  (RerunResult: re-exported)
 
 ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
 # Kernel-name prefixes per fusion executor (the fusion symbol convention).
@@ -41,30 +40,6 @@ class RerunError(Exception):
 
 class ExecutorMissing(RerunError):
     """The executor asked for is not installed or cannot run here."""
-
-
-@dataclass(frozen=True)
-class RerunResult:
-    """One re-run of one kernel with one executor. Times in microseconds; errors are against the
-    float64 reference (``max_rel_error``: max |out - ref| / max |ref|)."""
-
-    kernel: str
-    executor: str
-    device: str
-    inputs: str  # "random" | "captured"
-    iters: int
-    status: str  # "ok" | "failed" | "unavailable"
-    median_us: Optional[float] = None
-    min_us: Optional[float] = None
-    clock: str = "host"  # "device" on CUDA
-    max_abs_error: Optional[float] = None
-    max_rel_error: Optional[float] = None
-    detail: str = ""
-    kernel_id: Optional[int] = None
-
-    def as_json(self) -> dict:
-        """Return a JSON-able dict."""
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -87,21 +62,14 @@ class RerunReport:
 
 # ------------------------------------------------------------------------------ finding kernels
 
-def find_kernel(rec, name: str, graph: Optional[int] = None, chain: Optional[str] = None):
-    """Return the recorded kernel called ``name`` (a ``reader.Kernel``; kernel names restart per
-    chain, so the first match in graph then chain order, optionally within ``graph``/``chain``);
-    raise :class:`RerunError` naming the closest kernel names when there is none."""
-    kernels = rec.kernels()
-    hits = [k for k in kernels if k.name == name and (graph is None or k.graph == graph)
-            and (chain is None or k.chain == chain)]
-    if not hits:
-        names = sorted({k.name for k in kernels})
-        if not names:
-            raise RerunError("this recording holds no kernels (was it recorded with a fusion executor?)")
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.4) or names[:3]
-        where = "" if graph is None and chain is None else " there"
-        raise RerunError(f"no kernel named {name!r}{where} in this recording; closest: {', '.join(close)}")
-    return hits[0]
+def find_kernel(rec, name: str, graph: Optional[int] = None, chain: Optional[str] = None) -> KernelInfo:
+    """Return the recorded kernel called ``name`` (``Recording.find_kernel``); raise
+    :class:`RerunError` naming the closest kernel names when there is none."""
+    from thundervis.recording import UnknownItem
+    try:
+        return rec.find_kernel(name, graph, chain)
+    except UnknownItem as e:
+        raise RerunError(str(e)) from None
 
 
 def other_places(rec, kernel) -> list[str]:
@@ -129,12 +97,9 @@ def _retarget_devices(d, device: str):
     return d
 
 
-def kernel_device(kernel) -> str:
+def kernel_device(kernel: KernelInfo) -> str:
     """Return the device the kernel was recorded on (from its input metadata)."""
-    for m in list(kernel.inputs) + list(kernel.outputs):
-        if isinstance(m, dict) and isinstance(m.get("device"), str):
-            return m["device"]
-    return "cpu"
+    return kernel.device
 
 
 def choose_device(kernel, device: Optional[str]) -> str:
@@ -156,8 +121,9 @@ def choose_device(kernel, device: Optional[str]) -> str:
 
 
 def region_trace(kernel, device: Optional[str] = None) -> Trace:
-    """Rebuild the kernel's region (inputs -> member prims -> outputs) from its recorded trace dict,
-    validated by the compiler's loader, with every device set to ``device`` when given."""
+    """Rebuild the kernel's region (inputs -> member prims -> outputs) from its recorded trace dict
+    (``kernel``: a ``KernelSource``), validated by the compiler's loader, with every device set to
+    ``device`` when given."""
     if not kernel.trace_json:
         raise RerunError(f"{kernel.name} has no recorded IR to rebuild it from")
     try:
@@ -380,9 +346,10 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
     with open_recording(path, check=False) as rec:
         k = find_kernel(rec, kernel, graph, chain)
         elsewhere = other_places(rec, k)
+        source = rec.kernel_source(k)
     dev = choose_device(k, device)
     recorded = kernel_device(k)
-    region = region_trace(k, dev if dev != recorded else None)
+    region = region_trace(source, dev if dev != recorded else None)
     strict = not (executor == "all" or (isinstance(executor, (list, tuple)) and len(executor) > 1))
     names = list(ALL_EXECUTORS) if executor == "all" else (
         [executor] if isinstance(executor, str) else list(executor) if executor else [k.executor])
@@ -412,47 +379,18 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
         r = run_one(region, k.name, name, args, iters, dev, refs, report.inputs, strict)
         report.results.append(RerunResult(**{**r.__dict__, "kernel_id": k.id}))
     if store:
-        store_rerun_results(path, report.results)
+        from thundervis.recording.results import ResultsNotStored
+        try:
+            store_rerun_results(path, report.results)
+        except ResultsNotStored as e:  # the results are printed all the same
+            report.notes.append(str(e))
     return report
 
 
 # ------------------------------------------------------------------------------ the recording
 
 def store_rerun_results(path: str, results: Sequence[RerunResult]) -> None:
-    """Append ``results`` to the recording's ``rerun_results`` table (the file must be a recording;
-    open it with the reader first)."""
-    conn = sqlite3.connect(f"file:{quote(path)}?mode=rw", uri=True, timeout=10)
-    try:
-        with conn:
-            conn.executemany(
-                "INSERT INTO rerun_results(kernel_id, executor, device, inputs, iters, status, median_ms, min_ms,"
-                " max_abs_error, max_rel_error, detail, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(r.kernel_id, r.executor, r.device, r.inputs, r.iters, r.status,
-                  None if r.median_us is None else r.median_us / 1e3,
-                  None if r.min_us is None else r.min_us / 1e3, r.max_abs_error, r.max_rel_error,
-                  json.dumps({"detail": r.detail, "clock": r.clock, "kernel": r.kernel}), time.time())
-                 for r in results])
-    finally:
-        conn.close()
-
-
-def read_rerun_results(conn: sqlite3.Connection, kernel_id: Optional[int] = None) -> list[RerunResult]:
-    """Return the stored re-run results (of one kernel, or all), oldest first."""
-    where, params = ("WHERE r.kernel_id=?", (kernel_id,)) if kernel_id is not None else ("", ())
-    out = []
-    for row in conn.execute(
-            "SELECT r.kernel_id, k.name, r.executor, r.device, r.inputs, r.iters, r.status, r.median_ms,"
-            " r.min_ms, r.max_abs_error, r.max_rel_error, r.detail FROM rerun_results r"
-            f" LEFT JOIN kernels k ON k.id = r.kernel_id {where} ORDER BY r.id", params):
-        try:
-            extra = json.loads(row[11]) if row[11] else {}
-        except ValueError:
-            extra = {"detail": row[11]}
-        extra = extra if isinstance(extra, dict) else {}
-        out.append(RerunResult(kernel=row[1] or str(extra.get("kernel", "")), executor=row[2], device=row[3],
-                               inputs=row[4], iters=row[5] or 0, status=row[6],
-                               median_us=None if row[7] is None else row[7] * 1e3,
-                               min_us=None if row[8] is None else row[8] * 1e3,
-                               clock=str(extra.get("clock", "host")), max_abs_error=row[9],
-                               max_rel_error=row[10], detail=str(extra.get("detail", "")), kernel_id=row[0]))
-    return out
+    """Append ``results`` to the recording at ``path`` (``recording.results.append_rerun_results``;
+    raises ``ResultsNotStored`` when the file cannot be written)."""
+    from thundervis.recording.results import append_rerun_results
+    append_rerun_results(path, results)

@@ -25,7 +25,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 DEFAULT_DIR = "thundervis-runs"
 INTERRUPTED_EXIT = 130

@@ -24,14 +24,15 @@ def profiled(tmp_path_factory):
 
 
 def test_perfetto_has_one_slice_per_symbol_per_profiled_call(profiled, tmp_path, capsys):
-    from thundervis.timings import timings
+    from thundervis.recording import open_recording
     out = tmp_path / "trace.json"
     code, stdout, _ = run_cli(capsys, "export", profiled, "--perfetto", out)
     assert code == 0 and str(out) in stdout
     doc = json.loads(out.read_text())
     events = doc["traceEvents"]
     slices = [e for e in events if e["ph"] == "X" and e["cat"] != "call"]
-    tm = timings(profiled)
+    with open_recording(profiled) as rec:
+        tm = rec.timings()
     assert len(slices) == sum(len(k.samples_us) for k in tm.kernels) == 2 * len(tm.kernels)
     assert {e["name"] for e in slices} == {k.name for k in tm.kernels}
     threads = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}

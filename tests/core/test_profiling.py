@@ -185,10 +185,10 @@ def test_ls_json_shows_timings_per_kernel(profiled_run, capsys):
 
 def test_reader_timings_api(profiled_run):
     from thundervis.recording import open_recording
-    from thundervis.timings import timings
-    tm = timings(profiled_run)
     with open_recording(profiled_run) as rec:
+        tm = rec.timings()
         assert rec.timings() == tm
+        assert rec.overview().graph(0).timings == tm.for_graph(0)
     fwd = tm.for_chain(0, "forward")
     assert [k.position for k in fwd] == list(range(len(fwd)))
     assert all(len(k.samples_us) == 3 for k in fwd)

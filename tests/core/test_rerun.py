@@ -80,7 +80,7 @@ def test_numerics_check_catches_a_wrong_kernel(rec):
     from thundervis.recording import open_recording
     from thundervis.rerun import find_kernel
     with open_recording(rec) as r:
-        region = region_trace(find_kernel(r, "triton_fusion_0"))
+        region = region_trace(r.kernel_source(find_kernel(r, "triton_fusion_0")))
     inputs = random_inputs(region)
     refs = reference_outputs(region, inputs)
     good = [t.float() for t in refs]

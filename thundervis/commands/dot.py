@@ -2,20 +2,17 @@
 the fusion diagram of one recorded trace, written as SVG, PNG, PDF or DOT (by OUT's suffix)."""
 from __future__ import annotations
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def timings_for(rec, graph: int, chain: str) -> dict:
     """Return ``{uid or kernel name: median µs}`` for one chain (empty when not profiled)."""
     out: dict = {}
-    try:
-        for k in rec.timings().for_chain(graph, chain):
-            if k.uid:
-                out[k.uid] = k.median_us
-            if k.kind == "fusion":
-                out[k.name] = k.median_us
-    except Exception:  # a recording without timings draws without heat
-        return {}
+    for k in rec.timings().for_chain(graph, chain):
+        if k.uid:
+            out[k.uid] = k.median_us
+        if k.kind == "fusion":
+            out[k.name] = k.median_us
     return out
 
 

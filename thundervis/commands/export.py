@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def cmd_export(args) -> int:

@@ -2,13 +2,12 @@
 or a source line through every pass, forward and backward, to the executor and kernel it ended in."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 import textwrap
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 
 
@@ -65,20 +64,20 @@ def _parse_source(text: str) -> tuple[str, int]:
 
 def cmd_lineage(args) -> int:
     """Print the lineage of ``--uid`` or ``--source``."""
-    from thundervis.recording import UnknownItem, lineage_of_source, lineage_of_uid
+    from thundervis.recording import UnknownItem
     if bool(args.uid) == bool(args.source):
         raise UserError("give exactly one of --uid U or --source FILE:LINE.")
     query = _parse_source(args.source) if args.source else None
     with readable(args.recording) as rec:
         try:
             if args.uid:
-                lineages = [lineage_of_uid(rec, args.graph if args.graph is not None else 0, args.uid)]
+                lineages = [rec.lineage_of_uid(args.graph if args.graph is not None else 0, args.uid)]
             else:
-                lineages = lineage_of_source(rec, query[0], query[1], args.graph)
+                lineages = rec.lineage_of_source(query[0], query[1], args.graph)
         except UnknownItem as e:
             raise UserError(str(e) + ".") from None
     if args.json:
-        json.dump([dataclasses.asdict(x) for x in lineages], sys.stdout, indent=2, default=str)
+        json.dump([x.as_json() for x in lineages], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write("\n".join(lineage_text(x) for x in lineages))

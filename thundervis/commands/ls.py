@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def open_or_fail(path: str):
@@ -36,49 +35,14 @@ def readable(path: str):
         rec.close()
 
 
-def _source_label(s: dict) -> str:
-    return f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"
-
-
 def summary_dict(rec) -> dict:
-    """Return the ``ls --json`` document for an open recording."""
-    from thundervis.timings import fusion_timing_json, graph_timings_json
-    run = rec.run()
-    tm = rec.timings()
-    graphs = []
-    for g in rec.graphs():
-        graphs.append({
-            "id": g.id, "compile_id": g.compile_id, "reason": g.reason,
-            "recompile_reason": g.recompile_reason, "graph_break_reason": g.graph_break_reason,
-            "compile_ms": g.compile_s * 1e3 if g.compile_s is not None else None,
-            "n_inputs": g.n_inputs, "n_nodes": g.n_nodes,
-            "chains": [{"kind": c.kind, "status": c.status, "error": c.error,
-                        "passes": [{"index": p.index, "name": p.name, "ms": round(p.duration_ms, 4),
-                                    "changed": p.changed, "n_symbols": p.n_symbols} for p in c.passes]}
-                       for c in g.chains],
-            "fusions": [{"name": k.name, "executor": k.executor, "chain": k.chain, "uid": k.uid,
-                         "n_ops": len(k.ops), "sources": sorted({_source_label(s) for s in k.source_lines}),
-                         "timing": fusion_timing_json(tm, g.id, k.chain, k.name)}
-                        for k in g.kernels],
-            "timings": graph_timings_json(tm, g.id),
-            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-        })
-    duration = (run.ended_at - run.started_at) if run.ended_at else None
-    return {
-        "schema": rec.schema_version,
-        "path": rec.path,
-        "run": {"script": run.script, "module": run.module, "argv": run.argv, "cwd": run.cwd,
-                "status": run.status, "exit_code": run.exit_code, "started_at": run.started_at,
-                "ended_at": run.ended_at, "duration_s": duration, "device": run.device,
-                "executors": run.executors, "python": run.python, "torch": run.torch,
-                "triton": run.triton, "thundervis": run.thundervis, "traceback": run.traceback},
-        "graphs": graphs,
-    }
+    """Return the ``ls --json`` document for an open recording (``Overview.as_json()``)."""
+    return rec.overview().as_json()
 
 
 def summary_text(rec, passes: bool = True) -> str:
     """Return the human-readable summary of an open recording (``passes``: list every pass)."""
-    d = summary_dict(rec)
+    d = rec.overview().as_json()
     r = d["run"]
     lines = []
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
@@ -112,7 +76,7 @@ def summary_text(rec, passes: bool = True) -> str:
 def cmd_ls(args) -> int:
     """Print the summary of the recording ``args.recording`` (JSON with ``--json``)."""
     with readable(args.recording) as rec:
-        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
+        text = (json.dumps(rec.overview().as_json(), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
     sys.stdout.write(text)
     return 0

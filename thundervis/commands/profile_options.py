@@ -6,7 +6,7 @@ inputs from its first call next to the recording.
 """
 from __future__ import annotations
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def add_profile_arguments(p) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def cmd_repro(args) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def _fmt_us(v) -> str:

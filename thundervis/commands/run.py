@@ -11,7 +11,7 @@ import os
 import shlex
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 
 
 def _executors(text):

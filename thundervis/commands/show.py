@@ -7,43 +7,28 @@ from __future__ import annotations
 
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 
 
 def pick_chain(rec, graph, chain):
-    """Return the (Graph, Chain) the user asked for, with the defaults of ``show``; UserError when
-    there is no such graph or chain (naming the valid ones)."""
+    """Return the (Graph, Chain) the user asked for (``Recording.pick_chain``); UserError naming
+    the valid choices when there is no such graph or chain."""
     from thundervis.recording import UnknownItem
-    graphs = rec.graphs()
-    if not graphs:
-        raise UserError(f"{rec.path} holds no compiled graph.")
     try:
-        if graph is None:
-            wanted = [chain] if chain else ["forward", "inference"]
-            g = next((g for g in graphs if any(c.kind in wanted for c in g.chains)), graphs[0])
-        else:
-            g = rec.graph(graph)
-        if chain is None:
-            kinds = [c.kind for c in g.chains]
-            chain = next((k for k in ("forward", "inference", "backward") if k in kinds),
-                         kinds[0] if kinds else "forward")
-        return g, g.chain(chain)
+        return rec.pick_chain(graph, chain)
     except UnknownItem as e:
-        raise UserError(str(e) + ".") from None
+        raise UserError(str(e).rstrip(".") + ".") from None
 
 
 def pick_pass(rec, graph, chain, pass_):
-    """Return the (Graph, Chain, PassInfo) the user asked for (``pass_``: index or name, None for the
-    last pass); UserError naming the valid choices when there is no such graph, chain or pass."""
+    """Return the (Graph, Chain, PassInfo) the user asked for (``Recording.pick_pass``); UserError
+    naming the valid choices when there is no such graph, chain or pass."""
     from thundervis.recording import UnknownItem
-    g, c = pick_chain(rec, graph, chain)
-    if not c.passes:
-        raise UserError(f"graph {g.id} {c.kind} has no recorded pass.")
     try:
-        return g, c, (c.find_pass(pass_) if pass_ is not None else c.passes[-1])
+        return rec.pick_pass(graph, chain, pass_)
     except UnknownItem as e:
-        raise UserError(str(e) + ".") from None
+        raise UserError(str(e).rstrip(".") + ".") from None
 
 
 def cmd_show(args) -> int:

@@ -1,7 +1,22 @@
 """The recording store: one SQLite file per run, written by :class:`RecordingObserver` while the
-compiler works and read back only through :func:`open_recording` (plain dataclasses)."""
-from .lineage import Lineage, lineage_of_source, lineage_of_uid  # noqa: F401
-from .reader import (Chain, Event, Failure, Graph, Kernel, PassInfo, Recording,  # noqa: F401
-                     RecordingError, Run, Symbol, UnknownItem, open_recording)
+compiler works and read back only through :func:`open_recording`, which returns the frozen values of
+:mod:`thundervis.recording.model` (the view model every view reads).
+
+Importing this package imports neither torch nor the compiler's pipeline: the writer (which needs
+the compiler's observer interface) loads on first use of :class:`RecordingObserver`.
+"""
+from .lineage import lineage_of_source, lineage_of_uid  # noqa: F401
+from .model import (Chain, ChainLineage, ChainTiming, Event, Failure, Graph, KernelInfo,  # noqa: F401
+                    KernelSource, KernelTiming, Lineage, LineageEnd, LineageStep, Overview, PassInfo,
+                    PassRef, RerunResult, Revision, Run, SourceSnippet, Symbol, SymbolDetail, Timings,
+                    UnknownItem)
+from .reader import Recording, RecordingError, open_recording  # noqa: F401
+from .results import ResultsNotStored  # noqa: F401
 from .schema import SCHEMA_VERSION  # noqa: F401
-from .writer import RecordingObserver  # noqa: F401
+
+
+def __getattr__(name: str):
+    if name == "RecordingObserver":
+        from .writer import RecordingObserver
+        return RecordingObserver
+    raise AttributeError(f"module 'thundervis.recording' has no attribute {name!r}")

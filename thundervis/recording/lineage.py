@@ -10,51 +10,13 @@ runs each surviving symbol at the last pass, and the kernel when that symbol is 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from thundervis.compiler.ir import SourceInfo
+from .model import (CHAIN_ORDER, ChainLineage, Lineage, LineageEnd, LineageStep, PassRef, Symbol,
+                    SymbolDetail, UnknownItem)
 
-from .reader import CHAIN_ORDER, Kernel, Recording, Symbol, UnknownItem
-
-
-@dataclass(frozen=True)
-class LineageStep:
-    """The symbols of the lineage in one pass (top level only; ``n_sub`` counts subsymbols)."""
-
-    pass_index: int
-    pass_name: str
-    symbols: tuple[Symbol, ...]
-    n_sub: int
-
-
-@dataclass(frozen=True)
-class LineageEnd:
-    """Where one surviving symbol ended: its executor and, for a fusion, its kernel."""
-
-    symbol: Symbol
-    executor: Optional[str]
-    kernel: Optional[Kernel]
-
-
-@dataclass(frozen=True)
-class ChainLineage:
-    """The lineage within one chain; ``link`` says how the chain was reached."""
-
-    chain: str
-    link: str
-    steps: tuple[LineageStep, ...]
-    ends: tuple[LineageEnd, ...]
-
-
-@dataclass(frozen=True)
-class Lineage:
-    """The lineage of one query in one graph."""
-
-    graph: int
-    query: str
-    source: Optional[SourceInfo]
-    chains: tuple[ChainLineage, ...]
+if TYPE_CHECKING:
+    from .reader import Recording
 
 
 def _same_file(stored: str, wanted: str) -> bool:
@@ -120,7 +82,7 @@ def _twins(rec: Recording, graph: int, chain: str, seq_nrs: set[int]) -> set[str
     return {s.uid for s in rec.symbols(graph, chain, 0) if s.seq_nr is not None and s.seq_nr in seq_nrs}
 
 
-def _assemble(rec: Recording, graph: int, query: str, source: Optional[SourceInfo],
+def _assemble(rec: Recording, graph: int, query: str, source,
               starts: dict[str, tuple[int, set[str], str]]) -> Lineage:
     """Link the other chains by seq_nr to the ``starts`` and follow every chain."""
     seq = set()
@@ -170,3 +132,48 @@ def lineage_of_source(rec: Recording, file: str, line: int, graph: Optional[int]
         starts = {c: (p, uids, "source line") for c, (p, uids) in _first_pass(mine).items()}
         out.append(_assemble(rec, g, f"{file}:{line}", mine[0].source, starts))
     return out
+
+
+def symbol_detail(rec: Recording, ref: PassRef, uid: str) -> SymbolDetail:
+    """Return everything a view shows about symbol ``uid`` of pass ``ref`` (see
+    :class:`~thundervis.recording.model.SymbolDetail`)."""
+    here = rec.symbols(ref)
+    sym = next((s for s in here if s.uid == uid), None)
+    if sym is None:
+        raise UnknownItem(f"{ref} has no symbol with uid {uid!r} (`thundervis show --uids` prints them)")
+    graph = rec.graph(ref.graph)
+    chain = graph.chain(ref.chain)
+    indexes = [p.index for p in chain.passes]
+    pos = indexes.index(ref.index) if ref.index in indexes else -1
+    came_from: tuple[Symbol, ...] = ()
+    became: tuple[Symbol, ...] = ()
+    if pos > 0:
+        wanted = set(sym.origin) | {sym.uid}
+        came_from = tuple(s for s in rec.symbols(PassRef(ref.graph, ref.chain, indexes[pos - 1]))
+                          if s.uid in wanted)
+    if 0 <= pos < len(indexes) - 1:
+        became = tuple(s for s in rec.symbols(PassRef(ref.graph, ref.chain, indexes[pos + 1]))
+                       if s.parent is None and (s.uid == sym.uid or sym.uid in s.origin))
+    followed = follow_chain(rec, ref.graph, ref.chain, {sym.uid}, "the symbol", ref.index)
+    ends = followed.ends if followed is not None else ()
+    kernels = {k.uid: k for k in graph.kernels if k.chain == ref.chain and k.uid}
+    by_name = {k.name: k for k in graph.kernels if k.chain == ref.chain}
+    kernel = kernels.get(sym.uid) or by_name.get(sym.sym) or next((e.kernel for e in ends if e.kernel), None)
+    twins: tuple[Symbol, ...] = ()
+    if sym.seq_nr is not None and ref.chain in ("forward", "backward"):
+        other = "backward" if ref.chain == "forward" else "forward"
+        if any(c.kind == other for c in graph.chains):
+            twins = tuple(s for s in rec.symbols(PassRef(ref.graph, other, 0)) if s.seq_nr == sym.seq_nr)
+    timing = kernel.timing if kernel is not None else None
+    if timing is None:
+        end_uids = {e.symbol.uid for e in ends} | {sym.uid}
+        timing = next((t for t in graph.timings.for_chain(ref.graph, ref.chain) if t.uid in end_uids), None)
+    fallback = None
+    for s in (sym,) + tuple(e.symbol for e in ends):
+        if s.note and (s.executor in (None, "torch")):
+            fallback = s.note
+            break
+    return SymbolDetail(symbol=sym, source=sym.source, module=(sym.source.module or None) if sym.source else None,
+                        snippet=rec.source_snippet(sym.source), came_from=came_from, became=became,
+                        ends=tuple(e.symbol for e in ends), kernel=kernel, twins=twins, timing=timing,
+                        fallback=fallback)

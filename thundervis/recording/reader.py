@@ -1,190 +1,48 @@
-"""Reading a recording: plain dataclasses, the only way views, commands and tests read one.
+"""Reading a recording: the one door through which views, commands and tests read one.
 
 :func:`open_recording` refuses, with one sentence in a :class:`RecordingError`, a file that does not
 exist, is not a thundervis recording, is truncated or corrupted, or was written with a newer schema.
-Every later query turns SQLite errors into :class:`RecordingError` too. The reader only reads data:
-trace JSON is loaded by the compiler's validating loader, nothing is unpickled or executed.
+Every later query turns SQLite errors into :class:`RecordingError` too. A :class:`Recording` returns
+only the frozen values of :mod:`thundervis.recording.model` (the view model).
+
+Reading never writes: the file is opened read-only (SQLite's ``immutable`` mode where nothing can
+change it or the directory is not writable), so no ``-wal``/``-shm`` files are left next to a
+recording that was only read. Each thread gets its own connection, so UI worker threads may call
+any method; :meth:`Recording.revision` changes when another process commits (a live run), which is
+what a viewer polls. Trace JSON is loaded by the compiler's validating loader; nothing is unpickled
+or executed.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
 import json
 import os
 import sqlite3
 import struct
-from dataclasses import dataclass, field
+import threading
 from typing import Optional, Union
 from urllib.parse import quote
 
-from thundervis.compiler.ir import SourceInfo, Trace
-from thundervis.compiler.printer import header_line
-from thundervis.compiler.serialize import TraceFormatError, trace_from_json
-
-from .schema import APPLICATION_ID, INSERT_SYMBOL_ROW, SCHEMA_VERSION
-from .trace_text import symbol_rows
+from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, KernelSource,  # noqa: F401
+                    KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
+                    SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
+from .schema import APPLICATION_ID, SCHEMA_VERSION
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-CHAIN_ORDER = ("dynamo", "joint", "forward", "backward", "inference")
+SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
+
+PassLike = Union[PassRef, PassInfo, int]
 
 
 class RecordingError(Exception):
     """The file cannot be read as a recording; the message is one sentence for the user."""
 
 
-class UnknownItem(LookupError):
-    """A graph, chain, pass or symbol that the recording does not hold; the message names the
-    valid choices."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """What ran: script or module, argv, cwd, versions, device, times, status and traceback."""
-
-    script: Optional[str]
-    module: Optional[str]
-    argv: list
-    cwd: str
-    python: Optional[str]
-    torch: Optional[str]
-    triton: Optional[str]
-    thundervis: Optional[str]
-    device: Optional[str]
-    executors: Optional[list]
-    started_at: float
-    ended_at: Optional[float]
-    status: str
-    exit_code: Optional[int]
-    traceback: Optional[str]
-    pid: Optional[int]
-
-    @property
-    def target(self) -> str:
-        """Return the script path, or ``-m MODULE``."""
-        return self.script if self.script else f"-m {self.module}"
-
-
-@dataclass(frozen=True)
-class PassInfo:
-    """One pass of one chain (without its trace; see :meth:`Recording.pass_text`)."""
-
-    graph: int
-    chain: str
-    index: int
-    name: str
-    duration_ms: float
-    changed: bool
-    n_symbols: int
-
-
-@dataclass(frozen=True)
-class Chain:
-    """A chain of a graph (dynamo, joint, forward, backward, inference) and its passes."""
-
-    graph: int
-    kind: str
-    status: str  # compiling | compiled | failed
-    error: Optional[str]
-    passes: tuple[PassInfo, ...]
-
-    def find_pass(self, which: Union[int, str]) -> PassInfo:
-        """Return the pass with index ``which`` (int or digits) or name ``which``; raise
-        :class:`UnknownItem` naming the valid choices."""
-        for p in self.passes:
-            if str(p.index) == str(which) or p.name == str(which):
-                return p
-        choices = ", ".join(f"{p.index} {p.name}" for p in self.passes) or "none recorded"
-        raise UnknownItem(f"graph {self.graph} {self.kind} has no pass {which!r} (passes: {choices})")
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A compile or first-call failure; the chain (None: the whole graph) ran eagerly."""
-
-    graph: int
-    chain: Optional[str]
-    error: str
-    traceback: Optional[str]
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """A kernel built by a fusion executor (the compiler's kernel record)."""
-
-    id: int
-    graph: int
-    chain: str
-    name: str
-    executor: str
-    uid: Optional[str]
-    pass_name: Optional[str]
-    language: Optional[str]
-    code: Optional[str]
-    members: list
-    ops: list
-    inputs: list
-    outputs: list
-    source_lines: list
-    note: Optional[str]
-    trace_json: Optional[str]
-
-
-@dataclass(frozen=True)
-class Graph:
-    """A compiled Dynamo graph: why it was compiled, compile time, chains, failures, kernels."""
-
-    id: int
-    compile_id: Optional[str]
-    reason: Optional[str]
-    recompile_reason: Optional[str]
-    graph_break_reason: Optional[str]
-    n_inputs: Optional[int]
-    n_nodes: Optional[int]
-    compile_s: Optional[float]
-    chains: tuple[Chain, ...]
-    failures: tuple[Failure, ...]
-    kernels: tuple[Kernel, ...]
-
-    def chain(self, kind: str) -> Chain:
-        """Return the chain ``kind``; raise :class:`UnknownItem` naming the valid choices."""
-        for c in self.chains:
-            if c.kind == kind:
-                return c
-        choices = ", ".join(c.kind for c in self.chains) or "none recorded"
-        raise UnknownItem(f"graph {self.id} has no {kind!r} chain (chains: {choices})")
-
-
-@dataclass(frozen=True)
-class Symbol:
-    """One bound symbol of one pass, as stored for lineage queries."""
-
-    graph: int
-    chain: str
-    pass_index: int
-    position: int
-    uid: str
-    parent: Optional[str]
-    sym: str
-    origin: tuple[str, ...]
-    source: Optional[SourceInfo]
-    seq_nr: Optional[int]
-    aten: Optional[str]
-    executor: Optional[str]
-    note: Optional[str]
-
-
-@dataclass(frozen=True)
-class Event:
-    """A runtime event or note (``data`` is decoded JSON)."""
-
-    graph: Optional[int]
-    chain: Optional[str]
-    event: str
-    data: object
-    at: float
-
-
-def _check_header(path: str) -> None:
-    """Raise :class:`RecordingError` unless ``path`` starts like a complete SQLite database."""
+def _check_header(path: str) -> bytes:
+    """Return the first 100 bytes of ``path``; raise :class:`RecordingError` unless it starts like
+    a complete SQLite database."""
     if not os.path.exists(path):
         raise RecordingError(f"{path} does not exist.")
     if os.path.isdir(path):
@@ -210,6 +68,31 @@ def _check_header(path: str) -> None:
     if size % page_size or (valid_for == change_counter and n_pages and size < n_pages * page_size):
         raise RecordingError(f"{path} is truncated ({size} bytes, the header says "
                              f"{n_pages * page_size}): the recording is damaged.")
+    return head
+
+
+def _uri(path: str, head: bytes) -> str:
+    """Return the SQLite URI to read ``path`` without writing anything next to it.
+
+    A file in rollback-journal mode (a finished recording) is opened ``mode=ro``: readers create no
+    files. A file in WAL mode (header bytes 18/19 = 2) needs a ``-shm`` file to be read ``mode=ro``;
+    when no ``-wal`` exists (everything is in the main file: an older finished recording) or the
+    directory is not writable, it is opened ``immutable=1`` instead (no locks, no sidecars). A live
+    or killed run keeps its ``-wal``; that one is read ``mode=ro`` to see what is committed there."""
+    base = "file:" + quote(path)
+    wal_mode = head[18] == 2 or head[19] == 2
+    if not wal_mode:
+        return base + "?mode=ro"
+    folder = os.path.dirname(path) or "."
+    if not os.path.exists(path + "-wal") or not os.access(folder, os.W_OK):
+        return base + "?mode=ro&immutable=1"
+    return base + "?mode=ro"
+
+
+def _connect(uri: str) -> sqlite3.Connection:
+    # check_same_thread=False only so close() may close every thread's connection; each connection
+    # is used by the thread that opened it. Autocommit: reads take snapshots in explicit BEGINs.
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
 
 
 def open_recording(path: str, *, check: bool = True) -> "Recording":
@@ -218,11 +101,18 @@ def open_recording(path: str, *, check: bool = True) -> "Recording":
     With ``check`` the whole file is verified with SQLite's ``quick_check``. Raises
     :class:`RecordingError` (one sentence) for anything that is not a readable recording."""
     path = os.path.abspath(path)
-    _check_header(path)
+    head = _check_header(path)
+    uri = _uri(path, head)
     try:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, check_same_thread=False)
+        conn = _connect(uri)
+        conn.execute("PRAGMA schema_version").fetchone()
     except sqlite3.Error as e:
-        raise RecordingError(f"{path} cannot be opened ({e}).") from None
+        try:  # no -shm can be made here (read-only directory or file): read the main file only
+            uri = "file:" + quote(path) + "?mode=ro&immutable=1"
+            conn = _connect(uri)
+            conn.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.Error:
+            raise RecordingError(f"{path} cannot be opened ({e}).") from None
     try:
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -245,22 +135,85 @@ def open_recording(path: str, *, check: bool = True) -> "Recording":
     except sqlite3.Error as e:
         conn.close()
         raise RecordingError(f"{path} is corrupted or truncated (SQLite: {e}).") from None
-    return Recording(path, conn, version)
+    return Recording(path, uri, version, conn)
+
+
+def _pass_key(ref: PassLike, chain: Optional[str], index: Optional[int]) -> PassRef:
+    """Accept a PassRef, a PassInfo, or (graph, chain, index)."""
+    if isinstance(ref, PassRef):
+        return ref
+    if isinstance(ref, PassInfo):
+        return ref.ref
+    if chain is None or index is None:
+        raise TypeError("give a PassRef, or graph, chain and index")
+    return PassRef(int(ref), chain, int(index))
+
+
+def _chain_order(kind: str) -> tuple:
+    return (CHAIN_ORDER.index(kind) if kind in CHAIN_ORDER else 99, kind)
+
+
+_KERNEL_COLUMNS = ("id, graph_id, chain, name, executor, uid, pass_name, language, members, ops, inputs,"
+                   " outputs, source_lines, note")
+
+_SYMBOL_COLUMNS = ("graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line, code, module,"
+                   " function, seq_nr, aten, executor, note")
 
 
 class Recording:
-    """A recording open for reading; create it with :func:`open_recording`."""
+    """A recording open for reading; create it with :func:`open_recording`. Safe to use from
+    several threads (one SQLite connection per thread); every method returns view-model values."""
 
-    def __init__(self, path: str, conn: sqlite3.Connection, schema_version: int):
+    def __init__(self, path: str, uri: str, schema_version: int, conn: sqlite3.Connection):
         self.path = path
         self.schema_version = schema_version
-        self._conn = conn
-        self._shadow_symbols = False  # a temporary table with derived symbol rows exists
-        self._rows_complete = False  # the run ended and every pass has its symbol rows
+        self.immutable = "immutable=1" in uri
+        self._uri = uri
+        self._local = threading.local()
+        self._local.conn = conn
+        self._local.depth = 0
+        self._conns = [conn]
+        self._lock = threading.Lock()  # guards _conns, the caches and the polling connection
+        self._poll: Optional[sqlite3.Connection] = None
+        self._closed = False
+        # Symbol rows derived from the trace JSON of passes the writer has not indexed yet (a live
+        # or killed run): (graph, chain, pass) -> tuple[Symbol]. Kept in memory: the file stays
+        # untouched and every thread sees the same rows.
+        self._derived: dict[tuple, tuple[Symbol, ...]] = {}
+        self._rows_complete = False
+        self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise RecordingError(f"{self.path} is closed.")
+            try:
+                conn = _connect(self._uri)
+            except sqlite3.Error as e:
+                raise RecordingError(f"{self.path} cannot be opened ({e}).") from None
+            with self._lock:
+                self._conns.append(conn)
+            self._local.conn = conn
+            self._local.depth = 0
+        return conn
 
     def close(self) -> None:
-        """Close the file."""
-        self._conn.close()
+        """Close the file (every thread's connection)."""
+        with self._lock:
+            self._closed = True
+            conns, self._conns = self._conns, []
+            if self._poll is not None:
+                conns.append(self._poll)
+                self._poll = None
+        for c in conns:
+            try:
+                c.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
 
     def __enter__(self):
         return self
@@ -268,11 +221,36 @@ class Recording:
     def __exit__(self, *exc):
         self.close()
 
+    @contextlib.contextmanager
+    def snapshot(self):
+        """Run the ``with`` body's reads on one consistent snapshot of the file (a live run's later
+        commits are not seen halfway through); nests."""
+        conn = self._conn()
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            try:
+                conn.execute("BEGIN")
+            except sqlite3.Error as e:
+                raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        self._local.depth = depth + 1
+        try:
+            yield self
+        finally:
+            self._local.depth = depth
+            if depth == 0:
+                try:
+                    conn.execute("COMMIT")  # ends the read; an open one would pin the snapshot
+                except sqlite3.Error:
+                    pass
+
     def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
         try:
-            return self._conn.execute(sql, params).fetchall()
+            return self._conn().execute(sql, params).fetchall()
         except sqlite3.Error as e:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)))
 
     def _json(self, text: Optional[str], default=None):
         if text is None:
@@ -281,6 +259,23 @@ class Recording:
             return json.loads(text)
         except ValueError:
             raise RecordingError(f"{self.path} is corrupted (a stored JSON value does not parse).") from None
+
+    # -- liveness -------------------------------------------------------------------------------
+
+    def revision(self) -> Revision:
+        """Return the file's :class:`Revision`: it changes when another process commits to the
+        file (a live run writing, a rerun storing results) or the run's status changes. Cheap:
+        poll it and reload what is shown when it differs."""
+        with self._lock:
+            if self._closed:
+                raise RecordingError(f"{self.path} is closed.")
+            try:
+                if self._poll is None:
+                    self._poll = _connect(self._uri)
+                version = self._poll.execute("PRAGMA data_version").fetchone()[0]
+            except sqlite3.Error as e:
+                raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        return Revision(int(version), self.run().status)
 
     # -- run and graphs -----------------------------------------------------------------------
 
@@ -291,52 +286,85 @@ class Recording:
         return Run(r[0], r[1], self._json(r[2], []), r[3], r[4], r[5], r[6], r[7], r[8],
                    self._json(r[9]), r[10], r[11], r[12], r[13], r[14], r[15])
 
-    def graphs(self) -> list[Graph]:
-        """Return every graph with its chains, passes, failures and kernels, in graph order."""
-        passes: dict[tuple, list[PassInfo]] = {}
-        for g, c, i, n, ms, ch, ns in self._rows(
-                "SELECT graph_id, chain, idx, name, duration_ms, changed, n_symbols FROM passes"
-                " ORDER BY graph_id, chain, idx"):
-            passes.setdefault((g, c), []).append(PassInfo(g, c, i, n, ms, bool(ch), ns))
-        chains: dict[int, list[Chain]] = {}
-        for g, kind, status, error in self._rows("SELECT graph_id, kind, status, error FROM chains"):
-            chains.setdefault(g, []).append(Chain(g, kind, status, error, tuple(passes.get((g, kind), ()))))
-        failures: dict[int, list[Failure]] = {}
-        for g, c, e, tb in self._rows("SELECT graph_id, chain, error, traceback FROM failures ORDER BY id"):
-            failures.setdefault(g, []).append(Failure(g, c, e, tb))
-        kernels: dict[int, list[Kernel]] = {}
-        for k in self.kernels():
-            kernels.setdefault(k.graph, []).append(k)
-        out = []
-        for row in self._rows("SELECT id, compile_id, reason, recompile_reason, graph_break_reason, n_inputs,"
-                              " n_nodes, compile_s FROM graphs ORDER BY id"):
-            gid = row[0]
-            cs = sorted(chains.get(gid, []), key=lambda c: (CHAIN_ORDER.index(c.kind)
-                                                            if c.kind in CHAIN_ORDER else 99, c.kind))
-            out.append(Graph(*row, chains=tuple(cs), failures=tuple(failures.get(gid, ())),
-                             kernels=tuple(kernels.get(gid, ()))))
+    def overview(self) -> Overview:
+        """Return the :class:`Overview` (what ``ls`` shows): run, graphs with chains, passes,
+        failures, kernels (no code) and timings, and the revision it was read at."""
+        revision = self.revision()
+        with self.snapshot():
+            return Overview(self.path, self.schema_version, self.run(), tuple(self._graphs(revision)), revision)
+
+    def _graphs(self, revision: Optional[Revision] = None) -> list[Graph]:
+        revision = revision or self.revision()
+        with self._lock:
+            cached = self._graphs_cache
+        if cached is not None and cached[0] == revision:
+            return cached[1]
+        with self.snapshot():
+            timings = self.timings()
+            passes: dict[tuple, list[PassInfo]] = {}
+            for g, c, i, n, ms, ch, ns in self._rows(
+                    "SELECT graph_id, chain, idx, name, duration_ms, changed, n_symbols FROM passes"
+                    " ORDER BY graph_id, chain, idx"):
+                passes.setdefault((g, c), []).append(PassInfo(g, c, i, n, ms, bool(ch), ns))
+            chains: dict[int, list[Chain]] = {}
+            for g, kind, status, error in self._rows("SELECT graph_id, kind, status, error FROM chains"):
+                chains.setdefault(g, []).append(Chain(g, kind, status, error, tuple(passes.get((g, kind), ()))))
+            failures: dict[int, list[Failure]] = {}
+            for f in self.failures():
+                failures.setdefault(f.graph, []).append(f)
+            kernels: dict[int, list[KernelInfo]] = {}
+            for k in self._kernels("", (), timings):
+                kernels.setdefault(k.graph, []).append(k)
+            out = []
+            for row in self._rows("SELECT id, compile_id, reason, recompile_reason, graph_break_reason,"
+                                  " n_inputs, n_nodes, compile_s FROM graphs ORDER BY id"):
+                gid = row[0]
+                cs = sorted(chains.get(gid, []), key=lambda c: _chain_order(c.kind))
+                out.append(Graph(*row, chains=tuple(cs), failures=tuple(failures.get(gid, ())),
+                                 kernels=tuple(kernels.get(gid, ())), timings=timings.for_graph(gid)))
+        with self._lock:
+            self._graphs_cache = (revision, out)
         return out
+
+    def graphs(self) -> list[Graph]:
+        """Return every graph with its chains, passes, failures, kernels (no code) and timings."""
+        return list(self._graphs())
 
     def graph(self, graph_id: int) -> Graph:
         """Return graph ``graph_id``; raise :class:`UnknownItem` naming the recorded graphs."""
-        graphs = self.graphs()
+        graphs = self._graphs()
         for g in graphs:
             if g.id == graph_id:
                 return g
         ids = ", ".join(str(g.id) for g in graphs) or "none recorded"
         raise UnknownItem(f"no graph {graph_id} in this recording (graphs: {ids})")
 
-    def kernels(self, graph: Optional[int] = None) -> list[Kernel]:
-        """Return the recorded kernels (of one graph, or all), in the order they were built."""
-        where, params = ("WHERE graph_id=?", (graph,)) if graph is not None else ("", ())
-        out = []
-        for r in self._rows("SELECT id, graph_id, chain, name, executor, uid, pass_name, language, code,"
-                            " members, ops, inputs, outputs, source_lines, note, trace_json FROM kernels "
-                            f"{where} ORDER BY id", params):
-            out.append(Kernel(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                              self._json(r[9], []), self._json(r[10], []), self._json(r[11], []),
-                              self._json(r[12], []), self._json(r[13], []), r[14], r[15]))
-        return out
+    def pick_chain(self, graph: Optional[int] = None, chain: Optional[str] = None) -> tuple[Graph, Chain]:
+        """Return the (Graph, Chain) asked for, with the defaults every view uses: the first graph
+        with a forward (or inference) chain, and its forward, inference or backward chain. Raises
+        :class:`UnknownItem` naming the valid choices."""
+        graphs = self._graphs()
+        if not graphs:
+            raise UnknownItem(f"{self.path} holds no compiled graph")
+        if graph is None:
+            wanted = [chain] if chain else ["forward", "inference"]
+            g = next((g for g in graphs if any(c.kind in wanted for c in g.chains)), graphs[0])
+        else:
+            g = self.graph(graph)
+        if chain is None:
+            kinds = [c.kind for c in g.chains]
+            chain = next((k for k in ("forward", "inference", "backward") if k in kinds),
+                         kinds[0] if kinds else "forward")
+        return g, g.chain(chain)
+
+    def pick_pass(self, graph: Optional[int] = None, chain: Optional[str] = None,
+                  pass_: Union[int, str, None] = None) -> tuple[Graph, Chain, PassInfo]:
+        """Return the (Graph, Chain, PassInfo) asked for (``pass_``: index or name, None for the
+        last pass), defaults as :meth:`pick_chain`; :class:`UnknownItem` names the valid choices."""
+        g, c = self.pick_chain(graph, chain)
+        if not c.passes:
+            raise UnknownItem(f"graph {g.id} {c.kind} has no recorded pass")
+        return g, c, (c.find_pass(pass_) if pass_ is not None else c.passes[-1])
 
     def failures(self) -> list[Failure]:
         """Return every recorded failure, in order."""
@@ -349,44 +377,119 @@ class Recording:
         return [Event(g, c, e, self._json(d), at) for g, c, e, d, at in self._rows(
             f"SELECT graph_id, chain, event, data, at FROM events {where} ORDER BY id", params)]
 
-    # -- passes and symbols -------------------------------------------------------------------
+    # -- kernels --------------------------------------------------------------------------------
 
-    def _pass_row(self, graph: int, chain: str, index: int) -> tuple:
+    def _kernels(self, where: str, params: tuple, timings: Optional[Timings] = None) -> list[KernelInfo]:
+        timings = self.timings() if timings is None else timings
+        by_id = {k.kernel_id: k for k in timings.kernels if k.kernel_id is not None}
+        by_name = {(k.graph, k.chain, k.name): k for k in timings.kernels if k.kind == "fusion"}
+        out = []
+        for r in self._rows(f"SELECT {_KERNEL_COLUMNS} FROM kernels {where} ORDER BY id", params):
+            timing = by_id.get(r[0]) or by_name.get((r[1], r[2], r[3]))
+            out.append(KernelInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
+                                  tuple(self._json(r[8], [])), tuple(self._json(r[9], [])),
+                                  tuple(self._json(r[10], [])), tuple(self._json(r[11], [])),
+                                  tuple(self._json(r[12], [])), r[13], timing))
+        return out
+
+    def kernels(self, graph: Optional[int] = None, chain: Optional[str] = None) -> list[KernelInfo]:
+        """Return the recorded kernels (all, of one graph, or of one chain), in build order, with
+        their timings and without their code (:meth:`kernel_source`)."""
+        clauses, params = [], []
+        if graph is not None:
+            clauses.append("graph_id=?")
+            params.append(graph)
+        if chain is not None:
+            clauses.append("chain=?")
+            params.append(chain)
+        return self._kernels(("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params))
+
+    def kernel(self, kernel_id: int) -> KernelInfo:
+        """Return the kernel with id ``kernel_id``; :class:`UnknownItem` when there is none."""
+        found = self._kernels("WHERE id=?", (kernel_id,))
+        if not found:
+            raise UnknownItem(f"no kernel with id {kernel_id} in this recording")
+        return found[0]
+
+    def find_kernel(self, name: str, graph: Optional[int] = None, chain: Optional[str] = None) -> KernelInfo:
+        """Return the kernel called ``name`` (the first in graph then chain order, optionally
+        within ``graph``/``chain``); :class:`UnknownItem` naming the closest names otherwise."""
+        kernels = self.kernels()
+        hits = [k for k in kernels if k.name == name and (graph is None or k.graph == graph)
+                and (chain is None or k.chain == chain)]
+        if hits:
+            return hits[0]
+        names = sorted({k.name for k in kernels})
+        if not names:
+            raise UnknownItem("this recording holds no kernels (was it recorded with a fusion executor?)")
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.4) or names[:3]
+        where = "" if graph is None and chain is None else " there"
+        raise UnknownItem(f"no kernel named {name!r}{where} in this recording; closest: {', '.join(close)}")
+
+    def kernel_source(self, kernel: Union[KernelInfo, int]) -> KernelSource:
+        """Return the generated code and the region IR (JSON text) of one kernel."""
+        kid = kernel.id if isinstance(kernel, KernelInfo) else int(kernel)
+        rows = self._rows("SELECT id, name, language, code, trace_json FROM kernels WHERE id=?", (kid,))
+        if not rows:
+            raise UnknownItem(f"no kernel with id {kid} in this recording")
+        return KernelSource(*rows[0])
+
+    # -- passes ---------------------------------------------------------------------------------
+
+    def _pass_row(self, ref: PassRef) -> tuple:
         """Return (name, symbols_from, trace_json, printed, meta) of one pass, following a shared
         pass to the pass that holds its JSON and text."""
-        rows = self._rows("SELECT name, symbols_from, trace_json, printed, meta FROM passes"
-                          " WHERE graph_id=? AND chain=? AND idx=?", (graph, chain, index))
-        if not rows:
-            raise UnknownItem(f"graph {graph} {chain} has no pass {index}")
-        name, held, trace_json, printed, meta = rows[0]
-        if trace_json is None or printed is None:
-            src = self._rows("SELECT trace_json, printed FROM passes WHERE graph_id=? AND chain=? AND idx=?",
-                             (graph, chain, held))
-            if not src or held == index or src[0][0] is None:
-                raise RecordingError(f"{self.path} is corrupted (graph {graph} {chain} pass {index} "
-                                     "shares a trace that is missing).")
-            trace_json, printed = src[0]
-            meta_d = self._json(meta, {})
-            header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain, graph=graph,
-                                       pass_name=name, meta=meta_d))
-            printed = header + "\n" + printed.split("\n", 1)[1] if printed.startswith("# graph ") else printed
+        graph, chain, index = ref.graph, ref.chain, ref.index
+        with self.snapshot():
+            rows = self._rows("SELECT name, symbols_from, trace_json, printed, meta FROM passes"
+                              " WHERE graph_id=? AND chain=? AND idx=?", (graph, chain, index))
+            if not rows:
+                raise UnknownItem(f"graph {graph} {chain} has no pass {index}")
+            name, held, trace_json, printed, meta = rows[0]
+            if trace_json is None or printed is None:
+                src = self._rows("SELECT trace_json, printed FROM passes WHERE graph_id=? AND chain=? AND idx=?",
+                                 (graph, chain, held))
+                if not src or held == index or src[0][0] is None:
+                    raise RecordingError(f"{self.path} is corrupted (graph {graph} {chain} pass {index} "
+                                         "shares a trace that is missing).")
+                trace_json, printed = src[0]
+                if printed.startswith("# graph "):
+                    from thundervis.compiler.ir import Trace
+                    from thundervis.compiler.printer import header_line
+                    header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
+                                               graph=graph, pass_name=name, meta=self._json(meta, {})))
+                    printed = header + "\n" + printed.split("\n", 1)[1]
         return name, held, trace_json, printed, meta
 
-    def pass_text(self, graph: int, chain: str, index: int) -> str:
-        """Return the printed trace of one pass."""
-        return self._pass_row(graph, chain, index)[3]
+    def pass_info(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> PassInfo:
+        """Return the :class:`PassInfo` of one pass (a PassRef, or graph, chain, index)."""
+        ref = _pass_key(ref, chain, index)
+        return self.graph(ref.graph).chain(ref.chain).find_pass(ref.index)
 
-    def pass_trace(self, graph: int, chain: str, index: int) -> Trace:
-        """Return the trace of one pass, loaded from its JSON by the validating loader."""
-        name, held, trace_json, _, meta = self._pass_row(graph, chain, index)
+    def pass_text(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> str:
+        """Return the printed trace of one pass (a PassRef, or graph, chain, index)."""
+        return self._pass_row(_pass_key(ref, chain, index))[3]
+
+    def pass_json(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> str:
+        """Return the trace JSON text of one pass as stored (see compiler/serialize.py)."""
+        return self._pass_row(_pass_key(ref, chain, index))[2]
+
+    def pass_trace(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None):
+        """Return the trace (``thundervis.compiler.ir.Trace``) of one pass, loaded from its JSON by
+        the validating loader."""
+        from thundervis.compiler.serialize import TraceFormatError, trace_from_json
+        ref = _pass_key(ref, chain, index)
+        name, held, trace_json, _, meta = self._pass_row(ref)
         try:
             trace = trace_from_json(trace_json)
-        except (TraceFormatError, ValueError) as e:
-            raise RecordingError(f"{self.path} holds a damaged trace for graph {graph} {chain} "
-                                 f"pass {index} ({e}).") from None
-        if held != index:
+        except (TraceFormatError, ValueError, TypeError) as e:
+            raise RecordingError(f"{self.path} holds a damaged trace for graph {ref.graph} {ref.chain} "
+                                 f"pass {ref.index} ({e}).") from None
+        if held != ref.index:
             trace = trace.replace(pass_name=name, meta=self._json(meta, {}))
         return trace
+
+    # -- symbols --------------------------------------------------------------------------------
 
     def _shared_passes(self, graph: Optional[int] = None) -> dict[tuple, list[int]]:
         """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
@@ -397,90 +500,155 @@ class Recording:
             out.setdefault((g, c, src), []).append(i)
         return out
 
-    def _derive_missing_symbol_rows(self) -> None:
-        """Give every pass its ``symbols`` rows. The writer stores them when the run ends; for a
-        run that has not ended (still running, or killed), derive them from each pass's stored
-        trace into a temporary table that shadows the stored one (the file stays untouched)."""
-        # Checked on every query while the run goes on: a viewer may follow a live compile.
+    def _unindexed_passes(self) -> list[tuple]:
+        """Return (graph, chain, pass) of every pass holding its own trace but no ``symbols`` rows
+        (the writer indexes them when the run ends; a live or killed run lacks some)."""
         if self._rows_complete:
-            return
+            return []
         missing = self._rows(
             "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
             " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
             " ORDER BY graph_id, chain, idx")
-        if not missing:
-            self._rows_complete = self._rows("SELECT status FROM run")[0][0] != "running"
-            return
-        try:
-            if not self._shadow_symbols:  # from now on ``symbols`` names this temporary copy
-                self._conn.execute("CREATE TEMP TABLE symbols AS SELECT * FROM main.symbols")
-                self._shadow_symbols = True
-            for g, c, i in missing:
-                self._conn.executemany(INSERT_SYMBOL_ROW, symbol_rows(g, c, i, self.pass_trace(g, c, i)))
-            self._conn.commit()  # an open transaction would pin the snapshot a live viewer reads
-        except sqlite3.Error as e:
-            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        if not missing and self.run().status not in ("running", "killed"):
+            self._rows_complete = True
+        return missing
 
-    def _symbols(self, where: str, params: tuple, graph: Optional[int] = None,
+    def _derived_rows(self, key: tuple) -> tuple[Symbol, ...]:
+        """The symbol rows of one unindexed pass, derived from its trace JSON (cached)."""
+        with self._lock:
+            hit = self._derived.get(key)
+        if hit is not None:
+            return hit
+        from .trace_text import symbol_rows
+        g, c, i = key
+        rows = tuple(self._symbol_from_row(r) for r in symbol_rows(g, c, i, self.pass_trace(g, c, i)))
+        with self._lock:
+            self._derived[key] = rows
+        return rows
+
+    def _symbol_from_row(self, r) -> Symbol:
+        src = None
+        if r[8] is not None or r[11]:
+            from thundervis.compiler.ir import SourceInfo
+            src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
+                             function=r[12] or "")
+        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(self._json(r[7], [])),
+                      src, r[13], r[14], r[15], r[16])
+
+    def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
                  expand: bool = True) -> list[Symbol]:
-        """Return the symbols matching ``where`` (with ``expand``, the rows shared by unchanged
-        passes repeated for each of them), ordered by graph, chain, pass and position."""
-        self._derive_missing_symbol_rows()
-        shared = self._shared_passes(graph) if expand else {}
-        out = []
-        for r in self._rows("SELECT graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line,"
-                            " code, module, function, seq_nr, aten, executor, note FROM symbols "
-                            f"WHERE {where} ORDER BY graph_id, chain, pass_idx, position", params):
-            src = None
-            if r[8] is not None or r[11]:
-                src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
-                                 function=r[12] or "")
-            s = Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(self._json(r[7], [])),
-                       src, r[13], r[14], r[15], r[16])
-            out.append(s)
-            out.extend(dataclasses.replace(s, pass_index=i) for i in shared.get((s.graph, s.chain, s.pass_index), ()))
+        """Return the symbols matching ``where`` (SQL over the stored rows) and ``keep`` (the same
+        test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
+        passes repeated for each of them; ordered by graph, chain, pass and position."""
+        with self.snapshot():
+            out = [self._symbol_from_row(r) for r in self._rows(
+                f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE {where}", params)]
+            for key in self._unindexed_passes():
+                out.extend(s for s in self._derived_rows(key) if keep(s))
+            shared = self._shared_passes(graph) if expand else {}
+        if shared:
+            out.extend(dataclasses.replace(s, pass_index=i) for s in list(out)
+                       for i in shared.get((s.graph, s.chain, s.pass_index), ()))
         out.sort(key=lambda s: (s.graph, s.chain, s.pass_index, s.position))
         return out
 
-    def symbols(self, graph: int, chain: str, pass_index: int) -> list[Symbol]:
+    def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
         """Return the symbols of one pass (top level and subsymbols, in walk order)."""
+        ref = _pass_key(ref, chain, index)
         rows = self._rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
-                          (graph, chain, pass_index))
-        held = rows[0][0] if rows else pass_index
-        found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (graph, chain, held), expand=False)
-        if held != pass_index:
-            found = [dataclasses.replace(s, pass_index=pass_index) for s in found]
+                          (ref.graph, ref.chain, ref.index))
+        held = rows[0][0] if rows else ref.index
+        g, c = ref.graph, ref.chain
+        found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
+                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False)
+        if held != ref.index:
+            found = [dataclasses.replace(s, pass_index=ref.index) for s in found]
         return found
 
     def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
         """Return the symbols of every pass of one chain, by pass then position."""
-        return self._symbols("graph_id=? AND chain=?", (graph, chain), graph)
+        return self._symbols("graph_id=? AND chain=?", (graph, chain),
+                             lambda s: s.graph == graph and s.chain == chain, graph)
 
     def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
         """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""
+        def at(s):
+            return s.source is not None and s.source.line == line and (graph is None or s.graph == graph)
         if graph is None:
-            return self._symbols("line=?", (line,))
-        return self._symbols("line=? AND graph_id=?", (line, graph), graph)
+            return self._symbols("line=?", (line,), at)
+        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph)
 
     def symbols_with_uid(self, graph: int, uid: str) -> list[Symbol]:
         """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
-        return self._symbols("graph_id=? AND uid=?", (graph, uid), graph)
+        return self._symbols("graph_id=? AND uid=?", (graph, uid),
+                             lambda s: s.graph == graph and s.uid == uid, graph)
 
-    # -- timings and re-runs (thundervis/timings.py, thundervis/rerun.py) ----------------------
+    def symbol(self, ref: Union[PassRef, PassInfo], uid: str) -> SymbolDetail:
+        """Return the :class:`SymbolDetail` of symbol ``uid`` in pass ``ref``; :class:`UnknownItem`
+        when that pass has no such symbol."""
+        from .lineage import symbol_detail
+        return symbol_detail(self, _pass_key(ref, None, None), uid)
 
-    def timings(self):
-        """Return the per-kernel and per-chain timings (a :class:`thundervis.timings.Timings`;
-        empty when the run was not profiled)."""
-        from thundervis.timings import read_timings
+    # -- lineage --------------------------------------------------------------------------------
+
+    def lineage_of_uid(self, graph: int, uid: str) -> Lineage:
+        """Return the lineage of symbol ``uid`` in ``graph`` (and its twins in the other chains)."""
+        from .lineage import lineage_of_uid
+        return lineage_of_uid(self, graph, uid)
+
+    def lineage_of_source(self, file: str, line: int, graph: Optional[int] = None) -> list[Lineage]:
+        """Return the lineage of every symbol from ``file:line``, one per graph that has some."""
+        from .lineage import lineage_of_source
+        return lineage_of_source(self, file, line, graph)
+
+    # -- the user's source ----------------------------------------------------------------------
+
+    def source_files(self) -> list[str]:
+        """Return the user source files whose text the recording holds."""
+        if not self._has_table("sources"):
+            return []
+        return [r[0] for r in self._rows("SELECT file FROM sources ORDER BY file")]
+
+    def source_text(self, file: str) -> Optional[str]:
+        """Return the text of user source file ``file`` as it was when the run compiled it (None
+        when the recording does not hold it)."""
+        if not self._has_table("sources"):
+            return None
+        rows = self._rows("SELECT text FROM sources WHERE file=?", (file,))
+        return rows[0][0] if rows and isinstance(rows[0][0], str) else None
+
+    def source_snippet(self, source, context: int = SNIPPET_CONTEXT) -> Optional[SourceSnippet]:
+        """Return the lines around ``source`` (a SourceInfo: file, line, code) from the recorded
+        file text, ``context`` lines either side; without the file text, the recorded code line."""
+        if source is None or not source.line:
+            return None
+        text = self.source_text(source.file)
+        if text is not None:
+            lines = text.splitlines()
+            if 1 <= source.line <= len(lines):
+                first = max(1, source.line - context)
+                return SourceSnippet(source.file, source.line, first,
+                                     tuple(lines[first - 1:source.line + context]), True)
+        return SourceSnippet(source.file, source.line, source.line, (source.code or "",), False)
+
+    # -- timings and re-runs --------------------------------------------------------------------
+
+    def timings(self) -> Timings:
+        """Return the per-kernel and per-chain timings (empty when the run was not profiled)."""
+        from .results import read_timings
         try:
-            return read_timings(self._conn)
+            return read_timings(self._conn())
         except sqlite3.Error as e:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
 
-    def rerun_results(self, kernel_id: Optional[int] = None) -> list:
-        """Return the stored re-run results (:class:`thundervis.rerun.RerunResult`), oldest first."""
-        from thundervis.rerun import read_rerun_results
+    def kernel_timing(self, kernel: KernelInfo) -> Optional[KernelTiming]:
+        """Return the timing of one kernel (None when not profiled)."""
+        return self.kernel(kernel.id).timing
+
+    def rerun_results(self, kernel_id: Optional[int] = None) -> list[RerunResult]:
+        """Return the stored re-run results (of one kernel, or all), oldest first."""
+        from .results import read_rerun_results
         try:
-            return read_rerun_results(self._conn, kernel_id)
+            return read_rerun_results(self._conn(), kernel_id)
         except sqlite3.Error as e:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None

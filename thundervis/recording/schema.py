@@ -23,6 +23,9 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``kernel_timings``: aggregated per-kernel / per-op timings (filled by profiling; empty for now).
 - ``graph_timings``: aggregated per-chain call times (filled by profiling; empty for now).
 - ``rerun_results``: results of re-running one kernel on its own (empty for now).
+- ``sources``: the text of each user source file the recorded symbols point at, as it was when the
+  run compiled it (views show a symbol's line with context from it; never executed). Recordings
+  written before it existed lack the table; readers treat that as "not stored".
 """
 from __future__ import annotations
 
@@ -199,6 +202,14 @@ CREATE TABLE rerun_results (
     max_abs_error REAL, max_rel_error REAL,
     detail        TEXT,                       -- error message or notes
     at            REAL NOT NULL
+);
+
+-- The user's source files the symbols point at (text as compiled; data, never executed).
+CREATE TABLE sources (
+    file   TEXT PRIMARY KEY,                  -- path as in symbols.file
+    text   TEXT,                              -- NULL: could not be read, or larger than the limit
+    size   INTEGER,
+    sha256 TEXT
 );
 """
 

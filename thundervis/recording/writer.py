@@ -60,6 +60,9 @@ def _device() -> str:
     return "cpu"
 
 
+# The user's source files are stored up to this size each (bigger ones: path only).
+MAX_SOURCE_BYTES = 2 * 2**20
+
 # Traces kept for their symbol rows are written out once they hold this many top-level symbols
 # (about 30 MiB of IR); the train_gpt example holds 2k.
 MAX_PENDING_SYMBOLS = 50_000
@@ -97,6 +100,7 @@ class RecordingObserver(CompileObserver):
         # recording whose run never ended (killed) from the JSON.
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
+        self._sources_seen: set[str] = set()
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -186,6 +190,10 @@ class RecordingObserver(CompileObserver):
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except Exception:
                 pass
+            try:  # a finished recording in rollback-journal mode: readers leave no -wal/-shm files
+                conn.execute("PRAGMA journal_mode=DELETE")
+            except Exception:  # a reader still has it open: it stays in WAL mode, still complete
+                pass
             conn.close()
 
     def __enter__(self):
@@ -247,6 +255,8 @@ class RecordingObserver(CompileObserver):
             if name == "codegen" or chain in ("dynamo", "joint"):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
+        if index == 0:
+            self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
@@ -256,6 +266,38 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def record_sources(self, trace: Trace) -> None:
+        """Store the text of every user source file ``trace``'s symbols point at that is not
+        stored yet (the file as it is now, which is what this compile read)."""
+        files = []
+        stack = list(trace.symbols)
+        while stack:
+            b = stack.pop()
+            f = b.source.file if b.source is not None else None
+            if f and f not in self._sources_seen:
+                self._sources_seen.add(f)
+                files.append(f)
+            stack.extend(b.subsymbols)
+        if not files:
+            return
+        rows = []
+        for f in files:
+            text, size, digest = None, None, None
+            try:
+                if os.path.isfile(f):
+                    size = os.path.getsize(f)
+                    if size <= MAX_SOURCE_BYTES:
+                        with open(f, "rb") as fh:
+                            data = fh.read(MAX_SOURCE_BYTES + 1)
+                        import hashlib
+                        digest = hashlib.sha256(data).hexdigest()
+                        text = data.decode("utf-8", errors="replace")
+            except OSError:
+                pass
+            rows.append((f, text, size, digest))
+        self._write("the source files", lambda c: c.executemany(
+            "INSERT OR IGNORE INTO sources(file, text, size, sha256) VALUES (?,?,?,?)", rows))
 
     def write_symbol_rows(self) -> None:
         """Write the ``symbols`` rows of every pass recorded so far (done when the run ends)."""
@@ -307,9 +349,9 @@ class RecordingObserver(CompileObserver):
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
         """Record a runtime event. Profiler timings go to the timing tables and captured fusion
-        inputs to safetensors files next to the recording (thundervis/timings.py, capture.py)."""
+        inputs to safetensors files next to the recording (recording/results.py, capture.py)."""
         if event == "timings":
-            from thundervis.timings import store_timings
+            from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
         if event == "inputs":

@@ -1,104 +1,26 @@
-"""Per-kernel timings in a recording: writing the profiler's summaries, reading them back.
+"""Timings and re-run results in a recording: the rows the profiler and ``rerun`` add, written and
+read here (the only SQL outside the writer and the reader).
 
 The compiler's profiler (``compiler/profiling.py``) reports one summary per chain through
-``observer.runtime(graph, chain, "timings", data)``. :func:`store_timings` turns it into rows of the
+``observer.runtime(graph, chain, "timings", data)``; :func:`store_timings` turns it into rows of the
 ``kernel_timings`` (one per symbol) and ``graph_timings`` (one per chain) tables, replacing earlier
-rows of the same chain, so the file never grows with the length of a run. :func:`read_timings`
-returns them as plain dataclasses; times are stored in ms and returned in microseconds.
+rows of the same chain, so the file never grows with the length of a run. Times are stored in ms and
+returned in microseconds. :func:`append_rerun_results` adds the results of ``thundervis rerun``.
 """
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from dataclasses import asdict, dataclass, field
-from typing import Optional
+import time
+from typing import Optional, Sequence
+from urllib.parse import quote
+
+from .model import ChainTiming, KernelTiming, RerunResult, Timings
 
 # Our clock names ("device" / "host") and the ``method`` column the schema documents.
 METHOD = {"device": "cuda-device", "host": "host"}
 CLOCK = {v: k for k, v in METHOD.items()}
-
-
-@dataclass(frozen=True)
-class KernelTiming:
-    """Aggregated timing of one kernel (fusion) or torch-executor op of one chain."""
-
-    graph: int
-    chain: str
-    uid: str
-    name: str
-    executor: str
-    kind: str  # "fusion" | "op"
-    position: int
-    clock: str  # "device" | "host"
-    device: str
-    calls: int
-    median_us: float
-    min_us: float
-    max_us: float
-    total_us: float
-    share: float
-    bytes_read: int
-    bytes_written: int
-    gbps: float
-    samples_us: tuple[float, ...] = ()
-    starts_us: tuple[float, ...] = ()
-    kernel_id: Optional[int] = None
-
-    @property
-    def bytes(self) -> int:
-        """Bytes read plus bytes written (from the proxies' metadata)."""
-        return self.bytes_read + self.bytes_written
-
-    def as_json(self) -> dict:
-        """Return the ``timing`` object of ``ls --json`` (see docs/recording.md)."""
-        return {"calls": self.calls, "median_us": self.median_us, "min_us": self.min_us,
-                "max_us": self.max_us, "total_us": self.total_us, "share": self.share,
-                "bytes": self.bytes, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-                "gbps": self.gbps, "clock": self.clock}
-
-
-@dataclass(frozen=True)
-class ChainTiming:
-    """Step time of one chain over its profiled calls (sum of its symbols' times per call)."""
-
-    graph: int
-    chain: str
-    clock: str
-    device: str
-    calls: int
-    median_us: float
-    min_us: float
-    max_us: float
-    total_us: float
-    warmup: int = 0
-    partial: bool = False
-    call_starts_us: tuple[float, ...] = ()
-
-    def as_json(self) -> dict:
-        """Return a JSON-able dict."""
-        d = asdict(self)
-        d["call_starts_us"] = list(self.call_starts_us)
-        return d
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Everything timed in a recording."""
-
-    kernels: tuple[KernelTiming, ...] = ()
-    chains: tuple[ChainTiming, ...] = ()
-
-    def for_chain(self, graph: int, chain: str) -> list[KernelTiming]:
-        """Return the timings of one chain in call order."""
-        return sorted((k for k in self.kernels if k.graph == graph and k.chain == chain),
-                      key=lambda k: k.position)
-
-    def by_name(self, graph: int, name: str) -> Optional[KernelTiming]:
-        """Return the timing of the kernel called ``name`` in ``graph`` (any chain), or None."""
-        for k in self.kernels:
-            if k.graph == graph and k.name == name:
-                return k
-        return None
 
 
 def _ms(us) -> float:
@@ -142,7 +64,9 @@ def _floats(text) -> tuple[float, ...]:
         v = json.loads(text) if text else []
     except (TypeError, ValueError):
         return ()
-    return tuple(float(x) * 1e3 for x in v if isinstance(x, (int, float)))
+    if not isinstance(v, list):
+        return ()
+    return tuple(float(x) * 1e3 for x in v if isinstance(x, (int, float)) and not isinstance(x, bool))
 
 
 def read_timings(conn: sqlite3.Connection) -> Timings:
@@ -169,29 +93,66 @@ def read_timings(conn: sqlite3.Connection) -> Timings:
     return Timings(tuple(kernels), tuple(chains))
 
 
-def timings(path: str) -> Timings:
-    """Return the timings of the recording at ``path`` (opened and validated by the recording
-    reader; raises its ``RecordingError``)."""
-    from thundervis.recording.reader import open_recording
-    with open_recording(path, check=False) as rec:
-        return rec.timings()
+def read_rerun_results(conn: sqlite3.Connection, kernel_id: Optional[int] = None) -> list[RerunResult]:
+    """Return the stored re-run results (of one kernel, or all), oldest first."""
+    where, params = ("WHERE r.kernel_id=?", (kernel_id,)) if kernel_id is not None else ("", ())
+    out = []
+    for row in conn.execute(
+            "SELECT r.kernel_id, k.name, r.executor, r.device, r.inputs, r.iters, r.status, r.median_ms,"
+            " r.min_ms, r.max_abs_error, r.max_rel_error, r.detail FROM rerun_results r"
+            f" LEFT JOIN kernels k ON k.id = r.kernel_id {where} ORDER BY r.id", params):
+        try:
+            extra = json.loads(row[11]) if row[11] else {}
+        except ValueError:
+            extra = {"detail": row[11]}
+        extra = extra if isinstance(extra, dict) else {}
+        out.append(RerunResult(kernel=row[1] or str(extra.get("kernel", "")), executor=row[2], device=row[3],
+                               inputs=row[4], iters=row[5] or 0, status=row[6],
+                               median_us=None if row[7] is None else row[7] * 1e3,
+                               min_us=None if row[8] is None else row[8] * 1e3,
+                               clock=str(extra.get("clock", "host")), max_abs_error=row[9],
+                               max_rel_error=row[10], detail=str(extra.get("detail", "")), kernel_id=row[0]))
+    return out
 
 
-def fusion_timing_json(tm: Timings, graph: int, chain: str, name: str) -> Optional[dict]:
-    """Return the ``timing`` object of one fusion for ``ls --json`` (None when not profiled)."""
-    for k in tm.kernels:
-        if k.graph == graph and k.chain == chain and k.name == name:
-            return k.as_json()
-    return None
+class ResultsNotStored(Exception):
+    """The results could not be written into the recording (read-only file or directory, locked);
+    the message is one sentence."""
 
 
-def graph_timings_json(tm: Timings, graph: int) -> dict:
-    """Return ``{"symbols": [...], "steps": [...]}`` for one graph in ``ls --json``: every timed
-    kernel and torch op (call order within each chain) and each chain's step time."""
-    return {
-        "symbols": [{"chain": k.chain, "name": k.name, "uid": k.uid, "executor": k.executor, "kind": k.kind,
-                     **k.as_json()} for k in tm.kernels if k.graph == graph],
-        "steps": [{"chain": c.chain, "clock": c.clock, "device": c.device, "calls": c.calls,
-                   "median_us": c.median_us, "min_us": c.min_us, "max_us": c.max_us, "total_us": c.total_us,
-                   "warmup": c.warmup, "partial": c.partial} for c in tm.chains if c.graph == graph],
-    }
+def append_rerun_results(path: str, results: Sequence[RerunResult]) -> None:
+    """Append ``results`` to the ``rerun_results`` table of the recording at ``path`` (open it with
+    the reader first: this does not validate the file). A recording whose run has ended is left in
+    rollback-journal mode, so readers leave no sidecar files. Raises :class:`ResultsNotStored`."""
+    if not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)) or ".", os.W_OK):
+        raise ResultsNotStored(f"{path} is read-only: the results were not stored in it")
+    try:
+        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=10,
+                               isolation_level=None)
+    except sqlite3.Error as e:
+        raise ResultsNotStored(f"the results were not stored in {path} ({e})") from None
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO rerun_results(kernel_id, executor, device, inputs, iters, status, median_ms, min_ms,"
+            " max_abs_error, max_rel_error, detail, at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(r.kernel_id, r.executor, r.device, r.inputs, r.iters, r.status,
+              None if r.median_us is None else r.median_us / 1e3,
+              None if r.min_us is None else r.min_us / 1e3, r.max_abs_error, r.max_rel_error,
+              json.dumps({"detail": r.detail, "clock": r.clock, "kernel": r.kernel}), time.time())
+             for r in results])
+        conn.execute("COMMIT")
+        ended = conn.execute("SELECT status FROM run").fetchone()
+        if ended and ended[0] != "running":
+            try:  # no writer any more: a rollback journal leaves no -wal/-shm next to the file
+                conn.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass
+    except sqlite3.Error as e:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        raise ResultsNotStored(f"the results were not stored in {path} ({e})") from None
+    finally:
+        conn.close()

@@ -1,0 +1,620 @@
+"""The view model: the typed, frozen values every view (CLI, TUI, Jupyter widget) reads.
+
+A :class:`~thundervis.recording.reader.Recording` returns only these. Each has ``as_json()``
+returning plain JSON values (what ``ls --json`` prints and what the widget sends to the browser).
+Nothing here touches SQL, torch or the file: the values are built by the reader and never change.
+
+Where things are: a pass is named by a :class:`PassRef` (graph, chain, index). The
+:class:`Overview` of a run (what ``ls`` shows) holds every graph with its chains, passes,
+failures, kernels (:class:`KernelInfo`, with timing, without code) and timings, plus a
+:class:`Revision` a viewer compares to notice that a live run changed. Kernel code and the
+region's IR (:class:`KernelSource`), pass text and traces load only on request.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+CHAIN_ORDER = ("dynamo", "joint", "forward", "backward", "inference")
+
+
+def _source_json(s) -> Optional[dict]:
+    if s is None:
+        return None
+    return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "function": s.function}
+
+
+def source_label(file: Optional[str], line: Optional[int]) -> str:
+    """Return ``train.py:42`` (the file's base name and the line)."""
+    return f"{os.path.basename(str(file or '?'))}:{line}"
+
+
+# ------------------------------------------------------------------------------------- places
+
+@dataclass(frozen=True, order=True)
+class PassRef:
+    """Where one pass is: graph id, chain kind, pass index."""
+
+    graph: int
+    chain: str
+    index: int
+
+    def as_json(self) -> dict:
+        """Return ``{"graph", "chain", "index"}``."""
+        return {"graph": self.graph, "chain": self.chain, "index": self.index}
+
+    def __str__(self) -> str:
+        return f"graph {self.graph} {self.chain} pass {self.index}"
+
+
+@dataclass(frozen=True, order=True)
+class Revision:
+    """What a viewer compares to know whether to reload: SQLite's ``data_version`` of the reader's
+    polling connection (changes when another process commits) and the run's status."""
+
+    data_version: int
+    status: str
+
+    def as_json(self) -> dict:
+        """Return ``{"data_version", "status"}``."""
+        return {"data_version": self.data_version, "status": self.status}
+
+
+# ---------------------------------------------------------------------------------- the run
+
+@dataclass(frozen=True)
+class Run:
+    """What ran: script or module, argv, cwd, versions, device, times, status and traceback.
+
+    ``status``: running, ok, failed, interrupted, or killed (the reader's verdict for a run whose
+    process is gone without ending it)."""
+
+    script: Optional[str]
+    module: Optional[str]
+    argv: list
+    cwd: str
+    python: Optional[str]
+    torch: Optional[str]
+    triton: Optional[str]
+    thundervis: Optional[str]
+    device: Optional[str]
+    executors: Optional[list]
+    started_at: float
+    ended_at: Optional[float]
+    status: str
+    exit_code: Optional[int]
+    traceback: Optional[str]
+    pid: Optional[int]
+
+    @property
+    def target(self) -> str:
+        """Return the script path, or ``-m MODULE``."""
+        return self.script if self.script else f"-m {self.module}"
+
+    @property
+    def duration_s(self) -> Optional[float]:
+        """Seconds from start to end (None while running)."""
+        return (self.ended_at - self.started_at) if self.ended_at else None
+
+    def as_json(self) -> dict:
+        """Return the ``run`` object of ``ls --json``."""
+        return {"script": self.script, "module": self.module, "argv": self.argv, "cwd": self.cwd,
+                "status": self.status, "exit_code": self.exit_code, "started_at": self.started_at,
+                "ended_at": self.ended_at, "duration_s": self.duration_s, "device": self.device,
+                "executors": self.executors, "python": self.python, "torch": self.torch,
+                "triton": self.triton, "thundervis": self.thundervis, "traceback": self.traceback,
+                "pid": self.pid}
+
+
+# ------------------------------------------------------------------------------------ timings
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """Aggregated timing of one kernel (fusion) or torch-executor op of one chain (microseconds)."""
+
+    graph: int
+    chain: str
+    uid: str
+    name: str
+    executor: str
+    kind: str  # "fusion" | "op"
+    position: int
+    clock: str  # "device" | "host"
+    device: str
+    calls: int
+    median_us: float
+    min_us: float
+    max_us: float
+    total_us: float
+    share: float
+    bytes_read: int
+    bytes_written: int
+    gbps: float
+    samples_us: tuple[float, ...] = ()
+    starts_us: tuple[float, ...] = ()
+    kernel_id: Optional[int] = None
+
+    @property
+    def bytes(self) -> int:
+        """Bytes read plus bytes written (from the proxies' metadata)."""
+        return self.bytes_read + self.bytes_written
+
+    def as_json(self) -> dict:
+        """Return the ``timing`` object of ``ls --json`` (see docs/recording.md)."""
+        return {"calls": self.calls, "median_us": self.median_us, "min_us": self.min_us,
+                "max_us": self.max_us, "total_us": self.total_us, "share": self.share,
+                "bytes": self.bytes, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+                "gbps": self.gbps, "clock": self.clock}
+
+
+@dataclass(frozen=True)
+class ChainTiming:
+    """Step time of one chain over its profiled calls (sum of its symbols' times per call)."""
+
+    graph: int
+    chain: str
+    clock: str
+    device: str
+    calls: int
+    median_us: float
+    min_us: float
+    max_us: float
+    total_us: float
+    warmup: int = 0
+    partial: bool = False
+    call_starts_us: tuple[float, ...] = ()
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict (every field)."""
+        return {"graph": self.graph, "chain": self.chain, "clock": self.clock, "device": self.device,
+                "calls": self.calls, "median_us": self.median_us, "min_us": self.min_us,
+                "max_us": self.max_us, "total_us": self.total_us, "warmup": self.warmup,
+                "partial": self.partial, "call_starts_us": list(self.call_starts_us)}
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Everything timed in a recording (empty when the run was not profiled)."""
+
+    kernels: tuple[KernelTiming, ...] = ()
+    chains: tuple[ChainTiming, ...] = ()
+
+    def for_chain(self, graph: int, chain: str) -> list[KernelTiming]:
+        """Return the timings of one chain in call order."""
+        return sorted((k for k in self.kernels if k.graph == graph and k.chain == chain),
+                      key=lambda k: k.position)
+
+    def by_name(self, graph: int, name: str, chain: Optional[str] = None) -> Optional[KernelTiming]:
+        """Return the timing of the kernel called ``name`` in ``graph`` (any chain unless
+        ``chain``), or None."""
+        for k in self.kernels:
+            if k.graph == graph and k.name == name and (chain is None or k.chain == chain):
+                return k
+        return None
+
+    def for_graph(self, graph: int) -> "Timings":
+        """Return the timings of one graph."""
+        return Timings(tuple(k for k in self.kernels if k.graph == graph),
+                       tuple(c for c in self.chains if c.graph == graph))
+
+    def as_json(self) -> dict:
+        """Return the ``timings`` object of a graph in ``ls --json``: every timed kernel and torch
+        op (call order within each chain) and each chain's step time."""
+        return {
+            "symbols": [{"chain": k.chain, "name": k.name, "uid": k.uid, "executor": k.executor,
+                         "kind": k.kind, **k.as_json()} for k in self.kernels],
+            "steps": [{"chain": c.chain, "clock": c.clock, "device": c.device, "calls": c.calls,
+                       "median_us": c.median_us, "min_us": c.min_us, "max_us": c.max_us,
+                       "total_us": c.total_us, "warmup": c.warmup, "partial": c.partial}
+                      for c in self.chains],
+        }
+
+
+@dataclass(frozen=True)
+class RerunResult:
+    """One re-run of one kernel with one executor. Times in microseconds; errors are against the
+    float64 reference (``max_rel_error``: max |out - ref| / max |ref|)."""
+
+    kernel: str
+    executor: str
+    device: str
+    inputs: str  # "random" | "captured"
+    iters: int
+    status: str  # "ok" | "failed" | "unavailable"
+    median_us: Optional[float] = None
+    min_us: Optional[float] = None
+    clock: str = "host"  # "device" on CUDA
+    max_abs_error: Optional[float] = None
+    max_rel_error: Optional[float] = None
+    detail: str = ""
+    kernel_id: Optional[int] = None
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict (every field)."""
+        return {"kernel": self.kernel, "executor": self.executor, "device": self.device,
+                "inputs": self.inputs, "iters": self.iters, "status": self.status,
+                "median_us": self.median_us, "min_us": self.min_us, "clock": self.clock,
+                "max_abs_error": self.max_abs_error, "max_rel_error": self.max_rel_error,
+                "detail": self.detail, "kernel_id": self.kernel_id}
+
+
+# ------------------------------------------------------------------------------------ kernels
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel a fusion executor built (the compiler's kernel record), without its code: which
+    graph/chain, name, executor, the fusion symbol's uid, member uids and op names, input/output
+    tensor metadata (dicts: name, shape, dtype, device, strides), the user source lines it covers
+    (dicts: file, line, code, module, direction), a note, and its timing when profiled."""
+
+    id: int
+    graph: int
+    chain: str
+    name: str
+    executor: str
+    uid: Optional[str]
+    pass_name: Optional[str]
+    language: Optional[str]
+    members: tuple
+    ops: tuple
+    inputs: tuple
+    outputs: tuple
+    source_lines: tuple
+    note: Optional[str]
+    timing: Optional[KernelTiming] = None
+
+    @property
+    def n_ops(self) -> int:
+        """Number of member ops."""
+        return len(self.ops)
+
+    @property
+    def sources(self) -> list[str]:
+        """The covered source lines as sorted ``file:line`` labels (base names)."""
+        return sorted({source_label(s.get("file"), s.get("line")) for s in self.source_lines
+                       if isinstance(s, dict)})
+
+    @property
+    def device(self) -> str:
+        """The device it was recorded on (from its tensor metadata; ``cpu`` when unknown)."""
+        for m in tuple(self.inputs) + tuple(self.outputs):
+            if isinstance(m, dict) and isinstance(m.get("device"), str):
+                return m["device"]
+        return "cpu"
+
+    def as_json(self) -> dict:
+        """Return the kernel as JSON: the ``fusions[]`` item of ``ls --json`` (name, executor,
+        chain, uid, n_ops, sources, timing) plus id, graph, pass, language, ops, members, inputs,
+        outputs, source_lines and note."""
+        return {"id": self.id, "graph": self.graph, "name": self.name, "executor": self.executor,
+                "chain": self.chain, "uid": self.uid, "n_ops": self.n_ops, "sources": self.sources,
+                "timing": self.timing.as_json() if self.timing else None, "pass": self.pass_name,
+                "language": self.language, "ops": list(self.ops), "members": list(self.members),
+                "inputs": list(self.inputs), "outputs": list(self.outputs),
+                "source_lines": list(self.source_lines), "note": self.note}
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The heavy part of a kernel record, loaded on request: the generated code (data, never
+    executed by viewers) and the JSON of a standalone trace of the region (what ``rerun`` and
+    ``repro`` rebuild the kernel from)."""
+
+    kernel_id: int
+    name: str
+    language: Optional[str]
+    code: Optional[str]
+    trace_json: Optional[str]
+
+    def as_json(self) -> dict:
+        """Return ``{"kernel_id", "name", "language", "code"}`` (the IR stays out)."""
+        return {"kernel_id": self.kernel_id, "name": self.name, "language": self.language, "code": self.code}
+
+
+# ------------------------------------------------------------------------- graphs and passes
+
+@dataclass(frozen=True)
+class PassInfo:
+    """One pass of one chain (without its trace; see :meth:`Recording.pass_text`)."""
+
+    graph: int
+    chain: str
+    index: int
+    name: str
+    duration_ms: float
+    changed: bool
+    n_symbols: int
+
+    @property
+    def ref(self) -> PassRef:
+        """Where this pass is."""
+        return PassRef(self.graph, self.chain, self.index)
+
+    def as_json(self) -> dict:
+        """Return the ``passes[]`` item of ``ls --json``."""
+        return {"index": self.index, "name": self.name, "ms": round(self.duration_ms, 4),
+                "changed": self.changed, "n_symbols": self.n_symbols}
+
+
+class UnknownItem(LookupError):
+    """A graph, chain, pass, kernel or symbol that the recording does not hold; the message names
+    the valid choices."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A chain of a graph (dynamo, joint, forward, backward, inference) and its passes."""
+
+    graph: int
+    kind: str
+    status: str  # compiling | compiled | failed
+    error: Optional[str]
+    passes: tuple[PassInfo, ...]
+
+    def find_pass(self, which) -> PassInfo:
+        """Return the pass with index ``which`` (int or digits) or name ``which``; raise
+        :class:`UnknownItem` naming the valid choices."""
+        for p in self.passes:
+            if str(p.index) == str(which) or p.name == str(which):
+                return p
+        choices = ", ".join(f"{p.index} {p.name}" for p in self.passes) or "none recorded"
+        raise UnknownItem(f"graph {self.graph} {self.kind} has no pass {which!r} (passes: {choices})")
+
+    @property
+    def last(self) -> Optional[PassRef]:
+        """The last recorded pass (None when there is none)."""
+        return self.passes[-1].ref if self.passes else None
+
+    def as_json(self) -> dict:
+        """Return the ``chains[]`` item of ``ls --json``."""
+        return {"kind": self.kind, "status": self.status, "error": self.error,
+                "passes": [p.as_json() for p in self.passes]}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A compile or first-call failure; the chain (None: the whole graph) ran eagerly."""
+
+    graph: int
+    chain: Optional[str]
+    error: str
+    traceback: Optional[str]
+
+    def as_json(self) -> dict:
+        """Return the ``failures[]`` item of ``ls --json``."""
+        return {"chain": self.chain, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A compiled Dynamo graph: why it was compiled, compile time, chains, failures, kernels (no
+    code) and timings."""
+
+    id: int
+    compile_id: Optional[str]
+    reason: Optional[str]
+    recompile_reason: Optional[str]
+    graph_break_reason: Optional[str]
+    n_inputs: Optional[int]
+    n_nodes: Optional[int]
+    compile_s: Optional[float]
+    chains: tuple[Chain, ...]
+    failures: tuple[Failure, ...]
+    kernels: tuple[KernelInfo, ...]
+    timings: Timings = field(default_factory=Timings)
+
+    def chain(self, kind: str) -> Chain:
+        """Return the chain ``kind``; raise :class:`UnknownItem` naming the valid choices."""
+        for c in self.chains:
+            if c.kind == kind:
+                return c
+        choices = ", ".join(c.kind for c in self.chains) or "none recorded"
+        raise UnknownItem(f"graph {self.id} has no {kind!r} chain (chains: {choices})")
+
+    def as_json(self) -> dict:
+        """Return the ``graphs[]`` item of ``ls --json``."""
+        return {"id": self.id, "compile_id": self.compile_id, "reason": self.reason,
+                "recompile_reason": self.recompile_reason, "graph_break_reason": self.graph_break_reason,
+                "compile_ms": self.compile_s * 1e3 if self.compile_s is not None else None,
+                "n_inputs": self.n_inputs, "n_nodes": self.n_nodes,
+                "chains": [c.as_json() for c in self.chains],
+                "fusions": [k.as_json() for k in self.kernels],
+                "timings": self.timings.as_json(),
+                "failures": [f.as_json() for f in self.failures]}
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Everything ``ls`` shows, in one read: the run, every graph (chains, passes, failures,
+    kernels without code, timings), the run's status and the :class:`Revision` it was read at."""
+
+    path: str
+    schema: int
+    run: Run
+    graphs: tuple[Graph, ...]
+    revision: Revision
+
+    @property
+    def status(self) -> str:
+        """The run's status (running, ok, failed, interrupted, killed)."""
+        return self.run.status
+
+    def graph(self, graph_id: int) -> Graph:
+        """Return graph ``graph_id``; raise :class:`UnknownItem` naming the recorded graphs."""
+        for g in self.graphs:
+            if g.id == graph_id:
+                return g
+        ids = ", ".join(str(g.id) for g in self.graphs) or "none recorded"
+        raise UnknownItem(f"no graph {graph_id} in this recording (graphs: {ids})")
+
+    def as_json(self) -> dict:
+        """Return the ``ls --json`` document (docs/recording.md)."""
+        return {"schema": self.schema, "path": self.path, "status": self.status,
+                "revision": self.revision.as_json(), "run": self.run.as_json(),
+                "graphs": [g.as_json() for g in self.graphs]}
+
+
+# ------------------------------------------------------------------------------------ symbols
+
+@dataclass(frozen=True)
+class Symbol:
+    """One bound symbol of one pass, as stored for lineage queries (``source`` is a
+    ``thundervis.compiler.ir.SourceInfo`` or None)."""
+
+    graph: int
+    chain: str
+    pass_index: int
+    position: int
+    uid: str
+    parent: Optional[str]
+    sym: str
+    origin: tuple[str, ...]
+    source: object
+    seq_nr: Optional[int]
+    aten: Optional[str]
+    executor: Optional[str]
+    note: Optional[str]
+
+    @property
+    def ref(self) -> PassRef:
+        """The pass this symbol is in."""
+        return PassRef(self.graph, self.chain, self.pass_index)
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"graph": self.graph, "chain": self.chain, "pass_index": self.pass_index,
+                "position": self.position, "uid": self.uid, "parent": self.parent, "sym": self.sym,
+                "origin": list(self.origin), "source": _source_json(self.source), "seq_nr": self.seq_nr,
+                "aten": self.aten, "executor": self.executor, "note": self.note}
+
+
+@dataclass(frozen=True)
+class SourceSnippet:
+    """Lines of the user's source around one line, read from the file text stored in the
+    recording (``recorded`` False: the file was not stored, ``lines`` holds only the code the
+    compiler recorded for that line)."""
+
+    file: str
+    line: int
+    first_line: int
+    lines: tuple[str, ...]
+    recorded: bool
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"file": self.file, "line": self.line, "first_line": self.first_line,
+                "lines": list(self.lines), "recorded": self.recorded}
+
+
+@dataclass(frozen=True)
+class SymbolDetail:
+    """Everything a view shows about one symbol of one pass: the symbol, its source (with a
+    snippet from the recorded file text) and module path, the symbols it came from in the previous
+    pass (``came_from``) and became in the next (``became``), the symbols it ended as at the last
+    pass of its chain (``ends``) and the kernel it ended in, its twins in the other chains (forward
+    <-> backward by ``seq_nr``), its timing, and why it was not lowered or fused (``fallback``)."""
+
+    symbol: Symbol
+    source: object  # SourceInfo or None
+    module: Optional[str]
+    snippet: Optional[SourceSnippet]
+    came_from: tuple[Symbol, ...]
+    became: tuple[Symbol, ...]
+    ends: tuple[Symbol, ...]
+    kernel: Optional[KernelInfo]
+    twins: tuple[Symbol, ...]
+    timing: Optional[KernelTiming]
+    fallback: Optional[str]
+
+    @property
+    def ref(self) -> PassRef:
+        """The pass the symbol is in."""
+        return self.symbol.ref
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"symbol": self.symbol.as_json(), "source": _source_json(self.source), "module": self.module,
+                "snippet": self.snippet.as_json() if self.snippet else None,
+                "came_from": [s.as_json() for s in self.came_from],
+                "became": [s.as_json() for s in self.became],
+                "ends": [s.as_json() for s in self.ends],
+                "kernel": self.kernel.as_json() if self.kernel else None,
+                "twins": [s.as_json() for s in self.twins],
+                "timing": self.timing.as_json() if self.timing else None, "fallback": self.fallback}
+
+
+# ------------------------------------------------------------------------------------ lineage
+
+@dataclass(frozen=True)
+class LineageStep:
+    """The symbols of the lineage in one pass (top level only; ``n_sub`` counts subsymbols)."""
+
+    pass_index: int
+    pass_name: str
+    symbols: tuple[Symbol, ...]
+    n_sub: int
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"pass_index": self.pass_index, "pass_name": self.pass_name,
+                "symbols": [s.as_json() for s in self.symbols], "n_sub": self.n_sub}
+
+
+@dataclass(frozen=True)
+class LineageEnd:
+    """Where one surviving symbol ended: its executor and, for a fusion, its kernel."""
+
+    symbol: Symbol
+    executor: Optional[str]
+    kernel: Optional[KernelInfo]
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"symbol": self.symbol.as_json(), "executor": self.executor,
+                "kernel": self.kernel.as_json() if self.kernel else None}
+
+
+@dataclass(frozen=True)
+class ChainLineage:
+    """The lineage within one chain; ``link`` says how the chain was reached."""
+
+    chain: str
+    link: str
+    steps: tuple[LineageStep, ...]
+    ends: tuple[LineageEnd, ...]
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"chain": self.chain, "link": self.link, "steps": [s.as_json() for s in self.steps],
+                "ends": [e.as_json() for e in self.ends]}
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The lineage of one query (a uid or a source line) in one graph, chain by chain."""
+
+    graph: int
+    query: str
+    source: object  # SourceInfo or None
+    chains: tuple[ChainLineage, ...]
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict (what ``lineage --json`` prints per graph)."""
+        return {"graph": self.graph, "query": self.query, "source": _source_json(self.source),
+                "chains": [c.as_json() for c in self.chains]}
+
+
+@dataclass(frozen=True)
+class Event:
+    """A runtime event or note (``data`` is decoded JSON)."""
+
+    graph: Optional[int]
+    chain: Optional[str]
+    event: str
+    data: object
+    at: float
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        return {"graph": self.graph, "chain": self.chain, "event": self.event, "data": self.data, "at": self.at}
