@@ -85,7 +85,6 @@ class KernelRow:
     members: tuple[str, ...]
     source_lines: tuple[str, ...]
     language: Optional[str]
-    code: Optional[str]
     note: Optional[str]
     calls: Optional[int] = None
     median_us: Optional[float] = None
@@ -139,7 +138,11 @@ class SymbolDetail:
     source_line: Optional[int]
     source_code: Optional[str]
     module: Optional[str]
-    snippet: tuple[tuple[int, str], ...]  # (line number, text) around the source line, when readable
+    snippet: tuple[tuple[int, str], ...]  # (line number, text) around the source line
+    snippet_recorded: bool  # the snippet comes from the file text stored in the recording
+    came_from: tuple[str, ...]  # symbols of the previous pass it was made from
+    became: tuple[str, ...]  # symbols of the next pass made from it
+    fallback: Optional[str]  # why it was not lowered / not fused
     lineage: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]  # (chain, link, ((pass, symbols), ...))
     ended_in: tuple[str, ...]  # "triton_fusion_3 [triton]" or "torch"
     twins: tuple[str, ...]  # symbols of other chains linked by seq_nr
@@ -185,13 +188,12 @@ def open_data(path: str) -> "RecordingData":
 
 
 class RecordingData:
-    """The TUI's view of one open recording. Thread-safe; every method returns plain objects."""
+    """The TUI's view of one open recording (a ``thundervis.recording.Recording``, which is safe
+    to use from several threads). Every method returns plain objects."""
 
     def __init__(self, rec):
         self._rec = rec
         self.path = rec.path
-        self._lock = threading.RLock()
-        self._timings = None
         # Memoised heavy results, bounded: traces, mapped lines, diff rows (see _cached).
         self._caches: dict[str, dict] = {"trace": {}, "lines": {}, "rows": {}}
         self._memo_lock = threading.Lock()
@@ -199,43 +201,31 @@ class RecordingData:
 
     def close(self) -> None:
         """Close the recording."""
-        with self._lock:
-            self._rec.close()
+        self._rec.close()
 
-    def _call(self, fn, *args):
+    @staticmethod
+    def _call(fn, *args):
         from thundervis.recording import RecordingError, UnknownItem
-        with self._lock:
-            try:
-                return fn(*args)
-            except (RecordingError, UnknownItem) as e:
-                raise DataError(str(e)) from None
+        try:
+            return fn(*args)
+        except (RecordingError, UnknownItem) as e:
+            raise DataError(str(e)) from None
 
     # -- overview -------------------------------------------------------------------------------
 
     def revision(self) -> object:
-        """Return a cheap value that changes whenever the recording grows (for live polling)."""
-        rec = self._rec
-        rev = getattr(rec, "revision", None)
-        if rev is not None:
-            return self._call(rev)
-        return self._call(lambda: _revision(rec.run(), rec.graphs()))
+        """Return a cheap value that changes whenever the recording changes (live polling)."""
+        return self._call(self._rec.revision)
 
     def overview(self) -> Overview:
         """Return the run, graphs (chains, passes, eager marks) and kernels."""
-        with self._lock:
-            rec = self._rec
-            run = self._call(rec.run)
-            graphs = self._call(rec.graphs)
-            rev = getattr(rec, "revision", None)
-            revision = self._call(rev) if rev is not None else _revision(run, graphs)
-            fallbacks = self._runtime_fallbacks()
-            self._timings = None
-            timings = self._timing_table()
-        duration = (run.ended_at - run.started_at) if run.ended_at else None
-        run_row = RunRow(run.target, tuple(str(a) for a in run.argv[1:]), run.status, run.exit_code,
-                         run.traceback, run.device, run.torch, duration)
+        ov = self._call(self._rec.overview)
+        fallbacks = self._call(self._runtime_fallbacks)
+        run = ov.run
+        run_row = RunRow(run.target, tuple(str(a) for a in (run.argv or [])[1:]), run.status, run.exit_code,
+                         run.traceback, run.device, run.torch, run.duration_s)
         out, kernels = [], []
-        for g in graphs:
+        for g in ov.graphs:
             whole = next((f.error for f in g.failures if f.chain is None), None)
             chains = []
             for c in g.chains:
@@ -248,26 +238,19 @@ class RecordingData:
             out.append(GraphRow(g.id, g.reason, g.compile_s * 1e3 if g.compile_s is not None else None,
                                 tuple(chains), whole))
             for k in g.kernels:
-                t = timings.get((k.graph, k.chain, k.name))
+                t = k.timing
                 kernels.append(KernelRow(
-                    k.id, k.graph, k.chain, k.name, k.executor, k.uid, len(k.ops),
-                    tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
-                    tuple(_source_label(s) for s in k.source_lines), k.language, k.code, k.note,
-                    t.calls if t else None, t.median_us if t else None, t.share if t else None,
-                    t.gbps if t else None, fallbacks.get((k.graph, k.chain, k.name))))
-        return Overview(self.path, run_row, tuple(out), tuple(kernels), revision)
-
-    def _timing_table(self) -> dict:
-        if self._timings is None:
-            tm = self._call(self._rec.timings)
-            self._timings = {(k.graph, k.chain, k.name): k for k in tm.kernels}
-            self._timings.update({(k.graph, k.chain, k.uid): k for k in tm.kernels})
-        return self._timings
+                    k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
+                    tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members), tuple(k.sources),
+                    k.language, k.note, t.calls if t else None, t.median_us if t else None,
+                    t.share if t else None, t.gbps if t else None,
+                    fallbacks.get((k.graph, k.chain, k.name))))
+        return Overview(self.path, run_row, tuple(out), tuple(kernels), ov.revision)
 
     def _runtime_fallbacks(self) -> dict:
         """Map (graph, chain, kernel name) -> reason for kernels that fell back at run time."""
         out = {}
-        for e in self._call(self._rec.events):
+        for e in self._rec.events():
             if "fallback" not in e.event or not isinstance(e.data, dict):
                 continue
             name = e.data.get("kernel") or e.data.get("name")
@@ -276,11 +259,17 @@ class RecordingData:
                 out[(e.graph, e.chain, str(name))] = str(reason)
         return out
 
+    def kernel_code(self, kernel_id: int) -> tuple[Optional[str], Optional[str]]:
+        """Return (language, generated code) of one kernel (loaded on request)."""
+        src = self._call(self._rec.kernel_source, kernel_id)
+        return src.language, src.code
+
     # -- traces ---------------------------------------------------------------------------------
 
     def pass_text(self, graph: int, chain: str, index: int) -> str:
         """Return the printed trace of one pass (fast: stored text)."""
-        return self._call(self._rec.pass_text, graph, chain, index)
+        from thundervis.recording import PassRef
+        return self._call(self._rec.pass_text, PassRef(graph, chain, index))
 
     def _cached(self, cache: str, key: tuple, make: Callable[[], object], size: int = 8):
         """Return ``make()`` memoised under ``key`` in ``cache`` (the oldest entries dropped past
@@ -323,8 +312,9 @@ class RecordingData:
 
     def trace(self, graph: int, chain: str, index: int):
         """Return the (validated) trace of one pass; the last few are kept."""
+        from thundervis.recording import PassRef
         return self._cached("trace", (graph, chain, index),
-                            lambda: self._call(self._rec.pass_trace, graph, chain, index), size=6)
+                            lambda: self._call(self._rec.pass_trace, PassRef(graph, chain, index)), size=6)
 
     def trace_lines(self, graph: int, chain: str, index: int) -> list[TraceLine]:
         """Return the printed lines of one pass, each with the uid of the symbol it shows."""
@@ -364,40 +354,36 @@ class RecordingData:
 
     def symbol_detail(self, graph: int, chain: str, index: int, uid: str) -> SymbolDetail:
         """Return what is known about symbol ``uid`` as of pass ``index``: source with context,
-        lineage through the passes of every chain, the kernel it ended in, twins, timing."""
-        from thundervis.recording import lineage_of_uid
-        trace = self.trace(graph, chain, index)
-        b = _find_symbol(trace, uid)
-        if b is None:
-            raise DataError(f"pass {index} of graph {graph} {chain} has no symbol {uid}")
-        lin = self._call(lineage_of_uid, self._rec, graph, uid)
-        steps, ended, twins = [], [], []
-        for cl in lin.chains:
-            steps.append((cl.chain, cl.link, _runs(cl.steps)))
-            if cl.chain == chain:
-                for e in cl.ends:
-                    if e.kernel is not None:
-                        ended.append(f"{e.kernel.name} [{e.kernel.executor}]")
-                    elif e.executor:
-                        ended.append(f"{e.symbol.sym} [{e.executor}]")
-            elif "seq_nr" in cl.link and cl.steps:
-                first = next((st for st in cl.steps if st.symbols), None)
-                if first is not None:
-                    twins.extend(f"{cl.chain}: {_sym_label(s)}" for s in first.symbols[:4])
-        src = b.source
-        snippet = _snippet(src.file, src.line) if src is not None and src.line else ()
+        what it came from and became, lineage through the passes of every chain, the kernel it
+        ended in, its twins, why it was not lowered or fused, its timing."""
+        from thundervis.recording import PassRef
+        d = self._call(self._rec.symbol, PassRef(graph, chain, index), uid)
+        lin = self._call(self._rec.lineage_of_uid, graph, uid)
+        b = d.symbol
+        steps = tuple((cl.chain, cl.link, _runs(cl.steps)) for cl in lin.chains)
+        ended = []
+        if d.kernel is not None:
+            ended.append(f"{d.kernel.name} [{d.kernel.executor}]")
+        for e in d.ends:
+            if d.kernel is None or e.sym != d.kernel.name:
+                ended.append(f"{e.sym} [{e.executor or 'no executor'}]")
+        twins = tuple(f"{t.chain}: {_sym_label(t)} ({t.uid})" for t in d.twins[:6])
+        src = d.source
+        snippet = ()
+        if d.snippet is not None:
+            snippet = tuple((d.snippet.first_line + i, line) for i, line in enumerate(d.snippet.lines))
         timing = None
-        with self._lock:
-            tt = self._timing_table()
-        t = tt.get((graph, chain, uid)) or tt.get((graph, chain, b.sym))
+        t = d.timing
         if t is not None:
             timing = f"{_fmt_us(t.median_us)} median over {t.calls} calls · {t.share * 100:.1f}% of step"
             if t.gbps:
                 timing += f" · {t.gbps:.1f} GB/s"
         return SymbolDetail(uid, b.sym, chain, b.executor, b.note, b.aten, b.seq_nr,
                             src.file if src else None, src.line if src else None, src.code if src else None,
-                            (src.module or None) if src else None, snippet, tuple(steps),
-                            tuple(dict.fromkeys(ended)), tuple(twins), timing)
+                            d.module, snippet, bool(d.snippet and d.snippet.recorded),
+                            tuple(f"{_sym_label(s)} ({s.uid})" for s in d.came_from[:6]),
+                            tuple(f"{_sym_label(s)} ({s.uid})" for s in d.became[:6]),
+                            d.fallback, steps, tuple(dict.fromkeys(ended)), twins, timing)
 
     # -- kernels --------------------------------------------------------------------------------
 
@@ -474,18 +460,6 @@ class RecordingData:
 
 # ------------------------------------------------------------------------------------- helpers
 
-def _revision(run, graphs) -> tuple:
-    """The run status plus every chain's status and pass count (until the reader has revision())."""
-    return (run.status, tuple((g.id, tuple((c.kind, c.status, len(c.passes)) for c in g.chains), len(g.kernels))
-                              for g in graphs))
-
-
-def _source_label(s) -> str:
-    if isinstance(s, dict):
-        return f"{os.path.basename(str(s.get('file') or '?'))}:{s.get('line')}"
-    return str(s)
-
-
 def _safe_name(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:80] or "kernel"
 
@@ -508,29 +482,6 @@ def _runs(steps) -> tuple[tuple[str, str], ...]:
 
 def _sym_label(s) -> str:
     return s.sym.removeprefix("prims.")
-
-
-def _find_symbol(trace, uid: str):
-    for b in trace.symbols:
-        if b.uid == uid:
-            return b
-        for s in b.subsymbols:
-            if s.uid == uid:
-                return s
-    return None
-
-
-def _snippet(file: str, line: int, context: int = 3) -> tuple[tuple[int, str], ...]:
-    """Return up to ``context`` lines either side of ``file:line`` when the file is readable."""
-    try:
-        if not os.path.isfile(file) or os.path.getsize(file) > 20_000_000:
-            return ()
-        with open(file, encoding="utf-8", errors="replace") as f:
-            text = f.read().splitlines()
-    except OSError:
-        return ()
-    lo, hi = max(1, line - context), min(len(text), line + context)
-    return tuple((n, text[n - 1]) for n in range(lo, hi + 1))
 
 
 def map_lines(printed: list[str], trace) -> list[TraceLine]:

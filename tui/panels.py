@@ -94,9 +94,10 @@ def symbol_details(d: SymbolDetail) -> Text:
     if d.executor:
         t.append(f"  [{visible_line(d.executor)}]", style=styling.S_EXECUTOR)
     t.append("\n")
-    if d.note:
+    why = d.fallback or d.note
+    if why:
         t.append("why  ", style=Style(color=WARN, bold=True))
-        t.append(visible(d.note) + "\n", style=Style(color=WARN))
+        t.append(visible(why) + "\n", style=Style(color=WARN))
     if d.aten or d.seq_nr is not None:
         bits = [visible_line(d.aten)] if d.aten else []
         if d.seq_nr is not None:
@@ -117,6 +118,12 @@ def symbol_details(d: SymbolDetail) -> Text:
             t.append(f"      {visible_line(d.source_code)}\n", style=styling.S_CODE)
     else:
         t.append("\nno user source line (made by the compiler)\n", style=DIM)
+    if d.came_from:
+        t.append("\nfrom  ", style=HEAD)
+        t.append(", ".join(visible_line(x) for x in d.came_from) + "\n")
+    if d.became:
+        t.append("next  ", style=HEAD)
+        t.append(", ".join(visible_line(x) for x in d.became) + "\n")
     if d.ended_in:
         t.append("\nends in  ", style=HEAD)
         t.append(", ".join(visible_line(e) for e in d.ended_in) + "\n", style=styling.S_FUSION)

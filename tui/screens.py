@@ -146,11 +146,28 @@ class KernelsScreen(Screen):
             rerun.update(self.last_rerun[k.id])
         else:
             self.load_stored_reruns(k)
-        if k.code:
-            code.update(Syntax(visible(k.code), "python" if (k.language or "python") == "python" else "text",
-                               theme="one-dark", line_numbers=True, word_wrap=False))
+        code.update(Text("loading the generated code …", style=Style(dim=True)))
+        self.load_code(k)
+
+    @work(thread=True, exclusive=True, group="kernel-code")
+    def load_code(self, k: KernelRow) -> None:
+        """Worker: load one kernel's generated code (not part of the overview) and show it."""
+        try:
+            language, source = self.data.kernel_code(k.id)
+        except Exception as e:
+            shown = Text(f"could not load the code ({visible_line(str(e))})", style=Style(dim=True))
         else:
-            code.update(Text("(no generated code recorded)", style=Style(dim=True)))
+            if source:
+                lexer = "python" if (language or "python") == "python" else "text"
+                shown = Syntax(visible(source), lexer, theme="one-dark", line_numbers=True, word_wrap=False)
+            else:
+                shown = Text("(no generated code recorded)", style=Style(dim=True))
+        self.app.call_from_thread(self._set_code, k.id, shown)
+
+    def _set_code(self, kid: int, shown) -> None:
+        k = self.selected()
+        if k is not None and k.id == kid:
+            self.query_one("#kcode", Static).update(shown)
 
     @work(thread=True, exclusive=True, group="stored-reruns")
     def load_stored_reruns(self, k: KernelRow) -> None:
