@@ -31,7 +31,12 @@ from .lines_view import LinesView
 from .screens import HelpScreen, KernelsScreen, PassPicker, RunScreen, SearchScreen
 
 NARROW = 110  # below this many columns the details pane goes under the trace
+SHORT = 34  # ... and below this many rows too it shows only when asked (i)
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
+IDLE_S = 0.25  # the user stayed this long on a pass or line: prepare its neighbours / details
+# Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
+# terminal; a short GIL switch interval lets the UI thread back in quickly when a key arrives.
+SWITCH_INTERVAL_S = 0.0005
 
 
 class ThundervisApp(App):
@@ -56,8 +61,11 @@ class ThundervisApp(App):
     #details { width: 38%; max-width: 64; border-left: solid $panel-lighten-2; padding: 0 1; }
     #details.-hidden { display: none; }
     .-narrow #body { layout: vertical; }
-    .-narrow #left { width: 100%; height: 7; border-right: none; border-bottom: solid $panel-lighten-2;
+    .-narrow #left { width: 100%; height: 5; border-right: none; border-bottom: solid $panel-lighten-2;
                      layout: horizontal; }
+    .-narrow LinesView { scrollbar-size-horizontal: 0; }
+    .-short #details { display: none; }
+    .-short #details.-shown { display: block; height: 10; }
     .-narrow #left .label { display: none; }
     .-narrow #chains { width: 24; height: 1fr; max-height: 100%; }
     .-narrow #passes { width: 1fr; }
@@ -83,7 +91,7 @@ class ThundervisApp(App):
         Binding("k", "kernels", "Kernels"),
         Binding("slash", "search", "Search"),
         Binding("e", "edit", "Editor", show=False),
-        Binding("i", "toggle_details", "Details", show=False),
+        Binding("i", "toggle_details", "Details"),
         Binding("t", "run_info", "Run", show=False),
         Binding("question_mark", "help", "Help"),
     ]
@@ -116,6 +124,7 @@ class ThundervisApp(App):
         self.selected_source: Optional[tuple[str, int]] = None
         self._token = 0
         self._detail_timer = None
+        self._prefetch_timer = None
         self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
 
     # -- layout ---------------------------------------------------------------------------------
@@ -137,17 +146,27 @@ class ThundervisApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        import sys
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._apply_width(self.size.width)
         self.refresh_overview(first=True)
         self.query_one(LinesView).focus()
         if self.poll_s:
             self.set_interval(self.poll_s, self.poll)
 
-    def on_resize(self, event) -> None:
-        self._apply_width(event.size.width)
+    def on_unmount(self) -> None:
+        import sys
+        sys.setswitchinterval(getattr(self, "_switch_interval", 0.005))
 
-    def _apply_width(self, width: int) -> None:
+    def on_resize(self, event) -> None:
+        self._apply_width(event.size.width, event.size.height)
+
+    def _apply_width(self, width: int, height: Optional[int] = None) -> None:
+        height = self.size.height if height is None else height
         self.screen.set_class(width < NARROW, "-narrow")
+        # A small terminal keeps its rows for the trace; `i` shows the details under it.
+        self.screen.set_class(width < NARROW and height < SHORT, "-short")
 
     # -- overview -------------------------------------------------------------------------------
 
@@ -286,7 +305,6 @@ class ThundervisApp(App):
         args = (self.graph, self.chain, self.index, self.diff_base(), self.side_by_side, self.folded)
         if self.content_ready(*args):  # memoised (prefetched): show it now, no worker round trip
             self._show_content(token, self._content(*args), keep_cursor)
-            self.prefetch(*args[:3], self.side_by_side, self.folded)
             return
         if fast and self.diff_base() is None:
             try:
@@ -294,6 +312,10 @@ class ThundervisApp(App):
                 view.set_trace(map_lines(text.splitlines(), None), keep_cursor)
             except DataError as e:
                 self.notify(visible_line(str(e)), severity="error")
+            # Paint the stored text first; the worker that maps it to symbols (loading the trace)
+            # would hold the interpreter while the first frame is drawn.
+            self.set_timer(0.05, lambda: self.load_view(token, *args, keep_cursor))
+            return
         self.load_view(token, *args, keep_cursor)
 
     def _content(self, graph: int, chain: str, index: int, base: Optional[int], side: bool, folded: bool):
@@ -320,7 +342,14 @@ class ThundervisApp(App):
             self.call_from_thread(self.notify, visible_line(str(e)), severity="error")
             return
         self.call_from_thread(self._show_content, token, content, keep_cursor)
-        self.prefetch(graph, chain, index, side, folded)
+
+    def _schedule_prefetch(self) -> None:
+        """Prepare the neighbouring passes once the user has stayed on this one for a moment
+        (work started during a burst of keys would only slow the keys down)."""
+        if self._prefetch_timer is not None:
+            self._prefetch_timer.stop()
+        args = (self.graph, self.chain, self.index, self.side_by_side, self.folded)
+        self._prefetch_timer = self.set_timer(IDLE_S, lambda: self.prefetch(*args))
 
     @work(thread=True, exclusive=True, group="prefetch")
     def prefetch(self, graph: int, chain: str, index: int, side: bool, folded: bool) -> None:
@@ -355,6 +384,7 @@ class ThundervisApp(App):
         else:
             view.set_unified(rows, keep_cursor)
         self._update_title(counts)
+        self._schedule_prefetch()
         pending = getattr(self, "_pending_line", None)
         if pending is not None and kind == "trace":
             self._pending_line = None
@@ -397,9 +427,9 @@ class ThundervisApp(App):
             if self.overview is not None:
                 hint = Text("select a line to see where it came from, what it became and where it runs\n\n",
                             style=Style(dim=True, italic=True))
-                self.query_one("#detailtext", Static).update(hint + panels.run_summary(self.overview))
+                self.query_one("#detailtext", Static).update(hint + panels.run_summary(self.overview, versions=False))
             return
-        self._detail_timer = self.set_timer(0.12, lambda: self.load_details(
+        self._detail_timer = self.set_timer(2 * IDLE_S, lambda: self.load_details(
             self.graph, self.chain, self.index, event.uid))
 
     @work(thread=True, exclusive=True, group="details")
@@ -535,8 +565,12 @@ class ThundervisApp(App):
     # -- actions: panes and screens -------------------------------------------------------------
 
     def action_toggle_details(self) -> None:
+        details = self.query_one("#details")
+        if self.screen.has_class("-short"):
+            details.toggle_class("-shown")
+            return
         self.details_hidden = not self.details_hidden
-        self.query_one("#details").set_class(self.details_hidden, "-hidden")
+        details.set_class(self.details_hidden, "-hidden")
 
     def action_kernels(self, kernel_id: Optional[int] = None) -> None:
         if self.overview is not None:

@@ -54,8 +54,9 @@ def pass_row(p: PassRow) -> Text:
     return t
 
 
-def run_summary(ov: Overview) -> Text:
-    """Return the run section: target, status (failed/killed in red), device, versions, graphs."""
+def run_summary(ov: Overview, versions: bool = True) -> Text:
+    """Return the run section: target, status (failed/killed in red), device and versions (with
+    ``versions``), graphs, eager chains, fallbacks, traceback."""
     r = ov.run
     t = Text()
     t.append("run  ", style=HEAD)
@@ -66,8 +67,9 @@ def run_summary(ov: Overview) -> Text:
     if r.exit_code is not None:
         t.append(f" (exit {r.exit_code})")
     t.append("\n")
-    t.append("device  ", style=HEAD)
-    t.append(visible_line(f"{r.device} · torch {r.torch}") + "\n")
+    if versions:
+        t.append("device  ", style=HEAD)
+        t.append(visible_line(f"{r.device} · torch {r.torch}") + "\n")
     for g in ov.graphs:
         took = f" · compiled in {g.compile_ms:.0f} ms" if g.compile_ms is not None else " · compiling"
         t.append(f"graph {g.id}", style=Style(bold=True))

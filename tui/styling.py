@@ -119,7 +119,7 @@ def trace_line(raw: str, kind: str = "stmt") -> Text:
     if kind == "sub" and stripped.startswith("# "):
         text.stylize(S_COMMENT, lead, lead + 2)
         code_start = lead + 2
-        text.stylize(Style(dim=True), lead)
+        text.stylize(S_DIM_ONLY, lead)
     cut = _split_comment(line, code_start)
     _code(text, code_start, cut)
     if cut < len(line):
@@ -157,6 +157,15 @@ NOTE_STYLE = {"fused-into": "#ff79c6", "replaced-by": "#e5c07b", "moved": "#56b6
               "removed": "#e06c75"}
 
 
+# Style objects made once: rich caches style combinations by identity, so a fresh Style per row
+# would make every row's rendering miss that cache.
+S_DIM_ONLY = Style(dim=True)
+S_FOLD = Style(color=DIM, italic=True)
+ROW_BG = {k: Style(bgcolor=bg) for k, (bg, _) in DIFF_BG.items() if bg}
+MARKER = {k: Style(color=colour, bold=True) for k, (_, colour) in DIFF_BG.items()}
+NOTE = {k: Style(color=NOTE_STYLE.get(k, DIM), italic=True) for k in list(DIFF_BG) + ["changed"]}
+
+
 def _status_key(status: str, marker: str) -> str:
     return f"changed{marker}" if status == "changed" else status
 
@@ -166,27 +175,27 @@ def diff_cell(row, marker: Optional[str] = None, with_marker: bool = True) -> Te
     background, intra-line highlights and (unified) its note."""
     marker = marker if marker is not None else row.marker
     key = _status_key(row.status, marker)
-    bg, mcolor = DIFF_BG.get(key, (None, FG))
     out = Text(no_wrap=True, end="")
     if row.status == "fold":
-        out.append(visible_line(row.text), style=Style(color=DIM, italic=True))
+        out.append(visible_line(row.text), style=S_FOLD)
         return out
     if with_marker:
-        out.append(f"{row.marker} ", style=Style(color=mcolor, bold=True))
+        out.append(f"{row.marker} ", style=MARKER.get(key, S_FOLD))
     out.append("  " * row.depth)
     body = code_text(row.text)
     offset = len(out.plain)
     out.append_text(body)
     for s, e in row.spans:
-        out.stylize(HIGHLIGHT.get(marker, Style(reverse=True)), offset + s, offset + e)
+        out.stylize(HIGHLIGHT.get(marker, S_DIM_ONLY), offset + s, offset + e)
     if row.status in ("removed", "fused-into") or (row.status == "changed" and marker == "-"):
-        out.stylize(Style(dim=True), offset)
-    if bg:
-        out.stylize(Style(bgcolor=bg), 0)
-        out.style = Style(bgcolor=bg)  # the row's fill past its text (see LinesView.render_line)
+        out.stylize(S_DIM_ONLY, offset)
+    bg = ROW_BG.get(key)
+    if bg is not None:
+        out.stylize(bg, 0)
+        out.style = bg  # the row's fill past its text (see LinesView.render_line)
     return out
 
 
 def diff_note(note: str, status: str) -> Text:
     """Return a diff row's note (``→ fused into triton_fusion_3`` ...), styled by status."""
-    return Text(visible_line(note), style=Style(color=NOTE_STYLE.get(status, DIM), italic=True), end="")
+    return Text(visible_line(note), style=NOTE.get(status, S_FOLD), end="")

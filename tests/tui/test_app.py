@@ -352,11 +352,20 @@ async def test_details_pane_toggles(small_rec):
 
 async def test_narrow_terminal_puts_details_below(small_rec):
     app = open_app(small_rec)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=(100, 40)) as pilot:
         await settle(app, pilot)
-        assert app.screen.has_class("-narrow")
+        assert app.screen.has_class("-narrow") and not app.screen.has_class("-short")
         details, lines = app.query_one("#details"), app.query_one("LinesView")
-        assert details.region.y > lines.region.y and details.region.width >= 70
+        assert details.region.y > lines.region.y and details.region.width >= 90
+    app = open_app(small_rec)
+    async with app.run_test(size=(80, 24)) as pilot:  # small: the trace gets the rows, i shows details
+        await settle(app, pilot)
+        assert app.screen.has_class("-short") and not app.query_one("#details").display
+        assert app.query_one("LinesView").region.height >= 12
+        await pilot.press("i")
+        await pilot.pause()
+        details, lines = app.query_one("#details"), app.query_one("LinesView")
+        assert details.display and details.region.y > lines.region.y
 
 
 async def test_failed_run_shows_banner_and_traceback(failed_rec):
