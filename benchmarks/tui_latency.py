@@ -119,9 +119,12 @@ async def steps(rec: str, rounds: int) -> tuple[list[float], list[float]]:
             if app.diff_from is None:
                 await pilot.press("d")
             await idle(pilot)
+            target = passes[r % (len(passes) - 1) + 1]
             if is_cold:
                 app.data.forget()
-            target = passes[r % (len(passes) - 1) + 1]
+            else:  # the user read the pass long enough for the app to prepare the next one
+                while not app.content_ready(app.graph, app.chain, target, app.index, False, True):
+                    await pilot.pause(0.01)
             t0 = time.perf_counter()
             await pilot.press("n")
             while not (app.loaded and app.index == target):

@@ -78,11 +78,11 @@ class ThundervisApp(App):
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
-        Binding("n", "step(1)", "Next pass"),
-        Binding("p", "step(-1)", "Prev pass"),
+        Binding("n", "step(1)", "Next"),
+        Binding("p", "step(-1)", "Prev"),
         Binding("d", "toggle_diff", "Diff"),
         Binding("D", "diff_against", "Diff vs…", show=False),
-        Binding("s", "toggle_side", "Side by side"),
+        Binding("s", "toggle_side", "Side"),
         Binding("f", "toggle_fold", "Fold", show=False),
         Binding("u", "toggle_unchanged", "Hide unchanged", show=False),
         Binding("c", "next_chain", "Chain"),

@@ -3,6 +3,7 @@ run summary. Pure functions from ``tui.data`` objects to ``rich.text.Text`` (all
 made visible with :mod:`thundervis.safe_text`)."""
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from rich.style import Style
@@ -18,6 +19,15 @@ BAD = "#e06c75"
 WARN = "#e5c07b"
 DIM = styling.DIM
 HEAD = Style(color="#61afef", bold=True)
+
+
+def short_path(path: str) -> str:
+    """Return ``path`` relative to the working folder when it is inside it, else unchanged."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
 
 
 def ms_text(ms: Optional[float]) -> str:
@@ -107,7 +117,7 @@ def symbol_details(d: SymbolDetail) -> Text:
         t.append(" · ".join(bits) + "\n", style=DIM)
     if d.source_file:
         t.append("\nsource  ", style=HEAD)
-        t.append(f"{visible_line(d.source_file)}:{d.source_line}\n", style=styling.S_FILE)
+        t.append(f"{visible_line(short_path(d.source_file))}:{d.source_line}\n", style=styling.S_FILE)
         if d.module:
             t.append("module  ", style=HEAD)
             t.append(visible_line(d.module) + "\n", style=styling.S_MODULE)
