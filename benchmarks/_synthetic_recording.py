@@ -175,11 +175,12 @@ def chain_passes(n_symbols: int, n_lines: int, chain: str, prefix: str, script: 
 
 def write_recording(path: str, n_symbols: int = 10_000, n_lines: int = 40, backward: bool = True,
                     status: str = "ok", traceback_text: Optional[str] = None, script: str = SCRIPT,
-                    finish: bool = True) -> str:
+                    finish: bool = True, also=None) -> str:
     """Write a synthetic recording to ``path`` (must not exist) and return ``path``.
 
     ``status``/``traceback_text`` set how the run ended (``failed`` with a traceback, ...);
-    ``finish=False`` leaves it ``running`` (a live or killed run)."""
+    ``finish=False`` leaves it ``running`` (a live or killed run); ``also(observer)`` records more
+    events before the end (failures, fallbacks)."""
     obs = RecordingObserver(path)
     try:
         obs.start_run(script=script, module=None, argv=[script, "--steps", "1"], cwd="/work",
@@ -194,6 +195,8 @@ def write_recording(path: str, n_symbols: int = 10_000, n_lines: int = 40, backw
                 if kernels:
                     obs.kernels_built(0, chain, kernels)
         obs.graph_finished(0, 1.25)
+        if also is not None:
+            also(obs)
         if finish:
             obs.finish_run(status, 0 if status == "ok" else 1, traceback_text)
     finally:

@@ -38,9 +38,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
-def in_pty(argv: list[str], marker: bytes, timeout: float = 60.0, quit_key: bytes = b"q") -> float:
-    """Run ``argv`` in a 160x48 pseudo-terminal; return the seconds until ``marker`` appears in its
-    output (escape sequences stripped), then send ``quit_key`` and wait for it to exit."""
+def _cpu_s(pid: int) -> float:
+    """Return the CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+def in_pty(argv: list[str], marker: bytes, timeout: float = 60.0, quit_key: bytes = b"q") -> tuple[float, float]:
+    """Run ``argv`` in a 160x48 pseudo-terminal; return (wall seconds, CPU seconds of the process)
+    until ``marker`` appears in its output (escape sequences stripped), then send ``quit_key`` and
+    wait for it to exit."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
     env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
@@ -60,6 +70,7 @@ def in_pty(argv: list[str], marker: bytes, timeout: float = 60.0, quit_key: byte
                 seen += chunk
                 if marker in ANSI.sub(b"", seen[-200_000:]):
                     found = time.perf_counter() - start
+                    cpu = _cpu_s(proc.pid)
                     break
             elif proc.poll() is not None:
                 break
@@ -75,7 +86,7 @@ def in_pty(argv: list[str], marker: bytes, timeout: float = 60.0, quit_key: byte
                     os.read(master, 1 << 16)
                 except OSError:
                     break
-        return found
+        return found, cpu
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -83,8 +94,9 @@ def in_pty(argv: list[str], marker: bytes, timeout: float = 60.0, quit_key: byte
         os.close(master)
 
 
-def cold_start(rec: str, rounds: int) -> tuple[list[float], list[float]]:
-    """Return (seconds to first paint per round, ``python -c`` baseline per round), interleaved."""
+def cold_start(rec: str, rounds: int) -> tuple[list, list]:
+    """Return ((wall, cpu) seconds to first paint per round, the same for a ``python -c``
+    baseline), interleaved."""
     exe = shutil.which("thundervis")
     view = [exe, "view", rec] if exe else [sys.executable, "-m", "thundervis", "view", rec]
     base = [sys.executable, "-c", "print('ready')"]
@@ -125,12 +137,12 @@ async def steps(rec: str, rounds: int) -> tuple[list[float], list[float]]:
             else:  # the user read the pass long enough for the app to prepare the next one
                 while not app.content_ready(app.graph, app.chain, target, app.index, False, True):
                     await pilot.pause(0.01)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             await pilot.press("n")
             while not (app.loaded and app.index == target):
                 await pilot.pause(0.001)
             await pilot.pause()  # the refresh that paints it
-            (cold if is_cold else warm).append(time.perf_counter() - t0)
+            (cold if is_cold else warm).append((time.perf_counter() - t0, time.thread_time() - c0))
             assert app.query_one("LinesView").mode == "unified"
     app.data.close()
     return warm, cold
@@ -152,19 +164,24 @@ def main() -> int:
         print(f"synthetic recording: {args.symbols} symbols per trace, 12 passes, forward + backward, "
               f"{os.path.getsize(rec) / 1e6:.1f} MB, written in {time.perf_counter() - t:.1f} s")
     paints, bases = cold_start(rec, args.rounds)
-    med_paint, med_base = statistics.median(paints), statistics.median(bases)
-    print(f"cold start to first paint (thundervis view, pty 160x48): median {med_paint * 1e3:.0f} ms, "
-          f"min {min(paints) * 1e3:.0f} ms over {len(paints)} runs  [target < 1000 ms]")
-    print(f"  python -c baseline in the same pty: median {med_base * 1e3:.0f} ms; "
-          f"view / baseline = {med_paint / med_base:.2f}")
+    med = lambda xs, k: statistics.median(x[k] for x in xs)  # noqa: E731
+    med_paint, med_base = med(paints, 0), med(bases, 0)
+    print(f"cold start to first paint (thundervis view, pty 160x48): wall median {med_paint * 1e3:.0f} ms, "
+          f"min {min(p[0] for p in paints) * 1e3:.0f} ms over {len(paints)} runs  [target < 1000 ms]")
+    print(f"  CPU time of the process until then: median {med(paints, 1) * 1e3:.0f} ms "
+          f"(the wall time of an idle machine; this one may be shared)")
+    print(f"  python -c baseline in the same pty: wall median {med_base * 1e3:.0f} ms, CPU {med(bases, 1) * 1e3:.0f} ms;"
+          f" view / baseline = {med_paint / med_base:.2f} (wall), {med(paints, 1) / med(bases, 1):.2f} (CPU)")
     warm, cold = asyncio.run(steps(rec, args.rounds))
-    print(f"next pass with diff (App.run_test, 160x48): warm median {statistics.median(warm) * 1e3:.1f} ms, "
-          f"max {max(warm) * 1e3:.1f} ms  [target < 100 ms]")
-    print(f"  cold (nothing memoised: load + validate + diff in the worker): median "
-          f"{statistics.median(cold) * 1e3:.0f} ms, max {max(cold) * 1e3:.0f} ms; "
-          f"cold / warm = {statistics.median(cold) / statistics.median(warm):.1f}")
+    print(f"next pass with diff (App.run_test, 160x48): warm wall median {med(warm, 0) * 1e3:.1f} ms, "
+          f"max {max(w[0] for w in warm) * 1e3:.1f} ms  [target < 100 ms]")
+    print(f"  UI thread CPU time per warm step: median {med(warm, 1) * 1e3:.1f} ms, "
+          f"max {max(w[1] for w in warm) * 1e3:.1f} ms")
+    print(f"  cold (nothing memoised: load + validate + diff in the worker): wall median "
+          f"{med(cold, 0) * 1e3:.0f} ms, max {max(c[0] for c in cold) * 1e3:.0f} ms; "
+          f"cold / warm = {med(cold, 0) / med(warm, 0):.1f}")
     print(f"  load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    ok = med_paint < 1.0 and statistics.median(warm) < 0.1
+    ok = med_paint < 1.0 and med(warm, 0) < 0.1
     print("targets met" if ok else "targets NOT met")
     shutil.rmtree(folder, ignore_errors=True)
     return 0

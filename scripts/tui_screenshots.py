@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 
@@ -32,7 +33,8 @@ async def shoot(rec: str, out_svg: str, size: tuple[int, int], diff: bool) -> No
             await pilot.press("d")
             await idle()
         view = app.query_one("LinesView")
-        target = next((i for i in range(view.line_count()) if view.uid_at(i) and "fusion" in view.texts[i]), 0)
+        fusion = re.compile(r"= \w*fusion_?\d+\(")
+        target = next((i for i in range(view.line_count()) if view.uid_at(i) and fusion.search(view.texts[i])), 0)
         view.move_cursor(target)
         view.focus()
         await idle()

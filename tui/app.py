@@ -435,12 +435,17 @@ class ThundervisApp(App):
     @work(thread=True, exclusive=True, group="details")
     def load_details(self, graph: int, chain: str, index: int, uid: str) -> None:
         """Worker: gather the selected symbol's details."""
+        from dataclasses import replace
         try:
-            d = self.data.symbol_detail(graph, chain, index, uid)
+            d = self.data.symbol_detail(graph, chain, index, uid, with_lineage=False)
+            src = (d.source_file, d.source_line) if d.source_file and d.source_line else None
+            # What is quick first; the lineage (every pass of every chain) follows.
+            waiting = panels.symbol_details(d) + Text("\nlineage …\n", style=Style(dim=True))
+            self.call_from_thread(self._show_details, uid, waiting, src)
+            d = replace(d, lineage=self.data.lineage(graph, uid))
         except DataError as e:
             self.call_from_thread(self._show_details, uid, Text(visible_line(str(e)), style=Style(dim=True)), None)
             return
-        src = (d.source_file, d.source_line) if d.source_file and d.source_line else None
         self.call_from_thread(self._show_details, uid, panels.symbol_details(d), src)
 
     def _show_details(self, uid: str, text: Text, src) -> None:
@@ -588,8 +593,15 @@ class ThundervisApp(App):
         if self.overview is None:
             return
 
+        lines = self.lines
+        if self.diff_from is not None and self.graph is not None:  # search the pass's trace, not the diff
+            try:
+                lines = self.data.trace_lines(self.graph, self.chain, self.index)
+            except DataError:
+                lines = []
+
         def search(q: str):
-            return self.data.search(q, self.graph, self.chain, self.index, self.lines, self.overview.kernels)
+            return self.data.search(q, self.graph, self.chain, self.index, lines, self.overview.kernels)
 
         def done(hit: Optional[SearchHit]):
             if hit is None:

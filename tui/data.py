@@ -352,15 +352,23 @@ class RecordingData:
 
     # -- details --------------------------------------------------------------------------------
 
-    def symbol_detail(self, graph: int, chain: str, index: int, uid: str) -> SymbolDetail:
+    def lineage(self, graph: int, uid: str) -> tuple:
+        """Return the lineage of ``uid`` as ``((chain, link, ((passes, symbols), ...)), ...)``,
+        consecutive passes that kept the same symbols merged."""
+        lin = self._call(self._rec.lineage_of_uid, graph, uid)
+        return tuple((cl.chain, cl.link, _runs(cl.steps)) for cl in lin.chains)
+
+    def symbol_detail(self, graph: int, chain: str, index: int, uid: str,
+                      with_lineage: bool = True) -> SymbolDetail:
         """Return what is known about symbol ``uid`` as of pass ``index``: source with context,
-        what it came from and became, lineage through the passes of every chain, the kernel it
-        ended in, its twins, why it was not lowered or fused, its timing."""
+        what it came from and became, the kernel it ended in, its twins, why it was not lowered or
+        fused, its timing, and (``with_lineage``) its lineage through every chain's passes."""
+        from dataclasses import replace
+
         from thundervis.recording import PassRef
         d = self._call(self._rec.symbol, PassRef(graph, chain, index), uid)
-        lin = self._call(self._rec.lineage_of_uid, graph, uid)
         b = d.symbol
-        steps = tuple((cl.chain, cl.link, _runs(cl.steps)) for cl in lin.chains)
+        steps = ()
         ended = []
         if d.kernel is not None:
             ended.append(f"{d.kernel.name} [{d.kernel.executor}]")
@@ -378,12 +386,13 @@ class RecordingData:
             timing = f"{_fmt_us(t.median_us)} median over {t.calls} calls · {t.share * 100:.1f}% of step"
             if t.gbps:
                 timing += f" · {t.gbps:.1f} GB/s"
-        return SymbolDetail(uid, b.sym, chain, b.executor, b.note, b.aten, b.seq_nr,
+        detail = SymbolDetail(uid, b.sym, chain, b.executor, b.note, b.aten, b.seq_nr,
                             src.file if src else None, src.line if src else None, src.code if src else None,
                             d.module, snippet, bool(d.snippet and d.snippet.recorded),
                             tuple(f"{_sym_label(s)} ({s.uid})" for s in d.came_from[:6]),
                             tuple(f"{_sym_label(s)} ({s.uid})" for s in d.became[:6]),
                             d.fallback, steps, tuple(dict.fromkeys(ended)), twins, timing)
+        return replace(detail, lineage=self.lineage(graph, uid)) if with_lineage else detail
 
     # -- kernels --------------------------------------------------------------------------------
 

@@ -456,3 +456,35 @@ async def test_empty_recording_opens(tmp_path):
         await pilot.press("n", "d", "c", "k")
         await pilot.pause()
         assert app.is_running
+
+
+async def test_eager_chains_and_fallen_back_kernels_are_marked(tmp_path):
+    from conftest import write_recording
+
+    def also(obs):
+        obs.chain_failed(0, "backward", "NotImplementedError: no lowering for aten.weird", "Traceback ...\n")
+        obs.note("kernel_fallback", {"kernel": "triton_fusion_1", "executor": "triton",
+                                     "error": "CompilationError: out of shared memory"}, graph=0, chain="forward")
+    path = write_recording(str(tmp_path / "fallbacks.tvrec"), n_symbols=30, also=also)
+    with open_recording(path) as rec:
+        fell = next(k for k in rec.kernels() if k.name == "triton_fusion_1" and k.chain == "forward")
+    app = open_app(path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(app, pilot)
+        top = str(app.query_one("#topbar").render())
+        assert "1 eager" in top and "1 fell back" in top
+        chains = [str(o.prompt) for o in app.query_one("#chains").options]
+        assert any("backward" in c and "eager" in c for c in chains)
+        assert not any("forward" in c and "eager" in c for c in chains)
+        await pilot.press("t")
+        await pilot.pause()
+        text = screen_text(app)
+        assert "backward ran eagerly: NotImplementedError: no lowering for aten.weird" in text
+        assert "triton_fusion_1 fell back to torch: CompilationError: out of shared memory" in text
+        await pilot.press("escape", "k")
+        await pilot.pause(0.3)
+        screen = app.screen
+        row = next(i for i, k in enumerate(screen.kernels) if k.id == fell.id)
+        screen.query_one("DataTable").move_cursor(row=row)
+        await pilot.pause(0.3)
+        assert "out of shared memory" in str(screen.query_one("#kinfo").render())
