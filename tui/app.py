@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import time
 from typing import Iterable, Optional
 
 from rich.style import Style
@@ -28,7 +27,8 @@ from thundervis.safe_text import visible_line
 from . import panels
 from .data import ChainRow, DataError, Overview, RecordingData, SearchHit, map_lines
 from .lines_view import LinesView
-from .screens import HelpScreen, KernelsScreen, PassPicker, RunScreen, SearchScreen
+from .navigation import PassNavigation
+from .screens import HelpScreen, KernelsScreen, RunScreen, SearchScreen
 
 NARROW = 110  # below this many columns the details pane goes under the trace
 SHORT = 34  # ... and below this many rows too it shows only when asked (i)
@@ -39,7 +39,7 @@ IDLE_S = 0.25  # the user stayed this long on a pass or line: prepare its neighb
 SWITCH_INTERVAL_S = 0.0005
 
 
-class ThundervisApp(App):
+class ThundervisApp(PassNavigation, App):
     """Browse one recording. Build it with a :class:`tui.data.RecordingData`."""
 
     TITLE = "thundervis"
@@ -130,6 +130,7 @@ class ThundervisApp(App):
     # -- layout ---------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        """The top bar, banner, chains and stepper, trace view, details, footer."""
         yield Static(id="topbar")
         yield Static(id="banner")
         with Horizontal(id="body"):
@@ -146,6 +147,7 @@ class ThundervisApp(App):
         yield Footer()
 
     def on_mount(self) -> None:
+        """Read the overview, show the first view, start polling."""
         import sys
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -156,10 +158,12 @@ class ThundervisApp(App):
             self.set_interval(self.poll_s, self.poll)
 
     def on_unmount(self) -> None:
+        """Give the interpreter its usual switch interval back."""
         import sys
         sys.setswitchinterval(getattr(self, "_switch_interval", 0.005))
 
     def on_resize(self, event) -> None:
+        """Narrow or short terminals rearrange the panes."""
         self._apply_width(event.size.width, event.size.height)
 
     def _apply_width(self, width: int, height: Optional[int] = None) -> None:
@@ -241,40 +245,13 @@ class ThundervisApp(App):
         return next((p for p in c.passes if p.index == self.index), None) if c else None
 
     def _update_topbar(self) -> None:
-        ov = self.overview
-        r = ov.run
-        t = Text(no_wrap=True, overflow="ellipsis")
-        t.append("thundervis ", style=Style(bold=True, color="#e5c07b"))
-        t.append(visible_line(os.path.basename(r.target)), style=Style(bold=True))
-        colour = panels.OK if r.status == "ok" else panels.WARN if r.status == "running" else panels.BAD
-        t.append("  ")
-        t.append(visible_line(r.status), style=Style(color=colour, bold=True))
-        t.append(f"  {len(ov.graphs)} graph{'s' if len(ov.graphs) != 1 else ''} · {len(ov.kernels)} kernels",
-                 style=Style(dim=True))
-        eager = sum(1 for g in ov.graphs for c in g.chains if c.eager) + sum(1 for g in ov.graphs if g.eager)
-        fell = sum(1 for k in ov.kernels if k.fallback)
-        if eager:
-            t.append(f" · {eager} eager", style=Style(color=panels.BAD))
-        if fell:
-            t.append(f" · {fell} fell back", style=Style(color=panels.WARN))
-        self.query_one("#topbar", Static).update(t)
+        self.query_one("#topbar", Static).update(panels.topbar(self.overview))
 
     def _update_banner(self) -> None:
-        r = self.overview.run
         banner = self.query_one("#banner", Static)
-        if r.status in ("ok", "running"):
-            banner.remove_class("-shown")
-            return
-        last = (r.traceback or "").strip().splitlines()[-1:] or [""]
-        t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(f"the script {visible_line(r.status)}", style=Style(bold=True))
-        if r.exit_code is not None:
-            t.append(f" (exit {r.exit_code})")
-        if last[0]:
-            t.append(f": {visible_line(last[0])}")
-        t.append("  — t: traceback", style=Style(dim=True))
-        banner.update(t)
-        banner.add_class("-shown")
+        text = panels.banner(self.overview.run)
+        banner.set_class(text is not None, "-shown")
+        banner.update(text or "")
 
     # -- the middle view ------------------------------------------------------------------------
 
@@ -454,8 +431,6 @@ class ThundervisApp(App):
         self.selected_source = src
         self.query_one("#detailtext", Static).update(text)
 
-    # -- actions: passes ------------------------------------------------------------------------
-
     @on(OptionList.OptionSelected, "#passes")
     @on(OptionList.OptionHighlighted, "#passes")
     def _pass_chosen(self, event) -> None:
@@ -469,107 +444,10 @@ class ThundervisApp(App):
         if 0 <= event.option_index < len(keys):
             self.go_to_chain(*keys[event.option_index])
 
-    def go_to_pass(self, index: int) -> None:
-        """Show pass ``index`` of the current chain."""
-        if index == self.index:
-            return
-        self.index = index
-        ol = self.query_one("#passes", OptionList)
-        if index in self._pass_keys:
-            pos = self._pass_keys.index(index)
-            if ol.highlighted != pos:
-                with ol.prevent(OptionList.OptionHighlighted):
-                    ol.highlighted = pos
-        self.show_view(keep_cursor=True)
-
-    def go_to_chain(self, graph: int, chain: str) -> None:
-        """Show the last pass of ``chain`` of ``graph``."""
-        if (graph, chain) == (self.graph, self.chain):
-            return
-        self.graph, self.chain = graph, chain
-        c = self.current_chain()
-        self.index = c.passes[-1].index if c and c.passes else None
-        self.diff_from = None if self.diff_from is None or self.diff_from >= 0 else -1
-        self._fill_chains()
-        self._fill_passes()
-        self.show_view()
-
-    def action_step(self, delta: int) -> None:
-        """Go to the next (1) or previous (-1) pass shown in the stepper."""
-        keys = getattr(self, "_pass_keys", [])
-        if self.index not in keys:
-            return
-        pos = keys.index(self.index) + delta
-        if 0 <= pos < len(keys):
-            self.go_to_pass(keys[pos])
-        else:
-            self.bell()
-
-    def action_next_chain(self) -> None:
-        keys = getattr(self, "_chain_keys", [])
-        if keys:
-            i = keys.index((self.graph, self.chain)) if (self.graph, self.chain) in keys else -1
-            self.go_to_chain(*keys[(i + 1) % len(keys)])
-
-    def action_next_graph(self) -> None:
-        if not self.overview or not self.overview.graphs:
-            return
-        ids = [g.id for g in self.overview.graphs]
-        nxt = ids[(ids.index(self.graph) + 1) % len(ids)] if self.graph in ids else ids[0]
-        g = next(g for g in self.overview.graphs if g.id == nxt)
-        kinds = [c.kind for c in g.chains]
-        kind = self.chain if self.chain in kinds else (kinds[0] if kinds else None)
-        if kind is not None:
-            self.go_to_chain(nxt, kind)
-
-    def action_jump(self) -> None:
-        c = self.current_chain()
-        if c is None:
-            return
-
-        def done(index):
-            if index is not None:
-                self.go_to_pass(index)
-        self.push_screen(PassPicker("jump to pass", c.passes, self.index), done)
-
-    def action_toggle_unchanged(self) -> None:
-        self.hide_unchanged = not self.hide_unchanged
-        self._fill_passes()
-        self.notify("passes that changed nothing are " + ("hidden" if self.hide_unchanged else "shown"), timeout=2)
-        if self.diff_from == -1:
-            self.show_view(keep_cursor=True)
-
-    # -- actions: diff --------------------------------------------------------------------------
-
-    def action_toggle_diff(self) -> None:
-        self.diff_from = None if self.diff_from is not None else -1
-        self.show_view()
-
-    def action_diff_against(self) -> None:
-        c = self.current_chain()
-        if c is None:
-            return
-
-        def done(index):
-            if index is not None:
-                self.diff_from = index
-                self.show_view()
-        self.push_screen(PassPicker("diff against pass", c.passes, self.diff_base()), done)
-
-    def action_toggle_side(self) -> None:
-        self.side_by_side = not self.side_by_side
-        if self.diff_from is None:
-            self.diff_from = -1
-        self.show_view(keep_cursor=True)
-
-    def action_toggle_fold(self) -> None:
-        self.folded = not self.folded
-        if self.diff_from is not None:
-            self.show_view()
-
     # -- actions: panes and screens -------------------------------------------------------------
 
     def action_toggle_details(self) -> None:
+        """Show or hide the details pane."""
         details = self.query_one("#details")
         if self.screen.has_class("-short"):
             details.toggle_class("-shown")
@@ -578,18 +456,22 @@ class ThundervisApp(App):
         details.set_class(self.details_hidden, "-hidden")
 
     def action_kernels(self, kernel_id: Optional[int] = None) -> None:
+        """Open the kernels table (on ``kernel_id`` when given)."""
         if self.overview is not None:
             self.push_screen(KernelsScreen(self.data, self.overview, kernel_id))
 
     def action_run_info(self) -> None:
+        """Show the run: status, eager chains, fallbacks, traceback."""
         if self.overview is not None:
             self.push_screen(RunScreen(self.overview))
 
     def action_help(self) -> None:
+        """Show every key binding."""
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_search(self) -> None:
+        """Search symbols and source lines of the pass shown, and kernel names."""
         if self.overview is None:
             return
 
@@ -646,6 +528,7 @@ class ThundervisApp(App):
 
     @work(thread=True, exclusive=True, group="poll")
     def check_revision(self, known) -> None:
+        """Worker: reload the overview when the recording changed."""
         try:
             if self.data.revision() == known:
                 return

@@ -511,10 +511,8 @@ def map_lines(printed: list[str], trace) -> list[TraceLine]:
         out.append(TraceLine(printed[i], "meta"))
         i += 1
     last_src = None
-    ok = trace is not None
     for b in (trace.symbols if trace is not None else ()):
         if i >= n:
-            ok = False
             break
         if b.sym == "del":
             out.append(TraceLine(printed[i], "del"))
@@ -529,7 +527,6 @@ def map_lines(printed: list[str], trace) -> list[TraceLine]:
                     out.append(TraceLine(printed[i], "source", b.uid))
                     i += 1
         if i >= n or b.sym not in printed[i]:
-            ok = False
             break
         out.append(TraceLine(printed[i], "stmt", b.uid))
         i += 1

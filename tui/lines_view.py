@@ -171,13 +171,16 @@ class LinesView(ScrollView, can_focus=True):
         return strip
 
     def on_resize(self) -> None:
+        """Side-by-side rows depend on the width: draw them again."""
         if self.mode == "side":
             self._cache.clear()
 
     def on_focus(self) -> None:
+        """Show the cursor line in its focused colour."""
         self.refresh_line(self.cursor)
 
     def on_blur(self) -> None:
+        """Show the cursor line in its unfocused colour."""
         self.refresh_line(self.cursor)
 
     def refresh_line(self, index: int) -> None:
@@ -207,15 +210,19 @@ class LinesView(ScrollView, can_focus=True):
         self.post_message(self.CursorMoved(self, index, self.uid_at(index)))
 
     def action_cursor(self, delta: int) -> None:
+        """Move the cursor ``delta`` lines."""
         self.move_cursor(self.cursor + delta)
 
     def action_page(self, direction: int) -> None:
+        """Move the cursor one screen up (-1) or down (1)."""
         self.move_cursor(self.cursor + direction * max(1, self.scrollable_content_region.height - 1))
 
     def action_jump(self, where: int) -> None:
+        """Move the cursor to the first (0) or last (-1) line."""
         self.move_cursor(self._count - 1 if where < 0 else where)
 
     def on_click(self, event) -> None:
+        """Select the clicked line."""
         offset = event.get_content_offset(self)
         if offset is None:
             return

@@ -206,3 +206,38 @@ def rerun_table(rows, notes=(), error: Optional[str] = None) -> Text:
         if status != "ok" and detail:
             t.append(f"           {visible_line(detail)[:200]}\n", style=DIM)
     return t
+
+
+def topbar(ov: Overview) -> Text:
+    """Return the top bar: script, run status, graphs and kernels, eager and fallback counts."""
+    r = ov.run
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("thundervis ", style=Style(bold=True, color="#e5c07b"))
+    t.append(visible_line(os.path.basename(r.target)), style=Style(bold=True))
+    colour = OK if r.status == "ok" else WARN if r.status == "running" else BAD
+    t.append("  ")
+    t.append(visible_line(r.status), style=Style(color=colour, bold=True))
+    t.append(f"  {len(ov.graphs)} graph{'s' if len(ov.graphs) != 1 else ''} · {len(ov.kernels)} kernels",
+             style=Style(dim=True))
+    eager = sum(1 for g in ov.graphs for c in g.chains if c.eager) + sum(1 for g in ov.graphs if g.eager)
+    fell = sum(1 for k in ov.kernels if k.fallback)
+    if eager:
+        t.append(f" · {eager} eager", style=Style(color=BAD))
+    if fell:
+        t.append(f" · {fell} fell back", style=Style(color=WARN))
+    return t
+
+
+def banner(r) -> Optional[Text]:
+    """Return the banner of a run that failed, was interrupted or killed (None otherwise)."""
+    if r.status in ("ok", "running"):
+        return None
+    last = (r.traceback or "").strip().splitlines()[-1:] or [""]
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"the script {visible_line(r.status)}", style=Style(bold=True))
+    if r.exit_code is not None:
+        t.append(f" (exit {r.exit_code})")
+    if last[0]:
+        t.append(f": {visible_line(last[0])}")
+    t.append("  — t: traceback", style=Style(dim=True))
+    return t

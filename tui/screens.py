@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
@@ -67,6 +67,7 @@ class KernelsScreen(Screen):
         self.busy = False
 
     def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
         yield Static(id="ktitle")
         yield DataTable(id="ktable", cursor_type="row", zebra_stripes=True)
         yield ProgressBar(id="kprogress", show_eta=False)
@@ -77,6 +78,7 @@ class KernelsScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        """Fill the screen and focus its main widget."""
         table = self.query_one(DataTable)
         for c in COLUMNS:
             table.add_column(c, key=c)
@@ -171,6 +173,7 @@ class KernelsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="stored-reruns")
     def load_stored_reruns(self, k: KernelRow) -> None:
+        """Worker: show the re-runs stored in the recording for ``k``."""
         try:
             rows = self.data.rerun_results(k.id)
         except Exception as e:
@@ -192,13 +195,16 @@ class KernelsScreen(Screen):
             self.query_one("#krerun", Static).update(text)
 
     def action_cycle_sort(self) -> None:
+        """Sort by the next column."""
         self.sort = COLUMNS[(COLUMNS.index(self.sort) + 1) % len(COLUMNS)]
         self.fill()
 
     def action_open(self) -> None:
+        """Move focus to the selected kernel's detail (members, code)."""
         self.query_one("#kdetail").focus()
 
     def action_rerun(self) -> None:
+        """Re-run the selected kernel with every executor, in a worker."""
         k = self.selected()
         if k is None:
             return
@@ -214,6 +220,7 @@ class KernelsScreen(Screen):
 
     @work(thread=True, exclusive=True, group="rerun")
     def run_rerun(self, k: KernelRow) -> None:
+        """Worker: the re-run, reporting progress per executor; errors end up on screen."""
         def progress(done: int, total: int, name: str) -> None:
             self.app.call_from_thread(self._progress, done, total, name, k)
         try:
@@ -236,12 +243,14 @@ class KernelsScreen(Screen):
         self._set_rerun(k.id, text, True)
 
     def action_repro(self) -> None:
+        """Write the selected kernel's repro script into the working folder."""
         k = self.selected()
         if k is not None:
             self.write_repro(k)
 
     @work(thread=True, exclusive=True, group="repro")
     def write_repro(self, k: KernelRow) -> None:
+        """Worker: write the repro script and say where (or why not)."""
         try:
             path = self.data.write_repro(k)
         except Exception as e:
@@ -269,6 +278,7 @@ class SearchScreen(ModalScreen):
         self.hits: list[SearchHit] = []
 
     def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
         with Vertical():
             yield Input(placeholder="search symbols, source lines, kernels …", id="q")
             yield OptionList(id="hits")
@@ -299,6 +309,7 @@ class SearchScreen(ModalScreen):
         self.dismiss(self.hits[event.option_index])
 
     def action_focus_results(self) -> None:
+        """Move focus from the query to the results."""
         self.query_one(OptionList).focus()
 
 
@@ -321,11 +332,13 @@ class PassPicker(ModalScreen):
         self.current = current
 
     def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
         with Vertical():
             yield Static(Text(self.title_text, style=Style(bold=True)))
             yield OptionList(*[Option(panels.pass_row(p)) for p in self.passes], id="picks")
 
     def on_mount(self) -> None:
+        """Fill the screen and focus its main widget."""
         ol = self.query_one(OptionList)
         for i, p in enumerate(self.passes):
             if p.index == self.current:
@@ -353,6 +366,7 @@ class RunScreen(ModalScreen):
         self.overview = overview
 
     def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
         with VerticalScroll():
             yield Static(panels.run_summary(self.overview), id="runinfo")
 
@@ -383,6 +397,7 @@ class HelpScreen(ModalScreen):
     """
 
     def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
         t = Text()
         t.append("thundervis — keys\n", style=Style(bold=True, color="#e5c07b"))
         for group, keys in HELP:

@@ -162,7 +162,6 @@ async def test_intraline_spans_reach_the_screen(small_rec):
         app.go_to_pass(claim.index)
         await pilot.press("d")
         await settle(app, pilot)
-        from thundervis.tui.data import DataError  # noqa: F401
         rows, counts = app.data.diff_rows(0, "forward", app.diff_base(), claim.index, False, 3)
         assert counts["changed"] > 0
         assert any(r.spans for r in rows if r.status == "changed")
