@@ -62,9 +62,9 @@ def synthetic_pair(n: int, seed: int = 0) -> tuple[Trace, Trace]:
         if r < 0.12 and i + 4 < n - 1:
             members = tuple(before[i:i + 4])
             outs = (members[-1].outputs,)
-            after.append(BoundSymbol(f"triton_fusion_{fusions}", members[0].args, {}, outs, uid=f"f{next_uid}",
+            after.append(BoundSymbol(f"fw_fusion_{fusions}", members[0].args, {}, outs, uid=f"f{next_uid}",
                                      origin=tuple(m.uid for m in members), subsymbols=members,
-                                     executor="triton"))
+                                     executor="triton", fusion=True))
             fusions += 1
             next_uid += 1
             i += 4

@@ -65,8 +65,8 @@ def launches(b) -> int:
     """Return the kernels one top-level symbol of a final trace launches (0 for views and dels)."""
     if b.sym == "del":
         return 0
-    if b.subsymbols and not b.sym.startswith(("prims.", "aten.")):
-        return 1  # a fusion: one kernel
+    if b.fusion:
+        return 1  # one kernel
     if b.subsymbols and all(_op_name(s.sym) in VIEW_OPS for s in b.subsymbols):
         return 0
     return 0 if _op_name(b.sym) in VIEW_OPS else 1
@@ -97,7 +97,7 @@ def count_ours(model, batch, executors):
     for (graph, chain), trace in sorted(finals.items()):
         key = f"graph {graph} {chain}"
         per_chain[key] = sum(launches(b) for b in trace.symbols)
-        fusions[key] = sum(1 for b in trace.symbols if b.subsymbols and not b.sym.startswith(("prims.", "aten.")))
+        fusions[key] = sum(1 for b in trace.symbols if b.fusion)
     return per_chain, fusions, failures
 
 

@@ -1,20 +1,23 @@
 """Acquisition: turn an FX graph (from Dynamo or AOTAutograd) into a :class:`Trace`.
 
-Proxy names: placeholders keep their FX names (``primals_1``, ``tangents_1``, ``l_x_``), every other
-value becomes ``t0``, ``t1`` ... in graph order, so names are deterministic. ``operator.getitem`` on
+Proxy names: placeholders get the readable names the caller passes (``blocks_0_attn_qkv_weight``
+for ``primals_7``, see :mod:`input_names`; the FX name is kept in ``Trace.fx_names``) or keep their
+FX names, every other value becomes ``t0``, ``t1`` ... in graph order, so names are deterministic. ``operator.getitem`` on
 multi-output ops is folded into the producing symbol's tuple of outputs.
 """
 from __future__ import annotations
 
 import operator
 import re
-from typing import Any
+from typing import Any, Mapping, Optional
 
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
+from .input_names import assign_input_names
 from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
+from .registry import register_live
 from .source import source_of
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
 
@@ -42,6 +45,14 @@ def _raw_symbol_name(target) -> str:
         return torch.fx.node._get_qualified_name(target)
     except Exception:
         return getattr(target, "__qualname__", None) or repr(target)
+
+
+def _method_caller(method: str):
+    """Return ``fn(self, *args, **kwargs)`` calling the tensor method ``method`` (FX call_method)."""
+    def call(self, *args, **kwargs):
+        return getattr(self, method)(*args, **kwargs)
+    call.__name__ = method
+    return call
 
 
 def _val(node: torch.fx.Node):
@@ -74,13 +85,17 @@ def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, u
 
 
 def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str | None = None,
-                aten_only: bool = True) -> Trace:
+                aten_only: bool = True, input_names: Optional[Mapping[str, str]] = None) -> Trace:
     """Convert ``gm`` into a Trace of chain ``chain`` for compiled graph number ``graph``.
 
     With ``aten_only`` every call must be an ATen/prims overload (AOTAutograd graphs); otherwise any
-    callable is recorded by its qualified name (Dynamo graphs). Raises :class:`UnsupportedGraph`.
+    callable is recorded by its qualified name (Dynamo graphs). ``input_names``: {placeholder name:
+    readable name} (made valid and unique here). Raises :class:`UnsupportedGraph`.
     """
     prefix = CHAIN_PREFIX.get(chain, "x")
+    fx_input_names = [n.name if is_valid_name(n.name) else f"in{i}"
+                      for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")]
+    final_names = assign_input_names(fx_input_names, input_names or {})
     env: dict[torch.fx.Node, Any] = {}
     inputs: list[TensorProxy] = []
     symbols: list[BoundSymbol] = []
@@ -115,8 +130,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 if not isinstance(v, torch.Tensor):
                     raise UnsupportedGraph(
                         f"input {node.name} is a {type(v).__name__}, not a tensor (dynamic shapes are not supported yet)")
-                pname = node.name if is_valid_name(node.name) else f"in{len(inputs)}"
-                p = proxy_for(pname, v)
+                p = proxy_for(final_names[fx_input_names[len(inputs)]], v)
                 env[node] = p
                 inputs.append(p)
             elif node.op == "get_attr":
@@ -138,8 +152,13 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 env[node] = out
                 meta = node.meta
                 aten = meta.get("original_aten")
+                sym = symbol_name(target)
+                # The registry resolves this name (live, in this process only) to what the graph called.
+                register_live(sym, target if not isinstance(target, str) else _method_caller(target))
+                if aten is not None and isinstance(aten, torch._ops.OpOverload):
+                    register_live(symbol_name(aten), aten)
                 symbols.append(BoundSymbol(
-                    sym=symbol_name(target), args=args, kwargs=kwargs, outputs=out,
+                    sym=sym, args=args, kwargs=kwargs, outputs=out,
                     uid=f"{prefix}{uid}", source=source_of(meta),
                     seq_nr=meta.get("seq_nr") if isinstance(meta.get("seq_nr"), int) else None,
                     aten=symbol_name(target) if isinstance(target, torch._ops.OpOverload)
@@ -152,5 +171,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
         raise UnsupportedGraph(str(e)) from None
     if not isinstance(outputs, tuple):
         outputs = (outputs,)
+    renamed = {final: fx for fx, final in final_names.items() if final != fx}
     return Trace(name=name or chain, inputs=tuple(inputs), symbols=tuple(symbols), outputs=outputs,
-                 chain=chain, graph=graph, pass_name="acquire", next_uid=uid, next_name=counter)
+                 chain=chain, graph=graph, pass_name="acquire", next_uid=uid, next_name=counter,
+                 fx_names=renamed)

@@ -24,6 +24,8 @@ from torch._functorch.aot_autograd import aot_module_simplified  # noqa: E402
 from torch._functorch.partitioners import default_partition  # noqa: E402
 
 from .acquire import UnsupportedGraph, fx_to_trace
+from .input_names import aot_argument_names, aot_input_names, dynamo_input_names, saved_input_names
+from .ir import flatten
 from .observer import CompileObserver
 from .pipeline import CompileOptions, compile_chain
 from .profiling import ProfiledChain, ProfileSettings
@@ -96,6 +98,10 @@ class ThundervisCompiler:
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None):
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver(),
                                       profile=profile)
+        # Per graph: the names of AOTAutograd's flat arguments, and the acquired forward trace's
+        # outputs (the backward's saved values are among them); see input_names.
+        self._arguments: dict[int, list] = {}
+        self._forward_outputs: dict[int, list] = {}
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         with _lock:
@@ -105,9 +111,17 @@ class ThundervisCompiler:
         obs.graph_started(graph, {"n_inputs": len(example_inputs),
                                   "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
                                   "reason": _compile_reason()})
+        try:  # readable input names; the FX names stay in each trace's fx_names
+            dynamo_names = dynamo_input_names(gm)
+            arguments = aot_argument_names(gm, dynamo_names)
+        except Exception:
+            dynamo_names, arguments = [], []
+        self._arguments[graph] = arguments
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         try:
             t0 = time.perf_counter()
-            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False)
+            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False,
+                              input_names={p: n for p, n in zip(placeholders, dynamo_names) if n})
             obs.pass_done(graph, "dynamo", 0, "acquire", dyn.replace(meta={"duration_ms": (time.perf_counter() - t0) * 1e3}),
                           time.perf_counter() - t0, True)
         except Exception:  # the Dynamo-level record is informative only
@@ -134,7 +148,8 @@ class ThundervisCompiler:
         def partition(joint_module, joint_inputs, **kwargs):
             t0 = time.perf_counter()
             try:
-                joint = fx_to_trace(joint_module, chain="joint", graph=graph)
+                joint = fx_to_trace(joint_module, chain="joint", graph=graph,
+                                    input_names=_aot_names(joint_module, self._arguments.get(graph, [])))
                 dt = time.perf_counter() - t0
                 obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
             except Exception as e:
@@ -150,7 +165,12 @@ class ThundervisCompiler:
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
-                trace = fx_to_trace(gm, chain=chain, graph=graph)
+                names = _aot_names(gm, self._arguments.get(graph, []))
+                if chain == "backward":
+                    names = {**_saved_names(gm, self._forward_outputs.pop(graph, [])), **names}
+                trace = fx_to_trace(gm, chain=chain, graph=graph, input_names=names)
+                if chain == "forward":
+                    self._forward_outputs[graph] = list(flatten(trace.outputs))
                 dt = time.perf_counter() - t0
                 obs.pass_done(graph, chain, 0, "acquire", trace.replace(meta={"duration_ms": dt * 1e3}), dt, True)
                 _, fn = compile_chain(trace, options)
@@ -163,6 +183,24 @@ class ThundervisCompiler:
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
             return _guard_first_call(fn, eager, report)
         return compile_fx_graph
+
+
+def _aot_names(gm: torch.fx.GraphModule, arguments: list) -> dict[str, str]:
+    """Return {placeholder: readable name} for an AOTAutograd graph (see :mod:`.input_names`)."""
+    return aot_input_names([n.name for n in gm.graph.nodes if n.op == "placeholder"], arguments)
+
+
+def _saved_names(gm: torch.fx.GraphModule, forward_outputs: list) -> dict[str, str]:
+    """Return {placeholder: readable name} for the saved values a backward graph reads."""
+    saved = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder" or n.name.startswith("tangents_"):
+            continue
+        v = n.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return {}
+        saved.append((n.name, tuple(int(s) for s in v.shape), str(v.dtype).removeprefix("torch.")))
+    return saved_input_names(saved, forward_outputs)
 
 
 def _compile_reason() -> Optional[str]:

@@ -6,7 +6,7 @@ run inside fusions. Tests and ``benchmarks/fusion_quality.py`` share these.
 """
 from __future__ import annotations
 
-from .ir import BoundSymbol, Trace
+from .ir import BoundSymbol, KernelRecord, Trace
 from .observer import CompileObserver
 from .prims import PRIMS
 
@@ -20,8 +20,8 @@ def _is_matmul(b: BoundSymbol) -> bool:
 
 
 def is_fusion(b: BoundSymbol) -> bool:
-    """Return True when ``b`` is a fusion symbol (a kernel over member prims)."""
-    return bool(b.subsymbols) and b.executor is not None and not b.sym.startswith(("prims.", "aten."))
+    """Return True when ``b`` is a fusion symbol (a kernel over member prims): the flag ``fuse`` sets."""
+    return b.fusion
 
 
 def fused_share(trace: Trace) -> tuple[int, int]:
@@ -52,7 +52,7 @@ class FusionStats(CompileObserver):
 
     def __init__(self):
         self.traces: dict[tuple[int, str], Trace] = {}
-        self.kernels: list[dict] = []
+        self.kernels: list[KernelRecord] = []
         self.failures: list[tuple] = []
 
     def pass_done(self, graph, chain, index, name, trace, duration_s, changed) -> None:

@@ -29,7 +29,7 @@ def run_symbol(b: BoundSymbol, env: dict, *, expand: bool, resolver: Callable = 
         for p in b.args:
             env.pop(p.name, None)
         return
-    if b.subsymbols and (expand or b.sym.startswith(("fusion", "triton_", "nvfusion", "inductor_", "torch_fusion"))):
+    if b.subsymbols and (expand or b.fusion):
         for s in b.subsymbols:
             run_symbol(s, env, expand=expand, resolver=resolver)
         return

@@ -70,8 +70,10 @@ class BoundSymbol:
     """One operation in a trace: a symbol applied to arguments, producing outputs.
 
     ``sym`` names the operation: ``prims.add``, ``aten.addmm.default``, a Dynamo-level callable such
-    as ``torch.nn.functional.linear``, or a fusion such as ``triton_fusion_0``. ``args``/``kwargs``
+    as ``torch.nn.functional.linear``, or a fusion such as ``fw_fusion_0``. ``args``/``kwargs``
     hold proxies and plain constants, ``outputs`` a proxy, a tuple of proxies, or None.
+    ``fusion`` is True only for the kernel symbols the ``fuse`` pass makes (one kernel whose
+    ``subsymbols`` are its members); a decomposed op also has subsymbols but is not a fusion.
     """
 
     sym: str
@@ -86,6 +88,7 @@ class BoundSymbol:
     subsymbols: tuple["BoundSymbol", ...] = ()
     executor: Optional[str] = None
     note: Optional[str] = None  # why the symbol is as it is (fallback reason, fusion reason ...)
+    fusion: bool = False
 
     def replace(self, **changes) -> "BoundSymbol":
         """Return a copy with the given fields changed."""
@@ -106,6 +109,9 @@ class Trace:
 
     ``graph``/``chain`` say which compiled graph and chain it belongs to; ``pass_name`` which pass
     made it; ``next_uid``/``next_name`` are the counters for symbols and proxies new passes mint.
+    ``fx_names`` maps an input renamed for readability (``blocks_0_attn_qkv_weight``) to the name
+    its FX graph gave it (``primals_7``). ``kernels`` holds the records of the kernels the pass that
+    made this trace built; the pipeline hands them to the observer and clears them.
     """
 
     name: str
@@ -118,6 +124,8 @@ class Trace:
     next_uid: int = 0
     next_name: int = 0
     meta: dict = field(default_factory=dict)
+    fx_names: dict = field(default_factory=dict)
+    kernels: tuple["KernelRecord", ...] = ()
 
     def replace(self, **changes) -> "Trace":
         """Return a copy with the given fields changed."""
@@ -134,6 +142,54 @@ class Trace:
     def flat_outputs(self) -> list[TensorProxy]:
         """Return the trace's output proxies as a flat list."""
         return [p for p in flatten(self.outputs) if isinstance(p, TensorProxy)]
+
+
+# Short chain tags in kernel names; an inference chain is a forward pass (a graph has either an
+# inference chain or a forward/backward pair, so the tag still tells its kernels apart).
+_KERNEL_CHAIN_TAG = {"forward": "fw", "backward": "bw", "inference": "fw"}
+
+
+def kernel_name(graph: int, chain: str, index: int) -> str:
+    """Return the name of fusion ``index`` of a chain, unique in a recording: ``fw_fusion_3`` /
+    ``bw_fusion_3`` in graph 0, ``g2_fw_fusion_3`` in graph 2 (graph 0 is the common one-graph
+    case, so it stays short)."""
+    tag = _KERNEL_CHAIN_TAG.get(chain) or (chain if chain.isidentifier() else "x")
+    return f"{tag}_fusion_{index}" if graph == 0 else f"g{graph}_{tag}_fusion_{index}"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """A user source line a kernel covers, and whether it ran in the forward or backward pass."""
+
+    file: str
+    line: int
+    code: str = ""
+    module: str = ""
+    direction: str = "forward"  # "forward" | "backward"
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """What a fusion executor built for one fusion symbol: the kernel's name (= the symbol's
+    ``sym``), executor, the uid of the fusion symbol and of its members, the member ops, the
+    generated ``code`` in ``language``, the region's inputs and outputs, the user source lines it
+    covers, a note, and ``region``: a standalone trace of the members (what re-run rebuilds the
+    kernel from). ``details`` holds executor-specific JSON-able extras (Triton: plan, grid ...)."""
+
+    name: str
+    executor: str
+    uid: str
+    members: tuple[str, ...]
+    ops: tuple[str, ...]
+    code: str
+    language: str
+    inputs: tuple[TensorProxy, ...]
+    outputs: tuple[TensorProxy, ...]
+    source_lines: tuple[SourceLine, ...]
+    region: Optional["Trace"]
+    pass_name: str = "fuse"
+    note: Optional[str] = None
+    details: dict = field(default_factory=dict)
 
 
 def flatten(x) -> Iterator[Any]:

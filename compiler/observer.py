@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .ir import Trace
+from .ir import KernelRecord, Trace
 
 
 class CompileObserver:
@@ -21,8 +21,9 @@ class CompileObserver:
                   duration_s: float, changed: bool) -> None:
         """A pass of ``chain`` finished, producing ``trace``."""
 
-    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
-        """A fusion executor built kernels (records: name, executor, members, source ...)."""
+    def kernels_built(self, graph: int, chain: str, kernels: list[KernelRecord]) -> None:
+        """A fusion executor built kernels (one :class:`~.ir.KernelRecord` per fusion symbol;
+        :func:`~.serialize.kernel_to_dict` gives its JSON)."""
 
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Compiling ``chain`` (None: the whole graph) failed; it runs eagerly instead."""

@@ -6,21 +6,23 @@ Kept apart from the IR (jax-core style). The printed text runs with the namespac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from keyword import iskeyword
 
 from .ir import BoundSymbol, Trace, TensorProxy
-from .values import format_value
+from .values import format_value, is_valid_name
 
 
 @dataclass(frozen=True)
 class PrintOptions:
     """What to show: tensor metadata comments, source-line comments, subsymbols to which depth,
-    the header line, and uids."""
+    the header line, and uids; ``width``: the column the ``def`` line and the inputs comment wrap at."""
 
     shapes: bool = True
     source: bool = True
     subsymbol_depth: int = 1
     header: bool = True
     uids: bool = False
+    width: int = 100
 
 
 def _outputs(b: BoundSymbol) -> str:
@@ -42,8 +44,20 @@ def call_text(b: BoundSymbol, callee: str | None = None) -> str:
     if b.sym == "del":
         return "del " + ", ".join(p.name for p in b.args)
     parts = [format_value(a) for a in b.args]
-    parts += [f"{k}={format_value(v)}" for k, v in b.kwargs.items()]
+    named = {k: v for k, v in b.kwargs.items() if isinstance(k, str) and is_valid_name(k) and not iskeyword(k)}
+    parts += [f"{k}={format_value(v)}" for k, v in named.items()]
+    if len(named) != len(b.kwargs):  # a key that is not an identifier goes in as a string literal
+        rest = ", ".join(f"{repr(str(k))}: {format_value(v)}" for k, v in b.kwargs.items() if k not in named)
+        parts.append(f"**{{{rest}}}")
     return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
+
+
+def comment_text(text: object) -> str:
+    """Return ``text`` safe inside a ``#`` comment of generated code: every character that is not
+    printable (newlines, escapes, bidi controls) written as its ``repr()`` escape, so the comment
+    cannot end early and nothing after it becomes code."""
+    s = str(text)
+    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
 def _meta_comment(b: BoundSymbol) -> str:
@@ -72,7 +86,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
         # even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
         key = (depth, b.sym, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               (b.uid, b.origin) if opts.uids else None)
+               (b.uid, b.origin) if opts.uids else None, b.executor if b.fusion else None)
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
@@ -82,6 +96,8 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         meta = _meta_comment(b)
         if meta:
             notes.append(meta)
+    if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+        notes.append(f"[{b.executor}]")
     if opts.uids:
         notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
     if notes:
@@ -117,6 +133,42 @@ def header_line(trace: Trace) -> str:
     return f'# graph {trace.graph} · {trace.chain} · after "{trace.pass_name}"{took}'
 
 
+def wrap_items(first: str, items: list[str], sep: str, indent: str, last: str, width: int) -> list[str]:
+    """Return ``first + sep.join(items) + last`` as lines of at most ``width`` columns where the
+    items allow, breaking only after a separator; continuation lines start with ``indent``."""
+    mark, gap = sep.rstrip(), sep[len(sep.rstrip()):]  # ", " -> "," then " "
+    lines, line, empty = [], first, True
+    for i, item in enumerate(items):
+        piece = item + (last if i == len(items) - 1 else mark)
+        if empty:
+            line, empty = line + piece, False
+        elif len(line) + len(gap) + len(piece) <= width:
+            line += gap + piece
+        else:
+            lines.append(line)
+            line = indent + piece
+    if not items:
+        line += last
+    lines.append(line)
+    return lines
+
+
+def signature_lines(trace: Trace, width: int = 100) -> list[str]:
+    """Return the ``def chain(a, b, ...):`` line, wrapped at ``width`` columns (continuation lines
+    aligned after the parenthesis, so the text stays valid Python)."""
+    fname = trace.chain if trace.chain.isidentifier() else "fn"
+    first = f"def {fname}("
+    return wrap_items(first, [p.name for p in trace.inputs], ", ", " " * len(first), "):", width)
+
+
+def inputs_comment_lines(trace: Trace, width: int = 100) -> list[str]:
+    """Return the ``# x: cpu f32[8, 64]  w: ...`` comment on the inputs, wrapped at ``width``;
+    an input renamed for readability shows its FX name: ``idx: cpu i64[2, 8] (primals_3)``."""
+    fx = trace.fx_names
+    items = [f"{p.name}: {p.short()}" + (f" ({fx[p.name]})" if p.name in fx else "") for p in trace.inputs]
+    return wrap_items("  # ", items, "  ", "  # ", "", width)
+
+
 def print_trace(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | None = None) -> str:
     """Return ``trace`` as Python source text (a ``def`` named after the chain).
 
@@ -125,10 +177,9 @@ def print_trace(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | 
     lines = []
     if opts.header:
         lines.append(header_line(trace))
-    fname = trace.chain if trace.chain.isidentifier() else "fn"
-    lines.append(f"def {fname}({', '.join(p.name for p in trace.inputs)}):")
+    lines.extend(signature_lines(trace, opts.width))
     if opts.shapes and trace.inputs:
-        lines.append("  # " + "  ".join(f"{p.name}: {p.short()}" for p in trace.inputs))
+        lines.extend(inputs_comment_lines(trace, opts.width))
     last_src = [None]
     for b in trace.symbols:
         lines.extend(_symbol_lines(b, opts, "  ", 0, last_src, memo))

@@ -78,7 +78,7 @@ def proxy_bytes(p: TensorProxy) -> int:
         return 0
 
 
-def timed_symbols(trace: Trace, fusing_executors: Sequence[str] = ()) -> list[TimedSymbol]:
+def timed_symbols(trace: Trace) -> list[TimedSymbol]:
     """Return the symbols of ``trace`` that the generated code calls, in order, with their bytes
     read (distinct input proxies) and written (output proxies)."""
     out = []
@@ -87,8 +87,7 @@ def timed_symbols(trace: Trace, fusing_executors: Sequence[str] = ()) -> list[Ti
             continue
         ins = {p.name: p for p in b.flat_inputs()}
         outs = {p.name: p for p in b.flat_outputs()}
-        kind = "fusion" if (b.executor in fusing_executors or b.executor and b.subsymbols and b.sym.startswith(
-            ("triton_", "nvfusion", "inductor_"))) else "op"
+        kind = "fusion" if b.fusion else "op"
         out.append(TimedSymbol(len(out), b.sym, b.uid, b.executor or "", kind,
                                sum(proxy_bytes(p) for p in ins.values()),
                                sum(proxy_bytes(p) for p in outs.values()),
@@ -295,8 +294,7 @@ def build_profiled_chain(trace: Trace, executors: Sequence, settings: ProfileSet
     """Return a :class:`ProfiledChain` for the codegen'd ``trace`` whose plain callable is ``plain``;
     ``plan`` is codegen's (namespace, calls), shared so kernels are built once."""
     from .passes.codegen import instrumented_callable
-    fusing = [e.name for e in executors if getattr(e, "fuses", False)]
-    symbols = timed_symbols(trace, fusing)
+    symbols = timed_symbols(trace)
     device = trace.inputs[0].device if trace.inputs else "cpu"
     profiler = ChainProfiler(trace.graph, trace.chain, symbols, settings, observer, device)
     timed = instrumented_callable(trace, plan, profiler, timing=True) if settings.timing else None

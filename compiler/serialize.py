@@ -1,10 +1,21 @@
 """JSON serialization of traces, both ways: plain data only, nothing is unpickled or executed.
 
+Loading checks the IR's grammar, whoever wrote the JSON: symbol names are ``del`` or dotted
+identifiers, kwarg keys and proxy names identifiers, dtypes, layouts and memory formats come from
+fixed tables and devices match ``cpu``/``cuda:N``-style spelling. What a loaded trace may *run* is
+the registry's business (:func:`.registry.check_executable`), checked by :func:`executable_trace_from_dict`
+before anything rebuilt from a recording generates code or runs.
+
 Values are tagged objects: ``{"P": name}`` a proxy reference, ``{"T": [...]}`` a tuple,
 ``{"L": [...]}`` a list, ``{"D": "float32"}`` a dtype, ``{"V": "cpu"}`` a device, ``{"F": "inf"}``
 a non-finite float, ``{"S": [start, stop, step]}`` a slice, ``{"E": 1}`` Ellipsis, ``{"Y": ...}`` a
 layout and ``{"M": ...}`` a memory format. Loading validates every field and raises
 :class:`TraceFormatError` on anything malformed.
+
+Format 2 marks fusion symbols (``"fusion": true``) and keeps the FX names of renamed inputs
+(``"fx_names"``). Format 1 (older recordings) is still read: its fusion symbols are recognised by the
+kernel names recorded with the trace when the caller knows them, else by their shape (a top-level
+symbol with subsymbols and an executor whose name is not an ATen or prims op).
 
 Importable without torch: in a process that has not imported torch, loaded dtype/device/layout/
 memory-format constants are :class:`~thundervis.compiler.values.TorchConstant` stand-ins (they
@@ -15,16 +26,20 @@ from __future__ import annotations
 import json
 import math
 import re
+from keyword import iskeyword
 from typing import Any
 
-from .ir import BoundSymbol, SourceInfo, Trace, TensorProxy
-from .values import constant_kind, dtype_name, is_dtype_name, is_valid_name, torch_constant
+from .ir import BoundSymbol, KernelRecord, SourceInfo, SourceLine, Trace, TensorProxy
+from .values import DEVICE, constant_kind, dtype_name, is_dtype_name, is_valid_name, torch_constant
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 
 
 _SYMBOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _UID = re.compile(r"[A-Za-z0-9_]{1,32}")
+# Keys of dict constants (an IR value kind no ATen schema takes; kept for torch-level calls).
+_KEY = re.compile(r"[A-Za-z0-9_.]{1,100}")
 
 
 class TraceFormatError(ValueError):
@@ -72,40 +87,178 @@ def _source_json(s: SourceInfo | None):
     return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "function": s.function}
 
 
-def _bsym_json(b: BoundSymbol, proxies: dict) -> dict:
-    d = {"sym": b.sym, "uid": b.uid, "args": _enc(b.args, proxies), "kwargs": _enc(b.kwargs, proxies),
-         "outputs": _enc(b.outputs, proxies)}
-    if b.origin:
-        d["origin"] = list(b.origin)
-    if b.source is not None:
-        d["source"] = _source_json(b.source)
-    for k in ("seq_nr", "aten", "executor", "note"):
-        if getattr(b, k) is not None:
-            d[k] = getattr(b, k)
-    if b.subsymbols:
-        d["subsymbols"] = [_bsym_json(s, proxies) for s in b.subsymbols]
-    return d
+class TraceEncoder:
+    """The trace JSON encoder (the only one): :meth:`to_json` writes a trace as compact JSON text,
+    memoising the text of every symbol, argument structure, source and proxy by object identity,
+    per (graph, chain). Traces are immutable and passes return the symbols they keep as the same
+    objects (and rebuild the ones they change with ``dataclasses.replace``, which keeps args,
+    outputs and subsymbols), so across the passes of a chain most pieces are encoded once. Each memo
+    entry keeps its object alive, so an id is never reused while its entry exists; :meth:`forget`
+    drops a chain that is done. Values the direct text paths do not cover go through ``_enc``."""
+
+    def __init__(self):
+        # (graph, chain) -> {"sym"|"val"|"proxy": {id: (obj, ...)}}
+        self._cache: dict[tuple, dict] = {}
+
+    def _chain_cache(self, trace: Trace) -> dict:
+        key = (trace.graph, trace.chain)
+        c = self._cache.get(key)
+        if c is None:
+            c = self._cache[key] = {"sym": {}, "val": {}, "proxy": {}}
+        return c
+
+    def forget(self, graph: int, chain: str) -> None:
+        """Drop the memo of a chain that finished."""
+        self._cache.pop((graph, chain), None)
+
+    def to_json(self, trace: Trace) -> str:
+        """Return ``trace`` as JSON text (see the module docstring for the format)."""
+        c = self._chain_cache(trace)
+        proxies = {p.name: p for p in trace.inputs}
+        symbols = []
+        for b in trace.symbols:
+            hit = self._symbol(b, c)
+            for p in hit[2]:
+                if p.name not in proxies:
+                    proxies[p.name] = p
+            symbols.append(hit[1])
+        local = dict(proxies)
+        outputs = _dumps(_enc(trace.outputs, local))
+        pcache = c["proxy"]
+        ptexts = []
+        for p in local.values():
+            hit = pcache.get(id(p))
+            if hit is None or hit[0] is not p:
+                hit = pcache[id(p)] = (p, _proxy_text(p))
+            ptexts.append(hit[1])
+        meta = {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))}
+        return "".join((
+            '{"format":', _dumps(FORMAT_VERSION), ',"name":', _dumps(trace.name),
+            ',"chain":', _dumps(trace.chain), ',"graph":', _dumps(trace.graph),
+            ',"pass":', _dumps(trace.pass_name), ',"next_uid":', _dumps(trace.next_uid),
+            ',"next_name":', _dumps(trace.next_name), ',"proxies":[', ",".join(ptexts),
+            '],"inputs":', _dumps([p.name for p in trace.inputs]), ',"symbols":[', ",".join(symbols),
+            '],"outputs":', outputs, ',"meta":', _dumps(meta),
+            ',"fx_names":' + _dumps(dict(trace.fx_names)) if trace.fx_names else "", "}"))
+
+    def _value(self, v, cache: dict) -> tuple:
+        """Return ``(v, json text, [proxies in encounter order])`` for an argument structure."""
+        hit = cache.get(id(v))
+        if hit is None or hit[0] is not v:
+            local: dict = {}
+            hit = cache[id(v)] = (v, _value_text(v, local), list(local.values()))
+        return hit
+
+    def _symbol(self, b: BoundSymbol, c: dict) -> tuple:
+        """Return ``(b, json text, [proxies])`` for one bound symbol and its subsymbols."""
+        cache = c["sym"]
+        hit = cache.get(id(b))
+        if hit is not None and hit[0] is b:
+            return hit
+        vals = c["val"]
+        args, kwargs, outputs = self._value(b.args, vals), self._value(b.kwargs, vals), self._value(b.outputs, vals)
+        proxies = args[2] + kwargs[2] + outputs[2]
+        parts = ['{"sym":', _scalar(b.sym), ',"uid":', _scalar(b.uid), ',"args":', args[1],
+                 ',"kwargs":', kwargs[1], ',"outputs":', outputs[1]]
+        if b.origin:
+            parts += [',"origin":', _str_list(b.origin)]
+        if b.source is not None:
+            parts += [',"source":', self._source(b.source, vals)]
+        for k in ("seq_nr", "aten", "executor", "note"):
+            v = getattr(b, k)
+            if v is not None:
+                parts += [f',"{k}":', _scalar(v)]
+        if b.fusion:
+            parts.append(',"fusion":true')
+        if b.subsymbols:
+            subs = [self._symbol(s, c) for s in b.subsymbols]
+            parts += [',"subsymbols":[', ",".join(s[1] for s in subs), "]"]
+            for s in subs:
+                proxies += s[2]
+        parts.append("}")
+        hit = cache[id(b)] = (b, "".join(parts), proxies)
+        return hit
+
+    @staticmethod
+    def _source(s: SourceInfo, cache: dict) -> str:
+        hit = cache.get(id(s))
+        if hit is None or hit[0] is not s:
+            if all(type(x) is str for x in (s.file, s.code, s.module, s.function)) and type(s.line) is int:
+                text = "".join(('{"file":', _str(s.file), ',"line":', int.__repr__(s.line), ',"code":',
+                                _str(s.code), ',"module":', _str(s.module), ',"function":', _str(s.function), "}"))
+            else:
+                text = _dumps(_source_json(s))
+            hit = cache[id(s)] = (s, text, [])
+        return hit[1]
 
 
-def trace_to_dict(trace: Trace) -> dict:
-    """Return a JSON-ready dict for ``trace``."""
-    proxies: dict[str, TensorProxy] = {}
-    for p in trace.inputs:
-        proxies[p.name] = p
-    symbols = [_bsym_json(b, proxies) for b in trace.symbols]
-    outputs = _enc(trace.outputs, proxies)
-    return {
-        "format": FORMAT_VERSION, "name": trace.name, "chain": trace.chain, "graph": trace.graph,
-        "pass": trace.pass_name, "next_uid": trace.next_uid, "next_name": trace.next_name,
-        "proxies": [_proxy_json(p) for p in proxies.values()],
-        "inputs": [p.name for p in trace.inputs], "symbols": symbols, "outputs": outputs,
-        "meta": {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))},
-    }
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # == json.dumps(v, separators=(",", ":"))
+_str = json.encoder.encode_basestring_ascii  # what that encoder does with a str
+
+
+def _scalar(v) -> str:
+    """Return ``_dumps(v)`` for a field value (usually a str or an int)."""
+    t = type(v)
+    return _str(v) if t is str else int.__repr__(v) if t is int else _dumps(v)
+
+
+def _str_list(items) -> str:
+    """Return ``_dumps(list(items))`` for a sequence of str."""
+    if all(type(x) is str for x in items):
+        return "[" + ",".join([_str(x) for x in items]) + "]"
+    return _dumps(list(items))
+
+
+def _ints_text(items) -> str:
+    """Return ``_dumps(list(items))`` for a sequence of ints."""
+    if all(type(x) is int for x in items):
+        return "[" + ",".join([int.__repr__(x) for x in items]) + "]"
+    return _dumps(list(items))
+
+
+def _proxy_text(p: TensorProxy) -> str:
+    """Return ``_dumps(_proxy_json(p))``."""
+    if type(p.dtype) is not str or type(p.device) is not str or type(p.name) is not str:
+        return _dumps(_proxy_json(p))
+    strides = "null" if p.strides is None else _ints_text(p.strides)
+    return "".join(('{"name":', _str(p.name), ',"shape":', _ints_text(p.shape), ',"dtype":', _str(p.dtype),
+                    ',"device":', _str(p.device), ',"strides":', strides, "}"))
+
+
+def _value_text(v, proxies: dict) -> str:
+    """Return ``_dumps(_enc(v, proxies))`` for an IR value, writing the common cases (proxies,
+    ints, strings, tuples, lists, str-keyed dicts) directly instead of building the tagged dict
+    first; anything else goes through ``_enc``. Exact types only: subclasses (bool, IntEnum ...)
+    take the general path, so the text is always the same."""
+    t = type(v)
+    if t is TensorProxy:
+        if v.name not in proxies:
+            proxies[v.name] = v
+        return '{"P":' + _str(v.name) + "}"
+    if t is int:
+        return int.__repr__(v)
+    if t is str:
+        return _str(v)
+    if v is None:
+        return "null"
+    if t is tuple:
+        return '{"T":[' + ",".join([_value_text(x, proxies) for x in v]) + "]}"
+    if t is list:
+        return '{"L":[' + ",".join([_value_text(x, proxies) for x in v]) + "]}"
+    if t is dict and all(type(k) is str for k in v):
+        return '{"K":{' + ",".join([_str(k) + ":" + _value_text(x, proxies) for k, x in v.items()]) + "}}"
+    return _dumps(_enc(v, proxies))
 
 
 def trace_to_json(trace: Trace) -> str:
-    """Return ``trace`` as a JSON string."""
-    return json.dumps(trace_to_dict(trace), separators=(",", ":"))
+    """Return ``trace`` as a JSON string (a one-off :class:`TraceEncoder`; a caller encoding many
+    passes of a chain keeps one encoder)."""
+    return TraceEncoder().to_json(trace)
+
+
+def trace_to_dict(trace: Trace) -> dict:
+    """Return ``trace`` as the JSON-ready dict that :func:`trace_to_json` writes as text."""
+    return json.loads(trace_to_json(trace))
 
 
 # ---------------------------------------------------------------------------------------- loading
@@ -129,7 +282,7 @@ def _load_proxy(d) -> TensorProxy:
     _need(isinstance(dtype, str), f"bad dtype for {name}")
     _need(is_dtype_name(dtype), f"unknown dtype {dtype!r}")
     device = d.get("device")
-    _need(isinstance(device, str) and len(device) < 64, f"bad device for {name}")
+    _need(isinstance(device, str) and DEVICE.fullmatch(device) is not None, f"bad device for {name}")
     strides = d.get("strides")
     strides = None if strides is None else _int_list(strides, f"bad strides for {name}")
     return TensorProxy(name, shape, dtype, device, strides)
@@ -153,7 +306,7 @@ def _dec(v, proxies: dict):
         _need(isinstance(x, list), "bad list")
         return [_dec(y, proxies) for y in x]
     if tag == "K":
-        _need(isinstance(x, dict), "bad dict")
+        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict or keyword key")
         return {str(k): _dec(y, proxies) for k, y in x.items()}
     if tag in _CONSTANT_TAGS:
         try:
@@ -181,7 +334,16 @@ def _load_source(d):
                       module=str(d.get("module", "")), function=str(d.get("function", "")))
 
 
-def _load_bsym(d, proxies) -> BoundSymbol:
+def _legacy_fusion(d: dict, fusion_names) -> bool:
+    """Whether a format-1 top-level symbol is a fusion: its name is one of the chain's recorded
+    kernels (when known), else it has subsymbols and an executor and is not an ATen/prims op."""
+    if fusion_names is not None:
+        return d.get("sym") in fusion_names and bool(d.get("subsymbols"))
+    sym = str(d.get("sym", ""))
+    return bool(d.get("subsymbols")) and d.get("executor") is not None and not sym.startswith(("prims.", "aten."))
+
+
+def _load_bsym(d, proxies, legacy_fusion: bool = False) -> BoundSymbol:
     _need(isinstance(d, dict), "symbol is not an object")
     sym, uid = d.get("sym"), d.get("uid")
     _need(isinstance(sym, str) and isinstance(uid, str), "symbol without sym/uid")
@@ -191,6 +353,8 @@ def _load_bsym(d, proxies) -> BoundSymbol:
     args = _dec(d.get("args", {"T": []}), proxies)
     kwargs = _dec(d.get("kwargs", {"K": {}}), proxies)
     _need(isinstance(args, tuple) and isinstance(kwargs, dict), f"bad arguments for {uid}")
+    _need(all(is_valid_name(k) and not iskeyword(k) for k in kwargs), f"bad keyword argument name for {uid}")
+    _need(sym == "del" or sym.count(".") < 8 and len(sym) <= 200, f"bad symbol name {sym[:60]!r}")
     origin = d.get("origin", [])
     _need(isinstance(origin, list) and all(isinstance(o, str) for o in origin), f"bad origin for {uid}")
     seq_nr = d.get("seq_nr")
@@ -200,15 +364,35 @@ def _load_bsym(d, proxies) -> BoundSymbol:
     opt = {k: d.get(k) for k in ("aten", "executor", "note")}
     for k, v in opt.items():
         _need(v is None or isinstance(v, str), f"bad {k} for {uid}")
+    _need(opt["aten"] is None or _SYMBOL_NAME.fullmatch(opt["aten"]) is not None, f"bad aten name for {uid}")
+    _need(opt["executor"] is None or is_valid_name(opt["executor"]), f"bad executor name for {uid}")
+    fusion = d.get("fusion", False) or legacy_fusion
+    _need(isinstance(fusion, bool), f"bad fusion flag for {uid}")
+    _need(not fusion or bool(subs), f"fusion {uid} has no members")
     return BoundSymbol(sym=sym, args=args, kwargs=kwargs, outputs=_dec(d.get("outputs"), proxies),
                        uid=uid, origin=tuple(origin), source=_load_source(d.get("source")),
-                       seq_nr=seq_nr, subsymbols=tuple(_load_bsym(s, proxies) for s in subs), **opt)
+                       seq_nr=seq_nr, subsymbols=tuple(_load_bsym(s, proxies) for s in subs),
+                       fusion=fusion, **opt)
 
 
-def trace_from_dict(d: dict) -> Trace:
-    """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`."""
+def trace_from_dict(d: dict, fusion_names=None) -> Trace:
+    """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`.
+    ``fusion_names``: the kernel names recorded for this trace's chain (or a function returning
+    them, called only when needed), used to recognise the fusion symbols of a format-1 trace
+    (older recordings); None: recognise them by shape."""
+    try:
+        return _trace_from_dict(d, fusion_names)
+    except RecursionError:
+        raise TraceFormatError("the trace is nested too deeply") from None
+
+
+def _trace_from_dict(d: dict, fusion_names=None) -> Trace:
+
     _need(isinstance(d, dict), "trace is not an object")
-    _need(d.get("format") == FORMAT_VERSION, f"unsupported trace format {d.get('format')!r}")
+    _need(d.get("format") in READABLE_FORMATS, f"unsupported trace format {d.get('format')!r}")
+    legacy = d.get("format") == 1
+    if legacy and callable(fusion_names):
+        fusion_names = set(fusion_names())
     proxies = {}
     for pd in d.get("proxies", []):
         p = _load_proxy(pd)
@@ -223,16 +407,96 @@ def trace_from_dict(d: dict) -> Trace:
         _need(isinstance(d.get(k, 0), int), f"bad {k}")
     meta = d.get("meta", {})
     _need(isinstance(meta, dict), "bad meta")
+    fx_names = d.get("fx_names", {})
+    _need(isinstance(fx_names, dict) and all(
+        n in inputs and isinstance(v, str) and len(v) < 256 and _SYMBOL_NAME.fullmatch(v) is not None
+        for n, v in fx_names.items()), "bad fx_names")
+    for s in syms:
+        _need(isinstance(s, dict), "symbol is not an object")
+    symbols = tuple(_load_bsym(s, proxies, legacy and _legacy_fusion(s, fusion_names)) for s in syms)
     return Trace(name=str(d.get("name", "")), inputs=tuple(proxies[n] for n in inputs),
-                 symbols=tuple(_load_bsym(s, proxies) for s in syms), outputs=outputs,
+                 symbols=symbols, outputs=outputs,
                  chain=str(d.get("chain", "")), graph=d.get("graph", 0), pass_name=str(d.get("pass", "")),
-                 next_uid=d.get("next_uid", 0), next_name=d.get("next_name", 0), meta=dict(meta))
+                 next_uid=d.get("next_uid", 0), next_name=d.get("next_name", 0), meta=dict(meta),
+                 fx_names=dict(fx_names))
 
 
-def trace_from_json(text: str) -> Trace:
-    """Rebuild a Trace from JSON text; raise :class:`TraceFormatError` on anything malformed."""
+def trace_from_json(text: str, fusion_names=None) -> Trace:
+    """Rebuild a Trace from JSON text; raise :class:`TraceFormatError` on anything malformed
+    (``fusion_names``: see :func:`trace_from_dict`)."""
     try:
         d = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise TraceFormatError(f"not JSON: {e}") from None
-    return trace_from_dict(d)
+    except RecursionError:
+        raise TraceFormatError("not JSON: nested too deeply") from None
+    return trace_from_dict(d, fusion_names)
+
+
+# ------------------------------------------------------------------------------- kernel records
+
+def _source_line_json(s: SourceLine) -> dict:
+    return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "direction": s.direction}
+
+
+def kernel_to_dict(k: KernelRecord) -> dict:
+    """Return the JSON-ready kernel record (the recording's ``kernels.record``): the fields, the
+    region trace under ``trace`` and the executor's ``details`` at top level."""
+    d = {"name": k.name, "executor": k.executor, "uid": k.uid, "members": list(k.members),
+         "ops": list(k.ops), "code": k.code, "language": k.language,
+         "inputs": [_proxy_json(p) for p in k.inputs], "outputs": [_proxy_json(p) for p in k.outputs],
+         "source_lines": [_source_line_json(s) for s in k.source_lines], "pass": k.pass_name,
+         "note": k.note, "trace": trace_to_dict(k.region) if k.region is not None else None}
+    for key, v in k.details.items():
+        d.setdefault(key, v)
+    return d
+
+
+_KERNEL_KEYS = frozenset(("name", "executor", "uid", "members", "ops", "code", "language", "inputs",
+                          "outputs", "source_lines", "pass", "note", "trace"))
+
+
+def kernel_from_dict(d: dict) -> KernelRecord:
+    """Rebuild a :class:`KernelRecord` from :func:`kernel_to_dict` output (validated; raise
+    :class:`TraceFormatError`)."""
+    _need(isinstance(d, dict), "kernel record is not an object")
+    name, uid = d.get("name"), d.get("uid")
+    _need(isinstance(name, str) and _SYMBOL_NAME.fullmatch(name) is not None, f"bad kernel name {str(name)[:60]!r}")
+    _need(isinstance(uid, str) and _UID.fullmatch(uid) is not None, f"bad kernel uid {str(uid)[:60]!r}")
+    strs = {}
+    for key in ("members", "ops"):
+        v = d.get(key, [])
+        _need(isinstance(v, list) and all(isinstance(x, str) for x in v), f"bad {key} of kernel {name}")
+        strs[key] = tuple(v)
+    for key in ("executor", "code", "language", "pass"):
+        _need(isinstance(d.get(key, ""), str), f"bad {key} of kernel {name}")
+    _need(d.get("note") is None or isinstance(d.get("note"), str), f"bad note of kernel {name}")
+    proxies = {}
+    for key in ("inputs", "outputs"):
+        v = d.get(key, [])
+        _need(isinstance(v, list), f"bad {key} of kernel {name}")
+        proxies[key] = tuple(_load_proxy(p) for p in v)
+    lines = d.get("source_lines", [])
+    _need(isinstance(lines, list) and all(isinstance(x, dict) for x in lines), f"bad source lines of kernel {name}")
+    source_lines = []
+    for x in lines:
+        _need(isinstance(x.get("line", 0), int), f"bad source line of kernel {name}")
+        source_lines.append(SourceLine(str(x.get("file", "")), x.get("line", 0), str(x.get("code", "")),
+                                       str(x.get("module", "")), str(x.get("direction", "forward"))))
+    region = d.get("trace")
+    return KernelRecord(
+        name=name, executor=d.get("executor", ""), uid=uid, members=strs["members"], ops=strs["ops"],
+        code=d.get("code", ""), language=d.get("language", ""), inputs=proxies["inputs"],
+        outputs=proxies["outputs"], source_lines=tuple(source_lines),
+        region=trace_from_dict(region) if region is not None else None, pass_name=d.get("pass", ""),
+        note=d.get("note"), details={k: v for k, v in d.items() if k not in _KERNEL_KEYS})
+
+
+def executable_trace_from_dict(d: dict) -> Trace:
+    """Rebuild a Trace that will be run or turned into code (rerun, repro): :func:`trace_from_dict`
+    plus the registry's check of every symbol, kwarg key and constant. Raises
+    :class:`TraceFormatError` (malformed) or :class:`.registry.UnknownSymbol` (not allowed)."""
+    from .registry import check_executable
+    trace = trace_from_dict(d)
+    check_executable(trace)
+    return trace

@@ -55,7 +55,7 @@ echo
 echo "== thundervis run --profile + rerun (device timings, one fusion re-run across executors) =="
 rm -f /tmp/gpu_check.tvrec
 timeout 150 $PY -m thundervis run --profile --capture-inputs --no-view --out /tmp/gpu_check.tvrec examples/train_gpt.py --steps 4 \
-    && timeout 90 $PY -m thundervis rerun /tmp/gpu_check.tvrec triton_fusion_0 --executor all --inputs captured
+    && timeout 90 $PY -m thundervis rerun /tmp/gpu_check.tvrec fw_fusion_0 --executor all --inputs captured
 rerun_rc=$?
 
 echo

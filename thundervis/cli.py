@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Optional, Sequence
 
 from thundervis.errors import UserError  # noqa: F401  (raised by commands; printed here)
+from thundervis.safe_text import visible_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,12 +42,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here for output still buffered
+        return code
     except UserError as e:
-        print(f"thundervis: {e}", file=sys.stderr)
+        # Messages quote names from recordings: control characters made visible, on one line.
+        print(f"thundervis: {visible_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `thundervis diff ... | head`: the reader went away; stop quietly, like git (exit 141 =
+        # 128 + SIGPIPE). Point stdout at /dev/null so the interpreter's final flush is quiet too.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

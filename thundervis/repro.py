@@ -19,8 +19,9 @@ from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy
 from thundervis.compiler.prims import PRIMS
 from thundervis.compiler.resolve import UnknownSymbol, resolve_overload
 from thundervis.compiler.values import dtype_name
-from thundervis.rerun import (KERNEL_PREFIX, RerunError, choose_device, find_kernel, float64_region,
-                              get_fusion_executor, kernel_device, region_trace)
+from thundervis.rerun import (RerunError, choose_device, find_kernel, float64_region, get_fusion_executor,
+                              kernel_device, kernel_symbol_name, random_inputs_or_refuse, reference_or_refuse,
+                              region_trace)
 
 
 class ReproError(RerunError):
@@ -116,11 +117,10 @@ def reference_source(region: Trace, names: _Names) -> str:
 # ----------------------------------------------------------------------------- kernel sections
 
 def _fusion_symbol(region: Trace, kernel_name: str, executor) -> BoundSymbol:
-    prefix = getattr(executor, "kernel_prefix", KERNEL_PREFIX.get(executor.name, executor.name))
-    name = kernel_name if kernel_name.startswith(prefix + "_") else f"{prefix}_repro"
-    return BoundSymbol(sym=name, args=tuple(region.inputs), kwargs={}, outputs=tuple(region.flat_outputs()),
-                       uid="repro0", origin=tuple(m.uid for m in region.symbols),
-                       subsymbols=tuple(region.symbols), executor=executor.name)
+    return BoundSymbol(sym=kernel_symbol_name(kernel_name, "repro_fusion"), args=tuple(region.inputs),
+                       kwargs={}, outputs=tuple(region.flat_outputs()), uid="repro0",
+                       origin=tuple(m.uid for m in region.symbols), subsymbols=tuple(region.symbols),
+                       executor=executor.name, fusion=True)
 
 
 def kernel_section(region: Trace, kernel_name: str, executor_name: str) -> tuple[str, str]:
@@ -162,7 +162,7 @@ def kernel_section(region: Trace, kernel_name: str, executor_name: str) -> tuple
 # ---------------------------------------------------------------------------------- the script
 
 _PRELUDE = '''#!/usr/bin/env python3
-"""Standalone repro of {kernel} ({where}), written by thundervis repro.
+"""Standalone repro of the kernel named in KERNEL below (recorded in WHERE), written by thundervis repro.
 
 Needs only torch and {executor}. Usage: python {{this file}} [--device cpu|cuda] [--iters N]
 It builds inputs with the recorded shapes, strides and dtypes, runs the kernel, checks it against an
@@ -177,24 +177,27 @@ import time
 import torch
 
 
+_DTYPES = {{str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.dtype)}}
+_ATTRS = {{str(v).removeprefix("torch."): v for v in vars(torch).values()
+          if isinstance(v, (torch.layout, torch.memory_format))}}
+
+
 def _dtype(name):
-    d = getattr(torch, name)
-    assert isinstance(d, torch.dtype), name
-    return d
+    return _DTYPES[name]
 
 
 def _torch_attr(name):
-    return getattr(torch, name)
+    return _ATTRS[name]
 
 
 def _aten(name):
-    obj = torch.ops
-    for part in name.split("."):
-        obj = getattr(obj, part)
-    return obj
+    ns, op, *overload = name.split(".")
+    packet = getattr({{"aten": torch.ops.aten, "prims": torch.ops.prims}}[ns], op)
+    return getattr(packet, overload[0]) if overload else packet
 
 
 KERNEL = {kernel_repr}
+WHERE = {where_repr}
 EXECUTOR = {executor_repr}
 RECORDED_DEVICE = {device_repr}
 # (shape, strides, dtype) of each input, in the kernel's argument order
@@ -212,67 +215,11 @@ if EXECUTOR == "triton" and not torch.cuda.is_available():
 
 _MAIN = '''
 
-def make_inputs(seed):
-    """Random tensors with the recorded shapes, strides and dtypes."""
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for shape, strides, dtype in INPUTS:
-        dt = _dtype(dtype)
-        if dt.is_floating_point:
-            base = torch.randn(shape, generator=gen, dtype=torch.float64).to(dt)
-        elif dt == torch.bool:
-            base = torch.randint(0, 2, shape, generator=gen).bool()
-        else:
-            base = torch.randint(0, 8, shape, generator=gen).to(dt)
-        t = torch.empty_strided(shape, strides, dtype=dt, device=DEVICE)
-        t.copy_(base)
-        out.append(t)
-    return out
-
-
-def errors(outs, refs):
-    """(max abs error, max abs error / max |ref|) over all outputs."""
-    max_abs, max_ref = 0.0, 0.0
-    for o, r in zip(outs, refs):
-        o64, r64 = o.detach().to("cpu", torch.float64), r.detach().to("cpu", torch.float64)
-        if o64.numel():
-            finite = torch.isfinite(r64)
-            same = (o64 == r64) | (o64.isnan() & r64.isnan())
-            d = torch.where(same, torch.zeros_like(r64), (o64 - r64).abs())
-            d = torch.nan_to_num(d, nan=float("inf"), posinf=float("inf"))
-            max_abs = max(max_abs, float(d.max()))
-            if finite.any():
-                max_ref = max(max_ref, float(r64[finite].abs().max()))
-    return max_abs, (max_abs / max_ref if max_ref > 0 else max_abs)
-
-
-def timed(fn, inputs, iters):
-    """(median us, min us, clock) of ``iters`` calls after one warm-up call."""
-    fn(*inputs)
-    samples = []
-    if DEVICE.type == "cuda":
-        torch.cuda.synchronize()
-        for _ in range(iters):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn(*inputs)
-            b.record()
-            b.synchronize()
-            samples.append(a.elapsed_time(b) * 1e3)
-        return statistics.median(samples), min(samples), "device"
-    for _ in range(iters):
-        t0 = time.perf_counter_ns()
-        fn(*inputs)
-        samples.append((time.perf_counter_ns() - t0) / 1e3)
-    return statistics.median(samples), min(samples), "host"
-
-
 def main():
-    inputs = make_inputs(ARGS.seed)
+    inputs = make_inputs([(shape, strides, _dtype(dtype), DEVICE) for shape, strides, dtype in INPUTS], ARGS.seed)
     refs = reference(*[t.double() if t.is_floating_point() else t for t in inputs])
-    outs = run_kernel(*inputs)
+    median, best, clock, outs = timed(lambda xs: run_kernel(*xs), inputs, ARGS.iters, DEVICE)
     max_abs, max_rel = errors(outs, refs)
-    median, best, clock = timed(run_kernel, inputs, ARGS.iters)
     print(f"{KERNEL} · {DEVICE} · random inputs")
     print(f"{'executor':<10} {'status':<12} {'median':>11} {'min':>11} {'max abs err':>12} {'max rel err':>12}  clock")
     med, low = (f"{v / 1e3:.3f} ms" if v >= 1e4 else f"{v:.1f} us" for v in (median, best))
@@ -296,14 +243,25 @@ def repro_source(region: Trace, kernel_name: str, executor_name: str, where: str
     kernel_src, run_src = kernel_section(region, kernel_name, executor_name)
     inputs = [(list(p.shape), list(p.strides) if p.strides is not None else _contiguous(p.shape), p.dtype)
               for p in region.inputs]
-    head = _PRELUDE.format(kernel=kernel_name.replace('"', "'"), where=where.replace('"', "'"),
-                           executor=executor_name, kernel_repr=repr(kernel_name),
+    if executor_name not in ("triton", "nvfuser"):
+        raise ReproError(f"repro scripts support the triton and nvfuser executors, not {executor_name!r}")
+    head = _PRELUDE.format(executor=executor_name, kernel_repr=repr(kernel_name), where_repr=repr(where),
                            executor_repr=repr(executor_name), device_repr=repr(recorded_device),
                            inputs_repr=repr(inputs), iters=int(iters))
     sep = "\n\n# " + "-" * 76 + "\n"
     return (head + sep + "# The kernel, regenerated by the " + executor_name + " executor from the recorded IR.\n"
             + kernel_src + "\n\n" + run_src + sep + "# The reference, generated from the same IR.\n"
-            + reference + _MAIN)
+            + reference + sep + "# Inputs, errors and timing: thundervis/kernel_numerics.py, as thundervis rerun uses them.\n"
+            + _numerics_source() + _MAIN)
+
+
+def _numerics_source() -> str:
+    """The functions of :mod:`thundervis.kernel_numerics` (our own code, not recorded text)."""
+    import inspect
+
+    from thundervis import kernel_numerics
+    text = inspect.getsource(kernel_numerics)
+    return text[text.index("\ndef make_inputs"):]
 
 
 def _contiguous(shape) -> list[int]:
@@ -330,6 +288,9 @@ def write_repro(path: str, kernel: str, out: str, executor: Optional[str] = None
     dev = recorded if device is None and not (recorded.startswith("cuda") and not torch.cuda.is_available()) \
         else choose_device(k, device or "cpu")
     region = region_trace(source, dev if dev != recorded else None)
+    # A region that does not run in the reference interpreter would make a script that fails: the
+    # recording is damaged, say so here.
+    reference_or_refuse(region, k.name, random_inputs_or_refuse(region, k.name))
     try:
         source = repro_source(region, k.name, executor, f"graph {k.graph} {k.chain}", dev, iters)
     except RerunError:

@@ -2,7 +2,8 @@
 
 An executor says which symbols it can run (:meth:`Executor.can_run`), returns the callable for a
 claimed symbol (:meth:`Executor.callable_for`) and, for fusion executors, turns a region of claimed
-symbols into one kernel (later passes). ``torch`` is always available and always last.
+symbols into one kernel (the ``fuse`` pass asks it). ``torch`` is always available and always last.
+Executors know nothing of passes: the pipeline owns the pass list.
 """
 from __future__ import annotations
 
@@ -33,9 +34,6 @@ class Executor:
         """Return the Python callable that runs ``b`` with its arguments."""
         raise NotImplementedError
 
-    def passes(self) -> list[tuple[str, Callable]]:
-        """Return the (name, Trace -> Trace) passes this executor adds after ``claim``."""
-        return []
 
 
 class KernelBuildError(Exception):
@@ -47,14 +45,11 @@ class FusionExecutor(Executor):
 
     The ``fuse`` pass (:mod:`..passes.fuse`) forms regions on dataflow and asks the executor:
     :meth:`region_problem` whether a candidate region can become one kernel (None, or the reason it
-    cannot), then :meth:`build_kernel` for each final region (a top-level fusion symbol named
-    ``{kernel_prefix}_{i}`` whose ``subsymbols`` are the members). :meth:`kernel_record` describes a
-    built kernel (see the kernel record format in DESIGN/brief); :meth:`callable_for` returns its
-    launcher.
+    cannot), then :meth:`build_kernel` for each final region (a top-level symbol with
+    ``fusion=True`` whose ``subsymbols`` are the members); :meth:`callable_for` returns its launcher.
     """
 
     fuses = True
-    kernel_prefix = "fusion"  # fusion symbols are named f"{kernel_prefix}_{i}"
     language = "python"
 
     def region_problem(self, members: list[BoundSymbol], outputs: Optional[list] = None) -> Optional[str]:
@@ -97,12 +92,6 @@ class FusionExecutor(Executor):
         """Build the kernel of ``fusion``; return its partial kernel record (``code``, ``language``,
         ``note``). Raise :class:`KernelBuildError` (or anything) when it cannot be built."""
         raise NotImplementedError
-
-    def passes(self) -> list[tuple[str, Callable]]:
-        """Return ``[("fuse", fuse pass bound to this executor)]``."""
-        import functools
-        from ..passes.fuse import fuse
-        return [("fuse", functools.partial(fuse, executor=self))]
 
 
 _REGISTRY: dict[str, Callable[[], Executor]] = {}

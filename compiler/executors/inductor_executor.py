@@ -145,14 +145,13 @@ class InductorExecutor(FusionExecutor):
     """Fuses regions of prims and compiles each with ``torch.compile`` (see the module docstring)."""
 
     name = "inductor"
-    kernel_prefix = "inductor_fusion"
     language = "python"
 
     def available(self) -> Optional[str]:
         return inductor_unavailable_reason()
 
     def prim_problem(self, b: BoundSymbol) -> Optional[str]:
-        if b.sym.startswith(f"{self.kernel_prefix}_"):
+        if b.fusion:
             return None
         if not b.sym.startswith("prims."):
             return f"inductor fuses prims only, not {b.sym}"
@@ -196,7 +195,7 @@ class InductorExecutor(FusionExecutor):
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         """Return the launcher of fusion ``b`` (a single prim runs as a one-member region)."""
-        if not b.sym.startswith(f"{self.kernel_prefix}_"):
+        if not b.fusion:
             return _callable(b)  # a lone claimed prim: Inductor would only add overhead
         return InductorKernel(b)
 

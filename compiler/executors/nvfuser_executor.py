@@ -84,7 +84,6 @@ class NvFuserExecutor(FusionExecutor):
     """Fuses regions of CUDA prims into nvFuser definitions (see the module docstring)."""
 
     name = "nvfuser"
-    kernel_prefix = "nvfusion"
     language = "nvfuser"
 
     def __init__(self):
@@ -96,7 +95,7 @@ class NvFuserExecutor(FusionExecutor):
     def prim_problem(self, b: BoundSymbol) -> Optional[str]:
         """Return why prim ``b`` has no nvFuser lowering (op, dtype, device, arguments), or None;
         independent of whether nvFuser is installed here."""
-        if b.sym.startswith(f"{self.kernel_prefix}_"):
+        if b.fusion:
             return None
         return lowering_problem(b)
 
@@ -127,10 +126,10 @@ class NvFuserExecutor(FusionExecutor):
         reason = self.available()
         if reason is not None:
             raise KernelBuildError(f"nvfuser: {reason}")
-        if not b.sym.startswith(f"{self.kernel_prefix}_"):
-            b = BoundSymbol(sym=f"{self.kernel_prefix}_single_{b.uid}", args=tuple(dict.fromkeys(b.flat_inputs())),
+        if not b.fusion:
+            b = BoundSymbol(sym=f"nvfuser_single_{b.uid}", args=tuple(dict.fromkeys(b.flat_inputs())),
                             kwargs={}, outputs=b.outputs if isinstance(b.outputs, tuple) else (b.outputs,),
-                            uid=b.uid, origin=(b.uid,), subsymbols=(b,), executor=self.name)
+                            uid=b.uid, origin=(b.uid,), subsymbols=(b,), executor=self.name, fusion=True)
             kernel = NvFuserKernel(b, self.program_for(b))
             return functools.partial(_run_single, b.subsymbols[0], kernel)
         return NvFuserKernel(b, self.program_for(b))

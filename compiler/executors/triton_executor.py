@@ -67,7 +67,6 @@ class TritonExecutor(FusionExecutor):
     """Generates, caches and launches one Triton kernel per fusion region."""
 
     name = "triton"
-    kernel_prefix = "triton_fusion"
     language = "python"
 
     # Regions whose values all have at most this many elements may run as dependent phases of one

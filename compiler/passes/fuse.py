@@ -14,12 +14,14 @@ region is merged with the nearest earlier one that works, within :data:`HORIZONT
 launch instead of several, e.g. the q/k/v transposes of an attention block or the weight-gradient
 sums left over from a layer-norm backward.
 
-Each final region becomes a top-level symbol named ``{prefix}_{i}`` (``triton_fusion_0`` ...) in
-the order of their first member, with ``subsymbols`` = the members, ``origin`` = member uids,
-``args`` = region inputs and ``outputs`` = the region's values read outside it. The executor builds
-each kernel here; a region whose kernel fails to build goes back to torch with the error as its
-note. Kernel records (see :func:`kernel_records`) travel in ``trace.meta["kernels"]`` for the
-pipeline to report; the pass never mutates its input.
+Each final region becomes a top-level symbol with ``fusion=True``, named by
+:func:`~..ir.kernel_name` (``fw_fusion_0``, ``bw_fusion_0``, ``g1_fw_fusion_0`` ...: unique in a
+recording; a second fusion executor's pass goes on numbering after the first's) in the order of
+their first member, with ``subsymbols`` = the members, ``origin`` = member uids, ``args`` = region
+inputs and ``outputs`` = the region's values read outside it. The executor builds each kernel here;
+a region whose kernel fails to build goes back to torch with the error as its note. The
+:class:`~..ir.KernelRecord` of each kernel (see :func:`kernel_record`) travels in ``trace.kernels``
+for the pipeline to report; the pass never mutates its input.
 """
 from __future__ import annotations
 
@@ -28,8 +30,7 @@ import inspect
 from typing import Optional
 
 from ..executors.base import FusionExecutor
-from ..ir import BoundSymbol, Minter, Trace, TensorProxy
-from ..serialize import _proxy_json, trace_to_dict
+from ..ir import BoundSymbol, KernelRecord, Minter, SourceLine, Trace, TensorProxy, kernel_name
 
 NAME = "fuse"
 
@@ -112,7 +113,7 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
     {(producer index, consumer index): reason})."""
     syms = trace.symbols
     g = _Graph(syms)
-    mine = {i for i, b in enumerate(syms) if b.executor == executor.name and b.sym != "del"}
+    mine = {i for i, b in enumerate(syms) if b.executor == executor.name and b.sym != "del" and not b.fusion}
     refused: dict[tuple[int, int], str] = {}
     lone_problem: dict[int, str] = {}
     uses = _uses(trace)
@@ -235,12 +236,12 @@ def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
     uses = _uses(trace)
     minter = Minter(trace)
     replaced: dict[int, BoundSymbol] = {}  # node id -> new symbol
-    records: list[dict] = []
-    count = 0
+    records: list[KernelRecord] = []
+    count = sum(1 for b in syms if b.fusion)  # fusions of an earlier fusion executor keep their names
     for node in sorted(g.members, key=lambda n: g.members[n][0]):
         members = g.members[node]
         head = syms[members[0]]
-        if head.executor != executor.name or head.sym == "del":
+        if head.executor != executor.name or head.sym == "del" or head.fusion:
             continue
         if len(members) == 1 and members[0] in lone_problem:
             replaced[node] = _to_torch(head, f"{executor.name} cannot run it here: {lone_problem[members[0]]}")
@@ -249,14 +250,14 @@ def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
             replaced[node] = None
             continue
         inputs, outputs = _region_io(trace, members, uses)
-        name = f"{executor.kernel_prefix}_{count}"
+        name = kernel_name(trace.graph, trace.chain, count)
         notes = _refusal_notes(syms, g, refused, members)
         fusion = BoundSymbol(
             sym=name, args=tuple(inputs), kwargs={}, outputs=tuple(outputs), uid=minter.uid(),
             origin=tuple(syms[i].uid for i in members),
             source=next((syms[i].source for i in members if syms[i].source is not None), None),
             subsymbols=tuple(syms[i] for i in members), executor=executor.name,
-            note="; ".join(notes) or None)
+            note="; ".join(notes) or None, fusion=True)
         try:
             built = executor.build_kernel(fusion)
         except Exception as e:  # a region whose kernel cannot be built runs in torch
@@ -269,9 +270,7 @@ def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
         replaced[node] = fusion
         records.append(kernel_record(trace, fusion, built, executor))
     out_syms = _rebuild(trace, g, replaced, executor)
-    meta = dict(trace.meta)
-    meta["kernels"] = records
-    return minter.stamp(trace, symbols=tuple(out_syms), meta=meta)
+    return minter.stamp(trace, symbols=tuple(out_syms), kernels=tuple(records))
 
 
 def _to_torch(b: BoundSymbol, why: str) -> BoundSymbol:
@@ -330,8 +329,9 @@ def _rebuild(trace: Trace, g: _Graph, replaced: dict, executor: FusionExecutor) 
     return [nodes[n] for n in _topo_order(nodes, succ, first)]
 
 
-def kernel_record(trace: Trace, fusion: BoundSymbol, built: dict, executor: FusionExecutor) -> dict:
-    """Return the JSON-able kernel record of a built fusion (format: see the helper brief)."""
+def kernel_record(trace: Trace, fusion: BoundSymbol, built: dict, executor: FusionExecutor) -> KernelRecord:
+    """Return the kernel record of a built fusion: ``built`` is what the executor's
+    :meth:`~FusionExecutor.build_kernel` returned (``code``, ``language``, ``note``, extras)."""
     region = Trace(name=fusion.sym, inputs=tuple(fusion.args), symbols=fusion.subsymbols,
                    outputs=tuple(fusion.outputs), chain=trace.chain, graph=trace.graph, pass_name=NAME,
                    next_uid=trace.next_uid, next_name=trace.next_name)
@@ -342,16 +342,11 @@ def kernel_record(trace: Trace, fusion: BoundSymbol, built: dict, executor: Fusi
         if src is None or (src.file, src.line) in seen:
             continue
         seen.add((src.file, src.line))
-        lines.append({"file": src.file, "line": src.line, "code": src.code, "module": src.module,
-                      "direction": direction})
-    record = {
-        "name": fusion.sym, "executor": executor.name, "uid": fusion.uid,
-        "members": [s.uid for s in fusion.subsymbols], "ops": [s.sym for s in fusion.subsymbols],
-        "code": built.get("code", ""), "language": built.get("language", executor.language),
-        "inputs": [_proxy_json(p) for p in fusion.args], "outputs": [_proxy_json(p) for p in fusion.outputs],
-        "source_lines": lines, "pass": NAME, "note": built.get("note"),
-        "trace": trace_to_dict(region),
-    }
-    for k, v in built.items():
-        record.setdefault(k, v)
-    return record
+        lines.append(SourceLine(src.file, src.line, src.code, src.module, direction))
+    return KernelRecord(
+        name=fusion.sym, executor=executor.name, uid=fusion.uid,
+        members=tuple(s.uid for s in fusion.subsymbols), ops=tuple(s.sym for s in fusion.subsymbols),
+        code=built.get("code", ""), language=built.get("language", executor.language),
+        inputs=tuple(fusion.args), outputs=tuple(fusion.outputs), source_lines=tuple(lines),
+        region=region, pass_name=NAME, note=built.get("note"),
+        details={k: v for k, v in built.items() if k not in ("code", "language", "note")})

@@ -2,6 +2,7 @@
 names, build failures going back to torch, and the kernel records it leaves for the pipeline."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -13,7 +14,7 @@ from thundervis.compiler.fusion_stats import is_fusion
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy
 from thundervis.compiler.passes.fuse import fuse
-from thundervis.compiler.serialize import trace_from_dict
+from thundervis.compiler.serialize import kernel_from_dict, kernel_to_dict, trace_from_dict
 
 
 @pytest.fixture(autouse=True)
@@ -48,8 +49,9 @@ def test_diamond_does_not_fuse_around_a_torch_op():
     t = diamond()
     out = fuse(t, TritonExecutor())
     names = [b.sym for b in out.symbols]
-    assert names == ["triton_fusion_0", "prims.mm", "triton_fusion_1"]
+    assert names == ["fw_fusion_0", "prims.mm", "fw_fusion_1"]
     first, mm, second = out.symbols
+    assert first.fusion and second.fusion and not mm.fusion
     assert [s.uid for s in first.subsymbols] == ["f0"]
     assert [s.uid for s in second.subsymbols] == ["f2", "f3"]
     assert "cycle" in second.note and "f1 (prims.mm)" in second.note
@@ -88,10 +90,10 @@ def test_independent_regions_are_fused_side_by_side():
             BoundSymbol("prims.mul", (z, 2.0), {}, P("o", (3, 5)), "f2", executor="triton", aten="aten.mul.Tensor"))
     t = Trace("forward", (x, y), syms, (r, syms[2].outputs), next_uid=3)
     out = fuse(t, _single_kernels_only())
-    assert [b.sym for b in out.symbols] == ["triton_fusion_0"]
+    assert [b.sym for b in out.symbols] == ["fw_fusion_0"]
     assert [s.uid for s in out.symbols[0].subsymbols] == ["f0", "f1", "f2"]
-    (record,) = out.meta["kernels"]
-    assert record["plan"] == "sections" and record["parts"] == 2
+    (record,) = out.kernels
+    assert record.details["plan"] == "sections" and record.details["parts"] == 2
     xv, yv = torch.randn(4, 8), torch.randn(3, 5)
     for a, b in zip(_run_kernels(out, _single_kernels_only(), [xv, yv]), run_trace(t, [xv, yv])):
         torch.testing.assert_close(a, b)
@@ -117,7 +119,7 @@ def test_executor_refusal_is_noted_on_both_regions():
     # small enough for one program: one kernel whose phases pass the row mean through memory
     out = fuse(t, TritonExecutor())
     (fusion,) = [b for b in out.symbols if is_fusion(b)]
-    assert out.meta["kernels"][0]["plan"] == "phases"
+    assert out.kernels[0].details["plan"] == "phases"
     from thundervis.compiler.executors.triton_executor import TritonExecutor as T
     ex = T()
     ex.build_kernel(fusion)
@@ -134,7 +136,7 @@ def test_build_failure_goes_back_to_torch_with_the_reason():
     assert not any(is_fusion(b) for b in out.symbols)
     assert [b.executor for b in out.symbols] == ["torch"] * 4
     assert "kernel build failed" in out.symbols[0].note and "no compiler today" in out.symbols[0].note
-    assert out.meta["kernels"] == []
+    assert out.kernels == ()
 
 
 def test_views_only_region_stays_in_torch_with_a_note():
@@ -149,10 +151,15 @@ def test_views_only_region_stays_in_torch_with_a_note():
 def test_kernel_records_and_names_are_deterministic(tmp_path):
     a = fuse(diamond(), TritonExecutor())
     b = fuse(diamond(), TritonExecutor())
-    ra, rb = a.meta["kernels"], b.meta["kernels"]
-    assert [r["name"] for r in ra] == ["triton_fusion_0", "triton_fusion_1"]
-    assert [(r["name"], r["members"], r["code"]) for r in ra] == [(r["name"], r["members"], r["code"]) for r in rb]
-    rec = ra[1]
+    ra, rb = a.kernels, b.kernels
+    assert [r.name for r in ra] == ["fw_fusion_0", "fw_fusion_1"]
+    assert [(r.name, r.members, r.code) for r in ra] == [(r.name, r.members, r.code) for r in rb]
+    record = ra[1]
+    assert record.executor == "triton" and record.pass_name == "fuse" and record.language == "python"
+    assert record.region is not None and record.region.symbols == a.symbols[2].subsymbols
+    # the JSON the recording stores
+    rec = kernel_to_dict(record)
+    assert kernel_from_dict(json.loads(json.dumps(rec))) == record
     assert rec["executor"] == "triton" and rec["pass"] == "fuse" and rec["language"] == "python"
     assert rec["ops"] == ["prims.add", "prims.tanh"] and rec["uid"] == a.symbols[2].uid
     assert rec["inputs"][0]["shape"] == [4, 4] and rec["outputs"][0]["name"] == "d"
@@ -168,12 +175,31 @@ def test_kernel_records_and_names_are_deterministic(tmp_path):
 
 def test_backward_kernels_mark_their_lines_as_backward():
     t = diamond().replace(chain="backward")
-    recs = fuse(t, TritonExecutor()).meta["kernels"]
-    assert {line["direction"] for r in recs for line in r["source_lines"]} == {"backward"}
+    out = fuse(t, TritonExecutor())
+    assert {line.direction for r in out.kernels for line in r.source_lines} == {"backward"}
+    # named apart from the forward kernels, and per graph, so a name is unique in a recording
+    assert [r.name for r in out.kernels] == ["bw_fusion_0", "bw_fusion_1"]
+    assert [r.name for r in fuse(diamond().replace(graph=2), TritonExecutor()).kernels] == \
+        ["g2_fw_fusion_0", "g2_fw_fusion_1"]
 
 
-def test_fusion_executor_default_pass():
-    assert [n for n, _ in TritonExecutor().passes()] == ["fuse"]
+def test_second_fusion_executor_goes_on_numbering():
+    once = fuse(diamond(), TritonExecutor())
+    # a later fuse pass (another fusion executor) finds the first one's fusions and numbers after them
+    again = fuse(once.replace(symbols=once.symbols[:2] + (once.symbols[2].subsymbols[0].replace(executor="triton"),
+                                                        once.symbols[2].subsymbols[1].replace(executor="triton"))),
+                 TritonExecutor())
+    fusions = [b for b in again.symbols if b.fusion]
+    assert [b.sym for b in fusions] == ["fw_fusion_0", "fw_fusion_1"]
+    assert fusions[0] is once.symbols[0]  # an existing fusion is never a member of a new one
+
+
+def test_pipeline_runs_one_fuse_pass_per_fusion_executor():
+    from thundervis.compiler.pipeline import chain_passes
+    from thundervis.compiler.executors.torch_executor import TorchExecutor
+    names = [n for n, _ in chain_passes([TritonExecutor(), TorchExecutor()])]
+    assert names == ["decompose", "cse", "simplify", "dce", "claim", "fuse", "liveness"]
+    assert [n for n, _ in chain_passes([TorchExecutor()])].count("fuse") == 0
     assert FusionExecutor.fuses
 
 
@@ -231,9 +257,27 @@ def test_random_programs_fuse_without_cycles_and_compute_the_same(phases):
             defined.update(p.name for p in b.flat_outputs())
         members = [s.uid for b in out.symbols for s in (b.subsymbols if is_fusion(b) else (b,))]
         assert sorted(members) == sorted(b.uid for b in t.symbols)  # each op exactly once
-        merged_sideways += sum(r.get("plan") in ("sections", "phases") for r in out.meta["kernels"])
+        merged_sideways += sum(r.details.get("plan") in ("sections", "phases") for r in out.kernels)
         args = [torch.randn(4, 4) * 0.5 for _ in t.inputs]
         want = run_trace(t, args)
         for got, ref in zip(_run_kernels(out, ex, args), want):
             torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5 * (1 + float(ref.abs().max())))
     assert merged_sideways > 0  # the programs do exercise multi-part kernels
+
+
+def test_pipeline_reports_the_fuse_pass_then_its_kernel_records():
+    from thundervis.compiler.observer import CompileObserver
+    from thundervis.compiler.pipeline import CompileOptions, PassRunner
+    events = []
+
+    class Events(CompileObserver):
+        def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
+            events.append(("pass", name, trace.kernels))
+
+        def kernels_built(self, graph, chain, kernels):
+            events.append(("kernels", [(type(k).__name__, k.name) for k in kernels]))
+    out = PassRunner(0, "forward", CompileOptions(observer=Events()), start=1).run(
+        "fuse", lambda t: fuse(t, TritonExecutor()), diamond())
+    assert events == [("pass", "fuse", ()),
+                      ("kernels", [("KernelRecord", "fw_fusion_0"), ("KernelRecord", "fw_fusion_1")])]
+    assert out.kernels == ()  # the records leave the trace once reported

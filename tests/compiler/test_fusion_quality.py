@@ -60,8 +60,8 @@ def test_counts_our_launches_without_views():
     perm = BoundSymbol(sym="aten.t.default", args=(a,), kwargs={}, outputs=b, uid="f1",
                        subsymbols=(BoundSymbol(sym="prims.permute", args=(a, [1, 0]), kwargs={}, outputs=b, uid="f2"),))
     mm = BoundSymbol(sym="prims.mm", args=(a, b), kwargs={}, outputs=_p("m"), uid="f3")
-    fusion = BoundSymbol(sym="triton_fusion_0", args=(a,), kwargs={}, outputs=(_p("c"),), uid="f4",
+    fusion = BoundSymbol(sym="fw_fusion_0", args=(a,), kwargs={}, outputs=(_p("c"),), uid="f4",
                          subsymbols=(BoundSymbol(sym="prims.exp", args=(a,), kwargs={}, outputs=_p("c"), uid="f5"),),
-                         executor="triton")
+                         executor="triton", fusion=True)
     dels = BoundSymbol(sym="del", args=(a,), kwargs={}, outputs=None, uid="f6")
     assert [fq.launches(s) for s in (view, perm, mm, fusion, dels)] == [0, 0, 1, 1, 0]

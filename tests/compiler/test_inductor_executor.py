@@ -23,7 +23,7 @@ def _p(name, shape, dtype="float32"):
     return TensorProxy(name, tuple(shape), dtype, "cpu", tuple(strides))
 
 
-def _region(name="inductor_fusion_0") -> BoundSymbol:
+def _region(name="fw_fusion_0") -> BoundSymbol:
     """x[4, 8] -> softmax(tanh(x * 2 + b)) and its row sums, by hand."""
     x, b = _p("x", [4, 8]), _p("b", [8])
     t0, t1, t2, t3 = _p("t0", [4, 8]), _p("t1", [4, 8]), _p("t2", [4, 8]), _p("t3", [4, 1])
@@ -39,7 +39,7 @@ def _region(name="inductor_fusion_0") -> BoundSymbol:
     subs = tuple(BoundSymbol(sym=s, args=a, kwargs={}, outputs=o, uid=f"f{i}", aten=at)
                  for i, (s, a, o, at) in enumerate(prims))
     return BoundSymbol(sym=name, args=(x, b), kwargs={}, outputs=(t7, s8), uid="f20",
-                       origin=tuple(s.uid for s in subs), subsymbols=subs, executor="inductor")
+                       origin=tuple(s.uid for s in subs), subsymbols=subs, executor="inductor", fusion=True)
 
 
 def _eager(fusion, *args):
@@ -101,7 +101,7 @@ class _Kernels(CompileObserver):
     def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
         if name == "fuse":
             self.fused.extend((chain, b.sym, len(b.subsymbols)) for b in trace.symbols
-                              if b.sym.startswith("inductor_fusion_"))
+                              if b.fusion and b.executor == "inductor")
 
     def chain_failed(self, graph, chain, error, tb):
         self.failures.append(error)

@@ -40,7 +40,7 @@ def hand_built() -> Trace:
     t0, t1, t2, t3 = P("t0", (8, 4)), P("t1", (8, 4)), P("t2", (8, 4)), P("t3", ())
     m, r = P("t4", (8, 1)), P("t5", (8, 1))
     fusion = BoundSymbol(
-        "triton_fusion_0", (t0, b), {}, (t2,), "f5", origin=("f1", "f2"), source=SRC_A, executor="triton",
+        "fw_fusion_0", (t0, b), {}, (t2,), "f5", origin=("f1", "f2"), source=SRC_A, executor="triton", fusion=True,
         subsymbols=(BoundSymbol("prims.add", (t0, b), {}, t1, "f1", source=SRC_A, aten="aten.add.Tensor"),
                     BoundSymbol("prims.tanh", (t1,), {}, t2, "f2", source=SRC_A, aten="aten.tanh.default")))
     stats = BoundSymbol(

@@ -3,7 +3,7 @@ against eager, under the Triton interpreter, forward and backward.
 
 Programs are traced to ATen with ``make_fx`` (backward ones through ``torch.autograd.grad``) and
 compiled with ``executors=["triton"]``; each test also checks the op really ran inside a
-``triton_fusion`` kernel, so a silent fallback to torch fails the test.
+Triton fusion kernel, so a silent fallback to torch fails the test.
 """
 from __future__ import annotations
 
@@ -264,7 +264,7 @@ def test_embedding_forward_and_its_index_put_backward():
     out, ref, bw = _grad_program(f, w, idx)
     torch.testing.assert_close(out[0], ref[0])  # repeated indices accumulate (atomic adds)
     assert "index_put" in fused_ops(bw)
-    assert [b.sym for b in bw.symbols if is_fusion(b)] == ["triton_fusion_0"]
+    assert [b.sym for b in bw.symbols if is_fusion(b)] == ["bw_fusion_0"]
 
 
 def test_split_cat_gather_scatter_fw_bw():
@@ -304,7 +304,7 @@ def test_qkv_style_transposes_share_one_kernel():
         q, k, v = x.split(4, dim=2)
         return q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous() * 2, v.permute(2, 0, 1).contiguous()
     final = check(f, x, ops=["slice", "permute", "clone"])
-    assert [b.sym for b in final.symbols if is_fusion(b)] == ["triton_fusion_0"]
+    assert len([b for b in final.symbols if is_fusion(b)]) == 1
 
 
 def test_independent_pieces_of_other_domains_run_as_sections():

@@ -73,12 +73,12 @@ def test_members_of_a_fusion_are_fused_into_its_kernel():
     m0 = S("prims.add", ["x", "y"], "t0", "f0")
     m1 = S("prims.exp", ["t0"], "t9", "f1")
     a = T([m0, m1])
-    fusion = BoundSymbol("triton_fusion_0", (P("x"), P("y")), {}, (P("t9"),), "f9", origin=("f0", "f1"),
-                         subsymbols=(m0, m1), executor="triton")
+    fusion = BoundSymbol("fw_fusion_0", (P("x"), P("y")), {}, (P("t9"),), "f9", origin=("f0", "f1"),
+                         subsymbols=(m0, m1), executor="triton", fusion=True)
     d = diff_traces(a, T([fusion]))
     before = [r for r in rows(d, FUSED) if r.a is not None]
-    assert [(r.a.uid, r.kernel) for r in before] == [("f0", "triton_fusion_0"), ("f1", "triton_fusion_0")]
-    assert d.kernels().keys() == {"triton_fusion_0"}
+    assert [(r.a.uid, r.kernel) for r in before] == [("f0", "fw_fusion_0"), ("f1", "fw_fusion_0")]
+    assert d.kernels().keys() == {"fw_fusion_0"}
     assert rows(d, ADDED)[0].b.uid == "f9" and [p.uid for p in rows(d, ADDED)[0].partners] == ["f0", "f1"]
     # the diff of the fused trace with itself is all unchanged (members stay inside their kernel)
     assert not diff_traces(T([fusion]), T([fusion])).changed
@@ -87,11 +87,11 @@ def test_members_of_a_fusion_are_fused_into_its_kernel():
 def test_fused_into_through_origin_when_members_were_rebuilt():
     a = T([S("prims.add", ["x", "y"], "t9", "f0")])
     member = S("prims.add", ["x", "y"], "t9", "f3")  # a new uid: only the fusion's origin links it
-    fusion = BoundSymbol("nvfusion_0", (P("x"), P("y")), {}, (P("t9"),), "f4", origin=("f0",),
-                         subsymbols=(member,), executor="nvfuser")
+    fusion = BoundSymbol("fw_fusion_1", (P("x"), P("y")), {}, (P("t9"),), "f4", origin=("f0",),
+                         subsymbols=(member,), executor="nvfuser", fusion=True)
     d = diff_traces(a, T([fusion]))
     fused = [r for r in rows(d, FUSED) if r.a is not None]
-    assert fused[0].kernel == "nvfusion_0" and fused[0].how == "origin"
+    assert fused[0].kernel == "fw_fusion_1" and fused[0].how == "origin"
 
 
 def test_text_fallback_matches_lines_whose_uids_differ():

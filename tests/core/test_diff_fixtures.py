@@ -21,7 +21,6 @@ class PointwiseFuser(FusionExecutor):
     """Fuses unary/binary/ternary prims; kernels run the members with the reference interpreter."""
 
     name = "pwfuse"
-    kernel_prefix = "pwfuse_fusion"
     max_members = None
 
     def can_run(self, b: BoundSymbol) -> bool:
@@ -47,7 +46,6 @@ class SmallPointwiseFuser(PointwiseFuser):
     """Like :class:`PointwiseFuser` but at most 3 ops per kernel (so its fusions split)."""
 
     name = "pwfuse3"
-    kernel_prefix = "pwsmall_fusion"
     max_members = 3
 
 
@@ -106,7 +104,7 @@ def pass_pair(chain: str, before: str, after: str, executors: tuple = ("pwfuse",
 def test_fixture_compiles_with_fusions():
     obs = compiled()
     final = obs.chain("forward")[-1]
-    names = [b.sym for b in final.symbols if b.sym.startswith("pwfuse_fusion")]
+    names = [b.sym for b in final.symbols if b.fusion]
     assert names, "the pointwise fuser made no fusion"
     names = [t.pass_name for t in obs.chain("forward")]
     kinds = ["acquire", "decompose", "cse", "dce", "claim", "fuse", "liveness", "codegen"]
@@ -114,8 +112,8 @@ def test_fixture_compiles_with_fusions():
 
 
 def test_small_fuser_splits_regions():
-    big = [b for b in compiled(("pwfuse",)).chain("forward")[-1].symbols if b.sym.startswith("pwfuse_fusion")]
-    small = [b for b in compiled(("pwfuse3",)).chain("forward")[-1].symbols if b.sym.startswith("pwsmall_fusion")]
+    big = [b for b in compiled(("pwfuse",)).chain("forward")[-1].symbols if b.fusion]
+    small = [b for b in compiled(("pwfuse3",)).chain("forward")[-1].symbols if b.fusion]
     assert max(len(b.subsymbols) for b in big) > 3
     assert max(len(b.subsymbols) for b in small) <= 3
     assert len(small) > len(big)

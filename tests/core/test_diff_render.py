@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from test_diff_fixtures import pass_pair
-from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
+from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace, kernel_name
 from thundervis.diff import diff_traces
 from thundervis.diff.render import (html_page, side_by_side_html, side_by_side_rich, unified_html, unified_plain,
                                     unified_rich, unified_rows)
@@ -59,4 +59,4 @@ def test_side_by_side_rich_table_and_context_folding():
     assert isinstance(table, Table) and len(table.columns) == 3
     buf = io.StringIO()
     Console(file=buf, width=160, no_color=True).print(table)
-    assert "pwfuse_fusion_0" in buf.getvalue() and "fused into" in buf.getvalue()
+    assert kernel_name(0, "forward", 0) in buf.getvalue() and "fused into" in buf.getvalue()

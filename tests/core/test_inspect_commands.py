@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from thundervis.recording import lineage_of_uid, open_recording
+from thundervis.recording import SCHEMA_VERSION, lineage_of_uid, open_recording
 
 from core_helpers import line_of, run_cli, write_script
 from test_recording_store import _fused_recording
@@ -17,7 +17,7 @@ def test_ls_json_structure(recorded, capsys):
     code, out, err = run_cli(capsys, "ls", path, "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["schema"] == 1 and doc["run"]["status"] == "ok" and doc["run"]["script"] == script
+    assert doc["schema"] == SCHEMA_VERSION and doc["run"]["status"] == "ok" and doc["run"]["script"] == script
     assert [g["id"] for g in doc["graphs"]] == [0, 1]
     g0 = doc["graphs"][0]
     assert {"id", "reason", "chains", "fusions"} <= set(g0)
@@ -36,9 +36,9 @@ def test_ls_json_lists_fusions(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "ls", path, "--json")
     (fusion,) = json.loads(out)["graphs"][0]["fusions"]
     assert (fusion["name"], fusion["executor"], fusion["n_ops"], fusion["sources"]) == \
-        ("triton_fusion_0", "triton", 2, ["model.py:3"])
+        ("fw_fusion_0", "triton", 2, ["model.py:3"])
     code, out, _ = run_cli(capsys, "ls", path)
-    assert code == 0 and "fusion triton_fusion_0 [triton]" in out
+    assert code == 0 and "fusion fw_fusion_0 [triton]" in out
 
 
 def test_ls_text_lists_chains_and_passes(recorded, capsys):
@@ -114,10 +114,10 @@ def test_lineage_ends_in_the_kernel(tmp_path, capsys):
     assert [st.pass_name for st in fw.steps] == ["acquire", "fuse"]
     assert [s.uid for s in fw.steps[1].symbols] == ["f2"]
     (end,) = fw.ends
-    assert end.executor == "triton" and end.kernel.name == "triton_fusion_0"
+    assert end.executor == "triton" and end.kernel.name == "fw_fusion_0"
     assert [s.uid for s in next(c for c in lin.chains if c.chain == "backward").steps[0].symbols] == ["b0"]
     code, out, _ = run_cli(capsys, "lineage", path, "--source", "model.py:3")
-    assert code == 0 and "kernel triton_fusion_0 (2 ops)" in out
+    assert code == 0 and "kernel fw_fusion_0 (2 ops)" in out
 
 
 def test_lineage_bad_queries_exit_2(recorded, capsys):

@@ -21,10 +21,10 @@ def _proxy(name):
     return TensorProxy(name, (4, 8), "float32", "cpu", (8, 1))
 
 
-def _sym(uid, sym, args, out, origin=(), line=3, executor=None, subsymbols=(), seq_nr=None):
+def _sym(uid, sym, args, out, origin=(), line=3, executor=None, subsymbols=(), seq_nr=None, fusion=False):
     return BoundSymbol(sym=sym, args=args, kwargs={}, outputs=out, uid=uid, origin=origin,
                        source=SourceInfo("/x/model.py", line, "y = a * b + c", "block"),
-                       seq_nr=seq_nr, subsymbols=subsymbols, executor=executor)
+                       seq_nr=seq_nr, subsymbols=subsymbols, executor=executor, fusion=fusion)
 
 
 def _fused_recording(path) -> str:
@@ -33,7 +33,7 @@ def _fused_recording(path) -> str:
     mul = _sym("f0", "prims.mul", (a, b), t0, seq_nr=7)
     add = _sym("f1", "prims.add", (t0, c), t1, seq_nr=8)
     acquired = Trace("forward", (a, b, c), (mul, add), (t1,), chain="forward", next_uid=2, next_name=2)
-    fusion = _sym("f2", "triton_fusion_0", (a, b, c), (t1,), origin=("f0", "f1"), executor="triton",
+    fusion = _sym("f2", "fw_fusion_0", (a, b, c), (t1,), origin=("f0", "f1"), executor="triton", fusion=True,
                   subsymbols=(mul.replace(executor="triton"), add.replace(executor="triton")))
     fused = acquired.replace(symbols=(fusion,), pass_name="fuse", next_uid=3)
     g1 = _proxy("g")
@@ -45,7 +45,7 @@ def _fused_recording(path) -> str:
         rec.pass_done(0, "forward", 0, "acquire", acquired, 0.001, True)
         rec.pass_done(0, "forward", 1, "fuse", fused, 0.002, True)
         rec.kernels_built(0, "forward", [{
-            "name": "triton_fusion_0", "executor": "triton", "uid": "f2", "members": ["f0", "f1"],
+            "name": "fw_fusion_0", "executor": "triton", "uid": "f2", "members": ["f0", "f1"],
             "ops": ["mul", "add"], "code": "def kernel(): pass", "language": "python",
             "inputs": [], "outputs": [], "pass": "fuse", "note": None, "trace": None,
             "source_lines": [{"file": "/x/model.py", "line": 3, "code": "y = a * b + c",
@@ -113,7 +113,7 @@ def test_kernels_and_failures_are_recorded(tmp_path):
         w.finish_run("failed", 1, "Traceback: x")
     with open_recording(path) as rec:
         (k,) = rec.kernels()
-        assert (k.name, k.executor, k.uid, k.members, k.ops) == ("triton_fusion_0", "triton", "f2",
+        assert (k.name, k.executor, k.uid, k.members, k.ops) == ("fw_fusion_0", "triton", "f2",
                                                                   ("f0", "f1"), ("mul", "add"))
         assert k.source_lines[0]["line"] == 3 and not hasattr(k, "code")  # code loads on request
         src = rec.kernel_source(k)

@@ -120,7 +120,7 @@ def test_cuda_kernel_without_cuda(rec, capsys):
 def test_captured_inputs_missing_or_mismatched_fall_back_to_random(rec, tmp_path):
     report = rerun_kernel(rec, "triton_fusion_0", executor="torch", inputs="captured", iters=1, store=False)
     assert report.inputs == "random" and any("no captured inputs" in n for n in report.notes)
-    from thundervis.capture import save_captured_inputs
+    from thundervis.recording.capture import save_captured_inputs
     wrong = tmp_path / "w.tvrec"
     import shutil
     shutil.copy(rec, wrong)
@@ -133,7 +133,7 @@ def test_captured_inputs_missing_or_mismatched_fall_back_to_random(rec, tmp_path
 
 def test_captured_inputs_are_used(rec, tmp_path):
     import shutil
-    from thundervis.capture import save_captured_inputs
+    from thundervis.recording.capture import save_captured_inputs
     path = tmp_path / "c.tvrec"
     shutil.copy(rec, path)
     a, b = torch.full((4, 8), 0.25), torch.linspace(-1, 1, 8)
@@ -164,3 +164,26 @@ def test_python_api_errors_are_one_sentence(rec):
         rerun_kernel(rec, "nope", store=False)
     with pytest.raises(RerunError, match="iters"):
         rerun_kernel(rec, "triton_fusion_0", iters=0, store=False)
+
+
+def test_rerun_on_a_read_only_recording_prints_results_and_says_it_could_not_store(rec, tmp_path, capsys,
+                                                                                monkeypatch):
+    import shutil
+    import stat
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "k.tvrec"
+    shutil.copy(rec, path)
+    os.chmod(path, stat.S_IRUSR | stat.S_IRGRP)
+    os.chmod(folder, stat.S_IRUSR | stat.S_IXUSR)
+    if os.geteuid() == 0:  # root writes through permissions: make the store fail as it would for a user
+        import thundervis.recording.results as results
+        monkeypatch.setattr(results, "writable", lambda p: False)
+    try:
+        code, out, err = run_cli(capsys, "rerun", path, "triton_fusion_0", "--executor", "torch", "--iters", "1")
+    finally:
+        os.chmod(folder, stat.S_IRWXU)
+    assert code == 0, err
+    assert "torch" in out and " ok " in out  # the results are printed
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "could not store the results" in err

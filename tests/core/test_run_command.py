@@ -70,13 +70,18 @@ def test_module_mode(tmp_path, capsys, monkeypatch):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     write_script(pkg, "train.py", """
+        import json
         model(torch.randn(2, 8)).backward()
         open(sys.argv[1], "w").write(__name__)
+        json.dump(sys.argv, open("argv.json", "w"))
     """)
     monkeypatch.chdir(tmp_path)
-    code, _, err = run_cli(capsys, "run", "--no-view", "-o", "m.tvrec", "-m", "mypkg.train", "marker.txt")
+    code, _, err = run_cli(capsys, "run", "--no-view", "-o", "m.tvrec", "-m", "mypkg.train", "marker.txt",
+                           "--steps", "3", "--foo", "-o", "x")
     assert code == 0, err
     assert (tmp_path / "marker.txt").read_text() == "__main__"
+    # Every argument after the module is the module's, like python -m (issue 11).
+    assert json.loads((tmp_path / "argv.json").read_text())[1:] == ["marker.txt", "--steps", "3", "--foo", "-o", "x"]
     run, passes = _passes(str(tmp_path / "m.tvrec"))
     assert run.module == "mypkg.train" and run.script is None and (0, "backward") in passes
 
@@ -191,7 +196,8 @@ def test_sigkill_leaves_every_committed_pass_readable(tmp_path):
     proc.kill()
     proc.wait(timeout=60)
     run, passes = _passes(out)
-    assert run.status == "running" and run.ended_at is None
+    assert run.status == "killed" and run.ended_at is None
+    assert run.last_event and "graph 0" in run.last_event
     assert passes[(0, "forward")][-1] == "codegen" and passes[(0, "backward")][-1] == "codegen"
     with open_recording(out) as rec:
         for c in rec.graph(0).chains:
@@ -201,6 +207,41 @@ def test_sigkill_leaves_every_committed_pass_readable(tmp_path):
         fw = rec.chain_symbols(0, "forward")
         assert {s.pass_index for s in fw} == {p.index for p in rec.graph(0).chain("forward").passes}
         assert any(s.seq_nr is not None for s in fw)
+
+
+@pytest.mark.slow
+def test_sigkill_leaves_a_self_contained_tvrec_that_says_killed(tmp_path, capsys):
+    """Issue 11: kill -9 after the first graph compiled; the .tvrec copied alone (no -wal sidecar)
+    opens, shows the graph and says killed."""
+    import shutil
+    proc, out = _start_sleeper(tmp_path)
+    proc.kill()
+    proc.wait(timeout=60)
+    alone = tmp_path / "sent" / "copy.tvrec"
+    alone.parent.mkdir()
+    shutil.copyfile(out, alone)  # the main file only, as a user attaches it to a bug report
+    assert not os.path.exists(str(alone) + "-wal")
+    run, passes = _passes(str(alone))
+    assert run.status == "killed"
+    assert passes[(0, "forward")][-1] == "codegen" and passes[(0, "backward")][-1] == "codegen"
+    code, stdout, err = run_cli(capsys, "ls", alone)
+    assert code == 0, err
+    assert "status  killed" in stdout and "last recorded: graph 0" in stdout
+    code, stdout, err = run_cli(capsys, "show", alone, "--plain")
+    assert code == 0 and "def forward(" in stdout, err
+
+
+def test_liveness_rules(monkeypatch):
+    """killed: same host and the pid is gone or now another process; otherwise what the row says."""
+    from thundervis.recording.liveness import host_name, process_token, run_status
+    me, token = os.getpid(), process_token()
+    assert run_status("running", me, host_name(), token) == "running"
+    assert run_status("ok", 999999999, host_name(), None) == "ok"
+    assert run_status("running", 999999999, host_name(), None) == "killed"
+    assert run_status("running", 999999999, "another-host", None) == "running"
+    assert run_status("running", me, None, None) == "running"  # schema 1: no host recorded
+    if token is not None:  # the pid now names a process that started at another time
+        assert run_status("running", me, host_name(), token + "0") == "killed"
 
 
 def test_graph_break_reason_is_recorded(tmp_path, capsys):
@@ -219,3 +260,36 @@ def test_graph_break_reason_is_recorded(tmp_path, capsys):
         g0, g1 = rec.graphs()
     assert g0.reason.startswith("graph break:") and "graph_break()" in g0.graph_break_reason
     assert g1.graph_break_reason is None and g0.compile_id != g1.compile_id
+
+
+def test_steps_and_warmup_without_profile_say_they_are_ignored(tmp_path, capsys):
+    script = write_script(tmp_path, "t.py", "x = 1\n", with_model=False)
+    code, _, err = run_cli(capsys, "run", "--no-view", "-o", tmp_path / "a.tvrec", "--steps", "3",
+                           "--warmup", "1", script)
+    assert code == 0 and "--warmup and --steps only apply with --profile; ignored." in err
+    code, _, err = run_cli(capsys, "run", "--no-view", "-o", tmp_path / "b.tvrec", "--profile", "--steps", "3", script)
+    assert code == 0 and "ignored" not in err
+
+
+def test_a_closed_pipe_ends_any_command_quietly(recorded, monkeypatch, capsys):
+    """`thundervis diff ... | head`: BrokenPipeError is handled once in cli.main for all commands."""
+    from thundervis.cli import main
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def isatty(self):
+            return False
+
+        def fileno(self):
+            raise ValueError("no file descriptor")
+    path, _ = recorded
+    for argv in (["diff", path], ["ls", path], ["show", path]):
+        monkeypatch.setattr(sys, "stdout", ClosedPipe())
+        assert main([str(a) for a in argv]) == 141
+        monkeypatch.undo()
+    assert "Traceback" not in capsys.readouterr().err

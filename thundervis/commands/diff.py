@@ -10,6 +10,7 @@ import json
 import sys
 
 from thundervis.errors import UserError
+from thundervis.safe_text import visible, visible_line
 
 
 def _pick_passes(chain, from_, to):
@@ -42,8 +43,8 @@ def pass_diff(rec, graph, chain, from_, to):
     except RecordingError as e:
         raise UserError(str(e)) from None
     d = diff_traces(a, b)
-    d.before = f"graph {g.id} {c.kind} after {before.index} {before.name}"
-    d.after = f"graph {g.id} {c.kind} after {after.index} {after.name}"
+    d.before = visible_line(f"graph {g.id} {c.kind} after {before.index} {before.name}")
+    d.after = visible_line(f"graph {g.id} {c.kind} after {after.index} {after.name}")
     return d
 
 
@@ -94,11 +95,11 @@ def cmd_diff(args) -> int:
         Console(file=sys.stdout, width=200, no_color=True, force_terminal=False).print(
             render.side_by_side_rich(d, context))
     else:
-        sys.stdout.write(render.unified_plain(d, context))
+        sys.stdout.write(visible(render.unified_plain(d, context)))
     if not args.html:
-        print(d.summary())
+        print(visible(d.summary()))
         for line in _kernel_lines(d):
-            print(line)
+            print(visible(line))
     return 0
 
 
@@ -119,7 +120,7 @@ def _compare(args, open_or_fail) -> int:
         json.dump(comp.as_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(comp.render_text())
+        sys.stdout.write(visible(comp.render_text()))
     return 0
 
 

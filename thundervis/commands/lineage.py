@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 from thundervis.errors import UserError
+from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
 
 
@@ -80,7 +81,7 @@ def cmd_lineage(args) -> int:
         json.dump([x.as_json() for x in lineages], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write("\n".join(lineage_text(x) for x in lineages))
+        sys.stdout.write(visible("\n".join(lineage_text(x) for x in lineages)))
     return 0
 
 

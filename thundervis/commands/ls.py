@@ -10,6 +10,7 @@ import json
 import sys
 
 from thundervis.errors import UserError
+from thundervis.safe_text import visible, visible_line
 
 
 def open_or_fail(path: str):
@@ -50,6 +51,8 @@ def summary_text(rec, passes: bool = True) -> str:
     target = r["script"] or f"-m {r['module']}"
     lines.append(f"run     {target} {' '.join(r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    if r.get("last_event"):
+        lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if not d["graphs"]:
         lines.append("no graphs were compiled")
     for g in d["graphs"]:
@@ -69,8 +72,8 @@ def summary_text(rec, passes: bool = True) -> str:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
             lines.append(f"  fusion {k['name']} [{k['executor']}] {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:
-            lines.append(f"  failed {f['chain'] or 'graph'}: {f['error'].splitlines()[0]}")
-    return "\n".join(lines) + "\n"
+            lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
+    return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
 def cmd_ls(args) -> int:
@@ -78,7 +81,7 @@ def cmd_ls(args) -> int:
     with readable(args.recording) as rec:
         text = (json.dumps(rec.overview().as_json(), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
-    sys.stdout.write(text)
+    sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
 
 

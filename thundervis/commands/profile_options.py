@@ -6,7 +6,12 @@ inputs from its first call next to the recording.
 """
 from __future__ import annotations
 
+import sys
+
 from thundervis.errors import UserError
+
+DEFAULT_WARMUP = 2
+DEFAULT_STEPS = 5
 
 
 def add_profile_arguments(p) -> None:
@@ -15,9 +20,9 @@ def add_profile_arguments(p) -> None:
     g.add_argument("--profile", action="store_true",
                    help="time every kernel and torch op of every compiled chain (device time on CUDA, "
                         "host time without)")
-    g.add_argument("--warmup", type=int, default=2, metavar="N",
+    g.add_argument("--warmup", type=int, default=None, metavar="N",
                    help="calls of each chain before profiling starts (default 2)")
-    g.add_argument("--steps", type=int, default=5, metavar="K",
+    g.add_argument("--steps", type=int, default=None, metavar="K",
                    help="calls of each chain that are profiled (default 5; at most K samples are kept)")
     g.add_argument("--capture-inputs", action="store_true",
                    help="store each fusion's inputs from its first call as safetensors next to the recording")
@@ -28,6 +33,11 @@ def add_profile_arguments(p) -> None:
 def profile_settings(args):
     """Return the ``ProfileSettings`` the flags ask for, or None when neither is on; UserError for
     bad numbers."""
+    given = [f for f, v in (("--warmup", args.warmup), ("--steps", args.steps)) if v is not None]
+    if given and not args.profile:
+        print(f"thundervis: {' and '.join(given)} only apply with --profile; ignored.", file=sys.stderr)
+    args.warmup = DEFAULT_WARMUP if args.warmup is None else args.warmup
+    args.steps = DEFAULT_STEPS if args.steps is None else args.steps
     if not (args.profile or args.capture_inputs):
         return None
     if args.warmup < 0:

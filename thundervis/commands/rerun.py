@@ -10,6 +10,7 @@ import json
 import sys
 
 from thundervis.errors import UserError
+from thundervis.safe_text import visible, visible_line
 
 
 def _fmt_us(v) -> str:
@@ -55,7 +56,11 @@ def cmd_rerun(args) -> int:
         json.dump(report.as_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(report_text(report))
+        sys.stdout.write(visible(report_text(report)))
+    if report.store_error is not None:
+        sys.stdout.flush()
+        print(f"thundervis: could not store the results in {args.recording} ({visible_line(report.store_error)}).",
+              file=sys.stderr)
     failed = [r for r in report.results if r.status == "failed"]
     return 1 if failed and len(failed) == len([r for r in report.results if r.status != "unavailable"]) else 0
 
@@ -64,7 +69,7 @@ def register(subparsers) -> None:
     """Add the ``rerun`` subcommand."""
     p = subparsers.add_parser("rerun", help="re-run one recorded fusion on its own, with a numerics check")
     p.add_argument("recording", metavar="REC", help="a .tvrec recording")
-    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. triton_fusion_0 (see thundervis ls)")
+    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0 (see thundervis ls)")
     p.add_argument("--executor", default=None, metavar="triton|nvfuser|inductor|torch|all",
                    help="executor to rebuild the kernel with (default: the one that built it); all: compare every one")
     p.add_argument("--inputs", choices=("random", "captured"), default="random",

@@ -77,8 +77,14 @@ def cmd_run(args) -> int:
     from thundervis import runner
     rest, trailing_no_view = split_trailing_flags(list(args.target))
     args.no_view = args.no_view or trailing_no_view
-    if args.module:
-        script, module, script_args = None, args.module, rest
+    if args.module is not None:
+        # -m takes the rest of the command line, like python -m: every argument after the module
+        # is the module's (a --no-view among them is ours, unless after --).
+        if not args.module or args.module[0].startswith("-"):
+            raise UserError("-m wants a module name (thundervis run -m MODULE [ARGS...]).")
+        module_args, module_no_view = split_trailing_flags(list(args.module[1:]))
+        args.no_view = args.no_view or module_no_view
+        script, module, script_args = None, args.module[0], module_args + rest
     else:
         if not rest:
             raise UserError("give a script to run (thundervis run SCRIPT [ARGS...]) or -m MODULE.")
@@ -123,7 +129,8 @@ def register(subparsers) -> None:
     p.add_argument("--debug", action="store_true", help="check every trace after every pass")
     from thundervis.commands.profile_options import add_profile_arguments
     add_profile_arguments(p)
-    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module like python -m")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
+                   help="run a module like python -m; every argument after it is the module's")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
                    help="the script and its arguments")
     p.set_defaults(func=cmd_run)

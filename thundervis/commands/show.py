@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from thundervis.errors import UserError
+from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
 
 
@@ -42,6 +43,7 @@ def cmd_show(args) -> int:
                                                    shapes=not args.no_shapes))
         else:
             text = rec.pass_text(g.id, c.kind, p.index)
+    text = visible(text)  # text from the recording: control characters made visible, also under rich
     if sys.stdout.isatty() and not args.plain:
         from rich.console import Console
         from rich.syntax import Syntax

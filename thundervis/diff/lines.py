@@ -7,7 +7,6 @@ string formatting.
 """
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from thundervis.compiler.ir import BoundSymbol, Trace
@@ -17,14 +16,10 @@ from thundervis.compiler.values import format_value
 INPUTS_UID = "<inputs>"
 RETURN_UID = "<return>"
 
-# Fusion symbols are named ``<executor>_fusion_<n>`` or ``nvfusion_<n>`` (see the kernel record
-# convention); a name alone decides, so traces from any fusion executor are recognised.
-_FUSION_NAME = re.compile(r"^[A-Za-z0-9]*_?fusion_?\d+$")
-
-
 def is_fusion(b: Optional[BoundSymbol]) -> bool:
-    """Return True when ``b`` is a fusion symbol (one kernel whose subsymbols are its members)."""
-    return b is not None and bool(b.subsymbols) and bool(_FUSION_NAME.match(b.sym))
+    """Return True when ``b`` is a fusion symbol (one kernel whose subsymbols are its members): the
+    flag the ``fuse`` pass sets (the trace loader infers it for older recordings)."""
+    return b is not None and b.fusion
 
 
 class Line:
@@ -56,7 +51,7 @@ class Line:
 
     @property
     def sym(self) -> str:
-        """The symbol name (``prims.add``, ``triton_fusion_0``), or ``def``/``return``."""
+        """The symbol name (``prims.add``, ``fw_fusion_0``), or ``def``/``return``."""
         if self.symbol is not None:
             return self.symbol.sym
         return "def" if self.uid == INPUTS_UID else "return"

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, DiffLine, TraceDiff,
                     gc_paused, intraline_spans)
 from .lines import is_fusion
+from thundervis.safe_text import visible_line
 
 FOLD = "fold"  # status of a row standing for folded unchanged lines
 
@@ -42,7 +43,7 @@ def source_text(line) -> str:
     if b is None or b.source is None:
         return ""
     s = b.source
-    return f"{s.label()}  {s.code}" + (f"  [{s.module}]" if s.module else "")
+    return visible_line(f"{s.label()}  {s.code}" + (f"  [{s.module}]" if s.module else ""))
 
 
 def _short(text: str, n: int = 60) -> str:

@@ -1,7 +1,7 @@
 """Run comparison: two recordings (say before and after a compiler change, or with different
 executors), compared graph by graph and fusion by fusion.
 
-Generated names (``triton_fusion_3``) are not identity: two runs may number kernels differently.
+Generated names (``fw_fusion_3``) are not identity: two runs may number kernels differently.
 A fusion is identified by its chain, its op sequence and the source lines (and module paths) its ops
 come from. Fusions with equal identity are the same fusion (perhaps now run by another executor).
 The rest are grouped by the fused ops they share (an op is its module, source line, op name and
@@ -43,7 +43,7 @@ class FusionInfo:
     time_us: Optional[float] = None
 
     def describe(self) -> str:
-        """Return ``triton_fusion_2 [mul, add] (gpt.py:40, gpt.py:41)``."""
+        """Return ``fw_fusion_2 [mul, add] (gpt.py:40, gpt.py:41)``."""
         ops = ", ".join(o.removeprefix("prims.") for o in self.ops[:6]) + (", …" if len(self.ops) > 6 else "")
         labels = list(dict.fromkeys(s.split(" [")[0] for s in self.sources))
         src = ", ".join(labels[:3]) + (", …" if len(labels) > 3 else "")

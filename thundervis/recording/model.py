@@ -86,6 +86,9 @@ class Run:
     exit_code: Optional[int]
     traceback: Optional[str]
     pid: Optional[int]
+    host: Optional[str] = None
+    # What the run recorded last, in words (set when the status is ``killed``).
+    last_event: Optional[str] = None
 
     @property
     def target(self) -> str:
@@ -104,7 +107,7 @@ class Run:
                 "ended_at": self.ended_at, "duration_s": self.duration_s, "device": self.device,
                 "executors": self.executors, "python": self.python, "torch": self.torch,
                 "triton": self.triton, "thundervis": self.thundervis, "traceback": self.traceback,
-                "pid": self.pid}
+                "pid": self.pid, "host": self.host, "last_event": self.last_event}
 
 
 # ------------------------------------------------------------------------------------ timings

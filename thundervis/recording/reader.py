@@ -29,6 +29,7 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
 from .schema import APPLICATION_ID, SCHEMA_VERSION
+from .liveness import last_recorded, run_status
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
@@ -281,10 +282,13 @@ class Recording:
 
     def run(self) -> Run:
         """Return the run row."""
+        extra = "host, process_start" if self.schema_version >= 2 else "NULL, NULL"
         r = self._rows("SELECT script, module, argv, cwd, python, torch, triton, thundervis, device,"
-                       " executors, started_at, ended_at, status, exit_code, traceback, pid FROM run")[0]
+                       f" executors, started_at, ended_at, status, exit_code, traceback, pid, {extra} FROM run")[0]
+        status = run_status(r[12], r[15], r[16], r[17])
+        last = last_recorded(self._conn()) if status == "killed" else None
         return Run(r[0], r[1], self._json(r[2], []), r[3], r[4], r[5], r[6], r[7], r[8],
-                   self._json(r[9]), r[10], r[11], r[12], r[13], r[14], r[15])
+                   self._json(r[9]), r[10], r[11], status, r[13], r[14], r[15], r[16], last)
 
     def overview(self) -> Overview:
         """Return the :class:`Overview` (what ``ls`` shows): run, graphs with chains, passes,
@@ -412,8 +416,10 @@ class Recording:
         return found[0]
 
     def find_kernel(self, name: str, graph: Optional[int] = None, chain: Optional[str] = None) -> KernelInfo:
-        """Return the kernel called ``name`` (the first in graph then chain order, optionally
-        within ``graph``/``chain``); :class:`UnknownItem` naming the closest names otherwise."""
+        """Return the kernel called ``name``: names are unique in a recording (forward and backward
+        kernels are named apart, ``fw_fusion_3`` / ``bw_fusion_3``); older recordings restart
+        ``triton_fusion_N`` per chain, so the first match in graph then chain order, optionally
+        within ``graph``/``chain``. :class:`UnknownItem` names the closest names otherwise."""
         kernels = self.kernels()
         hits = [k for k in kernels if k.name == name and (graph is None or k.graph == graph)
                 and (chain is None or k.chain == chain)]
@@ -480,8 +486,11 @@ class Recording:
         from thundervis.compiler.serialize import TraceFormatError, trace_from_json
         ref = _pass_key(ref, chain, index)
         name, held, trace_json, _, meta = self._pass_row(ref)
+        def kernel_names():  # older recordings: their kernels say which symbols are fusions
+            return [r[0] for r in self._rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
+                                             (ref.graph, ref.chain))]
         try:
-            trace = trace_from_json(trace_json)
+            trace = trace_from_json(trace_json, kernel_names)
         except (TraceFormatError, ValueError, TypeError) as e:
             raise RecordingError(f"{self.path} holds a damaged trace for graph {ref.graph} {ref.chain} "
                                  f"pass {ref.index} ({e}).") from None

@@ -116,21 +116,27 @@ def read_rerun_results(conn: sqlite3.Connection, kernel_id: Optional[int] = None
 
 
 class ResultsNotStored(Exception):
-    """The results could not be written into the recording (read-only file or directory, locked);
-    the message is one sentence."""
+    """The results could not be written into the recording; the message says why in a few words
+    (read-only file or folder, a locked or damaged file)."""
+
+
+def writable(path: str) -> bool:
+    """Return True when this process may write the file at ``path`` and create files next to it
+    (SQLite's journal)."""
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)) or ".", os.W_OK)
 
 
 def append_rerun_results(path: str, results: Sequence[RerunResult]) -> None:
     """Append ``results`` to the ``rerun_results`` table of the recording at ``path`` (open it with
     the reader first: this does not validate the file). A recording whose run has ended is left in
     rollback-journal mode, so readers leave no sidecar files. Raises :class:`ResultsNotStored`."""
-    if not os.access(path, os.W_OK) or not os.access(os.path.dirname(os.path.abspath(path)) or ".", os.W_OK):
-        raise ResultsNotStored(f"{path} is read-only: the results were not stored in it")
+    if not writable(path):
+        raise ResultsNotStored("the file or its folder is read-only")
     try:
         conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=10,
                                isolation_level=None)
     except sqlite3.Error as e:
-        raise ResultsNotStored(f"the results were not stored in {path} ({e})") from None
+        raise ResultsNotStored(f"SQLite: {e}") from None
     try:
         conn.execute("BEGIN IMMEDIATE")
         conn.executemany(
@@ -153,6 +159,6 @@ def append_rerun_results(path: str, results: Sequence[RerunResult]) -> None:
             conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass
-        raise ResultsNotStored(f"the results were not stored in {path} ({e})") from None
+        raise ResultsNotStored(f"SQLite: {e}") from None
     finally:
         conn.close()

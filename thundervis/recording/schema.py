@@ -32,7 +32,9 @@ from __future__ import annotations
 import sqlite3
 
 APPLICATION_ID = 0x54565243  # "TVRC"
-SCHEMA_VERSION = 1
+# 2: run.host and run.process_start (see liveness.py). Readers read version 1 files as they are:
+# the columns they lack read as NULL.
+SCHEMA_VERSION = 2
 FORMAT_NAME = "thundervis-recording"
 
 TABLES = """
@@ -55,7 +57,9 @@ CREATE TABLE run (
     status      TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed', 'interrupted')),
     exit_code   INTEGER,
     traceback   TEXT,
-    pid         INTEGER
+    pid         INTEGER,
+    host        TEXT,              -- host name of the process (schema 2)
+    process_start TEXT             -- token of the process's start (liveness.process_token; schema 2)
 );
 
 CREATE TABLE graphs (
@@ -118,7 +122,7 @@ CREATE TABLE kernels (
     id           INTEGER PRIMARY KEY,
     graph_id     INTEGER NOT NULL,
     chain        TEXT NOT NULL,
-    name         TEXT NOT NULL,               -- e.g. triton_fusion_3
+    name         TEXT NOT NULL,               -- e.g. fw_fusion_3
     executor     TEXT NOT NULL,
     uid          TEXT,                        -- uid of the fusion symbol in the trace
     pass_name    TEXT,

@@ -19,10 +19,12 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
-from thundervis.compiler.ir import Trace
+from thundervis.compiler.ir import KernelRecord, Trace
 from thundervis.compiler.observer import CompileObserver
+from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
+from .liveness import host_name, process_token
 from .schema import INSERT_SYMBOL_ROW, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
@@ -148,10 +150,11 @@ class RecordingObserver(CompileObserver):
 
         def fn(c):
             c.execute("INSERT INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
-                      " device, executors, started_at, status, pid) VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?)",
+                      " device, executors, started_at, status, pid, host, process_start)"
+                      " VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?)",
                       (script, module, _json(list(argv)), cwd, v["python"], v["torch"], v["triton"],
                        v["thundervis"], _device(), _json(list(executors)) if executors else None,
-                       time.time(), os.getpid()))
+                       time.time(), os.getpid(), host_name(), process_token()))
         self._write("the run", fn)
 
     def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
@@ -163,6 +166,19 @@ class RecordingObserver(CompileObserver):
         self._write("the end of the run", lambda c: c.execute(
             "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
             (status, exit_code, traceback_text, time.time())))
+        self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file, so the ``.tvrec`` alone (copied, attached to a bug
+        report) holds everything committed so far even if the process is killed next. PASSIVE:
+        never waits for a viewer that is reading the file live."""
+        with self._lock:
+            if self._conn is None:
+                return
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as e:
+                self._note_error("a checkpoint", e)
 
     def note(self, event: str, data: Any = None, graph: Optional[int] = None,
              chain: Optional[str] = None) -> None:
@@ -258,6 +274,8 @@ class RecordingObserver(CompileObserver):
         if index == 0:
             self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
+            if name == "codegen":  # a chain finished compiling (backward ones long after their graph)
+                self.checkpoint()
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -312,8 +330,10 @@ class RecordingObserver(CompileObserver):
                 c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
         self._write("the symbol rows", fn)
 
-    def kernels_built(self, graph: int, chain: str, kernels: list[dict]) -> None:
-        """Record the kernels a fusion executor built."""
+    def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
+        """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
+        kernels = [kernel_to_dict(k) if isinstance(k, KernelRecord) else k for k in kernels]
+
         def fn(c):
             for k in kernels:
                 c.execute("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name,"
@@ -346,6 +366,7 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+        self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
         """Record a runtime event. Profiler timings go to the timing tables and captured fusion
@@ -355,7 +376,7 @@ class RecordingObserver(CompileObserver):
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
         if event == "inputs":
-            from thundervis.capture import save_captured_inputs
+            from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
