@@ -137,6 +137,7 @@ async def steps(rec: str, rounds: int) -> tuple[list[float], list[float]]:
             else:  # the user read the pass long enough for the app to prepare the next one
                 while not app.content_ready(app.graph, app.chain, target, app.index, False, True):
                     await pilot.pause(0.01)
+                await idle(pilot)  # the rest of the preparation (the previous pass) finishes too
             t0, c0 = time.perf_counter(), time.thread_time()
             await pilot.press("n")
             while not (app.loaded and app.index == target):
