@@ -5,7 +5,7 @@ A forward chain of ``n_symbols`` ATen-level ops (adds, muls, tanhs, matmuls from
 ``synthetic_model.py``, ``n_lines`` source lines, modules ``layers.K``) goes through ``n_passes``
 passes that do what the real ones do to a trace: decompose some ops into prims (new uids with
 ``origin``), merge duplicates (CSE), drop dead ops (DCE), claim executors, fuse runs of pointwise
-ops into ``triton_fusion_K`` symbols with their members as subsymbols, insert ``del`` statements,
+ops into fusion symbols (``fw_fusion_K``) with their members as subsymbols, insert ``del`` statements,
 and a few passes that change nothing. A smaller backward chain links to the forward by ``seq_nr``.
 Every duration is fixed, so a recording made twice looks the same (snapshot tests rely on it).
 """
@@ -14,6 +14,13 @@ from __future__ import annotations
 from typing import Optional
 
 from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
+
+try:  # kernels are named per chain (fw_fusion_0, bw_fusion_0); older compilers: triton_fusion_0
+    from thundervis.compiler.ir import kernel_name
+except ImportError:  # pragma: no cover
+    def kernel_name(graph: int, chain: str, index: int) -> str:
+        """Return the old-style kernel name."""
+        return f"triton_fusion_{index}"
 from thundervis.recording import RecordingObserver
 
 SCRIPT = "synthetic_model.py"
@@ -88,7 +95,7 @@ def _claim(t: Trace) -> Trace:
 
 
 def _fuse(t: Trace, prefix: str, group: int = 8) -> tuple[Trace, list[dict]]:
-    """Fuse each run of up to ``group`` triton-claimed ops into one ``triton_fusion_K``."""
+    """Fuse each run of up to ``group`` triton-claimed ops into one fusion symbol (a kernel)."""
     out, kernels, run = [], [], []
     uid = t.next_uid
 
@@ -99,7 +106,7 @@ def _fuse(t: Trace, prefix: str, group: int = 8) -> tuple[Trace, list[dict]]:
         if len(run) == 1:
             out.append(run[0])
         else:
-            name = f"triton_fusion_{len(kernels)}"
+            name = kernel_name(t.graph, t.chain, len(kernels))
             produced = {p.name for b in run for p in b.flat_outputs()}
             ins = []
             for b in run:
@@ -109,6 +116,8 @@ def _fuse(t: Trace, prefix: str, group: int = 8) -> tuple[Trace, list[dict]]:
             fused = BoundSymbol(name, tuple(ins), {}, (run[-1].outputs,), f"{prefix}{uid}",
                                 origin=tuple(b.uid for b in run), source=run[0].source, subsymbols=tuple(run),
                                 executor="triton")
+            if "fusion" in BoundSymbol.__dataclass_fields__:  # the flag the fuse pass sets
+                fused = fused.replace(fusion=True)
             uid += 1
             out.append(fused)
             kernels.append({"name": name, "executor": "triton", "uid": fused.uid, "pass": "fuse",

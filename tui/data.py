@@ -144,7 +144,7 @@ class SymbolDetail:
     became: tuple[str, ...]  # symbols of the next pass made from it
     fallback: Optional[str]  # why it was not lowered / not fused
     lineage: tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]  # (chain, link, ((pass, symbols), ...))
-    ended_in: tuple[str, ...]  # "triton_fusion_3 [triton]" or "torch"
+    ended_in: tuple[str, ...]  # "fw_fusion_3 [triton]", or the op and its executor
     twins: tuple[str, ...]  # symbols of other chains linked by seq_nr
     timing: Optional[str]
 

@@ -36,7 +36,7 @@ _TOKEN = re.compile(
     r"|(?P<kw>\b(?:def|return|del|None|True|False)\b)"
     r"|(?P<num>(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b)")
 _SHAPE = re.compile(r"\b(?:cpu|cuda(?::\d+)?|meta|mps)\s+\w+\[[^\]]*\]")
-_FUSION = re.compile(r"^[A-Za-z0-9]*_?fusion_?\d+$")
+_FUSION = re.compile(r"^\w*fusion_?\d+$")
 _SOURCE = re.compile(r"^(\s*#\s)(\S+:\d+)(\s\s)?(.*?)(\s+\[[^\]]*\])?$")
 
 
@@ -197,5 +197,5 @@ def diff_cell(row, marker: Optional[str] = None, with_marker: bool = True) -> Te
 
 
 def diff_note(note: str, status: str) -> Text:
-    """Return a diff row's note (``→ fused into triton_fusion_3`` ...), styled by status."""
+    """Return a diff row's note (``→ fused into fw_fusion_3`` ...), styled by status."""
     return Text(visible_line(note), style=NOTE.get(status, S_FOLD), end="")
