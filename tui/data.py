@@ -10,6 +10,7 @@ reader's single connection. Strings are returned as recorded: widgets make them 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -385,7 +386,7 @@ class RecordingData:
         if t is not None:
             timing = f"{_fmt_us(t.median_us)} median over {t.calls} calls · {t.share * 100:.1f}% of step"
             if t.gbps:
-                timing += f" · {t.gbps:.1f} GB/s"
+                timing += f" · {t.gbps:.3g} GB/s"
         detail = SymbolDetail(uid, b.sym, chain, b.executor, b.note, b.aten, b.seq_nr,
                             src.file if src else None, src.line if src else None, src.code if src else None,
                             d.module, snippet, bool(d.snippet and d.snippet.recorded),
@@ -505,9 +506,13 @@ def map_lines(printed: list[str], trace) -> list[TraceLine]:
         out.append(TraceLine(printed[i], "header"))
         i += 1
     if i < n and printed[i].startswith("def "):
-        out.append(TraceLine(printed[i], "def"))
-        i += 1
-    if trace is not None and trace.inputs and i < n and printed[i].startswith("  # "):
+        # the signature, wrapped over several lines when it is long, ends with "):"
+        while i < n:
+            out.append(TraceLine(printed[i], "def"))
+            i += 1
+            if out[-1].text.rstrip().endswith(":"):
+                break
+    while i < n and _INPUTS_COMMENT.match(printed[i]):  # the inputs' metadata, wrapped too
         out.append(TraceLine(printed[i], "meta"))
         i += 1
     last_src = None
@@ -541,6 +546,10 @@ def map_lines(printed: list[str], trace) -> list[TraceLine]:
     return out
 
 
+# "  # idx: cpu i64[8, 32] ..." (a source comment reads "  # train.py:12  code")
+_INPUTS_COMMENT = re.compile(r"^  # [\w.]+: \S+ \w+\[")
+
+
 def _guess_kind(line: str) -> str:
     """Return the kind of a printed line from its shape alone (before the trace is loaded)."""
     body = line.lstrip()
@@ -552,6 +561,8 @@ def _guess_kind(line: str) -> str:
     if body.startswith("#"):
         if lead >= 4:
             return "sub"
+        if _INPUTS_COMMENT.match(line):
+            return "meta"
         head = body[2:].split("  ", 1)[0]
         return "source" if ":" in head and head.rsplit(":", 1)[-1].isdigit() else "meta"
     return "stmt"

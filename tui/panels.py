@@ -170,7 +170,7 @@ def kernel_summary(k: KernelRow) -> Text:
     if k.median_us is not None:
         share = f" · {k.share * 100:.1f}% of step" if k.share is not None else ""
         t.append(f"median {k.median_us:.1f} µs over {k.calls} calls{share}"
-                 + (f" · {k.gbps:.1f} GB/s" if k.gbps else "") + "\n")
+                 + (f" · {k.gbps:.3g} GB/s" if k.gbps else "") + "\n")
     t.append(f"{k.n_ops} ops: ", style=HEAD)
     t.append(", ".join(visible_line(o).removeprefix("prims.") for o in k.ops[:40])
              + (" …" if len(k.ops) > 40 else "") + "\n")

@@ -101,7 +101,7 @@ class KernelsScreen(Screen):
                 "-" if k.calls is None else str(k.calls),
                 "-" if k.median_us is None else f"{k.median_us:.1f} µs",
                 "-" if k.share is None else f"{k.share * 100:.1f}%",
-                "-" if not k.gbps else f"{k.gbps:.1f}",
+                "-" if not k.gbps else f"{k.gbps:.3g}",
                 visible_line(", ".join(k.source_lines[:3]) + (" …" if len(k.source_lines) > 3 else "")),
                 key=str(k.id))
         n = len(self.kernels)

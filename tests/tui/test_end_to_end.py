@@ -89,6 +89,10 @@ def test_rerun_and_repro_of_a_real_kernel(gpt_session, tmp_path, monkeypatch):
         app = open_app(rec)
         async with app.run_test(size=(160, 48)) as pilot:
             await settle(app, pilot)
+            # every statement of the real trace is mapped to its symbol (details work)
+            with open_recording(rec) as r:
+                top = [s.uid for s in r.symbols(app.graph, app.chain, app.index) if s.parent is None]
+            assert [ln.uid for ln in app.lines if ln.kind == "stmt"] == top
             await pilot.press("k")
             await pilot.pause(0.3)
             screen = app.screen
