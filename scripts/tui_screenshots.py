@@ -36,6 +36,7 @@ async def shoot(rec: str, out_svg: str, size: tuple[int, int], diff: bool) -> No
         fusion = re.compile(r"= \w*fusion_?\d+\(")
         target = next((i for i in range(view.line_count()) if view.uid_at(i) and fusion.search(view.texts[i])), 0)
         view.move_cursor(target)
+        view.scroll_to(y=max(0, target - 2), animate=False, immediate=True)
         view.focus()
         await idle()
         app.save_screenshot(out_svg)
