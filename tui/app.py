@@ -125,6 +125,7 @@ class ThundervisApp(PassNavigation, App):
         self._token = 0
         self._detail_timer = None
         self._prefetch_timer = None
+        self._pending_line: Optional[int] = None  # a search hit to select once the trace is shown
         self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
 
     # -- layout ---------------------------------------------------------------------------------
@@ -315,9 +316,10 @@ class ThundervisApp(PassNavigation, App):
         """Worker: build the lines of a pass or the rows of a diff, then hand them to the UI."""
         try:
             content = self._content(graph, chain, index, base, side, folded)
-        except DataError as e:
+        except DataError as e:  # a damaged pass: say so in the view, the rest stays usable
+            message = map_lines([f"# this pass cannot be shown: {e}"], None)
             self.call_from_thread(self.notify, visible_line(str(e)), severity="error")
-            return
+            content = ("trace", message, None)
         self.call_from_thread(self._show_content, token, content, keep_cursor)
 
     def _schedule_prefetch(self) -> None:
@@ -362,7 +364,7 @@ class ThundervisApp(PassNavigation, App):
             view.set_unified(rows, keep_cursor)
         self._update_title(counts)
         self._schedule_prefetch()
-        pending = getattr(self, "_pending_line", None)
+        pending = self._pending_line
         if pending is not None and kind == "trace":
             self._pending_line = None
             view.move_cursor(pending)
@@ -511,13 +513,13 @@ class ThundervisApp(PassNavigation, App):
             self.notify(f"{visible_line(file)} is not on this machine", severity="warning")
             return
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        cmd = shlex.split(editor) + [f"+{line}", file]
+        # The path comes from the recording: absolute, so it can never read as an editor option.
+        cmd = shlex.split(editor) + [f"+{int(line)}", os.path.abspath(file)]
         try:
             with self.suspend():
                 subprocess.run(cmd, check=False)
         except Exception as e:  # no terminal to give away (headless), or no such editor
             self.notify(f"could not run {visible_line(editor)} ({type(e).__name__}: {e})", severity="error")
-        self.last_editor_command = cmd
 
     # -- live updates ---------------------------------------------------------------------------
 
