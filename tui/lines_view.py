@@ -6,6 +6,7 @@ with the uid of the symbol on that line, which the app turns into the details pa
 """
 from __future__ import annotations
 
+import time
 from typing import Callable, Optional, Sequence
 
 from rich.segment import Segment
@@ -61,12 +62,14 @@ class LinesView(ScrollView, can_focus=True):
         self._uid: Callable[[int], Optional[str]] = lambda i: None
         self._cache: dict[tuple[int, int], Strip] = {}
         self.mode = "empty"
+        self.painted_at: Optional[float] = None
         self.texts: Sequence = ()  # the plain text of each line (tests and search read it)
 
     # -- content --------------------------------------------------------------------------------
 
     def _set(self, mode: str, count: int, width: int, render, uid, texts, keep_cursor: bool) -> None:
         self.mode = mode
+        self.painted_at: Optional[float] = None  # perf_counter() when its first line was drawn
         self._count = count
         self._width = width
         self._render = render
@@ -149,6 +152,8 @@ class LinesView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """Return screen line ``y``: the content line under it, cropped to the scroll position."""
+        if self.painted_at is None:
+            self.painted_at = time.perf_counter()
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
