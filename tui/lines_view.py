@@ -69,7 +69,7 @@ class LinesView(ScrollView, can_focus=True):
 
     def _set(self, mode: str, count: int, width: int, render, uid, texts, keep_cursor: bool) -> None:
         self.mode = mode
-        self.painted_at: Optional[float] = None  # perf_counter() when its first line was drawn
+        self.painted_at: Optional[float] = None  # perf_counter() when its last screen line was drawn
         self._count = count
         self._width = width
         self._render = render
@@ -152,10 +152,13 @@ class LinesView(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """Return screen line ``y``: the content line under it, cropped to the scroll position."""
-        if self.painted_at is None:
-            self.painted_at = time.perf_counter()
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
+        if self.painted_at is None and (y >= self.scrollable_content_region.height - 1 or index >= self._count - 1):
+            self.painted_at = time.perf_counter()  # (stamped when returning: the last line is drawn too)
+            stamp = True
+        else:
+            stamp = False
         width = self.scrollable_content_region.width
         if index >= self._count:
             return Strip.blank(width, self.rich_style)
@@ -173,6 +176,8 @@ class LinesView(ScrollView, can_focus=True):
         strip = strip.crop_extend(scroll_x, scroll_x + width, fill)
         if index == self.cursor:
             strip = Strip(list(Segment.apply_style(list(strip), post_style=CURSOR if self.has_focus else CURSOR_BLUR)))
+        if stamp:
+            self.painted_at = time.perf_counter()
         return strip
 
     def on_resize(self) -> None:
