@@ -34,7 +34,7 @@ class Row:
     spans: list = field(default_factory=list)
     note: str = ""
     source: str = ""  # where the symbol came from (``file.py:12  code  [module]``), for tooltips
-    uid: str = ""  # the symbol's uid ("" for fold rows), so a view can say more about a row
+    uid: str = ""  # the line's symbol uid (``<inputs>``/``<return>`` for the edges), for views that link lines
 
 
 def source_text(line) -> str:
@@ -96,11 +96,9 @@ def _unified_rows(diff: TraceDiff, context: Optional[int]) -> list[Row]:
             rows.append(Row("+", CHANGED, d.b.depth, d.b.text, sb, source=source_text(d.b), uid=d.b.uid))
         elif d.a is not None:
             # before-side rows (a fused-into row keeps the after-side member only for reference)
-            rows.append(Row("-", d.status, d.a.depth, d.a.text, note=row_note(d, "a"), source=source_text(d.a),
-                            uid=d.a.uid))
+            rows.append(Row("-", d.status, d.a.depth, d.a.text, note=row_note(d, "a"), source=source_text(d.a), uid=d.a.uid))
         else:
-            rows.append(Row("+", d.status, d.b.depth, d.b.text, note=row_note(d, "b"), source=source_text(d.b),
-                            uid=d.b.uid))
+            rows.append(Row("+", d.status, d.b.depth, d.b.text, note=row_note(d, "b"), source=source_text(d.b), uid=d.b.uid))
     return _fold(rows, context, _unified_fold_row) if context is not None else rows
 
 
@@ -184,8 +182,7 @@ def side_rows(diff: TraceDiff, context: Optional[int] = None) -> list[SideRow]:
     for d in diff.lines:
         if d.status in (UNCHANGED, CHANGED) and d.a is not None and d.b is not None:
             sa, sb = intraline_spans(d.a.text, d.b.text) if d.status == CHANGED else ([], [])
-            out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a),
-                                             uid=d.a.uid),
+            out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a), uid=d.a.uid),
                                Row(" ", d.status, d.b.depth, d.b.text, sb, source=source_text(d.b), uid=d.b.uid)))
         elif d.a is not None:
             note = row_note(d, "a")
