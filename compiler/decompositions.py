@@ -16,11 +16,13 @@ import torch._decomp
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .decomposition_check import output_mismatch, outputs_to_restride
+from .decomposition_check import timed as check_timed
 from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, add_same_named_prims
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
 from .resolve import UnknownSymbol, resolve_overload
-from .values import UnsupportedValue, constant, contiguous_strides, proxy_for, torch_dtype
+from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, proxy_for, torch_dtype
 
 aten = torch.ops.aten
 tprims = torch.ops.prims
@@ -167,6 +169,46 @@ def template_for(op, args, kwargs) -> Template:
     return t
 
 
+def _computed(template: Template, inputs: list[TensorProxy], src) -> Optional[tuple]:
+    """Return (shape, dtype, device, strides) of what template output ``src`` computes, or None
+    when it is not a tensor."""
+    if src[0] == "in":
+        p = inputs[src[1]]
+        return (p.shape, p.dtype, p.device, p.strides)
+    if src[0] == "node":
+        meta = template.nodes[src[1]].meta
+        if src[2] is not None:
+            meta = meta[src[2]] if isinstance(meta, (tuple, list)) and src[2] < len(meta) else None
+        if isinstance(meta, torch.Tensor):
+            try:
+                strides = tuple(int(s) for s in meta.stride())
+            except Exception:
+                strides = None
+            return (tuple(meta.shape), dtype_name(meta.dtype), str(meta.device), strides)
+        return None
+    return None
+
+
+def _restrided(v: TensorProxy, out: TensorProxy, parent: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
+    """Return prims copying ``v`` into ``out``'s dense layout: permute to its memory order, a
+    contiguous clone, permute back (``out``'s strides are dense, see decomposition_check)."""
+    perm = sorted(range(len(out.shape)), key=lambda d: (-out.strides[d], d))
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    src_strides = v.strides or contiguous_strides(v.shape)
+    a = TensorProxy(minter.name(), tuple(v.shape[p] for p in perm), v.dtype, v.device,
+                    tuple(src_strides[p] for p in perm))
+    c = TensorProxy(minter.name(), a.shape, v.dtype, v.device, contiguous_strides(a.shape))
+
+    def sym(name, args, kwargs, outputs, aten_name):
+        return BoundSymbol(sym=f"prims.{name}", args=args, kwargs=kwargs, outputs=outputs, uid=minter.uid(),
+                           origin=(parent.uid,), source=parent.source, seq_nr=parent.seq_nr, aten=aten_name)
+    return [sym("permute", (v, perm), {}, a, "aten.permute.default"),
+            sym("clone", (a,), {"memory_format": torch.contiguous_format}, c, "aten.clone.default"),
+            sym("permute", (c, inv), {}, out, "aten.permute.default")]
+
+
 def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
     """Return prim symbols computing ``b``'s outputs (named as ``b``'s outputs); raise NotLowered."""
     try:
@@ -181,12 +223,17 @@ def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
             seen.add(p.name)
             inputs.append(p)
     flat_outs = list(flatten(b.outputs if isinstance(b.outputs, (tuple, list)) else (b.outputs,)))
-    if len(flat_outs) != len(template.outputs):
-        raise NotLowered("its decomposition returns a different number of outputs")
+    with check_timed():
+        computed = [_computed(template, inputs, src) for src in template.outputs]
+        problem = output_mismatch(flat_outs, computed, strides=False)
+        # Outputs with the right values in another layout end with a copy into the recorded layout.
+        restride = {i for i in outputs_to_restride(flat_outs, computed) if template.outputs[i][0] != "const"}
+    if problem is not None:
+        raise NotLowered(problem)
     # Output proxies of the parent are produced directly by the node that computes them.
     wanted: dict = {}
-    for o, src in zip(flat_outs, template.outputs):
-        if isinstance(o, TensorProxy) and src[0] == "node" and (src[1], src[2]) not in wanted:
+    for i, (o, src) in enumerate(zip(flat_outs, template.outputs)):
+        if isinstance(o, TensorProxy) and src[0] == "node" and (src[1], src[2]) not in wanted and i not in restride:
             wanted[(src[1], src[2])] = o
     node_out: list = []
     subs: list[BoundSymbol] = []
@@ -221,6 +268,8 @@ def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
             uid=minter.uid(), origin=(b.uid,), source=b.source, seq_nr=b.seq_nr,
             aten=f"{n.target.namespace}.{n.target._opname}.{n.target._overloadname}",
         ))
+    for i in sorted(restride):
+        subs.extend(_restrided(value(template.outputs[i]), flat_outs[i], b, minter))
     # Outputs that are inputs, constants or repeated need an explicit alias so every parent output
     # proxy is defined by a subsymbol.
     defined = {p.name for s in subs for p in s.flat_outputs()}

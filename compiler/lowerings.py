@@ -6,7 +6,7 @@ Two tables, both merged into the table :mod:`.decompositions` traces with:
   (``prims.broadcast_in_dim``, ``prims.sum`` ...), rewritten into ATen calls that are our prims.
 - :data:`ATEN_LOWERINGS`: ATen operators that PyTorch does not decompose, or decomposes into ops
   that are not prims (``as_strided``, ``full_like``, ``empty_permuted``): ``zeros_like``,
-  ``split``, ``diagonal``, ``max.dim`` ...
+  ``split``, ``diagonal``, ``max.dim``, ``take``/``put``, ``scatter_reduce`` (sum, mean) ...
 
 A lowering runs under ``make_fx`` on fake tensors, so it may read shapes, strides and dtypes, and
 the ATen ops it calls are decomposed further by the same table until only prims remain.
@@ -259,6 +259,22 @@ def _as_strided(x, size, stride, storage_offset=None):
         numel *= s
     if offset == 0 and numel == x.numel() and all(a == b for a, b, s in zip(stride, _contiguous(size), size) if s > 1):
         return aten.view.default(x, size)
+    return aten.index.Tensor(aten.view.default(x, [-1]), [_strided_index(x, size, stride, offset)])
+
+
+def _as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """Writes ``src`` where ``as_strided`` would read: an ``index_put`` into the flattened input
+    (contiguous inputs at offset 0 only, like :func:`_as_strided`)."""
+    offset = x.storage_offset() if storage_offset is None else storage_offset
+    if not x.is_contiguous() or x.storage_offset() != 0:
+        return NotImplemented
+    index = _strided_index(x, list(size), list(stride), offset)
+    flat = aten.index_put.default(aten.view.default(x, [-1]), [index], src)
+    return aten.view.default(flat, list(x.shape))
+
+
+def _strided_index(x, size, stride, offset):
+    """Return the int64 tensor of shape ``size`` holding the storage offsets ``as_strided`` reads."""
     index = aten.full.default([1] * len(size), offset, dtype=torch.int64, device=x.device)
     for d, (n, st) in enumerate(zip(size, stride)):
         shape = [1] * len(size)
@@ -266,7 +282,7 @@ def _as_strided(x, size, stride, storage_offset=None):
         step = aten.arange.start_step(0, n * st, st, dtype=torch.int64, device=x.device) if st else \
             aten.full.default([n], 0, dtype=torch.int64, device=x.device)
         index = aten.add.Tensor(index, aten.view.default(step, shape))
-    return aten.index.Tensor(aten.view.default(x, [-1]), [index])
+    return aten.expand.default(index, size) if size else aten.view.default(index, [])
 
 
 def _contiguous(size) -> list[int]:
@@ -300,6 +316,127 @@ def _addbmm(x, batch1, batch2, *, beta=1, alpha=1):
     return aten.add.Tensor(out, x if beta == 1 else aten.mul.Tensor(x, beta))
 
 
+def _take(x, index):
+    return aten.index.Tensor(aten.reshape.default(x, [-1]), [index])
+
+
+def _put(x, index, source, accumulate=False):
+    flat = aten.index_put.default(aten.reshape.default(x, [-1]), [aten.reshape.default(index, [-1])],
+                                  aten.reshape.default(source, [-1]), accumulate)
+    return aten.view.default(flat, list(x.shape))
+
+
+def _scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
+    """``sum`` and ``mean`` as scatter-adds (``prod``, ``amax``, ``amin`` have no prim: torch)."""
+    if reduce not in ("sum", "mean"):
+        return NotImplemented
+    base = x if include_self else aten.scatter.value(x, dim, index, 0)
+    total = aten.scatter_add.default(base, dim, index, src)
+    if reduce == "sum":
+        return total
+    start = aten.full.default(list(x.shape), 1 if include_self else 0, dtype=x.dtype, device=x.device)
+    ones = aten.full.default(list(index.shape), 1, dtype=x.dtype, device=x.device)
+    count = aten.scatter_add.default(start, dim, index, ones)
+    count = aten.where.self(aten.eq.Scalar(count, 0), aten.full.default([], 1, dtype=x.dtype, device=x.device), count)
+    if x.is_floating_point():
+        return aten.div.Tensor(total, count)
+    return aten.div.Tensor_mode(total, count, rounding_mode="floor")
+
+
+def _isin(elements, test_elements, *, assume_unique=False, invert=False):
+    if isinstance(elements, torch.Tensor) and isinstance(test_elements, torch.Tensor) and test_elements.numel() == 0:
+        return aten.full.default(list(elements.shape), bool(invert), dtype=torch.bool, device=elements.device)
+    hit = aten.any.dim(aten.eq.Tensor(aten.unsqueeze.default(elements, -1), aten.reshape.default(test_elements, [-1])), -1)
+    return aten.logical_not.default(hit) if invert else hit
+
+
+def _angle(x):
+    """The angle of a real number: pi below 0, 0 otherwise, NaN kept (complex stays with torch)."""
+    if x.is_complex():
+        return NotImplemented
+    dtype = x.dtype if x.is_floating_point() else torch.get_default_dtype()
+    pi = aten.scalar_tensor.default(3.141592653589793, dtype=dtype, device=x.device)
+    zero = aten.scalar_tensor.default(0.0, dtype=dtype, device=x.device)
+    r = aten.where.self(aten.lt.Scalar(x, 0), pi, zero)
+    if not x.is_floating_point():
+        return r
+    return aten.where.self(aten.isnan.default(x), x, r)
+
+
+def _polygamma(n, x):
+    return aten.digamma.default(x) if n == 0 else NotImplemented
+
+
+def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """CPU flash attention as the math it computes: ``(softmax(q k^T * scale + mask) v, logsumexp)``.
+
+    PyTorch's own decomposition returns the attention weights ``[B, H, L, S]`` as the second output,
+    where the op returns the logsumexp ``[B, H, L]`` its backward reads; this one returns both as
+    the op does (the decomposition check then puts the output in the op's memory layout)."""
+    if dropout_p or q.dtype not in (torch.float32, torch.float64) or q.dim() != 4 \
+            or q.shape[1] != k.shape[1] or q.shape[1] != v.shape[1]:
+        return NotImplemented  # random dropout, low precision, grouped heads: torch runs the op
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal and L > S:
+        return NotImplemented  # rows with no key at all: the kernel's convention, not the math's
+    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)),
+                        scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5))
+    neg_inf = aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device)
+    if is_causal:
+        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
+        s = aten.where.self(keep, s, neg_inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            return NotImplemented  # a row masked entirely follows the kernel's convention
+        s = aten.add.Tensor(s, attn_mask)
+    lse = aten.logsumexp.default(s, [-1])
+    p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
+    return aten.matmul.default(p, v), lse
+
+
+def _replication_pad_backward(dims: int):
+    """The gradient of replication padding over the last ``dims`` dims: each output position adds
+    its gradient to the input position it copied (the clamped index), one dim at a time."""
+    def lower(grad, x, padding):
+        g = grad
+        for i in range(dims):
+            d = x.dim() - 1 - i  # padding lists the last dim first: (left, right, top, bottom ...)
+            before, size = padding[2 * i], x.shape[d]
+            idx = aten.arange.start_step(0, g.shape[d], 1, dtype=torch.int64, device=g.device)
+            idx = aten.clamp.default(aten.sub.Tensor(idx, before), 0, size - 1)
+            shape = list(g.shape)
+            shape[d] = size
+            zeros = aten.full.default(shape, 0, dtype=g.dtype, device=g.device)
+            g = aten.index_add.default(zeros, d, idx, g)
+        return g
+    return lower
+
+
+def _pool_matrix(out_size: int, in_size: int, like):
+    """The [in_size, out_size] matrix of adaptive average pooling along one dim: entry (i, o) is
+    1 / window length when input i lies in output o's window [o*I//O, ceil((o+1)*I/O))."""
+    o = aten.unsqueeze.default(aten.arange.start_step(0, out_size, 1, dtype=torch.int64, device=like.device), 0)
+    i = aten.unsqueeze.default(aten.arange.start_step(0, in_size, 1, dtype=torch.int64, device=like.device), 1)
+    start = aten.div.Tensor_mode(aten.mul.Tensor(o, in_size), out_size, rounding_mode="floor")
+    end = aten.div.Tensor_mode(aten.add.Tensor(aten.mul.Tensor(o, in_size), in_size + out_size - 1), out_size,
+                               rounding_mode="floor")
+    inside = aten.logical_and.default(aten.ge.Tensor(i, start), aten.lt.Tensor(i, end))
+    weight = aten._to_copy.default(aten.reciprocal.default(aten._to_copy.default(aten.sub.Tensor(end, start),
+                                                                                 dtype=torch.float64)),
+                                   dtype=like.dtype)
+    return aten.where.self(inside, weight, aten.full.default([], 0, dtype=like.dtype, device=like.device))
+
+
+def _adaptive_avg_pool2d_backward(grad, x):
+    """Each input element gets the gradient of every window it lies in, over the window's size:
+    ``P_h @ grad @ P_w^T`` with the pooling matrices of both dims."""
+    if not grad.is_floating_point():
+        return NotImplemented
+    ph = _pool_matrix(grad.shape[-2], x.shape[-2], grad)
+    pw = _pool_matrix(grad.shape[-1], x.shape[-1], grad)
+    return aten.matmul.default(aten.matmul.default(ph, grad), aten.transpose.int(pw, 0, 1))
+
+
 ATEN_LOWERINGS = {
     aten.full_like.default: _full_like,
     aten.empty_permuted.default: _empty_permuted,
@@ -318,6 +455,18 @@ ATEN_LOWERINGS = {
     aten.diagonal_backward.default: _diagonal_backward,
     aten.unfold.default: _unfold,
     aten.as_strided.default: _as_strided,
+    aten.as_strided_scatter.default: _as_strided_scatter,
+    aten.take.default: _take,
+    aten.put.default: _put,
+    aten.scatter_reduce.two: _scatter_reduce,
+    aten.isin.Tensor_Tensor: _isin,
+    aten.angle.default: _angle,
+    aten.polygamma.default: _polygamma,
+    aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool2d_backward,
+    aten.replication_pad1d_backward.default: _replication_pad_backward(1),
+    aten.replication_pad2d_backward.default: _replication_pad_backward(2),
+    aten.replication_pad3d_backward.default: _replication_pad_backward(3),
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_cpu,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
     aten.max.default: _reduce_all(aten.amax.default),

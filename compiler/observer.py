@@ -6,7 +6,9 @@ an observer implements only what it needs.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+import contextlib
+import contextvars
+from typing import Any, Callable, Optional
 
 from .ir import KernelRecord, Trace
 
@@ -50,3 +52,35 @@ class MultiObserver(CompileObserver):
             for o in obs:
                 getattr(o, name)(*args, **kwargs)
         return fan_out
+
+
+# The observer, graph and chain being compiled in this context: executors that build a callable
+# which may change course at run time (a kernel falling back to torch on its first launch) capture
+# a reporter while they build it, so the run-time event reaches the recording with its chain.
+_COMPILING: contextvars.ContextVar = contextvars.ContextVar("thundervis_compiling", default=None)
+
+
+@contextlib.contextmanager
+def compiling(observer: CompileObserver, graph: int, chain: str):
+    """Within the ``with`` body, :func:`runtime_reporter` reports to ``observer`` for ``chain``."""
+    token = _COMPILING.set((observer, graph, chain))
+    try:
+        yield
+    finally:
+        _COMPILING.reset(token)
+
+
+def runtime_reporter() -> Callable[[str, Any], None]:
+    """Return ``report(event, data)`` sending a runtime event for the chain being compiled now
+    (a no-op outside :func:`compiling`). An observer that fails never breaks the run."""
+    current = _COMPILING.get()
+    if current is None:
+        return lambda event, data: None
+    observer, graph, chain = current
+
+    def report(event: str, data: Any) -> None:
+        try:
+            observer.runtime(graph, chain, event, data)
+        except Exception:  # recording is best effort; the user's training goes on
+            pass
+    return report

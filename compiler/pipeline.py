@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 from .check import check_trace
 from .executors.base import Executor, get_executor
 from .ir import Trace
-from .observer import CompileObserver
+from .observer import CompileObserver, compiling
 from .passes import claim as claim_pass, codegen as codegen_pass, cse as cse_pass, dce as dce_pass
 from .passes import decompose as decompose_pass, fuse as fuse_pass, liveness as liveness_pass
 from .passes import simplify as simplify_pass
@@ -117,13 +117,14 @@ def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callabl
     device = trace.inputs[0].device.split(":")[0] if trace.inputs else "cpu"
     executors = resolve_executors(options.executors, device)
     runner = PassRunner(trace.graph, trace.chain, options, start=1)
-    for name, fn in chain_passes(executors):
-        trace = runner.run(name, fn, trace)
-    t0 = time.perf_counter()
-    if options.profile is None:
-        final, fn = codegen(trace, executors)
-    else:
-        final, fn, plan = codegen_plan(trace, executors)
-        fn = build_profiled_chain(final, executors, options.profile, options.observer, fn, plan)
+    with compiling(options.observer, trace.graph, trace.chain):
+        for name, fn in chain_passes(executors):
+            trace = runner.run(name, fn, trace)
+        t0 = time.perf_counter()
+        if options.profile is None:
+            final, fn = codegen(trace, executors)
+        else:
+            final, fn, plan = codegen_plan(trace, executors)
+            fn = build_profiled_chain(final, executors, options.profile, options.observer, fn, plan)
     final = runner.report(codegen_pass.NAME, trace, final, time.perf_counter() - t0)
     return final, fn

@@ -55,7 +55,8 @@ _SHAPE = """view _unsafe_view expand permute squeeze unsqueeze slice cat clone a
 select index_select gather constant_pad_nd flip""".split()
 _REDUCTION = "sum amax amin prod var argmax argmin any all".split()
 _MATMUL = ["mm", "bmm"]
-_RNG = ["rand", "rand_like"]
+_RNG = ["rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "normal", "normal_functional",
+        "uniform", "log_normal", "multinomial"]
 _FACTORY = ["full", "iota", "arange", "scalar_tensor", "empty", "empty_strided"]
 _INDEXING = ["scatter", "scatter_add", "index_put", "index"]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from keyword import iskeyword
+from typing import Callable, Optional
 
 from .ir import BoundSymbol, Trace, TensorProxy
 from .values import format_value, is_valid_name
@@ -23,6 +24,9 @@ class PrintOptions:
     header: bool = True
     uids: bool = False
     width: int = 100
+    # Optional comment per top-level symbol (``torch: not lowered: ...``), from the caller: the
+    # viewer passes one that makes recorded text terminal-safe. None: no such comments.
+    notes: Optional[Callable[[BoundSymbol], Optional[str]]] = None
 
 
 def _outputs(b: BoundSymbol) -> str:
@@ -81,6 +85,8 @@ def _source_comment(b: BoundSymbol, indent: str, last_src: list) -> str | None:
 def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, memo: dict | None) -> list[str]:
     """Return the statement line of ``b`` and its subsymbols' lines: everything but the source
     comment, so it depends on ``b`` alone (which is what makes it memoizable)."""
+    if opts.notes is not None:
+        memo = None  # the comment depends on more than the fields the memo key holds
     if memo is not None:
         # The printed body depends only on these fields; passes that rebuild a symbol with
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
@@ -102,6 +108,9 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
     if notes:
         stmt = stmt.ljust(48) + "  # " + "  ".join(notes)
+    extra = opts.notes(b) if opts.notes is not None and depth == 0 and b.sym != "del" else None
+    if extra:
+        stmt = (stmt if notes else stmt.ljust(48)) + "  # " + extra
     lines = [stmt]
     if depth < opts.subsymbol_depth and b.subsymbols:
         sub_indent = indent + "  "

@@ -2,7 +2,8 @@
 
 Usage::
 
-    python scripts/opinfo_coverage.py                 # the whole sweep (tens of minutes)
+    python scripts/opinfo_coverage.py                 # the whole sweep, default executors (tens of minutes)
+    python scripts/opinfo_coverage.py --executors torch      # the compiler core alone
     python scripts/opinfo_coverage.py --ops add,softmax --samples 2
     python scripts/opinfo_coverage.py --limit 50 --json coverage.json
 
@@ -30,8 +31,9 @@ def _parse(argv):
     p.add_argument("--samples", type=int, default=2, help="sample inputs per op (default 2)")
     p.add_argument("--no-grad", action="store_true", help="skip gradient checks")
     p.add_argument("--timeout", type=float, default=120, help="seconds per op before it counts as a crash")
-    p.add_argument("--executors", default="torch",
-                   help="comma-separated executors, or 'default' for the device's default order (default: torch)")
+    p.add_argument("--executors", default="default",
+                   help="comma-separated executors (torch is always added last), or 'default' for the "
+                        "device's default order, what users get (default: default)")
     p.add_argument("--json", metavar="OUT", help="write every result to OUT as JSON")
     p.add_argument("--quiet", action="store_true", help="print only failures and the summary")
     return p.parse_args(argv)
@@ -78,6 +80,13 @@ def main(argv=None) -> int:
     executors = None if args.executors == "default" else tuple(e for e in args.executors.split(",") if e)
     results = []
     t0 = time.perf_counter()
+    from thundervis.compiler.pipeline import resolve_executors
+    try:
+        names = [e.name for e in resolve_executors(executors, h.DEVICE)]
+    except KeyError as e:
+        print(f"opinfo_coverage: {e.args[0]}", file=sys.stderr)
+        return 2
+    print(f"executors: {', '.join(names)}{' (the device default)' if executors is None else ''}", flush=True)
     width = max((len(h.op_id(o)) for o in ops), default=10)
     print(f"{'op':<{width}}  {'outcome':<15}  {'s':>5}  reason", flush=True)
     for op in ops:

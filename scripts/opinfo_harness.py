@@ -32,9 +32,9 @@ from thundervis.compiler.interpreter import run_trace
 DEVICE = "cpu"
 DTYPE = torch.float32
 CHAINS = ("forward", "backward", "inference")
-# The sweep checks the compiler core (acquisition, decompositions, passes) with the torch executor:
-# fusion executors have their own tests, and the Triton interpreter would make the sweep crawl.
-DEFAULT_EXECUTORS = ("torch",)
+# The sweep tests what users run: the device's default executors (None; on a CPU-only machine the
+# Triton interpreter, then torch). Any list of executor names can be passed instead.
+DEFAULT_EXECUTORS = None
 
 # Outcome of one op, best first. "lowered" and "torch" are compiled and matching; "eager" fell back
 # entirely (graph break or a graph our compiler declined); the last two are failures.

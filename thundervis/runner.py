@@ -16,7 +16,9 @@ from __future__ import annotations
 import datetime
 import functools
 import importlib.util
+import logging
 import os
+import re
 import runpy
 import signal
 import sys
@@ -42,6 +44,43 @@ class RunResult:
 
 class _Terminated(BaseException):
     """SIGTERM arrived: stop the script like Ctrl-C does."""
+
+
+_RECOMPILE_LIMIT_LOGGER = "torch._dynamo.convert_frame"
+
+
+class RecompileLimitWatcher(logging.Handler):
+    """Records Dynamo giving up on a frame after its recompile limit as a ``dynamo_recompile_limit``
+    event (limit name and value, function, file, line, last guard failure).
+
+    Dynamo reports it only as a warning of its ``convert_frame`` logger (``torch._dynamo hit
+    config.recompile_limit (8)`` with the function and the last reason as arguments) and then runs
+    the frame eagerly from then on, so the watcher reads that log record."""
+
+    def __init__(self, note: Callable[[str, dict], None]):
+        super().__init__(level=logging.WARNING)
+        self._note = note
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if not str(record.msg).startswith("torch._dynamo hit config."):
+                return
+            args = record.args if isinstance(record.args, tuple) else ()
+            limit_type, limit, func, reason = (list(args) + [None] * 4)[:4]
+            m = re.match(r"'(?P<name>.*)' \((?P<file>.*):(?P<line>\d+)\)$", str(func or ""))
+            self._note("dynamo_recompile_limit", {
+                "limit_type": str(limit_type), "limit": limit if isinstance(limit, int) else str(limit),
+                "function": m.group("name") if m else str(func), "file": m.group("file") if m else None,
+                "line": int(m.group("line")) if m else None, "reason": str(reason) if reason is not None else None})
+        except Exception:  # recording is best effort; never break the user's run from a log handler
+            pass
+
+    def __enter__(self):
+        logging.getLogger(_RECOMPILE_LIMIT_LOGGER).addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(_RECOMPILE_LIMIT_LOGGER).removeHandler(self)
 
 
 def check_target(script: Optional[str], module: Optional[str]) -> tuple[Optional[str], Optional[str]]:
@@ -165,6 +204,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         raise _Terminated()
 
     status, code, tb = "ok", 0, None
+    watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
     try:
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
@@ -191,6 +231,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     finally:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         try:
+            watcher.__exit__(None, None, None)
             torch.compile = saved_compile
             sys.argv, sys.path[:] = saved_argv, saved_path
             backend_mod.set_defaults(**saved_defaults)

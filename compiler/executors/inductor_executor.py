@@ -18,6 +18,7 @@ import warnings
 from typing import Callable, Optional
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
+from ..observer import runtime_reporter
 from ..printer import PrintOptions, print_trace
 from ..prims import PRIMS
 from ..resolve import UnknownSymbol, resolve_overload, resolve_symbol
@@ -117,6 +118,10 @@ class InductorKernel:
         self.compiled: Optional[Callable] = None
         self.error: Optional[str] = None
         self._lock = threading.Lock()
+        self._report = runtime_reporter()
+        self._uid = fusion.uid
+        self._sources = sorted({(b.source.file, b.source.line, b.source.code) for b in fusion.subsymbols
+                                if b.source is not None and b.source.line})
 
     def _compile(self) -> Callable:
         import torch
@@ -134,6 +139,9 @@ class InductorKernel:
                         self.error = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
                         warnings.warn(f"inductor could not compile {self.name} ({self.error}); running its "
                                       "prims eagerly instead", RuntimeWarning, stacklevel=2)
+                        self._report("kernel_fallback", {
+                            "kernel": self.name, "uid": self._uid, "executor": "inductor", "error": self.error,
+                            "sources": [{"file": f, "line": n, "code": c} for f, n, c in self._sources]})
                         self.compiled = self.eager
                         return self.eager(*args)
                     self.compiled = fn

@@ -26,6 +26,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 from ..ir import BoundSymbol, TensorProxy
 from ..prims import PRIMS
 from ..resolve import UnknownSymbol, resolve_overload
+from .arguments import dropped_argument, honoured_table
 
 # torch dtype name -> nvFuser DataType member. Complex and 8/16-bit integer types are left out:
 # the executor hands them to torch instead of guessing at nvFuser's support for them.
@@ -52,6 +53,32 @@ SHAPE_OPS = {"view", "expand", "permute", "squeeze", "unsqueeze", "slice", "cat"
              "select", "constant_pad_nd"}
 OTHER = {"where", "clamp", "convert_element_type", "full", "scalar_tensor"}
 SUPPORTED = set(UNARY) | set(BINARY) | REDUCTIONS | SHAPE_OPS | OTHER
+
+# The schema arguments the lowering reads per prim; any other argument must have a value that
+# changes nothing, or the prim is refused (see :mod:`.arguments`). Result shape and dtype come from
+# the output proxy, so ``size``, ``end``, ``keepdim`` and ``dtype`` are honoured through it.
+HONOURED = honoured_table([
+    (UNARY, ("self",)),
+    (BINARY, ("self", "other", "exponent")),
+    (("add", "sub"), ("alpha",)),
+    (("div",), ("rounding_mode",)),
+    (("where",), ("condition", "self", "other")),
+    (("clamp",), ("self", "min", "max")),
+    (REDUCTIONS, ("self", "dim", "keepdim", "dtype")),
+    (("var",), ("correction", "unbiased")),
+    (("convert_element_type",), ("self", "dtype", "device")),
+    (("full",), ("size", "fill_value", "dtype", "device")),
+    (("scalar_tensor",), ("s", "dtype", "device")),
+    (("view",), ("self", "size")),
+    (("expand",), ("self", "size", "implicit")),
+    (("permute",), ("self", "dims")),
+    (("squeeze", "unsqueeze"), ("self", "dim")),
+    (("clone", "alias"), ("self",)),
+    (("slice",), ("self", "dim", "start", "end", "step")),
+    (("select",), ("self", "dim", "index")),
+    (("cat",), ("tensors", "dim")),
+    (("constant_pad_nd",), ("self", "pad", "value")),
+])
 
 # Why the prims this executor leaves to others are left there (shown as the fallback reason).
 _KIND_REASONS = {
@@ -134,10 +161,11 @@ def lowering_problem(b: BoundSymbol) -> Optional[str]:
     if len(outs) != 1:
         return f"nvfuser: {b.sym} must produce one tensor"
     try:
-        _Generator.check_one(b)
+        _Generator.check_one(b)  # its own, more specific reasons first
+        _, bound = bind_arguments(b)
     except NvFuserLoweringError as e:
         return f"nvfuser: {e}"
-    return None
+    return dropped_argument("nvfuser", b.sym, b.aten, bound, HONOURED.get(name, ()))
 
 
 # ---------------------------------------------------------------------------------------------------

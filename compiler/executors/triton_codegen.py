@@ -545,6 +545,8 @@ class Part:
                 r = self.emit(f"tl.where({nan} > 0, float('nan'), {r})")
         else:  # var
             corr = a.get("correction")
+            if "unbiased" in a:  # var.dim / var.default
+                corr = 1 if a["unbiased"] else 0
             corr = 1 if corr is None else corr
             mean = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True) / {float(N)!r}")
             d = self.emit(f"tl.where({mask}, {xv} - {mean}, 0.0)")

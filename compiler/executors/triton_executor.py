@@ -37,7 +37,10 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
     os.environ["TRITON_INTERPRET"] = "1"
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
+from ..observer import runtime_reporter  # noqa: E402
+from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
+from .arguments import dropped_argument
 from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
@@ -93,9 +96,9 @@ class TritonExecutor(FusionExecutor):
             return f"{b.sym} is not a prim"
         name = prim_name(b)
         if name not in ops.SUPPORTED:
-            kind = {"mm": "matmuls stay with torch", "bmm": "matmuls stay with torch",
-                    "rand": "random numbers stay with torch (same RNG stream as eager)",
-                    "rand_like": "random numbers stay with torch (same RNG stream as eager)"}.get(name)
+            prim = PRIMS.get(name)
+            kind = {"matmul": "matmuls stay with torch",
+                    "rng": "random numbers stay with torch (same RNG stream as eager)"}.get(prim.kind if prim else "")
             return kind or f"{b.sym} has no Triton lowering"
         if self.available() is not None:
             return self.available()
@@ -123,6 +126,9 @@ class TritonExecutor(FusionExecutor):
             a = bind(b)
         except Exception as e:
             return f"cannot read the arguments of {b.sym}: {e}"
+        dropped = dropped_argument("triton", b.sym, b.aten, a, ops.HONOURED.get(name, ()))
+        if dropped is not None:
+            return dropped
         if name in ops.REDUCTIONS:
             try:
                 _, N, _ = reduction_domain(b)
@@ -167,6 +173,8 @@ class TritonExecutor(FusionExecutor):
             return f"different devices {sorted(devices)}"
         if outputs is None:
             outputs = [p for b in members for p in b.flat_outputs()]
+        if not outputs:  # a dead prim left by flattening a decomposition: a kernel would write nothing
+            return "nothing the region computes is read after it"
         try:
             generate(members, outputs, _device_kind(next(iter(devices))), phase_limit=self.phase_limit)
         except Unfusable as e:
@@ -303,9 +311,22 @@ def _reference(fusion: BoundSymbol) -> Callable:
     return run
 
 
+def _sources(fusion: BoundSymbol) -> list[dict]:
+    """Return the distinct source lines of a fusion's members (file, line, code), in order."""
+    out, seen = [], set()
+    for b in fusion.subsymbols:
+        s = b.source
+        if s is not None and s.line and (s.file, s.line) not in seen:
+            seen.add((s.file, s.line))
+            out.append({"file": s.file, "line": s.line, "code": s.code})
+    return out
+
+
 def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
-    """Return ``launch`` guarded: if its first call fails, warn and run the region with torch."""
+    """Return ``launch`` guarded: if its first call fails, warn, report a ``kernel_fallback``
+    runtime event (kernel, error, source lines) and run the region with torch from then on."""
     state = {"fn": None}
+    report = runtime_reporter()
 
     def run(*args):
         fn = state["fn"]
@@ -314,8 +335,11 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
         try:
             out = launch(*args)
         except Exception as e:  # a kernel bug must not stop training
+            error = f"{type(e).__name__}: {str(e)[:300]}"
             warnings.warn(f"thundervis: Triton kernel {fusion.sym} failed on its first launch "
-                          f"({type(e).__name__}: {str(e)[:200]}); its region runs in torch instead")
+                          f"({error}); its region runs in torch instead")
+            report("kernel_fallback", {"kernel": fusion.sym, "uid": fusion.uid, "executor": "triton",
+                                       "error": error, "sources": _sources(fusion)})
             state["fn"] = _reference(fusion)
             return state["fn"](*args)
         state["fn"] = launch

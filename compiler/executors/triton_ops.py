@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from ..values import torch_dtype
+from .arguments import honoured_table
 
 TL_DTYPE = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
             "int64": "tl.int64", "int32": "tl.int32", "int16": "tl.int16", "int8": "tl.int8",
@@ -145,3 +146,37 @@ def pow_expr(x: str, exponent: float, dtype: str) -> str:
         return f"tl.where({x} < 0, -{mag}, {mag})" if int(exponent) % 2 else mag
     # exp(b * log(a)): nan for a < 0 (as torch for non-integer b), 0 / inf for a == 0.
     return f"tl.exp({literal(exponent, dtype)} * tl.log({x}))"
+
+# The schema arguments the generator reads per prim; any other argument must have a value that
+# changes nothing, or the executor refuses the op (see :mod:`.arguments`). Output shape, dtype
+# and strides come from the result proxy, so ``size``, ``end``, ``keepdim``, ``dtype`` and
+# ``memory_format`` are honoured through it.
+_FACTORY_ARGS = ("dtype", "device")
+HONOURED = honoured_table([
+    (set(UNARY) | set(LOGICAL_UNARY) | set(BITWISE_UNARY), ("self",)),
+    (set(COMPARE) | set(LOGICAL) | set(BITWISE) | {"mul", "maximum", "minimum"}, ("self", "other")),
+    (("add", "sub"), ("self", "other", "alpha")),
+    (("div",), ("self", "other", "rounding_mode")),
+    (("where",), ("condition", "self", "other")),
+    (("clamp",), ("self", "min", "max")),
+    (("pow",), ("self", "exponent")),
+    (("convert_element_type",), ("self", "dtype", "device", "memory_format")),
+    (("full",), ("size", "fill_value") + _FACTORY_ARGS),
+    (("scalar_tensor",), ("s",) + _FACTORY_ARGS),
+    (("arange",), ("start", "end", "step") + _FACTORY_ARGS),
+    (("sum", "mean"), ("self", "dim", "keepdim", "dtype")),
+    (("amax", "amin"), ("self", "dim", "keepdim")),
+    (("var",), ("self", "dim", "keepdim", "correction", "unbiased")),
+    (("view",), ("self", "size")),
+    (("expand",), ("self", "size", "implicit")),
+    (("permute",), ("self", "dims")),
+    (("squeeze", "unsqueeze"), ("self", "dim")),
+    (("alias",), ("self",)),
+    (("clone",), ("self", "memory_format")),
+    (("slice",), ("self", "dim", "start", "end", "step")),
+    (("cat",), ("tensors", "dim")),
+    (("gather",), ("self", "dim", "index")),
+    (("embedding",), ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse")),  # forward value only
+    (("scatter",), ("self", "dim", "index", "value", "src")),
+    (("index_put",), ("self", "indices", "values", "accumulate")),
+])

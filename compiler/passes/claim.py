@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ..executors.base import Executor
 from ..ir import BoundSymbol, Trace
+from .cse import _is_random
 
 NAME = "claim"
 
@@ -35,9 +36,30 @@ def claim(trace: Trace, executors: Sequence[Executor]) -> Trace:
     """Return ``trace`` with ``executor`` set on every symbol, flattening where that lets fusion
     executors run prims."""
     out: list[BoundSymbol] = []
+    flattened: set[int] = set()  # ids of prims taken out of a decomposed symbol
     for b in trace.symbols:
         if b.sym == "del":
             out.append(b)
         else:
-            out.extend(_claim_one(b, executors))
-    return trace.replace(symbols=tuple(out))
+            claimed = _claim_one(b, executors)
+            if len(claimed) != 1 or claimed[0].uid != b.uid:
+                flattened.update(id(s) for s in claimed)
+            out.extend(claimed)
+    return trace.replace(symbols=_without_dead(out, flattened, trace))
+
+
+def _without_dead(symbols: list[BoundSymbol], flattened: set[int], trace: Trace) -> tuple:
+    """Drop the symbols nothing reads once flattening made them dead: a decomposition may compute
+    values its parent's outputs do not need, and then what only they read is dead too. Without
+    flattening nothing changes (``dce`` ran before claim)."""
+    if not flattened:
+        return tuple(symbols)
+    live = {p.name for p in trace.flat_outputs()}
+    keep = []
+    for b in reversed(symbols):
+        outs = b.flat_outputs()
+        if b.sym != "del" and outs and not any(p.name in live for p in outs) and not _is_random(b):
+            continue
+        keep.append(b)
+        live.update(p.name for p in b.flat_inputs())
+    return tuple(reversed(keep))

@@ -12,7 +12,8 @@ from ..prims import PRIMS
 NAME = "cse"
 
 _RANDOM = ("rand", "randn", "rand_like", "randn_like", "bernoulli", "native_dropout", "dropout",
-           "randint", "randint_like", "normal", "uniform", "multinomial", "randperm", "empty",
+           "randint", "randint_like", "normal", "normal_functional", "uniform", "log_normal", "multinomial",
+           "randperm", "empty",
            "empty_like", "empty_strided")
 
 

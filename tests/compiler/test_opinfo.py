@@ -1,8 +1,8 @@
 """A representative subset of the OpInfo sweep (``scripts/opinfo_coverage.py`` runs all of it).
 
-Per op: compiled forward and gradients match eager, the decomposed traces run through the
-reference interpreter (prims, not the parent ATen ops) match the ATen traces, and the ops a
-transformer's training uses lower to prims completely.
+Per op, with the device's default executors (what users run): compiled forward and gradients match
+eager, the decomposed traces run through the reference interpreter (prims, not the parent ATen ops)
+match the ATen traces, and the ops a transformer's training uses lower to prims completely.
 """
 from __future__ import annotations
 
@@ -38,7 +38,15 @@ tril diagonal zeros_like scatter_add
 softmax log_softmax nn.functional.layer_norm nn.functional.rms_norm nn.functional.gelu nn.functional.silu
 nn.functional.relu nn.functional.nll_loss nn.functional.cross_entropy nn.functional.mse_loss
 nn.functional.linear nn.functional.embedding nn.functional.dropout
-matmul mm bmm addmm baddbmm""".split()
+matmul mm bmm addmm baddbmm
+take put as_strided as_strided_scatter diag unfold scatter_reduce.sum scatter_reduce.mean isin angle
+nn.functional.pad.replicate nn.functional.adaptive_avg_pool2d nn.functional.scaled_dot_product_attention
+randn normal""".split()
+
+# Ops whose non-default arguments a fusion executor must honour or refuse, never drop
+# (round's decimals, div's rounding_mode ...), and ops that once crashed the default executors.
+ARGUMENTS = """round round.decimals_3 round.decimals_neg_3 div.trunc_rounding div.floor_rounding
+var var_mean std nn.functional.embedding diff""".split()
 
 # Ops that must not fail but may fall back (to torch for some ATen op, or eagerly as a whole).
 FALLBACK_OK = ["sort", "nonzero", "nn.functional.conv2d"]
@@ -60,6 +68,18 @@ def test_op_matches_and_lowers(name):
     r = _check(name)
     assert r.status == h.LOWERED, f"{name}: {r.status}: {r.reason}"
     assert r.samples >= 1
+
+
+@pytest.mark.parametrize("name", ARGUMENTS)
+def test_op_arguments_are_honoured(name):
+    r = _check(name, samples=2)
+    assert r.status not in h.FAILURES, f"{name}: {r.status}: {r.reason}"
+
+
+def test_sweep_runs_the_default_executors():
+    from thundervis.compiler.pipeline import default_executor_names
+    assert h.DEFAULT_EXECUTORS is None  # check_op's default: the device's default order
+    assert default_executor_names(h.DEVICE)[-1] == "torch"
 
 
 @pytest.mark.parametrize("name", FALLBACK_OK)
@@ -86,7 +106,9 @@ def test_wrong_decomposition_is_caught(monkeypatch):
     table[torch.ops.prims.hypot.default] = lambda a, b: torch.ops.aten.add.Tensor(a, b)
     monkeypatch.setattr(dec, "decomposition_table", lambda: table)
     monkeypatch.setattr(dec, "_TEMPLATES", {})
-    r = _check("hypot")
+    # torch executor only: it runs the parent op, so only the replay of the decomposed trace sees the
+    # wrong prims (with a fusion executor the compiled forward itself would already be wrong)
+    r = h.check_op(_BY_ID["hypot"], samples=1, timeout=60, executors=("torch",))
     assert r.status == h.MISMATCH, r
     assert "decomposed" in r.reason
 

@@ -48,6 +48,41 @@ def pass_diff(rec, graph, chain, from_, to):
     return d
 
 
+def note_lines(a, b) -> list[str]:
+    """Return, for the top-level symbols of trace ``b`` whose executor or note differs from the same
+    uid in trace ``a`` (or that ``a`` lacks), why they run where they run: ``uid sym: torch: not
+    lowered: ...``. Recorded text is made terminal-safe."""
+    from thundervis.recording.fallbacks import symbol_note
+    from thundervis.safe_text import visible_line
+    before = {x.uid: (x.executor, x.note) for x in a.symbols}
+    out = []
+    for x in b.symbols:
+        note = symbol_note(x.executor, x.note)
+        if x.sym == "del" or not note or before.get(x.uid) == (x.executor, x.note):
+            continue
+        out.append(f"  {x.uid} {x.sym}: {visible_line(note)}")
+    return out
+
+
+def fallback_changes(a: dict, b: dict) -> list[str]:
+    """Return text lines comparing the fallbacks of two ``ls --json`` documents: eager chains on
+    each side, and each fallback (ops grouped by reason) found on one side only."""
+    from thundervis.safe_text import visible_line
+    lines = [f"chains ran eagerly: A {a['chains_eager']} of {a['chains_total']}, "
+             f"B {b['chains_eager']} of {b['chains_total']}"]
+
+    def keys(d):
+        return {(f["kind"], f["what"], f["reason"], f["source"]) for f in d["fallbacks"]}
+    ka, kb = keys(a), keys(b)
+    for side, only in (("A", ka - kb), ("B", kb - ka)):
+        for kind, what, reason, source in sorted(only, key=lambda k: tuple(str(x) for x in k))[:20]:
+            where = f" · {visible_line(source)}" if source else ""
+            lines.append(f"  only in {side}: {kind}: {visible_line(what)}{where}: {visible_line(reason)}")
+        if len(only) > 20:
+            lines.append(f"  only in {side}: ... and {len(only) - 20} more")
+    return lines
+
+
 def _kernel_lines(d) -> list[str]:
     out = []
     for kernel, rows in d.kernels().items():
@@ -69,6 +104,7 @@ def cmd_diff(args) -> int:
     rec = open_or_fail(args.recordings[0])
     try:
         d = pass_diff(rec, args.graph, args.chain, args.from_, args.to)
+        notes = _pass_notes(rec, args)
     finally:
         rec.close()
     context = None if args.full else args.context
@@ -100,27 +136,49 @@ def cmd_diff(args) -> int:
         print(visible(d.summary()))
         for line in _kernel_lines(d):
             print(visible(line))
+        if notes:
+            print("why (executor and note of the symbols this pass changed):")
+            for line in notes:
+                print(line)
     return 0
+
+
+def _pass_notes(rec, args) -> list[str]:
+    """Return :func:`note_lines` for the two passes ``args`` select."""
+    from thundervis.commands.show import pick_chain
+    from thundervis.recording import RecordingError
+    g, c = pick_chain(rec, args.graph, args.chain)
+    before, after = _pick_passes(c, args.from_, args.to)
+    try:
+        return note_lines(rec.pass_trace(g.id, c.kind, before.index), rec.pass_trace(g.id, c.kind, after.index))
+    except RecordingError:
+        return []
 
 
 def _compare(args, open_or_fail) -> int:
     from thundervis.diff.runs import compare_runs, run_side_from_recording
     from thundervis.recording import RecordingError
-    sides = []
+    from thundervis.commands.ls import summary_dict
+    sides, docs = [], []
     for path in args.recordings:
         rec = open_or_fail(path)
         try:
             sides.append(run_side_from_recording(rec, label=path))
+            docs.append(summary_dict(rec))
         except RecordingError as e:
             raise UserError(str(e)) from None
         finally:
             rec.close()
     comp = compare_runs(*sides)
     if args.json:
-        json.dump(comp.as_json(), sys.stdout, indent=1)
+        doc = comp.as_json()
+        doc["fallbacks"] = {side: {"chains_eager": d["chains_eager"], "chains_total": d["chains_total"],
+                                   "fallbacks": d["fallbacks"]} for side, d in zip("ab", docs)}
+        json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(visible(comp.render_text()))
+        sys.stdout.write("fallbacks\n" + "\n".join(fallback_changes(*docs)) + "\n")
     return 0
 
 

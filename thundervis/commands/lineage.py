@@ -8,8 +8,9 @@ import sys
 import textwrap
 
 from thundervis.errors import UserError
-from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
+from thundervis.recording.fallbacks import symbol_note
+from thundervis.safe_text import visible, visible_line
 
 
 def _sym_text(s) -> str:
@@ -17,8 +18,11 @@ def _sym_text(s) -> str:
     return f"{s.uid} {s.sym}{ex}"
 
 
-def lineage_text(lin) -> str:
-    """Return the human-readable form of one :class:`~thundervis.recording.Lineage`."""
+def lineage_text(lin, fell_back: dict | None = None) -> str:
+    """Return the human-readable form of one :class:`~thundervis.recording.Lineage`; each end says
+    why it runs where it runs (its recorded note) and ``fell_back`` ({(graph, chain, kernel name):
+    error}) marks kernels that ran in torch at run time."""
+    fell_back = fell_back or {}
     lines = []
     src = ""
     if lin.source is not None and lin.source.line:
@@ -45,14 +49,23 @@ def lineage_text(lin) -> str:
         if c.chain in ("dynamo", "joint"):  # recorded for reference only, never executed
             continue
         by_executor: dict = {}
+        notes: list[str] = []
         for e in c.ends:
             label = f"{e.symbol.uid} {e.symbol.sym}"
             if e.kernel:
                 label += f" = kernel {e.kernel.name} ({len(e.kernel.ops)} ops)"
             by_executor.setdefault(e.executor or "no executor", []).append(label)
+            error = fell_back.get((lin.graph, c.chain, e.symbol.sym))
+            if error is not None:
+                notes.append(f"{e.symbol.uid} ran in torch at run time: {visible_line(error)}")
+            note = symbol_note(e.executor, e.symbol.note)
+            if note and not e.kernel:
+                notes.append(f"{e.symbol.uid} {e.symbol.sym.removeprefix('prims.')}: {visible_line(note)}")
         for ex, labels in by_executor.items():
             lines.extend(textwrap.wrap(f"ends in {ex}: " + ", ".join(labels), width=100,
                                        initial_indent="  ", subsequent_indent="      "))
+        for note in notes:
+            lines.extend(textwrap.wrap(f"why: {note}", width=100, initial_indent="  ", subsequent_indent="      "))
     return "\n".join(lines) + "\n"
 
 
@@ -77,11 +90,16 @@ def cmd_lineage(args) -> int:
                 lineages = rec.lineage_of_source(query[0], query[1], args.graph)
         except UnknownItem as e:
             raise UserError(str(e) + ".") from None
+        fell_back = {}
+        for ev in rec.events("kernel_fallback"):
+            d = ev.data if isinstance(ev.data, dict) else {}
+            if isinstance(d.get("kernel"), str):
+                fell_back[(ev.graph, ev.chain, d["kernel"])] = " ".join(str(d.get("error") or "").split())
     if args.json:
         json.dump([x.as_json() for x in lineages], sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(visible("\n".join(lineage_text(x) for x in lineages)))
+        sys.stdout.write(visible("\n".join(lineage_text(x, fell_back) for x in lineages)))
     return 0
 
 

@@ -37,13 +37,58 @@ def readable(path: str):
 
 
 def summary_dict(rec) -> dict:
-    """Return the ``ls --json`` document for an open recording (``Overview.as_json()``)."""
-    return rec.overview().as_json()
+    """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
+    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``."""
+    from thundervis.recording.fallbacks import chain_counts, fallbacks
+    d = rec.overview().as_json()
+    fell_back = {}  # (graph, chain, kernel name) -> error of its run-time fallback
+    for e in rec.events("kernel_fallback"):
+        data = e.data if isinstance(e.data, dict) else {}
+        if isinstance(data.get("kernel"), str):
+            fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
+    d["chains_eager"], d["chains_total"] = chain_counts(rec)
+    d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
+    return d
+
+
+def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
+    """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
+    ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
+    its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
+    groups). Recorded strings are made terminal-safe."""
+    from thundervis.recording.fallbacks import TORCH_OP
+    v = visible_line
+    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
+             else "no chain was compiled"]
+    loud = [f for f in d["fallbacks"] if f["kind"] != TORCH_OP]
+    for f in loud:
+        where = f" · {v(f['source'])}" if f["source"] else ""
+        chain = "" if f["graph"] is None else f"graph {f['graph']}{' ' + f['chain'] if f['chain'] else ''} · "
+        lines.append(f"  fallback {f['kind']}: {chain}{v(f['what'])}{where}: {v(f['reason'])}")
+    ops = [f for f in d["fallbacks"] if f["kind"] == TORCH_OP]
+    if ops:
+        groups: dict[str, list] = {}
+        for f in ops:
+            groups.setdefault(f["reason"], []).append(f)
+        lines.append(f"{len(ops)} ops run by torch (why not lowered / not fused):")
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        for reason, items in ordered[:ops_limit]:
+            syms = sorted({f["what"].removeprefix("prims.").removeprefix("aten.") for f in items})
+            srcs = sorted({f["source"] for f in items if f["source"]})
+            where = f" · {', '.join(v(x) for x in srcs[:3])}{' ...' if len(srcs) > 3 else ''}" if srcs else ""
+            lines.append(f"  {len(items):>3} × {v(', '.join(syms[:3]))}{' ...' if len(syms) > 3 else ''}: "
+                         f"{v(reason)}{where}")
+        if len(ordered) > ops_limit:
+            lines.append(f"  ... and {len(ordered) - ops_limit} more reasons (thundervis ls --json lists all)")
+    return lines
 
 
 def summary_text(rec, passes: bool = True) -> str:
     """Return the human-readable summary of an open recording (``passes``: list every pass)."""
-    d = rec.overview().as_json()
+    d = summary_dict(rec)
     r = d["run"]
     lines = []
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
@@ -70,16 +115,18 @@ def summary_text(rec, passes: bool = True) -> str:
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
-            lines.append(f"  fusion {k['name']} [{k['executor']}] {k['chain']} · {k['n_ops']} ops · {src}")
+            ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
+            lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
+    lines.extend(fallback_lines(d))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
 def cmd_ls(args) -> int:
     """Print the summary of the recording ``args.recording`` (JSON with ``--json``)."""
     with readable(args.recording) as rec:
-        text = (json.dumps(rec.overview().as_json(), indent=2) + "\n") if args.json else \
+        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
     sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0

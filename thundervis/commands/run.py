@@ -76,6 +76,22 @@ def _say_once_about_cpu(executors) -> None:
           "and any timings are CPU timings, not GPU timings.", file=sys.stderr)
 
 
+def _print_fallbacks(path: str) -> None:
+    """Print how many chains ran eagerly and every fallback of the run (ops run by torch grouped by
+    reason); a recording that cannot be read says so in one line."""
+    from thundervis.commands.ls import fallback_lines, summary_dict
+    from thundervis.recording import RecordingError, open_recording
+    try:
+        with open_recording(path, check=False) as rec:
+            lines = fallback_lines(summary_dict(rec), ops_limit=5)
+    except (RecordingError, OSError) as e:
+        print(f"thundervis: could not read the fallbacks back: {e}")
+        return
+    print("thundervis: " + lines[0])
+    for line in lines[1:]:
+        print("thundervis: " + line)
+
+
 def cmd_run(args) -> int:
     """Validate, run the script recording every compile, report the recording."""
     from thundervis import runner
@@ -109,6 +125,7 @@ def cmd_run(args) -> int:
     else:
         print(f"thundervis: the script {result.status} (exit {result.exit_code}); "
               f"everything compiled so far is in {shown}")
+    _print_fallbacks(result.path)
     print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
           f"(or thundervis show {shlex.quote(shown)})")
     if sys.stdout.isatty() and not args.no_view and result.status != "interrupted":

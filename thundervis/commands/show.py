@@ -32,15 +32,45 @@ def pick_pass(rec, graph, chain, pass_):
         raise UserError(str(e).rstrip(".") + ".") from None
 
 
+def note_comments(rec, graph: int, chain: str):
+    """Return the ``PrintOptions.notes`` function of ``show``: next to each symbol, why it runs
+    where it runs (``torch: not lowered: ...``, recorded notes) and, for a kernel that fell back at
+    run time, ``ran in torch at run time: <error>``; recorded text made terminal-safe."""
+    from thundervis.recording.fallbacks import symbol_note
+    from thundervis.safe_text import visible_line
+    fell_back = {}
+    for e in rec.events("kernel_fallback"):
+        d = e.data if isinstance(e.data, dict) else {}
+        if e.graph == graph and e.chain == chain and isinstance(d.get("kernel"), str):
+            fell_back[d["kernel"]] = " ".join(str(d.get("error") or "").split())
+
+    def note(b) -> str | None:
+        parts = []
+        if b.sym in fell_back:
+            parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
+        text = symbol_note(b.executor, b.note)
+        if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
+            parts.append(text)
+        return visible_line("  # ".join(parts)) if parts else None
+    return note
+
+
 def cmd_show(args) -> int:
-    """Print the trace of the chosen pass."""
+    """Print the trace of the chosen pass, with the note of every symbol that has one."""
+    from thundervis.compiler.printer import PrintOptions, print_trace
+    from thundervis.recording import RecordingError
     with readable(args.recording) as rec:
         g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
-        if args.uids or args.no_source or args.no_shapes:
-            from thundervis.compiler.printer import PrintOptions, print_trace
+        try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
+        except RecordingError:
+            if args.uids or args.no_source or args.no_shapes:
+                raise  # one sentence, exit 2 (readable)
+            trace = None  # the stored text still shows the trace, without notes
+        if trace is not None:
             text = print_trace(trace, PrintOptions(uids=args.uids, source=not args.no_source,
-                                                   shapes=not args.no_shapes))
+                                                   shapes=not args.no_shapes,
+                                                   notes=note_comments(rec, g.id, c.kind)))
         else:
             text = rec.pass_text(g.id, c.kind, p.index)
     text = visible(text)  # text from the recording: control characters made visible, also under rich

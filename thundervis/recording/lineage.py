@@ -77,17 +77,37 @@ def _first_pass(symbols: list[Symbol]) -> dict[str, tuple[int, set[str]]]:
     return out
 
 
-def _twins(rec: Recording, graph: int, chain: str, seq_nrs: set[int]) -> set[str]:
-    """Return the uids of ``chain``'s acquired symbols carrying one of ``seq_nrs``."""
-    return {s.uid for s in rec.symbols(graph, chain, 0) if s.seq_nr is not None and s.seq_nr in seq_nrs}
+def _line_of(s: Symbol) -> Optional[tuple[str, int]]:
+    return (s.source.file, s.source.line) if s.source is not None and s.source.line else None
+
+
+def _twins(rec: Recording, graph: int, chain: str, seq_lines: dict[int, set]) -> set[str]:
+    """Return the uids of ``chain``'s acquired symbols carrying one of the seq_nrs of ``seq_lines``
+    and coming from one of that seq_nr's source lines (or with no source on either side).
+
+    AOTAutograd gives the ops that differentiate a forward op its ``seq_nr`` and its stack trace,
+    but it also gives one ``seq_nr`` to every backward op that merely accumulates gradients (the
+    adds of a residual stream, each with the line of its own use): the line filters those out, so
+    a query on one line does not pull every fusion holding one of those adds."""
+    out = set()
+    for s in rec.symbols(graph, chain, 0):
+        lines = seq_lines.get(s.seq_nr) if s.seq_nr is not None else None
+        if lines is None:
+            continue
+        line = _line_of(s)
+        if line is None or None in lines or line in lines:
+            out.add(s.uid)
+    return out
 
 
 def _assemble(rec: Recording, graph: int, query: str, source,
               starts: dict[str, tuple[int, set[str], str]]) -> Lineage:
     """Link the other chains by seq_nr to the ``starts`` and follow every chain."""
-    seq = set()
+    seq: dict[int, set] = {}  # seq_nr -> source lines of the symbols that carry it
     for chain, (p, uids, _) in starts.items():
-        seq |= {s.seq_nr for s in rec.symbols(graph, chain, p) if s.uid in uids and s.seq_nr is not None}
+        for s in rec.symbols(graph, chain, p):
+            if s.uid in uids and s.seq_nr is not None:
+                seq.setdefault(s.seq_nr, set()).add(_line_of(s))
     chains = []
     present = {c.kind for c in rec.graph(graph).chains}
     for chain in sorted(present, key=lambda c: CHAIN_ORDER.index(c) if c in CHAIN_ORDER else 99):
