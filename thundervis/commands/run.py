@@ -32,8 +32,9 @@ def _executors(text):
 
 
 def open_viewer(path: str) -> bool:
-    """Open the recording in the TUI when it is installed (``thundervis.tui.view_recording``);
-    return False when there is no viewer yet."""
+    """Open the recording in the TUI (``thundervis.tui.view_recording``) and return True once the
+    user quits it; return False (after one line on stderr when it failed) when it cannot run, so
+    the caller prints the summary instead."""
     try:
         import importlib
         tui = importlib.import_module("thundervis.tui")
@@ -42,7 +43,14 @@ def open_viewer(path: str) -> bool:
     view = getattr(tui, "view_recording", None)
     if view is None:
         return False
-    view(path)
+    try:
+        view(path)
+    except ImportError as e:
+        print(f"thundervis: the viewer needs Textual ({e}); pip install 'thundervis[tui]'", file=sys.stderr)
+        return False
+    except Exception as e:  # the recording is written; a viewer problem must not hide that
+        print(f"thundervis: could not open the viewer ({type(e).__name__}: {e})", file=sys.stderr)
+        return False
     return True
 
 

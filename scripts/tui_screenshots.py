@@ -1,0 +1,59 @@
+"""Take the README screenshots of the TUI (80x24 and 160x48) from a recording:
+
+    python scripts/tui_screenshots.py REC docs/
+
+Opens the recording headless, goes to the forward chain's fusion pass with the diff against the
+previous pass on, selects the first fusion line (details pane) and saves SVGs, then PNGs
+(scripts/svg_to_png.py, needs cairosvg)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+
+
+async def shoot(rec: str, out_svg: str, size: tuple[int, int], diff: bool) -> None:
+    """Save one screenshot of the app on ``rec`` at ``size``."""
+    from thundervis.tui.app import ThundervisApp
+    from thundervis.tui.data import open_data
+    app = ThundervisApp(open_data(rec), poll_s=0)
+    async with app.run_test(size=size) as pilot:
+        async def idle():
+            await pilot.pause(0.7)
+            while not app.loaded or any(w.is_running for w in app.workers):
+                await pilot.pause(0.05)
+        await idle()
+        c = app.current_chain()
+        fuse = next((p for p in c.passes if p.name == "fuse"), c.passes[-1])
+        app.go_to_pass(fuse.index)
+        await idle()
+        if diff:
+            await pilot.press("d")
+            await idle()
+        view = app.query_one("LinesView")
+        fusion = re.compile(r"= \w*fusion_?\d+\(")
+        target = next((i for i in range(view.line_count()) if view.uid_at(i) and fusion.search(view.texts[i])), 0)
+        view.move_cursor(target)
+        view.scroll_to(y=max(0, target - 2), animate=False, immediate=True)
+        view.focus()
+        await idle()
+        app.save_screenshot(out_svg)
+
+
+def main() -> int:
+    """Write docs/tui-80x24.{svg,png} and docs/tui-160x48.{svg,png}."""
+    rec, folder = sys.argv[1], sys.argv[2]
+    here = os.path.dirname(os.path.abspath(__file__))
+    for (w, h), diff in (((80, 24), False), ((160, 48), True)):
+        svg = os.path.join(folder, f"tui-{w}x{h}.svg")
+        asyncio.run(shoot(rec, svg, (w, h), diff))
+        subprocess.run([sys.executable, os.path.join(here, "svg_to_png.py"), svg, svg[:-4] + ".png"], check=True)
+        os.remove(svg)
+        print("wrote", svg[:-4] + ".png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

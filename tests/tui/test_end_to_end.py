@@ -1,0 +1,121 @@
+"""End to end: the real ``thundervis run examples/train_gpt.py`` in a pseudo-terminal (tmux) lands
+in the UI; the screen shows the recorded passes, a pass is stepped, ``q`` quits with the script's
+exit code. The recording it leaves is then used to re-run a real kernel and write its repro."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, open_app, settle
+
+from thundervis.recording import open_recording
+
+pytestmark = pytest.mark.slow
+
+
+def _tmux(sock: str, *args: str) -> str:
+    return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=30).stdout
+
+
+def _wait_screen(sock: str, want, timeout: float) -> str:
+    end = time.monotonic() + timeout
+    screen = ""
+    while time.monotonic() < end:
+        screen = _tmux(sock, "capture-pane", "-p", "-t", "tv")
+        if want(screen):
+            return screen
+        time.sleep(0.5)
+    raise AssertionError(f"the screen never showed what was expected; last screen:\n{screen}")
+
+
+@pytest.fixture(scope="module")
+def gpt_session(tmp_path_factory):
+    """Run ``thundervis run examples/train_gpt.py --steps 1`` in tmux (120x36), drive the UI;
+    return (recording path, screens, exit code, recording's forward passes)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed")
+    folder = tmp_path_factory.mktemp("e2e")
+    rec = str(folder / "gpt.tvrec")
+    done = str(folder / "exit")
+    sock = f"tvtest{os.getpid()}"
+    cmd = (f"cd {ROOT} && {sys.executable} -m thundervis run --out {rec} examples/train_gpt.py --steps 1; "
+           f"echo $? > {done}; sleep 60")
+    _tmux(sock, "new-session", "-d", "-s", "tv", "-x", "120", "-y", "36", cmd)
+    screens = {}
+    try:
+        screens["landed"] = _wait_screen(sock, lambda s: "thundervis" in s and "passes" in s and "forward" in s,
+                                         timeout=900)
+        with open_recording(rec) as r:
+            g, c = r.pick_chain()
+            passes = c.passes
+        last, prev = passes[-1], passes[-2]
+        screens["last"] = _wait_screen(sock, lambda s: f"forward {last.index} {last.name}" in s, 60)
+        _tmux(sock, "send-keys", "-t", "tv", "p")
+        screens["stepped"] = _wait_screen(sock, lambda s: f"forward {prev.index} {prev.name}" in s, 60)
+        _tmux(sock, "send-keys", "-t", "tv", "d")
+        screens["diff"] = _wait_screen(sock, lambda s: f"vs {passes[-3].index}" in s, 120)
+        _tmux(sock, "send-keys", "-t", "tv", "q")
+        end = time.monotonic() + 60
+        while not os.path.exists(done) and time.monotonic() < end:
+            time.sleep(0.2)
+        code = int(open(done).read().strip()) if os.path.exists(done) else None
+    finally:
+        _tmux(sock, "kill-server")
+    return rec, screens, code, passes
+
+
+def test_run_lands_in_the_ui_steps_and_quits(gpt_session):
+    rec, screens, code, passes = gpt_session
+    landed = screens["landed"]
+    assert "train_gpt.py" in landed and "ok" in landed
+    # the stepper lists the recorded passes with their symbol counts
+    for p in passes[-3:]:
+        assert p.name[:10] in landed
+    assert f'after "{passes[-1].name}"' in screens["last"]
+    assert f'after "{passes[-2].name}"' in screens["stepped"]
+    assert code == 0  # q quits; thundervis run exits with the script's code
+
+
+def test_rerun_and_repro_of_a_real_kernel(gpt_session, tmp_path, monkeypatch):
+    import asyncio
+    rec = gpt_session[0]
+    monkeypatch.chdir(tmp_path)
+
+    async def drive():
+        app = open_app(rec)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await settle(app, pilot)
+            # every statement of the real trace is mapped to its symbol (details work)
+            with open_recording(rec) as r:
+                top = [s.uid for s in r.symbols(app.graph, app.chain, app.index) if s.parent is None]
+            assert [ln.uid for ln in app.lines if ln.kind == "stmt"] == top
+            await pilot.press("k")
+            await pilot.pause(0.3)
+            screen = app.screen
+            k = screen.selected()
+            assert k is not None and k.executor == "triton"
+            await pilot.press("r")
+            for _ in range(3000):
+                await pilot.pause(0.1)
+                if not screen.busy:
+                    break
+            text = str(screen.query_one("#krerun").render())
+            assert "re-run failed" not in text
+            lines = {ln.split()[0]: ln for ln in text.splitlines() if ln.split()}
+            assert "ok" in lines["triton"] and "ok" in lines["torch"]
+            await pilot.press("R")
+            for _ in range(600):
+                await pilot.pause(0.1)
+                if any(n.endswith(".py") for n in os.listdir(tmp_path)):
+                    break
+        return k
+    k = asyncio.run(drive())
+    written = [n for n in os.listdir(tmp_path) if n.endswith(".py")]
+    assert len(written) == 1 and k.name in written[0]
+    compile(open(tmp_path / written[0]).read(), written[0], "exec")
+    with open_recording(rec) as r:  # the re-run was stored in the recording
+        assert any(x.executor == "triton" and x.status == "ok" for x in r.rerun_results(k.id))

@@ -1,0 +1,59 @@
+"""Snapshot tests (pytest-textual-snapshot) at 80x24 and 160x48 on a small fixed recording: every
+duration in it is fixed and no path, time or version is on screen, so the SVGs are the same on
+every run. Update after an intended change with ``pytest tests/tui --snapshot-update``."""
+from __future__ import annotations
+
+from conftest import details_for, open_app, settle
+
+
+def _before(select_line: bool = False, press=(), pass_name=None):
+    async def run_before(pilot):
+        app = pilot.app
+        await settle(app, pilot)
+        if pass_name is not None:
+            c = app.current_chain()
+            app.go_to_pass(next(p.index for p in c.passes if p.name == pass_name))
+            await settle(app, pilot)
+        for key in press:
+            await pilot.press(key)
+            await settle(app, pilot)
+        if select_line:
+            view = app.query_one("LinesView")
+            view.move_cursor(next(i for i in range(view.line_count()) if view.uid_at(i)
+                                  and view.texts[i].lstrip("-+ ").startswith("(")))
+            await details_for(app, pilot)
+        await pilot.pause(0.1)
+    return run_before
+
+
+def test_snapshot_80x24_last_pass(snap_compare, small_rec):
+    assert snap_compare(open_app(small_rec), terminal_size=(80, 24), run_before=_before())
+
+
+def test_snapshot_80x24_diff(snap_compare, small_rec):
+    assert snap_compare(open_app(small_rec), terminal_size=(80, 24),
+                        run_before=_before(press=("d",), pass_name="fuse", select_line=True))
+
+
+def test_snapshot_160x48_diff_with_details(snap_compare, small_rec):
+    assert snap_compare(open_app(small_rec), terminal_size=(160, 48),
+                        run_before=_before(press=("d",), pass_name="fuse", select_line=True))
+
+
+def test_snapshot_160x48_side_by_side(snap_compare, small_rec):
+    assert snap_compare(open_app(small_rec), terminal_size=(160, 48),
+                        run_before=_before(press=("s",), pass_name="fuse"))
+
+
+def test_snapshot_160x48_kernels(snap_compare, small_rec):
+    async def run_before(pilot):
+        await settle(pilot.app, pilot)
+        await pilot.press("k")
+        await pilot.pause(0.5)
+        screen = pilot.app.screen
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if not any(w.is_running for w in pilot.app.workers):
+                break
+        assert type(screen).__name__ == "KernelsScreen"
+    assert snap_compare(open_app(small_rec), terminal_size=(160, 48), run_before=run_before)

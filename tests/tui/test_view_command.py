@@ -1,0 +1,108 @@
+"""``thundervis view`` and the end of ``thundervis run``: bad input exits 2 with one sentence before
+any UI starts; the TUI imports neither torch nor the compiler pipeline."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from thundervis.cli import main
+
+
+class _TTY:
+    """A stand-in stream that says it is a terminal."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def isatty(self):
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@pytest.fixture
+def no_ui(monkeypatch):
+    """Fail the test if the UI would start."""
+    import thundervis.tui.app as app
+
+    def boom(*a, **k):
+        raise AssertionError("the UI started")
+    monkeypatch.setattr(app, "run_app", boom)
+
+
+def _bad_files(tmp_path):
+    corrupt = tmp_path / "corrupt.tvrec"
+    corrupt.write_bytes(b"SQLite format 3\x00" + b"\x00" * 50)
+    garbage = tmp_path / "garbage.tvrec"
+    garbage.write_bytes(b"this is not a recording at all\n" * 40)
+    foreign = tmp_path / "foreign.tvrec"
+    with sqlite3.connect(foreign) as c:
+        c.execute("CREATE TABLE t(x)")
+    return {"corrupt": corrupt, "garbage": garbage, "foreign": foreign, "missing": tmp_path / "nope.tvrec"}
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "garbage", "foreign", "missing"])
+def test_bad_recording_exits_2_before_the_ui(kind, tmp_path, capsys, monkeypatch, no_ui):
+    path = _bad_files(tmp_path)[kind]
+    monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
+    monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
+    code = main(["view", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("thundervis: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_view_needs_a_terminal(small_rec, capsys, no_ui):
+    code = main(["view", small_rec])
+    assert code == 2
+    assert "needs a terminal" in capsys.readouterr().err
+
+
+def test_view_runs_the_app_on_a_terminal(small_rec, monkeypatch):
+    import thundervis.tui.app as app
+    seen = {}
+    monkeypatch.setattr(app, "run_app", lambda data, poll_s: seen.update(path=data.path, poll=poll_s))
+    monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
+    monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
+    assert main(["view", small_rec, "--poll", "0.5"]) == 0
+    assert seen == {"path": os.path.abspath(small_rec), "poll": 0.5}
+
+
+def test_run_opens_the_viewer_only_on_a_terminal(monkeypatch, tmp_path):
+    from thundervis.commands import run as run_cmd
+    import thundervis.tui as tui
+    opened = []
+    monkeypatch.setattr(tui, "view_recording", lambda path: opened.append(path))
+    assert run_cmd.open_viewer("x.tvrec") is True and opened == ["x.tvrec"]
+
+    def broken(path):
+        raise RuntimeError("no terminal")
+    monkeypatch.setattr(tui, "view_recording", broken)
+    assert run_cmd.open_viewer("x.tvrec") is False  # the recording is still reported
+
+
+def test_tui_imports_without_torch(small_rec):
+    code = ("import sys\n"
+            "from thundervis.tui.data import open_data\n"
+            "import thundervis.tui.app\n"
+            f"d = open_data({small_rec!r})\n"
+            "ov = d.overview()\n"
+            "d.trace_lines(0, 'forward', 6)\n"
+            "d.diff_rows(0, 'forward', 5, 6, False, 3)\n"
+            "bad = [m for m in ('torch', 'triton', 'thundervis.compiler.backend') if m in sys.modules]\n"
+            "print('LOADED', bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "LOADED []" in out.stdout, out.stdout + out.stderr
+
+
+def test_tui_has_no_sql():
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "tui")
+    for name in os.listdir(root):
+        if name.endswith(".py"):
+            text = open(os.path.join(root, name), encoding="utf-8").read()
+            assert "sqlite3" not in text and "SELECT " not in text, name

@@ -1,0 +1,604 @@
+"""The thundervis terminal UI: chains and passes on the left, the trace or a diff in the middle,
+the details of the selected line on the right (below it on a narrow terminal).
+
+Heavy work (loading and validating traces, diffing, lineage, re-runs) runs in thread workers; the
+UI thread only draws. A timer polls the recording's revision so a live run's passes appear as
+they are recorded.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from typing import Iterable, Optional
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from thundervis.safe_text import visible_line
+
+from . import panels
+from .data import ChainRow, DataError, Overview, RecordingData, SearchHit, map_lines
+from .lines_view import LinesView
+from .navigation import PassNavigation
+from .screens import HelpScreen, KernelsScreen, RunScreen, SearchScreen
+
+NARROW = 110  # below this many columns the details pane goes under the trace
+SHORT = 34  # ... and below this many rows too it shows only when asked (i)
+CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
+IDLE_S = 0.25  # the user stayed this long on a pass or line: prepare its neighbours / details
+# Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
+# terminal; a short GIL switch interval lets the UI thread back in quickly when a key arrives.
+SWITCH_INTERVAL_S = 0.0005
+
+
+class ThundervisApp(PassNavigation, App):
+    """Browse one recording. Build it with a :class:`tui.data.RecordingData`."""
+
+    TITLE = "thundervis"
+    ENABLE_COMMAND_PALETTE = True
+
+    CSS = """
+    Screen { layout: vertical; }
+    #topbar { height: 1; background: $panel; padding: 0 1; }
+    #banner { height: auto; max-height: 3; background: $error 30%; padding: 0 1; display: none; }
+    #banner.-shown { display: block; }
+    #body { height: 1fr; }
+    #left { width: 30; border-right: solid $panel-lighten-2; }
+    #chains { height: auto; max-height: 8; border: none; padding: 0; }
+    #passes { height: 1fr; border: none; padding: 0; }
+    #left .label { height: 1; color: $text-muted; background: $boost; padding: 0 1; }
+    #center { width: 1fr; }
+    #tracetitle { height: 1; padding: 0 1; background: $boost; }
+    #lines { height: 1fr; }
+    #details { width: 38%; max-width: 64; border-left: solid $panel-lighten-2; padding: 0 1; }
+    #details.-hidden { display: none; }
+    .-narrow #body { layout: vertical; }
+    .-narrow #left { width: 100%; height: 5; border-right: none; border-bottom: solid $panel-lighten-2;
+                     layout: horizontal; }
+    .-narrow LinesView { scrollbar-size-horizontal: 0; }
+    .-short #details { display: none; }
+    .-short #details.-shown { display: block; height: 10; }
+    .-narrow #left .label { display: none; }
+    .-narrow #chains { width: 24; height: 1fr; max-height: 100%; }
+    .-narrow #passes { width: 1fr; }
+    .-narrow #center { height: 1fr; }
+    .-narrow #details { width: 100%; max-width: 100%; height: 9; border-left: none;
+                        border-top: solid $panel-lighten-2; }
+    OptionList > .option-list--option-highlighted { background: #3e4451; }
+    OptionList:focus > .option-list--option-highlighted { background: #2f4a6d; }
+    """
+
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("n", "step(1)", "Next"),
+        Binding("p", "step(-1)", "Prev"),
+        Binding("d", "toggle_diff", "Diff"),
+        Binding("D", "diff_against", "Diff vs…", show=False),
+        Binding("s", "toggle_side", "Side"),
+        Binding("f", "toggle_fold", "Fold", show=False),
+        Binding("u", "toggle_unchanged", "Hide unchanged", show=False),
+        Binding("c", "next_chain", "Chain"),
+        Binding("g", "next_graph", "Graph", show=False),
+        Binding("j", "jump", "Jump", show=False),
+        Binding("k", "kernels", "Kernels"),
+        Binding("slash", "search", "Search"),
+        Binding("e", "edit", "Editor", show=False),
+        Binding("i", "toggle_details", "Details"),
+        Binding("t", "run_info", "Run", show=False),
+        Binding("question_mark", "help", "Help"),
+    ]
+
+    # Actions that act on the pass view; other screens (kernels, help ...) switch them off.
+    MAIN_ONLY = {"step", "toggle_diff", "diff_against", "toggle_side", "toggle_fold", "toggle_unchanged",
+                 "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info"}
+
+    def check_action(self, action: str, parameters) -> Optional[bool]:
+        """Pass-view actions only run (and show in the footer) on the main screen."""
+        if action in self.MAIN_ONLY and len(self.screen_stack) > 1:
+            return False
+        return True
+
+    def __init__(self, data: RecordingData, poll_s: float = 1.0):
+        super().__init__()
+        self.data = data
+        self.poll_s = poll_s
+        self.overview: Optional[Overview] = None
+        self.graph: Optional[int] = None
+        self.chain: Optional[str] = None
+        self.index: Optional[int] = None
+        self.diff_from: Optional[int] = None  # None: no diff; -1: the previous pass; else that pass
+        self.side_by_side = False
+        self.folded = True
+        self.hide_unchanged = False
+        self.details_hidden = False
+        self.lines = []  # TraceLine of the pass shown (search reads them)
+        self.selected_uid: Optional[str] = None
+        self.selected_source: Optional[tuple[str, int]] = None
+        self._token = 0
+        self._detail_timer = None
+        self._prefetch_timer = None
+        self._pending_line: Optional[int] = None  # a search hit to select once the trace is shown
+        self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
+
+    # -- layout ---------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        """The top bar, banner, chains and stepper, trace view, details, footer."""
+        yield Static(id="topbar")
+        yield Static(id="banner")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield Static("chains", classes="label")
+                yield OptionList(id="chains")
+                yield Static("passes   time  symbols", classes="label")
+                yield OptionList(id="passes")
+            with Vertical(id="center"):
+                yield Static(id="tracetitle")
+                yield LinesView(id="lines")
+            with VerticalScroll(id="details"):
+                yield Static(id="detailtext")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Read the overview, show the first view, start polling."""
+        import sys
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self._apply_width(self.size.width)
+        self.refresh_overview(first=True)
+        self.query_one(LinesView).focus()
+        if self.poll_s:
+            self.set_interval(self.poll_s, self.poll)
+
+    def on_unmount(self) -> None:
+        """Give the interpreter its usual switch interval back."""
+        import sys
+        sys.setswitchinterval(getattr(self, "_switch_interval", 0.005))
+
+    def on_resize(self, event) -> None:
+        """Narrow or short terminals rearrange the panes."""
+        self._apply_width(event.size.width, event.size.height)
+
+    def _apply_width(self, width: int, height: Optional[int] = None) -> None:
+        height = self.size.height if height is None else height
+        self.screen.set_class(width < NARROW, "-narrow")
+        # A small terminal keeps its rows for the trace; `i` shows the details under it.
+        self.screen.set_class(width < NARROW and height < SHORT, "-short")
+
+    # -- overview -------------------------------------------------------------------------------
+
+    def refresh_overview(self, first: bool = False) -> None:
+        """Read the overview and redraw the chain list, the stepper and the top bar."""
+        try:
+            ov = self.data.overview()
+        except DataError as e:
+            self.notify(visible_line(str(e)), severity="error")
+            return
+        self._set_overview(ov, first)
+
+    def _set_overview(self, ov: Overview, first: bool = False) -> None:
+        self.overview = ov
+        if self.graph is None or ov.chain(self.graph, self.chain or "") is None:
+            self.graph, self.chain = _default_chain(ov)
+        c = ov.chain(self.graph, self.chain) if self.graph is not None else None
+        if c is not None and c.passes and (self.index is None or self.index not in {p.index for p in c.passes}):
+            self.index = c.passes[-1].index
+        self._fill_chains()
+        self._fill_passes()
+        self._update_topbar()
+        self._update_banner()
+        if first:
+            self.show_view(fast=True)
+
+    def _fill_chains(self) -> None:
+        ol = self.query_one("#chains", OptionList)
+        ov = self.overview
+        self._chain_keys = []
+        ol.clear_options()
+        for g in ov.graphs:
+            for c in g.chains:
+                ol.add_option(Option(panels.chain_row(c, g.eager)))
+                self._chain_keys.append((g.id, c.kind))
+        if not self._chain_keys:
+            ol.add_option(Option(Text("no compiled graph", style=Style(dim=True)), disabled=True))
+        for i, key in enumerate(self._chain_keys):
+            if key == (self.graph, self.chain):
+                ol.highlighted = i
+
+    def visible_passes(self, c: Optional[ChainRow] = None):
+        """Return the passes of the current chain shown in the stepper (unchanged ones hidden when
+        asked; the first pass and the current one always stay)."""
+        c = c or self.current_chain()
+        if c is None:
+            return []
+        if not self.hide_unchanged:
+            return list(c.passes)
+        return [p for p in c.passes if p.changed or p.index == self.index or p is c.passes[0]]
+
+    def _fill_passes(self) -> None:
+        ol = self.query_one("#passes", OptionList)
+        ol.clear_options()
+        self._pass_keys = []
+        for p in self.visible_passes():
+            ol.add_option(Option(panels.pass_row(p)))
+            self._pass_keys.append(p.index)
+        for i, idx in enumerate(self._pass_keys):
+            if idx == self.index:
+                ol.highlighted = i
+
+    def current_chain(self) -> Optional[ChainRow]:
+        """Return the chain shown."""
+        if self.overview is None or self.graph is None:
+            return None
+        return self.overview.chain(self.graph, self.chain)
+
+    def current_pass(self):
+        """Return the pass shown (a ``tui.data.PassRow``) or None."""
+        c = self.current_chain()
+        return next((p for p in c.passes if p.index == self.index), None) if c else None
+
+    def _update_topbar(self) -> None:
+        self.query_one("#topbar", Static).update(panels.topbar(self.overview))
+
+    def _update_banner(self) -> None:
+        banner = self.query_one("#banner", Static)
+        text = panels.banner(self.overview.run)
+        banner.set_class(text is not None, "-shown")
+        banner.update(text or "")
+
+    # -- the middle view ------------------------------------------------------------------------
+
+    def diff_base(self) -> Optional[int]:
+        """Return the pass the diff compares against (None when no diff is shown)."""
+        if self.diff_from is None or self.index is None:
+            return None
+        if self.diff_from >= 0:
+            return self.diff_from
+        c = self.current_chain()
+        earlier = [p.index for p in self.visible_passes(c) if p.index < self.index] if c else []
+        return earlier[-1] if earlier else None
+
+    def show_view(self, fast: bool = False, keep_cursor: bool = False) -> None:
+        """Show the current pass (or its diff). ``fast``: draw the stored text at once, then map
+        its lines to symbols in a worker (cold start)."""
+        self._token += 1
+        self.loaded = False
+        token = self._token
+        view = self.query_one(LinesView)
+        self._update_title()
+        if self.graph is None or self.index is None:
+            view.set_trace(map_lines(["no compiled graph in this recording yet"], None))
+            self.loaded = True
+            if self.overview is not None and self.overview.run.traceback:
+                self.query_one("#detailtext", Static).update(panels.run_summary(self.overview))
+            return
+        args = (self.graph, self.chain, self.index, self.diff_base(), self.side_by_side, self.folded)
+        if self.content_ready(*args):  # memoised (prefetched): show it now, no worker round trip
+            self._show_content(token, self._content(*args), keep_cursor)
+            return
+        if fast and self.diff_base() is None:
+            try:
+                text = self.data.pass_text(self.graph, self.chain, self.index)
+                view.set_trace(map_lines(text.splitlines(), None), keep_cursor)
+            except DataError as e:
+                self.notify(visible_line(str(e)), severity="error")
+            # Paint the stored text first; the worker that maps it to symbols (loading the trace)
+            # would hold the interpreter while the first frame is drawn.
+            self.set_timer(0.05, lambda: self.load_view(token, *args, keep_cursor))
+            return
+        self.load_view(token, *args, keep_cursor)
+
+    def _content(self, graph: int, chain: str, index: int, base: Optional[int], side: bool, folded: bool):
+        """Return ("trace", lines, None) or (mode, diff rows, counts) for one view (memoised)."""
+        if base is None:
+            return "trace", self.data.trace_lines(graph, chain, index), None
+        rows, counts = self.data.diff_rows(graph, chain, base, index, side, CONTEXT if folded else None)
+        return ("side" if side else "unified"), rows, counts
+
+    def content_ready(self, graph: int, chain: str, index: int, base: Optional[int], side: bool,
+                      folded: bool) -> bool:
+        """Return whether a view's content is memoised (then showing it needs no worker)."""
+        if base is None:
+            return self.data.cached("lines", (graph, chain, index))
+        return self.data.cached("rows", (graph, chain, base, index, side, CONTEXT if folded else None))
+
+    @work(thread=True, exclusive=True, group="view")
+    def load_view(self, token: int, graph: int, chain: str, index: int, base: Optional[int], side: bool,
+                  folded: bool, keep_cursor: bool) -> None:
+        """Worker: build the lines of a pass or the rows of a diff, then hand them to the UI."""
+        try:
+            content = self._content(graph, chain, index, base, side, folded)
+        except DataError as e:  # a damaged pass: say so in the view, the rest stays usable
+            message = map_lines([f"# this pass cannot be shown: {e}"], None)
+            self.call_from_thread(self.notify, visible_line(str(e)), severity="error")
+            content = ("trace", message, None)
+        self.call_from_thread(self._show_content, token, content, keep_cursor)
+
+    def _schedule_prefetch(self) -> None:
+        """Prepare the neighbouring passes once the user has stayed on this one for a moment
+        (work started during a burst of keys would only slow the keys down)."""
+        if self._prefetch_timer is not None:
+            self._prefetch_timer.stop()
+        args = (self.graph, self.chain, self.index, self.side_by_side, self.folded)
+        self._prefetch_timer = self.set_timer(IDLE_S, lambda: self.prefetch(*args))
+
+    @work(thread=True, exclusive=True, group="prefetch")
+    def prefetch(self, graph: int, chain: str, index: int, side: bool, folded: bool) -> None:
+        """Worker: build the next and previous passes' views (with the same diff setting) while
+        the user reads this one, so stepping is a lookup."""
+        keys = [p.index for p in self.visible_passes(self.overview.chain(graph, chain))] if self.overview else []
+        if index not in keys:
+            return
+        pos = keys.index(index)
+        for step in (1, -1):
+            if not 0 <= pos + step < len(keys):
+                continue
+            nxt = keys[pos + step]
+            base = None
+            if self.diff_from is not None:
+                base = self.diff_from if self.diff_from >= 0 else (keys[pos + step - 1] if pos + step > 0 else None)
+            try:
+                self._content(graph, chain, nxt, base, side, folded)
+            except DataError:
+                pass
+
+    def _show_content(self, token: int, content, keep_cursor: bool) -> None:
+        if token != self._token:
+            return
+        kind, rows, counts = content
+        view = self.query_one(LinesView)
+        if kind == "trace":
+            self.lines = rows
+            view.set_trace(rows, keep_cursor)
+        elif kind == "side":
+            view.set_side_by_side(rows, keep_cursor)
+        else:
+            view.set_unified(rows, keep_cursor)
+        self._update_title(counts)
+        self._schedule_prefetch()
+        pending = self._pending_line
+        if pending is not None and kind == "trace":
+            self._pending_line = None
+            view.move_cursor(pending)
+        self.loaded = True
+
+    def _update_title(self, counts: Optional[dict] = None) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        p = self.current_pass()
+        if p is None:
+            self.query_one("#tracetitle", Static).update(t)
+            return
+        t.append(f"g{p.graph} {visible_line(p.chain)} ", style=Style(dim=True))
+        t.append(f"{p.index} {visible_line(p.name)}", style=Style(bold=True, color="#e5c07b"))
+        base = self.diff_base()
+        if self.diff_from is not None:
+            if base is None:
+                t.append("  diff: no earlier pass", style=Style(color=panels.WARN))
+            else:
+                t.append(f"  vs {base}", style=Style(color="#56b6c2", bold=True))
+                t.append(" side by side" if self.side_by_side else "", style=Style(color="#56b6c2"))
+                if counts is not None:
+                    bits = [f"{v} {k}" for k, v in counts.items() if v and k != "unchanged"]
+                    t.append(("  " + ", ".join(bits)) if bits else "  no change", style=Style(dim=True))
+        else:
+            t.append(f"  {p.duration_ms:.1f} ms · {p.n_symbols} symbols", style=Style(dim=True))
+            if not p.changed:
+                t.append(" · changed nothing", style=Style(dim=True))
+        self.query_one("#tracetitle", Static).update(t)
+
+    # -- selection and details ------------------------------------------------------------------
+
+    @on(LinesView.CursorMoved)
+    def _cursor_moved(self, event: LinesView.CursorMoved) -> None:
+        self.selected_uid = event.uid
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+        if event.uid is None:
+            self.selected_source = None
+            if self.overview is not None:
+                hint = Text("select a line to see where it came from, what it became and where it runs\n\n",
+                            style=Style(dim=True, italic=True))
+                self.query_one("#detailtext", Static).update(hint + panels.run_summary(self.overview, versions=False))
+            return
+        self._detail_timer = self.set_timer(2 * IDLE_S, lambda: self.load_details(
+            self.graph, self.chain, self.index, event.uid))
+
+    @work(thread=True, exclusive=True, group="details")
+    def load_details(self, graph: int, chain: str, index: int, uid: str) -> None:
+        """Worker: gather the selected symbol's details."""
+        from dataclasses import replace
+        try:
+            d = self.data.symbol_detail(graph, chain, index, uid, with_lineage=False)
+            src = (d.source_file, d.source_line) if d.source_file and d.source_line else None
+            # What is quick first; the lineage (every pass of every chain) follows.
+            waiting = panels.symbol_details(d) + Text("\nlineage …\n", style=Style(dim=True))
+            self.call_from_thread(self._show_details, uid, waiting, src)
+            d = replace(d, lineage=self.data.lineage(graph, uid))
+        except DataError as e:
+            self.call_from_thread(self._show_details, uid, Text(visible_line(str(e)), style=Style(dim=True)), None)
+            return
+        self.call_from_thread(self._show_details, uid, panels.symbol_details(d), src)
+
+    def _show_details(self, uid: str, text: Text, src) -> None:
+        if uid != self.selected_uid:
+            return
+        self.selected_source = src
+        self.query_one("#detailtext", Static).update(text)
+
+    @on(OptionList.OptionSelected, "#passes")
+    @on(OptionList.OptionHighlighted, "#passes")
+    def _pass_chosen(self, event) -> None:
+        keys = getattr(self, "_pass_keys", [])
+        if 0 <= event.option_index < len(keys) and keys[event.option_index] != self.index:
+            self.go_to_pass(keys[event.option_index])
+
+    @on(OptionList.OptionSelected, "#chains")
+    def _chain_chosen(self, event) -> None:
+        keys = getattr(self, "_chain_keys", [])
+        if 0 <= event.option_index < len(keys):
+            self.go_to_chain(*keys[event.option_index])
+
+    # -- actions: panes and screens -------------------------------------------------------------
+
+    def action_toggle_details(self) -> None:
+        """Show or hide the details pane."""
+        details = self.query_one("#details")
+        if self.screen.has_class("-short"):
+            details.toggle_class("-shown")
+            return
+        self.details_hidden = not self.details_hidden
+        details.set_class(self.details_hidden, "-hidden")
+
+    def action_kernels(self, kernel_id: Optional[int] = None) -> None:
+        """Open the kernels table (on ``kernel_id`` when given)."""
+        if self.overview is not None:
+            self.push_screen(KernelsScreen(self.data, self.overview, kernel_id))
+
+    def action_run_info(self) -> None:
+        """Show the run: status, eager chains, fallbacks, traceback."""
+        if self.overview is not None:
+            self.push_screen(RunScreen(self.overview))
+
+    def action_help(self) -> None:
+        """Show every key binding."""
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_search(self) -> None:
+        """Search symbols and source lines of the pass shown, and kernel names."""
+        if self.overview is None:
+            return
+
+        lines = self.lines
+        if self.diff_from is not None and self.graph is not None:  # search the pass's trace, not the diff
+            try:
+                lines = self.data.trace_lines(self.graph, self.chain, self.index)
+            except DataError:
+                lines = []
+
+        def search(q: str):
+            return self.data.search(q, self.graph, self.chain, self.index, lines, self.overview.kernels)
+
+        def done(hit: Optional[SearchHit]):
+            if hit is None:
+                return
+            if hit.kind == "kernel":
+                self.action_kernels(hit.kernel_id)
+                return
+            if self.diff_from is not None:
+                self.diff_from = None
+                self._pending_line = hit.line
+                self.show_view()
+                return
+            self.query_one(LinesView).move_cursor(hit.line or 0)
+            self.query_one(LinesView).focus()
+        self.push_screen(SearchScreen(search), done)
+
+    def action_edit(self) -> None:
+        """Open the selected line's source in ``$EDITOR`` (``+LINE FILE``), then come back."""
+        src = self.selected_source
+        if src is None:
+            self.notify("the selected line has no source file", severity="warning")
+            return
+        file, line = src
+        if not os.path.isfile(file):
+            self.notify(f"{visible_line(file)} is not on this machine", severity="warning")
+            return
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        # The path comes from the recording: absolute, so it can never read as an editor option.
+        cmd = shlex.split(editor) + [f"+{int(line)}", os.path.abspath(file)]
+        try:
+            with self.suspend():
+                subprocess.run(cmd, check=False)
+        except Exception as e:  # no terminal to give away (headless), or no such editor
+            self.notify(f"could not run {visible_line(editor)} ({type(e).__name__}: {e})", severity="error")
+
+    # -- live updates ---------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Timer: look for new passes, graphs or a changed run status in a worker."""
+        if self.overview is not None:
+            self.check_revision(self.overview.revision)
+
+    @work(thread=True, exclusive=True, group="poll")
+    def check_revision(self, known) -> None:
+        """Worker: reload the overview when the recording changed."""
+        try:
+            if self.data.revision() == known:
+                return
+            ov = self.data.overview()
+        except DataError:
+            return
+        self.call_from_thread(self._live_update, ov)
+
+    def _live_update(self, ov: Overview) -> None:
+        before = self.current_chain()
+        was_last = before is not None and before.passes and self.index == before.passes[-1].index
+        self._set_overview(ov)
+        c = self.current_chain()
+        if c is not None and c.passes and (self.index is None or was_last):
+            if self.index != c.passes[-1].index or self.index is None:
+                self.index = c.passes[-1].index
+                self._fill_passes()
+                self.show_view(keep_cursor=True)
+
+    # -- command palette ------------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every action of the app, plus Textual's own commands."""
+        yield from super().get_system_commands(screen)
+        entries = [
+            ("Next pass", "Step to the next pass (n)", lambda: self.action_step(1)),
+            ("Previous pass", "Step to the previous pass (p)", lambda: self.action_step(-1)),
+            ("Jump to pass", "Pick a pass of this chain (j)", self.action_jump),
+            ("Next chain", "Forward, backward, ... (c)", self.action_next_chain),
+            ("Next graph", "The next compiled graph (g)", self.action_next_graph),
+            ("Toggle diff", "Diff against the previous pass (d)", self.action_toggle_diff),
+            ("Diff against pass", "Diff against a chosen pass (D)", self.action_diff_against),
+            ("Toggle side by side", "Unified or side-by-side diff (s)", self.action_toggle_side),
+            ("Toggle folding", "Fold unchanged diff lines or show all (f)", self.action_toggle_fold),
+            ("Hide unchanged passes", "Hide passes that changed nothing (u)", self.action_toggle_unchanged),
+            ("Kernels", "The kernels table: sort, re-run, repro (k)", self.action_kernels),
+            ("Search", "Symbols, source lines, kernels (/)", self.action_search),
+            ("Open in editor", "The selected line's source in $EDITOR (e)", self.action_edit),
+            ("Toggle details", "Show or hide the details pane (i)", self.action_toggle_details),
+            ("Run info", "Run status, eager chains, traceback (t)", self.action_run_info),
+            ("Keys", "Every key binding (?)", self.action_help),
+        ]
+        for title, help_text, callback in entries:
+            yield SystemCommand(title, help_text, callback)
+
+
+def _default_chain(ov: Overview) -> tuple[Optional[int], Optional[str]]:
+    """Return the first graph's forward (or inference, backward, any) chain with passes."""
+    for wanted in ("forward", "inference", "backward", None):
+        for g in ov.graphs:
+            for c in g.chains:
+                if (wanted is None or c.kind == wanted) and c.passes:
+                    return g.id, c.kind
+    if ov.graphs and ov.graphs[0].chains:
+        return ov.graphs[0].id, ov.graphs[0].chains[0].kind
+    return None, None
+
+
+def run_app(data: RecordingData, poll_s: float = 1.0) -> None:
+    """Run the TUI on an open recording until the user quits, then close it."""
+    try:
+        ThundervisApp(data, poll_s=poll_s).run()
+    finally:
+        data.close()
+
+
+def view_recording(path: str, poll_s: float = 1.0) -> None:
+    """Open the recording at ``path`` in the TUI (blocks until the user quits); raises
+    ``tui.data.DataError`` (one sentence) when it is not a readable recording."""
+    from .data import open_data
+    run_app(open_data(path), poll_s)

@@ -1,0 +1,243 @@
+"""The text of the side panels: chain list rows, pass stepper rows, the details of a symbol, the
+run summary. Pure functions from ``tui.data`` objects to ``rich.text.Text`` (all recorded strings
+made visible with :mod:`thundervis.safe_text`)."""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from rich.style import Style
+from rich.text import Text
+
+from thundervis.safe_text import visible, visible_line
+
+from . import styling
+from .data import ChainRow, KernelRow, Overview, PassRow, SymbolDetail
+
+OK = "#98c379"
+BAD = "#e06c75"
+WARN = "#e5c07b"
+DIM = styling.DIM
+HEAD = Style(color="#61afef", bold=True)
+
+
+def short_path(path: str) -> str:
+    """Return ``path`` relative to the working folder when it is inside it, else unchanged."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def ms_text(ms: Optional[float]) -> str:
+    """Return a duration in a fixed 7-character form (``  0.8ms``, ``695.7ms``, ``  12.3s``)."""
+    if ms is None:
+        return "      -"
+    if ms < 1000:
+        return f"{ms:5.1f}ms"
+    return f"{ms / 1000:5.1f}s "
+
+
+def chain_row(c: ChainRow, graph_eager: Optional[str]) -> Text:
+    """Return one row of the chain picker: graph, chain, pass count, eager mark."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"g{c.graph} ", style=DIM)
+    t.append(f"{visible_line(c.kind):<9}", style=Style(bold=True))
+    t.append(f"{len(c.passes):>3} passes", style=DIM)
+    if c.eager or graph_eager:
+        t.append("  ✗ eager", style=Style(color=BAD, bold=True))
+    elif c.status == "compiling":
+        t.append("  … live", style=Style(color=WARN))
+    return t
+
+
+def pass_row(p: PassRow) -> Text:
+    """Return one stepper row: index, name, duration, symbol count; unchanged passes dimmed."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    mark = "●" if p.changed else "·"
+    t.append(f"{mark}", style=Style(color=OK if p.changed else DIM))
+    t.append(f"{p.index:>2} ", style=DIM)
+    t.append(f"{visible_line(p.name)[:10]:<10}", style=Style(bold=p.changed, color=None if p.changed else DIM))
+    t.append(ms_text(p.duration_ms), style=Style(color="#d19a66" if p.duration_ms >= 100 else DIM))
+    t.append(f"{p.n_symbols:>6}", style=Style(color="#56b6c2"))
+    return t
+
+
+def run_summary(ov: Overview, versions: bool = True) -> Text:
+    """Return the run section: target, status (failed/killed in red), device and versions (with
+    ``versions``), graphs, eager chains, fallbacks, traceback."""
+    r = ov.run
+    t = Text()
+    t.append("run  ", style=HEAD)
+    t.append(visible_line(r.target + (" " + " ".join(r.argv) if r.argv else "")) + "\n")
+    t.append("status  ", style=HEAD)
+    colour = OK if r.status == "ok" else WARN if r.status == "running" else BAD
+    t.append(visible_line(r.status), style=Style(color=colour, bold=True))
+    if r.exit_code is not None:
+        t.append(f" (exit {r.exit_code})")
+    t.append("\n")
+    if versions:
+        t.append("device  ", style=HEAD)
+        t.append(visible_line(f"{r.device} · torch {r.torch}") + "\n")
+    for g in ov.graphs:
+        took = f" · compiled in {g.compile_ms:.0f} ms" if g.compile_ms is not None else " · compiling"
+        t.append(f"graph {g.id}", style=Style(bold=True))
+        t.append(took + (f" · {visible_line(g.reason)}" if g.reason else "") + "\n", style=DIM)
+        if g.eager:
+            t.append(f"  ran eagerly: {visible_line(g.eager)}\n", style=Style(color=BAD))
+        for c in g.chains:
+            if c.eager:
+                t.append(f"  {c.kind} ran eagerly: {visible_line(c.eager)}\n", style=Style(color=BAD))
+    fell = [k for k in ov.kernels if k.fallback]
+    for k in fell:
+        t.append(f"  {visible_line(k.name)} fell back to torch: {visible_line(k.fallback)}\n", style=Style(color=WARN))
+    if r.traceback:
+        t.append("\ntraceback\n", style=Style(color=BAD, bold=True))
+        t.append(visible(r.traceback.rstrip()) + "\n", style=Style(color="#e6a0a6"))
+    return t
+
+
+def symbol_details(d: SymbolDetail) -> Text:
+    """Return the details pane for one symbol."""
+    t = Text()
+    t.append(visible_line(d.sym), style=styling.S_FUSION if "fusion" in d.sym else styling.S_PRIM)
+    t.append(f"  {visible_line(d.uid)}", style=DIM)
+    if d.executor:
+        t.append(f"  [{visible_line(d.executor)}]", style=styling.S_EXECUTOR)
+    t.append("\n")
+    why = d.fallback or d.note
+    if why:
+        t.append("why  ", style=Style(color=WARN, bold=True))
+        t.append(visible(why) + "\n", style=Style(color=WARN))
+    if d.aten or d.seq_nr is not None:
+        bits = [visible_line(d.aten)] if d.aten else []
+        if d.seq_nr is not None:
+            bits.append(f"seq_nr {d.seq_nr}")
+        t.append(" · ".join(bits) + "\n", style=DIM)
+    if d.source_file:
+        t.append("\nsource  ", style=HEAD)
+        t.append(f"{visible_line(short_path(d.source_file))}:{d.source_line}\n", style=styling.S_FILE)
+        if d.module:
+            t.append("module  ", style=HEAD)
+            t.append(visible_line(d.module) + "\n", style=styling.S_MODULE)
+        if d.snippet:
+            for n, line in d.snippet:
+                here = n == d.source_line
+                t.append(f"{'▶' if here else ' '}{n:>5} ", style=Style(color=WARN if here else DIM))
+                t.append(visible_line(line) + "\n", style=Style(bold=here, color=None if here else "#9da5b4"))
+        elif d.source_code:
+            t.append(f"      {visible_line(d.source_code)}\n", style=styling.S_CODE)
+    else:
+        t.append("\nno user source line (made by the compiler)\n", style=DIM)
+    if d.came_from:
+        t.append("\nfrom  ", style=HEAD)
+        t.append(", ".join(visible_line(x) for x in d.came_from) + "\n")
+    if d.became:
+        t.append("next  ", style=HEAD)
+        t.append(", ".join(visible_line(x) for x in d.became) + "\n")
+    if d.ended_in:
+        t.append("\nends in  ", style=HEAD)
+        t.append(", ".join(visible_line(e) for e in d.ended_in) + "\n", style=styling.S_FUSION)
+    if d.timing:
+        t.append("time  ", style=HEAD)
+        t.append(d.timing + "\n")
+    if d.twins:
+        t.append("\ntwins  ", style=HEAD)
+        t.append("; ".join(visible_line(x) for x in d.twins) + "\n")
+    if d.lineage:
+        t.append("\nlineage\n", style=HEAD)
+        for chain, link, steps in d.lineage:
+            t.append(f" {visible_line(chain)}", style=Style(bold=True))
+            if link:
+                t.append(f"  via {visible_line(link)}", style=DIM)
+            t.append("\n")
+            for name, syms in steps:
+                t.append(f"   {visible_line(name)[:20]:<18} ", style=DIM)
+                t.append(visible_line(syms) + "\n")
+    return t
+
+
+def kernel_summary(k: KernelRow) -> Text:
+    """Return the header of a kernel's detail: name, executor, where, ops, sources, timing."""
+    t = Text()
+    t.append(visible_line(k.name), style=styling.S_FUSION)
+    t.append(f"  [{visible_line(k.executor)}]  graph {k.graph} {visible_line(k.chain)}\n", style=DIM)
+    if k.fallback:
+        t.append(f"fell back to torch at run time: {visible_line(k.fallback)}\n", style=Style(color=WARN, bold=True))
+    if k.note:
+        t.append(visible(k.note) + "\n", style=Style(color=DIM, italic=True))
+    if k.median_us is not None:
+        share = f" · {k.share * 100:.1f}% of step" if k.share is not None else ""
+        t.append(f"median {k.median_us:.1f} µs over {k.calls} calls{share}"
+                 + (f" · {k.gbps:.3g} GB/s" if k.gbps else "") + "\n")
+    t.append(f"{k.n_ops} ops: ", style=HEAD)
+    t.append(", ".join(visible_line(o).removeprefix("prims.") for o in k.ops[:40])
+             + (" …" if len(k.ops) > 40 else "") + "\n")
+    if k.source_lines:
+        t.append("source lines: ", style=HEAD)
+        t.append(", ".join(visible_line(s) for s in k.source_lines[:12])
+                 + (" …" if len(k.source_lines) > 12 else "") + "\n", style=styling.S_FILE)
+    if k.members:
+        t.append("members: ", style=HEAD)
+        t.append(", ".join(visible_line(m) for m in k.members[:30]) + (" …" if len(k.members) > 30 else "") + "\n",
+                 style=DIM)
+    return t
+
+
+def rerun_table(rows, notes=(), error: Optional[str] = None) -> Text:
+    """Return the executor comparison of a re-run (stored or fresh)."""
+    t = Text()
+    if error:
+        t.append(f"re-run failed: {visible(error)}\n", style=Style(color=BAD, bold=True))
+    for n in notes:
+        t.append(f"note: {visible_line(n)}\n", style=DIM)
+    if not rows:
+        return t
+    t.append(f"{'executor':<10} {'status':<12} {'median':>10} {'max abs err':>12} {'max rel err':>12}\n", style=HEAD)
+    for ex, status, median, abs_err, rel_err, detail in rows:
+        colour = OK if status == "ok" else DIM if status == "unavailable" else BAD
+        med = "-" if median is None else f"{median:.1f} µs"
+        ae = "-" if abs_err is None else f"{abs_err:.2e}"
+        re_ = "-" if rel_err is None else f"{rel_err:.2e}"
+        t.append(f"{visible_line(ex):<10} ")
+        t.append(f"{visible_line(status):<12} ", style=Style(color=colour))
+        t.append(f"{med:>10} {ae:>12} {re_:>12}\n")
+        if status != "ok" and detail:
+            t.append(f"           {visible_line(detail)[:200]}\n", style=DIM)
+    return t
+
+
+def topbar(ov: Overview) -> Text:
+    """Return the top bar: script, run status, graphs and kernels, eager and fallback counts."""
+    r = ov.run
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("thundervis ", style=Style(bold=True, color="#e5c07b"))
+    t.append(visible_line(os.path.basename(r.target)), style=Style(bold=True))
+    colour = OK if r.status == "ok" else WARN if r.status == "running" else BAD
+    t.append("  ")
+    t.append(visible_line(r.status), style=Style(color=colour, bold=True))
+    t.append(f"  {len(ov.graphs)} graph{'s' if len(ov.graphs) != 1 else ''} · {len(ov.kernels)} kernels",
+             style=Style(dim=True))
+    eager = sum(1 for g in ov.graphs for c in g.chains if c.eager) + sum(1 for g in ov.graphs if g.eager)
+    fell = sum(1 for k in ov.kernels if k.fallback)
+    if eager:
+        t.append(f" · {eager} eager", style=Style(color=BAD))
+    if fell:
+        t.append(f" · {fell} fell back", style=Style(color=WARN))
+    return t
+
+
+def banner(r) -> Optional[Text]:
+    """Return the banner of a run that failed, was interrupted or killed (None otherwise)."""
+    if r.status in ("ok", "running"):
+        return None
+    last = (r.traceback or "").strip().splitlines()[-1:] or [""]
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"the script {visible_line(r.status)}", style=Style(bold=True))
+    if r.exit_code is not None:
+        t.append(f" (exit {r.exit_code})")
+    if last[0]:
+        t.append(f": {visible_line(last[0])}")
+    t.append("  — t: traceback", style=Style(dim=True))
+    return t

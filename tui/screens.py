@@ -1,0 +1,410 @@
+"""The TUI's other screens: kernels (table, detail, re-run, repro), search, pass picker, run
+information (with the traceback of a failed or killed run) and help."""
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.style import Style
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, OptionList, ProgressBar, Static
+from textual.widgets.option_list import Option
+
+from thundervis.safe_text import visible, visible_line
+
+from . import panels
+from .data import KernelRow, Overview, SearchHit
+
+_CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
+SORT_KEYS = {
+    "kernel": lambda k: (k.name, k.graph, k.chain),
+    "executor": lambda k: (k.executor, k.name),
+    "chain": lambda k: (k.graph, _CHAIN_ORDER.get(k.chain, 9), k.chain, k.id),
+    "ops": lambda k: -k.n_ops,
+    "calls": lambda k: -(k.calls or 0),
+    "median": lambda k: -(k.median_us or 0.0),
+    "share": lambda k: -(k.share or 0.0),
+    "GB/s": lambda k: -(k.gbps or 0.0),
+    "sources": lambda k: (k.source_lines[:1], k.id),
+}
+COLUMNS = tuple(SORT_KEYS)
+
+
+class KernelsScreen(Screen):
+    """Every kernel in a sortable table; the selected one's members, code and re-runs below."""
+
+    BINDINGS = [
+        Binding("escape,k", "app.pop_screen", "Back"),
+        Binding("s", "cycle_sort", "Sort"),
+        Binding("r", "rerun", "Re-run"),
+        Binding("R", "repro", "Repro script"),
+        Binding("enter", "open", "Open", show=False),
+        Binding("question_mark", "app.help", "Help"),
+    ]
+
+    DEFAULT_CSS = """
+    KernelsScreen { layout: vertical; }
+    KernelsScreen #ktitle { height: 1; background: $panel; color: $text; padding: 0 1; }
+    KernelsScreen DataTable { height: 1fr; min-height: 5; }
+    KernelsScreen #kdetail { height: 2fr; border-top: solid $primary-darken-2; }
+    KernelsScreen #kprogress { height: 1; display: none; }
+    KernelsScreen #kprogress.-busy { display: block; }
+    """
+
+    def __init__(self, data, overview: Overview, focus_kernel: Optional[int] = None):
+        super().__init__()
+        self.data = data
+        self.overview = overview
+        self.sort = "median" if any(k.median_us is not None for k in overview.kernels) else "chain"
+        self.focus_kernel = focus_kernel
+        self.kernels: list[KernelRow] = []
+        self.last_rerun: dict[int, Text] = {}
+        self.busy = False
+
+    def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
+        yield Static(id="ktitle")
+        yield DataTable(id="ktable", cursor_type="row", zebra_stripes=True)
+        yield ProgressBar(id="kprogress", show_eta=False)
+        with VerticalScroll(id="kdetail"):
+            yield Static(id="kinfo")
+            yield Static(id="krerun")
+            yield Static(id="kcode")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Fill the screen and focus its main widget."""
+        table = self.query_one(DataTable)
+        for c in COLUMNS:
+            table.add_column(c, key=c)
+        self.fill()
+        table.focus()
+
+    def fill(self) -> None:
+        """(Re)fill the table in the current sort order, keeping the selected kernel."""
+        table = self.query_one(DataTable)
+        current = self.selected()
+        keep = current.id if current is not None else self.focus_kernel
+        self.kernels = sorted(self.overview.kernels, key=SORT_KEYS[self.sort])
+        table.clear()
+        for k in self.kernels:
+            name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
+            if k.fallback:
+                name.append(" ⚠ fell back", style=Style(color=panels.WARN))
+            table.add_row(
+                name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
+                "-" if k.calls is None else str(k.calls),
+                "-" if k.median_us is None else f"{k.median_us:.1f} µs",
+                "-" if k.share is None else f"{k.share * 100:.1f}%",
+                "-" if not k.gbps else f"{k.gbps:.3g}",
+                visible_line(", ".join(k.source_lines[:3]) + (" …" if len(k.source_lines) > 3 else "")),
+                key=str(k.id))
+        n = len(self.kernels)
+        timed = "" if any(k.median_us is not None for k in self.kernels) else \
+            " · not profiled (thundervis run --profile records times)"
+        self.query_one("#ktitle", Static).update(Text(
+            f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True)))
+        if keep is not None:
+            for row, k in enumerate(self.kernels):
+                if k.id == keep:
+                    table.move_cursor(row=row)
+                    break
+        self.show_detail()
+
+    def selected(self) -> Optional[KernelRow]:
+        """Return the kernel under the table cursor."""
+        table = self.query_one(DataTable)
+        if not self.kernels or table.row_count == 0:
+            return None
+        row = min(max(table.cursor_row, 0), len(self.kernels) - 1)
+        return self.kernels[row]
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self.show_detail()
+
+    @on(DataTable.HeaderSelected)
+    def _header(self, event: DataTable.HeaderSelected) -> None:
+        self.sort = str(event.column_key.value)
+        self.fill()
+
+    def show_detail(self) -> None:
+        """Show the selected kernel's summary, stored re-runs and generated code."""
+        k = self.selected()
+        info, rerun, code = self.query_one("#kinfo", Static), self.query_one("#krerun", Static), \
+            self.query_one("#kcode", Static)
+        if k is None:
+            info.update(Text("no kernels in this recording (was it recorded with a fusion executor?)"))
+            rerun.update("")
+            code.update("")
+            return
+        info.update(panels.kernel_summary(k))
+        if k.id in self.last_rerun:
+            rerun.update(self.last_rerun[k.id])
+        else:
+            self.load_stored_reruns(k)
+        code.update(Text("loading the generated code …", style=Style(dim=True)))
+        self.load_code(k)
+
+    @work(thread=True, exclusive=True, group="kernel-code")
+    def load_code(self, k: KernelRow) -> None:
+        """Worker: load one kernel's generated code (not part of the overview) and show it."""
+        try:
+            language, source = self.data.kernel_code(k.id)
+        except Exception as e:
+            shown = Text(f"could not load the code ({visible_line(str(e))})", style=Style(dim=True))
+        else:
+            if source:
+                lexer = "python" if (language or "python") == "python" else "text"
+                shown = Syntax(visible(source), lexer, theme="one-dark", line_numbers=True, word_wrap=False)
+            else:
+                shown = Text("(no generated code recorded)", style=Style(dim=True))
+        self.app.call_from_thread(self._set_code, k.id, shown)
+
+    def _set_code(self, kid: int, shown) -> None:
+        k = self.selected()
+        if k is not None and k.id == kid:
+            self.query_one("#kcode", Static).update(shown)
+
+    @work(thread=True, exclusive=True, group="stored-reruns")
+    def load_stored_reruns(self, k: KernelRow) -> None:
+        """Worker: show the re-runs stored in the recording for ``k``."""
+        try:
+            rows = self.data.rerun_results(k.id)
+        except Exception as e:
+            rows, err = [], str(e)
+        else:
+            err = None
+        text = panels.rerun_table(rows[-8:], error=err)
+        if rows:
+            text = Text("stored re-runs\n", style=panels.HEAD) + text
+        else:
+            text = Text("press r to re-run this kernel with every executor\n", style=Style(dim=True))
+        self.app.call_from_thread(self._set_rerun, k.id, text, False)
+
+    def _set_rerun(self, kid: int, text: Text, remember: bool) -> None:
+        if remember:
+            self.last_rerun[kid] = text
+        k = self.selected()
+        if k is not None and k.id == kid:
+            self.query_one("#krerun", Static).update(text)
+
+    def action_cycle_sort(self) -> None:
+        """Sort by the next column."""
+        self.sort = COLUMNS[(COLUMNS.index(self.sort) + 1) % len(COLUMNS)]
+        self.fill()
+
+    def action_open(self) -> None:
+        """Move focus to the selected kernel's detail (members, code)."""
+        self.query_one("#kdetail").focus()
+
+    def action_rerun(self) -> None:
+        """Re-run the selected kernel with every executor, in a worker."""
+        k = self.selected()
+        if k is None:
+            return
+        if self.busy:
+            self.notify("a re-run is already going", severity="warning")
+            return
+        self.busy = True
+        bar = self.query_one(ProgressBar)
+        bar.add_class("-busy")
+        bar.update(total=4, progress=0)
+        self.query_one("#krerun", Static).update(Text(f"re-running {visible_line(k.name)} …", style=Style(italic=True)))
+        self.run_rerun(k)
+
+    @work(thread=True, exclusive=True, group="rerun")
+    def run_rerun(self, k: KernelRow) -> None:
+        """Worker: the re-run, reporting progress per executor; errors end up on screen."""
+        def progress(done: int, total: int, name: str) -> None:
+            self.app.call_from_thread(self._progress, done, total, name, k)
+        try:
+            outcome = self.data.rerun(k, progress=progress)
+            text = panels.rerun_table(outcome.rows, outcome.notes, outcome.error)
+        except Exception as e:  # never let a re-run take the UI down
+            text = panels.rerun_table([], (), f"{type(e).__name__}: {e}")
+        self.app.call_from_thread(self._rerun_done, k, text)
+
+    def _progress(self, done: int, total: int, name: str, k: KernelRow) -> None:
+        bar = self.query_one(ProgressBar)
+        bar.update(total=total, progress=done)
+        if name:
+            self.query_one("#krerun", Static).update(Text(
+                f"re-running {visible_line(k.name)} with {name} ({done + 1}/{total}) …", style=Style(italic=True)))
+
+    def _rerun_done(self, k: KernelRow, text: Text) -> None:
+        self.busy = False
+        self.query_one(ProgressBar).remove_class("-busy")
+        self._set_rerun(k.id, text, True)
+
+    def action_repro(self) -> None:
+        """Write the selected kernel's repro script into the working folder."""
+        k = self.selected()
+        if k is not None:
+            self.write_repro(k)
+
+    @work(thread=True, exclusive=True, group="repro")
+    def write_repro(self, k: KernelRow) -> None:
+        """Worker: write the repro script and say where (or why not)."""
+        try:
+            path = self.data.write_repro(k)
+        except Exception as e:
+            self.app.call_from_thread(self.notify, visible_line(str(e)), title="repro", severity="error", timeout=8)
+            return
+        self.app.call_from_thread(self.notify, f"wrote {visible_line(path)}; run it with python", title="repro",
+                                  timeout=8)
+
+
+class SearchScreen(ModalScreen):
+    """``/``: find symbols and source lines of the shown pass and kernel names; enter jumps."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close"), Binding("down", "focus_results", show=False)]
+
+    DEFAULT_CSS = """
+    SearchScreen { align: center top; }
+    SearchScreen > Vertical { width: 90%; max-width: 120; height: 80%; margin-top: 2;
+                              border: round $primary; background: $surface; }
+    SearchScreen OptionList { height: 1fr; }
+    """
+
+    def __init__(self, search):
+        super().__init__()
+        self.search = search
+        self.hits: list[SearchHit] = []
+
+    def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
+        with Vertical():
+            yield Input(placeholder="search symbols, source lines, kernels …", id="q")
+            yield OptionList(id="hits")
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        self.hits = self.search(event.value)
+        ol = self.query_one(OptionList)
+        ol.clear_options()
+        icons = {"symbol": ("sym ", "#61afef"), "source": ("src ", "#56b6c2"), "kernel": ("krn ", "#ff79c6")}
+        for h in self.hits:
+            label, colour = icons.get(h.kind, ("    ", "white"))
+            t = Text(no_wrap=True, overflow="ellipsis")
+            t.append(label, style=Style(color=colour, bold=True))
+            t.append(visible_line(h.text)[:300])
+            ol.add_option(Option(t))
+        if self.hits:
+            ol.highlighted = 0
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        if self.hits:
+            ol = self.query_one(OptionList)
+            self.dismiss(self.hits[ol.highlighted or 0])
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.hits[event.option_index])
+
+    def action_focus_results(self) -> None:
+        """Move focus from the query to the results."""
+        self.query_one(OptionList).focus()
+
+
+class PassPicker(ModalScreen):
+    """Choose a pass of the current chain (jump to it, or diff against it)."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Close")]
+
+    DEFAULT_CSS = """
+    PassPicker { align: center middle; }
+    PassPicker > Vertical { width: 44; height: auto; max-height: 80%; border: round $primary; background: $surface; }
+    PassPicker Static { padding: 0 1; }
+    PassPicker OptionList { height: auto; max-height: 30; }
+    """
+
+    def __init__(self, title: str, passes, current: Optional[int] = None):
+        super().__init__()
+        self.title_text = title
+        self.passes = list(passes)
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
+        with Vertical():
+            yield Static(Text(self.title_text, style=Style(bold=True)))
+            yield OptionList(*[Option(panels.pass_row(p)) for p in self.passes], id="picks")
+
+    def on_mount(self) -> None:
+        """Fill the screen and focus its main widget."""
+        ol = self.query_one(OptionList)
+        for i, p in enumerate(self.passes):
+            if p.index == self.current:
+                ol.highlighted = i
+        ol.focus()
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.passes[event.option_index].index)
+
+
+class RunScreen(ModalScreen):
+    """The run: what ran, how it ended, eager chains, fallbacks and the traceback."""
+
+    BINDINGS = [Binding("escape,t,q", "dismiss(None)", "Close")]
+
+    DEFAULT_CSS = """
+    RunScreen { align: center middle; }
+    RunScreen > VerticalScroll { width: 90%; height: 85%; border: round $primary; background: $surface;
+                                 padding: 0 1; }
+    """
+
+    def __init__(self, overview: Overview):
+        super().__init__()
+        self.overview = overview
+
+    def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
+        with VerticalScroll():
+            yield Static(panels.run_summary(self.overview), id="runinfo")
+
+
+HELP = [
+    ("Passes", [("n / p", "next / previous pass"), ("j", "jump to a pass"), ("c / g", "next chain / next graph"),
+                ("u", "hide passes that changed nothing")]),
+    ("Trace and diff", [("d", "diff against the previous pass"), ("D", "diff against a chosen pass"),
+                        ("s", "unified / side by side"), ("f", "fold unchanged lines / show all"),
+                        ("↑ ↓ PgUp PgDn", "select a line (or click)"), ("← →", "scroll sideways")]),
+    ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
+    ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
+                 ("R", "write a repro script")]),
+    ("Anywhere", [("/", "search"), ("t", "run info and traceback"), ("ctrl+p", "command palette"),
+                  ("?", "this help"), ("tab", "next panel"), ("q", "quit")]),
+]
+
+
+class HelpScreen(ModalScreen):
+    """Every key binding, grouped."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "Close")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 64; max-width: 95%; height: auto; max-height: 90%;
+                                  border: round $primary; background: $surface; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        """Build the screen's widgets."""
+        t = Text()
+        t.append("thundervis — keys\n", style=Style(bold=True, color="#e5c07b"))
+        for group, keys in HELP:
+            t.append(f"\n{group}\n", style=panels.HEAD)
+            for key, what in keys:
+                t.append(f"  {key:<16}", style=Style(bold=True))
+                t.append(what + "\n")
+        t.append("\nThe mouse works too: click passes, lines, column headers.\n", style=Style(dim=True))
+        with VerticalScroll():
+            yield Static(t)
