@@ -37,6 +37,8 @@ def gpt_session(tmp_path_factory):
     """Run ``thundervis run examples/train_gpt.py --steps 1`` in tmux (120x36), drive the UI;
     return (recording path, screens, exit code, recording's forward passes)."""
     if shutil.which("tmux") is None:
+        if os.environ.get("CI"):  # .ci/run installs tmux: in CI a missing tmux is a failure
+            pytest.fail("tmux is not installed (.ci/run should have installed it)")
         pytest.skip("tmux is not installed")
     folder = tmp_path_factory.mktemp("e2e")
     rec = str(folder / "gpt.tvrec")
