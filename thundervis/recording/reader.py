@@ -96,6 +96,11 @@ def _connect(uri: str) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
 
 
+def _is_ref(text) -> bool:
+    """True when ``text`` is a reference into a group's trace store (see group_store)."""
+    return isinstance(text, str) and text.startswith("@tvstore:")
+
+
 def open_recording(path: str, *, check: bool = True) -> "Recording":
     """Open the recording at ``path`` read-only and return a :class:`Recording`.
 
@@ -215,6 +220,9 @@ class Recording:
             except sqlite3.Error:
                 pass
         self._local = threading.local()
+        if getattr(self, "_store_conns", None):
+            from .group_store import close_store
+            close_store(self)
 
     def __enter__(self):
         return self
@@ -438,7 +446,10 @@ class Recording:
         rows = self._rows("SELECT id, name, language, code, trace_json FROM kernels WHERE id=?", (kid,))
         if not rows:
             raise UnknownItem(f"no kernel with id {kid} in this recording")
-        return KernelSource(*rows[0])
+        kid, name, language, code, trace_json = rows[0]
+        from .group_store import resolve_text  # a rank file of a group: code kept in the group store
+        return KernelSource(kid, name, language, resolve_text(self, code, f"code of kernel {name}"),
+                            resolve_text(self, trace_json, f"region IR of kernel {name}"))
 
     # -- passes ---------------------------------------------------------------------------------
 
@@ -460,6 +471,16 @@ class Recording:
                                          "shares a trace that is missing).")
                 trace_json, printed = src[0]
                 if printed.startswith("# graph "):
+                    from thundervis.compiler.ir import Trace
+                    from thundervis.compiler.printer import header_line
+                    header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
+                                               graph=graph, pass_name=name, meta=self._json(meta, {})))
+                    printed = header + "\n" + printed.split("\n", 1)[1]
+            if _is_ref(trace_json) or _is_ref(printed):  # a rank file packed into its group's store
+                from .group_store import resolve_pass
+                trace_json, printed = resolve_pass(self, trace_json, printed, meta,
+                                                   f"graph {graph} {chain} pass {index}")
+                if printed is not None:
                     from thundervis.compiler.ir import Trace
                     from thundervis.compiler.printer import header_line
                     header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
@@ -624,7 +645,12 @@ class Recording:
         if not self._has_table("sources"):
             return None
         rows = self._rows("SELECT text FROM sources WHERE file=?", (file,))
-        return rows[0][0] if rows and isinstance(rows[0][0], str) else None
+        if not rows or not isinstance(rows[0][0], str):
+            return None
+        if _is_ref(rows[0][0]):
+            from .group_store import resolve_text
+            return resolve_text(self, rows[0][0], f"recorded source of {file}")
+        return rows[0][0]
 
     def source_snippet(self, source, context: int = SNIPPET_CONTEXT) -> Optional[SourceSnippet]:
         """Return the lines around ``source`` (a SourceInfo: file, line, code) from the recorded
