@@ -49,27 +49,58 @@ def fingerprint(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _ref(fp: str) -> str:
-    return REF_PREFIX + fp
+def _ref(fp: str, seq_offset: int = 0) -> str:
+    return REF_PREFIX + fp + (f"~{seq_offset}" if seq_offset else "")
+
+
+def _parse_ref(text: Optional[str]) -> Optional[tuple[str, int]]:
+    """Return (fingerprint, seq_nr offset) a reference names, or None when ``text`` is not one."""
+    if not (isinstance(text, str) and text.startswith(REF_PREFIX)):
+        return None
+    body = text[len(REF_PREFIX):]
+    fp, _, offset = body.partition("~")
+    if len(fp) != 64 or any(c not in "0123456789abcdef" for c in fp):
+        return None
+    if offset and not offset.lstrip("-").isdigit():
+        return None
+    return fp, int(offset or 0)
 
 
 def _ref_fp(text: Optional[str]) -> Optional[str]:
     """Return the fingerprint a reference names, or None when ``text`` is not a reference."""
-    if isinstance(text, str) and text.startswith(REF_PREFIX) and len(text) == len(REF_PREFIX) + 64:
-        fp = text[len(REF_PREFIX):]
-        if all(c in "0123456789abcdef" for c in fp):
-            return fp
-    return None
+    parsed = _parse_ref(text)
+    return parsed[0] if parsed else None
+
+
+def _walk_symbols(symbols):
+    for b in symbols if isinstance(symbols, list) else ():
+        if isinstance(b, dict):
+            yield b
+            yield from _walk_symbols(b.get("subsymbols"))
+
+
+def canonical_trace(trace_json: str) -> tuple[str, int]:
+    """Return (a pass's trace JSON without what differs between ranks that compiled the same
+    trace, the seq_nr offset taken out). Its ``meta`` (durations) is dropped; autograd's
+    ``seq_nr`` counts every autograd op the process ran before, so it is stored relative to the
+    smallest one of the pass (the offset goes in the reference and is added back on reading)."""
+    d = json.loads(trace_json)
+    d.pop("meta", None)
+    seqs = [b["seq_nr"] for b in _walk_symbols(d.get("symbols")) if isinstance(b.get("seq_nr"), int)]
+    offset = min(seqs) if seqs else 0
+    if offset:
+        for b in _walk_symbols(d.get("symbols")):
+            if isinstance(b.get("seq_nr"), int):
+                b["seq_nr"] -= offset
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False), offset
 
 
 def canonical_trace_json(trace_json: str) -> str:
-    """Return a pass's trace JSON without its ``meta`` (durations differ between ranks)."""
-    d = json.loads(trace_json)
-    d.pop("meta", None)
-    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+    """Return the canonical form of a pass's trace JSON (see :func:`canonical_trace`)."""
+    return canonical_trace(trace_json)[0]
 
 
-def _with_meta(canonical: str, meta_text: Optional[str]) -> str:
+def _with_meta(canonical: str, meta_text: Optional[str], seq_offset: int = 0) -> str:
     d = json.loads(canonical)
     try:
         meta = json.loads(meta_text) if meta_text else {}
@@ -77,6 +108,10 @@ def _with_meta(canonical: str, meta_text: Optional[str]) -> str:
         meta = {}
     d["meta"] = {k: v for k, v in (meta if isinstance(meta, dict) else {}).items()
                  if isinstance(v, (int, float, str, bool))}
+    if seq_offset:
+        for b in _walk_symbols(d.get("symbols")):
+            if isinstance(b.get("seq_nr"), int):
+                b["seq_nr"] += seq_offset
     return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -171,7 +206,7 @@ def resolve_pass(rec, trace_json: Optional[str], printed: Optional[str], meta: O
     if (fp_j is None and fp_p is None) or not is_packed(rec):
         return trace_json, printed
     if fp_j is not None:
-        trace_json = _with_meta(blob(rec, fp_j, f"trace of {where}"), meta)
+        trace_json = _with_meta(blob(rec, fp_j, f"trace of {where}"), meta, _parse_ref(trace_json)[1])
     if fp_p is not None:
         printed = "# graph (header rebuilt by the reader)\n" + blob(rec, fp_p, f"printed trace of {where}")
     return trace_json, printed
@@ -253,14 +288,14 @@ def open_store(path: str) -> sqlite3.Connection:
     return conn
 
 
-def _put(store: sqlite3.Connection, text: str, seen: set) -> str:
+def _put(store: sqlite3.Connection, text: str, seen: set, seq_offset: int = 0) -> str:
     fp = fingerprint(text)
     if fp not in seen:
         raw = text.encode("utf-8", "surrogatepass")
         store.execute("INSERT OR IGNORE INTO blobs(fp, size, data) VALUES (?,?,?)",
                       (fp, len(raw), zlib.compress(raw, 6)))
         seen.add(fp)
-    return _ref(fp)
+    return _ref(fp, seq_offset)
 
 
 def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) -> bool:
@@ -282,7 +317,10 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
                 "SELECT graph_id, chain, idx, trace_json, printed FROM passes").fetchall():
             if tj is None and pr is None:
                 continue
-            new_tj = _put(store, canonical_trace_json(tj), seen) if tj is not None else None
+            new_tj = None
+            if tj is not None:
+                canonical, offset = canonical_trace(tj)
+                new_tj = _put(store, canonical, seen, offset)
             new_pr = _put(store, _printed_body(pr), seen) if pr is not None else None
             conn.execute("UPDATE passes SET trace_json=?, printed=? WHERE graph_id=? AND chain=? AND idx=?",
                          (new_tj, new_pr, g, c, i))
