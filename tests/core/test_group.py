@@ -63,25 +63,32 @@ def test_packing_keeps_every_text_and_stores_identical_traces_once(recorded, tmp
     assert os.path.exists(os.path.join(group, STORE_NAME))
     total = sum(os.path.getsize(os.path.join(group, n)) for n in os.listdir(group))
     assert total < 2 * one, (total, one)  # three ranks cost less than two unpacked recordings
+    names = sorted(os.listdir(group))
+    assert names == ["rank-00000.tvrec", "rank-00001.tvrank", "rank-00002.tvrank", STORE_NAME], names
     for rank in range(3):
-        after = _everything(os.path.join(group, f"rank-{rank:05d}.tvrec"))
+        after = _everything(open_group(group).rank_path(rank))
         assert after.keys() == before.keys()
         for key in before:
             assert after[key] == before[key], key
-    assert pack_group(group) == (0, 3)  # already packed: left as they are
+    assert pack_group(group) == (0, 1)  # already packed: left as they are
 
 
-def test_a_rank_file_sent_alone_opens_and_says_what_is_missing(recorded, tmp_path):
+def test_rank_files_sent_alone_open_or_say_what_is_missing(recorded, tmp_path):
     path, _ = recorded
     group = _group(tmp_path, [path, path])
     pack_group(group)
     alone = tmp_path / "alone"
     alone.mkdir()
-    shutil.copy(os.path.join(group, "rank-00001.tvrec"), alone / "r1.tvrec")
-    with open_recording(str(alone / "r1.tvrec")) as rec:
+    shutil.copy(os.path.join(group, "rank-00000.tvrec"), alone / "r0.tvrec")
+    with open_recording(str(alone / "r0.tvrec")) as rec:
         assert rec.run().status == "ok" and rec.graphs()  # run, graphs, passes, kernels: all there
         with pytest.raises(RecordingError, match=r"traces\.tvstore.*missing.*whole group folder"):
             rec.pass_text(rec.pick_pass()[2].ref)
+    shutil.copy(os.path.join(group, "rank-00001.tvrank"), alone / "rank-00001.tvrank")
+    with pytest.raises(RecordingError, match=r"rank-00000\.tvrec.*traces\.tvstore.*whole group folder"):
+        open_recording(str(alone / "rank-00001.tvrank"))
+    with open_recording(os.path.join(group, "rank-00001.tvrank")) as rec:  # in its folder: a recording
+        assert [e.data["rank"] for e in rec.events("distributed")] == [1]
     ov = open_group(group).overview()
     assert all(not r.missing for r in ov.ranks)
     os.remove(os.path.join(group, STORE_NAME))
@@ -99,7 +106,7 @@ def test_a_store_that_does_not_match_is_reported_not_shown(recorded, tmp_path):
         fp = c.execute("SELECT fp FROM blobs ORDER BY size DESC LIMIT 1").fetchone()[0]
         c.execute("UPDATE blobs SET data=? WHERE fp=?", (zlib.compress(b"def evil(): pass"), fp))
     c.close()
-    with open_recording(os.path.join(group, "rank-00000.tvrec")) as rec:
+    with open_recording(open_group(group).rank_path(0)) as rec:
         with pytest.raises(RecordingError, match="corrupted|fingerprint"):
             for g in rec.graphs():
                 for ch in g.chains:

@@ -6,6 +6,8 @@ Layout of a group folder (written by ``thundervis run --nproc-per-node N``)::
     GROUP/rank-00000.tvrec       rank 0's recording (an ordinary, self-contained recording)
     GROUP/rank-00001.tvrec       ...
     GROUP/rank-00001-restart1.tvrec   rank 1 after torchrun's first elastic restart
+    GROUP/rank-00002.tvrank      a rank whose traces equal an earlier rank's: only what is its own,
+                                 standing on that rank's recording (after packing, see .rank_file)
     GROUP/traces.tvstore         traces shared by ranks, once each (after packing, see .group_store)
 
 Every rank writes its own file as the run goes (a killed rank leaves its committed passes readable
@@ -30,7 +32,7 @@ from .reader import Recording, RecordingError, open_recording
 
 LAUNCH_FORMAT = "thundervis-launch"
 _LAUNCH = re.compile(r"launch-node(\d{1,6})\.json")
-_RANK = re.compile(r"rank-(\d{5,7})(?:-restart(\d{1,4}))?\.tvrec")
+_RANK = re.compile(r"rank-(\d{5,7})(?:-restart(\d{1,4}))?\.(tvrec|tvrank)")
 _MAX_LAUNCH_BYTES = 1 << 20
 
 
@@ -73,7 +75,7 @@ def is_group(path: str) -> bool:
         names = os.listdir(path)
     except OSError:
         return False
-    return any(_LAUNCH.fullmatch(n) or _RANK.fullmatch(n) or n.endswith(".rank.json") for n in names)
+    return any(_LAUNCH.fullmatch(n) or _RANK.fullmatch(n) for n in names)
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,50 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
         return RankSummary(rank, restart, path, error=str(e))
 
 
+def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> RankSummary:
+    """Return the :class:`RankSummary` of a ``.tvrank``: its own run and rank facts from the file,
+    the rest from its variant's summary (read once per variant)."""
+    from .rank_file import RUN_COLUMNS, read_rank_file
+    try:
+        doc = read_rank_file(path)
+        variant = os.path.join(os.path.dirname(path), doc["variant"])
+        key = ("variant summary", variant)
+        if key not in cache:
+            if not os.path.exists(variant):
+                raise RecordingError(f"{os.path.basename(path)} stands on {doc['variant']}, which is missing "
+                                     "from the group folder.")
+            cache[key] = summarize_rank(-1, 0, variant, cache)
+        base = cache[key]
+        if base.error:
+            return RankSummary(rank, restart, path, error=base.error)
+        run = {c: doc["run"].get(c) for c in RUN_COLUMNS}
+        status = run["status"] if isinstance(run["status"], str) else "failed"
+        status = run_status(status, run["pid"] if isinstance(run["pid"], int) else None,
+                            run["host"] if isinstance(run["host"], str) else None,
+                            run["process_start"] if isinstance(run["process_start"], str) else None)
+        facts = {}
+        events = doc["tables"].get("events") or {}
+        cols = events.get("columns") or []
+        for row in events.get("rows") or []:
+            e = dict(zip(cols, row)) if isinstance(row, list) else {}
+            if e.get("event") == "distributed" and isinstance(e.get("data"), str):
+                try:
+                    d = json.loads(e["data"])
+                except ValueError:
+                    continue
+                facts = d if isinstance(d, dict) else facts
+
+        def num(v):
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return RankSummary(rank, restart, path, status, num(run["exit_code"]),
+                           run["host"] if isinstance(run["host"], str) else None, num(run["pid"]),
+                           num(facts.get("local_rank")), num(facts.get("node_rank")), num(facts.get("world_size")),
+                           base.n_graphs, base.n_passes, base.n_kernels, base.n_communication, base.fingerprint,
+                           base.missing)
+    except RecordingError as e:
+        return RankSummary(rank, restart, path, error=str(e))
+
+
 def _group_status(launches: list, ranks: list, absent: list) -> str:
     """failed: a launch or a rank failed or was killed (torchrun stops the others, which say
     interrupted); interrupted: stopped by the user; running: a launch or a rank still runs."""
@@ -290,7 +336,10 @@ class Group:
             m = _RANK.fullmatch(name)
             if m:
                 rank, restart = int(m.group(1)), int(m.group(2) or 0)
-                if rank not in out or out[rank][0] < restart:
+                # A .tvrec and a .tvrank of one rank: packing stopped between the two; the
+                # .tvrec is complete.
+                if rank not in out or out[rank][0] < restart or (
+                        out[rank][0] == restart and name.endswith(".tvrec")):
                     out[rank] = (restart, os.path.join(self.path, name))
         return dict(sorted(out.items()))
 
@@ -319,7 +368,8 @@ class Group:
         """Return the :class:`GroupOverview`: launches, a summary of every rank, status."""
         launches = self.launches()
         cache: dict = {}
-        ranks = [summarize_rank(r, restart, p, cache) for r, (restart, p) in self.rank_files().items()]
+        ranks = [summarize_rank_file(r, restart, p, cache) if p.endswith(".tvrank") else
+                 summarize_rank(r, restart, p, cache) for r, (restart, p) in self.rank_files().items()]
         sizes = [r.world_size for r in ranks if r.world_size]
         world = max(sizes) if sizes else None
         seen = {r.rank for r in ranks}

@@ -363,17 +363,20 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
 
 
 def pack_group(group_dir: str) -> tuple[int, int]:
-    """Pack every finished rank recording of the group folder into its ``traces.tvstore``; return
-    (rank files packed, rank files left as they were)."""
+    """Pack every finished rank recording of the group folder: texts into ``traces.tvstore``
+    (:func:`pack_rank`), then every rank whose graphs and traces equal an earlier rank's (same
+    variant, :func:`~.rank_file.variant_fingerprint`) into a ``.tvrank`` file standing on that
+    rank's recording. Return (rank files packed now, rank files left as they were)."""
     from .group import Group
-    files = [p for _, p in Group(group_dir).rank_files().values()]
+    from .rank_file import variant_fingerprint, write_rank_file
+    files = sorted((r, p) for r, (_, p) in Group(group_dir).rank_files().items() if p.endswith(".tvrec"))
     if not files:
         return 0, 0
     store = open_store(os.path.join(group_dir, STORE_NAME))
     seen: set = set()
     packed = left = 0
     try:
-        for p in files:
+        for _, p in files:
             try:
                 ok = pack_rank(p, store, seen)
             except (sqlite3.Error, ValueError, OSError):
@@ -382,4 +385,25 @@ def pack_group(group_dir: str) -> tuple[int, int]:
         store.execute("PRAGMA journal_mode=DELETE")
     finally:
         store.close()
+    variants: dict[str, str] = {}
+    for _, p in files:
+        try:
+            conn = sqlite3.connect("file:" + quote(p) + "?mode=ro", uri=True)
+            try:
+                if not conn.execute("SELECT 1 FROM meta WHERE key=?", (PACKED_KEY,)).fetchone():
+                    continue
+                fp = variant_fingerprint(conn)
+                if fp not in variants:
+                    variants[fp] = os.path.basename(p)
+                    continue
+                base = sqlite3.connect("file:" + quote(os.path.join(group_dir, variants[fp])) + "?mode=ro", uri=True)
+                try:
+                    write_rank_file(conn, base, p[:-len(".tvrec")] + ".tvrank", variants[fp], fp)
+                finally:
+                    base.close()
+            finally:
+                conn.close()
+            os.remove(p)  # the .tvrank (written atomically first) now stands for it
+        except (sqlite3.Error, OSError, ValueError):
+            continue
     return packed, left

@@ -107,6 +107,10 @@ def open_recording(path: str, *, check: bool = True) -> "Recording":
     With ``check`` the whole file is verified with SQLite's ``quick_check``. Raises
     :class:`RecordingError` (one sentence) for anything that is not a readable recording."""
     path = os.path.abspath(path)
+    from .rank_file import is_rank_file
+    if is_rank_file(path):  # a rank of a packed group: its variant's recording with the rank's part
+        from .rank_file import open_rank_file
+        return open_rank_file(path, check=check)
     head = _check_header(path)
     uri = _uri(path, head)
     try:
@@ -198,6 +202,7 @@ class Recording:
                 raise RecordingError(f"{self.path} is closed.")
             try:
                 conn = _connect(self._uri)
+                self._prepare_connection(conn)
             except sqlite3.Error as e:
                 raise RecordingError(f"{self.path} cannot be opened ({e}).") from None
             with self._lock:
@@ -205,6 +210,10 @@ class Recording:
             self._local.conn = conn
             self._local.depth = 0
         return conn
+
+    def _prepare_connection(self, conn: sqlite3.Connection) -> None:
+        """Set up a new connection before its first read (a rank file lays its part over its
+        variant's recording here; see rank_file)."""
 
     def close(self) -> None:
         """Close the file (every thread's connection)."""
@@ -259,7 +268,8 @@ class Recording:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
 
     def _has_table(self, name: str) -> bool:
-        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)))
+        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=? UNION ALL"
+                               " SELECT 1 FROM sqlite_temp_master WHERE name=?", (name, name)))
 
     def _json(self, text: Optional[str], default=None):
         if text is None:
