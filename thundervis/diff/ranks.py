@@ -130,20 +130,32 @@ def compare_ranks(group, max_diffs_per_variant: int = 4) -> RankComparison:
     skew when the ranks were profiled."""
     from thundervis.recording.group import rank_fingerprint
     from thundervis.recording import open_recording
-    files = group.rank_files()
+    ov = group.overview()  # fingerprints of every rank, read cheaply (rank files: from their variant)
+    files = {r.rank: r.path for r in ov.ranks}
+    fps = {r.rank: r.fingerprint for r in ov.ranks if r.fingerprint and not r.error}
+    unreadable = {r.rank: r.error for r in ov.ranks if r.error}
     items: dict[int, list] = {}
-    fps: dict[int, str] = {}
-    unreadable: dict[int, str] = {}
     timing: dict[tuple, dict] = {}
-    for rank, (_, path) in files.items():
+    first_of = {}
+    for rank, fp in sorted(fps.items()):
+        first_of.setdefault(fp, rank)
+    profiled = None
+    for rank in sorted(fps):
+        if first_of[fps[rank]] != rank and profiled is False:
+            continue  # nothing to read: its traces are its variant's and no rank was profiled
         try:
-            with open_recording(path, check=False) as rec:
-                fps[rank], items[rank] = rank_fingerprint(rec)
-                for k in rec.timings().kernels:
+            with open_recording(files[rank], check=False) as rec:
+                if first_of[fps[rank]] == rank:
+                    items[rank] = rank_fingerprint(rec)[1]
+                kernels = rec.timings().kernels
+                if profiled is None:
+                    profiled = bool(kernels)
+                for k in kernels:
                     if k.median_us is not None:
                         timing.setdefault((k.graph, k.chain, k.name), {})[rank] = k.median_us
         except RecordingError as e:
             unreadable[rank] = str(e)
+            fps.pop(rank, None)
     if not fps:
         return RankComparison(group.path, -1, [], [], unreadable)
     reference = min(fps)
@@ -153,7 +165,7 @@ def compare_ranks(group, max_diffs_per_variant: int = 4) -> RankComparison:
     variants = []
     for fp, ranks in sorted(by_fp.items(), key=lambda kv: kv[1][0]):
         v = Variant(fp, tuple(ranks))
-        if reference not in ranks:
+        if reference not in ranks and reference in items and ranks[0] in items:
             v.differences = _differences(items[reference], items[ranks[0]])
             _attach_diffs(group, reference, ranks[0], v.differences, max_diffs_per_variant)
         variants.append(v)
@@ -203,9 +215,7 @@ def render_text(comp: RankComparison, context: Optional[int] = 3, max_skews: int
                 side = f" (only on the {d.only})" if d.only else ""
                 lines.append(f"  graph {d.graph} {d.chain} pass {d.index} {d.name}{side}")
             for d in v.differences:
-                if d.diff is not None:
-                    lines.append(f"--- {d.diff.before}")
-                    lines.append(f"+++ {d.diff.after}")
+                if d.diff is not None:  # the rendered diff starts with its ---/+++ header
                     lines.append(render.unified_plain(d.diff, context).rstrip("\n"))
                     lines.append(d.diff.summary())
     for rank, why in sorted(comp.unreadable.items()):
