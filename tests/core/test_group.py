@@ -182,3 +182,17 @@ def test_not_a_group(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     code, _, err = run_cli(capsys, "diff", "--ranks", tmp_path / "empty")
     assert code == 2 and "without rank recordings" in err
+
+
+def test_ls_of_a_packed_group_does_not_import_torch(recorded, tmp_path):
+    import subprocess
+    import sys
+    path, _ = recorded
+    group = _group(tmp_path, [path, path])
+    pack_group(group)
+    code = ("import sys; from thundervis.cli import main; rc = main(['ls', sys.argv[1]]); "
+            "main(['show', sys.argv[1], '--rank', '1', '--plain']); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, group], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "identical on every rank" in r.stdout and "# graph " in r.stdout
