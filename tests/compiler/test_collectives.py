@@ -109,3 +109,32 @@ def test_backward_collectives_and_gradients_match_eager(one_rank):
         final = [t for (gr, ch, name), t in obs.passes.items() if name == "codegen" and ch == chain][0]
         kinds = [b.sym.split(".")[1] for b in final.symbols if is_communication(b.sym)]
         assert kinds == ["all_reduce", "wait_tensor"], (chain, kinds)
+
+
+def test_ddp_compiled_autograd_traces_gradient_all_reduces(one_rank):
+    """DDP with the python reducer under compiled autograd: the backward graph takes a list of
+    tensors first (flattened by the backend) and holds DDP's gradient all-reduces."""
+    import torch._dynamo
+    import torch._dynamo.compiled_autograd as ca
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    saved = torch._dynamo.config.optimize_ddp
+    torch._dynamo.config.optimize_ddp = "python_reducer"
+    try:
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)]
+        m = DDP(torch.nn.Sequential(*layers))
+        ref = torch.nn.Sequential(*[torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)])
+        ref.load_state_dict(m.module.state_dict())
+        x = torch.randn(4, 8)
+        g, obs = _compile(m, ["torch"])
+        from thundervis.compiler.backend import jit
+        with ca._enable(lambda gm: jit(gm, observer=obs, executors=["torch"])):
+            g(x).sum().backward()
+        ref(x).sum().backward()
+        for p, q in zip(m.module.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+        comm = [b.sym for (gr, ch, name), t in obs.passes.items() if name == "codegen"
+                for b in t.symbols if is_communication(b.sym)]
+        assert comm.count("_c10d_functional.all_reduce.default") == 4, comm  # one per parameter
+    finally:
+        torch._dynamo.config.optimize_ddp = saved
