@@ -16,8 +16,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .input_names import assign_input_names
-from .registry import register_live
 from .ir import CHAIN_PREFIX, BoundSymbol, Trace, TensorProxy, map_structure
+from .registry import register_live
 from .source import source_of
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, is_valid_name, proxy_for
 

@@ -79,7 +79,24 @@ def check_metadata(trace: Trace) -> None:
                 env[p.name] = r
 
 
+def check_fusions(trace: Trace) -> None:
+    """Check the fusion flag: only top-level symbols with members and an executor carry it."""
+    for b in trace.symbols:
+        if b.fusion and not (b.subsymbols and b.executor):
+            raise TraceCheckError(f"{b.uid} ({b.sym}) is marked a fusion but has no members or no executor")
+        for s in b.subsymbols:
+            if any(x.fusion for x in _walk(s)):
+                raise TraceCheckError(f"{b.uid} ({b.sym}) holds a fusion among its subsymbols")
+
+
+def _walk(b: BoundSymbol):
+    yield b
+    for s in b.subsymbols:
+        yield from _walk(s)
+
+
 def check_trace(trace: Trace) -> None:
     """Run every check on ``trace``; raise TraceCheckError on the first broken rule."""
     check_names(trace)
+    check_fusions(trace)
     check_metadata(trace)

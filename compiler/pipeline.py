@@ -16,7 +16,17 @@ from .check import check_trace
 from .executors.base import Executor, get_executor
 from .ir import Trace
 from .observer import CompileObserver
-from .passes import claim, codegen, cse, dce, decompose, fuse, liveness, simplify
+from .passes import claim as claim_pass, codegen as codegen_pass, cse as cse_pass, dce as dce_pass
+from .passes import decompose as decompose_pass, fuse as fuse_pass, liveness as liveness_pass
+from .passes import simplify as simplify_pass
+from .passes.claim import claim
+from .passes.codegen import codegen, codegen_plan
+from .passes.cse import cse
+from .passes.dce import dce
+from .passes.decompose import decompose
+from .passes.fuse import fuse
+from .passes.liveness import insert_dels
+from .passes.simplify import simplify
 from .profiling import ProfileSettings, build_profiled_chain
 
 
@@ -61,12 +71,12 @@ def chain_passes(executors: Sequence[Executor]) -> list[tuple[str, Callable[[Tra
     name is the pass module's ``NAME``; one ``fuse`` per fusion executor, in priority order."""
     # simplify before dce: what simplify leaves unread (the first of two cancelling transposes,
     # say) is dead code.
-    passes = [(decompose.NAME, decompose.decompose), (cse.NAME, cse.cse), (simplify.NAME, simplify.simplify),
-              (dce.NAME, dce.dce), (claim.NAME, functools.partial(claim.claim, executors=executors))]
+    passes = [(decompose_pass.NAME, decompose), (cse_pass.NAME, cse), (simplify_pass.NAME, simplify),
+              (dce_pass.NAME, dce), (claim_pass.NAME, functools.partial(claim, executors=executors))]
     for ex in executors:
         if ex.fuses:
-            passes.append((fuse.NAME, functools.partial(fuse.fuse, executor=ex)))
-    passes.append((liveness.NAME, liveness.insert_dels))
+            passes.append((fuse_pass.NAME, functools.partial(fuse, executor=ex)))
+    passes.append((liveness_pass.NAME, insert_dels))
     return passes
 
 
@@ -87,19 +97,18 @@ class PassRunner:
         return after
 
     def run(self, name: str, fn: Callable[[Trace], Trace], trace: Trace) -> Trace:
-        """Run one pass on ``trace`` and report it."""
+        """Run one pass on ``trace`` and report it, then the kernel records it left in
+        ``trace.kernels`` (the reported and returned trace no longer holds them)."""
         t0 = time.perf_counter()
         out = fn(trace)
-        return self.report(name, trace, out, time.perf_counter() - t0)
-
-
-def _report_kernels(trace: Trace, observer: CompileObserver) -> Trace:
-    """Hand the kernel records a fusion pass left in ``trace.kernels`` to the observer and return
-    the trace without them."""
-    if not trace.kernels:
-        return trace
-    observer.kernels_built(trace.graph, trace.chain, list(trace.kernels))
-    return trace.replace(kernels=())
+        dt = time.perf_counter() - t0
+        kernels = out.kernels
+        if kernels:
+            out = out.replace(kernels=())
+        out = self.report(name, trace, out, dt)
+        if kernels:
+            self.options.observer.kernels_built(self.graph, self.chain, list(kernels))
+        return out
 
 
 def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callable]:
@@ -110,12 +119,11 @@ def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callabl
     runner = PassRunner(trace.graph, trace.chain, options, start=1)
     for name, fn in chain_passes(executors):
         trace = runner.run(name, fn, trace)
-        trace = _report_kernels(trace, options.observer)
     t0 = time.perf_counter()
     if options.profile is None:
-        final, fn = codegen.codegen(trace, executors)
+        final, fn = codegen(trace, executors)
     else:
-        final, fn, plan = codegen.codegen_plan(trace, executors)
+        final, fn, plan = codegen_plan(trace, executors)
         fn = build_profiled_chain(final, executors, options.profile, options.observer, fn, plan)
-    final = runner.report(codegen.NAME, trace, final, time.perf_counter() - t0)
+    final = runner.report(codegen_pass.NAME, trace, final, time.perf_counter() - t0)
     return final, fn

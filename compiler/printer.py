@@ -6,10 +6,9 @@ Kept apart from the IR (jax-core style). The printed text runs with the namespac
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from .ir import BoundSymbol, Trace, TensorProxy
 from keyword import iskeyword
 
+from .ir import BoundSymbol, Trace, TensorProxy
 from .values import format_value, is_valid_name
 
 
@@ -53,6 +52,14 @@ def call_text(b: BoundSymbol, callee: str | None = None) -> str:
     return f"{_outputs(b)}{callee or b.sym}({', '.join(parts)})"
 
 
+def comment_text(text: object) -> str:
+    """Return ``text`` safe inside a ``#`` comment of generated code: every character that is not
+    printable (newlines, escapes, bidi controls) written as its ``repr()`` escape, so the comment
+    cannot end early and nothing after it becomes code."""
+    s = str(text)
+    return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+
+
 def _meta_comment(b: BoundSymbol) -> str:
     outs = b.flat_outputs()
     return "  ".join(f"{p.name}: {p.short()}" for p in outs)
@@ -79,7 +86,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
         # even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
         key = (depth, b.sym, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               (b.uid, b.origin) if opts.uids else None)
+               (b.uid, b.origin) if opts.uids else None, b.executor if b.fusion else None)
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
@@ -89,6 +96,8 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         meta = _meta_comment(b)
         if meta:
             notes.append(meta)
+    if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+        notes.append(f"[{b.executor}]")
     if opts.uids:
         notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
     if notes:

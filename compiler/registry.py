@@ -128,15 +128,15 @@ def _fetch(ns: str, op: str, overload: str):
     return getattr(packet, overload)
 
 
-def aten_overload(name: str):
-    """Return the registry OpOverload called ``name`` (``aten.add.Tensor``) or a live operator the
-    compiler registered in this process; raise :class:`UnknownSymbol`."""
+def aten_overload(name: str, *, live: bool = True):
+    """Return the registry OpOverload called ``name`` (``aten.add.Tensor``) or, with ``live``, an
+    operator the compiler registered in this process; raise :class:`UnknownSymbol`."""
     hit = _OVERLOADS.get(name)
     if hit is not None:
         return hit
-    live = _LIVE.get(name)
-    if isinstance(live, torch._ops.OpOverload):
-        return live
+    found = _LIVE.get(name) if live else None
+    if isinstance(found, torch._ops.OpOverload):
+        return found
     if name not in _allowed_names():
         raise UnknownSymbol(f"{name[:80]!r} is not an operation thundervis may run")
     ns, op, overload = name.split(".")
@@ -255,7 +255,7 @@ def _op_problem(b: BoundSymbol) -> Optional[str]:
             return f"{b.sym[:80]!r} is not a prim"
         if b.aten is not None:
             try:
-                ov = aten_overload(b.aten)
+                ov = aten_overload(b.aten, live=False)
             except UnknownSymbol as e:
                 return str(e)
             found = prim_for(ov)
@@ -273,7 +273,7 @@ def _op_problem(b: BoundSymbol) -> Optional[str]:
             problems.append(why)
         return problems[0] if problems else f"{b.sym} has no overload to run"
     try:
-        ov = aten_overload(b.sym)
+        ov = aten_overload(b.sym, live=False)
     except UnknownSymbol as e:
         return str(e)
     if b.aten is not None and b.aten != b.sym:
@@ -311,7 +311,8 @@ def symbol_problem(b: BoundSymbol) -> Optional[str]:
 
 def check_executable(trace: Trace) -> None:
     """Raise :class:`UnknownSymbol` (one sentence) unless every symbol of ``trace`` may be rebuilt
-    and run from a recording: the per-chain policy of the module docstring."""
+    and run from a recording: the per-chain policy of the module docstring. Only the static
+    registry counts here, never what the live compiler registered in this process."""
     if trace.chain == "dynamo":
         raise UnknownSymbol("the dynamo chain holds torch-level calls, which are shown but never run from a recording")
     for b in trace.symbols:

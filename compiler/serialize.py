@@ -87,45 +87,178 @@ def _source_json(s: SourceInfo | None):
     return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "function": s.function}
 
 
-def _bsym_json(b: BoundSymbol, proxies: dict) -> dict:
-    d = {"sym": b.sym, "uid": b.uid, "args": _enc(b.args, proxies), "kwargs": _enc(b.kwargs, proxies),
-         "outputs": _enc(b.outputs, proxies)}
-    if b.origin:
-        d["origin"] = list(b.origin)
-    if b.source is not None:
-        d["source"] = _source_json(b.source)
-    for k in ("seq_nr", "aten", "executor", "note"):
-        if getattr(b, k) is not None:
-            d[k] = getattr(b, k)
-    if b.fusion:
-        d["fusion"] = True
-    if b.subsymbols:
-        d["subsymbols"] = [_bsym_json(s, proxies) for s in b.subsymbols]
-    return d
+class TraceEncoder:
+    """The trace JSON encoder (the only one): :meth:`to_json` writes a trace as compact JSON text,
+    memoising the text of every symbol, argument structure, source and proxy by object identity,
+    per (graph, chain). Traces are immutable and passes return the symbols they keep as the same
+    objects (and rebuild the ones they change with ``dataclasses.replace``, which keeps args,
+    outputs and subsymbols), so across the passes of a chain most pieces are encoded once. Each memo
+    entry keeps its object alive, so an id is never reused while its entry exists; :meth:`forget`
+    drops a chain that is done. Values the direct text paths do not cover go through ``_enc``."""
+
+    def __init__(self):
+        # (graph, chain) -> {"sym"|"val"|"proxy": {id: (obj, ...)}}
+        self._cache: dict[tuple, dict] = {}
+
+    def _chain_cache(self, trace: Trace) -> dict:
+        key = (trace.graph, trace.chain)
+        c = self._cache.get(key)
+        if c is None:
+            c = self._cache[key] = {"sym": {}, "val": {}, "proxy": {}}
+        return c
+
+    def forget(self, graph: int, chain: str) -> None:
+        """Drop the memo of a chain that finished."""
+        self._cache.pop((graph, chain), None)
+
+    def to_json(self, trace: Trace) -> str:
+        """Return ``trace`` as JSON text (see the module docstring for the format)."""
+        c = self._chain_cache(trace)
+        proxies = {p.name: p for p in trace.inputs}
+        symbols = []
+        for b in trace.symbols:
+            hit = self._symbol(b, c)
+            for p in hit[2]:
+                if p.name not in proxies:
+                    proxies[p.name] = p
+            symbols.append(hit[1])
+        local = dict(proxies)
+        outputs = _dumps(_enc(trace.outputs, local))
+        pcache = c["proxy"]
+        ptexts = []
+        for p in local.values():
+            hit = pcache.get(id(p))
+            if hit is None or hit[0] is not p:
+                hit = pcache[id(p)] = (p, _proxy_text(p))
+            ptexts.append(hit[1])
+        meta = {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))}
+        return "".join((
+            '{"format":', _dumps(FORMAT_VERSION), ',"name":', _dumps(trace.name),
+            ',"chain":', _dumps(trace.chain), ',"graph":', _dumps(trace.graph),
+            ',"pass":', _dumps(trace.pass_name), ',"next_uid":', _dumps(trace.next_uid),
+            ',"next_name":', _dumps(trace.next_name), ',"proxies":[', ",".join(ptexts),
+            '],"inputs":', _dumps([p.name for p in trace.inputs]), ',"symbols":[', ",".join(symbols),
+            '],"outputs":', outputs, ',"meta":', _dumps(meta),
+            ',"fx_names":' + _dumps(dict(trace.fx_names)) if trace.fx_names else "", "}"))
+
+    def _value(self, v, cache: dict) -> tuple:
+        """Return ``(v, json text, [proxies in encounter order])`` for an argument structure."""
+        hit = cache.get(id(v))
+        if hit is None or hit[0] is not v:
+            local: dict = {}
+            hit = cache[id(v)] = (v, _value_text(v, local), list(local.values()))
+        return hit
+
+    def _symbol(self, b: BoundSymbol, c: dict) -> tuple:
+        """Return ``(b, json text, [proxies])`` for one bound symbol and its subsymbols."""
+        cache = c["sym"]
+        hit = cache.get(id(b))
+        if hit is not None and hit[0] is b:
+            return hit
+        vals = c["val"]
+        args, kwargs, outputs = self._value(b.args, vals), self._value(b.kwargs, vals), self._value(b.outputs, vals)
+        proxies = args[2] + kwargs[2] + outputs[2]
+        parts = ['{"sym":', _scalar(b.sym), ',"uid":', _scalar(b.uid), ',"args":', args[1],
+                 ',"kwargs":', kwargs[1], ',"outputs":', outputs[1]]
+        if b.origin:
+            parts += [',"origin":', _str_list(b.origin)]
+        if b.source is not None:
+            parts += [',"source":', self._source(b.source, vals)]
+        for k in ("seq_nr", "aten", "executor", "note"):
+            v = getattr(b, k)
+            if v is not None:
+                parts += [f',"{k}":', _scalar(v)]
+        if b.fusion:
+            parts.append(',"fusion":true')
+        if b.subsymbols:
+            subs = [self._symbol(s, c) for s in b.subsymbols]
+            parts += [',"subsymbols":[', ",".join(s[1] for s in subs), "]"]
+            for s in subs:
+                proxies += s[2]
+        parts.append("}")
+        hit = cache[id(b)] = (b, "".join(parts), proxies)
+        return hit
+
+    @staticmethod
+    def _source(s: SourceInfo, cache: dict) -> str:
+        hit = cache.get(id(s))
+        if hit is None or hit[0] is not s:
+            if all(type(x) is str for x in (s.file, s.code, s.module, s.function)) and type(s.line) is int:
+                text = "".join(('{"file":', _str(s.file), ',"line":', int.__repr__(s.line), ',"code":',
+                                _str(s.code), ',"module":', _str(s.module), ',"function":', _str(s.function), "}"))
+            else:
+                text = _dumps(_source_json(s))
+            hit = cache[id(s)] = (s, text, [])
+        return hit[1]
 
 
-def trace_to_dict(trace: Trace) -> dict:
-    """Return a JSON-ready dict for ``trace``."""
-    proxies: dict[str, TensorProxy] = {}
-    for p in trace.inputs:
-        proxies[p.name] = p
-    symbols = [_bsym_json(b, proxies) for b in trace.symbols]
-    outputs = _enc(trace.outputs, proxies)
-    d = {
-        "format": FORMAT_VERSION, "name": trace.name, "chain": trace.chain, "graph": trace.graph,
-        "pass": trace.pass_name, "next_uid": trace.next_uid, "next_name": trace.next_name,
-        "proxies": [_proxy_json(p) for p in proxies.values()],
-        "inputs": [p.name for p in trace.inputs], "symbols": symbols, "outputs": outputs,
-        "meta": {k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))},
-    }
-    if trace.fx_names:
-        d["fx_names"] = dict(trace.fx_names)
-    return d
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # == json.dumps(v, separators=(",", ":"))
+_str = json.encoder.encode_basestring_ascii  # what that encoder does with a str
+
+
+def _scalar(v) -> str:
+    """Return ``_dumps(v)`` for a field value (usually a str or an int)."""
+    t = type(v)
+    return _str(v) if t is str else int.__repr__(v) if t is int else _dumps(v)
+
+
+def _str_list(items) -> str:
+    """Return ``_dumps(list(items))`` for a sequence of str."""
+    if all(type(x) is str for x in items):
+        return "[" + ",".join([_str(x) for x in items]) + "]"
+    return _dumps(list(items))
+
+
+def _ints_text(items) -> str:
+    """Return ``_dumps(list(items))`` for a sequence of ints."""
+    if all(type(x) is int for x in items):
+        return "[" + ",".join([int.__repr__(x) for x in items]) + "]"
+    return _dumps(list(items))
+
+
+def _proxy_text(p: TensorProxy) -> str:
+    """Return ``_dumps(_proxy_json(p))``."""
+    if type(p.dtype) is not str or type(p.device) is not str or type(p.name) is not str:
+        return _dumps(_proxy_json(p))
+    strides = "null" if p.strides is None else _ints_text(p.strides)
+    return "".join(('{"name":', _str(p.name), ',"shape":', _ints_text(p.shape), ',"dtype":', _str(p.dtype),
+                    ',"device":', _str(p.device), ',"strides":', strides, "}"))
+
+
+def _value_text(v, proxies: dict) -> str:
+    """Return ``_dumps(_enc(v, proxies))`` for an IR value, writing the common cases (proxies,
+    ints, strings, tuples, lists, str-keyed dicts) directly instead of building the tagged dict
+    first; anything else goes through ``_enc``. Exact types only: subclasses (bool, IntEnum ...)
+    take the general path, so the text is always the same."""
+    t = type(v)
+    if t is TensorProxy:
+        if v.name not in proxies:
+            proxies[v.name] = v
+        return '{"P":' + _str(v.name) + "}"
+    if t is int:
+        return int.__repr__(v)
+    if t is str:
+        return _str(v)
+    if v is None:
+        return "null"
+    if t is tuple:
+        return '{"T":[' + ",".join([_value_text(x, proxies) for x in v]) + "]}"
+    if t is list:
+        return '{"L":[' + ",".join([_value_text(x, proxies) for x in v]) + "]}"
+    if t is dict and all(type(k) is str for k in v):
+        return '{"K":{' + ",".join([_str(k) + ":" + _value_text(x, proxies) for k, x in v.items()]) + "}}"
+    return _dumps(_enc(v, proxies))
 
 
 def trace_to_json(trace: Trace) -> str:
-    """Return ``trace`` as a JSON string."""
-    return json.dumps(trace_to_dict(trace), separators=(",", ":"))
+    """Return ``trace`` as a JSON string (a one-off :class:`TraceEncoder`; a caller encoding many
+    passes of a chain keeps one encoder)."""
+    return TraceEncoder().to_json(trace)
+
+
+def trace_to_dict(trace: Trace) -> dict:
+    """Return ``trace`` as the JSON-ready dict that :func:`trace_to_json` writes as text."""
+    return json.loads(trace_to_json(trace))
 
 
 # ---------------------------------------------------------------------------------------- loading
@@ -173,7 +306,7 @@ def _dec(v, proxies: dict):
         _need(isinstance(x, list), "bad list")
         return [_dec(y, proxies) for y in x]
     if tag == "K":
-        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict")
+        _need(isinstance(x, dict) and all(_KEY.fullmatch(k) for k in x), "bad dict or keyword key")
         return {str(k): _dec(y, proxies) for k, y in x.items()}
     if tag in _CONSTANT_TAGS:
         try:
@@ -247,6 +380,14 @@ def trace_from_dict(d: dict, fusion_names=None) -> Trace:
     ``fusion_names``: the kernel names recorded for this trace's chain (or a function returning
     them, called only when needed), used to recognise the fusion symbols of a format-1 trace
     (older recordings); None: recognise them by shape."""
+    try:
+        return _trace_from_dict(d, fusion_names)
+    except RecursionError:
+        raise TraceFormatError("the trace is nested too deeply") from None
+
+
+def _trace_from_dict(d: dict, fusion_names=None) -> Trace:
+
     _need(isinstance(d, dict), "trace is not an object")
     _need(d.get("format") in READABLE_FORMATS, f"unsupported trace format {d.get('format')!r}")
     legacy = d.get("format") == 1
@@ -287,6 +428,8 @@ def trace_from_json(text: str, fusion_names=None) -> Trace:
         d = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise TraceFormatError(f"not JSON: {e}") from None
+    except RecursionError:
+        raise TraceFormatError("not JSON: nested too deeply") from None
     return trace_from_dict(d, fusion_names)
 
 

@@ -21,29 +21,50 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# Every dtype, layout and memory format by name, from fixed tables (names come from recordings: they
-# are checked against these and never looked up on torch otherwise). Names only, so that reading
-# a recording needs no torch; the torch objects are looked up by these names when torch is there.
-DTYPE_NAMES = frozenset({
-    "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128", "uint8", "int8",
-    "int16", "int32", "int64", "bool", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
-    "float8_e4m3fnuz", "float8_e5m2fnuz", "qint8", "quint8", "qint32"})
-LAYOUT_NAMES = frozenset({"strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
-                          "_mkldnn", "jagged"})
-MEMORY_FORMAT_NAMES = frozenset({"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"})
+# The names of every dtype, layout and memory format torch defines (torch 2.13; as str() prints
+# them), for checking recorded names where torch is not imported. Where it is, the tables are built
+# once from torch's own namespace (:func:`_torch_tables`). Either way a name read from a recording
+# is looked up in a table, never resolved on torch.
+_DTYPE_NAMES = frozenset({
+    "bfloat16", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "bool", "complex128", "complex32",
+    "complex64", "float16", "float32", "float4_e2m1fn_x2", "float64", "float8_e4m3fn", "float8_e4m3fnuz",
+    "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "int1", "int16", "int2", "int3", "int32", "int4",
+    "int5", "int6", "int64", "int7", "int8", "qint32", "qint8", "quint2x4", "quint4x2", "quint8", "uint1",
+    "uint16", "uint2", "uint3", "uint32", "uint4", "uint5", "uint6", "uint64", "uint7", "uint8"})
+_LAYOUT_NAMES = frozenset({"_mkldnn", "jagged", "sparse_bsc", "sparse_bsr", "sparse_coo", "sparse_csc",
+                           "sparse_csr", "strided"})
+_MEMORY_FORMAT_NAMES = frozenset({"channels_last", "channels_last_3d", "contiguous_format", "preserve_format"})
 # A device as torch prints it: a known type and an optional small index.
 DEVICE = re.compile(r"(cpu|cuda|meta|mps|xpu|hpu|mtia|privateuseone)(:[0-9]{1,4})?")
+_TABLES: dict = {}
+
+
+def _torch_tables() -> dict:
+    """Return {"DTYPES", "LAYOUTS", "MEMORY_FORMATS"}: name -> torch object, every one torch
+    defines, built once from torch's namespace (imports torch)."""
+    if not _TABLES:
+        import torch
+        objs = list(vars(torch).values())
+        _TABLES["DTYPES"] = {str(v).removeprefix("torch."): v for v in objs if isinstance(v, torch.dtype)}
+        _TABLES["LAYOUTS"] = {str(v).removeprefix("torch."): v for v in objs if isinstance(v, torch.layout)}
+        _TABLES["MEMORY_FORMATS"] = {str(v).removeprefix("torch."): v for v in objs
+                                     if isinstance(v, torch.memory_format)}
+    return _TABLES
 
 
 def __getattr__(name: str):
-    # DTYPES / LAYOUTS / MEMORY_FORMATS: name -> torch object, built on first use (imports torch).
-    tables = {"DTYPES": DTYPE_NAMES, "LAYOUTS": LAYOUT_NAMES, "MEMORY_FORMATS": MEMORY_FORMAT_NAMES}
-    if name in tables:
-        import torch
-        table = {n: getattr(torch, n) for n in sorted(tables[name])}
-        globals()[name] = table
-        return table
+    # DTYPES / LAYOUTS / MEMORY_FORMATS, built on first use (imports torch).
+    if name in ("DTYPES", "LAYOUTS", "MEMORY_FORMATS"):
+        return _torch_tables()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _known(kind: str) -> frozenset:
+    """The names of ``kind`` (dtype, layout, memory_format): torch's own where torch is imported."""
+    if loaded_torch() is not None:
+        table = {"dtype": "DTYPES", "layout": "LAYOUTS", "memory_format": "MEMORY_FORMATS"}[kind]
+        return frozenset(_torch_tables()[table])
+    return {"dtype": _DTYPE_NAMES, "layout": _LAYOUT_NAMES, "memory_format": _MEMORY_FORMAT_NAMES}[kind]
 
 
 def loaded_torch():
@@ -72,18 +93,17 @@ def dtype_name(dtype) -> str:
 
 
 def torch_dtype(name: str) -> "torch.dtype":
-    """Return the torch dtype named ``name`` (``float32``) from the fixed table; raise ValueError
-    for anything else. Imports torch."""
-    if not isinstance(name, str) or name not in DTYPE_NAMES:
+    """Return the torch dtype named ``name`` (``float32``) from the table; raise ValueError for
+    anything else. Imports torch."""
+    d = _torch_tables()["DTYPES"].get(name) if isinstance(name, str) else None
+    if d is None:
         raise ValueError(f"{str(name)[:40]!r} is not a torch dtype")
-    import torch
-    d = getattr(torch, name)  # a name from the fixed table, never one read from a recording
     return d
 
 
 def is_dtype_name(name) -> bool:
-    """Return True when ``name`` is in the fixed dtype table."""
-    return isinstance(name, str) and name in DTYPE_NAMES
+    """Return True when ``name`` names a torch dtype (see :func:`_known`)."""
+    return isinstance(name, str) and name in _known("dtype")
 
 
 def torch_constant(kind: str, name):
@@ -96,7 +116,7 @@ def torch_constant(kind: str, name):
     if kind == "dtype":
         if torch is not None:
             return torch_dtype(name)
-        if name not in DTYPE_NAMES:
+        if name not in _DTYPE_NAMES:
             raise ValueError(f"{name[:40]!r} is not a torch dtype")
         return TorchConstant("dtype", name)
     if kind == "device":
@@ -108,11 +128,10 @@ def torch_constant(kind: str, name):
             except (RuntimeError, TypeError):
                 raise ValueError(f"bad device {name[:40]!r}") from None
         return TorchConstant("device", name)
-    names = LAYOUT_NAMES if kind == "layout" else MEMORY_FORMAT_NAMES
-    if name not in names:
+    if kind not in ("layout", "memory_format") or name not in _known(kind):
         raise ValueError(f"bad layout/format {name[:40]!r}")
     if torch is not None:
-        return getattr(torch, name)  # a name from the fixed table
+        return _torch_tables()["LAYOUTS" if kind == "layout" else "MEMORY_FORMATS"][name]
     return TorchConstant(kind, name)
 
 

@@ -97,7 +97,7 @@ def test_contracts_are_configured():
     options = use_cases.read_user_options(str(PYPROJECT))
     ids = {c.get("id") for c in options.contracts_options}
     assert {"compiler-independent", "compiler-layers", "core-layers", "views-independent",
-            "views-read-through-the-reader"} <= ids
+            "views-read-through-the-reader", "sql-only-in-recording"} <= ids
     assert "thundervis.compiler" in options.session_options["root_packages"]
 
 
@@ -146,6 +146,9 @@ def test_graph_covers_every_part(report):
     ("thundervis.notebook_ext", "thundervis.recording.writer", "views-read-through-the-reader"),
     ("thundervis.tui", "thundervis.commands.show", "views-read-through-the-reader"),
     ("thundervis.tui", "thundervis.recording.reader", None),  # the one door
+    ("thundervis.rerun", "sqlite3", "sql-only-in-recording"),
+    ("thundervis.compiler.backend", "sqlite3", "sql-only-in-recording"),
+    ("thundervis.recording.results", "sqlite3", None),
     ("thundervis.cli", "thundervis.tui", None),  # the CLI opens the TUI (lazily: see the AST test)
     # the compiler's layers: the executors <-> fuse cycle that the pipeline's pass list ended ...
     ("thundervis.compiler.executors.base", "thundervis.compiler.passes.fuse", "compiler-layers"),

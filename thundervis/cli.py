@@ -60,6 +60,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return 141
+    except Exception as e:
+        # A damaged recording found by any command, wherever it is read: one sentence, exit 2.
+        from thundervis.recording import RecordingError
+        if not isinstance(e, RecordingError):
+            raise
+        print(f"thundervis: {visible_line(str(e).rstrip('.'))}.", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,17 +6,19 @@ handed to the executor, which generates its kernel again. Text stored in the rec
 generated source) is never executed. Inputs are made with the recorded shapes, strides and dtypes
 (or loaded from the safetensors files ``run --capture-inputs`` wrote); outputs are compared with the
 reference interpreter run in float64 on the same inputs. Results are appended to the recording's
-``rerun_results`` table. The TUI, the widget and ``thundervis rerun`` call :func:`rerun_kernel`.
+``rerun_results`` table (by ``thundervis.recording.results``). The TUI, the widget and ``thundervis
+rerun`` call :func:`rerun_kernel`; :func:`rerun_recorded_kernel` is the computation on one
+``KernelInfo`` of an open recording. Inputs, error measures and timing are
+:mod:`thundervis.kernel_numerics`, which repro scripts embed.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib
 import json
 import keyword
 import re
-import statistics
-import time
 import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Union
@@ -28,6 +30,7 @@ from thundervis.compiler.ir import BoundSymbol, Trace, map_structure
 from thundervis.compiler.registry import UnknownSymbol
 from thundervis.compiler.serialize import TraceFormatError, executable_trace_from_dict
 from thundervis.compiler.values import torch_dtype
+from thundervis.kernel_numerics import errors, make_inputs, timed
 from thundervis.recording.model import KernelInfo, RerunResult  # noqa: F401  (RerunResult: re-exported)
 
 ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
@@ -171,21 +174,32 @@ def region_trace(kernel, device: Optional[str] = None) -> Trace:
 
 def random_inputs(trace: Trace, seed: int = 0) -> list[torch.Tensor]:
     """Return tensors with the region's recorded shapes, strides, dtypes and devices."""
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for p in trace.inputs:
-        dtype = torch_dtype(p.dtype)
-        if dtype.is_floating_point or dtype.is_complex:
-            base = torch.randn(p.shape, generator=gen, dtype=torch.float64).to(dtype)
-        elif dtype == torch.bool:
-            base = torch.randint(0, 2, p.shape, generator=gen).bool()
-        else:
-            base = torch.randint(0, 8, p.shape, generator=gen).to(dtype)
-        t = torch.empty_strided(p.shape, p.strides, dtype=dtype, device=p.device) if p.strides is not None \
-            else torch.empty(p.shape, dtype=dtype, device=p.device)
-        t.copy_(base)
-        out.append(t)
-    return out
+    return make_inputs([(p.shape, p.strides, torch_dtype(p.dtype), p.device) for p in trace.inputs], seed)
+
+
+def random_inputs_or_refuse(region: Trace, kernel_name: str, seed: int = 0) -> list[torch.Tensor]:
+    """:func:`random_inputs`, with a :class:`RerunError` when the recorded metadata cannot make
+    tensors (a damaged or tampered recording)."""
+    try:
+        return random_inputs(region, seed)
+    except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as e:
+        raise RerunError(f"the recorded inputs of {_shown(kernel_name)} cannot be made "
+                         f"({type(e).__name__}: {_first_line(e)})") from None
+
+
+def reference_or_refuse(region: Trace, kernel_name: str, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """:func:`reference_outputs`, with a :class:`RerunError` when the recorded IR does not even run
+    in the reference interpreter: the recording is damaged, there is no kernel to check."""
+    try:
+        return reference_outputs(region, inputs)
+    except Exception as e:  # noqa: BLE001 - any failure of recorded IR is the recording's
+        raise RerunError(f"the recorded IR of {_shown(kernel_name)} does not run in the reference "
+                         f"interpreter ({type(e).__name__}: {_first_line(e)})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    from thundervis.safe_text import visible_line
+    return visible_line((str(e).splitlines() or [""])[0][:200])
 
 
 def float64_region(trace: Trace) -> Trace:
@@ -217,25 +231,8 @@ def _flat(x):
 
 
 def compare(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> tuple[float, float]:
-    """Return (max abs error, max abs error / max |ref|) over all outputs."""
-    max_abs, max_ref = 0.0, 0.0
-    if len(outs) != len(refs):
-        raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)}")
-    for o, r in zip(outs, refs):
-        o64, r64 = o.detach().to("cpu", torch.float64), r.detach().to("cpu", torch.float64)
-        if o64.shape != r64.shape:
-            raise ValueError(f"output shape {list(o64.shape)} differs from the reference {list(r64.shape)}")
-        if o64.numel():
-            finite = torch.isfinite(r64)
-            # Equal values (infinities and NaN included) count as no error; any other mismatch
-            # involving a non-finite value as an infinite one.
-            same = (o64 == r64) | (o64.isnan() & r64.isnan())
-            diff = torch.where(same, torch.zeros_like(r64), (o64 - r64).abs())
-            diff = torch.nan_to_num(diff, nan=float("inf"), posinf=float("inf"))
-            max_abs = max(max_abs, float(diff.max()))
-            if finite.any():
-                max_ref = max(max_ref, float(r64[finite].abs().max()))
-    return max_abs, (max_abs / max_ref if max_ref > 0 else max_abs)
+    """Return (max abs error, max abs error / max |ref|) over all outputs (``kernel_numerics.errors``)."""
+    return errors(outs, refs)
 
 
 # ---------------------------------------------------------------------------------- executors
@@ -291,30 +288,6 @@ def build_runner(region: Trace, kernel_name: str, executor) -> Callable[[list], 
     return fn
 
 
-def _time(fn: Callable, inputs: list, iters: int, device: str) -> tuple[float, float, str, tuple]:
-    """Call ``fn`` once to warm up, then ``iters`` times; return (median us, min us, clock, outputs
-    of the warm-up call)."""
-    outs = fn(list(inputs))
-    samples = []
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        for _ in range(iters):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn(list(inputs))
-            b.record()
-            b.synchronize()
-            samples.append(a.elapsed_time(b) * 1e3)
-        clock = "device"
-    else:
-        for _ in range(iters):
-            t0 = time.perf_counter_ns()
-            fn(list(inputs))
-            samples.append((time.perf_counter_ns() - t0) / 1e3)
-        clock = "host"
-    return float(statistics.median(samples)), float(min(samples)), clock, outs
-
-
 def run_one(region: Trace, kernel_name: str, executor_name: str, inputs: list, iters: int, device: str,
             refs: list, inputs_kind: str, strict: bool) -> RerunResult:
     """Re-run the region with one executor and return its result; with ``strict`` an executor that
@@ -330,7 +303,7 @@ def run_one(region: Trace, kernel_name: str, executor_name: str, inputs: list, i
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fn = build_runner(region, kernel_name, ex)
-            median, best, clock, outs = _time(fn, inputs, iters, device)
+            median, best, clock, outs = timed(fn, inputs, iters, device)
         # An executor that falls back to torch when its kernel fails says so with a warning: here
         # that is a failure of the kernel, not a result.
         fallback = [w for w in caught if "thundervis" in str(w.message) and "instead" in str(w.message)]
@@ -345,27 +318,18 @@ def run_one(region: Trace, kernel_name: str, executor_name: str, inputs: list, i
 
 # ------------------------------------------------------------------------------------- API
 
-def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], None] = None,
-                 inputs: str = "random", iters: int = 10, device: Optional[str] = None,
-                 graph: Optional[int] = None, chain: Optional[str] = None, store: bool = True,
-                 seed: int = 0) -> RerunReport:
-    """Re-run kernel ``kernel`` of the recording at ``path`` and return a :class:`RerunReport`.
-
-    ``executor``: one name, a list, ``"all"`` (every known executor; missing ones are reported as
-    unavailable) or None (the kernel's own). ``inputs``: ``random`` or ``captured`` (falls back to
-    random, with a note, when the captured ones are missing or do not match). ``device``: ``cpu``,
-    ``cuda`` or None (where it was recorded). ``store``: append the results to the recording.
-    Raises :class:`RerunError` (one sentence) for bad requests and ``RecordingError`` for bad files.
-    """
-    from thundervis.recording.reader import open_recording
+def rerun_recorded_kernel(rec, kernel: KernelInfo, executor: Union[str, Sequence[str], None] = None,
+                          inputs: str = "random", iters: int = 10, device: Optional[str] = None,
+                          seed: int = 0) -> RerunReport:
+    """Re-run ``kernel`` (a ``KernelInfo`` of the open recording ``rec``) and return a
+    :class:`RerunReport`; stores nothing. Arguments as :func:`rerun_kernel`."""
     if inputs not in ("random", "captured"):
         raise RerunError(f"unknown inputs {inputs!r}; use random or captured")
     if iters < 1:
         raise RerunError("--iters must be at least 1")
-    with open_recording(path, check=False) as rec:
-        k = find_kernel(rec, kernel, graph, chain)
-        elsewhere = other_places(rec, k)
-        source = rec.kernel_source(k)
+    k = kernel
+    elsewhere = other_places(rec, k)
+    source = rec.kernel_source(k)
     dev = choose_device(k, device)
     recorded = kernel_device(k)
     region = region_trace(source, dev if dev != recorded else None)
@@ -383,20 +347,44 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
         from thundervis.recording.capture import load_captured_inputs
         metas = [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "strides": p.strides}
                  for p in region.inputs]
-        args, why = load_captured_inputs(path, k.name, k.graph, k.chain, metas)
+        args, why = load_captured_inputs(rec.path, k.name, k.graph, k.chain, metas)
         if args is None:
             report.notes.append(f"{why}; using random inputs")
         else:
             args = [a.to(dev) for a in args]
             report.inputs = "captured"
     if args is None:
-        args = random_inputs(region, seed)
-    refs = reference_outputs(region, args)
+        args = random_inputs_or_refuse(region, k.name, seed)
+    refs = reference_or_refuse(region, k.name, args)
     for name in names:
         if strict:
             get_fusion_executor(name)  # say which executor is missing before running anything
         r = run_one(region, k.name, name, args, iters, dev, refs, report.inputs, strict)
-        report.results.append(RerunResult(**{**r.__dict__, "kernel_id": k.id}))
+        report.results.append(dataclasses.replace(r, kernel_id=k.id))
+    return report
+
+
+def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], None] = None,
+                 inputs: str = "random", iters: int = 10, device: Optional[str] = None,
+                 graph: Optional[int] = None, chain: Optional[str] = None, store: bool = True,
+                 seed: int = 0) -> RerunReport:
+    """Re-run kernel ``kernel`` of the recording at ``path`` and return a :class:`RerunReport`.
+
+    ``executor``: one name, a list, ``"all"`` (every known executor; missing ones are reported as
+    unavailable) or None (the kernel's own). ``inputs``: ``random`` or ``captured`` (falls back to
+    random, with a note, when the captured ones are missing or do not match). ``device``: ``cpu``,
+    ``cuda`` or None (where it was recorded). ``store``: append the results to the recording (when
+    it cannot be written, ``report.store_error`` says why and the results still count).
+    Raises :class:`RerunError` (one sentence) for bad requests and ``RecordingError`` for bad files.
+    """
+    from thundervis.recording.reader import open_recording
+    if inputs not in ("random", "captured"):
+        raise RerunError(f"unknown inputs {inputs!r}; use random or captured")
+    if iters < 1:
+        raise RerunError("--iters must be at least 1")
+    with open_recording(path, check=False) as rec:
+        k = find_kernel(rec, kernel, graph, chain)
+        report = rerun_recorded_kernel(rec, k, executor, inputs, iters, device, seed)
     if store:
         from thundervis.recording.results import ResultsNotStored
         try:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..ir import BoundSymbol, TensorProxy, flatten
-from ..printer import call_text
+from ..printer import call_text, comment_text
 from ..values import contiguous_strides
 from .nvfuser_lowering import (DATATYPE, NvFuserLoweringError, _Generator, lowering_problem,  # noqa: F401
                                bind_arguments, overload_of)
@@ -113,7 +113,7 @@ def generate_definition(fusion: BoundSymbol, input_strides: Optional[dict] = Non
             raise NvFuserLoweringError(f"{s.uid}: {problem}")
         g.lines = []
         g.lower(s)
-        body.append(f"# {call_text(s)}")
+        body.append(f"# {comment_text(call_text(s))}")
         body.extend(g.lines)
     g.lines = []
     added: set[str] = set()
@@ -132,8 +132,8 @@ def generate_definition(fusion: BoundSymbol, input_strides: Optional[dict] = Non
         f"# then `with FusionDefinition() as fd: {fusion.sym}(fd)` and `fd.execute([...inputs])`.",
     ]
     if inputs:
-        header.append("# inputs:  " + "  ".join(f"{p.name}: {p.short()}" for p in inputs))
-    header.append("# outputs: " + "  ".join(f"{p.name}: {p.short()}" for p in outputs))
+        header.append("# inputs:  " + comment_text("  ".join(f"{p.name}: {p.short()}" for p in inputs)))
+    header.append("# outputs: " + comment_text("  ".join(f"{p.name}: {p.short()}" for p in outputs)))
     source = "\n".join(header + [f"def {fusion.sym}(fd):"] + ["    " + line for line in body]) + "\n"
     return FusionProgram(fusion.sym, source, inputs, outputs, tuple(g.ops))
 

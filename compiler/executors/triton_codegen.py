@@ -313,11 +313,14 @@ class Part:
         if name == "arange":
             a = bind(b)
             start, step = (a.get("start") or 0, a.get("step") or 1) if "start" in a else (0, 1)
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, step)):
+                raise Unfusable(f"arange with non-numeric start/step {start!r}, {step!r}")
+            start, step = repr(start), repr(step)  # numbers only ever enter the source through repr
             T = ops.TL_DTYPE[out.dtype]
 
             def read(idx, level, extra, shape=out.shape):
                 lin = linear(idx, shape)
-                return repr(start) if lin == "0" else f"(({lin}).to({T}) * {step} + {start})"
+                return start if lin == "0" else f"(({lin}).to({T}) * {step} + {start})"
             self.env[out.name] = Virtual(out.shape, out.dtype, read)
             return
         if name == "index_put":
@@ -578,9 +581,9 @@ class Part:
 def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
     """Return (dim, start, step) of a ``slice`` with its start normalized like Python's slicing."""
     a = bind(b)
-    dim = (a.get("dim") or 0) % len(src.shape)
+    dim = int(a.get("dim") or 0) % len(src.shape)
     size = src.shape[dim]
-    start = a.get("start") or 0
+    start = int(a.get("start") or 0)  # enters the kernel source: an int, never recorded text
     start = max(0, min(size, start + size if start < 0 else start))
     return dim, start, int(a.get("step") or 1)
 

@@ -49,11 +49,13 @@ def test_gpt_fusion_share_at_least_80_percent(gpt_fused):
 
 def test_gpt_kernel_records_cover_forward_and_backward_lines(gpt_fused):
     _, _, stats = gpt_fused
-    assert stats.kernels and all(k["executor"] == "triton" for k in stats.kernels)
-    directions = {line["direction"] for k in stats.kernels for line in k["source_lines"]}
+    assert stats.kernels and all(k.executor == "triton" for k in stats.kernels)
+    directions = {line.direction for k in stats.kernels for line in k.source_lines}
     assert directions == {"forward", "backward"}
-    files = {line["file"].rsplit("/", 1)[-1] for k in stats.kernels for line in k["source_lines"]}
+    files = {line.file.rsplit("/", 1)[-1] for k in stats.kernels for line in k.source_lines}
     assert "train_gpt.py" in files
+    names = [k.name for k in stats.kernels]
+    assert len(names) == len(set(names))  # forward and backward kernels are named apart
     # backward kernels point at the forward lines they differentiate (e.g. the softmax line)
-    bw = [line["code"] for k in stats.kernels for line in k["source_lines"] if line["direction"] == "backward"]
+    bw = [line.code for k in stats.kernels for line in k.source_lines if line.direction == "backward"]
     assert any("softmax" in code for code in bw)

@@ -263,3 +263,21 @@ def test_random_programs_fuse_without_cycles_and_compute_the_same(phases):
         for got, ref in zip(_run_kernels(out, ex, args), want):
             torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5 * (1 + float(ref.abs().max())))
     assert merged_sideways > 0  # the programs do exercise multi-part kernels
+
+
+def test_pipeline_reports_the_fuse_pass_then_its_kernel_records():
+    from thundervis.compiler.observer import CompileObserver
+    from thundervis.compiler.pipeline import CompileOptions, PassRunner
+    events = []
+
+    class Events(CompileObserver):
+        def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
+            events.append(("pass", name, trace.kernels))
+
+        def kernels_built(self, graph, chain, kernels):
+            events.append(("kernels", [(type(k).__name__, k.name) for k in kernels]))
+    out = PassRunner(0, "forward", CompileOptions(observer=Events()), start=1).run(
+        "fuse", lambda t: fuse(t, TritonExecutor()), diamond())
+    assert events == [("pass", "fuse", ()),
+                      ("kernels", [("KernelRecord", "fw_fusion_0"), ("KernelRecord", "fw_fusion_1")])]
+    assert out.kernels == ()  # the records leave the trace once reported

@@ -145,3 +145,46 @@ def test_older_traces_get_their_fusion_flags_from_the_kernel_records(fused_run):
     assert [b.sym for b in trace_from_json(old).symbols if b.fusion] == names
     decomposed = trace_from_json(json.dumps(_as_format_1(trace_to_dict(fused_run.traces("forward")["decompose"]))))
     assert any(b.subsymbols for b in decomposed.symbols) and not any(b.fusion for b in decomposed.walk())
+
+
+def test_encoder_writes_the_documented_format():
+    """The one trace encoder against the format written out by hand (tagged values, optional fields
+    only when set, proxies in first-use order)."""
+    import json
+
+    import torch
+
+    from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
+    from thundervis.compiler.serialize import TraceEncoder, trace_from_json, trace_to_dict, trace_to_json
+
+    x, t0 = TensorProxy("x", (2, 3), "float32", "cpu", (3, 1)), TensorProxy("t0", (2,), "float32", "cpu", None)
+    sub = BoundSymbol("prims.sum", (x, [1]), {}, t0, "f2", origin=("f1",))
+    b = BoundSymbol("aten.sum", (x,), {"dtype": torch.float16, "s": slice(1, None, 2), "e": ..., "f": float("inf"),
+                                       "d": torch.device("cpu"), "k": {"a": (1,)}}, (t0, None), "f1",
+                    origin=("d1",), seq_nr=4, source=SourceInfo("m.py", 3, "y = x.sum(1)", "m", "forward"),
+                    executor="torch", subsymbols=(sub,))
+    trace = Trace("forward", (x,), (b,), (t0, 2.5), chain="forward", graph=1, pass_name="p", next_uid=3,
+                  next_name=1, meta={"duration_ms": 0.5, "skip": [1]})
+    want = {
+        "format": 2, "name": "forward", "chain": "forward", "graph": 1, "pass": "p", "next_uid": 3, "next_name": 1,
+        "proxies": [{"name": "x", "shape": [2, 3], "dtype": "float32", "device": "cpu", "strides": [3, 1]},
+                    {"name": "t0", "shape": [2], "dtype": "float32", "device": "cpu", "strides": None}],
+        "inputs": ["x"],
+        "symbols": [{
+            "sym": "aten.sum", "uid": "f1", "args": {"T": [{"P": "x"}]},
+            "kwargs": {"K": {"dtype": {"D": "float16"}, "s": {"S": [1, None, 2]}, "e": {"E": 1},
+                             "f": {"F": "inf"}, "d": {"V": "cpu"}, "k": {"K": {"a": {"T": [1]}}}}},
+            "outputs": {"T": [{"P": "t0"}, None]}, "origin": ["d1"],
+            "source": {"file": "m.py", "line": 3, "code": "y = x.sum(1)", "module": "m", "function": "forward"},
+            "seq_nr": 4, "executor": "torch",
+            "subsymbols": [{"sym": "prims.sum", "uid": "f2", "args": {"T": [{"P": "x"}, {"L": [1]}]},
+                            "kwargs": {"K": {}}, "outputs": {"P": "t0"}, "origin": ["f1"]}]}],
+        "outputs": {"T": [{"P": "t0"}, 2.5]},
+        "meta": {"duration_ms": 0.5},
+    }
+    text = trace_to_json(trace)
+    assert json.loads(text) == want == trace_to_dict(trace)
+    assert trace_to_json(trace_from_json(text)) == text
+    enc = TraceEncoder()  # memoised: the same text again, and for a pass that kept the symbol
+    assert enc.to_json(trace) == text == enc.to_json(trace)
+    assert json.loads(enc.to_json(trace.replace(pass_name="q")))["symbols"] == want["symbols"]

@@ -64,3 +64,25 @@ def test_rerun_and_repro_take_the_new_names(rec, capsys, tmp_path):
     assert f"def {name}" in (tmp_path / "r.py").read_text() or name in (tmp_path / "r.py").read_text()
     code, _, err = run_cli(capsys, "rerun", rec, "triton_fusion_0", "--executor", "torch")
     assert code == 2 and "closest" in err and "_fusion_" in err
+
+
+def test_an_older_recording_gets_its_fusion_flags_from_its_kernel_rows(rec, tmp_path):
+    import json
+    import shutil
+    import sqlite3
+    old = str(tmp_path / "old.tvrec")
+    shutil.copy(rec, old)
+    with open_recording(old) as r:
+        fuse = next(p.index for p in r.graph(0).chain("forward").passes if p.name == "fuse")
+        names = [k.name for k in r.kernels() if k.chain == "forward"]
+    with sqlite3.connect(old) as c:  # what a recording written before format 2 holds
+        (text,) = c.execute("SELECT trace_json FROM passes WHERE graph_id=0 AND chain='forward' AND idx=?",
+                            (fuse,)).fetchone()
+        d = json.loads(text)
+        d["format"] = 1
+        for s in d["symbols"]:
+            s.pop("fusion", None)
+        c.execute("UPDATE passes SET trace_json=? WHERE graph_id=0 AND chain='forward' AND idx=?",
+                  (json.dumps(d), fuse))
+    with open_recording(old) as r:
+        assert [b.sym for b in r.pass_trace(0, "forward", fuse).symbols if b.fusion] == names

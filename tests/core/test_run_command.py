@@ -293,3 +293,23 @@ def test_a_closed_pipe_ends_any_command_quietly(recorded, monkeypatch, capsys):
         assert main([str(a) for a in argv]) == 141
         monkeypatch.undo()
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_schema_1_recordings_are_read_as_they_are(tmp_path, capsys):
+    """Schema 2 added run.host and run.process_start; a version 1 file (without them) still reads,
+    and its status stays what the file says (no host: it cannot tell killed from running)."""
+    import sqlite3
+
+    import kernel_fixtures as kf
+    path = kf.make_recording(str(tmp_path / "v2.tvrec"), [(0, "forward", kf.kernel_record(kf.region_trace()))])
+    with sqlite3.connect(path) as c:
+        c.execute("ALTER TABLE run DROP COLUMN host")
+        c.execute("ALTER TABLE run DROP COLUMN process_start")
+        c.execute("UPDATE run SET status='running', ended_at=NULL, pid=999999999")
+        c.execute("PRAGMA user_version = 1")
+    with open_recording(path) as rec:
+        assert rec.schema_version == 1
+        run = rec.run()
+    assert run.status == "running" and run.host is None and run.last_event is None
+    code, out, err = run_cli(capsys, "ls", path, "--json")
+    assert code == 0 and json.loads(out)["schema"] == 1, err

@@ -7,9 +7,7 @@ into. Each case must exit 2 with one sentence and leave no canary file.
 """
 from __future__ import annotations
 
-import json
 import os
-import sqlite3
 
 import pytest
 
@@ -46,11 +44,14 @@ def test_rerun_refuses_a_kernel_ir_naming_a_non_op(tmp_path, capsys, symbol):
     if symbol.endswith("remove"):
         canary.write_text("must survive")
     path = _tampered(tmp_path, _os_call_region(symbol, str(canary)))
-    for executor in ("torch", "triton"):
-        code, out, err = run_cli(capsys, "rerun", path, "triton_fusion_0", "--executor", executor)
+    for argv in (["rerun", path, "triton_fusion_0"], ["rerun", path, "triton_fusion_0", "--executor", "torch"],
+                 ["rerun", path, "triton_fusion_0", "--executor", "all"],
+                 ["repro", path, "triton_fusion_0", "-o", tmp_path / "repro.py"]):
+        code, out, err = run_cli(capsys, *argv)
         assert code == 2, (out, err)
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
         assert symbol[:20] in err or "not an operation" in err
+    assert not (tmp_path / "repro.py").exists()
     if symbol.endswith("remove"):
         assert canary.read_text() == "must survive"
     else:

@@ -62,7 +62,8 @@ def test_torch_free_trace_text_matches_the_torch_one(recorded, capsys):
     with open_recording(path) as rec:
         uid = next(s.uid for s in rec.symbols(0, "forward", 0) if s.sym != "del")
     for argv in (("show", path, "--uids", "--pass", "0"), ("show", path, "--chain", "backward", "--uids"),
-                 ("lineage", path, "--uid", uid, "--json")):
+                 ("lineage", path, "--uid", uid, "--json"), ("diff", path, "--chain", "backward", "--to", "decompose"),
+                 ("diff", path, path, "--json")):
         code, with_torch, _ = run_cli(capsys, *argv)
         r = _probe(*argv)
         assert (r["code"], r["out"]) == (0, with_torch), argv
@@ -93,3 +94,15 @@ def test_compiling_entry_points_set_triton_interpret_before_triton(entry):
     assert p.returncode == 0, p.stderr
     flag, has_torch = p.stdout.split()
     assert (flag, has_torch) == ("1", "True")
+
+
+def test_torch_free_name_tables_are_torchs():
+    """Where torch is not imported, recorded dtype/layout/memory-format names are checked against
+    fixed name tables: they must be exactly the names torch defines (else a recording would read
+    differently with and without torch)."""
+    import torch  # noqa: F401
+    from thundervis.compiler import values
+    tables = values._torch_tables()
+    assert values._DTYPE_NAMES == set(tables["DTYPES"])
+    assert values._LAYOUT_NAMES == set(tables["LAYOUTS"])
+    assert values._MEMORY_FORMAT_NAMES == set(tables["MEMORY_FORMATS"])

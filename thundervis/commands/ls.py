@@ -56,7 +56,7 @@ def summary_text(rec, passes: bool = True) -> str:
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
     code = f" (exit {r['exit_code']})" if r["exit_code"] is not None else ""
     target = r["script"] or f"-m {r['module']}"
-    lines.append(f"run     {target} {' '.join(r['argv'][1:])}".rstrip())
+    lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
     if r.get("last_event"):
         lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")

@@ -5,7 +5,6 @@ compiler works and read back only through :func:`open_recording`, which returns 
 Importing this package imports neither torch nor the compiler's pipeline: the writer (which needs
 the compiler's observer interface) loads on first use of :class:`RecordingObserver`.
 """
-from .lineage import lineage_of_source, lineage_of_uid  # noqa: F401
 from .model import (Chain, ChainLineage, ChainTiming, Event, Failure, Graph, KernelInfo,  # noqa: F401
                     KernelSource, KernelTiming, Lineage, LineageEnd, LineageStep, Overview, PassInfo,
                     PassRef, RerunResult, Revision, Run, SourceSnippet, Symbol, SymbolDetail, Timings,
@@ -19,4 +18,7 @@ def __getattr__(name: str):
     if name == "RecordingObserver":
         from .writer import RecordingObserver
         return RecordingObserver
+    if name in ("lineage_of_uid", "lineage_of_source"):  # prefer Recording.lineage_of_uid / _source
+        from . import lineage
+        return getattr(lineage, name)
     raise AttributeError(f"module 'thundervis.recording' has no attribute {name!r}")

@@ -272,12 +272,18 @@ class Recording:
                                " SELECT 1 FROM sqlite_temp_master WHERE name=?", (name, name)))
 
     def _json(self, text: Optional[str], default=None):
+        """Parse a stored JSON value; with a list or dict ``default`` it must be of that type."""
         if text is None:
             return default
         try:
-            return json.loads(text)
-        except ValueError:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
             raise RecordingError(f"{self.path} is corrupted (a stored JSON value does not parse).") from None
+        if isinstance(default, (list, dict)) and not isinstance(value, type(default)):
+            if value is None:
+                return default
+            raise RecordingError(f"{self.path} is corrupted (a stored JSON value has the wrong type).")
+        return value
 
     # -- liveness -------------------------------------------------------------------------------
 
@@ -572,7 +578,7 @@ class Recording:
             from thundervis.compiler.ir import SourceInfo
             src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
                              function=r[12] or "")
-        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(self._json(r[7], [])),
+        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in self._json(r[7], [])),
                       src, r[13], r[14], r[15], r[16])
 
     def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,

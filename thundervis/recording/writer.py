@@ -4,7 +4,9 @@ Each event is written in its own transaction, so a crash, an exception in the us
 SIGKILL leaves everything committed so far readable (the ``symbols`` rows, an index over each pass's
 trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file is in WAL mode with
 ``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
-can lose the last few). Events may arrive from any thread (backward graphs compile when the first
+can lose the last few). The WAL is checkpointed into the main file when a graph (or a chain compiled
+after it) finishes and when the run ends, so the ``.tvrec`` copied alone holds every finished graph
+even after ``kill -9``. Events may arrive from any thread (backward graphs compile when the first
 backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
 must never break the user's training: a failed write is counted, noted once on stderr and in the
 ``events`` table, and the compile goes on.
@@ -103,6 +105,7 @@ class RecordingObserver(CompileObserver):
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
         self._sources_seen: set[str] = set()
+        self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -274,8 +277,8 @@ class RecordingObserver(CompileObserver):
         if index == 0:
             self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
-            if name == "codegen":  # a chain finished compiling (backward ones long after their graph)
-                self.checkpoint()
+            if name == "codegen" and graph in self._finished_graphs:
+                self.checkpoint()  # a chain compiled after its graph (backward, at the first backward)
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -366,6 +369,8 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
+        with self._lock:
+            self._finished_graphs.add(graph)
         self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
