@@ -196,3 +196,22 @@ def test_ls_of_a_packed_group_does_not_import_torch(recorded, tmp_path):
     r = subprocess.run([sys.executable, "-c", code, group], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "identical on every rank" in r.stdout and "# graph " in r.stdout
+
+
+def test_run_with_torchrun_options_validates_before_any_worker_starts(tmp_path, capsys):
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    (tmp_path / "afile").write_text("")
+    cases = [
+        (["--nproc-per-node", "2", str(tmp_path / "nothere.py")], "does not exist"),
+        (["--nproc-per-node", "2", "--max-restarts", "x", str(script)], "torchrun refused the options"),
+        (["--nproc-per-node", "2", "--out", str(tmp_path / "afile"), str(script)], "writes a folder"),
+        (["--nproc-per-node", "2", "--executors", "nosuch", str(script)], "unknown executor"),
+        (["--nproc-per-node", "2"], "give a script"),
+    ]
+    for argv, words in cases:
+        code, out, err = run_cli(capsys, "run", "--no-view", *argv)
+        assert code == 2 and words in err and "Traceback" not in err, (argv, err)
+    assert not any(p.name.endswith(".tvgroup") for p in tmp_path.iterdir())
+    code, _, err = run_cli(capsys, "ls", str(script.with_suffix(".tvrec")), "--rank", "1")
+    assert code == 2
