@@ -29,7 +29,8 @@ def _port() -> int:
 
 
 def _env():
-    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1")
+    # gloo on the loopback interface only (127.0.0.1), whatever the host name resolves to.
+    env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     env.pop("RANK", None)
     return env
 
