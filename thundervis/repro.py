@@ -148,7 +148,7 @@ def kernel_section(region: Trace, kernel_name: str, executor_name: str) -> tuple
         ex = get_fusion_executor("triton")
         fusion = _fusion_symbol(region, kernel_name, ex)
         # The executor's generated module is self-contained (torch + triton): kernel + launch(inputs).
-        source, entry = ex.build_kernel(fusion)["code"], "launch"
+        source, entry = ex.build_kernel(fusion).code, "launch"
         if not entry.isidentifier():
             raise ReproError(f"the triton executor named its launcher {entry!r}, not an identifier")
         run = ("def run_kernel(*inputs):\n"

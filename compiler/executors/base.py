@@ -7,6 +7,7 @@ Executors know nothing of passes: the pipeline owns the pass list.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..ir import BoundSymbol
@@ -34,6 +35,18 @@ class Executor:
         """Return the Python callable that runs ``b`` with its arguments."""
         raise NotImplementedError
 
+
+
+@dataclass(frozen=True)
+class BuiltKernel:
+    """What :meth:`FusionExecutor.build_kernel` built for one fusion symbol: the generated ``code``
+    in ``language``, a ``note``, and JSON-able executor-specific ``details`` (Triton: cache path,
+    grid, plan, parts). The ``fuse`` pass turns it into the :class:`~..ir.KernelRecord`."""
+
+    code: str
+    language: str
+    note: Optional[str] = None
+    details: dict = field(default_factory=dict)
 
 
 class KernelBuildError(Exception):
@@ -88,9 +101,9 @@ class FusionExecutor(Executor):
                 return problem
         return None
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
-        """Build the kernel of ``fusion``; return its partial kernel record (``code``, ``language``,
-        ``note``). Raise :class:`KernelBuildError` (or anything) when it cannot be built."""
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
+        """Build the kernel of ``fusion`` and return what was built. Raise
+        :class:`KernelBuildError` (or anything) when it cannot be built."""
         raise NotImplementedError
 
 

@@ -21,7 +21,7 @@ from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
 from ..printer import PrintOptions, print_trace
 from ..prims import PRIMS
 from ..resolve import UnknownSymbol, resolve_overload, resolve_symbol
-from .base import FusionExecutor, KernelBuildError, register_executor
+from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 
 # Prim kinds Inductor gets: everything that computes values in place. Matmuls stay with torch like
 # in the other executors (Inductor would call the same extern mm), random numbers stay with torch
@@ -181,8 +181,8 @@ class InductorExecutor(FusionExecutor):
             return f"inductor: a region runs on one device, not {sorted(devices)}"
         return None
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
-        """Return the partial kernel record: the region as the Python program Inductor compiles."""
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
+        """Return the region as the Python program Inductor compiles (the kernel's code)."""
         try:
             region_function(fusion)
         except UnknownSymbol as e:
@@ -190,8 +190,7 @@ class InductorExecutor(FusionExecutor):
         region = Trace(name=fusion.sym, inputs=tuple(fusion.args), symbols=fusion.subsymbols,
                        outputs=tuple(fusion.outputs), chain=fusion.sym, pass_name="fuse")
         code = print_trace(region, PrintOptions(source=False, header=False))
-        return {"code": code, "language": self.language,
-                "note": "compiled by torch.compile (Inductor) at its first call"}
+        return BuiltKernel(code, self.language, "compiled by torch.compile (Inductor) at its first call")
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         """Return the launcher of fusion ``b`` (a single prim runs as a one-member region)."""

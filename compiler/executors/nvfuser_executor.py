@@ -12,7 +12,7 @@ import functools
 from typing import Callable, Optional
 
 from ..ir import BoundSymbol, TensorProxy, flatten
-from .base import FusionExecutor, KernelBuildError, register_executor
+from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 from .nvfuser_codegen import (FusionProgram, NvFuserLoweringError, generate_definition, load_definition,
                               lowering_problem)
 
@@ -114,11 +114,11 @@ class NvFuserExecutor(FusionExecutor):
             self._programs[key] = prog
         return prog
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
-        """Generate the definition (text only: no nvFuser needed); return the partial kernel record."""
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
+        """Generate the definition (text only: no nvFuser needed)."""
         prog = self.program_for(fusion)
         note = None if self.available() is None else f"not built here: {self.available()}"
-        return {"code": prog.source, "language": self.language, "note": note}
+        return BuiltKernel(prog.source, self.language, note)
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         """Return the launcher of fusion ``b``: builds its FusionDefinition from the generated source

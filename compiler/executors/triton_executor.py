@@ -38,7 +38,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") is None:
 
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
-from .base import FusionExecutor, KernelBuildError, register_executor
+from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
 
@@ -173,7 +173,7 @@ class TritonExecutor(FusionExecutor):
             return str(e)
         return None
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
         members = list(fusion.subsymbols)
         outputs = [p for p in fusion.outputs]
         device = _device_kind(outputs[0].device)
@@ -186,8 +186,8 @@ class TritonExecutor(FusionExecutor):
         module = _import_kernel(key, path, ks.source)
         launch = _guarded(module.launch, fusion)
         self._built[fusion.uid] = launch
-        return {"code": ks.source, "language": "python", "note": ks.note, "cache_path": path, "grid": ks.grid,
-                "plan": ks.plan, "parts": ks.parts}
+        return BuiltKernel(ks.source, "python", ks.note,
+                           {"cache_path": path, "grid": ks.grid, "plan": ks.plan, "parts": ks.parts})
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         if b.uid not in self._built:

@@ -34,7 +34,7 @@ import inspect
 from typing import Optional
 
 from ..collectives import is_communication
-from ..executors.base import FusionExecutor
+from ..executors.base import BuiltKernel, FusionExecutor
 from ..ir import BoundSymbol, KernelRecord, Minter, SourceLine, Trace, TensorProxy, kernel_name
 
 NAME = "fuse"
@@ -352,9 +352,9 @@ def _rebuild(trace: Trace, g: _Graph, replaced: dict, executor: FusionExecutor) 
     return [nodes[n] for n in _topo_order(nodes, succ, first)]
 
 
-def kernel_record(trace: Trace, fusion: BoundSymbol, built: dict, executor: FusionExecutor) -> KernelRecord:
+def kernel_record(trace: Trace, fusion: BoundSymbol, built: BuiltKernel, executor: FusionExecutor) -> KernelRecord:
     """Return the kernel record of a built fusion: ``built`` is what the executor's
-    :meth:`~FusionExecutor.build_kernel` returned (``code``, ``language``, ``note``, extras)."""
+    :meth:`~FusionExecutor.build_kernel` returned."""
     region = Trace(name=fusion.sym, inputs=tuple(fusion.args), symbols=fusion.subsymbols,
                    outputs=tuple(fusion.outputs), chain=trace.chain, graph=trace.graph, pass_name=NAME,
                    next_uid=trace.next_uid, next_name=trace.next_name)
@@ -369,7 +369,6 @@ def kernel_record(trace: Trace, fusion: BoundSymbol, built: dict, executor: Fusi
     return KernelRecord(
         name=fusion.sym, executor=executor.name, uid=fusion.uid,
         members=tuple(s.uid for s in fusion.subsymbols), ops=tuple(s.sym for s in fusion.subsymbols),
-        code=built.get("code", ""), language=built.get("language", executor.language),
+        code=built.code, language=built.language or executor.language,
         inputs=tuple(fusion.args), outputs=tuple(fusion.outputs), source_lines=tuple(lines),
-        region=region, pass_name=NAME, note=built.get("note"),
-        details={k: v for k, v in built.items() if k not in ("code", "language", "note")})
+        region=region, pass_name=NAME, note=built.note, details=dict(built.details))

@@ -497,14 +497,14 @@ def test_executor_without_nvfuser_says_why_and_still_generates_text():
     reason = nvfuser_unavailable_reason()
     fusion = softmax()
     record = ex.build_kernel(fusion)
-    assert record["language"] == "nvfuser" and record["code"].startswith("# nvFuser FusionDefinition")
+    assert record.language == "nvfuser" and record.code.startswith("# nvFuser FusionDefinition")
     assert ex.lowering_problem(fusion.subsymbols[0]) is None
     if reason is None:
         pytest.skip("nvFuser and CUDA are present here")
     assert reason.endswith(".") and "nvFuser" in reason or "CUDA" in reason
     assert not ex.can_run(fusion.subsymbols[0])
     assert reason in ex.why_not(fusion.subsymbols[0])
-    assert record["note"] == f"not built here: {reason}"
+    assert record.note == f"not built here: {reason}"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -292,7 +292,7 @@ def test_dependent_reductions_of_other_layouts_run_as_phases_of_one_kernel():
     fusions = [s for s in bw.symbols if is_fusion(s)]
     assert len(fusions) == 1 and {"sum", "tanh"} <= fused_ops(bw)
     from thundervis.compiler.executors import get_executor
-    code = get_executor("triton").build_kernel(fusions[0])["code"]
+    code = get_executor("triton").build_kernel(fusions[0]).code
     assert "phases in one program" in code and "tl.debug_barrier()" in code
 
 
@@ -312,4 +312,4 @@ def test_independent_pieces_of_other_domains_run_as_sections():
     final = check(lambda x, y: (x.sum(-1), y.exp() * 2), x, y, ops=["sum", "exp"])
     (fusion,) = [b for b in final.symbols if is_fusion(b)]
     from thundervis.compiler.executors import get_executor
-    assert get_executor("triton").build_kernel(fusion)["plan"] == "sections"
+    assert get_executor("triton").build_kernel(fusion).details["plan"] == "sections"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from thundervis.compiler.backend import jit, reset_graph_ids
-from thundervis.compiler.executors.base import FusionExecutor, register_executor
+from thundervis.compiler.executors.base import BuiltKernel, FusionExecutor, register_executor
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, Trace
 from thundervis.compiler.observer import CompileObserver
@@ -34,8 +34,8 @@ class PointwiseFuser(FusionExecutor):
             return f"a kernel holds at most {self.max_members} ops"
         return None
 
-    def build_kernel(self, fusion: BoundSymbol) -> dict:
-        return {"code": "# " + ", ".join(s.sym for s in fusion.subsymbols), "language": "python"}
+    def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
+        return BuiltKernel("# " + ", ".join(s.sym for s in fusion.subsymbols), "python")
 
     def callable_for(self, b: BoundSymbol):
         region = Trace(name=b.sym, inputs=tuple(b.args), symbols=b.subsymbols, outputs=tuple(b.outputs))

@@ -264,3 +264,40 @@ def test_tampered_recordings_never_run_code_nor_crash(base, tmp_path_factory, da
             assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
             assert "RESULT" in proc.stdout
     assert not os.path.exists(canary), "the repro script ran an injected command"
+
+
+def _first_member(tree: dict) -> dict:
+    """The first op of a kernel IR (inside its fusion symbol when there is one)."""
+    first = tree["symbols"][0]
+    return first["subsymbols"][0] if first.get("subsymbols") else first
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("field", ["sym", "kwarg_key", "kwarg_value", "arg"])
+def test_every_injection_in_the_kernel_ir_is_refused(base, tmp_path, field):
+    """Systematically, beside the random search: each injected string in each field of the kernel IR
+    that rerun and repro rebuild from. Refused (exit 2) or harmless (exit 0); never run."""
+    src, canary, _, _ = base
+    for n, evil in enumerate(injections(canary)):
+        path = str(tmp_path / f"{field}{n}.tvrec")
+        shutil.copyfile(src, path)
+        with contextlib.closing(sqlite3.connect(path)) as c, c:
+            kid, name, text = c.execute("SELECT id, name, trace_json FROM kernels ORDER BY id LIMIT 1").fetchone()
+            tree = json.loads(text)
+            op = _first_member(tree)
+            if field == "sym":
+                op["sym"], op["args"] = evil, {"T": [f"touch {canary}"]}
+                op.pop("aten", None)
+            elif field == "kwarg_key":
+                op.setdefault("kwargs", {"K": {}})["K"][evil] = 1
+            elif field == "kwarg_value":
+                op.setdefault("kwargs", {"K": {}})["K"]["alpha"] = evil
+            else:
+                op["args"] = {"T": [evil] + op["args"]["T"][1:]}
+            c.execute("UPDATE kernels SET trace_json=? WHERE id=?", (json.dumps(tree), kid))
+        for argv in (["rerun", "--executor", "all", "--iters", "1", path, "--", name],
+                     ["repro", "-o", str(tmp_path / f"r{n}.py"), path, "--", name]):
+            code, out, err = _cli(*argv)
+            assert code == 2, (field, evil, argv[0], code, out[-1000:], err[-1000:])
+            assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+            assert not os.path.exists(canary), (field, evil, argv[0])
