@@ -215,3 +215,31 @@ def test_run_with_torchrun_options_validates_before_any_worker_starts(tmp_path, 
     assert not any(p.name.endswith(".tvgroup") for p in tmp_path.iterdir())
     code, _, err = run_cli(capsys, "ls", str(script.with_suffix(".tvrec")), "--rank", "1")
     assert code == 2
+
+
+def test_a_rank_file_reads_from_worker_threads(recorded, tmp_path):
+    """Views share one Recording with worker threads: every thread's connection gets the overlay."""
+    import threading
+    path, _ = recorded
+    group = _group(tmp_path, [path, path])
+    pack_group(group)
+    rec = open_recording(os.path.join(group, "rank-00001.tvrank"))
+    try:
+        want = rec.pass_text(rec.pick_pass()[2].ref)
+        seen, errors = [], []
+
+        def read():
+            try:
+                seen.append((rec.run().pid, rec.pass_text(rec.pick_pass()[2].ref), rec.revision().status,
+                             [e.data["rank"] for e in rec.events("distributed")]))
+            except Exception as e:  # pragma: no cover - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert all(s == (rec.run().pid, want, "ok", [1]) for s in seen)
+    finally:
+        rec.close()
