@@ -136,6 +136,8 @@ def test_ls_show_and_diff_ranks_on_a_group(recorded, tmp_path, capsys):
     d = json.loads(out)
     assert [r["rank"] for r in d["ranks"]] == [0, 1, 2] and not d["identical"]
     assert d["ranks"][0]["fingerprint"] == d["ranks"][1]["fingerprint"] != d["ranks"][2]["fingerprint"]
+    code, out, _ = run_cli(capsys, "ls", group, "--rank", "1")
+    assert code == 0 and "rank    1 of 3" in out
     code, shown, _ = run_cli(capsys, "show", group, "--rank", "2", "--plain")
     with open_recording(other) as rec:
         assert shown == rec.pass_text(rec.pick_pass()[2].ref)

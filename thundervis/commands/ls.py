@@ -58,6 +58,11 @@ def summary_text(rec, passes: bool = True) -> str:
     target = r["script"] or f"-m {r['module']}"
     lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    ranks = [e.data for e in rec.events("distributed") if isinstance(e.data, dict)]
+    if ranks:  # one rank of a multi-process run (thundervis run --nproc-per-node)
+        f = ranks[-1]
+        lines.append(f"rank    {f.get('rank')} of {f.get('world_size')} · local rank {f.get('local_rank')} "
+                     f"· node {f.get('node_rank')}")
     if r.get("last_event"):
         lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if not d["graphs"]:
