@@ -101,6 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if rank == 0 and args.losses:
         with open(args.losses, "w") as f:
             json.dump(losses, f)
+    dist.barrier()  # no rank tears the group down while another still talks to it
     dist.destroy_process_group()
     return 0
 

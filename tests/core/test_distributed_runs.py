@@ -98,6 +98,7 @@ for i in range(2):
     loss = f(torch.randn(4, 8) + dist.get_rank())
     loss.backward()
     ref = step(torch.randn(4, 8))
+dist.barrier()
 dist.destroy_process_group()
 """
 
