@@ -34,6 +34,7 @@ class Row:
     spans: list = field(default_factory=list)
     note: str = ""
     source: str = ""  # where the symbol came from (``file.py:12  code  [module]``), for tooltips
+    uid: str = ""  # the line's symbol uid (``<inputs>``/``<return>`` for the edges), for views that link lines
 
 
 def source_text(line) -> str:
@@ -88,16 +89,16 @@ def _unified_rows(diff: TraceDiff, context: Optional[int]) -> list[Row]:
     rows: list[Row] = []
     for d in diff.lines:
         if d.status == UNCHANGED:
-            rows.append(Row(" ", UNCHANGED, d.b.depth, d.b.text, source=source_text(d.b)))
+            rows.append(Row(" ", UNCHANGED, d.b.depth, d.b.text, source=source_text(d.b), uid=d.b.uid))
         elif d.status == CHANGED:
             sa, sb = intraline_spans(d.a.text, d.b.text)
-            rows.append(Row("-", CHANGED, d.a.depth, d.a.text, sa, source=source_text(d.a)))
-            rows.append(Row("+", CHANGED, d.b.depth, d.b.text, sb, source=source_text(d.b)))
+            rows.append(Row("-", CHANGED, d.a.depth, d.a.text, sa, source=source_text(d.a), uid=d.a.uid))
+            rows.append(Row("+", CHANGED, d.b.depth, d.b.text, sb, source=source_text(d.b), uid=d.b.uid))
         elif d.a is not None:
             # before-side rows (a fused-into row keeps the after-side member only for reference)
-            rows.append(Row("-", d.status, d.a.depth, d.a.text, note=row_note(d, "a"), source=source_text(d.a)))
+            rows.append(Row("-", d.status, d.a.depth, d.a.text, note=row_note(d, "a"), source=source_text(d.a), uid=d.a.uid))
         else:
-            rows.append(Row("+", d.status, d.b.depth, d.b.text, note=row_note(d, "b"), source=source_text(d.b)))
+            rows.append(Row("+", d.status, d.b.depth, d.b.text, note=row_note(d, "b"), source=source_text(d.b), uid=d.b.uid))
     return _fold(rows, context, _unified_fold_row) if context is not None else rows
 
 
@@ -181,16 +182,16 @@ def side_rows(diff: TraceDiff, context: Optional[int] = None) -> list[SideRow]:
     for d in diff.lines:
         if d.status in (UNCHANGED, CHANGED) and d.a is not None and d.b is not None:
             sa, sb = intraline_spans(d.a.text, d.b.text) if d.status == CHANGED else ([], [])
-            out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a)),
-                               Row(" ", d.status, d.b.depth, d.b.text, sb, source=source_text(d.b))))
+            out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a), uid=d.a.uid),
+                               Row(" ", d.status, d.b.depth, d.b.text, sb, source=source_text(d.b), uid=d.b.uid)))
         elif d.a is not None:
             note = row_note(d, "a")
             out.append(SideRow(d.status, Row("-", d.status, d.a.depth, d.a.text, note=note,
-                                             source=source_text(d.a)), None, note))
+                                             source=source_text(d.a), uid=d.a.uid), None, note))
         else:
             note = row_note(d, "b")
             out.append(SideRow(d.status, None, Row("+", d.status, d.b.depth, d.b.text, note=note,
-                                                   source=source_text(d.b)), note))
+                                                   source=source_text(d.b), uid=d.b.uid), note))
     if context is None:
         return out
     return _fold(out, context, lambda run: SideRow(FOLD, None, None, f"… {run} unchanged …"))

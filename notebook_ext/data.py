@@ -1,0 +1,420 @@
+"""Everything the widgets read from a recording, as JSON-ready values: the one module of the
+notebook extension that touches the reader API (``thundervis.recording``), the diff engine
+(``thundervis.diff``) and the fusion diagrams (``thundervis.dot``).
+
+:class:`RecordingData` builds the payload sent to the browser once (:meth:`~RecordingData.payload`:
+graphs, chains, passes, each pass's trace lines, the diff of every pass against the one before,
+kernels with timings, the fusion diagram) and answers the browser's later requests (a diff of any
+two passes, one symbol's details and lineage, the diagram of one module). Strings go out as they
+were recorded; the browser shows them with ``textContent`` and the static HTML escapes them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from typing import Optional
+
+from thundervis.diff import diff_traces, trace_lines
+from thundervis.diff.lines import is_fusion
+from thundervis.diff.render import side_rows
+from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
+
+# Above this many top-level symbols the fusion diagram starts collapsed (one node per kernel).
+COLLAPSE_ABOVE = 60
+# Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
+DIAGRAM_LIMIT = 4000
+# A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
+INLINE_SYMBOLS = 20000
+
+
+class DataError(Exception):
+    """A request the recording cannot answer; the message is one sentence for the user."""
+
+
+def open_source(obj):
+    """Return (Recording, graph ids to show or None for all) for ``obj``: a recording path, an open
+    recording, or a function/module compiled with ``thundervis.jit`` in this process. Raise
+    :class:`DataError` (one sentence) for anything else."""
+    from thundervis.recording import Recording
+    if isinstance(obj, RecordingData):
+        return obj.rec, obj.graph_ids
+    if isinstance(obj, Recording):
+        return obj, None
+    if isinstance(obj, (str, os.PathLike)):
+        try:
+            return open_recording(os.fspath(obj)), None
+        except RecordingError as e:
+            raise DataError(str(e)) from None
+    if "thundervis.session" not in sys.modules:  # nothing was compiled in this process (and no torch needed)
+        raise DataError(_NOT_A_SOURCE.format(type(obj).__name__))
+    from thundervis.session import flush, recording_of
+    found = recording_of(obj)
+    if found is not None:
+        path, graphs = found
+        if not graphs:
+            raise DataError("this object was compiled with thundervis.jit but has not run yet: call it once, "
+                            "then show it.")
+        flush()
+        return open_recording(path, check=False), graphs
+    raise DataError(_NOT_A_SOURCE.format(type(obj).__name__))
+
+
+_NOT_A_SOURCE = ("cannot show a {}: give a recording path, an open recording, or a function or module compiled "
+                 "with thundervis.jit in this kernel.")
+
+
+def label_of(obj) -> Optional[str]:
+    """Return a title for an object compiled in this process (None for recordings and paths)."""
+    from thundervis.recording import Recording
+    if isinstance(obj, (str, os.PathLike, Recording, RecordingData)):
+        return None
+    inner = getattr(obj, "_orig_mod", obj)  # torch.compile's wrapper of a module
+    name = getattr(inner, "__qualname__", None) or type(inner).__name__
+    return f"{name} · compiled in this kernel"
+
+
+def _source_json(s) -> Optional[dict]:
+    if s is None:
+        return None
+    return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "label": s.label()}
+
+
+def _eager(graph, chain) -> Optional[str]:
+    """Return why ``chain`` of ``graph`` ran eagerly (its failure), or None when it ran compiled."""
+    for f in graph.failures:
+        if f.chain is None or f.chain == chain.kind:
+            return f.error
+    if chain.status == "failed":
+        return chain.error or "the chain failed to compile"
+    return None
+
+
+class RecordingData:
+    """JSON-ready views of one recording (optionally limited to some graphs), safe to call from
+    the kernel's comm thread (one lock around the reader)."""
+
+    def __init__(self, rec, graph_ids=None, label: Optional[str] = None):
+        self.rec = rec
+        self.graph_ids = tuple(graph_ids) if graph_ids else None
+        self.label = label
+        self._lock = threading.Lock()
+        self._traces: dict = {}
+        self._overview = None
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def overview(self):
+        """Return the recording's :class:`~thundervis.recording.Overview` (read once, cached)."""
+        if self._overview is None:
+            try:
+                with self._lock:
+                    self._overview = self.rec.overview()
+            except RecordingError as e:
+                raise DataError(str(e)) from None
+        return self._overview
+
+    def graphs(self) -> list:
+        """Return the recorded graphs (only the selected ones)."""
+        return [g for g in self.overview().graphs if self.graph_ids is None or g.id in self.graph_ids]
+
+    def _graph(self, graph: int):
+        for g in self.graphs():
+            if g.id == graph:
+                return g
+        raise DataError(f"no graph {graph} here (graphs: {', '.join(str(g.id) for g in self.graphs()) or 'none'}).")
+
+    def trace(self, graph: int, chain: str, index: int):
+        """Return the trace of one pass (cached)."""
+        key = (graph, chain, index)
+        if key not in self._traces:
+            try:
+                with self._lock:
+                    self._traces[key] = self.rec.pass_trace(PassRef(graph, chain, index))
+            except (UnknownItem, RecordingError) as e:
+                raise DataError(str(e)) from None
+        return self._traces[key]
+
+    # -- JSON pieces --------------------------------------------------------------------------
+
+    def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
+                   table: Optional["_Interner"] = None) -> list:
+        """Return the lines of one pass as ``[uid, depth, text, info]`` (info: the symbol's op,
+        source, module, executor, note and kernel). With ``infos`` and ``table`` each info is its
+        index in ``infos`` and each line its index in ``table``: a line several passes share is
+        sent once."""
+        out = []
+        for ln in trace_lines(self.trace(graph, chain, index)):
+            b = ln.symbol
+            info = None
+            if b is not None:
+                info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
+                        "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None}
+                if infos is not None:
+                    info = infos.add(info, key=id(b))
+            if table is None:
+                out.append([ln.uid, ln.depth, ln.text, info])
+            else:
+                row = (ln.uid, ln.depth, ln.text, info)
+                out.append(table.add(list(row), key=row))
+        return out
+
+    def diff(self, graph: int, chain: str, a: int, b: int):
+        """Return the :class:`~thundervis.diff.TraceDiff` of passes ``a`` -> ``b`` of one chain."""
+        c = self._chain(graph, chain)
+        pa, pb = self._pass(c, a), self._pass(c, b)
+        d = diff_traces(self.trace(graph, chain, pa.index), self.trace(graph, chain, pb.index))
+        d.before = f"{pa.index} {pa.name}"
+        d.after = f"{pb.index} {pb.name}"
+        return d
+
+    def diff_json(self, graph: int, chain: str, a: int, b: int) -> dict:
+        """Return the side-by-side diff of passes ``a`` -> ``b`` of one chain (see :func:`diff_json`)."""
+        return diff_json(self.diff(graph, chain, a, b), graph, chain, a, b)
+
+    def _chain(self, graph: int, chain: str):
+        try:
+            return self._graph(graph).chain(chain)
+        except UnknownItem as e:
+            raise DataError(str(e) + ".") from None
+
+    @staticmethod
+    def _pass(c, which):
+        try:
+            return c.find_pass(which)
+        except UnknownItem as e:
+            raise DataError(str(e) + ".") from None
+
+    @staticmethod
+    def kernels_json(graph) -> list:
+        """Return the kernels of ``graph`` (``KernelInfo.as_json()``: ops, members, source lines,
+        timing when profiled)."""
+        return [k.as_json() for k in graph.kernels]
+
+    def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
+                collapse: Optional[bool] = None) -> dict:
+        """Return the fusion diagram of one pass (default: the last) as
+        ``{"svg", "collapsed", "module", "modules", "error"}``; ``collapse`` None: collapsed when the
+        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG."""
+        from thundervis.dot import RenderError, modules_of, trace_to_svg
+        c = self._chain(graph, chain)
+        if not c.passes:
+            return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
+        p = c.passes[-1] if index is None else self._pass(c, index)
+        trace = self.trace(graph, chain, p.index)
+        n = len(trace.symbols)
+        collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
+        out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
+               "pass": p.index, "error": None}
+        times = {t.name: t.median_us for t in self._graph(graph).timings.for_chain(graph, chain)}
+        try:
+            out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times)
+        except (RenderError, ValueError, ImportError) as e:
+            out["error"] = str(e)
+        return out
+
+    def detail_json(self, graph: int, chain: str, index: int, uid: str) -> dict:
+        """Return what the widget shows about one symbol: ``{"detail": SymbolDetail.as_json(),
+        "lineage": Lineage.as_json()}`` (source snippet, module path, what it came from and
+        became, kernel, backward twins, timing, fallback reason; its lineage through every pass and
+        chain)."""
+        try:
+            with self._lock:
+                detail = self.rec.symbol(PassRef(graph, chain, index), uid)
+                lineage = self.rec.lineage_of_uid(graph, uid)
+        except (UnknownItem, RecordingError) as e:
+            raise DataError(str(e)) from None
+        return {"graph": graph, "chain": chain, "pass": index, "uid": uid,
+                "detail": detail.as_json(), "lineage": lineage.as_json()}
+
+    # -- the payload ----------------------------------------------------------------------------
+
+    def title(self) -> str:
+        """Return what the widget's header says: the label, else the run's target."""
+        if self.label:
+            return self.label
+        return self.overview().run.target
+
+    def chain_json(self, g, c, *, infos=None, table=None, sources=None, with_diagram: bool = True) -> dict:
+        """Return what the browser steps through in one chain: ``lines`` per pass that has its own
+        trace, ``diffs`` of each changed pass against the one before, and the fusion ``diagram``
+        (interned in the payload's tables when given, else inline)."""
+        lines, diffs = {}, {}
+        held = None
+        for p in c.passes:
+            if p.changed or held is None:
+                lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos, table)
+                held = p.index
+        for prev, p in zip(c.passes, c.passes[1:]):
+            if p.changed:
+                diffs[f"{prev.index}:{p.index}"] = diff_json(
+                    self.diff(g.id, c.kind, prev.index, p.index), g.id, c.kind, prev.index, p.index, sources)
+        diagram = None
+        if with_diagram and c.passes and any(k.chain == c.kind for k in g.kernels):
+            n = c.passes[-1].n_symbols
+            diagram = (self.diagram(g.id, c.kind) if n <= DIAGRAM_LIMIT else
+                       {"svg": None, "collapsed": True, "module": None, "modules": [], "pass": None,
+                        "error": f"{n} symbols: pick a module to draw"})
+        return {"lines": lines, "diffs": diffs, "diagram": diagram}
+
+    def payload(self, *, with_diagrams: bool = True, inline=()) -> dict:
+        """Return what the browser needs to step through passes without asking again: every
+        graph, chain and pass, and the lines, diffs and diagram of each chain whose distinct traces
+        hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
+        a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``)."""
+        infos, table, sources = _Interner(), _Interner(), _Interner()
+        run = self.overview().run
+        graphs = []
+        for g in self.graphs():
+            chains = []
+            for c in g.chains:
+                passes, held = [], None
+                for p in c.passes:
+                    # an unchanged pass shows the trace of the pass before it (sent once)
+                    same = held if (not p.changed and held is not None) else None
+                    passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
+                                   "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
+                    if same is None:
+                        held = p.index
+                size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
+                chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": _eager(g, c),
+                         "passes": passes, "lazy": False}
+                if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
+                    chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
+                                                 with_diagram=with_diagrams))
+                else:
+                    chain.update({"lines": None, "diffs": None, "diagram": None, "lazy": True})
+                chains.append(chain)
+            graphs.append({"id": g.id, "reason": g.reason, "graph_break_reason": g.graph_break_reason,
+                           "compile_s": g.compile_s, "chains": chains,
+                           "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
+                           "kernels": self.kernels_json(g)})
+        return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
+                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
+                "lines": table.items, "sources": sources.items}
+
+    def handle(self, request: dict) -> dict:
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
+        what = request.get("what")
+        g, c = int(request["graph"]), str(request["chain"])
+        if what == "diff":
+            return self.diff_json(g, c, int(request["a"]), int(request["b"]))
+        if what == "detail":
+            return self.detail_json(g, c, int(request["pass"]), str(request["uid"]))
+        if what == "chain":
+            graph = self._graph(g)
+            try:
+                chain = graph.chain(c)
+            except UnknownItem as e:
+                raise DataError(str(e) + ".") from None
+            return self.chain_json(graph, chain)
+        if what == "diagram":
+            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+        raise DataError(f"unknown request {what!r}")
+
+
+class _Interner:
+    """Numbers equal JSON-able items so each distinct one is sent once. ``key`` (hashable) names
+    the item; by default its JSON text. Keys by ``id()`` are only valid while the objects live
+    (the traces are cached for as long as the payload is built)."""
+
+    def __init__(self):
+        self.items: list = []
+        self._index: dict = {}
+        self._by_json: dict = {}
+
+    def add(self, item, key=None) -> int:
+        if key is not None and key in self._index:
+            return self._index[key]
+        text = json.dumps(item, sort_keys=True)
+        n = self._by_json.get(text)
+        if n is None:
+            n = self._by_json[text] = len(self.items)
+            self.items.append(item)
+        if key is not None:
+            self._index[key] = n
+        return n
+
+
+def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Interner"] = None) -> dict:
+    """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
+    :func:`thundervis.diff.render.side_rows` as ``[status, left, right, note]`` with each cell
+    ``[marker, depth, text, spans, uid, source]`` or None (``source``: the text, or with
+    ``sources`` its index there, so a payload holding many diffs sends each source line once)."""
+    def cell(r):
+        if r is None:
+            return None
+        src = sources.add(r.source, key=r.source) if sources is not None else r.source
+        return [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, src]
+    rows = [[s.status, cell(s.left), cell(s.right), s.note] for s in side_rows(d)]
+    return {"graph": graph, "chain": chain, "a": a, "b": b, "before": d.before, "after": d.after,
+            "counts": d.counts(), "summary": d.summary(), "rows": rows}
+
+
+# -- thundervis.diff(a, b): two passes, or two recordings -----------------------------------------
+
+def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
+    """Split a pass selector ``(source, pass)``, ``(source, chain, pass)`` or ``(source, graph,
+    chain, pass)`` into (RecordingData, graph id, chain kind, PassInfo)."""
+    parts = list(spec)
+    if not 2 <= len(parts) <= 4:
+        raise DataError("a pass is (source, pass), (source, chain, pass) or (source, graph, chain, pass).")
+    source, which = parts[0], parts[-1]
+    if len(parts) >= 3:
+        chain = parts[-2]
+    if len(parts) == 4:
+        graph = parts[1]
+    data = RecordingData(*open_source(source), label=label_of(source))
+    graphs = data.graphs()
+    if not graphs:
+        raise DataError(f"{data.rec.path} holds no compiled graph.")
+    if graph is None:
+        kinds = [chain] if chain else ["forward", "inference"]
+        g = next((g for g in graphs if any(c.kind in kinds for c in g.chains)), graphs[0])
+    else:
+        g = data._graph(int(graph))
+    if chain is None:
+        kinds = [c.kind for c in g.chains]
+        chain = next((k for k in ("forward", "inference", "backward") if k in kinds), kinds[0] if kinds else "")
+    c = data._chain(g.id, chain)
+    return data, g.id, c.kind, data._pass(c, which)
+
+
+def passes_diff_json(a, b, *, graph: Optional[int] = None, chain: Optional[str] = None):
+    """Return (payload, TraceDiff) for the diff of two passes, each ``(source, [graph,] [chain,]
+    pass)``; the sources may be different recordings (the traces align by uid, then by text)."""
+    da, ga, ca, pa = _pass_spec(a, graph, chain)
+    db, gb, cb, pb = _pass_spec(b, graph, chain)
+    if da.rec.path == db.rec.path and (ga, ca) == (gb, cb):
+        d = da.diff(ga, ca, pa.index, pb.index)
+        d.before = f"graph {ga} {ca} {d.before}"
+        d.after = f"graph {gb} {cb} {d.after}"
+    else:
+        d = diff_traces(da.trace(ga, ca, pa.index), db.trace(gb, cb, pb.index))
+        d.before = f"{da.title()} graph {ga} {ca} {pa.index} {pa.name}"
+        d.after = f"{db.title()} graph {gb} {cb} {pb.index} {pb.name}"
+    out = diff_json(d, ga, ca, pa.index, pb.index)
+    return {"schema": 1, "kind": "passes", "title": f"{d.before} → {d.after}", "diff": out}, d
+
+
+def runs_diff_json(a, b) -> dict:
+    """Return the comparison of two recordings (fusions added, removed, split, merged; kernel time
+    deltas) from :mod:`thundervis.diff.runs`."""
+    from thundervis.diff.runs import compare_runs, run_side_from_recording
+    sides = []
+    for src in (a, b):
+        data = RecordingData(*open_source(src), label=label_of(src))
+        try:
+            label = f"{data.title()} ({os.path.basename(data.rec.path)})"
+            sides.append(run_side_from_recording(data.rec, label=label))
+        except RecordingError as e:
+            raise DataError(str(e)) from None
+    comp = compare_runs(*sides)
+    return {"schema": 1, "kind": "runs", "title": f"{comp.a} → {comp.b}", "comparison": comp.as_json(),
+            "text": comp.render_text()}
+
+
+def is_pass_spec(x) -> bool:
+    """Return True when ``x`` selects a pass (a tuple or list), not a whole recording."""
+    return isinstance(x, (tuple, list))

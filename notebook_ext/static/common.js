@@ -1,0 +1,244 @@
+// thundervis notebook widget, part 1 of 3: DOM helpers, requests to the kernel, the SVG diagram's
+// sanitising and pan/zoom, and the side-by-side diff table. widget.py joins common.js,
+// recording_view.js and widget.js (in that order) into the one ES module anywidget loads.
+//
+// Plain ES module, shipped as is (no build step, nothing loaded from the network). Everything from
+// a recording reaches the page through textContent / attribute setters, never as markup; the
+// fusion diagram (SVG made by Graphviz in the kernel) is parsed as XML and stripped of scripts,
+// event handlers, foreign objects and links before it is shown.
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") el.className = v;
+    else if (k === "text") el.textContent = String(v);
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function clear(el) {
+  while (el.firstChild) el.removeChild(el.firstChild);
+}
+
+function fmtUs(us) {
+  if (us === null || us === undefined) return "–";
+  return us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`;
+}
+
+function baseName(path) {
+  const s = String(path || "?");
+  const i = s.lastIndexOf("/");
+  return i >= 0 ? s.slice(i + 1) : s;
+}
+
+// -- requests to the kernel ----------------------------------------------------------------------
+
+function makeAsk(model) {
+  let next = 0;
+  const pending = new Map();
+  model.on("msg:custom", (msg) => {
+    if (msg && pending.has(msg.id)) {
+      const resolve = pending.get(msg.id);
+      pending.delete(msg.id);
+      resolve(msg);
+    }
+  });
+  return (request) =>
+    new Promise((resolve) => {
+      next += 1;
+      pending.set(next, resolve);
+      model.send({ id: next, request });
+    });
+}
+
+// -- the SVG diagram -----------------------------------------------------------------------------
+
+function safeSvg(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  const root = doc.documentElement;
+  if (!root || root.nodeName.toLowerCase() !== "svg" || doc.getElementsByTagName("parsererror").length) {
+    return null;
+  }
+  for (const bad of Array.from(root.querySelectorAll("script, foreignObject, iframe, object, embed, use"))) {
+    bad.remove();
+  }
+  for (const el of [root, ...Array.from(root.querySelectorAll("*"))]) {
+    for (const attr of Array.from(el.attributes)) {
+      const name = attr.name.toLowerCase();
+      if (name.startsWith("on") || name === "href" || name === "xlink:href" || name === "style") {
+        el.removeAttribute(attr.name);
+      }
+    }
+  }
+  return document.importNode(root, true);
+}
+
+function panZoom(viewport, svg) {
+  const state = { x: 0, y: 0, k: 1 };
+  const apply = () => {
+    svg.style.transform = `translate(${state.x}px, ${state.y}px) scale(${state.k})`;
+  };
+  svg.style.transformOrigin = "0 0";
+  viewport.addEventListener(
+    "wheel",
+    (e) => {
+      e.preventDefault();
+      const r = viewport.getBoundingClientRect();
+      const mx = e.clientX - r.left;
+      const my = e.clientY - r.top;
+      const f = Math.exp(-e.deltaY * 0.0015);
+      const k = Math.min(8, Math.max(0.05, state.k * f));
+      state.x = mx - ((mx - state.x) * k) / state.k;
+      state.y = my - ((my - state.y) * k) / state.k;
+      state.k = k;
+      apply();
+    },
+    { passive: false },
+  );
+  let drag = null;
+  viewport.addEventListener("mousedown", (e) => {
+    drag = { x: e.clientX - state.x, y: e.clientY - state.y };
+    viewport.classList.add("tv-grabbing");
+  });
+  window.addEventListener("mouseup", () => {
+    drag = null;
+    viewport.classList.remove("tv-grabbing");
+  });
+  viewport.addEventListener("mousemove", (e) => {
+    if (!drag) return;
+    state.x = e.clientX - drag.x;
+    state.y = e.clientY - drag.y;
+    apply();
+  });
+  const fit = () => {
+    // measure the drawing at scale 1, then fit it into the viewport (never blown up past 1.5x)
+    svg.style.transform = "none";
+    const r = svg.getBoundingClientRect();
+    const vw = viewport.clientWidth || 800;
+    const vh = viewport.clientHeight || 500;
+    // a tall graph (most traces) is fitted to the width and read by panning down, not shrunk unreadable
+    const kw = (vw - 8) / r.width;
+    state.k = r.width > 0 && r.height > 0 ? Math.min(1.5, kw, Math.max((vh - 8) / r.height, 0.6 * kw)) : 1;
+    state.x = Math.max(0, (vw - r.width * state.k) / 2);
+    state.y = 4;
+    apply();
+  };
+  const zoom = (f) => {
+    state.k = Math.min(8, Math.max(0.05, state.k * f));
+    apply();
+  };
+  apply();
+  return { fit, zoom };
+}
+
+// -- diff tables ---------------------------------------------------------------------------------
+
+const STATUS_CLASS = {
+  unchanged: "tv-unchanged",
+  changed: "tv-changed",
+  added: "tv-added",
+  removed: "tv-removed",
+  "replaced-by": "tv-replaced",
+  "fused-into": "tv-fused",
+  moved: "tv-moved",
+};
+
+function textWithSpans(text, spans, cls) {
+  const frag = document.createDocumentFragment();
+  let pos = 0;
+  for (const [s, e] of spans || []) {
+    if (s > pos) frag.appendChild(document.createTextNode(text.slice(pos, s)));
+    frag.appendChild(h("span", { class: cls, text: text.slice(s, e) }));
+    pos = e;
+  }
+  frag.appendChild(document.createTextNode(text.slice(pos)));
+  return frag;
+}
+
+// rows: [status, left, right, note]; cell: [marker, depth, text, spans, uid, source]
+function diffTable(diff, { context = 3, onPick = null, selected = null, sources = [] } = {}) {
+  const table = h("table", { class: "tv-diff-table" });
+  table.appendChild(
+    h("thead", {}, h("tr", {}, h("th", { text: diff.before }), h("th", { text: diff.after }), h("th", { text: "" }))),
+  );
+  const body = h("tbody");
+  table.appendChild(body);
+  const rows = diff.rows;
+  const near = new Array(rows.length).fill(context < 0);
+  if (context >= 0) {
+    rows.forEach((r, k) => {
+      if (r[0] !== "unchanged") {
+        for (let m = Math.max(0, k - context); m <= Math.min(rows.length - 1, k + context); m++) near[m] = true;
+      }
+    });
+  }
+  const cell = (c, side, status) => {
+    if (!c) return h("td", { class: "tv-empty" });
+    const [marker, depth, text, spans, uid, src] = c;
+    const source = typeof src === "number" ? sources[src] : src; // payload diffs share one table
+    const cls = status === "changed" ? (side === "a" ? "tv-hl-a" : "tv-hl-b") : "";
+    const td = h(
+      "td",
+      {
+        class: `tv-code ${STATUS_CLASS[status] || ""}` + (selected && uid === selected ? " tv-selected" : ""),
+        title: source ? `${text}\n${source}` : text,
+        "data-uid": uid,
+        "data-side": side,
+      },
+      h("span", { class: "tv-marker", text: marker === " " ? " " : marker }),
+      "  ".repeat(depth),
+      textWithSpans(text, spans, cls),
+    );
+    if (onPick && uid) td.addEventListener("click", () => onPick(uid, side));
+    return td;
+  };
+  const addRow = (r) => {
+    const [status, left, right, note] = r;
+    const tr = h(
+      "tr",
+      { class: `tv-row ${STATUS_CLASS[status] || ""}`, "data-status": status },
+      cell(left, "a", status),
+      cell(right, "b", status),
+      h("td", { class: "tv-note", text: note || "", title: note || null }),
+    );
+    body.appendChild(tr);
+  };
+  let k = 0;
+  while (k < rows.length) {
+    if (near[k]) {
+      addRow(rows[k]);
+      k += 1;
+      continue;
+    }
+    const start = k;
+    while (k < rows.length && !near[k]) k += 1;
+    const hidden = rows.slice(start, k);
+    const tr = h("tr", { class: "tv-fold" });
+    const td = h("td", {
+      colspan: 3,
+      text: `… ${hidden.length} unchanged line${hidden.length === 1 ? "" : "s"} (click to show) …`,
+    });
+    td.addEventListener("click", () => {
+      const anchor = tr.nextSibling;
+      tr.remove();
+      for (const r of hidden) {
+        addRow(r);
+        body.insertBefore(body.lastChild, anchor);
+      }
+    });
+    tr.appendChild(td);
+    body.appendChild(tr);
+  }
+  return table;
+}
+
+function countsLine(diff) {
+  return h("div", { class: "tv-summary", text: diff.summary });
+}

@@ -1,0 +1,536 @@
+// thundervis notebook widget, part 2 of 3: the recording widget (thundervis.show): pickers, pass
+// stepper, trace or diff, symbol details and lineage, and the fusions tab.
+
+// -- the recording widget ------------------------------------------------------------------------
+
+function renderRecording(model, el, ask) {
+  const data = model.get("data");
+  const infos = data.infos || [];
+  const lineTable = data.lines || []; // [uid, depth, text, info]; each pass lists indexes into it
+  const diffCache = new Map();
+  const diagramCache = new Map();
+  const fusionsState = { module: "", collapse: null, kernel: model.get("selected_kernel") || "" };
+  let pickedPass = null; // the pass a clicked diff cell belongs to (the before side: the compared pass)
+
+  const root = h("div", { class: "tv-root" });
+  el.appendChild(root);
+
+  const header = h(
+    "div",
+    { class: "tv-header" },
+    h("span", { class: "tv-brand", text: "thundervis" }),
+    h("span", { class: "tv-title", text: data.title }),
+    h("span", {
+      class: "tv-muted",
+      // a session recording (thundervis.jit in this kernel) stays "running" while the kernel lives
+      text: `${data.status === "running" ? "recording live" : "run " + data.status}${data.device ? " · " + data.device : ""}`,
+    }),
+  );
+  const graphSel = h("select", { class: "tv-graph", "aria-label": "graph" });
+  const chainSel = h("select", { class: "tv-chain", "aria-label": "chain" });
+  const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
+  const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
+  const toolbar = h(
+    "div",
+    { class: "tv-toolbar" },
+    h("label", {}, "graph ", graphSel),
+    h("label", {}, "chain ", chainSel),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions),
+  );
+  const eagerBanner = h("div", { class: "tv-eager-banner" });
+  const body = h("div", { class: "tv-body" });
+  root.append(header, toolbar, eagerBanner, body);
+
+  const graphOf = () => data.graphs.find((g) => g.id === model.get("graph")) || data.graphs[0];
+  const chainOf = () => {
+    const g = graphOf();
+    if (!g) return null;
+    return g.chains.find((c) => c.kind === model.get("chain")) || g.chains[0];
+  };
+  const set = (changes) => {
+    for (const [k, v] of Object.entries(changes)) model.set(k, v);
+    model.save_changes();
+  };
+
+  function fillPickers() {
+    clear(graphSel);
+    for (const g of data.graphs) {
+      const eager = g.chains.some((c) => c.eager);
+      graphSel.appendChild(
+        h("option", { value: g.id, text: `graph ${g.id}${eager ? " (eager chains)" : ""}` }),
+      );
+    }
+    graphSel.value = String(model.get("graph"));
+    clear(chainSel);
+    const g = graphOf();
+    for (const c of g ? g.chains : []) {
+      chainSel.appendChild(
+        h("option", { value: c.kind, text: `${c.kind} · ${c.passes.length} passes${c.eager ? " · ran eagerly" : ""}` }),
+      );
+    }
+    chainSel.value = model.get("chain");
+    const c = chainOf();
+    clear(eagerBanner);
+    if (c && c.eager) {
+      eagerBanner.append(h("b", { text: "ran eagerly: " }), c.eager);
+      eagerBanner.style.display = "";
+    } else {
+      eagerBanner.style.display = "none";
+    }
+  }
+
+  graphSel.addEventListener("change", () => {
+    const g = data.graphs.find((x) => String(x.id) === graphSel.value);
+    const c = g.chains.find((x) => x.kind === "forward") || g.chains.find((x) => x.kind === "inference") || g.chains[0];
+    const last = c && c.passes.length ? c.passes[c.passes.length - 1].index : 0;
+    set({ graph: g.id, chain: c ? c.kind : "", pass_index: last, compare_index: -1, selected_uid: "" });
+  });
+  chainSel.addEventListener("change", () => {
+    const c = graphOf().chains.find((x) => x.kind === chainSel.value);
+    const last = c && c.passes.length ? c.passes[c.passes.length - 1].index : 0;
+    set({ chain: c.kind, pass_index: last, compare_index: -1, selected_uid: "" });
+  });
+  tabPasses.addEventListener("click", () => set({ tab: "passes" }));
+  tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
+
+  // -- passes tab ---------------------------------------------------------------------------------
+
+  function infoAt(info) {
+    if (info === null || info === undefined) return null;
+    return typeof info === "number" ? infos[info] : info;
+  }
+
+  function loadChain(c) {
+    // a big chain comes without its traces; fetch them once, then draw again
+    if (c.loading) return;
+    c.loading = true;
+    ask({ what: "chain", graph: model.get("graph"), chain: c.kind }).then((r) => {
+      c.loading = false;
+      if (!r.ok) {
+        c.loadError = r.error;
+      } else {
+        Object.assign(c, r.data, { lazy: false });
+      }
+      render();
+    });
+  }
+
+  function linesAt(c, index) {
+    const p = c.passes.find((x) => x.index === index);
+    const held = p && p.same_as !== null && p.same_as !== undefined ? p.same_as : index;
+    // payload lines are indexes into the shared table; a chain loaded later has them inline
+    return ((c.lines && c.lines[String(held)]) || []).map((i) => (typeof i === "number" ? lineTable[i] : i));
+  }
+
+  function getDiff(c, a, b) {
+    const key = `${model.get("graph")}/${c.kind}/${a}:${b}`;
+    if (c.diffs && c.diffs[`${a}:${b}`]) return Promise.resolve(c.diffs[`${a}:${b}`]);
+    if (diffCache.has(key)) return diffCache.get(key);
+    const p = ask({ what: "diff", graph: model.get("graph"), chain: c.kind, a, b }).then((r) => {
+      if (!r.ok) throw new Error(r.error);
+      return r.data;
+    });
+    diffCache.set(key, p);
+    return p;
+  }
+
+  function kernelUids(name) {
+    const g = graphOf();
+    const k = g && g.kernels.find((x) => x.name === name && x.chain === model.get("chain"));
+    return k ? new Set([k.uid, ...k.members]) : new Set();
+  }
+
+  function traceView(c, index) {
+    const hl = fusionsState.kernel ? kernelUids(fusionsState.kernel) : new Set();
+    const pre = h("div", { class: "tv-trace" });
+    for (const [uid, depth, text, info] of linesAt(c, index)) {
+      const inf = infoAt(info);
+      const src = inf && inf.source;
+      const line = h(
+        "div",
+        {
+          class:
+            "tv-line" +
+            (uid === model.get("selected_uid") ? " tv-selected" : "") +
+            (hl.has(uid) ? " tv-kernel-hl" : "") +
+            (inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
+          "data-uid": uid,
+          title: src ? `${src.label}  ${src.code}${src.module ? "  [" + src.module + "]" : ""}` : null,
+        },
+        "  ".repeat(depth + (uid === "<inputs>" ? 0 : 1)),
+        text,
+      );
+      if (src && depth === 0) line.appendChild(h("span", { class: "tv-src", text: `  # ${src.label}` }));
+      line.addEventListener("click", () => {
+        pickedPass = null;
+        set({ selected_uid: uid });
+      });
+      pre.appendChild(line);
+    }
+    return pre;
+  }
+
+  function infoOf(c, index, uid) {
+    for (const [u, , , info] of linesAt(c, index)) {
+      if (u === uid && info !== null && info !== undefined) return infoAt(info);
+    }
+    return null;
+  }
+
+  function kv(k, v) {
+    if (v === null || v === undefined || v === "") return null;
+    return h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: k }), h("span", { class: "tv-v", text: v }));
+  }
+
+  function detailView(c, shown) {
+    const uid = model.get("selected_uid");
+    const index = pickedPass !== null ? pickedPass : shown;
+    const box = h("div", { class: "tv-detail" });
+    if (!uid) {
+      box.appendChild(h("div", { class: "tv-muted", text: "Click a line for its source, lineage, kernel and fallback reason." }));
+      return box;
+    }
+    const inf = infoOf(c, index, uid) || infoOf(c, model.get("compare_index"), uid);
+    box.appendChild(h("div", { class: "tv-detail-title", text: `${inf ? inf.sym : uid}  (uid ${uid})` }));
+    if (inf) {
+      const src = inf.source;
+      box.append(
+        ...[
+          kv("source", src ? `${src.label}  ${src.code}` : "no user source line"),
+          kv("module", src && src.module),
+          kv("executor", inf.executor),
+          kv("kernel", inf.kernel),
+          kv("why", inf.note),
+          kv("aten", inf.aten),
+        ].filter(Boolean),
+      );
+    }
+    if (uid.startsWith("<")) {
+      box.appendChild(h("div", { class: "tv-muted", text: "the signature or return line: no symbol to follow" }));
+      return box;
+    }
+    const more = h("div", { class: "tv-more tv-muted", text: "loading lineage…" });
+    box.appendChild(more);
+    ask({ what: "detail", graph: model.get("graph"), chain: c.kind, pass: index, uid }).then((r) => {
+      clear(more);
+      more.className = "tv-more";
+      if (!r.ok) {
+        more.appendChild(h("div", { class: "tv-muted", text: r.error }));
+        return;
+      }
+      const d = r.data.detail;
+      if (d.snippet) {
+        const sn = h("div", { class: "tv-snippet" });
+        d.snippet.lines.forEach((t, i) => {
+          const n = d.snippet.first_line + i;
+          sn.appendChild(
+            h("div", { class: n === d.snippet.line ? "tv-snip-line tv-snip-hit" : "tv-snip-line" },
+              h("span", { class: "tv-lno", text: String(n).padStart(4) + "  " }), t),
+          );
+        });
+        more.append(h("div", { class: "tv-k", text: baseName(d.snippet.file) }), sn);
+      }
+      if (d.kernel) more.appendChild(kv("ended in", `${d.kernel.name} [${d.kernel.executor}] · ${d.kernel.n_ops} ops`));
+      if (d.timing) more.appendChild(kv("time", `${fmtUs(d.timing.median_us)} median over ${d.timing.calls} calls`));
+      if (d.fallback && (!inf || d.fallback !== inf.note)) more.appendChild(kv("fallback", d.fallback));
+      if (d.came_from.length) more.appendChild(kv("came from", d.came_from.map((s) => `${s.uid} ${s.sym}`).join(", ")));
+      if (d.became.length) more.appendChild(kv("became", d.became.map((s) => `${s.uid} ${s.sym}`).join(", ")));
+      if (d.twins.length) more.appendChild(kv("twins", d.twins.map((s) => `${s.chain} ${s.uid} ${s.sym}`).join(", ")));
+      const lin = h("div", { class: "tv-lineage" }, h("div", { class: "tv-k", text: "lineage" }));
+      for (const cl of r.data.lineage.chains) {
+        const steps = cl.steps
+          .filter((s) => s.symbols.length)
+          .map((s) => `${s.pass_name}: ${s.symbols.map((x) => x.sym.replace(/^prims\./, "")).join(", ")}`);
+        lin.appendChild(
+          h("div", { class: "tv-lin-chain" },
+            h("b", { text: cl.chain }), h("span", { class: "tv-muted", text: cl.link ? ` (${cl.link})` : "" }),
+            h("div", { class: "tv-lin-steps", text: steps.join("  →  ") })),
+        );
+      }
+      more.appendChild(lin);
+    });
+    return box;
+  }
+
+  function passesTab(c) {
+    const frag = h("div", { class: "tv-passes" });
+    if (c && c.lazy) {
+      frag.appendChild(h("div", { class: c.loadError ? "tv-error" : "tv-muted", text: c.loadError || `loading ${c.kind}…` }));
+      if (!c.loadError) loadChain(c);
+      return frag;
+    }
+    if (!c || !c.passes.length) {
+      frag.appendChild(h("div", { class: "tv-muted", text: "no recorded pass" }));
+      return frag;
+    }
+    const idx = c.passes.findIndex((p) => p.index === model.get("pass_index"));
+    const pos = idx < 0 ? c.passes.length - 1 : idx;
+    const p = c.passes[pos];
+    const go = (k) => {
+      const q = c.passes[Math.max(0, Math.min(c.passes.length - 1, k))];
+      set({ pass_index: q.index, selected_uid: model.get("selected_uid") });
+    };
+    const slider = h("input", { type: "range", class: "tv-slider", min: 0, max: c.passes.length - 1, step: 1, value: pos, "aria-label": "pass" });
+    slider.addEventListener("input", () => go(Number(slider.value)));
+    const label = h("span", {
+      class: "tv-pass-label",
+      text: `pass ${p.index} · ${p.name} · ${p.ms} ms · ${p.changed ? "changed" : "unchanged"} · ${p.n_symbols} symbols`,
+    });
+    const stepper = h(
+      "div",
+      { class: "tv-stepper" },
+      h("button", { class: "tv-first", title: "first pass", text: "|◀", onclick: () => go(0) }),
+      h("button", { class: "tv-prev", title: "previous pass", text: "◀", onclick: () => go(pos - 1) }),
+      slider,
+      h("button", { class: "tv-next", title: "next pass", text: "▶", onclick: () => go(pos + 1) }),
+      h("button", { class: "tv-last", title: "last pass", text: "▶|", onclick: () => go(c.passes.length - 1) }),
+      label,
+    );
+    const ticks = h("div", { class: "tv-ticks" });
+    c.passes.forEach((q, k) => {
+      ticks.appendChild(
+        h("span", {
+          class: "tv-tick" + (k === pos ? " tv-tick-on" : "") + (q.changed ? "" : " tv-tick-same"),
+          text: q.name,
+          title: `${q.index} ${q.name}: ${q.changed ? "changed" : "unchanged"}, ${q.ms} ms`,
+          onclick: () => go(k),
+        }),
+      );
+    });
+    const cmp = model.get("compare_index");
+    const modeSel = h("select", { class: "tv-compare", "aria-label": "compare with" });
+    modeSel.appendChild(h("option", { value: -1, text: "trace only" }));
+    for (const q of c.passes) {
+      if (q.index !== p.index) modeSel.appendChild(h("option", { value: q.index, text: `diff from ${q.index} ${q.name}` }));
+    }
+    modeSel.value = String(cmp);
+    modeSel.addEventListener("change", () => set({ compare_index: Number(modeSel.value) }));
+    const prevBtn = h("button", {
+      class: "tv-diff-prev",
+      text: "diff with previous",
+      disabled: pos === 0 ? "disabled" : null,
+      onclick: () => set({ compare_index: c.passes[pos - 1].index }),
+    });
+    const modes = h("div", { class: "tv-modes" }, h("label", {}, "view ", modeSel), prevBtn);
+    frag.append(stepper, ticks, modes);
+    const main = h("div", { class: "tv-main" });
+    const left = h("div", { class: "tv-left" });
+    main.append(left, detailView(c, p.index));
+    frag.appendChild(main);
+    if (cmp >= 0 && cmp !== p.index) {
+      left.appendChild(h("div", { class: "tv-muted", text: "computing diff…" }));
+      getDiff(c, cmp, p.index).then(
+        (d) => {
+          clear(left);
+          left.append(
+            countsLine(d),
+            diffTable(d, {
+              onPick: (uid, side) => {
+                pickedPass = side === "a" ? cmp : p.index;
+                set({ selected_uid: uid });
+              },
+              selected: model.get("selected_uid"),
+              sources: data.sources || [],
+            }),
+          );
+        },
+        (e) => {
+          clear(left);
+          left.appendChild(h("div", { class: "tv-error", text: String(e.message || e) }));
+        },
+      );
+    } else {
+      left.appendChild(traceView(c, p.index));
+    }
+    return frag;
+  }
+
+  // -- fusions tab --------------------------------------------------------------------------------
+
+  function diagramFor(c) {
+    const key = `${model.get("graph")}/${c.kind}/${fusionsState.module}/${fusionsState.collapse}`;
+    if (!fusionsState.module && fusionsState.collapse === null && c.diagram) return Promise.resolve(c.diagram);
+    if (diagramCache.has(key)) return diagramCache.get(key);
+    const p = ask({
+      what: "diagram",
+      graph: model.get("graph"),
+      chain: c.kind,
+      module: fusionsState.module || null,
+      collapse: fusionsState.collapse,
+    }).then((r) => (r.ok ? r.data : { svg: null, error: r.error, modules: [] }));
+    diagramCache.set(key, p);
+    return p;
+  }
+
+  // Graphviz draws a cluster or node as a <g> whose shapes may sit inside a tooltip <a>; nodes
+  // inside a cluster are separate <g>s, so a cluster's own path/polygon descendants are its frame.
+  function highlightKernel(svgHost, k) {
+    for (const el of Array.from(svgHost.querySelectorAll(".tv-hl"))) {
+      el.classList.remove("tv-hl");
+      for (const shape of Array.from(el.querySelectorAll("path, polygon"))) {
+        shape.setAttribute("stroke", shape.dataset.tvStroke || "");
+        shape.setAttribute("stroke-width", shape.dataset.tvWidth || "1");
+      }
+    }
+    if (!k) return;
+    for (const g of Array.from(svgHost.querySelectorAll("g.cluster, g.node"))) {
+      const title = g.querySelector("title");
+      const texts = Array.from(g.querySelectorAll("text")).map((t) => t.textContent);
+      if ((title && title.textContent === `cluster_${k.uid}`) || (g.classList.contains("node") && texts[0] === k.name)) {
+        g.classList.add("tv-hl");
+        for (const shape of Array.from(g.querySelectorAll("path, polygon"))) {
+          shape.dataset.tvStroke = shape.getAttribute("stroke") || "";
+          shape.dataset.tvWidth = shape.getAttribute("stroke-width") || "1";
+          shape.setAttribute("stroke", "#d1242f");
+          shape.setAttribute("stroke-width", "6");
+        }
+      }
+    }
+  }
+
+  function fusionsTab(c) {
+    const frag = h("div", { class: "tv-fusions" });
+    const g = graphOf();
+    const kernels = g.kernels.filter((k) => k.chain === c.kind);
+    const modSel = h("select", { class: "tv-module", "aria-label": "module" }, h("option", { value: "", text: "all modules" }));
+    const collapse = h("input", { type: "checkbox", class: "tv-collapse" });
+    const zoomIn = h("button", { text: "+", title: "zoom in" });
+    const zoomOut = h("button", { text: "−", title: "zoom out" });
+    const fitBtn = h("button", { text: "fit", title: "fit to width" });
+    const tools = h("div", { class: "tv-diagram-tools" },
+      h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), zoomIn, zoomOut, fitBtn);
+    const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
+    const table = h("table", { class: "tv-kernels" });
+    const kdetail = h("div", { class: "tv-kernel-detail" });
+    frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
+
+    table.appendChild(
+      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "share", "source lines"].map((t) => h("th", { text: t })))),
+    );
+    const tb = h("tbody");
+    table.appendChild(tb);
+    const sel = () => kernels.find((k) => k.name === fusionsState.kernel);
+    const showKernel = () => {
+      for (const tr of Array.from(tb.children)) tr.classList.toggle("tv-selected", tr.dataset.kernel === fusionsState.kernel);
+      highlightKernel(viewport, sel());
+      clear(kdetail);
+      const k = sel();
+      if (!k) {
+        kdetail.appendChild(h("div", { class: "tv-muted", text: "Click a kernel to highlight its cluster and source lines." }));
+        return;
+      }
+      kdetail.append(
+        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}] · ${k.n_ops} ops` }),
+        h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
+      );
+      if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
+      const srcs = h("div", { class: "tv-kernel-sources" });
+      for (const s of k.source_lines || []) {
+        srcs.appendChild(
+          h("div", { class: "tv-src-line tv-kernel-hl" },
+            h("span", { class: "tv-lno", text: `${baseName(s.file)}:${s.line}  ` }), s.code || "",
+            s.module ? h("span", { class: "tv-muted", text: `  [${s.module}]` }) : null,
+            s.direction ? h("span", { class: "tv-muted", text: `  (${s.direction})` }) : null),
+        );
+      }
+      kdetail.appendChild(srcs);
+    };
+    for (const k of kernels) {
+      const t = k.timing;
+      const tr = h(
+        "tr",
+        { class: "tv-kernel-row", "data-kernel": k.name },
+        h("td", { text: k.name }),
+        h("td", { text: k.executor }),
+        h("td", { text: k.n_ops }),
+        h("td", { text: t ? fmtUs(t.median_us) : "–" }),
+        h("td", { text: t && t.share !== null && t.share !== undefined ? `${(t.share * 100).toFixed(1)}%` : "–" }),
+        h("td", { text: (k.sources || []).join(", ") }),
+      );
+      tr.addEventListener("click", () => {
+        fusionsState.kernel = fusionsState.kernel === k.name ? "" : k.name;
+        set({ selected_kernel: fusionsState.kernel });
+        showKernel();
+      });
+      tb.appendChild(tr);
+    }
+    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no kernels in this chain" })));
+
+    diagramFor(c).then((d) => {
+      clear(viewport);
+      clear(modSel);
+      modSel.appendChild(h("option", { value: "", text: "all modules" }));
+      for (const m of d.modules || []) modSel.appendChild(h("option", { value: m, text: m }));
+      modSel.value = fusionsState.module;
+      collapse.checked = !!d.collapsed;
+      const svg = d.svg ? safeSvg(d.svg) : null;
+      if (!svg) {
+        viewport.appendChild(h("div", { class: "tv-muted", text: d.error || "no diagram" }));
+        showKernel();
+        return;
+      }
+      svg.classList.add("tv-svg");
+      viewport.appendChild(svg);
+      const pz = panZoom(viewport, svg);
+      zoomIn.addEventListener("click", () => pz.zoom(1.25));
+      zoomOut.addEventListener("click", () => pz.zoom(0.8));
+      fitBtn.addEventListener("click", () => pz.fit());
+      requestAnimationFrame(() => pz.fit());
+      for (const k of kernels) {
+        for (const g2 of Array.from(svg.querySelectorAll("g.cluster, g.node"))) {
+          const title = g2.querySelector("title");
+          const texts = Array.from(g2.querySelectorAll("text")).map((t) => t.textContent);
+          if ((title && title.textContent === `cluster_${k.uid}`) || (g2.classList.contains("node") && texts[0] === k.name)) {
+            g2.classList.add("tv-clickable");
+            g2.addEventListener("click", (e) => {
+              e.stopPropagation();
+              fusionsState.kernel = k.name;
+              set({ selected_kernel: k.name });
+              showKernel();
+            });
+          }
+        }
+      }
+      showKernel();
+    });
+    modSel.addEventListener("change", () => {
+      fusionsState.module = modSel.value;
+      render();
+    });
+    collapse.addEventListener("change", () => {
+      fusionsState.collapse = collapse.checked;
+      render();
+    });
+    showKernel();
+    return frag;
+  }
+
+  function render() {
+    fillPickers();
+    const tab = model.get("tab") === "fusions" ? "fusions" : "passes";
+    tabPasses.classList.toggle("tv-tab-on", tab === "passes");
+    tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
+    clear(body);
+    const c = chainOf();
+    if (!c) {
+      body.appendChild(h("div", { class: "tv-muted", text: "this recording holds no compiled graph" }));
+      return;
+    }
+    body.appendChild(tab === "fusions" ? fusionsTab(c) : passesTab(c));
+  }
+
+  const rerender = () => render();
+  for (const name of ["graph", "chain", "pass_index", "compare_index", "tab", "selected_uid"]) {
+    model.on(`change:${name}`, rerender);
+  }
+  model.on("change:selected_kernel", () => {
+    fusionsState.kernel = model.get("selected_kernel") || "";
+    render();
+  });
+  render();
+  return () => {
+    for (const name of ["graph", "chain", "pass_index", "compare_index", "tab", "selected_uid"]) {
+      model.off(`change:${name}`, rerender);
+    }
+  };
+}

@@ -1,0 +1,48 @@
+// thundervis notebook widget, part 3 of 3: the diff widget (thundervis.diff) and the entry point.
+
+// -- the diff widget -----------------------------------------------------------------------------
+
+function renderDiff(model, el) {
+  const data = model.get("data");
+  const root = h("div", { class: "tv-root" });
+  el.appendChild(root);
+  root.appendChild(
+    h("div", { class: "tv-header" }, h("span", { class: "tv-brand", text: "thundervis diff" }), h("span", { class: "tv-title", text: data.title })),
+  );
+  if (data.kind === "passes") {
+    root.append(countsLine(data.diff), diffTable(data.diff, { context: 3 }));
+    return;
+  }
+  const comp = data.comparison;
+  const counts = Object.entries(comp.counts)
+    .filter(([, n]) => n)
+    .map(([k, n]) => `${n} ${k}`)
+    .join(", ");
+  root.appendChild(h("div", { class: "tv-summary", text: `fusions: ${counts || "none"}` }));
+  const table = h("table", { class: "tv-kernels" });
+  table.appendChild(h("thead", {}, h("tr", {}, ...["change", "graph", "chain", "A", "B", "time A → B"].map((t) => h("th", { text: t })))));
+  const tb = h("tbody");
+  for (const d of comp.differences) {
+    tb.appendChild(
+      h("tr", { class: `tv-run-${d.kind}` },
+        h("td", { text: d.kind }),
+        h("td", { text: d.graph_a !== null ? d.graph_a : d.graph_b }),
+        h("td", { text: d.chain }),
+        h("td", { text: d.a.map((f) => f.name).join(" + ") || "(unfused)" }),
+        h("td", { text: d.b.map((f) => f.name).join(" + ") || "(unfused)" }),
+        h("td", { text: d.time_a_us !== null && d.time_b_us !== null ? `${fmtUs(d.time_a_us)} → ${fmtUs(d.time_b_us)}` : "–" })),
+    );
+  }
+  if (!comp.differences.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no fusion differences" })));
+  table.appendChild(tb);
+  root.append(table, h("pre", { class: "tv-trace", text: data.text }));
+}
+
+function render({ model, el }) {
+  el.classList.add("thundervis-widget");
+  const data = model.get("data") || {};
+  if (data.kind === "recording") return renderRecording(model, el, makeAsk(model));
+  return renderDiff(model, el);
+}
+
+export default { render };

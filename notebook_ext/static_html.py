@@ -1,0 +1,156 @@
+"""The static HTML rendering of the widgets, for front ends without a widget manager (nbconvert to
+HTML, static notebook viewers): no script, every recorded string escaped, the fusion diagram as an
+``<img>`` (an SVG shown as an image runs nothing).
+
+Diffs are drawn by :mod:`thundervis.diff.render`'s HTML back end; this module only lays out the
+page around them.
+"""
+from __future__ import annotations
+
+import base64
+import html
+from typing import Optional
+
+from thundervis.diff.render import HTML_STYLE, side_by_side_html
+
+STYLE = """
+.tv-static { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; font-size: 13px; color: #222; }
+.tv-static h3 { margin: 4px 0; font-size: 15px; }
+.tv-static h4 { margin: 10px 0 4px; font-size: 13px; }
+.tv-static table.tv-list { border-collapse: collapse; margin: 4px 0; }
+.tv-static table.tv-list td, .tv-static table.tv-list th { padding: 1px 8px; text-align: left; border-bottom: 1px solid #eee; }
+.tv-static pre.tv-trace { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; background: #fafafa;
+  border: 1px solid #ddd; padding: 6px; max-height: 420px; overflow: auto; }
+.tv-static .tv-eager { color: #b00020; font-weight: bold; }
+.tv-static .tv-muted { color: #777; }
+.tv-static details { margin: 4px 0; }
+.tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
+""" + HTML_STYLE
+
+
+def _e(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _page(body: str) -> str:
+    return f'<div class="tv-static"><style>{STYLE}</style>{body}</div>'
+
+
+def _chain_of(payload: dict, graph: int, chain: str) -> Optional[dict]:
+    for g in payload.get("graphs", []):
+        if g["id"] == graph:
+            for c in g["chains"]:
+                if c["kind"] == chain:
+                    return c
+    return None
+
+
+def _pass_lines(payload: dict, chain: dict, index: int) -> list:
+    by_index = {p["index"]: p for p in chain["passes"]}
+    p = by_index.get(index)
+    held = p["same_as"] if p and p.get("same_as") is not None else index
+    table = payload["lines"]
+    return [table[i] if isinstance(i, int) else i for i in (chain["lines"] or {}).get(str(held), [])]
+
+
+def _trace_pre(payload: dict, lines: list) -> str:
+    infos = payload.get("infos", [])
+    out = []
+    for uid, depth, text, info in lines:
+        title = ""
+        if info is not None:
+            src = infos[info].get("source")
+            if src:
+                title = f"{src['label']}  {src['code']}" + (f"  [{src['module']}]" if src.get("module") else "")
+        pad = "  " * (depth + (0 if uid in ("<inputs>",) else 1))
+        out.append(f'<span title="{_e(title)}">{_e(pad + text)}</span>')
+    return '<pre class="tv-trace">' + "\n".join(out) + "</pre>"
+
+
+def _kernels_table(kernels: list) -> str:
+    if not kernels:
+        return '<p class="tv-muted">no kernels</p>'
+    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>source lines</th></tr>"]
+    for k in kernels:
+        t = k.get("timing")
+        med = f"{t['median_us']:.1f} µs" if t and t.get("median_us") is not None else "–"
+        srcs = ", ".join(k.get("sources", []))
+        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
+                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
+    return '<table class="tv-list">' + "".join(rows) + "</table>"
+
+
+def svg_img(svg: str, alt: str) -> str:
+    """Return an ``<img>`` showing ``svg`` (as a data URL: shown, never run)."""
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f'<img class="tv-diagram" alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
+
+
+def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None) -> str:
+    """Return the static page of one recording: its graphs and chains (eager ones marked), the
+    passes of the selected chain, the trace at the selected pass, the diff of each changed pass
+    against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
+    kernel table and the fusion diagram."""
+    parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
+             f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
+             f' · static view (run the notebook for the interactive widget)</p>']
+    rows = ["<tr><th>graph</th><th>chain</th><th>passes</th><th>status</th></tr>"]
+    for g in payload.get("graphs", []):
+        for c in g["chains"]:
+            eager = (f'<span class="tv-eager">ran eagerly</span> {_e(c["eager"])}' if c.get("eager")
+                     else _e(c["status"]))
+            rows.append(f"<tr><td>{_e(g['id'])}</td><td>{_e(c['kind'])}</td><td>{len(c['passes'])}</td>"
+                        f"<td>{eager}</td></tr>")
+    parts.append('<table class="tv-list">' + "".join(rows) + "</table>")
+    c = _chain_of(payload, graph, chain)
+    if c is not None and c["passes"]:
+        names = {p["index"]: p["name"] for p in c["passes"]}
+        plist = ["<tr><th>#</th><th>pass</th><th>ms</th><th>changed</th><th>symbols</th></tr>"]
+        for p in c["passes"]:
+            plist.append(f"<tr><td>{_e(p['index'])}</td><td>{_e(p['name'])}</td><td>{_e(p['ms'])}</td>"
+                         f"<td>{'yes' if p['changed'] else ''}</td><td>{_e(p['n_symbols'])}</td></tr>")
+        parts.append(f"<h4>graph {_e(graph)} · {_e(chain)} · passes</h4>")
+        parts.append('<table class="tv-list">' + "".join(plist) + "</table>")
+        parts.append(f"<h4>trace after {_e(pass_index)} {_e(names.get(pass_index, '?'))}</h4>")
+        parts.append(_trace_pre(payload, _pass_lines(payload, c, pass_index)))
+        for key, fragment in (diffs or {}).items():
+            a, b = (int(x) for x in key.split(":"))
+            parts.append(f"<details><summary>diff {_e(a)} {_e(names.get(a, '?'))} → {_e(b)} "
+                         f"{_e(names.get(b, '?'))}</summary>{fragment}</details>")
+        g = next(g for g in payload["graphs"] if g["id"] == graph)
+        parts.append(f"<h4>kernels of graph {_e(graph)}</h4>")
+        parts.append(_kernels_table(g.get("kernels", [])))
+        diagram = c.get("diagram")
+        if diagram and diagram.get("svg"):
+            parts.append(f"<h4>fusion diagram · {_e(chain)} after pass {_e(diagram.get('pass'))}</h4>")
+            parts.append(svg_img(diagram["svg"], f"fusion diagram of graph {graph} {chain}"))
+        elif diagram and diagram.get("error"):
+            parts.append(f'<p class="tv-muted">no fusion diagram: {_e(diagram["error"])}</p>')
+    return _page("".join(parts))
+
+
+def recording_diffs_html(source, payload: dict, graph: int, chain: str) -> dict:
+    """Return ``{"a:b": HTML}`` for every diff the payload holds for one chain, drawn by the diff
+    renderer's HTML back end (3 lines of context)."""
+    c = _chain_of(payload, graph, chain)
+    if c is None:
+        return {}
+    out = {}
+    for key in c["diffs"] or {}:
+        a, b = (int(x) for x in key.split(":"))
+        out[key] = side_by_side_html(source.diff(graph, chain, a, b), context=3)
+    return out
+
+
+def diff_html(payload: dict, trace_diff=None) -> str:
+    """Return the static page of a ``thundervis.diff`` widget: the diff of two passes (drawn by the
+    diff renderer from ``trace_diff``) or the comparison of two recordings."""
+    parts = [f"<h3>thundervis diff · {_e(payload.get('title'))}</h3>"]
+    if payload.get("kind") == "passes":
+        d = payload["diff"]
+        parts.append(f'<p class="tv-muted">{_e(d["summary"])}</p>')
+        if trace_diff is not None:
+            parts.append(side_by_side_html(trace_diff, context=3))
+    else:
+        parts.append(f'<pre class="tv-trace">{_e(payload.get("text"))}</pre>')
+    return _page("".join(parts))

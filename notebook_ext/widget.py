@@ -1,0 +1,150 @@
+"""The anywidget classes: :class:`RecordingWidget` (``thundervis.show``) and :class:`DiffWidget`
+(``thundervis.diff``).
+
+The payload (:mod:`.data`) goes to the browser once, in the ``data`` trait; the front end
+(``static/widget.js``, plain ES module shipped in the package) steps passes and switches views on
+its own and asks the kernel only for what it did not get (a diff of two passes that are not
+neighbours, a symbol's lineage, the diagram of one module) through custom messages
+``{"id", "request": {...}}``, answered with ``{"id", "ok", "data" | "error"}``. The selection
+lives in synced traits, so Python can read and set it (``w.pass_index = 3``). Where no widget
+manager runs, the mimebundle's ``text/html`` (:mod:`.static_html`) shows a static rendering.
+"""
+from __future__ import annotations
+
+import pathlib
+import traceback
+
+import anywidget
+import traitlets
+
+from .data import DataError, RecordingData
+from .static_html import diff_html, recording_diffs_html, recording_html
+
+_STATIC = pathlib.Path(__file__).parent / "static"
+# The front end in three parts (helpers and diff table; the recording view; the diff widget and the
+# entry point), joined into the one ES module anywidget loads.
+FRONT_END_PARTS = ("common.js", "recording_view.js", "widget.js")
+
+
+def front_end() -> str:
+    """Return the widget's ES module: the shipped parts in order."""
+    return "\n".join((_STATIC / part).read_text(encoding="utf-8") for part in FRONT_END_PARTS)
+
+
+class _Base(anywidget.AnyWidget):
+    _esm = front_end()
+    _css = _STATIC / "widget.css"
+
+    data = traitlets.Dict().tag(sync=True)
+
+    def _static_html(self) -> str:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs):
+        """Return the widget view plus a static ``text/html`` rendering for front ends without a
+        widget manager (nbconvert, static notebook viewers)."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = dict(data or {})
+        data["text/html"] = self._static_html()
+        return (data, meta) if isinstance(bundle, tuple) else data
+
+    def _repr_html_(self) -> str:
+        """Return the static HTML rendering."""
+        return self._static_html()
+
+
+class RecordingWidget(_Base):
+    """Graphs and chains, a pass stepper, the trace at a pass or the diff of two passes, symbol
+    details and lineage, and the fusions tab (diagram and kernel table) of one recording."""
+
+    graph = traitlets.Int(0).tag(sync=True)
+    chain = traitlets.Unicode("").tag(sync=True)
+    pass_index = traitlets.Int(0).tag(sync=True)
+    compare_index = traitlets.Int(-1).tag(sync=True)  # -1: show the trace; else diff compare -> pass
+    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions
+    selected_uid = traitlets.Unicode("").tag(sync=True)
+    selected_kernel = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, source: RecordingData, *, graph=None, chain=None, pass_=None, compare=None,
+                 tab: str = "passes", **kwargs):
+        skeleton = _skeleton(source)
+        g, c, p, cmp_ = _initial_selection(skeleton, graph, chain, pass_, compare)
+        payload = source.payload(inline={(g, c)})
+        super().__init__(data=payload, graph=g, chain=c, pass_index=p, compare_index=cmp_, tab=tab, **kwargs)
+        self._source = source
+        self.on_msg(self._on_request)
+
+    def _static_html(self) -> str:
+        diffs = recording_diffs_html(self._source, self.data, self.graph, self.chain)
+        return recording_html(self.data, self.graph, self.chain, self.pass_index, diffs)
+
+    def request(self, request: dict) -> dict:
+        """Answer one front-end request (also callable from Python): ``{"ok": True, "data": ...}``
+        or ``{"ok": False, "error": one sentence}``."""
+        try:
+            return {"ok": True, "data": self._source.handle(request)}
+        except (DataError, KeyError, ValueError, TypeError) as e:
+            return {"ok": False, "error": str(e) or type(e).__name__}
+        except Exception as e:  # never let a request kill the comm; say what failed
+            return {"ok": False, "error": f"{type(e).__name__}: {e}",
+                    "traceback": traceback.format_exc(limit=3)}
+
+    def _on_request(self, _widget, content, _buffers) -> None:
+        if not isinstance(content, dict) or "request" not in content:
+            return
+        reply = self.request(content["request"])
+        self.send({"id": content.get("id"), **reply})
+
+
+class DiffWidget(_Base):
+    """The diff of two passes (possibly of two recordings) or the comparison of two recordings."""
+
+    def __init__(self, payload: dict, trace_diff=None, **kwargs):
+        super().__init__(data=payload, **kwargs)
+        self._trace_diff = trace_diff
+
+    def _static_html(self) -> str:
+        return diff_html(self.data, self._trace_diff)
+
+
+def _skeleton(source: RecordingData) -> dict:
+    """Return the graphs, chains and passes of ``source`` in the payload's shape (no traces)."""
+    return {"graphs": [{"id": g.id, "chains": [{"kind": c.kind, "passes": [{"index": p.index, "name": p.name}
+                                                                           for p in c.passes]}
+                                               for c in g.chains]} for g in source.graphs()]}
+
+
+def _initial_selection(payload: dict, graph, chain, pass_, compare):
+    """Return (graph id, chain kind, pass index, compare index) for the first view: the first graph
+    with a forward (or inference) chain, its last pass, compared with the pass before it."""
+    graphs = payload["graphs"]
+    if not graphs:
+        return 0, "", 0, -1
+    if graph is None:
+        wanted = [chain] if chain else ["forward", "inference"]
+        g = next((g for g in graphs if any(c["kind"] in wanted for c in g["chains"])), graphs[0])
+    else:
+        g = next((g for g in graphs if g["id"] == int(graph)), None)
+        if g is None:
+            raise DataError(f"no graph {graph} here (graphs: {', '.join(str(x['id']) for x in graphs)}).")
+    kinds = [c["kind"] for c in g["chains"]]
+    if chain is None:
+        chain = next((k for k in ("forward", "inference", "backward") if k in kinds), kinds[0] if kinds else "")
+    elif chain not in kinds:
+        raise DataError(f"graph {g['id']} has no {chain!r} chain (chains: {', '.join(kinds) or 'none'}).")
+    c = next((c for c in g["chains"] if c["kind"] == chain), None)
+    passes = c["passes"] if c else []
+    if not passes:
+        return g["id"], chain, 0, -1
+
+    def find(which):
+        for p in passes:
+            if str(p["index"]) == str(which) or p["name"] == str(which):
+                return p["index"]
+        raise DataError(f"graph {g['id']} {chain} has no pass {which!r} "
+                        f"(passes: {', '.join(str(p['index']) + ' ' + p['name'] for p in passes)}).")
+    p = find(pass_) if pass_ is not None else passes[-1]["index"]
+    if compare is None:
+        return g["id"], chain, p, -1
+    return g["id"], chain, p, find(compare)

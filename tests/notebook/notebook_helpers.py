@@ -1,0 +1,32 @@
+"""Helpers for the notebook tests: a tiny training script whose file name, source lines and module
+path are hostile HTML."""
+from __future__ import annotations
+
+import textwrap
+
+# Each string, if it ever reached a page as markup, would set window.__tv_pwned or open a dialog.
+HOSTILE_FILE = "evil_<img src=x onerror=window.__tv_pwned=1>.py"
+HOSTILE_MODULE = "<img src=x onerror=alert(2)>"
+HOSTILE_CODE = "<script>window.__tv_pwned=3</script>"
+HOSTILE_CODE2 = '</pre><b onmouseover="window.__tv_pwned=4">bold</b>'
+
+HOSTILE_SCRIPT = textwrap.dedent(f"""\
+    import torch
+
+    EVIL = {HOSTILE_MODULE!r}
+
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.add_module(EVIL, torch.nn.Linear(8, 8))
+
+        def forward(self, x):
+            h = torch.tanh(self._modules[EVIL](x))  # {HOSTILE_CODE}
+            return (h * h).sum()  # {HOSTILE_CODE2}
+
+
+    torch.manual_seed(0)
+    model = torch.compile(M())
+    model(torch.randn(4, 8)).backward()
+""")
