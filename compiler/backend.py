@@ -106,6 +106,14 @@ class ThundervisCompiler:
         self._forward_outputs: dict[int, list] = {}
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        if example_inputs and isinstance(example_inputs[0], list):
+            flat = _flatten_boxed_inputs(gm, example_inputs)
+            if flat is not None:  # compiled autograd's graph: a list of tensors comes first
+                compiled = self(flat, list(example_inputs[0]) + list(example_inputs[1:]))
+
+                def run(*args):
+                    return compiled(*(list(args[0]) + list(args[1:])))
+                return run
         with _lock:
             graph = next(_graph_ids)
         obs = self.options.observer
@@ -190,6 +198,32 @@ class ThundervisCompiler:
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
             return _guard_first_call(fn, eager, report)
         return compile_fx_graph
+
+
+def _flatten_boxed_inputs(gm: torch.fx.GraphModule, example_inputs) -> Optional[torch.fx.GraphModule]:
+    """Return a copy of ``gm`` whose first input, a list of tensors read only by ``list[i]``
+    (compiled autograd's graphs: DDP's python reducer traces its all-reduces there), is one input
+    per tensor; None when the graph uses the list any other way."""
+    import operator
+    gm = torch.fx.GraphModule(gm, gm.graph.__deepcopy__() if hasattr(gm.graph, "__deepcopy__") else gm.graph)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    boxed, items = placeholders[0], example_inputs[0]
+    if not all(isinstance(t, torch.Tensor) for t in items):
+        return None
+    users = list(boxed.users)
+    if not all(u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
+               and 0 <= u.args[1] < len(items) for u in users):
+        return None
+    with gm.graph.inserting_before(boxed):
+        new = [gm.graph.placeholder(f"{boxed.name}_{i}") for i in range(len(items))]
+    for node, value in zip(new, items):
+        node.meta["example_value"] = node.meta["val"] = value
+    for u in users:
+        u.replace_all_uses_with(new[u.args[1]])
+        gm.graph.erase_node(u)
+    gm.graph.erase_node(boxed)
+    gm.recompile()
+    return gm
 
 
 def _aot_names(gm: torch.fx.GraphModule, arguments: list) -> dict[str, str]:

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 from typing import Iterable, Optional
 
+from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 
 from thundervis.diff.lines import is_fusion
@@ -30,6 +31,8 @@ PALETTE = {
     "torch": ("#7a7a7a", "#f4f4f4"),
 }
 _OTHER = ("#1f6fb4", "#e2eef9")
+# Collectives and their waits (compiler.collectives): drawn apart, fusion never crosses them.
+COMMUNICATION = ("#b03a2e", "#fdecea")
 _HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
 FORMATS = ("svg", "png", "dot", "pdf")
 
@@ -239,6 +242,11 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             hot = heat is not None and t / t_max > 0.75
             g.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
+        elif is_communication(b.sym):
+            used_executors.add("communication")
+            g.node(nid, label=_node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
+                   fillcolor=heat or COMMUNICATION[1], penwidth="2",
+                   tooltip=_tooltip("communication: " + _tooltip_text(b)))
         else:
             g.node(nid, label=_node_label(b, t, max_label), color=border,
                    fillcolor=heat or ("white" if ex in ("", "torch") else fill),
@@ -267,7 +275,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
 def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
     cells = []
     for ex in executors:
-        border, fill = executor_colors(ex)
+        border, fill = COMMUNICATION if ex == "communication" else executor_colors(ex)
         cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{html.escape(ex)}</TD>')
     if heat:
         for f in (0.0, 0.5, 1.0):

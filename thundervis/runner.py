@@ -179,10 +179,13 @@ def _routed_compile(original: Callable, backend) -> Callable:
 
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
-               executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None) -> RunResult:
+               executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None,
+               notes: Sequence[tuple[str, object]] = ()) -> RunResult:
     """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
     :func:`check_output` has validated). Return how it ended; the recording is closed.
-    ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None."""
+    ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None.
+    ``notes``: (event, JSON-able data) pairs recorded as events before the script starts (a
+    distributed worker records its rank this way)."""
     import torch
     import torch._dynamo
     from thundervis.compiler import backend as backend_mod
@@ -192,6 +195,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     recorder = RecordingObserver(out)
     argv = [script_path or module, *args]
     recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
+    for event, data in notes:
+        recorder.note(event, data)
     compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=recorder,
                                               profile=profile)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..collectives import CLAIM_NOTE, is_communication
 from ..executors.base import Executor
 from ..ir import BoundSymbol, Trace
 from .cse import _is_random
@@ -17,6 +18,10 @@ NAME = "claim"
 
 
 def _claim_one(b: BoundSymbol, executors: Sequence[Executor]) -> list[BoundSymbol]:
+    if is_communication(b.sym):  # collectives and waits stay opaque torch ops (see collectives.py)
+        torch_ex = next((ex for ex in executors if ex.name == "torch" and ex.can_run(b)), None)
+        if torch_ex is not None:
+            return [b.replace(executor="torch", note=CLAIM_NOTE)]
     for ex in executors:
         if ex.can_run(b):
             note = b.note

@@ -6,6 +6,7 @@ one's everywhere after it, and the survivor's ``origin`` lists both uids.
 """
 from __future__ import annotations
 
+from ..collectives import is_communication
 from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
 from ..prims import PRIMS
 
@@ -54,7 +55,7 @@ def cse(trace: Trace) -> Trace:
     for b in trace.symbols:
         if rename:
             b = _renamed(b, sub)
-        if _is_random(b) or b.sym == "del":
+        if _is_random(b) or b.sym == "del" or is_communication(b.sym):
             out.append(b)
             continue
         key = _key(b)

@@ -14,6 +14,10 @@ region is merged with the nearest earlier one that works, within :data:`HORIZONT
 launch instead of several, e.g. the q/k/v transposes of an attention block or the weight-gradient
 sums left over from a layer-norm backward.
 
+Communication ops (collectives and their waits, :mod:`..collectives`) are barriers: a region only
+holds symbols between the same two communication ops, so fusing never moves computation across a
+collective or its wait, and the final order keeps every communication op where it was.
+
 Each final region becomes a top-level symbol with ``fusion=True``, named by
 :func:`~..ir.kernel_name` (``fw_fusion_0``, ``bw_fusion_0``, ``g1_fw_fusion_0`` ...: unique in a
 recording; a second fusion executor's pass goes on numbering after the first's) in the order of
@@ -29,6 +33,7 @@ import heapq
 import inspect
 from typing import Optional
 
+from ..collectives import is_communication
 from ..executors.base import BuiltKernel, FusionExecutor
 from ..ir import BoundSymbol, KernelRecord, Minter, SourceLine, Trace, TensorProxy, kernel_name
 
@@ -117,6 +122,7 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
     refused: dict[tuple[int, int], str] = {}
     lone_problem: dict[int, str] = {}
     uses = _uses(trace)
+    epoch, barriers = _epochs(syms)
     for i in sorted(mine):
         problem = _region_problem(executor, [syms[i]], _region_io(trace, [i], uses)[1])
         if problem:
@@ -134,6 +140,10 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
             rp, rc = g.node[p], g.node[c]
             if rp == rc:
                 continue
+            if epoch[g.members[rp][0]] != epoch[g.members[rc][0]]:
+                comm = syms[barriers[epoch[g.members[rp][0]]]]
+                refused[(p, c)] = f"would move ops across communication op {_describe(comm)}"
+                continue
             via = g.has_detour(rp, rc)
             if via is None:
                 via = g.has_detour(rc, rp)
@@ -146,8 +156,19 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
                 refused[(p, c)] = problem
                 continue
             g.merge(rc, rp)
-    _merge_independent(trace, executor, g, mine, lone_problem, uses)
+    _merge_independent(trace, executor, g, mine, lone_problem, uses, epoch)
     return g, lone_problem, refused
+
+
+def _epochs(syms: tuple[BoundSymbol, ...]) -> tuple[list[int], list[int]]:
+    """Return (per symbol: how many communication ops come before it, the communication ops'
+    indices): symbols of one region must share the count (see the module docstring)."""
+    epoch, barriers = [], []
+    for i, b in enumerate(syms):
+        epoch.append(len(barriers))
+        if is_communication(b.sym):
+            barriers.append(i)
+    return epoch, barriers
 
 
 # How many earlier regions a region may be horizontally merged with (nearest first): keeps the
@@ -156,7 +177,7 @@ HORIZONTAL_WINDOW = 16
 
 
 def _merge_independent(trace: Trace, executor: FusionExecutor, g: _Graph, mine: set, lone_problem: dict,
-                       uses: dict) -> None:
+                       uses: dict, epoch: Optional[list] = None) -> None:
     """Horizontal fusion: merge regions no value flows between (no path either way, so no cycle)
     when the executor can run them as one kernel (side by side, or one after the other)."""
     syms = trace.symbols
@@ -168,6 +189,8 @@ def _merge_independent(trace: Trace, executor: FusionExecutor, g: _Graph, mine: 
         if all(syms[i].sym in VIEW_SYMS for i in members):
             continue  # views stay views: merging them would materialize them
         for q in reversed(order[-HORIZONTAL_WINDOW:]):
+            if epoch is not None and epoch[g.members[q][0]] != epoch[members[0]]:
+                continue  # never across a communication op
             if q in g.succ[node] or node in g.succ[q] or g.has_detour(q, node) is not None \
                     or g.has_detour(node, q) is not None:
                 continue

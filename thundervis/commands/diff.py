@@ -94,6 +94,9 @@ def _kernel_lines(d) -> list[str]:
 def cmd_diff(args) -> int:
     """Print a pass diff (one recording) or a run comparison (two)."""
     from thundervis.commands.ls import open_or_fail
+    if args.ranks:
+        from thundervis.commands.diff_ranks import cmd_diff_ranks
+        return cmd_diff_ranks(args)
     if len(args.recordings) == 2:
         if args.from_ is not None or args.to is not None or args.graph is not None or args.chain is not None:
             raise UserError("--graph, --chain, --from and --to select a pass diff of one recording; "
@@ -187,8 +190,11 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "diff", help="diff two passes of a recording, or compare two recordings",
         usage="thundervis diff REC [--graph G] [--chain C] [--from P] [--to Q] [--side-by-side] [--html OUT]\n"
-              "       thundervis diff REC_A REC_B [--json]")
+              "       thundervis diff REC_A REC_B [--json]\n"
+              "       thundervis diff --ranks GROUP [--json]")
     p.add_argument("recordings", nargs="+", metavar="REC", help="one recording (pass diff) or two (run comparison)")
+    p.add_argument("--ranks", action="store_true",
+                   help="REC is a group folder: compare its ranks' traces and kernel times")
     p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
     p.add_argument("--chain", "-c", default=None, help="forward, backward, inference, ... (default: forward)")
     p.add_argument("--from", dest="from_", default=None, metavar="P",

@@ -25,7 +25,7 @@ def cmd_dot(args) -> int:
     fmt = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
     if fmt not in dot.FORMATS:
         raise UserError(f"cannot tell the diagram format from {args.out!r}: name it .svg, .png, .pdf or .dot.")
-    rec = open_or_fail(args.recording)
+    rec = open_or_fail(args.recording, args.rank)
     try:
         g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
         try:
@@ -54,7 +54,8 @@ def cmd_dot(args) -> int:
 def register(subparsers) -> None:
     """Add the ``dot`` subcommand."""
     p = subparsers.add_parser("dot", help="draw the dataflow graph of a trace with its fusions (Graphviz)")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
+    p.add_argument("--rank", type=int, default=None, help="in a group folder: the rank to draw (default: the lowest)")
     p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
     p.add_argument("--chain", "-c", default=None, help="forward, backward, inference, ... (default: forward)")
     p.add_argument("--pass", "-p", dest="pass_", default=None, metavar="P",

@@ -13,21 +13,28 @@ from thundervis.errors import UserError
 from thundervis.safe_text import visible, visible_line
 
 
-def open_or_fail(path: str):
-    """Open the recording at ``path``; a RecordingError becomes a UserError (exit 2)."""
+def open_or_fail(path: str, rank=None):
+    """Open the recording at ``path`` (a group folder: the recording of ``rank``, default the
+    lowest); a RecordingError becomes a UserError (exit 2)."""
     from thundervis.recording import RecordingError, open_recording
+    from thundervis.recording.group import is_group, open_group
     try:
+        if is_group(path):
+            return open_group(path).open_rank(rank)
+        if rank is not None:
+            raise UserError(f"--rank applies to a group folder; {path} is one recording.")
         return open_recording(path)
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None
 
 
 @contextlib.contextmanager
-def readable(path: str):
-    """Open the recording at ``path`` for the ``with`` body and close it after; a RecordingError,
-    when opening or from any later read, becomes a UserError (one sentence, exit 2)."""
+def readable(path: str, rank=None):
+    """Open the recording at ``path`` (or ``rank``'s of a group folder) for the ``with`` body and
+    close it after; a RecordingError, when opening or from any later read, becomes a UserError (one
+    sentence, exit 2)."""
     from thundervis.recording import RecordingError
-    rec = open_or_fail(path)
+    rec = open_or_fail(path, rank)
     try:
         yield rec
     except RecordingError as e:
@@ -96,6 +103,11 @@ def summary_text(rec, passes: bool = True) -> str:
     target = r["script"] or f"-m {r['module']}"
     lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
     lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    ranks = [e.data for e in rec.events("distributed") if isinstance(e.data, dict)]
+    if ranks:  # one rank of a multi-process run (thundervis run --nproc-per-node)
+        f = ranks[-1]
+        lines.append(f"rank    {f.get('rank')} of {f.get('world_size')} · local rank {f.get('local_rank')} "
+                     f"· node {f.get('node_rank')}")
     if r.get("last_event"):
         lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if not d["graphs"]:
@@ -123,9 +135,21 @@ def summary_text(rec, passes: bool = True) -> str:
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
+def group_summary_text(ov) -> str:
+    """Return the human-readable summary of a group (a ``GroupOverview``): one line per rank,
+    whether the ranks compiled identical traces, failures."""
+    from thundervis.commands.ls_group import group_text
+    return group_text(ov)
+
+
 def cmd_ls(args) -> int:
-    """Print the summary of the recording ``args.recording`` (JSON with ``--json``)."""
-    with readable(args.recording) as rec:
+    """Print the summary of the recording ``args.recording`` (JSON with ``--json``); a group folder
+    without ``--rank``: every rank's summary."""
+    from thundervis.recording.group import is_group
+    if is_group(args.recording) and args.rank is None:
+        from thundervis.commands.ls_group import cmd_ls_group
+        return cmd_ls_group(args)
+    with readable(args.recording, args.rank) as rec:
         text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
             summary_text(rec, passes=not args.brief)
     sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
@@ -135,7 +159,8 @@ def cmd_ls(args) -> int:
 def register(subparsers) -> None:
     """Add the ``ls`` subcommand."""
     p = subparsers.add_parser("ls", help="summarize a recording: run, graphs, chains, passes, fusions")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
+    p.add_argument("--rank", type=int, default=None, help="in a group folder: summarize this rank's recording")
     p.add_argument("--json", action="store_true", help="print the stable JSON form (see docs/recording.md)")
     p.add_argument("--brief", action="store_true", help="do not list every pass")
     p.set_defaults(func=cmd_ls)

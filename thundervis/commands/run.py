@@ -92,9 +92,9 @@ def _print_fallbacks(path: str) -> None:
         print("thundervis: " + line)
 
 
-def cmd_run(args) -> int:
-    """Validate, run the script recording every compile, report the recording."""
-    from thundervis import runner
+def resolve_target(args) -> tuple:
+    """Return (script, module, script args) from the parsed ``run`` arguments (``--no-view`` after
+    the script is taken as ours and set on ``args``); UserError when there is no target."""
     rest, trailing_no_view = split_trailing_flags(list(args.target))
     args.no_view = args.no_view or trailing_no_view
     if args.module is not None:
@@ -104,11 +104,20 @@ def cmd_run(args) -> int:
             raise UserError("-m wants a module name (thundervis run -m MODULE [ARGS...]).")
         module_args, module_no_view = split_trailing_flags(list(args.module[1:]))
         args.no_view = args.no_view or module_no_view
-        script, module, script_args = None, args.module[0], module_args + rest
-    else:
-        if not rest:
-            raise UserError("give a script to run (thundervis run SCRIPT [ARGS...]) or -m MODULE.")
-        script, module, script_args = rest[0], None, rest[1:]
+        return None, args.module[0], module_args + rest
+    if not rest:
+        raise UserError("give a script to run (thundervis run SCRIPT [ARGS...]) or -m MODULE.")
+    return rest[0], None, rest[1:]
+
+
+def cmd_run(args) -> int:
+    """Validate, run the script recording every compile, report the recording."""
+    from thundervis import runner
+    script, module, script_args = resolve_target(args)
+    from thundervis.commands.torchrun_options import distributed_requested
+    if distributed_requested(args):
+        from thundervis.commands.run_group import cmd_run_group
+        return cmd_run_group(args, script, module, script_args)
     executors = _executors(args.executors)
     runner.check_target(script, module)
     stem = os.path.splitext(os.path.basename(script))[0] if script else module.rsplit(".", 1)[-1]
@@ -140,7 +149,8 @@ def register(subparsers) -> None:
     """Add the ``run`` subcommand."""
     p = subparsers.add_parser(
         "run", help="run a script with every torch.compile recorded",
-        usage="thundervis run [--out PATH] [--executors LIST] [--no-view] (-m MODULE | SCRIPT) [ARGS...]",
+        usage="thundervis run [--out PATH] [--executors LIST] [--no-view] [--nproc-per-node N [torchrun "
+              "options]] (-m MODULE | SCRIPT) [ARGS...]",
         epilog="A --no-view after the script is taken as ours; put script arguments after -- to pass "
                "them through untouched.")
     p.add_argument("--out", "-o", metavar="PATH",
@@ -150,6 +160,8 @@ def register(subparsers) -> None:
     p.add_argument("--debug", action="store_true", help="check every trace after every pass")
     from thundervis.commands.profile_options import add_profile_arguments
     add_profile_arguments(p)
+    from thundervis.commands.torchrun_options import add_torchrun_arguments
+    add_torchrun_arguments(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                    help="run a module like python -m; every argument after it is the module's")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",

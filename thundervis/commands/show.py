@@ -59,7 +59,7 @@ def cmd_show(args) -> int:
     """Print the trace of the chosen pass, with the note of every symbol that has one."""
     from thundervis.compiler.printer import PrintOptions, print_trace
     from thundervis.recording import RecordingError
-    with readable(args.recording) as rec:
+    with readable(args.recording, args.rank) as rec:
         g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
         try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
@@ -86,7 +86,8 @@ def cmd_show(args) -> int:
 def register(subparsers) -> None:
     """Add the ``show`` subcommand."""
     p = subparsers.add_parser("show", help="print one recorded trace (a pass of a chain of a graph)")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
+    p.add_argument("--rank", type=int, default=None, help="in a group folder: the rank to show (default: the lowest)")
     p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
     p.add_argument("--chain", "-c", default=None,
                    help="dynamo, joint, forward, backward or inference (default: forward)")

@@ -96,12 +96,21 @@ def _connect(uri: str) -> sqlite3.Connection:
     return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
 
 
+def _is_ref(text) -> bool:
+    """True when ``text`` is a reference into a group's trace store (see group_store)."""
+    return isinstance(text, str) and text.startswith("@tvstore:")
+
+
 def open_recording(path: str, *, check: bool = True) -> "Recording":
     """Open the recording at ``path`` read-only and return a :class:`Recording`.
 
     With ``check`` the whole file is verified with SQLite's ``quick_check``. Raises
     :class:`RecordingError` (one sentence) for anything that is not a readable recording."""
     path = os.path.abspath(path)
+    from .rank_file import is_rank_file
+    if is_rank_file(path):  # a rank of a packed group: its variant's recording with the rank's part
+        from .rank_file import open_rank_file
+        return open_rank_file(path, check=check)
     head = _check_header(path)
     uri = _uri(path, head)
     try:
@@ -193,6 +202,7 @@ class Recording:
                 raise RecordingError(f"{self.path} is closed.")
             try:
                 conn = _connect(self._uri)
+                self._prepare_connection(conn)
             except sqlite3.Error as e:
                 raise RecordingError(f"{self.path} cannot be opened ({e}).") from None
             with self._lock:
@@ -200,6 +210,10 @@ class Recording:
             self._local.conn = conn
             self._local.depth = 0
         return conn
+
+    def _prepare_connection(self, conn: sqlite3.Connection) -> None:
+        """Set up a new connection before its first read (a rank file lays its part over its
+        variant's recording here; see rank_file)."""
 
     def close(self) -> None:
         """Close the file (every thread's connection)."""
@@ -215,6 +229,9 @@ class Recording:
             except sqlite3.Error:
                 pass
         self._local = threading.local()
+        if getattr(self, "_store_conns", None):
+            from .group_store import close_store
+            close_store(self)
 
     def __enter__(self):
         return self
@@ -251,7 +268,8 @@ class Recording:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
 
     def _has_table(self, name: str) -> bool:
-        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)))
+        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=? UNION ALL"
+                               " SELECT 1 FROM sqlite_temp_master WHERE name=?", (name, name)))
 
     def _json(self, text: Optional[str], default=None):
         """Parse a stored JSON value; with a list or dict ``default`` it must be of that type."""
@@ -444,7 +462,10 @@ class Recording:
         rows = self._rows("SELECT id, name, language, code, trace_json FROM kernels WHERE id=?", (kid,))
         if not rows:
             raise UnknownItem(f"no kernel with id {kid} in this recording")
-        return KernelSource(*rows[0])
+        kid, name, language, code, trace_json = rows[0]
+        from .group_store import resolve_text  # a rank file of a group: code kept in the group store
+        return KernelSource(kid, name, language, resolve_text(self, code, f"code of kernel {name}"),
+                            resolve_text(self, trace_json, f"region IR of kernel {name}"))
 
     # -- passes ---------------------------------------------------------------------------------
 
@@ -466,6 +487,16 @@ class Recording:
                                          "shares a trace that is missing).")
                 trace_json, printed = src[0]
                 if printed.startswith("# graph "):
+                    from thundervis.compiler.ir import Trace
+                    from thundervis.compiler.printer import header_line
+                    header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
+                                               graph=graph, pass_name=name, meta=self._json(meta, {})))
+                    printed = header + "\n" + printed.split("\n", 1)[1]
+            if _is_ref(trace_json) or _is_ref(printed):  # a rank file packed into its group's store
+                from .group_store import resolve_pass
+                trace_json, printed = resolve_pass(self, trace_json, printed, meta,
+                                                   f"graph {graph} {chain} pass {index}")
+                if printed is not None:
                     from thundervis.compiler.ir import Trace
                     from thundervis.compiler.printer import header_line
                     header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
@@ -630,7 +661,12 @@ class Recording:
         if not self._has_table("sources"):
             return None
         rows = self._rows("SELECT text FROM sources WHERE file=?", (file,))
-        return rows[0][0] if rows and isinstance(rows[0][0], str) else None
+        if not rows or not isinstance(rows[0][0], str):
+            return None
+        if _is_ref(rows[0][0]):
+            from .group_store import resolve_text
+            return resolve_text(self, rows[0][0], f"recorded source of {file}")
+        return rows[0][0]
 
     def source_snippet(self, source, context: int = SNIPPET_CONTEXT) -> Optional[SourceSnippet]:
         """Return the lines around ``source`` (a SourceInfo: file, line, code) from the recorded

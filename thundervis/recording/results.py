@@ -132,6 +132,9 @@ def append_rerun_results(path: str, results: Sequence[RerunResult]) -> None:
     rollback-journal mode, so readers leave no sidecar files. Raises :class:`ResultsNotStored`."""
     if not writable(path):
         raise ResultsNotStored("the file or its folder is read-only")
+    from .rank_file import is_rank_file
+    if is_rank_file(path):
+        raise ResultsNotStored("a .tvrank of a packed group holds only its rank's run and times")
     try:
         conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=rw", uri=True, timeout=10,
                                isolation_level=None)

@@ -1,0 +1,84 @@
+"""``thundervis ls GROUP [--json]``: every rank of a multi-process run in one summary (no subcommand
+of its own; ``ls`` hands a group folder without ``--rank`` over to :func:`cmd_ls_group`)."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+
+from thundervis.errors import UserError
+from thundervis.safe_text import visible, visible_line
+
+
+def rank_ranges(ranks) -> str:
+    """Return ranks as compact ranges: ``0-3, 5, 7-8``."""
+    ranks = sorted(ranks)
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+MAX_RANK_LINES = 64
+
+
+def group_text(ov) -> str:
+    """Return the human-readable summary of a ``GroupOverview``."""
+    lines = []
+    target = next((" ".join(l.target) for l in ov.launches if l.target), "")
+    world = ov.world_size or len(ov.ranks)
+    lines.append(f"group   {target}".rstrip())
+    lines.append(f"status  {ov.status} · {world} ranks · {len(ov.ranks)} recordings")
+    for l in ov.launches:
+        code = f" (exit {l.exit_code})" if l.exit_code is not None else ""
+        fails = "; ".join(
+            (f"rank {f['rank']} exit {f.get('exit_code')}" + (f" ({f['signal']})" if f.get("signal") else ""))
+            if f.get("rank") is not None else str(f.get("error"))
+            for f in l.failures[:8])
+        lines.append(f"launch  node {l.node_rank} on {l.host or '?'}: torchrun {shlex.join(l.torchrun_args)} · "
+                     f"{l.status}{code}" + (f": {fails}" if fails else ""))
+    lines.append(f"{'rank':>5}  {'status':<12} {'host':<14} {'pid':>7} {'graphs':>6} {'passes':>6} "
+                 f"{'kernels':>7} {'comm':>5}  traces")
+    first = {}
+    for fp, ranks in ov.variants.items():
+        first[fp] = min(ranks)
+    shown = ov.ranks if len(ov.ranks) <= MAX_RANK_LINES else ov.ranks[:MAX_RANK_LINES]
+    for r in shown:
+        if r.error:
+            lines.append(f"{r.rank:>5}  unreadable: {visible_line(r.error)}")
+            continue
+        same = first.get(r.fingerprint)
+        trace = (r.fingerprint or "-") + (f" (= rank {same})" if same is not None and same != r.rank else "")
+        code = f" {r.exit_code}" if r.exit_code not in (None, 0) else ""
+        lines.append(f"{r.rank:>5}  {(r.status or '?') + code:<12} {(r.host or '?')[:14]:<14} {r.pid or 0:>7} "
+                     f"{r.n_graphs:>6} {r.n_passes:>6} {r.n_kernels:>7} {r.n_communication:>5}  {trace}")
+        for m in r.missing:
+            lines.append(f"       missing: {m}")
+    if len(ov.ranks) > len(shown):
+        lines.append(f"       ... {len(ov.ranks) - len(shown)} more ranks (thundervis ls GROUP --json lists all)")
+    if ov.absent:
+        lines.append(f"absent  ranks {rank_ranges(ov.absent)}: no recording (the worker never started recording)")
+    if len(ov.variants) <= 1:
+        lines.append("traces  identical on every rank" if ov.variants else "traces  none recorded")
+    else:
+        parts = [f"{fp} on ranks {rank_ranges(rs)}" for fp, rs in sorted(ov.variants.items(), key=lambda kv: min(kv[1]))]
+        lines.append(f"traces  differ between ranks: {len(ov.variants)} variants: " + "; ".join(parts))
+        lines.append("        see where: thundervis diff --ranks GROUP")
+    return visible("\n".join(lines) + "\n")
+
+
+def cmd_ls_group(args) -> int:
+    """Print the summary of the group folder ``args.recording`` (JSON with ``--json``)."""
+    from thundervis.recording import RecordingError
+    from thundervis.recording.group import open_group
+    try:
+        ov = open_group(args.recording).overview()
+    except RecordingError as e:
+        raise UserError(str(e).rstrip(".") + ".") from None
+    text = json.dumps(ov.as_json(), indent=2) + "\n" if args.json else group_text(ov)
+    sys.stdout.write(visible(text))
+    return 0

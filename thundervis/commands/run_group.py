@@ -1,0 +1,91 @@
+"""``thundervis run --nproc-per-node N [torchrun options] SCRIPT ARGS``: the multi-process form of
+``run`` (no subcommand of its own; ``run`` hands over to :func:`cmd_run_group`).
+
+Everything is validated before any worker starts (the target, executors, profiling flags,
+torchrun's options by torchrun's own parser, the output folder); then
+:func:`thundervis.distributed.launch_group` runs the job under torchrun, one recording per rank in
+the group folder (default ``./thundervis-runs/<script>-<time>.tvgroup/``), packs the finished ranks'
+traces into the group's store, and the command prints a summary of every rank.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import shlex
+import sys
+
+from thundervis.errors import UserError
+
+
+def _default_group(stem: str) -> str:
+    from thundervis.runner import DEFAULT_DIR
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(DEFAULT_DIR, f"{stem}-{stamp}")
+    path, n = base + ".tvgroup", 1
+    while os.path.exists(path):
+        n += 1
+        path = f"{base}-{n}.tvgroup"
+    return path
+
+
+def worker_run_args(args, script, module, script_args) -> list[str]:
+    """Return the ``thundervis run`` arguments each worker parses again: executors, debug,
+    profiling and capture flags, then ``--`` and the target with its arguments."""
+    out = []
+    if args.executors:
+        out += ["--executors", args.executors]
+    if args.debug:
+        out.append("--debug")
+    if args.profile:
+        out += ["--profile", "--warmup", str(args.warmup), "--steps", str(args.steps)]
+    if args.capture_inputs:
+        out += ["--capture-inputs", "--capture-limit-mb", str(args.capture_limit_mb)]
+    if module:
+        return out + ["-m", module, *script_args]
+    return out + ["--", os.path.abspath(script), *script_args]
+
+
+def cmd_run_group(args, script, module, script_args) -> int:
+    """Validate, launch the job under torchrun, pack the group, print its summary; return the
+    launch's exit code."""
+    from thundervis import distributed, runner
+    from thundervis.commands.profile_options import profile_settings
+    from thundervis.commands.run import _executors, _say_once_about_cpu
+    from thundervis.commands.torchrun_options import torchrun_argv, torchrun_option
+    if args.module is None and script is None:
+        raise UserError("give a script to run (thundervis run --nproc-per-node N SCRIPT [ARGS...]).")
+    executors = _executors(args.executors)
+    runner.check_target(script, module)
+    profile_settings(args)  # validates the numbers; the workers build their own settings
+    trargs = torchrun_argv(args)
+    distributed.check_torchrun_args(trargs)
+    node = torchrun_option(args, "node_rank")
+    node_rank = int(node) if node is not None and str(node).isdigit() else 0
+    stem = os.path.splitext(os.path.basename(script))[0] if script else module.rsplit(".", 1)[-1]
+    out = distributed.check_group_output(args.out or _default_group(stem), node_rank)
+    _say_once_about_cpu(executors)
+    target = [script] if script else ["-m", module]
+    result = distributed.launch_group(group_dir=out, torchrun_args=trargs,
+                                      run_args=worker_run_args(args, script, module, script_args),
+                                      target=[*target, *script_args], node_rank=node_rank)
+    from thundervis.recording.group_store import pack_group
+    try:
+        pack_group(out)
+    except Exception as e:  # packing only saves space; the rank files are complete without it
+        print(f"thundervis: could not pack the group's traces ({type(e).__name__}: {e}); "
+              "the rank recordings are complete as they are", file=sys.stderr)
+    shown = os.path.relpath(out) if not os.path.relpath(out).startswith("..") else out
+    sys.stdout.flush()
+    if result.status == "ok":
+        print(f"thundervis: one recording per rank written to {shown}")
+    else:
+        failed = ", ".join(f"rank {f['rank']} (exit {f.get('exit_code')}{', ' + f['signal'] if f.get('signal') else ''})"
+                           for f in result.failures if f.get("rank") is not None)
+        print(f"thundervis: the job {result.status}" + (f": {failed}" if failed else "")
+              + f"; every rank's recording so far is in {shown}")
+    from thundervis.commands.ls import group_summary_text
+    from thundervis.recording.group import open_group
+    sys.stdout.write(group_summary_text(open_group(out).overview()))
+    print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
+          f"(thundervis show {shlex.quote(shown)} --rank R, thundervis diff --ranks {shlex.quote(shown)})")
+    return result.exit_code
