@@ -13,7 +13,6 @@ import os
 import re
 from typing import Optional
 
-import torch
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -88,6 +87,7 @@ def load_captured_inputs(rec_path: str, kernel: str, graph: int, chain: str,
                           f"{list(t.shape)}, the recording says {m['dtype']}{list(m['shape'])}")
         strides = m.get("strides")
         if strides is not None and list(t.stride()) != list(strides):
+            import torch  # only when captured tensors are loaded: reading a recording needs no torch
             t2 = torch.empty_strided(t.shape, strides, dtype=t.dtype)
             t2.copy_(t)
             t = t2
