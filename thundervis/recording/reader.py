@@ -11,6 +11,10 @@ recording that was only read. Each thread gets its own connection, so UI worker 
 any method; :meth:`Recording.revision` changes when another process commits (a live run), which is
 what a viewer polls. Trace JSON is loaded by the compiler's validating loader; nothing is unpickled
 or executed.
+
+This module holds :func:`open_recording` and the queries of runs, graphs, kernels, passes, sources
+and timings; opening and connections are :mod:`.connection`, the symbol rows and lineage queries
+:mod:`.symbol_rows` (every name they define that this module used to define is re-exported here).
 """
 from __future__ import annotations
 
