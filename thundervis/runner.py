@@ -129,14 +129,16 @@ def _compile_check(path: str) -> None:
         raise UserError(f"{path} is not valid Python source ({e}).") from None
 
 
-def default_output(stem: str, directory: str = DEFAULT_DIR) -> str:
-    """Return a new path ``DIRECTORY/<stem>-<YYYYmmdd-HHMMSS>.tvrec`` that does not exist yet."""
+def default_output(stem: str, directory: str = DEFAULT_DIR, suffix: str = ".tvrec") -> str:
+    """Return a new path ``DIRECTORY/<stem>-<YYYYmmdd-HHMMSS><suffix>`` that does not exist yet
+    (``-2``, ``-3``... added before the suffix when it does); ``suffix`` ``.tvgroup`` names a
+    group folder."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = os.path.join(directory, f"{stem}-{stamp}")
-    path, n = base + ".tvrec", 1
+    path, n = base + suffix, 1
     while os.path.exists(path):
         n += 1
-        path = f"{base}-{n}.tvrec"
+        path = f"{base}-{n}{suffix}"
     return path
 
 

@@ -22,106 +22,25 @@ loaded indices: ``gather`` and ``aten.embedding`` from a virtual source, ``scatt
 one index per row as a ``where``. ``index_put`` writes through atomics and only runs as a phase of
 a multi-part kernel (:mod:`.triton_plan`), which also composes several :class:`Part` bodies into
 one kernel. Every name a part emits carries its prefix, so parts can share one kernel body.
+
+The shape, concatenation and indexing ops are :mod:`.triton_reindex`; the argument binding, domain
+helpers and value kinds are :mod:`.triton_region` (re-exported here).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
-from ..resolve import resolve_overload
 from . import triton_ops as ops
-from .triton_index import (Index, as_dims, broadcast_index, linear, numel, offset, out_strides, row_compatible,
+from .triton_index import (Index, broadcast_index, linear, numel, offset, out_strides, row_compatible,  # noqa: F401
                            strides_of)
+from .triton_region import (ATEN_OPS, FREE_OPS, Const, Tile, Unfusable, Virtual, bind, block_sizes,  # noqa: F401
+                            prim_name, reduce_dims, reduction_domain, slice_params)
+from .triton_reindex import ReindexOps
 
 
-# Ops that only re-index their sources or are constant: they never set a part's iteration domain.
-FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | ops.ITERATE | {"cat"})
-
-
-class Unfusable(Exception):
-    """The region cannot be one Triton kernel; the message says why (shown as the fusion reason)."""
-
-
-def bind(b: BoundSymbol) -> dict:
-    """Return ``b``'s arguments by schema name (defaults filled) using its ATen overload."""
-    op = resolve_overload(b.aten)
-    out, args = {}, list(b.args)
-    for i, a in enumerate(op._schema.arguments):
-        if i < len(args) and not a.kwarg_only:
-            out[a.name] = args[i]
-        elif a.name in b.kwargs:
-            out[a.name] = b.kwargs[a.name]
-        elif a.has_default_value():
-            out[a.name] = a.default_value
-        else:
-            out[a.name] = None
-    return out
-
-
-# ATen ops the executor runs without a decomposition (named like prims in the generator).
-ATEN_OPS = {"aten.embedding.default": "embedding"}
-
-
-def prim_name(b: BoundSymbol) -> str:
-    """Return the prim name of ``b`` (``prims.add`` -> ``add``, ``aten.embedding.default`` -> ``embedding``)."""
-    return ATEN_OPS.get(b.sym) or b.sym.removeprefix("prims.")
-
-
-def reduce_dims(b: BoundSymbol, x: TensorProxy) -> list[int]:
-    """Return the sorted, normalized dims reduced by reduction ``b`` on input ``x``."""
-    a = bind(b)
-    dims = a.get("dim")
-    rank = len(x.shape)
-    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        return list(range(rank))
-    if isinstance(dims, int):
-        dims = [dims]
-    return sorted({d % rank if rank else 0 for d in dims})
-
-
-def reduction_domain(b: BoundSymbol) -> tuple[int, int, str]:
-    """Return (M rows, N reduced elements, layout) of reduction ``b``; raise Unfusable."""
-    x = b.args[0]
-    dims = reduce_dims(b, x)
-    rank = len(x.shape)
-    if len(dims) == rank:
-        return 1, numel(x.shape), "inner"
-    k = dims[0]
-    if dims == list(range(k, rank)):
-        return numel(x.shape[:k]), numel(x.shape[k:]), "inner"
-    if dims == list(range(0, len(dims))):
-        k = len(dims)
-        return numel(x.shape[k:]), numel(x.shape[:k]), "outer"
-    raise Unfusable(f"{b.sym} reduces dims {dims} of a {list(x.shape)} tensor: only leading or trailing dims")
-
-
-@dataclass
-class Tile:
-    """A computed value: the kernel variable, its level and physical tile kind, its dtype."""
-    var: str
-    level: str
-    phys: str
-    dtype: str
-
-
-@dataclass
-class Const:
-    """A constant tensor value (``full`` / ``scalar_tensor``)."""
-    value: Union[int, float, bool]
-    dtype: str
-
-
-@dataclass
-class Virtual:
-    """A region input, possibly seen through shape ops: read on demand at any index."""
-    shape: tuple
-    dtype: str
-    read: object  # (index, level, extra mask or None) -> expression of the element
-
-
-class Part:
+class Part(ReindexOps):
     """Generates the body of one kernel part over one iteration domain; raises Unfusable on anything
     it cannot express. ``prefix`` starts every name it emits (parameters ``{prefix}in{i}`` /
     ``{prefix}out{k}``, tile variables, indices), ``read_strides`` gives the layout of values that
@@ -396,127 +315,6 @@ class Part:
         var = self.emit(self.cast(expr, dtype, out.dtype) if dtype != out.dtype else expr)
         self.env[out.name] = Tile(var, level, level, out.dtype)
 
-    def shape_op(self, b: BoundSymbol, name: str, out: TensorProxy) -> None:
-        src = b.args[0]
-        v = self.lookup(src)
-        if isinstance(v, Const):
-            self.env[out.name] = v
-            return
-        if isinstance(v, Virtual):
-            tr = self._view_index(name, b, src, out)
-            self.env[out.name] = Virtual(out.shape, v.dtype,
-                                         lambda idx, level, extra, tr=tr, r=v.read: r(tr(idx), level, extra))
-            return
-        n_in, n_out = numel(src.shape), numel(out.shape)
-        if name == "permute":
-            perm = list(bind(b)["dims"])
-            kept = [d % len(src.shape) for d in perm if src.shape[d % len(src.shape)] != 1]
-            if kept != sorted(kept):
-                raise Unfusable(f"permute of the computed value {src.name} changes element order")
-        if name == "slice" and tuple(src.shape) != tuple(out.shape):
-            raise Unfusable(f"slice of the computed value {src.name}")
-        if n_in == n_out:
-            self.env[out.name] = Tile(v.var, v.level, v.phys, v.dtype)
-            return
-        # expand of a row or scalar value
-        level = self.level(n_out)
-        if v.level == "scalar" or (v.level == "row" and level == "full"
-                                   and row_compatible(src.shape, out.shape, self.M, self.layout)):
-            self.env[out.name] = Tile(v.var, level, v.phys, v.dtype)
-            return
-        raise Unfusable(f"expand of {src.name} {list(src.shape)} to {list(out.shape)} does not follow the kernel's rows")
-
-    def _view_index(self, name: str, b: BoundSymbol, src: TensorProxy, out: TensorProxy):
-        """Return the map from an index into ``out`` to the index into ``src`` of shape op ``b``."""
-        if name == "permute":
-            perm = [d % len(src.shape) for d in bind(b)["dims"]]
-
-            def locate(idx):
-                dims = as_dims(idx, out.shape)
-                u = ["0"] * len(src.shape)
-                for i, d in enumerate(perm):
-                    u[d] = dims[i]
-                return ("dims", u)
-            return locate
-        if name == "slice":
-            dim, start, step = slice_params(b, src)
-
-            def locate(idx):
-                dims = as_dims(idx, out.shape)
-                e = dims[dim] if step == 1 else f"({dims[dim]}) * {step}"
-                dims[dim] = e if start == 0 else f"({start} + {e})"
-                return ("dims", dims)
-            return locate
-        if name == "expand" and numel(src.shape) != numel(out.shape):
-            return lambda idx: broadcast_index(idx, src.shape, out.shape)
-        if tuple(src.shape) == tuple(out.shape):
-            return lambda idx: idx
-        return lambda idx: ("lin", linear(idx, out.shape)) if idx[0] == "dims" else idx
-
-    def cat(self, b: BoundSymbol, out: TensorProxy) -> None:
-        a = bind(b)
-        parts = [x for x in a["tensors"] if numel(x.shape) > 0]
-        dim = a.get("dim", 0) % len(out.shape)
-        srcs, start = [], 0
-        for x in parts:
-            srcs.append((start, start + x.shape[dim], self.virtual(x, "cat")))
-            start += x.shape[dim]
-
-        def read(idx, level, extra):
-            dims = as_dims(idx, out.shape)
-            d = dims[dim]
-            vals = []
-            for lo, hi, v in srcs:
-                cond = f"(({d}) >= {lo}) & (({d}) < {hi})"
-                sub = list(dims)
-                sub[dim] = d if lo == 0 else f"(({d}) - {lo})"
-                vals.append((cond, v.read(("dims", sub), level, f"({extra}) & {cond}" if extra else cond)))
-            expr = vals[-1][1]
-            for cond, val in reversed(vals[:-1]):
-                expr = f"tl.where({cond}, {val}, {expr})"
-            return self.emit(expr)
-        self.env[out.name] = Virtual(out.shape, out.dtype, read)
-
-    def gather(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
-        a = bind(b)
-        x, index = a["self"], a["index"]
-        dim = a["dim"] % len(x.shape)
-        src = self.virtual(x, "gather")
-        e, dt = self.value(index, level, out.shape)
-        dims = as_dims(self.index(level), out.shape)
-        dims[dim] = self.emit(self.cast(e, dt, "int64" if dt == "int64" else "int32"))
-        return src.read(("dims", dims), level, None)
-
-    def embedding(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
-        a = bind(b)
-        weight, indices = a["weight"], a["indices"]
-        dims = as_dims(self.index(level), out.shape)
-        idx = self.virtual(indices, "embedding").read(("dims", dims[:-1]), level, None)
-        return self.virtual(weight, "embedding").read(("dims", [idx, dims[-1]]), level, None)
-
-    def scatter(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
-        a = bind(b)
-        base, index, val = a["self"], a["index"], a["value"]
-        dim = a["dim"] % len(out.shape)
-        C = out.dtype
-        e, dt = self.value(index, level, out.shape)
-        selfv, sdt = self.value(base, level, out.shape)
-        dims = as_dims(self.index(level), out.shape)
-        return f"tl.where(({dims[dim]}) == {e}, {ops.literal(val, C)}, {self.cast(selfv, sdt, C)})"
-
-    def index_put(self, b: BoundSymbol) -> None:
-        a = bind(b)
-        out, values, accumulate = b.outputs, a["values"], bool(a.get("accumulate"))
-        (index,) = a["indices"]
-        k = len(index.shape)
-        dims = as_dims(self.index("full"), values.shape)
-        idx = self.virtual(index, "index_put").read(("dims", dims[:k]), "full", None)
-        idx = self.emit(f"tl.where({idx} < 0, {idx} + {out.shape[0]}, {idx})")
-        e, dt = self.value(values, "full", values.shape)
-        off = offset(("dims", [idx] + dims[k:]), out.shape, out_strides(out))
-        fn = "tl.atomic_add" if accumulate else "tl.store"
-        self.lines.append(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")
-
     def reduction(self, b: BoundSymbol, name: str, out: TensorProxy, level: str) -> None:
         a = bind(b)
         x = a["self"]
@@ -579,26 +377,3 @@ class Part:
         else:
             self.lines.append(f"    tl.store({self.p}out{k} + ({off}), {var}, mask={self.mask(level)})")
 
-
-def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
-    """Return (dim, start, step) of a ``slice`` with its start normalized like Python's slicing."""
-    a = bind(b)
-    dim = int(a.get("dim") or 0) % len(src.shape)
-    size = src.shape[dim]
-    start = int(a.get("start") or 0)  # enters the kernel source: an int, never recorded text
-    start = max(0, min(size, start + size if start < 0 else start))
-    return dim, start, int(a.get("step") or 1)
-
-
-def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str) -> dict:
-    """Return the tile sizes and launch shape: few large programs on CPU (the interpreter costs
-    about 1 ms per program), GPU-sized tiles otherwise."""
-    p2 = lambda n: 1 << max(0, (n - 1).bit_length())  # noqa: E731
-    if kind == "pointwise":
-        block = min(p2(T), 1 << 16) if device_kind != "cuda" else min(1024, p2(T))
-        return {"BLOCK": block, "grid": -(-T // block), "num_warps": 4 if block <= 1024 else 8}
-    bn = p2(N)
-    cap = (1 << 16) if device_kind != "cuda" else 4096
-    bm = max(1, min(p2(M), cap // bn))
-    warps = 4 if bm * bn <= 2048 else (8 if bm * bn <= 8192 else 16)
-    return {"BM": bm, "BN": bn, "grid": -(-M // bm), "num_warps": warps}

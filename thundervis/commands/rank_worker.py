@@ -54,13 +54,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from thundervis import runner
     from thundervis.cli import build_parser
-    from thundervis.commands.profile_options import profile_settings
-    from thundervis.commands.run import _executors, resolve_target
+    from thundervis.commands.run import resolve_target
+    from thundervis.commands.run_options import check_run_options
     try:
         args = build_parser().parse_args(["run", "--no-view", *run_args])
         script, module, script_args = resolve_target(args)
-        executors = _executors(args.executors)
-        profile = profile_settings(args)
+        executors, profile = check_run_options(args, script, module, check_target=False)
         out = runner.check_output(os.path.join(group, rank_file_name(facts["rank"], facts.get("restart", 0))))
     except UserError as e:
         print(f"thundervis: rank {facts['rank']}: {e}", file=sys.stderr)

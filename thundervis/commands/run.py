@@ -7,28 +7,15 @@ before the script starts (exit 2 with one sentence).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 
+from thundervis.commands.run_options import (check_run_options, parse_executors, shown_path,
+                                           target_stem)
 from thundervis.errors import UserError
 
-
-def _executors(text):
-    """Return the executor list from ``a,b,c`` (None for the defaults); UserError for unknown or
-    unavailable executors."""
-    if not text:
-        return None
-    from thundervis.compiler.executors import available_executors, get_executor
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    known = available_executors()
-    for n in names:
-        if n not in known:
-            raise UserError(f"unknown executor {n!r} (known: {', '.join(known)}).")
-        why = get_executor(n).available()
-        if why:
-            raise UserError(f"executor {n!r} cannot be used here: {why.rstrip('.')}.")
-    return names
+# The executor-list parser's old name (other modules import it from here).
+_executors = parse_executors
 
 
 def open_viewer(path: str) -> bool:
@@ -118,16 +105,12 @@ def cmd_run(args) -> int:
     if distributed_requested(args):
         from thundervis.commands.run_group import cmd_run_group
         return cmd_run_group(args, script, module, script_args)
-    executors = _executors(args.executors)
-    runner.check_target(script, module)
-    stem = os.path.splitext(os.path.basename(script))[0] if script else module.rsplit(".", 1)[-1]
-    from thundervis.commands.profile_options import profile_settings
-    profile = profile_settings(args)  # validated before the output folder is created
-    out = runner.check_output(args.out or runner.default_output(stem))
+    executors, profile = check_run_options(args, script, module)  # before the output folder is made
+    out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
     _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
                                executors=executors, debug=args.debug, profile=profile)
-    shown = os.path.relpath(result.path) if not os.path.relpath(result.path).startswith("..") else result.path
+    shown = shown_path(result.path)
     sys.stdout.flush()
     if result.status == "ok":
         print(f"thundervis: recording written to {shown}")

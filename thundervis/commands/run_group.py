@@ -9,23 +9,11 @@ traces into the group's store, and the command prints a summary of every rank.
 """
 from __future__ import annotations
 
-import datetime
 import os
 import shlex
 import sys
 
 from thundervis.errors import UserError
-
-
-def _default_group(stem: str) -> str:
-    from thundervis.runner import DEFAULT_DIR
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(DEFAULT_DIR, f"{stem}-{stamp}")
-    path, n = base + ".tvgroup", 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{base}-{n}.tvgroup"
-    return path
 
 
 def worker_run_args(args, script, module, script_args) -> list[str]:
@@ -49,20 +37,18 @@ def cmd_run_group(args, script, module, script_args) -> int:
     """Validate, launch the job under torchrun, pack the group, print its summary; return the
     launch's exit code."""
     from thundervis import distributed, runner
-    from thundervis.commands.profile_options import profile_settings
-    from thundervis.commands.run import _executors, _say_once_about_cpu
+    from thundervis.commands.run import _say_once_about_cpu
+    from thundervis.commands.run_options import check_run_options, shown_path, target_stem
     from thundervis.commands.torchrun_options import torchrun_argv, torchrun_option
     if args.module is None and script is None:
         raise UserError("give a script to run (thundervis run --nproc-per-node N SCRIPT [ARGS...]).")
-    executors = _executors(args.executors)
-    runner.check_target(script, module)
-    profile_settings(args)  # validates the numbers; the workers build their own settings
+    executors, _ = check_run_options(args, script, module)  # the workers build their own settings
     trargs = torchrun_argv(args)
     distributed.check_torchrun_args(trargs)
     node = torchrun_option(args, "node_rank")
     node_rank = int(node) if node is not None and str(node).isdigit() else 0
-    stem = os.path.splitext(os.path.basename(script))[0] if script else module.rsplit(".", 1)[-1]
-    out = distributed.check_group_output(args.out or _default_group(stem), node_rank)
+    default = runner.default_output(target_stem(script, module), suffix=".tvgroup")
+    out = distributed.check_group_output(args.out or default, node_rank)
     _say_once_about_cpu(executors)
     target = [script] if script else ["-m", module]
     result = distributed.launch_group(group_dir=out, torchrun_args=trargs,
@@ -74,7 +60,7 @@ def cmd_run_group(args, script, module, script_args) -> int:
     except Exception as e:  # packing only saves space; the rank files are complete without it
         print(f"thundervis: could not pack the group's traces ({type(e).__name__}: {e}); "
               "the rank recordings are complete as they are", file=sys.stderr)
-    shown = os.path.relpath(out) if not os.path.relpath(out).startswith("..") else out
+    shown = shown_path(out)
     sys.stdout.flush()
     if result.status == "ok":
         print(f"thundervis: one recording per rank written to {shown}")

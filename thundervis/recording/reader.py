@@ -11,94 +11,28 @@ recording that was only read. Each thread gets its own connection, so UI worker 
 any method; :meth:`Recording.revision` changes when another process commits (a live run), which is
 what a viewer polls. Trace JSON is loaded by the compiler's validating loader; nothing is unpickled
 or executed.
+
+This module holds :func:`open_recording` and the queries of runs, graphs, kernels, passes, sources
+and timings; opening and connections are :mod:`.connection`, the symbol rows and lineage queries
+:mod:`.symbol_rows` (every name they define that this module used to define is re-exported here).
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import difflib
-import json
 import os
 import sqlite3
-import struct
-import threading
 from typing import Optional, Union
-from urllib.parse import quote
 
+from .connection import (SQLITE_MAGIC, RecordingConnection, RecordingError, _check_header,  # noqa: F401
+                         _connect, _is_ref, _uri, open_checked)
 from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, KernelSource,  # noqa: F401
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
-from .schema import APPLICATION_ID, SCHEMA_VERSION
 from .liveness import last_recorded, run_status
+from .pass_refs import PassLike, _pass_key  # noqa: F401
+from .symbol_rows import _SYMBOL_COLUMNS, SymbolRows  # noqa: F401
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
-
-PassLike = Union[PassRef, PassInfo, int]
-
-
-class RecordingError(Exception):
-    """The file cannot be read as a recording; the message is one sentence for the user."""
-
-
-def _check_header(path: str) -> bytes:
-    """Return the first 100 bytes of ``path``; raise :class:`RecordingError` unless it starts like
-    a complete SQLite database."""
-    if not os.path.exists(path):
-        raise RecordingError(f"{path} does not exist.")
-    if os.path.isdir(path):
-        raise RecordingError(f"{path} is a directory, not a recording.")
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            head = f.read(100)
-    except OSError as e:
-        raise RecordingError(f"{path} cannot be read ({e.strerror}).") from None
-    if len(head) < 100:
-        if head and SQLITE_MAGIC.startswith(head[:16]):
-            raise RecordingError(f"{path} is truncated ({size} bytes): not a complete recording.")
-        raise RecordingError(f"{path} is not a thundervis recording.")
-    if not head.startswith(SQLITE_MAGIC):
-        raise RecordingError(f"{path} is not a thundervis recording (not an SQLite database).")
-    page_size = struct.unpack(">H", head[16:18])[0]
-    page_size = 65536 if page_size == 1 else page_size
-    change_counter, n_pages = struct.unpack(">II", head[24:32])
-    valid_for = struct.unpack(">I", head[92:96])[0]
-    if page_size < 512 or page_size & (page_size - 1):
-        raise RecordingError(f"{path} is corrupted (bad page size in the header).")
-    if size % page_size or (valid_for == change_counter and n_pages and size < n_pages * page_size):
-        raise RecordingError(f"{path} is truncated ({size} bytes, the header says "
-                             f"{n_pages * page_size}): the recording is damaged.")
-    return head
-
-
-def _uri(path: str, head: bytes) -> str:
-    """Return the SQLite URI to read ``path`` without writing anything next to it.
-
-    A file in rollback-journal mode (a finished recording) is opened ``mode=ro``: readers create no
-    files. A file in WAL mode (header bytes 18/19 = 2) needs a ``-shm`` file to be read ``mode=ro``;
-    when no ``-wal`` exists (everything is in the main file: an older finished recording) or the
-    directory is not writable, it is opened ``immutable=1`` instead (no locks, no sidecars). A live
-    or killed run keeps its ``-wal``; that one is read ``mode=ro`` to see what is committed there."""
-    base = "file:" + quote(path)
-    wal_mode = head[18] == 2 or head[19] == 2
-    if not wal_mode:
-        return base + "?mode=ro"
-    folder = os.path.dirname(path) or "."
-    if not os.path.exists(path + "-wal") or not os.access(folder, os.W_OK):
-        return base + "?mode=ro&immutable=1"
-    return base + "?mode=ro"
-
-
-def _connect(uri: str) -> sqlite3.Connection:
-    # check_same_thread=False only so close() may close every thread's connection; each connection
-    # is used by the thread that opened it. Autocommit: reads take snapshots in explicit BEGINs.
-    return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
-
-
-def _is_ref(text) -> bool:
-    """True when ``text`` is a reference into a group's trace store (see group_store)."""
-    return isinstance(text, str) and text.startswith("@tvstore:")
 
 
 def open_recording(path: str, *, check: bool = True) -> "Recording":
@@ -111,52 +45,7 @@ def open_recording(path: str, *, check: bool = True) -> "Recording":
     if is_rank_file(path):  # a rank of a packed group: its variant's recording with the rank's part
         from .rank_file import open_rank_file
         return open_rank_file(path, check=check)
-    head = _check_header(path)
-    uri = _uri(path, head)
-    try:
-        conn = _connect(uri)
-        conn.execute("PRAGMA schema_version").fetchone()
-    except sqlite3.Error as e:
-        try:  # no -shm can be made here (read-only directory or file): read the main file only
-            uri = "file:" + quote(path) + "?mode=ro&immutable=1"
-            conn = _connect(uri)
-            conn.execute("PRAGMA schema_version").fetchone()
-        except sqlite3.Error:
-            raise RecordingError(f"{path} cannot be opened ({e}).") from None
-    try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if app_id != APPLICATION_ID:
-            raise RecordingError(f"{path} is an SQLite database but not a thundervis recording.")
-        if version > SCHEMA_VERSION:
-            raise RecordingError(f"{path} was written by a newer thundervis (recording schema {version}; "
-                                 f"this version reads up to {SCHEMA_VERSION}): upgrade thundervis to read it.")
-        if version < 1:
-            raise RecordingError(f"{path} is not a thundervis recording (no schema version).")
-        if check:
-            result = conn.execute("PRAGMA quick_check").fetchone()[0]
-            if result != "ok":
-                raise RecordingError(f"{path} is corrupted (SQLite integrity check: {result}).")
-        if conn.execute("SELECT COUNT(*) FROM run").fetchone()[0] != 1:
-            raise RecordingError(f"{path} is incomplete: it holds no run (it was killed while being created).")
-    except RecordingError:
-        conn.close()
-        raise
-    except sqlite3.Error as e:
-        conn.close()
-        raise RecordingError(f"{path} is corrupted or truncated (SQLite: {e}).") from None
-    return Recording(path, uri, version, conn)
-
-
-def _pass_key(ref: PassLike, chain: Optional[str], index: Optional[int]) -> PassRef:
-    """Accept a PassRef, a PassInfo, or (graph, chain, index)."""
-    if isinstance(ref, PassRef):
-        return ref
-    if isinstance(ref, PassInfo):
-        return ref.ref
-    if chain is None or index is None:
-        raise TypeError("give a PassRef, or graph, chain and index")
-    return PassRef(int(ref), chain, int(index))
+    return Recording(path, *open_checked(path, check))
 
 
 def _chain_order(kind: str) -> tuple:
@@ -166,141 +55,17 @@ def _chain_order(kind: str) -> tuple:
 _KERNEL_COLUMNS = ("id, graph_id, chain, name, executor, uid, pass_name, language, members, ops, inputs,"
                    " outputs, source_lines, note")
 
-_SYMBOL_COLUMNS = ("graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line, code, module,"
-                   " function, seq_nr, aten, executor, note")
 
-
-class Recording:
+class Recording(RecordingConnection, SymbolRows):
     """A recording open for reading; create it with :func:`open_recording`. Safe to use from
-    several threads (one SQLite connection per thread); every method returns view-model values."""
+    several threads (one SQLite connection per thread); every method returns view-model values.
+    The connections are :class:`~.connection.RecordingConnection`'s, the symbol and lineage
+    queries :class:`~.symbol_rows.SymbolRows`'."""
 
     def __init__(self, path: str, uri: str, schema_version: int, conn: sqlite3.Connection):
-        self.path = path
-        self.schema_version = schema_version
-        self.immutable = "immutable=1" in uri
-        self._uri = uri
-        self._local = threading.local()
-        self._local.conn = conn
-        self._local.depth = 0
-        self._conns = [conn]
-        self._lock = threading.Lock()  # guards _conns, the caches and the polling connection
-        self._poll: Optional[sqlite3.Connection] = None
-        self._closed = False
-        # Symbol rows derived from the trace JSON of passes the writer has not indexed yet (a live
-        # or killed run): (graph, chain, pass) -> tuple[Symbol]. Kept in memory: the file stays
-        # untouched and every thread sees the same rows.
-        self._derived: dict[tuple, tuple[Symbol, ...]] = {}
-        self._rows_complete = False
+        super().__init__(path, uri, schema_version, conn)
+        self._init_symbol_rows()
         self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
-
-    # -- connections ----------------------------------------------------------------------------
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._closed:
-                raise RecordingError(f"{self.path} is closed.")
-            try:
-                conn = _connect(self._uri)
-                self._prepare_connection(conn)
-            except sqlite3.Error as e:
-                raise RecordingError(f"{self.path} cannot be opened ({e}).") from None
-            with self._lock:
-                self._conns.append(conn)
-            self._local.conn = conn
-            self._local.depth = 0
-        return conn
-
-    def _prepare_connection(self, conn: sqlite3.Connection) -> None:
-        """Set up a new connection before its first read (a rank file lays its part over its
-        variant's recording here; see rank_file)."""
-
-    def close(self) -> None:
-        """Close the file (every thread's connection)."""
-        with self._lock:
-            self._closed = True
-            conns, self._conns = self._conns, []
-            if self._poll is not None:
-                conns.append(self._poll)
-                self._poll = None
-        for c in conns:
-            try:
-                c.close()
-            except sqlite3.Error:
-                pass
-        self._local = threading.local()
-        if getattr(self, "_store_conns", None):
-            from .group_store import close_store
-            close_store(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    @contextlib.contextmanager
-    def snapshot(self):
-        """Run the ``with`` body's reads on one consistent snapshot of the file (a live run's later
-        commits are not seen halfway through); nests."""
-        conn = self._conn()
-        depth = getattr(self._local, "depth", 0)
-        if depth == 0:
-            try:
-                conn.execute("BEGIN")
-            except sqlite3.Error as e:
-                raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
-        self._local.depth = depth + 1
-        try:
-            yield self
-        finally:
-            self._local.depth = depth
-            if depth == 0:
-                try:
-                    conn.execute("COMMIT")  # ends the read; an open one would pin the snapshot
-                except sqlite3.Error:
-                    pass
-
-    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        try:
-            return self._conn().execute(sql, params).fetchall()
-        except sqlite3.Error as e:
-            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
-
-    def _has_table(self, name: str) -> bool:
-        return bool(self._rows("SELECT 1 FROM sqlite_master WHERE type='table' AND name=? UNION ALL"
-                               " SELECT 1 FROM sqlite_temp_master WHERE name=?", (name, name)))
-
-    def _json(self, text: Optional[str], default=None):
-        """Parse a stored JSON value; with a list or dict ``default`` it must be of that type."""
-        if text is None:
-            return default
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            raise RecordingError(f"{self.path} is corrupted (a stored JSON value does not parse).") from None
-        if isinstance(default, (list, dict)) and not isinstance(value, type(default)):
-            if value is None:
-                return default
-            raise RecordingError(f"{self.path} is corrupted (a stored JSON value has the wrong type).")
-        return value
-
-    # -- liveness -------------------------------------------------------------------------------
-
-    def revision(self) -> Revision:
-        """Return the file's :class:`Revision`: it changes when another process commits to the
-        file (a live run writing, a rerun storing results) or the run's status changes. Cheap:
-        poll it and reload what is shown when it differs."""
-        with self._lock:
-            if self._closed:
-                raise RecordingError(f"{self.path} is closed.")
-            try:
-                if self._poll is None:
-                    self._poll = _connect(self._uri)
-                version = self._poll.execute("PRAGMA data_version").fetchone()[0]
-            except sqlite3.Error as e:
-                raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
-        return Revision(int(version), self.run().status)
 
     # -- run and graphs -----------------------------------------------------------------------
 
@@ -534,118 +299,6 @@ class Recording:
         if held != ref.index:
             trace = trace.replace(pass_name=name, meta=self._json(meta, {}))
         return trace
-
-    # -- symbols --------------------------------------------------------------------------------
-
-    def _shared_passes(self, graph: Optional[int] = None) -> dict[tuple, list[int]]:
-        """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
-        where, params = ("AND graph_id=?", (graph,)) if graph is not None else ("", ())
-        out: dict[tuple, list[int]] = {}
-        for g, c, i, src in self._rows(f"SELECT graph_id, chain, idx, symbols_from FROM passes "
-                                       f"WHERE symbols_from != idx {where}", params):
-            out.setdefault((g, c, src), []).append(i)
-        return out
-
-    def _unindexed_passes(self) -> list[tuple]:
-        """Return (graph, chain, pass) of every pass holding its own trace but no ``symbols`` rows
-        (the writer indexes them when the run ends; a live or killed run lacks some)."""
-        if self._rows_complete:
-            return []
-        missing = self._rows(
-            "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
-            " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
-            " ORDER BY graph_id, chain, idx")
-        if not missing and self.run().status not in ("running", "killed"):
-            self._rows_complete = True
-        return missing
-
-    def _derived_rows(self, key: tuple) -> tuple[Symbol, ...]:
-        """The symbol rows of one unindexed pass, derived from its trace JSON (cached)."""
-        with self._lock:
-            hit = self._derived.get(key)
-        if hit is not None:
-            return hit
-        from .trace_text import symbol_rows
-        g, c, i = key
-        rows = tuple(self._symbol_from_row(r) for r in symbol_rows(g, c, i, self.pass_trace(g, c, i)))
-        with self._lock:
-            self._derived[key] = rows
-        return rows
-
-    def _symbol_from_row(self, r) -> Symbol:
-        src = None
-        if r[8] is not None or r[11]:
-            from thundervis.compiler.ir import SourceInfo
-            src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
-                             function=r[12] or "")
-        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in self._json(r[7], [])),
-                      src, r[13], r[14], r[15], r[16])
-
-    def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
-                 expand: bool = True) -> list[Symbol]:
-        """Return the symbols matching ``where`` (SQL over the stored rows) and ``keep`` (the same
-        test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
-        passes repeated for each of them; ordered by graph, chain, pass and position."""
-        with self.snapshot():
-            out = [self._symbol_from_row(r) for r in self._rows(
-                f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE {where}", params)]
-            for key in self._unindexed_passes():
-                out.extend(s for s in self._derived_rows(key) if keep(s))
-            shared = self._shared_passes(graph) if expand else {}
-        if shared:
-            out.extend(dataclasses.replace(s, pass_index=i) for s in list(out)
-                       for i in shared.get((s.graph, s.chain, s.pass_index), ()))
-        out.sort(key=lambda s: (s.graph, s.chain, s.pass_index, s.position))
-        return out
-
-    def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
-        """Return the symbols of one pass (top level and subsymbols, in walk order)."""
-        ref = _pass_key(ref, chain, index)
-        rows = self._rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
-                          (ref.graph, ref.chain, ref.index))
-        held = rows[0][0] if rows else ref.index
-        g, c = ref.graph, ref.chain
-        found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
-                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False)
-        if held != ref.index:
-            found = [dataclasses.replace(s, pass_index=ref.index) for s in found]
-        return found
-
-    def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
-        """Return the symbols of every pass of one chain, by pass then position."""
-        return self._symbols("graph_id=? AND chain=?", (graph, chain),
-                             lambda s: s.graph == graph and s.chain == chain, graph)
-
-    def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
-        """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""
-        def at(s):
-            return s.source is not None and s.source.line == line and (graph is None or s.graph == graph)
-        if graph is None:
-            return self._symbols("line=?", (line,), at)
-        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph)
-
-    def symbols_with_uid(self, graph: int, uid: str) -> list[Symbol]:
-        """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
-        return self._symbols("graph_id=? AND uid=?", (graph, uid),
-                             lambda s: s.graph == graph and s.uid == uid, graph)
-
-    def symbol(self, ref: Union[PassRef, PassInfo], uid: str) -> SymbolDetail:
-        """Return the :class:`SymbolDetail` of symbol ``uid`` in pass ``ref``; :class:`UnknownItem`
-        when that pass has no such symbol."""
-        from .lineage import symbol_detail
-        return symbol_detail(self, _pass_key(ref, None, None), uid)
-
-    # -- lineage --------------------------------------------------------------------------------
-
-    def lineage_of_uid(self, graph: int, uid: str) -> Lineage:
-        """Return the lineage of symbol ``uid`` in ``graph`` (and its twins in the other chains)."""
-        from .lineage import lineage_of_uid
-        return lineage_of_uid(self, graph, uid)
-
-    def lineage_of_source(self, file: str, line: int, graph: Optional[int] = None) -> list[Lineage]:
-        """Return the lineage of every symbol from ``file:line``, one per graph that has some."""
-        from .lineage import lineage_of_source
-        return lineage_of_source(self, file, line, graph)
 
     # -- the user's source ----------------------------------------------------------------------
 

@@ -1,0 +1,124 @@
+"""The pieces a Triton kernel part is built from: binding a symbol's ATen arguments by name, the
+prim name of a symbol, the iteration domain of a reduction, the kinds of values a part holds
+(computed tiles, constants, virtual reads of memory), slice parameters and the launch sizes.
+
+:mod:`.triton_codegen` (which re-exports every name here) generates a part's body from them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from ..ir import BoundSymbol, TensorProxy
+from ..resolve import resolve_overload
+from . import triton_ops as ops
+from .triton_index import numel
+
+
+# Ops that only re-index their sources or are constant: they never set a part's iteration domain.
+FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | ops.ITERATE | {"cat"})
+
+
+class Unfusable(Exception):
+    """The region cannot be one Triton kernel; the message says why (shown as the fusion reason)."""
+
+
+def bind(b: BoundSymbol) -> dict:
+    """Return ``b``'s arguments by schema name (defaults filled) using its ATen overload."""
+    op = resolve_overload(b.aten)
+    out, args = {}, list(b.args)
+    for i, a in enumerate(op._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            out[a.name] = args[i]
+        elif a.name in b.kwargs:
+            out[a.name] = b.kwargs[a.name]
+        elif a.has_default_value():
+            out[a.name] = a.default_value
+        else:
+            out[a.name] = None
+    return out
+
+
+# ATen ops the executor runs without a decomposition (named like prims in the generator).
+ATEN_OPS = {"aten.embedding.default": "embedding"}
+
+
+def prim_name(b: BoundSymbol) -> str:
+    """Return the prim name of ``b`` (``prims.add`` -> ``add``, ``aten.embedding.default`` -> ``embedding``)."""
+    return ATEN_OPS.get(b.sym) or b.sym.removeprefix("prims.")
+
+
+def reduce_dims(b: BoundSymbol, x: TensorProxy) -> list[int]:
+    """Return the sorted, normalized dims reduced by reduction ``b`` on input ``x``."""
+    a = bind(b)
+    dims = a.get("dim")
+    rank = len(x.shape)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % rank if rank else 0 for d in dims})
+
+
+def reduction_domain(b: BoundSymbol) -> tuple[int, int, str]:
+    """Return (M rows, N reduced elements, layout) of reduction ``b``; raise Unfusable."""
+    x = b.args[0]
+    dims = reduce_dims(b, x)
+    rank = len(x.shape)
+    if len(dims) == rank:
+        return 1, numel(x.shape), "inner"
+    k = dims[0]
+    if dims == list(range(k, rank)):
+        return numel(x.shape[:k]), numel(x.shape[k:]), "inner"
+    if dims == list(range(0, len(dims))):
+        k = len(dims)
+        return numel(x.shape[k:]), numel(x.shape[:k]), "outer"
+    raise Unfusable(f"{b.sym} reduces dims {dims} of a {list(x.shape)} tensor: only leading or trailing dims")
+
+
+@dataclass
+class Tile:
+    """A computed value: the kernel variable, its level and physical tile kind, its dtype."""
+    var: str
+    level: str
+    phys: str
+    dtype: str
+
+
+@dataclass
+class Const:
+    """A constant tensor value (``full`` / ``scalar_tensor``)."""
+    value: Union[int, float, bool]
+    dtype: str
+
+
+@dataclass
+class Virtual:
+    """A region input, possibly seen through shape ops: read on demand at any index."""
+    shape: tuple
+    dtype: str
+    read: object  # (index, level, extra mask or None) -> expression of the element
+
+
+def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
+    """Return (dim, start, step) of a ``slice`` with its start normalized like Python's slicing."""
+    a = bind(b)
+    dim = int(a.get("dim") or 0) % len(src.shape)
+    size = src.shape[dim]
+    start = int(a.get("start") or 0)  # enters the kernel source: an int, never recorded text
+    start = max(0, min(size, start + size if start < 0 else start))
+    return dim, start, int(a.get("step") or 1)
+
+
+def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str) -> dict:
+    """Return the tile sizes and launch shape: few large programs on CPU (the interpreter costs
+    about 1 ms per program), GPU-sized tiles otherwise."""
+    p2 = lambda n: 1 << max(0, (n - 1).bit_length())  # noqa: E731
+    if kind == "pointwise":
+        block = min(p2(T), 1 << 16) if device_kind != "cuda" else min(1024, p2(T))
+        return {"BLOCK": block, "grid": -(-T // block), "num_warps": 4 if block <= 1024 else 8}
+    bn = p2(N)
+    cap = (1 << 16) if device_kind != "cuda" else 4096
+    bm = max(1, min(p2(M), cap // bn))
+    warps = 4 if bm * bn <= 2048 else (8 if bm * bn <= 8192 else 16)
+    return {"BM": bm, "BN": bn, "grid": -(-M // bm), "num_warps": warps}

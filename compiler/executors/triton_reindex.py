@@ -1,0 +1,138 @@
+"""The Triton ops that read values at other indices: shape ops (views read in place, permutes and
+slices of memory, expands of rows), concatenation, and the indexing ops (gather, embedding, scatter,
+index_put).
+
+:class:`ReindexOps` is the part of :class:`.triton_codegen.Part` that emits them; the part provides
+the domain, the value lookups, loads, casts and names they use.
+"""
+from __future__ import annotations
+
+from ..ir import BoundSymbol, TensorProxy
+from . import triton_ops as ops
+from .triton_index import as_dims, broadcast_index, linear, numel, offset, out_strides, row_compatible
+from .triton_region import Const, Tile, Unfusable, Virtual, bind, slice_params
+
+
+class ReindexOps:
+    """Shape, concatenation and indexing ops of :class:`.triton_codegen.Part` (a mixin)."""
+
+    def shape_op(self, b: BoundSymbol, name: str, out: TensorProxy) -> None:
+        src = b.args[0]
+        v = self.lookup(src)
+        if isinstance(v, Const):
+            self.env[out.name] = v
+            return
+        if isinstance(v, Virtual):
+            tr = self._view_index(name, b, src, out)
+            self.env[out.name] = Virtual(out.shape, v.dtype,
+                                         lambda idx, level, extra, tr=tr, r=v.read: r(tr(idx), level, extra))
+            return
+        n_in, n_out = numel(src.shape), numel(out.shape)
+        if name == "permute":
+            perm = list(bind(b)["dims"])
+            kept = [d % len(src.shape) for d in perm if src.shape[d % len(src.shape)] != 1]
+            if kept != sorted(kept):
+                raise Unfusable(f"permute of the computed value {src.name} changes element order")
+        if name == "slice" and tuple(src.shape) != tuple(out.shape):
+            raise Unfusable(f"slice of the computed value {src.name}")
+        if n_in == n_out:
+            self.env[out.name] = Tile(v.var, v.level, v.phys, v.dtype)
+            return
+        # expand of a row or scalar value
+        level = self.level(n_out)
+        if v.level == "scalar" or (v.level == "row" and level == "full"
+                                   and row_compatible(src.shape, out.shape, self.M, self.layout)):
+            self.env[out.name] = Tile(v.var, level, v.phys, v.dtype)
+            return
+        raise Unfusable(f"expand of {src.name} {list(src.shape)} to {list(out.shape)} does not follow the kernel's rows")
+
+    def _view_index(self, name: str, b: BoundSymbol, src: TensorProxy, out: TensorProxy):
+        """Return the map from an index into ``out`` to the index into ``src`` of shape op ``b``."""
+        if name == "permute":
+            perm = [d % len(src.shape) for d in bind(b)["dims"]]
+
+            def locate(idx):
+                dims = as_dims(idx, out.shape)
+                u = ["0"] * len(src.shape)
+                for i, d in enumerate(perm):
+                    u[d] = dims[i]
+                return ("dims", u)
+            return locate
+        if name == "slice":
+            dim, start, step = slice_params(b, src)
+
+            def locate(idx):
+                dims = as_dims(idx, out.shape)
+                e = dims[dim] if step == 1 else f"({dims[dim]}) * {step}"
+                dims[dim] = e if start == 0 else f"({start} + {e})"
+                return ("dims", dims)
+            return locate
+        if name == "expand" and numel(src.shape) != numel(out.shape):
+            return lambda idx: broadcast_index(idx, src.shape, out.shape)
+        if tuple(src.shape) == tuple(out.shape):
+            return lambda idx: idx
+        return lambda idx: ("lin", linear(idx, out.shape)) if idx[0] == "dims" else idx
+
+    def cat(self, b: BoundSymbol, out: TensorProxy) -> None:
+        a = bind(b)
+        parts = [x for x in a["tensors"] if numel(x.shape) > 0]
+        dim = a.get("dim", 0) % len(out.shape)
+        srcs, start = [], 0
+        for x in parts:
+            srcs.append((start, start + x.shape[dim], self.virtual(x, "cat")))
+            start += x.shape[dim]
+
+        def read(idx, level, extra):
+            dims = as_dims(idx, out.shape)
+            d = dims[dim]
+            vals = []
+            for lo, hi, v in srcs:
+                cond = f"(({d}) >= {lo}) & (({d}) < {hi})"
+                sub = list(dims)
+                sub[dim] = d if lo == 0 else f"(({d}) - {lo})"
+                vals.append((cond, v.read(("dims", sub), level, f"({extra}) & {cond}" if extra else cond)))
+            expr = vals[-1][1]
+            for cond, val in reversed(vals[:-1]):
+                expr = f"tl.where({cond}, {val}, {expr})"
+            return self.emit(expr)
+        self.env[out.name] = Virtual(out.shape, out.dtype, read)
+
+    def gather(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        a = bind(b)
+        x, index = a["self"], a["index"]
+        dim = a["dim"] % len(x.shape)
+        src = self.virtual(x, "gather")
+        e, dt = self.value(index, level, out.shape)
+        dims = as_dims(self.index(level), out.shape)
+        dims[dim] = self.emit(self.cast(e, dt, "int64" if dt == "int64" else "int32"))
+        return src.read(("dims", dims), level, None)
+
+    def embedding(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        a = bind(b)
+        weight, indices = a["weight"], a["indices"]
+        dims = as_dims(self.index(level), out.shape)
+        idx = self.virtual(indices, "embedding").read(("dims", dims[:-1]), level, None)
+        return self.virtual(weight, "embedding").read(("dims", [idx, dims[-1]]), level, None)
+
+    def scatter(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        a = bind(b)
+        base, index, val = a["self"], a["index"], a["value"]
+        dim = a["dim"] % len(out.shape)
+        C = out.dtype
+        e, dt = self.value(index, level, out.shape)
+        selfv, sdt = self.value(base, level, out.shape)
+        dims = as_dims(self.index(level), out.shape)
+        return f"tl.where(({dims[dim]}) == {e}, {ops.literal(val, C)}, {self.cast(selfv, sdt, C)})"
+
+    def index_put(self, b: BoundSymbol) -> None:
+        a = bind(b)
+        out, values, accumulate = b.outputs, a["values"], bool(a.get("accumulate"))
+        (index,) = a["indices"]
+        k = len(index.shape)
+        dims = as_dims(self.index("full"), values.shape)
+        idx = self.virtual(index, "index_put").read(("dims", dims[:k]), "full", None)
+        idx = self.emit(f"tl.where({idx} < 0, {idx} + {out.shape[0]}, {idx})")
+        e, dt = self.value(values, "full", values.shape)
+        off = offset(("dims", [idx] + dims[k:]), out.shape, out_strides(out))
+        fn = "tl.atomic_add" if accumulate else "tl.store"
+        self.lines.append(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")

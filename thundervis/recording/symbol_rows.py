@@ -1,0 +1,141 @@
+"""The symbol rows of a recording: stored rows, and rows derived in memory for a live or killed run.
+
+The writer indexes each pass's symbols into the ``symbols`` table when the run ends; a pass of a
+run still going (or killed) holds its trace JSON but no rows yet. :class:`SymbolRows` (a part of
+:class:`~.reader.Recording`) answers symbol queries from the stored rows plus rows derived from
+those passes' traces (cached in memory: the file stays untouched), expands the rows that unchanged
+passes share, and opens symbol details and lineage.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Union
+
+from .model import Lineage, PassInfo, PassRef, Symbol, SymbolDetail
+from .pass_refs import PassLike, _pass_key
+
+_SYMBOL_COLUMNS = ("graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line, code, module,"
+                   " function, seq_nr, aten, executor, note")
+
+
+class SymbolRows:
+    """Symbol and lineage queries of a :class:`~.reader.Recording` (which provides the rows, the
+    snapshot, the lock, the run's status and pass traces)."""
+
+    def _init_symbol_rows(self) -> None:
+        """Set up the cache of derived rows (called by the recording's ``__init__``)."""
+        # Symbol rows derived from the trace JSON of passes the writer has not indexed yet (a live
+        # or killed run): (graph, chain, pass) -> tuple[Symbol]. Kept in memory: the file stays
+        # untouched and every thread sees the same rows.
+        self._derived: dict[tuple, tuple[Symbol, ...]] = {}
+        self._rows_complete = False
+
+    def _shared_passes(self, graph: Optional[int] = None) -> dict[tuple, list[int]]:
+        """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
+        where, params = ("AND graph_id=?", (graph,)) if graph is not None else ("", ())
+        out: dict[tuple, list[int]] = {}
+        for g, c, i, src in self._rows(f"SELECT graph_id, chain, idx, symbols_from FROM passes "
+                                       f"WHERE symbols_from != idx {where}", params):
+            out.setdefault((g, c, src), []).append(i)
+        return out
+
+    def _unindexed_passes(self) -> list[tuple]:
+        """Return (graph, chain, pass) of every pass holding its own trace but no ``symbols`` rows
+        (the writer indexes them when the run ends; a live or killed run lacks some)."""
+        if self._rows_complete:
+            return []
+        missing = self._rows(
+            "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
+            " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
+            " ORDER BY graph_id, chain, idx")
+        if not missing and self.run().status not in ("running", "killed"):
+            self._rows_complete = True
+        return missing
+
+    def _derived_rows(self, key: tuple) -> tuple[Symbol, ...]:
+        """The symbol rows of one unindexed pass, derived from its trace JSON (cached)."""
+        with self._lock:
+            hit = self._derived.get(key)
+        if hit is not None:
+            return hit
+        from .trace_text import symbol_rows
+        g, c, i = key
+        rows = tuple(self._symbol_from_row(r) for r in symbol_rows(g, c, i, self.pass_trace(g, c, i)))
+        with self._lock:
+            self._derived[key] = rows
+        return rows
+
+    def _symbol_from_row(self, r) -> Symbol:
+        src = None
+        if r[8] is not None or r[11]:
+            from thundervis.compiler.ir import SourceInfo
+            src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
+                             function=r[12] or "")
+        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in self._json(r[7], [])),
+                      src, r[13], r[14], r[15], r[16])
+
+    def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
+                 expand: bool = True) -> list[Symbol]:
+        """Return the symbols matching ``where`` (SQL over the stored rows) and ``keep`` (the same
+        test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
+        passes repeated for each of them; ordered by graph, chain, pass and position."""
+        with self.snapshot():
+            out = [self._symbol_from_row(r) for r in self._rows(
+                f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE {where}", params)]
+            for key in self._unindexed_passes():
+                out.extend(s for s in self._derived_rows(key) if keep(s))
+            shared = self._shared_passes(graph) if expand else {}
+        if shared:
+            out.extend(dataclasses.replace(s, pass_index=i) for s in list(out)
+                       for i in shared.get((s.graph, s.chain, s.pass_index), ()))
+        out.sort(key=lambda s: (s.graph, s.chain, s.pass_index, s.position))
+        return out
+
+    def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
+        """Return the symbols of one pass (top level and subsymbols, in walk order)."""
+        ref = _pass_key(ref, chain, index)
+        rows = self._rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
+                          (ref.graph, ref.chain, ref.index))
+        held = rows[0][0] if rows else ref.index
+        g, c = ref.graph, ref.chain
+        found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
+                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False)
+        if held != ref.index:
+            found = [dataclasses.replace(s, pass_index=ref.index) for s in found]
+        return found
+
+    def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
+        """Return the symbols of every pass of one chain, by pass then position."""
+        return self._symbols("graph_id=? AND chain=?", (graph, chain),
+                             lambda s: s.graph == graph and s.chain == chain, graph)
+
+    def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
+        """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""
+        def at(s):
+            return s.source is not None and s.source.line == line and (graph is None or s.graph == graph)
+        if graph is None:
+            return self._symbols("line=?", (line,), at)
+        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph)
+
+    def symbols_with_uid(self, graph: int, uid: str) -> list[Symbol]:
+        """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
+        return self._symbols("graph_id=? AND uid=?", (graph, uid),
+                             lambda s: s.graph == graph and s.uid == uid, graph)
+
+    def symbol(self, ref: Union[PassRef, PassInfo], uid: str) -> SymbolDetail:
+        """Return the :class:`SymbolDetail` of symbol ``uid`` in pass ``ref``; :class:`UnknownItem`
+        when that pass has no such symbol."""
+        from .lineage import symbol_detail
+        return symbol_detail(self, _pass_key(ref, None, None), uid)
+
+    # -- lineage --------------------------------------------------------------------------------
+
+    def lineage_of_uid(self, graph: int, uid: str) -> Lineage:
+        """Return the lineage of symbol ``uid`` in ``graph`` (and its twins in the other chains)."""
+        from .lineage import lineage_of_uid
+        return lineage_of_uid(self, graph, uid)
+
+    def lineage_of_source(self, file: str, line: int, graph: Optional[int] = None) -> list[Lineage]:
+        """Return the lineage of every symbol from ``file:line``, one per graph that has some."""
+        from .lineage import lineage_of_source
+        return lineage_of_source(self, file, line, graph)
