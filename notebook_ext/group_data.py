@@ -133,10 +133,10 @@ class GroupData:
         ov = self.overview()
         numbers = self.variant_numbers()
         target = next((" ".join(l.target) for l in ov.launches if l.target), "")
+        # per rank only what the picker shows: a 1024-rank group's list stays a couple of hundred KiB
         ranks = [{"rank": r.rank, "restart": r.restart, "file": os.path.basename(r.path), "status": r.status,
                   "exit_code": r.exit_code, "host": r.host, "variant": numbers.get(r.fingerprint),
-                  "fingerprint": r.fingerprint, "error": r.error, "missing": list(r.missing),
-                  "n_graphs": r.n_graphs, "n_kernels": r.n_kernels, "n_communication": r.n_communication}
+                  "error": r.error, "missing": list(r.missing)}
                  for r in ov.ranks]
         variants = [{"n": numbers[fp], "fingerprint": fp, "ranks_text": rank_ranges(rs), "n_ranks": len(rs)}
                     for fp, rs in sorted(ov.variants.items(), key=lambda kv: numbers[kv[0]])]

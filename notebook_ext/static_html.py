@@ -23,6 +23,7 @@ STYLE = """
   border: 1px solid #ddd; padding: 6px; max-height: 420px; overflow: auto; }
 .tv-static .tv-eager { color: #b00020; font-weight: bold; }
 .tv-static .tv-muted { color: #777; }
+.tv-static .tv-note-line { font-weight: 600; }
 .tv-static details { margin: 4px 0; }
 .tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
 """ + HTML_STYLE

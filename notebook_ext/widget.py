@@ -147,18 +147,21 @@ class GroupWidget(RecordingWidget):
     def _rank_changed(self, change) -> None:
         if not hasattr(self, "_group") or change["new"] == self._loaded_rank:
             return
+        source = None
         try:
             source = self._group.rank_data(change["new"])
+            g, c, p, cmp_ = _kept_selection(_skeleton(source), self.graph, self.chain, self.pass_index,
+                                            self.compare_index)
+            payload = source.payload(inline={(g, c)})
         except DataError as e:
+            if source is not None:
+                source.rec.close()
             with self.hold_sync():
                 self.rank_error = str(e)
                 self.rank = self._loaded_rank  # back to the rank still shown
             return
         old, old_rank = self._source, self._loaded_rank
-        g, c, p, cmp_ = _kept_selection(_skeleton(source), self.graph, self.chain, self.pass_index,
-                                        self.compare_index)
         same_traces = self._group.fingerprint_of(old_rank) == self._group.fingerprint_of(change["new"])
-        payload = source.payload(inline={(g, c)})
         self._source, self._loaded_rank = source, change["new"]
         with self.hold_sync():
             self.data = payload

@@ -49,7 +49,7 @@ function groupBar(model) {
   const note = h("div", { class: "tv-rank-note" });
   const bar = h(
     "div",
-    { class: "tv-group-bar" },
+    { class: "tv-group-bar", "data-rank": model.get("rank") }, // the rank this drawing shows
     h(
       "div",
       { class: "tv-group-line" },
@@ -123,7 +123,7 @@ function diffKey(rank, d) {
 }
 
 // The Ranks tab. `shared` keeps the comparison, the diffs asked for and the picked difference.
-function ranksTab(model, shared, redraw) {
+function ranksTab(model, shared) {
   const box = h("div", { class: "tv-ranks" });
   if (!shared.comparison) {
     shared.comparison = shared.ask({ what: "ranks" });
@@ -136,12 +136,12 @@ function ranksTab(model, shared, redraw) {
       shared.comparison = null; // ask again next time
       return;
     }
-    drawComparison(box, model, shared, r.data, redraw);
+    drawComparison(box, model, shared, r.data);
   });
   return box;
 }
 
-function drawComparison(box, model, shared, comp, redraw) {
+function drawComparison(box, model, shared, comp) {
   const summary =
     comp.reference_rank < 0
       ? "no rank recording could be read"
@@ -174,47 +174,78 @@ function drawComparison(box, model, shared, comp, redraw) {
   vt.appendChild(vb);
   box.appendChild(vt);
 
+  // each variant: per chain, its differing passes as chips; a click shows that pass's diff from
+  // the reference rank right under the variant (only the chips and the diff change: the tab keeps
+  // its scroll position)
+  const chips = [];
   const diffHost = h("div", { class: "tv-rank-diff" });
+  const pick = (key, p, list) => {
+    shared.picked = shared.picked === key ? null : key;
+    shared.pickedDiff = p;
+    for (const c of chips) c.classList.toggle("tv-tick-on", c.dataset.key === shared.picked);
+    clear(diffHost);
+    diffHost.remove();
+    if (shared.picked) {
+      list.after(diffHost);
+      showRankDiff(diffHost, shared);
+    }
+  };
   for (const v of comp.variants) {
     if (v.reference || !v.differences.length) continue;
     box.appendChild(
-      h("div", { class: "tv-k tv-variant-title", text: `variant ${v.n} (rank ${v.first_rank}) against rank ${comp.reference_rank}:` }),
+      h("div", {
+        class: "tv-k tv-variant-title",
+        text: `variant ${v.n} (rank ${v.first_rank}) against rank ${comp.reference_rank}: ${v.n_differences} passes differ`,
+      }),
     );
-    const list = h("div", { class: "tv-rank-diffs" });
+    const chains = new Map();
     for (const d of v.differences) {
-      const key = diffKey(v.first_rank, d);
-      const where = `graph ${d.graph} · ${d.chain} · pass ${d.index} ${d.name}`;
-      const what = d.only
-        ? `only on the ${d.only === "reference" ? `reference (rank ${comp.reference_rank})` : `variant (rank ${v.first_rank})`}`
-        : countsText(d.counts) || "traces differ (click for the diff)";
-      const row = h(
+      const where = `graph ${d.graph} · ${d.chain}`;
+      if (!chains.has(where)) chains.set(where, []);
+      chains.get(where).push(d);
+    }
+    const list = h("div", { class: "tv-rank-diffs" });
+    for (const [where, diffs] of chains) {
+      const first = diffs.find((d) => d.counts);
+      const line = h(
         "div",
-        {
-          class: "tv-rank-diff-row" + (d.only ? " tv-only" : "") + (shared.picked === key ? " tv-selected" : ""),
+        { class: "tv-rank-chain" },
+        h("span", { class: "tv-where", text: `${where}: ` }),
+      );
+      for (const d of diffs) {
+        const key = diffKey(v.first_rank, d);
+        const what = d.only
+          ? `only on the ${d.only === "reference" ? `reference (rank ${comp.reference_rank})` : `variant (rank ${v.first_rank})`}`
+          : countsText(d.counts) || "the traces differ: click for the diff";
+        const chip = h("span", {
+          class: "tv-tick tv-rank-pass" + (d.only ? " tv-only" : "") + (shared.picked === key ? " tv-tick-on" : ""),
+          text: `${d.index} ${d.name}`,
+          title: what,
           "data-graph": d.graph,
           "data-chain": d.chain,
           "data-index": d.index,
           "data-rank": v.first_rank,
-        },
-        h("span", { class: "tv-where", text: where }),
-        h("span", { class: "tv-muted", text: `  ${what}` }),
-      );
-      if (!d.only) {
-        row.addEventListener("click", () => {
-          shared.picked = shared.picked === key ? null : key;
-          shared.pickedDiff = { rank: v.first_rank, graph: d.graph, chain: d.chain, index: d.index };
-          redraw();
+          "data-key": key,
         });
+        if (!d.only) {
+          const p = { rank: v.first_rank, graph: d.graph, chain: d.chain, index: d.index };
+          chip.addEventListener("click", () => pick(key, p, list));
+        }
+        chips.push(chip);
+        line.appendChild(chip);
       }
-      list.appendChild(row);
+      if (first) line.appendChild(h("span", { class: "tv-muted", text: `  first: ${first.index} ${first.name}, ${countsText(first.counts)}` }));
+      list.appendChild(line);
     }
     if (v.n_differences > v.differences.length) {
       list.appendChild(h("div", { class: "tv-muted", text: `… ${v.n_differences - v.differences.length} more (thundervis diff --ranks GROUP --json lists all)` }));
     }
     box.appendChild(list);
+    if (shared.picked && chips.some((c) => c.dataset.key === shared.picked && list.contains(c))) {
+      box.appendChild(diffHost);
+      showRankDiff(diffHost, shared);
+    }
   }
-  box.appendChild(diffHost);
-  if (shared.picked && shared.pickedDiff) showRankDiff(diffHost, shared);
 
   for (const u of comp.unreadable) {
     box.appendChild(h("div", { class: "tv-error", text: `rank ${u.rank}: unreadable: ${u.error}` }));
@@ -259,6 +290,7 @@ function showRankDiff(host, shared) {
   }
   host.appendChild(h("div", { class: "tv-muted", text: "computing the diff…" }));
   shared.diffs.get(key).then((r) => {
+    if (shared.picked !== key) return; // another pass was picked meanwhile
     clear(host);
     if (!r.ok) {
       shared.diffs.delete(key);

@@ -522,7 +522,7 @@ function renderRecording(model, el, ask, shared) {
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
     if (tab === "ranks") {
-      body.appendChild(ranksTab(model, shared, render));
+      body.appendChild(ranksTab(model, shared));
       return;
     }
     const c = chainOf();

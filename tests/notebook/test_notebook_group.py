@@ -182,3 +182,18 @@ def test_bad_input_is_one_sentence(profiled_group, hostile, tmp_path):
     with pytest.raises(DataError, match="no pass 'nope'"):
         show(group, pass_="nope")
     assert show(open_group(group), rank=3).data["path"].endswith("rank-00003.tvrec")
+
+
+def test_a_rank_that_cannot_be_shown_leaves_the_widget_where_it_was(profiled_group, tmp_path):
+    import shutil
+    from thundervis.recording.group_store import STORE_NAME
+    group = str(tmp_path / "copy.tvgroup")
+    shutil.copytree(profiled_group[0], group)
+    w = show(group, rank=0)
+    (tmp_path / "copy.tvgroup" / "rank-00003.tvrec").write_bytes(b"garbage, not a recording " * 40)
+    w.rank = 3
+    assert w.rank == 0 and "rank-00003.tvrec" in w.rank_error and w.data["path"].endswith("rank-00000.tvrec")
+    os.remove(os.path.join(group, STORE_NAME))  # the traces every rank shares
+    w.rank = 2
+    assert w.rank == 0 and STORE_NAME in w.rank_error and "whole group folder" in w.rank_error
+    assert w.data["path"].endswith("rank-00000.tvrec")
