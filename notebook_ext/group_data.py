@@ -31,6 +31,9 @@ MAX_RANKS_LISTED = 64
 # Lines of the printed-trace diff sent when two ranks' lines are the same but their traces differ.
 MAX_PRINTED_DIFF = 400
 
+# What the browser asks a group for (the rest goes to the shown rank's RecordingData).
+GROUP_REQUESTS = ("ranks", "rank_diff")
+
 NOT_PROFILED = ("the ranks were not profiled, so there are no kernel times to compare: run with "
                 "thundervis run --nproc-per-node N --profile SCRIPT for every kernel's time on every rank.")
 ONE_TIMED_RANK = "only one rank has kernel times: there is nothing to compare across ranks."
@@ -60,7 +63,8 @@ def open_group_source(obj) -> "GroupData":
 
 
 def rank_ranges(ranks) -> str:
-    """Return ranks as compact ranges: ``0-3, 5, 7-8``."""
+    """Return ranks as compact ranges: ``0-3, 5, 7-8`` (as ``thundervis ls GROUP`` writes them; views
+    may not import the CLI's commands)."""
     ranks = sorted(ranks)
     out, i = [], 0
     while i < len(ranks):
@@ -270,5 +274,3 @@ class GroupData:
                                        str(request.get("chain")), _int(request.get("index"), "index"))
         raise DataError(f"unknown request {what!r}")
 
-
-GROUP_REQUESTS = ("ranks", "rank_diff")

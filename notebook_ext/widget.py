@@ -84,13 +84,7 @@ class RecordingWidget(_Base):
     def request(self, request: dict) -> dict:
         """Answer one front-end request (also callable from Python): ``{"ok": True, "data": ...}``
         or ``{"ok": False, "error": one sentence}``."""
-        try:
-            return {"ok": True, "data": self._source.handle(request)}
-        except (DataError, KeyError, ValueError, TypeError) as e:
-            return {"ok": False, "error": str(e) or type(e).__name__}
-        except Exception as e:  # never let a request kill the comm; say what failed
-            return {"ok": False, "error": f"{type(e).__name__}: {e}",
-                    "traceback": traceback.format_exc(limit=3)}
+        return _answer(self._source.handle, request)
 
     def _on_request(self, _widget, content, _buffers) -> None:
         if not isinstance(content, dict) or "request" not in content:
@@ -134,13 +128,7 @@ class GroupWidget(RecordingWidget):
     def request(self, request: dict) -> dict:
         """Answer one front-end request: the group's (``ranks``, ``rank_diff``) or the shown rank's."""
         if isinstance(request, dict) and request.get("what") in GROUP_REQUESTS:
-            try:
-                return {"ok": True, "data": self._group.handle(request)}
-            except (DataError, KeyError, ValueError, TypeError) as e:
-                return {"ok": False, "error": str(e) or type(e).__name__}
-            except Exception as e:  # never let a request kill the comm; say what failed
-                return {"ok": False, "error": f"{type(e).__name__}: {e}",
-                        "traceback": traceback.format_exc(limit=3)}
+            return _answer(self._group.handle, request)
         return super().request(request)
 
     @traitlets.observe("rank")
@@ -181,6 +169,17 @@ class DiffWidget(_Base):
 
     def _static_html(self) -> str:
         return diff_html(self.data, self._trace_diff)
+
+
+def _answer(handle, request) -> dict:
+    """Return ``{"ok": True, "data": handle(request)}``, or ``{"ok": False, "error": ...}`` (one
+    sentence; with a short traceback for an unexpected failure)."""
+    try:
+        return {"ok": True, "data": handle(request)}
+    except (DataError, KeyError, ValueError, TypeError) as e:
+        return {"ok": False, "error": str(e) or type(e).__name__}
+    except Exception as e:  # never let a request kill the comm; say what failed
+        return {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)}
 
 
 def _skeleton(source: RecordingData) -> dict:
