@@ -2,11 +2,14 @@
 
 ``show(obj)`` opens a recording (a path, an open recording, or a function or module compiled with
 ``thundervis.jit`` in this kernel): graph/chain picker, pass stepper, trace or side-by-side diff,
-symbol details and lineage, fusion diagram and kernel timings. ``diff(a, b)`` compares two passes
-or two recordings. Both also render as static HTML where no widget manager runs.
+symbol details and lineage, fusion diagram and kernel timings. Given a group folder (``*.tvgroup``,
+written by ``thundervis run --nproc-per-node N``) it shows one rank with a rank picker and the
+*Ranks* tab (identical or not, where the ranks differ, per-kernel skew). ``diff(a, b)`` compares
+two passes or two recordings. Both also render as static HTML where no widget manager runs.
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from .data import (DataError, RecordingData, is_pass_spec, label_of, open_source,  # noqa: F401
@@ -14,12 +17,25 @@ from .data import (DataError, RecordingData, is_pass_spec, label_of, open_source
 
 
 def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_=None, compare=None,
-         tab: str = "passes", label: Optional[str] = None):
-    """Return a :class:`~.widget.RecordingWidget` for ``obj``; ``graph``/``chain``/``pass_``
-    choose the first view (default: the first forward chain at its last pass), ``compare`` a pass
-    to diff against, ``tab`` ``passes`` or ``fusions``. Raises :class:`DataError` (one sentence)
-    for something that is not a recording."""
-    from .widget import RecordingWidget
+         tab: str = "passes", label: Optional[str] = None, rank: Optional[int] = None):
+    """Return a :class:`~.widget.RecordingWidget` for ``obj``, or a :class:`~.widget.GroupWidget`
+    for a group folder (``rank``: the rank shown first, default the lowest readable one);
+    ``graph``/``chain``/``pass_`` choose the first view (default: the first forward chain at its
+    last pass), ``compare`` a pass to diff against, ``tab`` ``passes``, ``fusions`` or (a group)
+    ``ranks``. Raises :class:`DataError` (one sentence) for something that is not a recording or
+    group, or a rank the group does not hold."""
+    from .group_data import is_group_source, open_group_source
+    from .widget import GroupWidget, RecordingWidget
+    if tab not in ("passes", "fusions", "ranks"):
+        raise DataError(f"tab is 'passes', 'fusions' or 'ranks', not {tab!r}.")
+    # a folder is a group or nothing we can show: open_group says which (one sentence)
+    if is_group_source(obj) or (isinstance(obj, (str, os.PathLike)) and os.path.isdir(obj)):
+        return GroupWidget(open_group_source(obj), rank=rank, graph=graph, chain=chain, pass_=pass_,
+                           compare=compare, tab=tab)
+    if rank is not None:
+        raise DataError(f"rank= applies to a group folder (*.tvgroup); {obj} is not one.")
+    if tab == "ranks":
+        raise DataError("the ranks tab is for a group folder (*.tvgroup) of a multi-process run.")
     rec, graphs = open_source(obj)
     return RecordingWidget(RecordingData(rec, graphs, label or label_of(obj)), graph=graph, chain=chain,
                            pass_=pass_, compare=compare, tab=tab)

@@ -1,6 +1,7 @@
-"""Everything the widgets read from a recording, as JSON-ready values: the one module of the
-notebook extension that touches the reader API (``thundervis.recording``), the diff engine
-(``thundervis.diff``) and the fusion diagrams (``thundervis.dot``).
+"""Everything the widgets read from a recording, as JSON-ready values: with :mod:`.group_data` (a
+group of rank recordings, built on this module) the only modules of the notebook extension that
+touch the reader API (``thundervis.recording``), the diff engine (``thundervis.diff``) and the
+fusion diagrams (``thundervis.dot``).
 
 :class:`RecordingData` builds the payload sent to the browser once (:meth:`~RecordingData.payload`:
 graphs, chains, passes, each pass's trace lines, the diff of every pass against the one before,

@@ -23,6 +23,7 @@ STYLE = """
   border: 1px solid #ddd; padding: 6px; max-height: 420px; overflow: auto; }
 .tv-static .tv-eager { color: #b00020; font-weight: bold; }
 .tv-static .tv-muted { color: #777; }
+.tv-static .tv-note-line { font-weight: 600; }
 .tv-static details { margin: 4px 0; }
 .tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
 """ + HTML_STYLE
@@ -86,14 +87,18 @@ def svg_img(svg: str, alt: str) -> str:
     return f'<img class="tv-diagram" alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
-def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None) -> str:
+def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None,
+                   note: Optional[str] = None) -> str:
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
     passes of the selected chain, the trace at the selected pass, the diff of each changed pass
     against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
-    kernel table and the fusion diagram."""
+    kernel table and the fusion diagram. ``note`` (plain text) is said under the title (a group's
+    widget says which rank this is)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
              f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
              f' · static view (run the notebook for the interactive widget)</p>']
+    if note:
+        parts.append(f'<p class="tv-note-line">{_e(note)}</p>')
     rows = ["<tr><th>graph</th><th>chain</th><th>passes</th><th>status</th></tr>"]
     for g in payload.get("graphs", []):
         for c in g["chains"]:

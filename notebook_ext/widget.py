@@ -1,5 +1,6 @@
-"""The anywidget classes: :class:`RecordingWidget` (``thundervis.show``) and :class:`DiffWidget`
-(``thundervis.diff``).
+"""The anywidget classes: :class:`RecordingWidget` (``thundervis.show`` of a recording),
+:class:`GroupWidget` (``thundervis.show`` of a group folder: the same views on one rank, a rank
+picker and the rank comparison) and :class:`DiffWidget` (``thundervis.diff``).
 
 The payload (:mod:`.data`) goes to the browser once, in the ``data`` trait; the front end
 (``static/widget.js``, plain ES module shipped in the package) steps passes and switches views on
@@ -18,12 +19,13 @@ import anywidget
 import traitlets
 
 from .data import DataError, RecordingData
+from .group_data import GROUP_REQUESTS, GroupData
 from .static_html import diff_html, recording_diffs_html, recording_html
 
 _STATIC = pathlib.Path(__file__).parent / "static"
-# The front end in three parts (helpers and diff table; the recording view; the diff widget and the
-# entry point), joined into the one ES module anywidget loads.
-FRONT_END_PARTS = ("common.js", "recording_view.js", "widget.js")
+# The front end in four parts (helpers and diff table; the recording view; a group's rank picker
+# and Ranks tab; the diff widget and the entry point), joined into the one ES module anywidget loads.
+FRONT_END_PARTS = ("common.js", "recording_view.js", "group_view.js", "widget.js")
 
 
 def front_end() -> str:
@@ -62,7 +64,7 @@ class RecordingWidget(_Base):
     chain = traitlets.Unicode("").tag(sync=True)
     pass_index = traitlets.Int(0).tag(sync=True)
     compare_index = traitlets.Int(-1).tag(sync=True)  # -1: show the trace; else diff compare -> pass
-    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions
+    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions | ranks (a group's widget)
     selected_uid = traitlets.Unicode("").tag(sync=True)
     selected_kernel = traitlets.Unicode("").tag(sync=True)
 
@@ -82,19 +84,80 @@ class RecordingWidget(_Base):
     def request(self, request: dict) -> dict:
         """Answer one front-end request (also callable from Python): ``{"ok": True, "data": ...}``
         or ``{"ok": False, "error": one sentence}``."""
-        try:
-            return {"ok": True, "data": self._source.handle(request)}
-        except (DataError, KeyError, ValueError, TypeError) as e:
-            return {"ok": False, "error": str(e) or type(e).__name__}
-        except Exception as e:  # never let a request kill the comm; say what failed
-            return {"ok": False, "error": f"{type(e).__name__}: {e}",
-                    "traceback": traceback.format_exc(limit=3)}
+        return _answer(self._source.handle, request)
 
     def _on_request(self, _widget, content, _buffers) -> None:
         if not isinstance(content, dict) or "request" not in content:
             return
         reply = self.request(content["request"])
         self.send({"id": content.get("id"), **reply})
+
+
+class GroupWidget(RecordingWidget):
+    """A group of rank recordings: the recording views of one rank (``rank``, synced: the browser's
+    rank picker sets it, and so can Python), the group's status and ranks in ``group`` (from the
+    overview: no rank's traces are read for it), and the *Ranks* tab (the comparison, computed
+    when the browser first asks for it). Switching rank keeps the graph, chain and pass where the
+    new rank has them; a rank that cannot be opened leaves the widget on its rank and says why in
+    ``rank_error``."""
+
+    group = traitlets.Dict().tag(sync=True)
+    rank = traitlets.Int(0).tag(sync=True)
+    rank_error = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, group: GroupData, *, rank=None, **kwargs):
+        source = group.rank_data(rank)
+        self._group = group
+        self._loaded_rank = group.first_rank() if rank is None else int(rank)
+        try:
+            super().__init__(source, group=group.overview_json(), rank=self._loaded_rank, **kwargs)
+        except Exception:
+            source.rec.close()
+            raise
+
+    def _static_html(self) -> str:
+        g = self.group
+        ranks = len(g.get("ranks", []))
+        traces = "identical on every rank" if g.get("identical") else f"differ ({len(g.get('variants', []))} variants)"
+        note = (f"group {g.get('name')} · {g.get('status')} · {ranks} rank recordings · traces {traces}. "
+                f"This static view shows rank {self.rank} only; run the notebook for the rank picker and the "
+                "rank comparison (or thundervis diff --ranks GROUP).")
+        diffs = recording_diffs_html(self._source, self.data, self.graph, self.chain)
+        return recording_html(self.data, self.graph, self.chain, self.pass_index, diffs, note=note)
+
+    def request(self, request: dict) -> dict:
+        """Answer one front-end request: the group's (``ranks``, ``rank_diff``) or the shown rank's."""
+        if isinstance(request, dict) and request.get("what") in GROUP_REQUESTS:
+            return _answer(self._group.handle, request)
+        return super().request(request)
+
+    @traitlets.observe("rank")
+    def _rank_changed(self, change) -> None:
+        if not hasattr(self, "_group") or change["new"] == self._loaded_rank:
+            return
+        source = None
+        try:
+            source = self._group.rank_data(change["new"])
+            g, c, p, cmp_ = _kept_selection(_skeleton(source), self.graph, self.chain, self.pass_index,
+                                            self.compare_index)
+            payload = source.payload(inline={(g, c)})
+        except DataError as e:
+            if source is not None:
+                source.rec.close()
+            with self.hold_sync():
+                self.rank_error = str(e)
+                self.rank = self._loaded_rank  # back to the rank still shown
+            return
+        old, old_rank = self._source, self._loaded_rank
+        same_traces = self._group.fingerprint_of(old_rank) == self._group.fingerprint_of(change["new"])
+        self._source, self._loaded_rank = source, change["new"]
+        with self.hold_sync():
+            self.data = payload
+            self.graph, self.chain, self.pass_index, self.compare_index = g, c, p, cmp_
+            if not same_traces:  # uids name the same symbols only where the traces are the same
+                self.selected_uid = ""
+            self.rank_error = ""
+        old.rec.close()
 
 
 class DiffWidget(_Base):
@@ -108,11 +171,37 @@ class DiffWidget(_Base):
         return diff_html(self.data, self._trace_diff)
 
 
+def _answer(handle, request) -> dict:
+    """Return ``{"ok": True, "data": handle(request)}``, or ``{"ok": False, "error": ...}`` (one
+    sentence; with a short traceback for an unexpected failure)."""
+    try:
+        return {"ok": True, "data": handle(request)}
+    except (DataError, KeyError, ValueError, TypeError) as e:
+        return {"ok": False, "error": str(e) or type(e).__name__}
+    except Exception as e:  # never let a request kill the comm; say what failed
+        return {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)}
+
+
 def _skeleton(source: RecordingData) -> dict:
     """Return the graphs, chains and passes of ``source`` in the payload's shape (no traces)."""
     return {"graphs": [{"id": g.id, "chains": [{"kind": c.kind, "passes": [{"index": p.index, "name": p.name}
                                                                            for p in c.passes]}
                                                for c in g.chains]} for g in source.graphs()]}
+
+
+def _kept_selection(payload: dict, graph: int, chain: str, pass_index: int, compare_index: int):
+    """Return (graph id, chain kind, pass index, compare index) in ``payload`` closest to the one
+    shown: the same graph, chain and passes where they exist, else the chain's last pass, else the
+    default first view."""
+    g = next((x for x in payload["graphs"] if x["id"] == graph), None)
+    c = next((x for x in g["chains"] if x["kind"] == chain), None) if g else None
+    if c is None:
+        return _initial_selection(payload, graph if g else None, None, None, None)
+    indexes = [p["index"] for p in c["passes"]]
+    if not indexes:
+        return g["id"], chain, 0, -1
+    p = pass_index if pass_index in indexes else indexes[-1]
+    return g["id"], chain, p, compare_index if compare_index in indexes and compare_index != p else -1
 
 
 def _initial_selection(payload: dict, graph, chain, pass_, compare):

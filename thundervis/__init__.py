@@ -15,9 +15,10 @@ _triton_mode.set_early()
 
 
 def show(obj, **options):
-    """Return the Jupyter widget for ``obj``: a recording path, an open recording, or a function or
-    module compiled with :func:`jit` in this process (its in-memory history). Options as
-    :func:`thundervis.notebook_ext.show`."""
+    """Return the Jupyter widget for ``obj``: a recording path, an open recording, a function or
+    module compiled with :func:`jit` in this process (its in-memory history), or a group folder of
+    a multi-process run (one rank, a rank picker and the rank comparison; ``rank=N`` picks the
+    first). Options as :func:`thundervis.notebook_ext.show`."""
     from thundervis.notebook_ext import show as show_widget
     return show_widget(obj, **options)
 

@@ -1,6 +1,7 @@
-// thundervis notebook widget, part 1 of 3: DOM helpers, requests to the kernel, the SVG diagram's
+// thundervis notebook widget, part 1 of 4: DOM helpers, requests to the kernel, the SVG diagram's
 // sanitising and pan/zoom, and the side-by-side diff table. widget.py joins common.js,
-// recording_view.js and widget.js (in that order) into the one ES module anywidget loads.
+// recording_view.js, group_view.js and widget.js (in that order) into the one ES module anywidget
+// loads.
 //
 // Plain ES module, shipped as is (no build step, nothing loaded from the network). Everything from
 // a recording reaches the page through textContent / attribute setters, never as markup; the

@@ -1,10 +1,14 @@
-// thundervis notebook widget, part 2 of 3: the recording widget (thundervis.show): pickers, pass
-// stepper, trace or diff, symbol details and lineage, and the fusions tab.
+// thundervis notebook widget, part 2 of 4: the recording widget (thundervis.show): pickers, pass
+// stepper, trace or diff, symbol details and lineage, and the fusions tab; for a group of ranks
+// also the group bar and the Ranks tab (group_view.js). Drawn again whenever "data" changes (a
+// rank switch): `shared` holds what outlives one drawing (requests, the rank comparison).
 
 // -- the recording widget ------------------------------------------------------------------------
 
-function renderRecording(model, el, ask) {
+function renderRecording(model, el, ask, shared) {
   const data = model.get("data");
+  const groupInfo = model.get("group");
+  const isGroup = !!(groupInfo && groupInfo.kind === "group");
   const infos = data.infos || [];
   const lineTable = data.lines || []; // [uid, depth, text, info]; each pass lists indexes into it
   const diffCache = new Map();
@@ -30,16 +34,18 @@ function renderRecording(model, el, ask) {
   const chainSel = h("select", { class: "tv-chain", "aria-label": "chain" });
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
+  const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
     "div",
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
-  root.append(header, toolbar, eagerBanner, body);
+  const bar = isGroup ? groupBar(model) : null;
+  root.append(...[header, bar && bar.el, toolbar, eagerBanner, body].filter(Boolean));
 
   const graphOf = () => data.graphs.find((g) => g.id === model.get("graph")) || data.graphs[0];
   const chainOf = () => {
@@ -92,6 +98,7 @@ function renderRecording(model, el, ask) {
   });
   tabPasses.addEventListener("click", () => set({ tab: "passes" }));
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
+  if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
   // -- passes tab ---------------------------------------------------------------------------------
 
@@ -506,11 +513,18 @@ function renderRecording(model, el, ask) {
   }
 
   function render() {
+    if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
-    const tab = model.get("tab") === "fusions" ? "fusions" : "passes";
+    const wanted = model.get("tab");
+    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
+    if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
+    if (tab === "ranks") {
+      body.appendChild(ranksTab(model, shared));
+      return;
+    }
     const c = chainOf();
     if (!c) {
       body.appendChild(h("div", { class: "tv-muted", text: "this recording holds no compiled graph" }));
@@ -523,14 +537,17 @@ function renderRecording(model, el, ask) {
   for (const name of ["graph", "chain", "pass_index", "compare_index", "tab", "selected_uid"]) {
     model.on(`change:${name}`, rerender);
   }
-  model.on("change:selected_kernel", () => {
+  const kernelPicked = () => {
     fusionsState.kernel = model.get("selected_kernel") || "";
     render();
-  });
+  };
+  model.on("change:selected_kernel", kernelPicked);
   render();
   return () => {
     for (const name of ["graph", "chain", "pass_index", "compare_index", "tab", "selected_uid"]) {
       model.off(`change:${name}`, rerender);
     }
+    model.off("change:selected_kernel", kernelPicked);
+    if (bar) bar.dispose();
   };
 }

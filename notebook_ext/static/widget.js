@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 3 of 3: the diff widget (thundervis.diff) and the entry point.
+// thundervis notebook widget, part 4 of 4: the diff widget (thundervis.diff) and the entry point.
 
 // -- the diff widget -----------------------------------------------------------------------------
 
@@ -41,8 +41,21 @@ function renderDiff(model, el) {
 function render({ model, el }) {
   el.classList.add("thundervis-widget");
   const data = model.get("data") || {};
-  if (data.kind === "recording") return renderRecording(model, el, makeAsk(model));
-  return renderDiff(model, el);
+  if (data.kind !== "recording") return renderDiff(model, el);
+  // a group's widget gets a new payload when another rank is picked: draw the view again
+  const shared = { ask: makeAsk(model) };
+  let dispose = null;
+  const draw = () => {
+    if (dispose) dispose();
+    clear(el);
+    dispose = renderRecording(model, el, shared.ask, shared);
+  };
+  model.on("change:data", draw);
+  draw();
+  return () => {
+    model.off("change:data", draw);
+    if (dispose) dispose();
+  };
 }
 
 export default { render };

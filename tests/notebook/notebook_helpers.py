@@ -30,3 +30,24 @@ HOSTILE_SCRIPT = textwrap.dedent(f"""\
     model = torch.compile(M())
     model(torch.randn(4, 8)).backward()
 """)
+
+
+# A group folder whose name, a rank's host and the launch's target are hostile HTML.
+HOSTILE_GROUP = "job_<img src=x onerror=window.__tv_pwned=5>.tvgroup"
+HOSTILE_HOST = '<img src=x onerror="window.__tv_pwned=6">node"7'
+HOSTILE_TARGET = "<script>window.__tv_pwned=7</script>"
+
+# Run as ``GROUP_SCRIPT N ACT``: ranks 0 and 1 with ``4 tanh``, rank 2 with ``4 sigmoid`` (a variant
+# whose code differs), rank 3 with ``6 tanh`` (a variant that differs only in shapes).
+GROUP_SCRIPT = textwrap.dedent("""\
+    import sys
+
+    import torch
+
+    torch.manual_seed(0)
+    act = torch.nn.Tanh() if sys.argv[2] == "tanh" else torch.nn.Sigmoid()
+    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), act))
+    n = int(sys.argv[1])
+    for _ in range(4):
+        model(torch.randn(n, 8)).sum().backward()
+""")

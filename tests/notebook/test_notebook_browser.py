@@ -4,7 +4,10 @@ the lines the fusion pass fused and added, that stepping changes the pass, that 
 loads its lineage from the kernel and a click on a kernel highlights its cluster and source lines.
 A second notebook shows a recording whose file name, source lines and module path are HTML and
 checks that none of it runs, that a chain sent on demand arrives, and that what the browser selected
-is what Python reads (a new cell prints the synced traits). Screenshots go to test-artifacts/ (or $THUNDERVIS_TEST_ARTIFACTS).
+is what Python reads (a new cell prints the synced traits). A third notebook shows a group of rank
+recordings: picking ranks keeps the pass, the Ranks tab lists the variants, shows the cross-rank
+diff of a differing pass and the per-kernel skew. Screenshots go to test-artifacts/ (or
+$THUNDERVIS_TEST_ARTIFACTS).
 
 Skipped, with the reason, only where chromium or playwright is missing and CI is not set; under
 CI (CI=true) a missing browser fails the test.
@@ -20,7 +23,7 @@ import pytest
 
 from jupyter_helpers import browser_missing, chromium_page, jupyterlab, open_and_run_all, wait_idle
 
-from notebook_helpers import HOSTILE_CODE, HOSTILE_FILE, HOSTILE_MODULE
+from notebook_helpers import HOSTILE_CODE, HOSTILE_FILE, HOSTILE_HOST, HOSTILE_MODULE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -45,9 +48,9 @@ def _artifacts() -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, hostile):
-    """A running JupyterLab whose root holds the example notebook and a notebook showing the
-    hostile recording; yields its URL."""
+def lab(tmp_path_factory, hostile, profiled_group):
+    """A running JupyterLab whose root holds the example notebook, a notebook showing the hostile
+    recording and one showing a group of rank recordings; yields its URL."""
     _need_browser()
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
@@ -62,6 +65,9 @@ def lab(tmp_path_factory, hostile):
         new_code_cell(f"thundervis.diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
     nbformat.write(nb, root / "hostile.ipynb")
+    nb = new_notebook(cells=[new_code_cell(f"import thundervis\nw = thundervis.show({profiled_group[0]!r})\nw")],
+                      metadata=nb.metadata)
+    nbformat.write(nb, root / "group.ipynb")
     with jupyterlab(str(root)) as url:
         yield url
 
@@ -206,3 +212,55 @@ def test_hostile_recording_injects_nothing(lab):
         titles = first.locator("[title]").evaluate_all("els => els.map(e => e.getAttribute('title')).join(' ')")
         assert HOSTILE_CODE in titles
         assert HOSTILE_FILE in fusions.locator("svg.tv-svg").text_content()
+
+
+def test_group_rank_picker_and_comparison(lab, profiled_group):
+    _group, (_graph, _chain, slow_kernel) = profiled_group
+    with chromium_page() as page:
+        dialogs: list[str] = []
+        errors: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        open_and_run_all(page, lab, "group.ipynb")
+        w = page.locator(".thundervis-widget").first
+        w.locator('.tv-group-bar[data-rank="0"]').wait_for(timeout=RUN_TIMEOUT_MS)
+        wait_idle(page, RUN_TIMEOUT_MS)
+        bar = w.locator(".tv-group-bar")
+        assert "traces differ: 3 variants" in bar.text_content() and "failed" in bar.text_content()
+        options = w.locator(".tv-rank-picker option")
+        texts = options.all_text_contents()
+        assert len(texts) == 5 and HOSTILE_HOST in texts[1] and "variant 1" in texts[1]
+        assert options.nth(4).is_disabled() and "absent" in texts[4]
+
+        # -- another rank: the same chain and pass stay selected
+        label = w.locator(".tv-pass-label")
+        before = label.text_content().split(" · ")[:2]
+        for rank in ("1", "2"):
+            w.locator(".tv-rank-picker").select_option(rank)
+            w.locator(f'.tv-group-bar[data-rank="{rank}"]').wait_for(timeout=60_000)
+            assert w.locator(".tv-pass-label").text_content().split(" · ")[:2] == before
+            assert w.locator(".tv-rank-picker").input_value() == rank
+
+        # -- the Ranks tab: variants, a differing pass's diff across ranks, the skew table
+        w.locator('.tv-tab[data-tab="ranks"]').click()
+        w.locator(".tv-variant-row").nth(2).wait_for(timeout=60_000)
+        assert "traces differ: 3 variants; reference rank 0" in w.locator(".tv-ranks .tv-summary").first.text_content()
+        w.locator('.tv-rank-pass[data-rank="2"][data-chain="forward"]').first.click()
+        table = w.locator(".tv-rank-diff .tv-diff-table")
+        table.wait_for(timeout=60_000)
+        left = " ".join(table.locator('tr:not([data-status="unchanged"]) td[data-side="a"]').all_text_contents())
+        right = " ".join(table.locator('tr:not([data-status="unchanged"]) td[data-side="b"]').all_text_contents())
+        assert "tanh" in left and "sigmoid" in right, (left, right)
+        w.locator('.tv-rank-pass[data-rank="3"][data-chain="forward"]').first.click()
+        printed = w.locator(".tv-rank-diff .tv-printed-diff")
+        printed.wait_for(timeout=60_000)
+        assert "[6, 8]" in printed.locator('[data-marker="+"]').first.text_content()
+        top = w.locator(".tv-skew-row").first.locator("td").all_text_contents()
+        assert top[0] == slow_kernel and top[2] == "rank 1" and top[4] == "rank 0" and top[-1] == "10.00×", top
+        w.screenshot(path=str(_artifacts() / "notebook-ranks.png"))
+        # a variant's button shows its first rank; the tab stays open
+        w.locator(".tv-variant-row").nth(2).locator(".tv-open-rank").click()
+        w.locator('.tv-group-bar[data-rank="3"]').wait_for(timeout=60_000)
+        w.locator(".tv-skew-row").first.wait_for(timeout=60_000)
+        assert page.evaluate("window.__tv_pwned") is None and dialogs == []
+        assert not [e for e in errors if "thundervis" in e or "tv-" in e], errors
