@@ -44,7 +44,7 @@ class RankPicker(ModalScreen):
                             border: round $primary; background: $surface; }
     RankPicker Static { padding: 0 1; }
     RankPicker #rankhead { color: $text-muted; }
-    RankPicker OptionList { height: auto; max-height: 40; border: none; }
+    RankPicker OptionList, RankPicker OptionList:focus { height: auto; max-height: 40; border: none; }
     """
 
     def __init__(self, group: GroupData, current: int):
@@ -128,7 +128,7 @@ class RankComparisonScreen(Screen):
     DEFAULT_CSS = """
     RankComparisonScreen { layout: vertical; }
     RankComparisonScreen #csummary { height: auto; max-height: 6; background: $panel; padding: 0 1; }
-    RankComparisonScreen #cdiffs { height: 1fr; min-height: 3; border: none; }
+    RankComparisonScreen #cdiffs, RankComparisonScreen #cdiffs:focus { height: 1fr; min-height: 3; border: none; }
     RankComparisonScreen #cskew { height: auto; max-height: 45%; border-top: solid $panel-lighten-2;
                                   padding: 0 1; }
     """
