@@ -536,6 +536,8 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.call_from_thread(self._live_update, ov)
 
     def _live_update(self, ov: Overview) -> None:
+        if self.group is not None:  # a rank changed: so may the group's status
+            self.load_group_info()
         before = self.current_chain()
         was_last = before is not None and before.passes and self.index == before.passes[-1].index
         self._set_overview(ov)

@@ -70,6 +70,9 @@ class RankPicker(ModalScreen):
     def load_rows(self) -> None:
         """Worker: the group's ranks first, then each rank's compile and step time."""
         from dataclasses import replace
+
+        from textual.worker import get_current_worker
+        worker = get_current_worker()
         try:
             rows = self.group.rank_rows(fresh=True)
         except DataError as e:
@@ -77,6 +80,8 @@ class RankPicker(ModalScreen):
             return
         self.app.call_from_thread(self._show_rows, list(rows), False)
         for n, row in enumerate(rows):
+            if worker.is_cancelled:  # the picker was closed
+                return
             if row.recorded and not (row.problem and row.status is None):
                 try:
                     compile_ms, step_ms = self.group.rank_times(row.rank)
@@ -88,6 +93,8 @@ class RankPicker(ModalScreen):
         self.app.call_from_thread(self._show_rows, list(rows), True)
 
     def _show_rows(self, rows: list[RankRow], done: bool) -> None:
+        if not self.is_attached:  # closed while the worker read the ranks
+            return
         ol = self.query_one(OptionList)
         if len(rows) == len(self.rows):
             for i, row in enumerate(rows):
@@ -165,11 +172,15 @@ class RankComparisonScreen(Screen):
         self.app.call_from_thread(self._show, comp, labels)
 
     def _failed(self, why: str) -> None:
+        if not self.is_attached:
+            return
         self.query_one("#csummary", Static).update(Text(f"the ranks could not be compared: {visible_line(why)}",
                                                         style=Style(color=rank_panels.BAD)))
         self.loaded = True
 
     def _show(self, comp, labels: dict) -> None:
+        if not self.is_attached:  # left before the comparison was done
+            return
         self.comparison = comp
         self.query_one("#csummary", Static).update(rank_panels.comparison_summary(comp, self.group.name()))
         ol = self.query_one(OptionList)
@@ -266,7 +277,7 @@ class RankDiffScreen(Screen):
         self.app.call_from_thread(self._show_rows, token, side, rows, counts)
 
     def _show_rows(self, token: int, side: bool, rows, counts) -> None:
-        if token != self._token:
+        if token != self._token or not self.is_attached:
             return
         view = self.query_one(LinesView)
         if side:
@@ -277,7 +288,7 @@ class RankDiffScreen(Screen):
         self.loaded = True
 
     def _error(self, token: int, why: str) -> None:
-        if token == self._token:
+        if token == self._token and self.is_attached:
             self.query_one("#dtitle", Static).update(Text(f"this pass cannot be diffed: {visible_line(why)}",
                                                           style=Style(color=rank_panels.BAD)))
             self.loaded = True

@@ -200,3 +200,16 @@ async def test_the_palette_and_help_list_the_rank_actions(identical_group):
         await pilot.pause(0.1)
         text = screen_text(app)
         assert "ctrl+r" in text and "compare ranks" in text
+
+
+async def test_leaving_the_group_screens_before_their_workers_end_is_harmless(variant_group):
+    app = open_group_app(variant_group)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _ready(app, pilot)
+        app.group._comparison = None  # compute it again
+        await pilot.press("ctrl+r", "escape", "equals_sign", "escape")
+        await wait_for(pilot, lambda: not any(w.is_running for w in app.workers))
+        await pilot.pause(0.2)
+        assert len(app.screen_stack) == 1 and app.rank == 0
+        await pilot.press("n")  # still alive and responding
+        await pilot.pause(0.1)
