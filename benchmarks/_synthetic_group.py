@@ -31,11 +31,13 @@ def _timings(rank: int, n_kernels: int = 3) -> dict:
 
 
 def write_group(folder: str, variants: Sequence[int] = (0, 0), profiled: bool = False,
-                statuses: Optional[dict] = None, pack: bool = True, name: str = "job.tvgroup") -> str:
+                statuses: Optional[dict] = None, pack: bool = True, name: str = "job.tvgroup",
+                forward_only: Sequence[int] = ()) -> str:
     """Write a group folder ``folder/name`` with one rank per entry of ``variants`` (the variant
     index of each rank: equal indices, identical traces) and return its path. ``profiled`` records
     kernel timings per rank; ``statuses`` maps a rank to how its run ended (``failed`` ...);
-    ``pack`` packs the group as the launcher does when torchrun returns."""
+    ``pack`` packs the group as the launcher does when torchrun returns; the ranks in
+    ``forward_only`` record no backward chain (their passes exist on one side only)."""
     group = os.path.join(folder, name)
     os.makedirs(group, exist_ok=True)
     world = len(variants)
@@ -51,7 +53,7 @@ def write_group(folder: str, variants: Sequence[int] = (0, 0), profiled: bool = 
             'Traceback (most recent call last):\n  File "synthetic_model.py", line 30, in <module>\n'
             f'    loss = step()\nRuntimeError: rank {rank} lost its peer\n')
         write_recording(os.path.join(group, f"rank-{rank:05d}.tvrec"), n_symbols=VARIANT_SYMBOLS[v],
-                        backward=True, status=status, traceback_text=tb, also=also,
+                        backward=rank not in forward_only, status=status, traceback_text=tb, also=also,
                         compile_s=1.0 + 0.25 * rank)
     if pack:
         from thundervis.recording.group_store import pack_group

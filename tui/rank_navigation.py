@@ -35,8 +35,8 @@ class RankNavigation:
         return action == "pick_rank" and isinstance(self.screen, RankComparisonScreen)
 
     def group_bar(self):
-        """Return the top bar's group part (``rich.text.Text``), None when not a group or not read yet."""
-        if self.group is None or self.group_info is None:
+        """Return the top bar's group part (``rich.text.Text``), None when not a group."""
+        if self.group is None:
             return None
         return group_bar(self.group_info, self.group.name(), self.rank)
 
@@ -65,13 +65,14 @@ class RankNavigation:
                 self.switch_rank(rank)
         self.push_screen(RankPicker(self.group, self.rank), done)
 
-    def switch_rank(self, rank: int) -> None:
-        """Show rank ``rank``'s recording (opened in a worker), keeping the position."""
+    def switch_rank(self, rank: int, position: Optional[tuple] = None) -> None:
+        """Show rank ``rank``'s recording (opened in a worker), keeping the position or going to
+        ``position`` (graph, chain, pass index) when given."""
         self.loaded = False
-        self.open_rank(rank)
+        self.open_rank(rank, position)
 
     @work(thread=True, exclusive=True, group="rank")
-    def open_rank(self, rank: int) -> None:
+    def open_rank(self, rank: int, position: Optional[tuple] = None) -> None:
         """Worker: open the rank's recording and read its overview."""
         try:
             data = self.group.rank_data(rank)
@@ -79,16 +80,18 @@ class RankNavigation:
         except DataError as e:
             self.call_from_thread(self._rank_failed, rank, str(e))
             return
-        self.call_from_thread(self._rank_opened, rank, data, ov)
+        self.call_from_thread(self._rank_opened, rank, data, ov, position)
 
     def _rank_failed(self, rank: int, why: str) -> None:
         self.loaded = True
         self.notify(f"rank {rank} cannot be shown: {visible_line(why)}", severity="error")
 
-    def _rank_opened(self, rank: int, data, ov) -> None:
+    def _rank_opened(self, rank: int, data, ov, position: Optional[tuple] = None) -> None:
         # Everything shown so far belongs to the old rank: the new rank's views are built afresh
         # (the old recording stays open in the group: a worker may still be reading it).
         self.data, self.rank = data, rank
+        if position is not None:
+            (self.graph, self.chain, self.index), self.diff_from = position, None
         self.lines, self.selected_uid, self.selected_source = [], None, None
         self._set_overview(ov)
         self.show_view(keep_cursor=True)

@@ -23,12 +23,15 @@ def status_colour(status: Optional[str]) -> str:
     return OK if status == "ok" else WARN if status in ("running", "interrupted") else BAD
 
 
-def group_bar(info: GroupInfo, name: str, rank: int) -> Text:
+def group_bar(info: Optional[GroupInfo], name: str, rank: int) -> Text:
     """Return the group part of the top bar: folder, the rank shown, how many ranks, the group's
-    status, identical or how many variants."""
+    status, identical or how many variants (``info`` None: not read yet)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(visible_line(name), style=Style(bold=True, color=ACCENT))
     t.append(f" rank {rank}", style=Style(bold=True))
+    if info is None:
+        t.append(" · reading the group …", style=DIM)
+        return t
     t.append(f"/{info.n_ranks} ranks ", style=DIM)
     t.append(visible_line(info.status), style=Style(color=status_colour(info.status), bold=True))
     if info.identical:

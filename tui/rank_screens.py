@@ -211,10 +211,11 @@ class RankComparisonScreen(Screen):
         if key is None:
             return
         ref, rank, d = key
-        if d.only:
+        if d.only:  # nothing to diff: show the pass on the rank that has it
             where = ref if d.only == "reference" else rank
-            self.notify(f"graph {d.graph} {visible_line(d.chain)} pass {d.index} exists on rank {where} only: "
-                        f"switch to it with ctrl+r", severity="warning")
+            self.app.pop_screen()
+            self.app.switch_rank(where, (d.graph, d.chain, d.index))
+            self.app.notify(f"graph {d.graph} {visible_line(d.chain)} pass {d.index} exists on rank {where} only")
             return
         self.app.push_screen(RankDiffScreen(self.group, ref, rank, d.graph, d.chain, d.index, d.name))
 

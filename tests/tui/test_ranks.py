@@ -213,3 +213,23 @@ async def test_leaving_the_group_screens_before_their_workers_end_is_harmless(va
         assert len(app.screen_stack) == 1 and app.rank == 0
         await pilot.press("n")  # still alive and responding
         await pilot.pause(0.1)
+
+
+async def test_a_pass_on_one_side_only_opens_on_the_rank_that_has_it(tmp_path):
+    from _synthetic_group import write_group
+    group = write_group(str(tmp_path), variants=(0, 0), forward_only=(0,))  # rank 1 alone has a backward
+    app = open_group_app(group)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _ready(app, pilot)
+        assert app.rank == 0 and app.chain == "forward"
+        await pilot.press("equals_sign")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+        rows = [str(o.prompt) for o in app.screen.query_one("OptionList").options]
+        pos = next(i for i, r in enumerate(rows) if "backward" in r and " 3 simplify" in r)
+        assert "only on the variant" in rows[pos]
+        app.screen.query_one("OptionList").highlighted = pos
+        await pilot.press("enter")
+        await _ready(app, pilot)
+        assert len(app.screen_stack) == 1
+        assert (app.rank, app.chain, app.index) == (1, "backward", 3)
+        assert app.query_one("LinesView").texts[0].startswith('# graph 0 · backward · after "simplify"')
