@@ -80,6 +80,8 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+r", "pick_rank", "Rank"),  # these two only on a group (first, so 80 columns show them)
+        Binding("equals_sign", "compare_ranks", "Compare"),
         Binding("n", "step(1)", "Next"),
         Binding("p", "step(-1)", "Prev"),
         Binding("d", "toggle_diff", "Diff"),
@@ -95,8 +97,6 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         Binding("e", "edit", "Editor", show=False),
         Binding("i", "toggle_details", "Details"),
         Binding("t", "run_info", "Run", show=False),
-        Binding("ctrl+r", "pick_rank", "Rank"),
-        Binding("equals_sign", "compare_ranks", "Compare ranks"),
         Binding("question_mark", "help", "Help"),
     ]
 
