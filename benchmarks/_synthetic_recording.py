@@ -184,12 +184,12 @@ def chain_passes(n_symbols: int, n_lines: int, chain: str, prefix: str, script: 
 
 def write_recording(path: str, n_symbols: int = 10_000, n_lines: int = 40, backward: bool = True,
                     status: str = "ok", traceback_text: Optional[str] = None, script: str = SCRIPT,
-                    finish: bool = True, also=None) -> str:
+                    finish: bool = True, also=None, compile_s: float = 1.25) -> str:
     """Write a synthetic recording to ``path`` (must not exist) and return ``path``.
 
     ``status``/``traceback_text`` set how the run ended (``failed`` with a traceback, ...);
     ``finish=False`` leaves it ``running`` (a live or killed run); ``also(observer)`` records more
-    events before the end (failures, fallbacks)."""
+    events before the end (failures, fallbacks); ``compile_s``: the graph's compile time."""
     obs = RecordingObserver(path)
     try:
         obs.start_run(script=script, module=None, argv=[script, "--steps", "1"], cwd="/work",
@@ -203,7 +203,7 @@ def write_recording(path: str, n_symbols: int = 10_000, n_lines: int = 40, backw
                 obs.pass_done(0, chain, index, name, trace, duration_s, changed)
                 if kernels:
                     obs.kernels_built(0, chain, kernels)
-        obs.graph_finished(0, 1.25)
+        obs.graph_finished(0, compile_s)
         if also is not None:
             also(obs)
         if finish:

@@ -8,8 +8,6 @@ they are recorded.
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
 from typing import Iterable, Optional
 
 from rich.style import Style
@@ -25,9 +23,12 @@ from textual.widgets.option_list import Option
 from thundervis.safe_text import visible_line
 
 from . import panels
+from .editor import open_in_editor
 from .data import ChainRow, DataError, Overview, RecordingData, SearchHit, map_lines
 from .lines_view import LinesView
-from .navigation import PassNavigation
+from .navigation import PassNavigation, default_chain
+from .palette import palette_entries
+from .rank_navigation import RankNavigation
 from .screens import HelpScreen, KernelsScreen, RunScreen, SearchScreen
 
 NARROW = 110  # below this many columns the details pane goes under the trace
@@ -39,8 +40,9 @@ IDLE_S = 0.25  # the user stayed this long on a pass or line: prepare its neighb
 SWITCH_INTERVAL_S = 0.0005
 
 
-class ThundervisApp(PassNavigation, App):
-    """Browse one recording. Build it with a :class:`tui.data.RecordingData`."""
+class ThundervisApp(PassNavigation, RankNavigation, App):
+    """Browse one recording (a :class:`tui.data.RecordingData`), or one rank at a time of a group
+    (``group``, a :class:`tui.group_data.GroupData`, showing rank ``rank`` first)."""
 
     TITLE = "thundervis"
     ENABLE_COMMAND_PALETTE = True
@@ -78,6 +80,8 @@ class ThundervisApp(PassNavigation, App):
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+r", "pick_rank", "Rank"),  # these two only on a group (first, so 80 columns show them)
+        Binding("equals_sign", "compare_ranks", "Compare"),
         Binding("n", "step(1)", "Next"),
         Binding("p", "step(-1)", "Prev"),
         Binding("d", "toggle_diff", "Diff"),
@@ -101,14 +105,19 @@ class ThundervisApp(PassNavigation, App):
                  "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info"}
 
     def check_action(self, action: str, parameters) -> Optional[bool]:
-        """Pass-view actions only run (and show in the footer) on the main screen."""
+        """Pass-view actions only run (and show in the footer) on the main screen; rank actions
+        only on a group."""
+        allowed = self.rank_action_allowed(action)
+        if allowed is not None:
+            return allowed
         if action in self.MAIN_ONLY and len(self.screen_stack) > 1:
             return False
         return True
 
-    def __init__(self, data: RecordingData, poll_s: float = 1.0):
+    def __init__(self, data: RecordingData, poll_s: float = 1.0, group=None, rank: Optional[int] = None):
         super().__init__()
         self.data = data
+        self.group, self.rank = group, rank
         self.poll_s = poll_s
         self.overview: Optional[Overview] = None
         self.graph: Optional[int] = None
@@ -154,6 +163,8 @@ class ThundervisApp(PassNavigation, App):
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._apply_width(self.size.width)
         self.refresh_overview(first=True)
+        if self.group is not None:
+            self.load_group_info()
         self.query_one(LinesView).focus()
         if self.poll_s:
             self.set_interval(self.poll_s, self.poll)
@@ -187,7 +198,7 @@ class ThundervisApp(PassNavigation, App):
     def _set_overview(self, ov: Overview, first: bool = False) -> None:
         self.overview = ov
         if self.graph is None or ov.chain(self.graph, self.chain or "") is None:
-            self.graph, self.chain = _default_chain(ov)
+            self.graph, self.chain = default_chain(ov)
         c = ov.chain(self.graph, self.chain) if self.graph is not None else None
         if c is not None and c.passes and (self.index is None or self.index not in {p.index for p in c.passes}):
             self.index = c.passes[-1].index
@@ -246,7 +257,7 @@ class ThundervisApp(PassNavigation, App):
         return next((p for p in c.passes if p.index == self.index), None) if c else None
 
     def _update_topbar(self) -> None:
-        self.query_one("#topbar", Static).update(panels.topbar(self.overview))
+        self.query_one("#topbar", Static).update(panels.topbar(self.overview, self.group_bar()))
 
     def _update_banner(self) -> None:
         banner = self.query_one("#banner", Static)
@@ -504,22 +515,7 @@ class ThundervisApp(PassNavigation, App):
 
     def action_edit(self) -> None:
         """Open the selected line's source in ``$EDITOR`` (``+LINE FILE``), then come back."""
-        src = self.selected_source
-        if src is None:
-            self.notify("the selected line has no source file", severity="warning")
-            return
-        file, line = src
-        if not os.path.isfile(file):
-            self.notify(f"{visible_line(file)} is not on this machine", severity="warning")
-            return
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-        # The path comes from the recording: absolute, so it can never read as an editor option.
-        cmd = shlex.split(editor) + [f"+{int(line)}", os.path.abspath(file)]
-        try:
-            with self.suspend():
-                subprocess.run(cmd, check=False)
-        except Exception as e:  # no terminal to give away (headless), or no such editor
-            self.notify(f"could not run {visible_line(editor)} ({type(e).__name__}: {e})", severity="error")
+        open_in_editor(self, self.selected_source)
 
     # -- live updates ---------------------------------------------------------------------------
 
@@ -540,6 +536,8 @@ class ThundervisApp(PassNavigation, App):
         self.call_from_thread(self._live_update, ov)
 
     def _live_update(self, ov: Overview) -> None:
+        if self.group is not None:  # a rank changed: so may the group's status
+            self.load_group_info()
         before = self.current_chain()
         was_last = before is not None and before.passes and self.index == before.passes[-1].index
         self._set_overview(ov)
@@ -555,50 +553,33 @@ class ThundervisApp(PassNavigation, App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every action of the app, plus Textual's own commands."""
         yield from super().get_system_commands(screen)
-        entries = [
-            ("Next pass", "Step to the next pass (n)", lambda: self.action_step(1)),
-            ("Previous pass", "Step to the previous pass (p)", lambda: self.action_step(-1)),
-            ("Jump to pass", "Pick a pass of this chain (j)", self.action_jump),
-            ("Next chain", "Forward, backward, ... (c)", self.action_next_chain),
-            ("Next graph", "The next compiled graph (g)", self.action_next_graph),
-            ("Toggle diff", "Diff against the previous pass (d)", self.action_toggle_diff),
-            ("Diff against pass", "Diff against a chosen pass (D)", self.action_diff_against),
-            ("Toggle side by side", "Unified or side-by-side diff (s)", self.action_toggle_side),
-            ("Toggle folding", "Fold unchanged diff lines or show all (f)", self.action_toggle_fold),
-            ("Hide unchanged passes", "Hide passes that changed nothing (u)", self.action_toggle_unchanged),
-            ("Kernels", "The kernels table: sort, re-run, repro (k)", self.action_kernels),
-            ("Search", "Symbols, source lines, kernels (/)", self.action_search),
-            ("Open in editor", "The selected line's source in $EDITOR (e)", self.action_edit),
-            ("Toggle details", "Show or hide the details pane (i)", self.action_toggle_details),
-            ("Run info", "Run status, eager chains, traceback (t)", self.action_run_info),
-            ("Keys", "Every key binding (?)", self.action_help),
-        ]
+        entries = palette_entries(self)
         for title, help_text, callback in entries:
             yield SystemCommand(title, help_text, callback)
 
 
-def _default_chain(ov: Overview) -> tuple[Optional[int], Optional[str]]:
-    """Return the first graph's forward (or inference, backward, any) chain with passes."""
-    for wanted in ("forward", "inference", "backward", None):
-        for g in ov.graphs:
-            for c in g.chains:
-                if (wanted is None or c.kind == wanted) and c.passes:
-                    return g.id, c.kind
-    if ov.graphs and ov.graphs[0].chains:
-        return ov.graphs[0].id, ov.graphs[0].chains[0].kind
-    return None, None
-
-
-def run_app(data: RecordingData, poll_s: float = 1.0) -> None:
-    """Run the TUI on an open recording until the user quits, then close it."""
+def run_app(data: RecordingData, poll_s: float = 1.0, group=None, rank: Optional[int] = None) -> None:
+    """Run the TUI on an open recording (rank ``rank`` of ``group`` when given) until the user
+    quits, then close it (with a group: every rank opened)."""
     try:
-        ThundervisApp(data, poll_s=poll_s).run()
+        ThundervisApp(data, poll_s=poll_s, group=group, rank=rank).run()
     finally:
-        data.close()
+        (group if group is not None else data).close()
 
 
-def view_recording(path: str, poll_s: float = 1.0) -> None:
-    """Open the recording at ``path`` in the TUI (blocks until the user quits); raises
-    ``tui.data.DataError`` (one sentence) when it is not a readable recording."""
+def view_recording(path: str, poll_s: float = 1.0, rank: Optional[int] = None) -> None:
+    """Open the recording or group folder at ``path`` (a group on ``rank``, default its lowest)
+    in the TUI, blocking until the user quits; raises ``tui.data.DataError`` (one sentence) when
+    it is not a readable recording or group."""
+    if os.path.isdir(path):
+        from .group_data import open_group_data
+        group = open_group_data(path)
+        try:
+            rank, data = group.start(rank)
+        except DataError:
+            group.close()
+            raise
+        run_app(data, poll_s, group=group, rank=rank)
+        return
     from .data import open_data
     run_app(open_data(path), poll_s)

@@ -173,7 +173,8 @@ class RerunOutcome:
 
 # ------------------------------------------------------------------------------------- reader
 
-def _fmt_us(us: Optional[float]) -> str:
+def format_us(us: Optional[float]) -> str:
+    """Return a time in microseconds as ``12.3 µs`` (``12.34 ms`` from 10 ms; ``-`` for None)."""
     if us is None:
         return "-"
     return f"{us / 1e3:.2f} ms" if us >= 1e4 else f"{us:.1f} µs"
@@ -384,7 +385,7 @@ class RecordingData:
         timing = None
         t = d.timing
         if t is not None:
-            timing = f"{_fmt_us(t.median_us)} median over {t.calls} calls · {t.share * 100:.1f}% of step"
+            timing = f"{format_us(t.median_us)} median over {t.calls} calls · {t.share * 100:.1f}% of step"
             if t.gbps:
                 timing += f" · {t.gbps:.3g} GB/s"
         detail = SymbolDetail(uid, b.sym, chain, b.executor, b.note, b.aten, b.seq_nr,

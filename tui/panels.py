@@ -208,11 +208,15 @@ def rerun_table(rows, notes=(), error: Optional[str] = None) -> Text:
     return t
 
 
-def topbar(ov: Overview) -> Text:
-    """Return the top bar: script, run status, graphs and kernels, eager and fallback counts."""
+def topbar(ov: Overview, group: Optional[Text] = None) -> Text:
+    """Return the top bar: script, run status, graphs and kernels, eager and fallback counts;
+    ``group`` (the group, the rank shown, ...) goes first when the recording is a group's rank."""
     r = ov.run
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("thundervis ", style=Style(bold=True, color="#e5c07b"))
+    if group is not None:
+        t.append_text(group)
+        t.append(" │ ", style=DIM)
     t.append(visible_line(os.path.basename(r.target)), style=Style(bold=True))
     colour = OK if r.status == "ok" else WARN if r.status == "running" else BAD
     t.append("  ")

@@ -380,6 +380,8 @@ HELP = [
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
                  ("R", "write a repro script")]),
+    ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
+                                ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
     ("Anywhere", [("/", "search"), ("t", "run info and traceback"), ("ctrl+p", "command palette"),
                   ("?", "this help"), ("tab", "next panel"), ("q", "quit")]),
 ]

@@ -57,3 +57,24 @@ def test_snapshot_160x48_kernels(snap_compare, small_rec):
                 break
         assert type(screen).__name__ == "KernelsScreen"
     assert snap_compare(open_app(small_rec), terminal_size=(160, 48), run_before=run_before)
+
+
+def _comparison():
+    async def run_before(pilot):
+        from conftest import wait_for
+        app = pilot.app
+        await wait_for(pilot, lambda: app.loaded and app.group_info is not None)
+        await pilot.press("equals_sign")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+        await pilot.pause(0.1)
+    return run_before
+
+
+def test_snapshot_80x24_rank_comparison(snap_compare, variant_group):
+    from conftest import open_group_app
+    assert snap_compare(open_group_app(variant_group), terminal_size=(80, 24), run_before=_comparison())
+
+
+def test_snapshot_160x48_rank_comparison(snap_compare, variant_group):
+    from conftest import open_group_app
+    assert snap_compare(open_group_app(variant_group), terminal_size=(160, 48), run_before=_comparison())

@@ -106,3 +106,89 @@ def test_tui_has_no_sql():
         if name.endswith(".py"):
             text = open(os.path.join(root, name), encoding="utf-8").read()
             assert "sqlite3" not in text and "SELECT " not in text, name
+
+
+# -- groups (thundervis view GROUP, the end of thundervis run --nproc-per-node) ------------------
+
+def _bad_groups(tmp_path, identical_group):
+    empty = tmp_path / "empty.tvgroup"
+    empty.mkdir()
+    launch_only = tmp_path / "launch.tvgroup"
+    launch_only.mkdir()
+    (launch_only / "launch-node0.json").write_text('{"format": "thundervis-launch", "status": "running"}')
+    orphan = tmp_path / "orphan.tvgroup"  # a rank file sent without the recording it stands on
+    orphan.mkdir()
+    import shutil
+    shutil.copy(os.path.join(identical_group, "rank-00001.tvrank"), orphan / "rank-00001.tvrank")
+    return {"empty": ([str(empty)], "without rank recordings"),
+            "launch only": ([str(launch_only)], "holds no rank recordings"),
+            "orphan rank file": ([str(orphan)], "copy the whole group folder"),
+            "no such rank": ([identical_group, "--rank", "7"], "has no rank 7 (recorded ranks: 0, 1)"),
+            "rank of a recording": ([os.path.join(identical_group, "rank-00000.tvrec"), "--rank", "0"],
+                                    "--rank picks a rank of a group folder")}
+
+
+@pytest.mark.parametrize("kind", ["empty", "launch only", "orphan rank file", "no such rank", "rank of a recording"])
+def test_bad_group_exits_2_before_the_ui(kind, tmp_path, identical_group, capsys, monkeypatch, no_ui):
+    argv, says = _bad_groups(tmp_path, identical_group)[kind]
+    monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
+    monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
+    code = main(["view", *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("thundervis: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert says in err
+
+
+def test_view_runs_the_app_on_a_group(identical_group, monkeypatch):
+    import thundervis.tui.app as app
+    seen = {}
+
+    def fake_run_app(data, poll_s, group=None, rank=None):
+        seen.update(path=data.path, group=group.path, rank=rank)
+        group.close()
+    monkeypatch.setattr(app, "run_app", fake_run_app)
+    monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
+    monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
+    assert main(["view", identical_group, "--rank", "1"]) == 0
+    assert seen == {"path": os.path.join(identical_group, "rank-00001.tvrank"), "group": identical_group, "rank": 1}
+    assert main(["view", identical_group]) == 0 and seen["rank"] == 0
+
+
+def test_view_of_a_group_needs_a_terminal(identical_group, capsys, no_ui):
+    assert main(["view", identical_group]) == 2
+    assert "needs a terminal" in capsys.readouterr().err
+
+
+def _fake_launch(monkeypatch, status="ok"):
+    """Make ``thundervis run --nproc-per-node 2`` write a synthetic group instead of running torchrun."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from _synthetic_group import write_group
+
+    from thundervis import distributed
+
+    def launch_group(*, group_dir, torchrun_args, run_args, target, node_rank=0):
+        write_group(os.path.dirname(group_dir), variants=(0, 0), name=os.path.basename(group_dir))
+        return distributed.GroupResult(0 if status == "ok" else 1, status, group_dir, ())
+    monkeypatch.setattr(distributed, "launch_group", launch_group)
+
+
+@pytest.mark.parametrize("tty,no_view,status,opens", [
+    (True, False, "ok", True), (True, True, "ok", False), (False, False, "ok", False),
+    (True, False, "failed", True), (True, False, "interrupted", False)])
+def test_run_with_nproc_ends_in_the_ui_on_the_group(tty, no_view, status, opens, tmp_path, monkeypatch, capsys):
+    from thundervis.commands import run as run_cmd
+    _fake_launch(monkeypatch, status)
+    opened = []
+    monkeypatch.setattr(run_cmd, "open_viewer", lambda path: opened.append(path) or True)
+    if tty:
+        monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
+        monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
+    script = tmp_path / "train.py"
+    script.write_text("print('hi')\n")
+    out = tmp_path / "job.tvgroup"
+    argv = ["run", "--nproc-per-node", "2", "--executors", "torch", "--out", str(out)] + (
+        ["--no-view"] if no_view else []) + [str(script)]
+    main(argv)
+    assert opened == ([str(out)] if opens else [])
+    assert "thundervis view" in capsys.readouterr().out

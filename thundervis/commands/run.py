@@ -19,7 +19,7 @@ _executors = parse_executors
 
 
 def open_viewer(path: str) -> bool:
-    """Open the recording in the TUI (``thundervis.tui.view_recording``) and return True once the
+    """Open the recording (or group folder) in the TUI (``thundervis.tui.view_recording``) and return True once the
     user quits it; return False (after one line on stderr when it failed) when it cannot run, so
     the caller prints the summary instead."""
     try:

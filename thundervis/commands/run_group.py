@@ -5,7 +5,8 @@ Everything is validated before any worker starts (the target, executors, profili
 torchrun's options by torchrun's own parser, the output folder); then
 :func:`thundervis.distributed.launch_group` runs the job under torchrun, one recording per rank in
 the group folder (default ``./thundervis-runs/<script>-<time>.tvgroup/``), packs the finished ranks'
-traces into the group's store, and the command prints a summary of every rank.
+traces into the group's store, and the command prints a summary of every rank, then (on a
+terminal, without ``--no-view``) opens the group in the terminal UI like ``thundervis run`` does.
 """
 from __future__ import annotations
 
@@ -73,5 +74,8 @@ def cmd_run_group(args, script, module, script_args) -> int:
     from thundervis.recording.group import open_group
     sys.stdout.write(group_summary_text(open_group(out).overview()))
     print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
-          f"(thundervis show {shlex.quote(shown)} --rank R, thundervis diff --ranks {shlex.quote(shown)})")
+          f"(thundervis view {shlex.quote(shown)}, thundervis diff --ranks {shlex.quote(shown)})")
+    if sys.stdout.isatty() and sys.stdin.isatty() and not args.no_view and result.status != "interrupted":
+        from thundervis.commands.run import open_viewer
+        open_viewer(out)  # the group, one rank at a time (the summary above stays when it cannot run)
     return result.exit_code
