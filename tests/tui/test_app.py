@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import details_for, open_app, screen_text, settle
+from tui_helpers import details_for, open_app, screen_text, settle
 
 from thundervis.recording import open_recording
 
@@ -384,7 +384,7 @@ async def test_failed_run_shows_banner_and_traceback(failed_rec):
 
 async def test_live_recording_grows_while_viewed(tmp_path):
     import sys
-    from conftest import ROOT
+    from tui_helpers import ROOT
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from _synthetic_recording import SCRIPT, chain_passes
 
@@ -424,7 +424,7 @@ async def test_live_recording_grows_while_viewed(tmp_path):
 
 
 async def test_control_characters_are_shown_escaped(tmp_path):
-    from conftest import write_recording
+    from tui_helpers import write_recording
     evil = "evil\x1b]0;pwned\x07\u202e.py"
     path = write_recording(str(tmp_path / "evil.tvrec"), n_symbols=12, backward=False, script=evil,
                            status="failed", traceback_text="Boom\x1b[2J\n")
@@ -458,7 +458,7 @@ async def test_empty_recording_opens(tmp_path):
 
 
 async def test_eager_chains_and_fallen_back_kernels_are_marked(tmp_path):
-    from conftest import write_recording
+    from tui_helpers import write_recording
     name = {}
 
     def also(obs):

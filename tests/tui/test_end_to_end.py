@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, open_app, settle
+from tui_helpers import ROOT, open_app, settle
 
 from thundervis.recording import open_recording
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import open_group_app, screen_text, settle, wait_for
+from tui_helpers import open_group_app, screen_text, settle, wait_for
 
 from thundervis.recording.group import open_group
 
@@ -173,7 +173,7 @@ async def test_the_skew_table_sorts_the_most_skewed_kernel_first(variant_group):
 
 
 async def test_rank_keys_are_off_for_a_single_recording(small_rec):
-    from conftest import open_app
+    from tui_helpers import open_app
     app = open_app(small_rec)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(app, pilot)

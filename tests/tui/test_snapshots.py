@@ -3,7 +3,7 @@ duration in it is fixed and no path, time or version is on screen, so the SVGs a
 every run. Update after an intended change with ``pytest tests/tui --snapshot-update``."""
 from __future__ import annotations
 
-from conftest import details_for, open_app, settle
+from tui_helpers import details_for, open_app, settle
 
 
 def _before(select_line: bool = False, press=(), pass_name=None):
@@ -61,7 +61,7 @@ def test_snapshot_160x48_kernels(snap_compare, small_rec):
 
 def _comparison():
     async def run_before(pilot):
-        from conftest import wait_for
+        from tui_helpers import wait_for
         app = pilot.app
         await wait_for(pilot, lambda: app.loaded and app.group_info is not None)
         await pilot.press("equals_sign")
@@ -71,10 +71,10 @@ def _comparison():
 
 
 def test_snapshot_80x24_rank_comparison(snap_compare, variant_group):
-    from conftest import open_group_app
+    from tui_helpers import open_group_app
     assert snap_compare(open_group_app(variant_group), terminal_size=(80, 24), run_before=_comparison())
 
 
 def test_snapshot_160x48_rank_comparison(snap_compare, variant_group):
-    from conftest import open_group_app
+    from tui_helpers import open_group_app
     assert snap_compare(open_group_app(variant_group), terminal_size=(160, 48), run_before=_comparison())
