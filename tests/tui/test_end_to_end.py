@@ -73,13 +73,13 @@ def gpt_session(tmp_path_factory):
 def test_run_lands_in_the_ui_steps_and_quits(gpt_session):
     rec, screens, code, passes = gpt_session
     landed = screens["landed"]
-    assert "train_gpt.py" in landed and "ok" in landed
+    assert "train_gpt.py" in landed and "ok" in landed, landed
     # the stepper lists the recorded passes with their symbol counts
     for p in passes[-3:]:
-        assert p.name[:10] in landed
-    assert f'after "{passes[-1].name}"' in screens["last"]
-    assert f'after "{passes[-2].name}"' in screens["stepped"]
-    assert code == 0  # q quits; thundervis run exits with the script's code
+        assert p.name[:10] in landed, landed
+    assert f'after "{passes[-1].name}"' in screens["last"], screens["last"]
+    assert f'after "{passes[-2].name}"' in screens["stepped"], screens["stepped"]
+    assert code == 0, f"exit code {code} (None: no exit within 60 s of q)"  # the script's code
 
 
 def test_rerun_and_repro_of_a_real_kernel(gpt_session, tmp_path, monkeypatch):
