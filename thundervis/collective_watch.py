@@ -91,6 +91,7 @@ class _OpInfo:
                     self.outputs.append(i)
                     self.inputs.append(i)
         self.names = [a.name for a in op._schema.arguments]
+        self.collective = collective_name(self.name)
 
 
 def _frames() -> tuple[Optional[str], Optional[str]]:
@@ -250,12 +251,14 @@ class CollectiveWatcher:
     def _seen(self, info: _OpInfo, args: tuple, kwargs: dict, plain) -> Optional[dict]:
         """Count one collective; return its record when it is recorded in full, else None."""
         values = dict(zip(info.names, args))
-        values.update(kwargs)
+        if kwargs:
+            values.update(kwargs)
         outputs = [t for i in info.outputs for t in _tensors(values.get(info.names[i]))]
-        inputs = [t for i in info.inputs for t in _tensors(values.get(info.names[i]))]
+        inputs = outputs if info.inputs == info.outputs else \
+            [t for i in info.inputs for t in _tensors(values.get(info.names[i]))]
         if any(type(t) is not plain or t.is_meta for t in outputs + inputs):
             return None  # traced under fake or functional tensors: nothing is communicated
-        name = collective_name(info.name)
+        name = info.collective
         group = self._group(values.get(info.names[info.group]))
         size = group[0] if group else None
         nbytes = max(sum(t.nbytes for t in outputs), sum(t.nbytes for t in inputs))

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from thundervis.recording import open_recording
+from thundervis.recording.collectives import collectives
 from thundervis.recording.group import open_group
 
 pytestmark = pytest.mark.slow
@@ -85,20 +86,58 @@ def test_two_process_training_records_every_rank_and_matches_eager(tmp_path, mod
         assert rank.status == "ok" and rank.n_graphs >= 1 and not rank.missing
         # DDP's gradient all-reduces are graph ops only when compiled autograd traces the python
         # reducer; DDP's C++ reducer and FSDP2's hooks (dynamo-disabled in torch 2.13) run them
-        # between our graphs (docs/distributed.md).
+        # between our graphs, where the collective watcher records them (docs/distributed.md).
         if extra:
             assert rank.n_communication >= 2, rank
         else:
             assert rank.n_communication == 0, rank
+        # Every step's loss all-reduce of the script runs between graphs, whatever the mode.
+        assert rank.n_collectives_between >= 2, rank
         with open_recording(rank.path) as rec:
             chains = {c.kind: c.status for g in rec.graphs() for c in g.chains}
             assert chains.get("forward") == "compiled", chains
             assert chains.get("backward" if not extra else "inference") == "compiled", chains
             assert not rec.failures(), rec.failures()
             assert rec.pass_text(rec.pick_pass()[2].ref).startswith("# graph ")  # packed, still readable
+            rows = collectives(rec)
+        _check_collectives_between_graphs(mode, extra, rows)
+    ls = subprocess.run([sys.executable, "-m", "thundervis", "ls", str(group)], capture_output=True, text=True,
+                        env=_env())
+    assert ls.returncode == 0 and "comm in/between" in ls.stdout, ls.stdout + ls.stderr
+    assert f"{ov.ranks[1].n_communication}/{ov.ranks[1].n_collectives_between}" in ls.stdout
+    if not extra:
+        chain = "backward" if mode == "ddp" else "forward"
+        show = subprocess.run([sys.executable, "-m", "thundervis", "show", str(group), "--rank", "1", "--chain", chain,
+                               "--plain"], capture_output=True, text=True, env=_env())
+        assert show.returncode == 0, show.stderr
+        block = show.stdout[show.stdout.index("# collectives run eagerly next to graph 0 " + chain):]
+        assert ("by backward (DDP reducer)" if mode == "ddp" else "all_gather · group of 2") in block, block
     assert os.path.exists(group / "traces.tvstore")
     launch = ov.launches[0]
     assert launch.status == "ok" and "--nproc-per-node" in launch.torchrun_args
+
+
+def _check_collectives_between_graphs(mode, extra, rows):
+    """The collectives a rank ran between its compiled graphs, for each way of training the example."""
+    def ran(op, issued_by):
+        return [r for r in rows if r.op == op and r.issued_by == issued_by and r.group_size == 2]
+    losses = ran("all_reduce", "script")
+    assert len(losses) == 2 and all(r.after is not None for r in losses), rows  # one per step
+    if mode == "ddp" and not extra:
+        # DDP's C++ reducer: one all-reduce of the gradient bucket per backward, after a compiled
+        # backward call and before the next forward (or the end).
+        grads = ran("all_reduce", "backward")
+        assert len(grads) == 2 and all(r.after.chain == "backward" for r in grads), rows
+        assert all(r.outputs[0][1] == "float32" and r.bytes > 1000 for r in grads), grads
+    elif mode == "ddp":
+        # Compiled autograd traces the python reducer: no gradient all-reduce outside the graphs.
+        assert not ran("all_reduce", "backward"), rows
+    else:
+        # FSDP2's hooks: all-gathers in the forward and backward, reduce-scatters in the backward.
+        gathers, scatters = ran("all_gather", "fsdp"), ran("reduce_scatter", "fsdp")
+        assert len(gathers) >= 6 and len(scatters) >= 6, rows
+        assert all(r.outputs[0][0][0] == 2 * r.inputs[0][0][0] for r in gathers), gathers
+        assert any(r.after is not None and r.after.chain == "forward" for r in gathers), gathers
 
 
 COLLECTIVES = """
