@@ -130,6 +130,21 @@ def test_ls_and_show_list_the_collectives(ddp_run, capsys):
     assert d["in_traces"] == 0 and d["by_op"]["all_reduce"] == 8 and d["complete"]
 
 
+def test_dot_draws_the_collectives_around_the_chain(ddp_run, capsys, tmp_path):
+    path, _, _, _ = ddp_run
+    out = tmp_path / "bw.dot"
+    code, _, err = run_cli(capsys, "dot", path, "--chain", "backward", "-o", out)
+    assert code == 0, err
+    text = out.read_text()
+    note = text[text.index("between_after [label="):]
+    assert "run eagerly after this chain" in note and "all_reduce · group of 1 · f32[90]" in note
+    assert "between_before" not in text  # nothing ran between the forward and this backward
+    assert "communication" in text  # in the legend
+    code, _, err = run_cli(capsys, "dot", path, "--chain", "forward", "-o", out)
+    text = out.read_text()
+    assert code == 0 and "between_before [label=" in text and "broadcast" in text
+
+
 @pytest.fixture
 def one_rank_group():
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())

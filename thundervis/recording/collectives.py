@@ -339,3 +339,10 @@ def count_between(events) -> int:
         elif name == EVENT and isinstance(data, dict):
             rows += 1
     return summary if found else rows
+
+
+def first_call_collectives(rec: Recording, graph: int, chain: str) -> tuple[list, list]:
+    """Return (collectives run right before the first call of ``chain`` of ``graph``, those run
+    right after it) as :class:`Collective` rows, for diagrams."""
+    before, after = around_chain(collectives(rec), graph, chain)
+    return [r for r in before if r.before.call == 1], [r for r in after if r.after.call == 1]
