@@ -239,7 +239,10 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         try:
             watcher.__exit__(None, None, None)
             if collectives is not None:
-                collectives.stop()
+                try:
+                    collectives.stop()
+                except Exception as e:  # the run's end is recorded whatever the watcher does
+                    recorder.note("collective_watch_failed", {"error": f"{type(e).__name__}: {e}"})
             torch.compile = saved_compile
             sys.argv, sys.path[:] = saved_argv, saved_path
             backend_mod.set_defaults(**saved_defaults)
