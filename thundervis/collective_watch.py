@@ -6,10 +6,11 @@ the python reducer), and FSDP2 wraps every hook in ``torch._dynamo.disable``, so
 and reduce-scatters run eagerly between our graphs. Both, like any ``torch.distributed`` call of
 the script, reach the C++ ``ProcessGroup``, which issues each collective through a dispatcher op
 (``c10d::allreduce_``, ``c10d::_allgather_base_`` ...). :class:`CollectiveWatcher` registers one
-Python kernel per ``c10d`` op under the ``Autograd`` alias key: it notes the collective and
-redispatches below autograd, so the collective itself, its arguments and its order are untouched
-(the ``c10d`` ops have no autograd kernel of their own). Tensors under ``inference_mode`` carry no
-autograd key and are not seen.
+Python kernel per ``c10d`` op under the ``Autograd`` alias key, where those ops have none of their
+own (torch's autograd fallback runs there): it notes the collective and redispatches as the
+fallback does, below ``ADInplaceOrView``, so the collective itself, its arguments and its order are
+untouched. What the fallback adds for inputs that require grad with grad mode on (a backward that
+warns) is not reproduced. Tensors under ``inference_mode`` carry no autograd key and are not seen.
 
 The backend announces every call of a compiled chain (:mod:`thundervis.compiler.chain_calls`), so
 each collective is placed between the chain call that ran last before it and the one that runs next
@@ -231,7 +232,10 @@ class CollectiveWatcher:
 
     def _kernel(self, op, info: _OpInfo):
         import torch
-        below_autograd = torch._C._after_autograd_keyset
+        # Exactly what torch's own autograd fallback for these ops does: run the op below
+        # ADInplaceOrView, with autograd excluded for whatever the kernel calls.
+        below = torch._C._after_ADInplaceOrView_keyset
+        below_guard = torch._C._AutoDispatchBelowADInplaceOrView
         plain = torch.Tensor
 
         def kernel(keyset, *args, **kwargs):
@@ -240,7 +244,8 @@ class CollectiveWatcher:
             except Exception:  # the watcher never breaks the user's training
                 record = None
             started = time.perf_counter()
-            out = op.redispatch(keyset & below_autograd, *args, **kwargs)
+            with below_guard():
+                out = op.redispatch(keyset & below, *args, **kwargs)
             if record is not None:
                 self._on_completion(record, out, started)
             return out

@@ -91,8 +91,8 @@ class CollectiveCounts:
     """How many collectives a run issued between its compiled graphs (``between_graphs``; from the
     summary when the run ended, else the rows recorded so far: ``complete`` False), how many are
     listed in full (``recorded``), per op (``by_op``: op -> count, ``bytes_by_op``: op -> bytes),
-    and how many ran inside compiled chains at run time (``in_graphs_run``: traced communication
-    ops the watcher saw run)."""
+    and how many the watcher saw while a compiled chain ran (``in_graphs_run``; the functional
+    collectives traced into graphs are usually not seen: :func:`trace_communication_ops` counts them)."""
 
     between_graphs: int
     recorded: int
