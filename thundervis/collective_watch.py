@@ -126,6 +126,7 @@ class CollectiveWatcher:
         self._lib = None
         self._previous_listener = None
         self._calls: dict[tuple, int] = {}  # (graph, chain) -> calls so far
+        self._chain_calls = 0               # calls of any chain so far
         self._running: list[tuple] = []     # chain calls in progress (graph, chain, call)
         self._last: Optional[tuple] = None  # the chain call that ended last
         self._first_chain: Optional[tuple] = None
@@ -192,6 +193,7 @@ class CollectiveWatcher:
         """A compiled chain call begins: it is what the collectives since the last one ran before."""
         key = (graph, chain)
         with self._lock:
+            self._chain_calls += 1
             n = self._calls[key] = self._calls.get(key, 0) + 1
             if self._first_chain is None:
                 self._first_chain = key
@@ -202,8 +204,13 @@ class CollectiveWatcher:
             if not (self._unplaced or self._pending or self._open):
                 return
             self._place(call)
-            ready = [r for r in self._pending if "duration_ms" in r or r.get("done")]
-            self._pending = [r for r in self._pending if not ("duration_ms" in r or r.get("done"))]
+            # Written once complete, or after one more chain call without completing (a future
+            # that never completes, as gloo's reduce-scatter's, must not hold the row back).
+            waiting, ready = [], []
+            for r in self._pending:
+                done = "duration_ms" in r or r.get("done") or r["_placed"] < self._chain_calls
+                (ready if done else waiting).append(r)
+            self._pending = waiting
         self._write(ready)
 
     def chain_finished(self, graph: int, chain: str) -> None:
@@ -219,6 +226,7 @@ class CollectiveWatcher:
         (lock held)."""
         for r in self._unplaced:
             r["before"] = None if call is None else {"graph": call[0], "chain": call[1], "call": call[2]}
+            r["_placed"] = self._chain_calls
             self._pending.append(r)
         self._unplaced = []
         before = None if call is None else call[:2]
@@ -326,8 +334,7 @@ class CollectiveWatcher:
         for r in records:
             while "duration_ms" not in r and not r.get("done") and time.perf_counter() < deadline:
                 time.sleep(0.001)
-            data = dict(r)
-            data.pop("done", None)
+            data = {k: v for k, v in r.items() if k not in ("done", "_placed")}
             data.setdefault("duration_ms", None)
             try:
                 self._note(EVENT, data)

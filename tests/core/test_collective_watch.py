@@ -200,6 +200,22 @@ def test_watcher_places_counts_and_limits(one_rank_group):
     assert len(notes) == n
 
 
+def test_a_row_is_written_by_the_second_chain_call_after_it_even_if_its_work_never_completes(one_rank_group):
+    notes = []
+    watcher = CollectiveWatcher(lambda e, d: notes.append((e, d))).start()
+    try:
+        # gloo's reduce-scatter work has a future that never completes (no duration).
+        dist.reduce_scatter_single(torch.empty(4), torch.ones(4))
+        for _ in range(2):
+            chain_calls.started(0, "forward")
+            chain_calls.finished(0, "forward")
+        rows = _events(notes, "collective")
+        assert [r["op"] for r in rows] == ["reduce_scatter"]  # before the run ends
+        assert rows[0]["before"] == {"graph": 0, "chain": "forward", "call": 1} and "_placed" not in rows[0]
+    finally:
+        watcher.stop()
+
+
 def test_dynamo_never_compiles_the_watchers_kernel(one_rank_group):
     """A collective in the eager part of a compiled function (after a graph break) runs the watcher's
     Python kernel; Dynamo, whose frame hook is active there, must not compile it into graphs."""

@@ -79,7 +79,8 @@ class Collective:
         """Return the row as a JSON-ready dict."""
         return {"seq": self.seq, "op": self.op, "c10d_op": self.c10d_op, "group_size": self.group_size,
                 "group": self.group, "backend": self.backend,
-                "inputs": [[list(s), d] for s, d in self.inputs], "outputs": [[list(s), d] for s, d in self.outputs],
+                "inputs": [[list(s), d] for s, d in self.inputs],
+                "outputs": [[list(s), d] for s, d in self.outputs],
                 "bytes": self.bytes, "async": self.async_op, "duration_ms": self.duration_ms, "step": self.step,
                 "after": self.after.as_json() if self.after else None,
                 "before": self.before.as_json() if self.before else None,
@@ -157,10 +158,11 @@ def _row(d: dict) -> Optional[Collective]:
     if seq is None or op is None:
         return None
     duration = d.get("duration_ms")
+    duration = float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None
     return Collective(seq, op, _text(d.get("c10d_op")) or op, _int(d.get("group_size")), _text(d.get("group")),
                       _text(d.get("backend")), _tensors(d.get("inputs")), _tensors(d.get("outputs")),
                       _int(d.get("bytes"), 0), d.get("async") is True,
-                      float(duration) if isinstance(duration, (int, float)) and not isinstance(duration, bool) else None,
+                      duration,
                       _int(d.get("step"), 0), _call(d.get("after")), _call(d.get("before")),
                       _text(d.get("issuer")), _text(d.get("source")))
 
