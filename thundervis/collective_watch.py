@@ -153,15 +153,19 @@ class CollectiveWatcher:
         _NOT_USER = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in (__file__, compiler.__file__)) + \
             tuple(sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib"))
         lib = torch.library.Library("c10d", "IMPL")
-        for full in sorted(torch._C._dispatch_get_all_op_names()):
-            ns, _, name = full.partition("::")
-            if ns != "c10d" or not hasattr(torch.ops.c10d, name):
-                continue
-            op = getattr(torch.ops.c10d, name).default
-            info = _OpInfo(op)
-            if info.group is None:  # check_for_nan and other helpers: no collective
-                continue
-            lib.impl(name, self._kernel(op, info), "Autograd", with_keyset=True)
+        try:
+            for full in sorted(torch._C._dispatch_get_all_op_names()):
+                ns, _, name = full.partition("::")
+                if ns != "c10d" or not hasattr(torch.ops.c10d, name):
+                    continue
+                op = getattr(torch.ops.c10d, name).default
+                info = _OpInfo(op)
+                if info.group is None:  # check_for_nan and other helpers: no collective
+                    continue
+                lib.impl(name, self._kernel(op, info), "Autograd", with_keyset=True)
+        except BaseException:
+            lib._destroy()  # all or nothing: no kernel of a watcher that did not start stays
+            raise
         self._lib = lib
         self._previous_listener = chain_calls.set_listener(self)
         return self
@@ -177,7 +181,7 @@ class CollectiveWatcher:
         with self._lock:
             self._place(None)
             ready, self._pending = self._pending, []
-        self._write(ready, wait_s=1.0)
+        self._write(ready, wait_s=0.25)  # the last works' completion, briefly
         if self._between or self._in_graphs:
             self._note(SUMMARY, self.summary())
 

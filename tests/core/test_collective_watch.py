@@ -245,6 +245,32 @@ def test_dynamo_never_compiles_the_watchers_kernel(one_rank_group):
     assert count(True) == count(False)
 
 
+def test_a_watcher_that_cannot_start_leaves_no_kernel_and_the_run_goes_on(monkeypatch, tmp_path):
+    import thundervis.collective_watch as watch
+    real, made = watch.CollectiveWatcher._kernel, []
+
+    def kernel(self, op, info):
+        if len(made) == 3:
+            raise RuntimeError("this torch has other c10d ops")
+        made.append(op)
+        return real(self, op, info)
+    monkeypatch.setattr(watch.CollectiveWatcher, "_kernel", kernel)
+    with pytest.raises(RuntimeError):
+        CollectiveWatcher(lambda e, d: None).start()
+    assert len(made) == 3 and all("Autograd" not in torch._C._dispatch_dump(op.name()) for op in made)
+    from thundervis.runner import check_output, run_target
+    script = tmp_path / "plain.py"
+    script.write_text("import torch\nprint(torch.compile(lambda x: x + 1)(torch.ones(2)))\n")
+    made.clear()
+    result = run_target(script=str(script), module=None, args=[], out=check_output(str(tmp_path / "p.tvrec")),
+                        executors=["torch"])
+    assert result.exit_code == 0
+    with open_recording(result.path) as rec:
+        (failed,) = rec.events("collective_watch_failed")
+        assert "other c10d ops" in failed.data["error"] and rec.graphs()
+    assert chain_calls.set_listener(None) is None
+
+
 def test_collective_names():
     assert collective_name("_allgather_base_") == "all_gather"
     assert collective_name("_reduce_scatter_base_") == "reduce_scatter"
