@@ -36,10 +36,30 @@ def _env():
     return env
 
 
+def _descendants(pid: int) -> list:
+    """Return the pids of every process below ``pid`` (Linux ``/proc``; empty where it cannot tell)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                found += kids
+                todo += kids
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def _run_job(make_cmd, timeout, before_retry=None):
     """Run a torchrun job; once, retry it when it hangs. Plain torchrun with gloo on CPU (no
-    thundervis involved) sometimes hangs with both workers done, at interpreter exit; the hang is
-    killed with its whole process group and the job run again on a fresh port."""
+    thundervis involved) sometimes hangs with both workers done, at interpreter exit (a DDP
+    worker: its Reducer drops the last reference to the gloo process group, whose destructor joins
+    gloo's threads with the GIL held while one of them needs the GIL to free a tensor). The hang is
+    killed, the launcher's process group and every worker (torchrun starts each worker in a session
+    of its own, which killing the launcher's group leaves running, holding the output pipes), and
+    the job run again on a fresh port."""
     for attempt in (0, 1):
         proc = subprocess.Popen(make_cmd(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=_env(), cwd=ROOT, start_new_session=True)
@@ -47,11 +67,41 @@ def _run_job(make_cmd, timeout, before_retry=None):
             out, err = proc.communicate(timeout=timeout)
             return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         except subprocess.TimeoutExpired:
+            workers = _descendants(proc.pid)
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            for pid in workers:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.communicate(timeout=60)
             if attempt or before_retry is None:
                 raise
             before_retry()
+
+
+def test_a_hung_job_is_killed_with_workers_in_sessions_of_their_own(tmp_path):
+    """Like torchrun's workers, the grandchild runs in a session of its own and holds the pipes: a
+    hang must still end, with every process of the job killed."""
+    pid_file = tmp_path / "worker.pid"
+    launcher = ("import subprocess, sys, time; "
+                "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True); "
+                f"open({str(pid_file)!r}, 'w').write(str(w.pid)); time.sleep(600)")
+    t0 = time.time()
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run_job(lambda: [sys.executable, "-c", launcher], timeout=5)
+    assert time.time() - t0 < 60
+    worker = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            with open(f"/proc/{worker}/stat") as f:
+                if f.read().rsplit(") ", 1)[1].startswith("Z"):
+                    break  # killed, waiting for init to reap it
+        except OSError:
+            break  # gone
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"worker {worker} still runs")
 
 
 def _thundervis_run(group, *target, timeout=300):
