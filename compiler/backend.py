@@ -14,7 +14,7 @@ import time
 import traceback
 from typing import Callable, Optional, Sequence
 
-from . import triton_mode
+from . import chain_calls, triton_mode
 
 triton_mode.set_for_torch()  # before torch's AOTAutograd imports Triton
 
@@ -62,11 +62,25 @@ def _eager_boxed(gm: torch.fx.GraphModule) -> Callable:
     return run
 
 
-def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None]) -> Callable:
+def _announced(fn: Callable, graph: int, chain: str) -> Callable:
+    """Return boxed ``fn`` telling :mod:`.chain_calls` when each of its calls starts and ends."""
+    def run(args):
+        chain_calls.started(graph, chain)
+        try:
+            return fn(args)
+        finally:
+            chain_calls.finished(graph, chain)
+    run._boxed_call = True
+    return run
+
+
+def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None],
+                      graph: Optional[int] = None, chain: Optional[str] = None) -> Callable:
     """Return a boxed callable that runs ``fn``; if its first call raises, report it and switch to
     ``eager`` for good (the functional graph has no side effects to undo). When ``fn`` is a
     :class:`ProfiledChain`, its plain callable replaces it once profiling is done; ``run.state``
-    shows which callable runs now."""
+    shows which callable runs now. With ``graph`` and ``chain``, every call is announced to
+    :mod:`.chain_calls`."""
     state = {"fn": fn, "checked": False}
     if isinstance(fn, ProfiledChain):
         def profiling_done():
@@ -75,6 +89,15 @@ def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseExcep
         fn.on_done = profiling_done
 
     def run(args):
+        if graph is not None:
+            chain_calls.started(graph, chain)
+            try:
+                return guarded(args)
+            finally:
+                chain_calls.finished(graph, chain)
+        return guarded(args)
+
+    def guarded(args):
         if state["checked"]:
             return state["fn"](args)
         saved = list(args)
@@ -192,11 +215,11 @@ class ThundervisCompiler:
             except Exception as e:
                 kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"
                 obs.chain_failed(graph, chain, f"{kind}: {type(e).__name__}: {e}", traceback.format_exc())
-                return eager
+                return _announced(eager, graph, chain)
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
-            return _guard_first_call(fn, eager, report)
+            return _guard_first_call(fn, eager, report, graph, chain)
         return compile_fx_graph
 
 

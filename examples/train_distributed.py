@@ -3,8 +3,9 @@
 Launch it like any torchrun script: ``torchrun --nproc-per-node 2 examples/train_distributed.py``,
 or recorded, one recording per rank: ``thundervis run --nproc-per-node 2 examples/train_distributed.py``.
 ``--mode ddp`` (default) wraps the model in ``DistributedDataParallel``; ``--mode fsdp`` shards it
-with ``fully_shard`` (FSDP2), whose all-gathers and reduce-scatters are traced into the compiled
-graphs. Each rank trains on its own slice of every batch; rank 0 prints ``step N loss X.XXXXXX``
+with ``fully_shard`` (FSDP2). DDP's gradient all-reduces (unless ``--compiled-autograd``) and
+FSDP2's all-gathers and reduce-scatters run between the compiled graphs (torch 2.13 keeps FSDP2's
+hooks out of Dynamo); ``thundervis run`` records them there (docs/distributed.md). Each rank trains on its own slice of every batch; rank 0 prints ``step N loss X.XXXXXX``
 (the loss averaged over ranks, so it matches a single-process run on the whole batch) and, with
 ``--losses FILE``, writes the list of losses as JSON. Backend: gloo on CPU, nccl on CUDA.
 """

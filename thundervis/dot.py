@@ -138,10 +138,12 @@ def _tooltip_text(b: BoundSymbol) -> str:
 
 
 def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
-                timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40):
+                timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40,
+                between: Optional[dict] = None):
     """Return a ``graphviz.Digraph`` of ``trace`` (see module doc). ``timings`` maps a kernel name
-    or a symbol uid to its time in µs. Raise ValueError naming the modules when ``module`` matches
-    no symbol."""
+    or a symbol uid to its time in µs. ``between``: ``{"before": [lines], "after": [lines]}``, the
+    collectives run eagerly right before and after the chain (drawn as communication notes above
+    and below the graph). Raise ValueError naming the modules when ``module`` matches no symbol."""
     import graphviz
 
     timings = dict(timings or {})
@@ -178,6 +180,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
 
     def new_id(prefix: str) -> str:
         return f"{prefix}{next(n_ids)}"
+    ends: dict[str, list] = {"n": [], "out": []}  # symbol nodes and output markers, for the notes
 
     # Trace inputs (parameters, activations) are drawn next to each consumer rather than as one
     # shared node: a shared node at the top drags long edges across a large graph.
@@ -222,6 +225,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                        tooltip=_tooltip(_tooltip_text(b)))
                 for s in b.subsymbols:
                     sid = new_id("n")
+                    ends["n"].append(sid)
                     c.node(sid, label=_node_label(s, None, max_label), color=border, fillcolor="white",
                            tooltip=_tooltip(_tooltip_text(s)))
                     connect(s, sid)
@@ -229,6 +233,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                         producer[p.name] = sid
             continue
         nid = new_id("n")
+        ends["n"].append(nid)
         if is_fusion(b):  # collapsed fusion: one node for the kernel
             ops = ", ".join(_op_name(s) for s in b.subsymbols)
             srcs = list(dict.fromkeys(s.source.label() for s in b.subsymbols if s.source and s.source.line))
@@ -262,14 +267,39 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         if src is None:  # a trace input returned as it is
             continue
         out = new_id("out")
+        ends["out"].append(out)
         g.node(out, label=f"<<B>{html.escape(p.name)}</B> ⟶ out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
     for src, dst, lab in edges:
         g.edge(src, dst, label=lab)
+    for side in ("before", "after"):
+        lines = (between or {}).get(side) or []
+        if lines:
+            used_executors.add("communication")
+            note = _between_note(g, side, lines)
+            # Invisible edges keep the note above the first op or below the outputs.
+            if side == "before" and ends["n"]:
+                g.edge(note, ends["n"][0], style="invis")
+            for end in (ends["out"] or ends["n"][-1:]) if side == "after" else ():
+                g.edge(end, note, style="invis")
     if used_executors - {"torch"} or times:
         _legend(g, sorted(used_executors), bool(times), t_max)
     return g
+
+
+def _between_note(g, side: str, lines: list, max_lines: int = 12) -> str:
+    """Draw the note of the collectives run eagerly right ``side`` (before, after) the chain's first
+    call; return its node id."""
+    shown = [html.escape(_short(line, 100)) for line in lines[:max_lines]]
+    if len(lines) > max_lines:
+        shown.append(html.escape(f"... {len(lines) - max_lines} more"))
+    border, fill = COMMUNICATION
+    heading = f"run eagerly {side} this chain's first call (between compiled graphs, not in this trace)"
+    label = f"<<B>{html.escape(heading)}</B><BR/>" + '<BR ALIGN="LEFT"/>'.join(shown) + '<BR ALIGN="LEFT"/>>'
+    name = f"between_{side}"
+    g.node(name, label=label, shape="note", style="filled,dashed", fillcolor=fill, color=border, fontsize="9")
+    return name
 
 
 def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:

@@ -212,6 +212,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
 
     status, code, tb = "ok", 0, None
     watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
+    collectives = _watch_collectives(recorder)
     try:
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
@@ -239,6 +240,11 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         try:
             watcher.__exit__(None, None, None)
+            if collectives is not None:
+                try:
+                    collectives.stop()
+                except Exception as e:  # the run's end is recorded whatever the watcher does
+                    recorder.note("collective_watch_failed", {"error": f"{type(e).__name__}: {e}"})
             torch.compile = saved_compile
             sys.argv, sys.path[:] = saved_argv, saved_path
             backend_mod.set_defaults(**saved_defaults)
@@ -250,6 +256,21 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
             if in_main:
                 signal.signal(signal.SIGINT, old_int)
     return RunResult(code, status, recorder.path)
+
+
+def _watch_collectives(recorder):
+    """Start recording the collectives that run between compiled graphs
+    (:mod:`thundervis.collective_watch`); return the watcher, or None where torch has no
+    ``torch.distributed`` or the watcher cannot start (the run goes on without it)."""
+    import torch.distributed
+    if not torch.distributed.is_available():
+        return None
+    from thundervis.collective_watch import CollectiveWatcher
+    try:
+        return CollectiveWatcher(lambda event, data: recorder.note(event, data)).start()
+    except Exception as e:  # a torch whose c10d ops differ: record why, never stop the run
+        recorder.note("collective_watch_failed", {"error": f"{type(e).__name__}: {e}"})
+        return None
 
 
 def _exit_code(e: SystemExit) -> int:

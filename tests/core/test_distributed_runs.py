@@ -14,6 +14,7 @@ import time
 import pytest
 
 from thundervis.recording import open_recording
+from thundervis.recording.collectives import collectives
 from thundervis.recording.group import open_group
 
 pytestmark = pytest.mark.slow
@@ -35,10 +36,30 @@ def _env():
     return env
 
 
+def _descendants(pid: int) -> list:
+    """Return the pids of every process below ``pid`` (Linux ``/proc``; empty where it cannot tell)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+                found += kids
+                todo += kids
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def _run_job(make_cmd, timeout, before_retry=None):
     """Run a torchrun job; once, retry it when it hangs. Plain torchrun with gloo on CPU (no
-    thundervis involved) sometimes hangs with both workers done, at interpreter exit; the hang is
-    killed with its whole process group and the job run again on a fresh port."""
+    thundervis involved) sometimes hangs with both workers done, at interpreter exit (a DDP
+    worker: its Reducer drops the last reference to the gloo process group, whose destructor joins
+    gloo's threads with the GIL held while one of them needs the GIL to free a tensor). The hang is
+    killed, the launcher's process group and every worker (torchrun starts each worker in a session
+    of its own, which killing the launcher's group leaves running, holding the output pipes), and
+    the job run again on a fresh port."""
     for attempt in (0, 1):
         proc = subprocess.Popen(make_cmd(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=_env(), cwd=ROOT, start_new_session=True)
@@ -46,11 +67,41 @@ def _run_job(make_cmd, timeout, before_retry=None):
             out, err = proc.communicate(timeout=timeout)
             return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         except subprocess.TimeoutExpired:
+            workers = _descendants(proc.pid)
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            for pid in workers:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.communicate(timeout=60)
             if attempt or before_retry is None:
                 raise
             before_retry()
+
+
+def test_a_hung_job_is_killed_with_workers_in_sessions_of_their_own(tmp_path):
+    """Like torchrun's workers, the grandchild runs in a session of its own and holds the pipes: a
+    hang must still end, with every process of the job killed."""
+    pid_file = tmp_path / "worker.pid"
+    launcher = ("import subprocess, sys, time; "
+                "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True); "
+                f"open({str(pid_file)!r}, 'w').write(str(w.pid)); time.sleep(600)")
+    t0 = time.time()
+    with pytest.raises(subprocess.TimeoutExpired):
+        _run_job(lambda: [sys.executable, "-c", launcher], timeout=5)
+    assert time.time() - t0 < 60
+    worker = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            with open(f"/proc/{worker}/stat") as f:
+                if f.read().rsplit(") ", 1)[1].startswith("Z"):
+                    break  # killed, waiting for init to reap it
+        except OSError:
+            break  # gone
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"worker {worker} still runs")
 
 
 def _thundervis_run(group, *target, timeout=300):
@@ -85,20 +136,58 @@ def test_two_process_training_records_every_rank_and_matches_eager(tmp_path, mod
         assert rank.status == "ok" and rank.n_graphs >= 1 and not rank.missing
         # DDP's gradient all-reduces are graph ops only when compiled autograd traces the python
         # reducer; DDP's C++ reducer and FSDP2's hooks (dynamo-disabled in torch 2.13) run them
-        # between our graphs (docs/distributed.md).
+        # between our graphs, where the collective watcher records them (docs/distributed.md).
         if extra:
             assert rank.n_communication >= 2, rank
         else:
             assert rank.n_communication == 0, rank
+        # Every step's loss all-reduce of the script runs between graphs, whatever the mode.
+        assert rank.n_collectives_between >= 2, rank
         with open_recording(rank.path) as rec:
             chains = {c.kind: c.status for g in rec.graphs() for c in g.chains}
             assert chains.get("forward") == "compiled", chains
             assert chains.get("backward" if not extra else "inference") == "compiled", chains
             assert not rec.failures(), rec.failures()
             assert rec.pass_text(rec.pick_pass()[2].ref).startswith("# graph ")  # packed, still readable
+            rows = collectives(rec)
+        _check_collectives_between_graphs(mode, extra, rows)
+    ls = subprocess.run([sys.executable, "-m", "thundervis", "ls", str(group)], capture_output=True, text=True,
+                        env=_env())
+    assert ls.returncode == 0 and "comm in/between" in ls.stdout, ls.stdout + ls.stderr
+    assert f"{ov.ranks[1].n_communication}/{ov.ranks[1].n_collectives_between}" in ls.stdout
+    if not extra:
+        chain = "backward" if mode == "ddp" else "forward"
+        show = subprocess.run([sys.executable, "-m", "thundervis", "show", str(group), "--rank", "1", "--chain", chain,
+                               "--plain"], capture_output=True, text=True, env=_env())
+        assert show.returncode == 0, show.stderr
+        block = show.stdout[show.stdout.index("# collectives run eagerly next to graph 0 " + chain):]
+        assert ("by backward (DDP reducer)" if mode == "ddp" else "all_gather · group of 2") in block, block
     assert os.path.exists(group / "traces.tvstore")
     launch = ov.launches[0]
     assert launch.status == "ok" and "--nproc-per-node" in launch.torchrun_args
+
+
+def _check_collectives_between_graphs(mode, extra, rows):
+    """The collectives a rank ran between its compiled graphs, for each way of training the example."""
+    def ran(op, issued_by):
+        return [r for r in rows if r.op == op and r.issued_by == issued_by and r.group_size == 2]
+    losses = ran("all_reduce", "script")
+    assert len(losses) == 2 and all(r.after is not None for r in losses), rows  # one per step
+    if mode == "ddp" and not extra:
+        # DDP's C++ reducer: one all-reduce of the gradient bucket per backward, after a compiled
+        # backward call and before the next forward (or the end).
+        grads = ran("all_reduce", "backward")
+        assert len(grads) == 2 and all(r.after.chain == "backward" for r in grads), rows
+        assert all(r.outputs[0][1] == "float32" and r.bytes > 1000 for r in grads), grads
+    elif mode == "ddp":
+        # Compiled autograd traces the python reducer: no gradient all-reduce outside the graphs.
+        assert not ran("all_reduce", "backward"), rows
+    else:
+        # FSDP2's hooks: all-gathers in the forward and backward, reduce-scatters in the backward.
+        gathers, scatters = ran("all_gather", "fsdp"), ran("reduce_scatter", "fsdp")
+        assert len(gathers) >= 6 and len(scatters) >= 6, rows
+        assert all(r.outputs[0][0][0] == 2 * r.inputs[0][0][0] for r in gathers), gathers
+        assert any(r.after is not None and r.after.chain == "forward" for r in gathers), gathers
 
 
 COLLECTIVES = """

@@ -40,9 +40,12 @@ def test_ls_json_is_the_overview(recorded, capsys):
         ov = rec.overview()
     assert code == 0 and isinstance(ov, Overview)
     doc = json.loads(out)
-    # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch)
-    assert {"chains_eager", "chains_total", "fallbacks"} <= set(doc)
-    base = {k: v for k, v in doc.items() if k not in ("chains_eager", "chains_total", "fallbacks")}
+    # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch) and
+    # the communication (collectives)
+    added = ("chains_eager", "chains_total", "fallbacks", "collectives")
+    assert set(added) <= set(doc)
+    assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
+    base = {k: v for k, v in doc.items() if k not in added}
     for g in base["graphs"]:
         for k in g["fusions"]:
             assert k.pop("ran_in_torch") is None

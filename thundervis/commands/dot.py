@@ -16,6 +16,14 @@ def timings_for(rec, graph: int, chain: str) -> dict:
     return out
 
 
+def collectives_between(rec, graph: int, chain: str) -> dict:
+    """Return ``{"before": [lines], "after": [lines]}``: the collectives run eagerly right before
+    and right after the first call of the chain (recording.collectives), one line each."""
+    from thundervis.recording.collectives import describe, first_call_collectives
+    before, after = first_call_collectives(rec, graph, chain)
+    return {"before": [describe(r) for r in before], "after": [describe(r) for r in after]}
+
+
 def cmd_dot(args) -> int:
     """Write the diagram of the chosen trace."""
     from thundervis import dot
@@ -33,10 +41,12 @@ def cmd_dot(args) -> int:
         except RecordingError as e:
             raise UserError(str(e)) from None
         timings = timings_for(rec, g.id, c.kind)
+        between = collectives_between(rec, g.id, c.kind)
     finally:
         rec.close()
     try:
         source = dot.trace_to_dot(trace, collapse=args.collapse, module=args.module, timings=timings,
+                                  between=between,
                                   title=f"graph {g.id} · {c.kind} · after {p.index} {p.name}"
                                         + (f" · module {args.module}" if args.module else ""))
     except ValueError as e:

@@ -58,7 +58,42 @@ def summary_dict(rec) -> dict:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
+    d["collectives"] = collectives_dict(rec)
     return d
+
+
+def collectives_dict(rec) -> dict:
+    """Return the ``collectives`` part of ``ls --json``: ``in_traces`` (communication ops in the
+    compiled traces), the run-time counts of those run between graphs (``between_graphs``,
+    ``by_op`` ...) and ``places`` (where they ran, with counts)."""
+    from thundervis.recording.collectives import collective_counts, collective_places, trace_communication_ops
+    d = {"in_traces": trace_communication_ops(rec), **collective_counts(rec).as_json()}
+    d["places"] = [p.as_json() for p in collective_places(rec)]
+    return d
+
+
+def collective_lines(d: dict, places_limit: int = 8) -> list[str]:
+    """Return the text lines about communication of an ``ls --json`` document ``d`` (none when the
+    run had none): ops in the traces, collectives run between graphs per op, and where they ran."""
+    from thundervis.recording.collectives import CollectivePlace, bytes_text, place_text
+    c = d.get("collectives") or {}
+    if not c.get("in_traces") and not c.get("between_graphs"):
+        return []
+    ops = ", ".join(f"{n} {op}" for op, n in sorted(c["by_op"].items(), key=lambda kv: (-kv[1], kv[0])))
+    total = sum(c["bytes_by_op"].values())
+    lines = [f"collectives  {c['in_traces']} communication ops in the traces · {c['between_graphs']} collectives "
+             f"run between compiled graphs" + (f" ({ops}; {bytes_text(total)})" if ops else "")
+             + ("" if c["complete"] else " so far")]
+    for p in c["places"][:places_limit]:
+        side = lambda v: None if v is None else (v["graph"], v["chain"])  # noqa: E731
+        lines.append("  " + visible_line(place_text(CollectivePlace(side(p["after"]), side(p["before"]), p["op"],
+                                                                    p["count"], p["bytes"]))))
+    if len(c["places"]) > places_limit:
+        lines.append(f"  ... {len(c['places']) - places_limit} more places (thundervis ls --json lists all)")
+    if c["recorded"]:
+        lines.append(f"  {c['recorded']} listed one by one (the first steps): thundervis show REC --chain "
+                     "CHAIN ends with those run next to that chain")
+    return lines
 
 
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
@@ -132,6 +167,7 @@ def summary_text(rec, passes: bool = True) -> str:
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
+    lines.extend(collective_lines(d))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 

@@ -42,7 +42,7 @@ def group_text(ov) -> str:
         lines.append(f"launch  node {l.node_rank} on {l.host or '?'}: torchrun {shlex.join(l.torchrun_args)} · "
                      f"{l.status}{code}" + (f": {fails}" if fails else ""))
     lines.append(f"{'rank':>5}  {'status':<12} {'host':<14} {'pid':>7} {'graphs':>6} {'passes':>6} "
-                 f"{'kernels':>7} {'comm':>5}  traces")
+                 f"{'kernels':>7} {'comm in/between':>15}  traces")
     first = {}
     for fp, ranks in ov.variants.items():
         first[fp] = min(ranks)
@@ -55,13 +55,17 @@ def group_text(ov) -> str:
         trace = (r.fingerprint or "-") + (f" (= rank {same})" if same is not None and same != r.rank else "")
         code = f" {r.exit_code}" if r.exit_code not in (None, 0) else ""
         lines.append(f"{r.rank:>5}  {(r.status or '?') + code:<12} {(r.host or '?')[:14]:<14} {r.pid or 0:>7} "
-                     f"{r.n_graphs:>6} {r.n_passes:>6} {r.n_kernels:>7} {r.n_communication:>5}  {trace}")
+                     f"{r.n_graphs:>6} {r.n_passes:>6} {r.n_kernels:>7} "
+                     f"{f'{r.n_communication}/{r.n_collectives_between}':>15}  {trace}")
         for m in r.missing:
             lines.append(f"       missing: {m}")
     if len(ov.ranks) > len(shown):
         lines.append(f"       ... {len(ov.ranks) - len(shown)} more ranks (thundervis ls GROUP --json lists all)")
     if ov.absent:
         lines.append(f"absent  ranks {rank_ranges(ov.absent)}: no recording (the worker never started recording)")
+    if any(r.n_communication or r.n_collectives_between for r in ov.ranks):
+        lines.append("comm    in: communication ops in the compiled traces; between: collectives run eagerly "
+                     "between compiled graphs (DDP's reducer, FSDP2's hooks, the script's own), counted over the run")
     if len(ov.variants) <= 1:
         lines.append("traces  identical on every rank" if ov.variants else "traces  none recorded")
     else:

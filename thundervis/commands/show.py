@@ -55,6 +55,15 @@ def note_comments(rec, graph: int, chain: str):
     return note
 
 
+def collectives_comment(rec, graph: int, chain: str) -> str:
+    """Return the comment block ``show`` prints under a trace: the collectives run eagerly right
+    before and after the chain's calls (recording.collectives), or '' when none did."""
+    from thundervis.recording.collectives import chain_collective_lines
+    from thundervis.safe_text import visible_line
+    lines = chain_collective_lines(rec, graph, chain)
+    return "".join(f"# {visible_line(line)}\n" for line in lines) if lines else ""
+
+
 def cmd_show(args) -> int:
     """Print the trace of the chosen pass, with the note of every symbol that has one."""
     from thundervis.compiler.printer import PrintOptions, print_trace
@@ -73,6 +82,7 @@ def cmd_show(args) -> int:
                                                    notes=note_comments(rec, g.id, c.kind)))
         else:
             text = rec.pass_text(g.id, c.kind, p.index)
+        text += collectives_comment(rec, g.id, c.kind)
     text = visible(text)  # text from the recording: control characters made visible, also under rich
     if sys.stdout.isatty() and not args.plain:
         from rich.console import Console

@@ -122,6 +122,7 @@ class RankSummary:
     n_passes: int = 0
     n_kernels: int = 0
     n_communication: int = 0
+    n_collectives_between: int = 0
     fingerprint: Optional[str] = None
     missing: tuple = ()
     error: Optional[str] = None
@@ -238,6 +239,8 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
             for e in rec.events("distributed"):
                 if isinstance(e.data, dict):
                     facts = e.data
+            from .collectives import EVENT, SUMMARY, count_between
+            between = count_between((e.event, e.data) for name in (EVENT, SUMMARY) for e in rec.events(name))
             n_graphs = rec._rows("SELECT COUNT(*) FROM graphs")[0][0]
             n_kernels = rec._rows("SELECT COUNT(*) FROM kernels")[0][0]
             fp, items = rank_fingerprint(rec)
@@ -249,7 +252,8 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
             return RankSummary(rank, restart, path, run.status, run.exit_code, run.host, run.pid,
                                num("local_rank"), num("node_rank"), num("world_size"), n_graphs,
                                len(items), n_kernels,
-                               _communication_count(rec, items, cache) if not missing else 0, fp, missing)
+                               _communication_count(rec, items, cache) if not missing else 0, between, fp,
+                               missing)
     except RecordingError as e:
         return RankSummary(rank, restart, path, error=str(e))
 
@@ -278,22 +282,27 @@ def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> Rank
         facts = {}
         events = doc["tables"].get("events") or {}
         cols = events.get("columns") or []
+        communication = []
+        from .collectives import EVENT, SUMMARY, count_between
         for row in events.get("rows") or []:
             e = dict(zip(cols, row)) if isinstance(row, list) else {}
-            if e.get("event") == "distributed" and isinstance(e.get("data"), str):
+            if e.get("event") in ("distributed", EVENT, SUMMARY) and isinstance(e.get("data"), str):
                 try:
                     d = json.loads(e["data"])
                 except ValueError:
                     continue
-                facts = d if isinstance(d, dict) else facts
+                if e["event"] == "distributed":
+                    facts = d if isinstance(d, dict) else facts
+                else:
+                    communication.append((e["event"], d))
 
         def num(v):
             return v if isinstance(v, int) and not isinstance(v, bool) else None
         return RankSummary(rank, restart, path, status, num(run["exit_code"]),
                            run["host"] if isinstance(run["host"], str) else None, num(run["pid"]),
                            num(facts.get("local_rank")), num(facts.get("node_rank")), num(facts.get("world_size")),
-                           base.n_graphs, base.n_passes, base.n_kernels, base.n_communication, base.fingerprint,
-                           base.missing)
+                           base.n_graphs, base.n_passes, base.n_kernels, base.n_communication,
+                           count_between(communication), base.fingerprint, base.missing)
     except RecordingError as e:
         return RankSummary(rank, restart, path, error=str(e))
 
