@@ -35,7 +35,8 @@ def communication_text(info: CommunicationInfo) -> Text:
     c = info.counts
     t.append("between graphs  ", style=panels.HEAD)
     t.append(f"{c.between_graphs} collectives run eagerly between the compiled graphs, {c.recorded} listed below")
-    t.append("" if c.complete else " (the run has not ended: counts of those recorded so far)", style=panels.DIM)
+    if not c.complete:
+        t.append(" (no summary of the run yet: counts of those recorded one by one)", style=panels.DIM)
     t.append("\n")
     for op, n in sorted(c.by_op.items(), key=lambda kv: (-kv[1], kv[0])):
         t.append(f"  {visible_line(op):<22} {n:>6} ×  {bytes_text(c.bytes_by_op.get(op, 0)):>10} in all\n")

@@ -10,13 +10,11 @@ from tui_helpers import details_for, open_app, screen_text, settle, wait_for
 from thundervis.recording import open_recording
 from thundervis.recording.collectives import collectives, describe
 
-pytestmark = pytest.mark.asyncio
-
-
 def _comm_line(app) -> int:
     return next(i for i, t in enumerate(app.query_one("LinesView").texts) if "_c10d_functional.all_reduce" in t)
 
 
+@pytest.mark.asyncio
 async def test_communication_ops_are_marked_and_explained(comm_rec):
     from thundervis.tui import styling
     app = open_app(comm_rec)
@@ -39,6 +37,7 @@ async def test_communication_ops_are_marked_and_explained(comm_rec):
         assert "waits for a collective's result" in await details_for(app, pilot)
 
 
+@pytest.mark.asyncio
 async def test_collectives_between_graphs_are_counted_and_listed(comm_rec):
     with open_recording(comm_rec) as rec:
         rows = collectives(rec)
@@ -62,6 +61,7 @@ async def test_collectives_between_graphs_are_counted_and_listed(comm_rec):
         assert type(app.screen).__name__ != "CommunicationScreen"
 
 
+@pytest.mark.asyncio
 async def test_the_palette_and_help_list_the_communication_screen(comm_rec):
     from thundervis.tui.palette import palette_entries
     from thundervis.tui.screens import HELP
@@ -74,6 +74,7 @@ async def test_the_palette_and_help_list_the_communication_screen(comm_rec):
     assert any(key == "m" for _, keys in HELP for key, _ in keys)
 
 
+@pytest.mark.asyncio
 async def test_a_run_without_collectives_shows_no_communication(small_rec):
     from thundervis.tui import styling
     app = open_app(small_rec)
@@ -84,3 +85,26 @@ async def test_a_run_without_collectives_shows_no_communication(small_rec):
         await pilot.press("m")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "CommunicationScreen" and app.screen.loaded)
         assert "no collective in this run" in screen_text(app)
+
+
+def test_recorded_text_is_made_visible_on_the_communication_screen(tmp_path):
+    from thundervis.recording import RecordingObserver
+    from thundervis.tui.comm_screen import communication_text
+    from thundervis.tui.data import open_data
+    path = str(tmp_path / "t.tvrec")
+    obs = RecordingObserver(path)
+    obs.start_run(script="x.py", module=None, argv=["x.py"], cwd=str(tmp_path))
+    obs.note("collective", {"seq": 0, "op": "all_reduce\x1b[31m", "group_size": 2, "bytes": 8, "step": 1,
+                            "after": {"graph": 0, "chain": "back\x07ward", "call": 1}, "issuer": "script",
+                            "source": "x.py:3\x1b]0;title\x07"})
+    obs.finish_run("ok", 0)
+    obs.close()
+    data = open_data(path)
+    try:
+        info = data.communication()
+        text = communication_text(info).plain
+    finally:
+        data.close()
+    assert not info.empty and info.counts.between_graphs == 1 and not info.counts.complete
+    assert "\x1b" not in text and "\x07" not in text
+    assert "after graph 0 back" in text and "all_reduce" in text and "no summary of the run" in text
