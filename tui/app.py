@@ -23,6 +23,7 @@ from textual.widgets.option_list import Option
 from thundervis.safe_text import visible_line
 
 from . import panels
+from .comm_screen import CommunicationScreen
 from .editor import open_in_editor
 from .data import ChainRow, DataError, Overview, RecordingData, SearchHit, map_lines
 from .lines_view import LinesView
@@ -97,12 +98,14 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         Binding("e", "edit", "Editor", show=False),
         Binding("i", "toggle_details", "Details"),
         Binding("t", "run_info", "Run", show=False),
+        Binding("m", "communication", "Comm", show=False),
         Binding("question_mark", "help", "Help"),
     ]
 
     # Actions that act on the pass view; other screens (kernels, help ...) switch them off.
     MAIN_ONLY = {"step", "toggle_diff", "diff_against", "toggle_side", "toggle_fold", "toggle_unchanged",
-                 "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info"}
+                 "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info",
+                 "communication"}
 
     def check_action(self, action: str, parameters) -> Optional[bool]:
         """Pass-view actions only run (and show in the footer) on the main screen; rank actions
@@ -477,6 +480,11 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         """Show the run: status, eager chains, fallbacks, traceback."""
         if self.overview is not None:
             self.push_screen(RunScreen(self.overview))
+
+    def action_communication(self) -> None:
+        """Show the run's collectives: traced into the graphs, and run between them per place."""
+        if self.overview is not None:
+            self.push_screen(CommunicationScreen(self.data))
 
     def action_help(self) -> None:
         """Show every key binding."""

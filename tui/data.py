@@ -96,13 +96,15 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class Overview:
-    """The whole recording at a glance: run, graphs, kernels, plus a revision to poll."""
+    """The whole recording at a glance: run, graphs, kernels, plus a revision to poll;
+    ``collectives_between``: how many collectives ran between the compiled graphs."""
 
     path: str
     run: RunRow
     graphs: tuple[GraphRow, ...]
     kernels: tuple[KernelRow, ...]
     revision: object
+    collectives_between: int = 0
 
     def chain(self, graph: int, kind: str) -> Optional[ChainRow]:
         """Return the chain ``kind`` of graph ``graph`` (None when absent)."""
@@ -221,8 +223,10 @@ class RecordingData:
 
     def overview(self) -> Overview:
         """Return the run, graphs (chains, passes, eager marks) and kernels."""
+        from thundervis.recording.collectives import count_between
         ov = self._call(self._rec.overview)
-        fallbacks = self._call(self._runtime_fallbacks)
+        events = self._call(self._rec.events)
+        fallbacks = _runtime_fallbacks(events)
         run = ov.run
         run_row = RunRow(run.target, tuple(str(a) for a in (run.argv or [])[1:]), run.status, run.exit_code,
                          run.traceback, run.device, run.torch, run.duration_s)
@@ -247,19 +251,14 @@ class RecordingData:
                     k.language, k.note, t.calls if t else None, t.median_us if t else None,
                     t.share if t else None, t.gbps if t else None,
                     fallbacks.get((k.graph, k.chain, k.name))))
-        return Overview(self.path, run_row, tuple(out), tuple(kernels), ov.revision)
+        return Overview(self.path, run_row, tuple(out), tuple(kernels), ov.revision,
+                        count_between((e.event, e.data) for e in events))
 
-    def _runtime_fallbacks(self) -> dict:
-        """Map (graph, chain, kernel name) -> reason for kernels that fell back at run time."""
-        out = {}
-        for e in self._rec.events():
-            if "fallback" not in e.event or not isinstance(e.data, dict):
-                continue
-            name = e.data.get("kernel") or e.data.get("name")
-            reason = e.data.get("reason") or e.data.get("error") or e.event
-            if name:
-                out[(e.graph, e.chain, str(name))] = str(reason)
-        return out
+    def communication(self):
+        """Return the run's communication (a ``tui.comm_data.CommunicationInfo``: the ops traced into
+        the graphs, the collectives run between them per place; reads traces: call it from a worker)."""
+        from .comm_data import read_communication
+        return self._call(read_communication, self._rec)
 
     def kernel_code(self, kernel_id: int) -> tuple[Optional[str], Optional[str]]:
         """Return (language, generated code) of one kernel (loaded on request)."""
@@ -470,6 +469,20 @@ class RecordingData:
 
 
 # ------------------------------------------------------------------------------------- helpers
+
+def _runtime_fallbacks(events) -> dict:
+    """Map (graph, chain, kernel name) -> reason for kernels that fell back at run time, from the
+    recording's events."""
+    out = {}
+    for e in events:
+        if "fallback" not in e.event or not isinstance(e.data, dict):
+            continue
+        name = e.data.get("kernel") or e.data.get("name")
+        reason = e.data.get("reason") or e.data.get("error") or e.event
+        if name:
+            out[(e.graph, e.chain, str(name))] = str(reason)
+    return out
+
 
 def _safe_name(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:80] or "kernel"

@@ -21,6 +21,7 @@ def palette_entries(app) -> list[tuple[str, str, object]]:
         ("Open in editor", "The selected line's source in $EDITOR (e)", app.action_edit),
         ("Toggle details", "Show or hide the details pane (i)", app.action_toggle_details),
         ("Run info", "Run status, eager chains, traceback (t)", app.action_run_info),
+        ("Communication", "Collectives in the traces and between graphs, per place (m)", app.action_communication),
         ("Keys", "Every key binding (?)", app.action_help),
     ]
     if app.group is not None:

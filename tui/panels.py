@@ -99,14 +99,25 @@ def run_summary(ov: Overview, versions: bool = True) -> Text:
 
 
 def symbol_details(d: SymbolDetail) -> Text:
-    """Return the details pane for one symbol."""
+    """Return the details pane for one symbol (a communication op says what it is first)."""
+    from thundervis.compiler.collectives import CLAIM_NOTE, communication_kind, is_communication, is_wait
+    comm = is_communication(d.sym)
     t = Text()
-    t.append(visible_line(d.sym), style=styling.S_FUSION if "fusion" in d.sym else styling.S_PRIM)
+    t.append(visible_line(d.sym), style=styling.S_COMM if comm else
+             styling.S_FUSION if "fusion" in d.sym else styling.S_PRIM)
     t.append(f"  {visible_line(d.uid)}", style=DIM)
     if d.executor:
         t.append(f"  [{visible_line(d.executor)}]", style=styling.S_EXECUTOR)
     t.append("\n")
+    if comm:
+        t.append(f"{styling.COMM_MARK} communication  ", style=styling.S_COMM)
+        what = "waits for a collective's result" if is_wait(d.sym) else \
+            f"a collective ({visible_line(communication_kind(d.sym))}) traced into this graph"
+        t.append(f"{what}: a communication op, run by torch as an opaque collective, never fused across "
+                 "(no fusion holds ops from both sides of it; CSE and DCE keep it)\n", style=Style(color=styling.COMM))
     why = d.fallback or d.note
+    if comm and why == CLAIM_NOTE:  # said above, in words for this op
+        why = None
     if why:
         t.append("why  ", style=Style(color=WARN, bold=True))
         t.append(visible(why) + "\n", style=Style(color=WARN))
@@ -229,6 +240,8 @@ def topbar(ov: Overview, group: Optional[Text] = None) -> Text:
         t.append(f" · {eager} eager", style=Style(color=BAD))
     if fell:
         t.append(f" · {fell} fell back", style=Style(color=WARN))
+    if ov.collectives_between:
+        t.append(f" · comm {ov.collectives_between} between graphs", style=Style(color=styling.COMM))
     return t
 
 

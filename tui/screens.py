@@ -382,7 +382,8 @@ HELP = [
                  ("R", "write a repro script")]),
     ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
                                 ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
-    ("Anywhere", [("/", "search"), ("t", "run info and traceback"), ("ctrl+p", "command palette"),
+    ("Anywhere", [("/", "search"), ("t", "run info and traceback"),
+                  ("m", "communication: collectives in the traces and between graphs"), ("ctrl+p", "command palette"),
                   ("?", "this help"), ("tab", "next panel"), ("q", "quit")]),
 ]
 

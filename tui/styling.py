@@ -12,6 +12,7 @@ from typing import Optional
 from rich.style import Style
 from rich.text import Text
 
+from thundervis.compiler.collectives import is_communication
 from thundervis.safe_text import visible_line
 
 FG = "#abb2bf"
@@ -29,6 +30,12 @@ S_CODE = Style(color="#98c379", italic=True)
 S_MODULE = Style(color="#7f848e")
 S_HEADER = Style(color="#e5c07b", bold=True)
 S_EXECUTOR = Style(color="#7f848e", italic=True)
+# Communication ops (collectives and their waits, traced into a graph): a colour of their own, a
+# tinted row and a marker in the indentation, so the places a graph talks to other ranks stand out.
+COMM = "#ef8f5a"
+S_COMM = Style(color=COMM, bold=True)
+S_COMM_ROW = Style(bgcolor="#35261d")
+COMM_MARK = "⇄"
 
 _TOKEN = re.compile(
     r"(?P<str>'[^']*'|\"[^\"]*\")"
@@ -43,6 +50,8 @@ _SOURCE = re.compile(r"^(\s*#\s)(\S+:\d+)(\s\s)?(.*?)(\s+\[[^\]]*\])?$")
 def _call_style(name: str) -> Style:
     if name.startswith("prims."):
         return S_PRIM
+    if is_communication(name):
+        return S_COMM
     if _FUSION.match(name):
         return S_FUSION
     return S_ATEN
@@ -124,7 +133,20 @@ def trace_line(raw: str, kind: str = "stmt") -> Text:
     _code(text, code_start, cut)
     if cut < len(line):
         _comment(text, cut)
+    if lead and is_communication_line(line, code_start, cut):
+        marked = Text(COMM_MARK, style=S_COMM, end="")
+        marked.append_text(text[1:])
+        marked.stylize(S_COMM_ROW, 0)
+        marked.style = S_COMM_ROW  # the row's tint past its text (see LinesView.render_line)
+        return marked
     return text
+
+
+def is_communication_line(line: str, start: int = 0, end: Optional[int] = None) -> bool:
+    """Return True when the statement ``line`` (between ``start`` and ``end``) calls a
+    communication op (a collective or a wait on one, ``_c10d_functional.all_reduce.default``)."""
+    return any(m.lastgroup == "call" and is_communication(m.group())
+               for m in _TOKEN.finditer(line, start, len(line) if end is None else end))
 
 
 def code_text(raw: str) -> Text:

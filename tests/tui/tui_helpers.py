@@ -110,3 +110,70 @@ def screen_text(app) -> str:
     for w in app.screen.query(Static):
         parts.append(str(w.render()))
     return "\n".join(parts)
+
+
+def _comm_trace(chain: str, prefix: str, claimed: bool):
+    """A small trace that talks to other ranks: a mul, an all_reduce of its result and the wait
+    on it, then an add (claimed: the executors and notes the claim pass gives them)."""
+    from thundervis.compiler.collectives import CLAIM_NOTE
+    from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
+
+    def t(name):
+        return TensorProxy(name, (8, 4), "float32", "cpu", (4, 1))
+    x, t0, t1, t2, t3 = t("x"), t("t0"), t("t1"), t("t2"), t("t3")
+    src = SourceInfo(file="ddp_model.py", line=12, code="loss = model(x)", module="net", function="forward")
+    comm = dict(executor="torch", note=CLAIM_NOTE) if claimed else {}
+    syms = (BoundSymbol("aten.mul.Tensor", (x, 2.0), {}, t0, f"{prefix}0", source=src, seq_nr=0,
+                        executor="torch" if claimed else None),
+            BoundSymbol("_c10d_functional.all_reduce.default", (t0, "sum", "0"), {}, t1, f"{prefix}1",
+                        source=src, seq_nr=1, **comm),
+            BoundSymbol("_c10d_functional.wait_tensor.default", (t1,), {}, t2, f"{prefix}2", source=src,
+                        seq_nr=2, **comm),
+            BoundSymbol("aten.add.Tensor", (t2, x), {}, t3, f"{prefix}3", source=src, seq_nr=3,
+                        executor="torch" if claimed else None))
+    return Trace(name=chain, inputs=(x,), symbols=syms, outputs=(t3,), chain=chain, next_uid=4, next_name=4)
+
+
+def _collective(seq: int, op: str, after, before, step: int, issuer: str, source=None) -> dict:
+    """A ``collective`` event as the watcher records it (thundervis/collective_watch.py)."""
+    return {"seq": seq, "op": op, "c10d_op": {"all_reduce": "allreduce_", "barrier": "barrier"}[op],
+            "group_size": 2, "group": "0", "backend": "gloo", "inputs": [[[256], "float32"]],
+            "outputs": [[[256], "float32"]], "bytes": 1024, "async": op != "barrier", "duration_ms": 0.25,
+            "step": step, "after": after, "before": before, "issuer": issuer, "source": source}
+
+
+@pytest.fixture(scope="session")
+def comm_rec(tmp_path_factory) -> str:
+    """A finished DDP-like run: graph 0's forward and backward traces hold an all_reduce and its
+    wait; between the graphs DDP's reducer ran 2 all_reduces after the backward (before the next
+    forward) and the script a barrier at the end; the summary counts 5 between graphs."""
+    from thundervis.recording import RecordingObserver
+    path = str(tmp_path_factory.mktemp("tui") / "comm.tvrec")
+    obs = RecordingObserver(path)
+    try:
+        obs.start_run(script="ddp_model.py", module=None, argv=["ddp_model.py"], cwd="/work",
+                      executors=["torch"])
+        obs.graph_started(0, {"n_inputs": 1, "n_nodes": 4, "reason": "first call"})
+        for chain, prefix in (("forward", "f"), ("backward", "b")):
+            for index, (name, claimed) in enumerate((("acquire", False), ("claim", True))):
+                trace = _comm_trace(chain, prefix, claimed).replace(pass_name=name)
+                obs.pass_done(0, chain, index, name, trace, 0.001, True)
+        obs.graph_finished(0, 0.5)
+        fw1, bw1 = {"graph": 0, "chain": "forward", "call": 2}, {"graph": 0, "chain": "backward", "call": 1}
+        reducer = "torch/autograd/graph.py:829 _engine_run_backward"
+        obs.note("collective", _collective(0, "all_reduce", bw1, fw1, 1, reducer))
+        obs.note("collective", _collective(1, "all_reduce", bw1, fw1, 1, reducer))
+        obs.note("collective", _collective(2, "barrier", {"graph": 0, "chain": "backward", "call": 2}, None, 2,
+                                           "script", "ddp_model.py:40"))
+        obs.note("collective_summary", {
+            "between_graphs": 5, "by_op": [{"op": "all_reduce", "count": 4, "bytes": 4096},
+                                           {"op": "barrier", "count": 1, "bytes": 0}],
+            "places": [{"after": {"graph": 0, "chain": "backward"}, "before": {"graph": 0, "chain": "forward"},
+                        "op": "all_reduce", "count": 4, "bytes": 4096},
+                       {"after": {"graph": 0, "chain": "backward"}, "before": None, "op": "barrier",
+                        "count": 1, "bytes": 0}],
+            "in_graphs": []})
+        obs.finish_run("ok", 0, None)
+    finally:
+        obs.close()
+    return path
