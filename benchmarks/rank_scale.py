@@ -4,7 +4,7 @@ Records the GPT example model's training step a few times, each a distinct *vari
 executors; torch only; a shorter sequence), packs them as ranks of a group (the real
 ``pack_group``), then makes ranks up to ``--ranks`` from the packed rank file of their variant with
 what differs between real ranks changed (run row: pid, times; each pass's duration; the rank's
-``distributed`` event), and packs again: each becomes a ``.tvrank`` standing on its variant. Prints the group's size on disk against one rank's unpacked recording
+``distributed`` event; the ``collective`` events an FSDP2 rank records, with its own times), and packs again: each becomes a ``.tvrank`` standing on its variant. Prints the group's size on disk against one rank's unpacked recording
 (target < 2x) and the time ``thundervis ls GROUP`` takes (target < 2 s), both measured here.
 """
 from __future__ import annotations
@@ -50,7 +50,8 @@ def record_variant(path: str, executors, shorten: int) -> None:
 
 
 def _as_rank(path: str, rank: int, world: int, rng: random.Random) -> None:
-    """Change what differs between ranks in a copied rank file: run row, durations, rank event."""
+    """Change what differs between ranks in a copied rank file: run row, durations, rank event,
+    collectives."""
     c = sqlite3.connect(path, isolation_level=None)
     c.execute("BEGIN")
     t0 = 1.7e9 + rng.random()
@@ -63,8 +64,44 @@ def _as_rank(path: str, rank: int, world: int, rng: random.Random) -> None:
     c.execute("DELETE FROM events WHERE event='distributed'")
     c.execute("INSERT INTO events(event, data, at) VALUES ('distributed', ?, ?)",
               (json.dumps({"rank": rank, "local_rank": rank % 8, "world_size": world, "node_rank": rank // 8}), t0))
+    c.execute("DELETE FROM events WHERE event IN ('collective', 'collective_summary')")
+    for seq, data in enumerate(_fsdp_collectives(world, rng)):
+        c.execute("INSERT INTO events(event, data, at) VALUES ('collective', ?, ?)", (json.dumps(data), t0 + seq))
+    summary = {"between_graphs": 3 * FSDP_UNITS * 50, "recorded": 3 * FSDP_UNITS * 2, "steps": 50, "full_steps": 2,
+               "full_limit": 512, "by_op": [{"op": "all_gather", "group_size": world, "count": 2 * FSDP_UNITS * 50,
+                                             "bytes": 50 * 2 * FSDP_UNITS * 16384 * (world + 1)},
+                                            {"op": "reduce_scatter", "group_size": world, "count": FSDP_UNITS * 50,
+                                             "bytes": 50 * FSDP_UNITS * 16384 * (world + 1)}],
+               "places": [{"after": {"graph": u, "chain": "forward"}, "before": {"graph": u + 1, "chain": "forward"},
+                           "op": "all_gather", "count": 100, "bytes": 100 * 16384 * (world + 1)}
+                          for u in range(FSDP_UNITS)]}
+    c.execute("INSERT INTO events(event, data, at) VALUES ('collective_summary', ?, ?)", (json.dumps(summary), t0 + 99))
     c.execute("COMMIT")
     c.close()
+
+
+FSDP_UNITS = 12  # sharded modules of an FSDP2 job: an all-gather each way and a reduce-scatter per step
+
+
+def _fsdp_collectives(world: int, rng: random.Random) -> list:
+    """Return the ``collective`` events an FSDP2 rank records over its first two steps (the
+    watcher's layout; what ranks share except the times, which are each rank's own)."""
+    out, seq = [], 0
+    for step in range(2):
+        for op, c10d, n in (("all_gather", "_allgather_base_", FSDP_UNITS), ("all_gather", "_allgather_base_", FSDP_UNITS),
+                            ("reduce_scatter", "_reduce_scatter_base_", FSDP_UNITS)):
+            for unit in range(n):
+                numel = 4096 * (1 + unit % 3)
+                out.append({"seq": seq, "op": op, "c10d_op": c10d, "group_size": world, "group": "0",
+                            "backend": "nccl", "inputs": [[[numel], "bfloat16"]],
+                            "outputs": [[[numel * world], "bfloat16"]], "bytes": 2 * numel * (world + 1),
+                            "async": True, "step": step, "after": {"graph": unit, "chain": "forward", "call": step + 1},
+                            "before": {"graph": unit + 1, "chain": "forward", "call": step + 1},
+                            "issuer": "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:119 __call__",
+                            "source": "train.py:87", "issue_ms": round(0.05 + 0.1 * rng.random(), 3),
+                            "duration_ms": round(1 + 3 * rng.random(), 3)})
+                seq += 1
+    return out
 
 
 def _disk(folder: str) -> tuple[int, int]:
