@@ -111,7 +111,8 @@ def communication_html(comm: Optional[dict]) -> str:
             rows.append(f"<tr><td>{_e(r['seq'])}</td><td>{_e(r['step'])}</td><td>{_e(r['op'])}</td>"
                         f"<td>{_e(r['bytes_text'])}</td><td>{_e(r['group_size'] if r['group_size'] is not None else '?')}</td>"
                         f"<td>{_e(r['issued_by'])}</td><td>{_e(r['source'] or '')}</td></tr>")
-        parts.append(f"<details><summary>{_e(place['where'])} · {len(place['rows'])} collectives</summary>"
+        n = len(place["rows"])
+        parts.append(f"<details><summary>{_e(place['where'])} · {n} collective{'' if n == 1 else 's'}</summary>"
                      f'<table class="tv-list">{"".join(rows)}</table></details>')
     if comm["by_op"] or comm["run_places"]:
         over = [f"{op}: {n} ({nbytes})" for op, n, nbytes in comm["by_op"]]

@@ -49,7 +49,7 @@ function commTab(comm) {
     table.appendChild(tb);
     frag.append(
       h("div", { class: "tv-comm-place" },
-        h("b", { text: place.where }), h("span", { class: "tv-muted", text: ` · ${place.rows.length} collectives` })),
+        h("b", { text: place.where }), h("span", { class: "tv-muted", text: ` · ${place.rows.length} collective${place.rows.length === 1 ? "" : "s"}` })),
       table,
     );
   }

@@ -82,13 +82,15 @@ def test_recording_without_collectives_has_no_communication(hostile):
 
 
 def test_static_page_marks_communication_and_escapes_it(comm_recording):
+    assert show(comm_recording, tab="comm").tab == "comm"  # the widget can open on its Communication tab
     page = show(comm_recording, chain="forward")._repr_html_()
     parser = _Tags()
     parser.feed(page)
     assert parser.handlers == []
     text = "".join(parser.texts)
     assert "communication · comm: 4 in graphs · 3 between graphs" in text
-    assert "between graph 0 backward and graph 0 forward · 1 collectives" in text
+    assert "between graph 0 backward and graph 0 forward · 1 collective" in text
+    assert "after graph 0 backward, at the end of the run · 2 collectives" in text
     assert COMM_FILE + ":" in text and COMM_FILE not in page  # shown as text, never as markup
     marked = [a for t, a in parser.tags if t == "span" and a.get("class") == "tv-comm"]
     assert len(marked) >= 3  # the all_reduce and its wait in the trace, the legend's mark
