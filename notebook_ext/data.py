@@ -145,9 +145,9 @@ class RecordingData:
     def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
                    table: Optional["_Interner"] = None) -> list:
         """Return the lines of one pass as ``[uid, depth, text, info]`` (info: the symbol's op,
-        source, module, executor, note, kernel and ``comm``: a communication op). With ``infos`` and ``table`` each info is its
-        index in ``infos`` and each line its index in ``table``: a line several passes share is
-        sent once."""
+        source, module, executor, note, kernel and ``comm``: whether it is a communication op). With
+        ``infos`` and ``table`` each info is its index in ``infos`` and each line its index in
+        ``table``: a line several passes share is sent once."""
         out = []
         for ln in trace_lines(self.trace(graph, chain, index)):
             b = ln.symbol

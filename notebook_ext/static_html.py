@@ -109,7 +109,8 @@ def communication_html(comm: Optional[dict]) -> str:
         rows = [head]
         for r in place["rows"]:
             rows.append(f"<tr><td>{_e(r['seq'])}</td><td>{_e(r['step'])}</td><td>{_e(r['op'])}</td>"
-                        f"<td>{_e(r['bytes_text'])}</td><td>{_e(r['group_size'] if r['group_size'] is not None else '?')}</td>"
+                        f"<td>{_e(r['bytes_text'])}</td>"
+                        f"<td>{_e(r['group_size'] if r['group_size'] is not None else '?')}</td>"
                         f"<td>{_e(r['issued_by'])}</td><td>{_e(r['source'] or '')}</td></tr>")
         n = len(place["rows"])
         parts.append(f"<details><summary>{_e(place['where'])} · {n} collective{'' if n == 1 else 's'}</summary>"
@@ -134,8 +135,8 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
     passes of the selected chain, the trace at the selected pass, the diff of each changed pass
     against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
-    kernel table, the fusion diagram and the run's communication (:func:`communication_html`). ``note`` (plain text) is said under the title (a group's
-    widget says which rank this is)."""
+    kernel table, the fusion diagram and the run's communication (:func:`communication_html`).
+    ``note`` (plain text) is said under the title (a group's widget says which rank this is)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
              f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
              f' · static view (run the notebook for the interactive widget)</p>']

@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from notebook_helpers import (COMM_FILE, COMM_SCRIPT, GROUP_SCRIPT, HOSTILE_FILE, HOSTILE_GROUP, HOSTILE_HOST,  # noqa: E402
-                              HOSTILE_SCRIPT, HOSTILE_TARGET)
+from notebook_helpers import (COMM_FILE, COMM_SCRIPT, GROUP_SCRIPT, HOSTILE_FILE, HOSTILE_GROUP,  # noqa: E402
+                              HOSTILE_HOST, HOSTILE_SCRIPT, HOSTILE_TARGET)
 
 
 @pytest.fixture(scope="session")
