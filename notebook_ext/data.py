@@ -1,5 +1,6 @@
 """Everything the widgets read from a recording, as JSON-ready values: with :mod:`.group_data` (a
-group of rank recordings, built on this module) the only modules of the notebook extension that
+group of rank recordings, built on this module) and :mod:`.comm_data` (the run's communication)
+the only modules of the notebook extension that
 touch the reader API (``thundervis.recording``), the diff engine (``thundervis.diff``) and the
 fusion diagrams (``thundervis.dot``).
 
@@ -21,6 +22,8 @@ from thundervis.diff import diff_traces, trace_lines
 from thundervis.diff.lines import is_fusion
 from thundervis.diff.render import side_rows
 from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
+
+from .comm_data import communication_json, diagram_notes, is_communication_op
 
 # Above this many top-level symbols the fusion diagram starts collapsed (one node per kernel).
 COLLAPSE_ABOVE = 60
@@ -142,16 +145,17 @@ class RecordingData:
     def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
                    table: Optional["_Interner"] = None) -> list:
         """Return the lines of one pass as ``[uid, depth, text, info]`` (info: the symbol's op,
-        source, module, executor, note and kernel). With ``infos`` and ``table`` each info is its
-        index in ``infos`` and each line its index in ``table``: a line several passes share is
-        sent once."""
+        source, module, executor, note, kernel and ``comm``: whether it is a communication op). With
+        ``infos`` and ``table`` each info is its index in ``infos`` and each line its index in
+        ``table``: a line several passes share is sent once."""
         out = []
         for ln in trace_lines(self.trace(graph, chain, index)):
             b = ln.symbol
             info = None
             if b is not None:
                 info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
-                        "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None}
+                        "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None,
+                        "comm": is_communication_op(b.sym)}
                 if infos is not None:
                     info = infos.add(info, key=id(b))
             if table is None:
@@ -197,7 +201,8 @@ class RecordingData:
                 collapse: Optional[bool] = None) -> dict:
         """Return the fusion diagram of one pass (default: the last) as
         ``{"svg", "collapsed", "module", "modules", "error"}``; ``collapse`` None: collapsed when the
-        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG."""
+        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG. The
+        collectives run right before and after the chain's first call are drawn as notes."""
         from thundervis.dot import RenderError, modules_of, trace_to_svg
         c = self._chain(graph, chain)
         if not c.passes:
@@ -209,8 +214,11 @@ class RecordingData:
         out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
                "pass": p.index, "error": None}
         times = {t.name: t.median_us for t in self._graph(graph).timings.for_chain(graph, chain)}
+        with self._lock:
+            between = diagram_notes(self.rec, graph, chain)
         try:
-            out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times)
+            out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times,
+                                      between=between)
         except (RenderError, ValueError, ImportError) as e:
             out["error"] = str(e)
         return out
@@ -263,7 +271,8 @@ class RecordingData:
         """Return what the browser needs to step through passes without asking again: every
         graph, chain and pass, and the lines, diffs and diagram of each chain whose distinct traces
         hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
-        a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``)."""
+        a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``).
+        ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
         graphs = []
@@ -291,9 +300,11 @@ class RecordingData:
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
                            "kernels": self.kernels_json(g)})
+        with self._lock:
+            communication = communication_json(self.rec)
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
-                "lines": table.items, "sources": sources.items}
+                "lines": table.items, "sources": sources.items, "communication": communication}
 
     def handle(self, request: dict) -> dict:
         """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""

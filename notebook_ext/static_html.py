@@ -13,6 +13,8 @@ from typing import Optional
 
 from thundervis.diff.render import HTML_STYLE, side_by_side_html
 
+from .comm_data import COMM_NOTE
+
 STYLE = """
 .tv-static { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; font-size: 13px; color: #222; }
 .tv-static h3 { margin: 4px 0; font-size: 15px; }
@@ -26,6 +28,7 @@ STYLE = """
 .tv-static .tv-note-line { font-weight: 600; }
 .tv-static details { margin: 4px 0; }
 .tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
+.tv-static .tv-comm { color: #b3261e; font-weight: bold; }
 """ + HTML_STYLE
 
 
@@ -58,13 +61,19 @@ def _trace_pre(payload: dict, lines: list) -> str:
     infos = payload.get("infos", [])
     out = []
     for uid, depth, text, info in lines:
-        title = ""
+        title, comm = "", False
         if info is not None:
             src = infos[info].get("source")
+            comm = bool(infos[info].get("comm"))
             if src:
                 title = f"{src['label']}  {src['code']}" + (f"  [{src['module']}]" if src.get("module") else "")
+            if comm:
+                title = f"{COMM_NOTE}. {title}"
         pad = "  " * (depth + (0 if uid in ("<inputs>",) else 1))
-        out.append(f'<span title="{_e(title)}">{_e(pad + text)}</span>')
+        # a communication op is marked in the text too (a class alone is lost when the page is copied)
+        shown = pad + ("⇄ " if comm else "") + text
+        klass = ' class="tv-comm"' if comm else ""
+        out.append(f'<span{klass} title="{_e(title)}">{_e(shown)}</span>')
     return '<pre class="tv-trace">' + "\n".join(out) + "</pre>"
 
 
@@ -81,6 +90,40 @@ def _kernels_table(kernels: list) -> str:
     return '<table class="tv-list">' + "".join(rows) + "</table>"
 
 
+def communication_html(comm: Optional[dict]) -> str:
+    """Return the static page's *Communication* section from the payload's ``communication``
+    (:func:`.comm_data.communication_json`): the collectives run between compiled graphs per place,
+    in order, then the counts over the whole run; empty when the run had none."""
+    if not comm:
+        return ""
+    counts = comm["counts"]
+    parts = [f"<h4>communication · {_e(comm['header'])}</h4>"]
+    if comm["in_traces"]:
+        parts.append(f'<p class="tv-muted">{_e(comm["in_traces"])} communication ops in the traces '
+                     f'(marked <span class="tv-comm">⇄</span>): {_e(comm["note"])}.</p>')
+    if comm["places"]:
+        parts.append(f'<p class="tv-muted">collectives run eagerly between compiled graphs, recorded one by one '
+                     f'({_e(counts["recorded"])} of {_e(counts["between_graphs"])}):</p>')
+    head = "<tr><th>#</th><th>step</th><th>op</th><th>bytes</th><th>group</th><th>issued by</th><th>source</th></tr>"
+    for place in comm["places"]:
+        rows = [head]
+        for r in place["rows"]:
+            rows.append(f"<tr><td>{_e(r['seq'])}</td><td>{_e(r['step'])}</td><td>{_e(r['op'])}</td>"
+                        f"<td>{_e(r['bytes_text'])}</td>"
+                        f"<td>{_e(r['group_size'] if r['group_size'] is not None else '?')}</td>"
+                        f"<td>{_e(r['issued_by'])}</td><td>{_e(r['source'] or '')}</td></tr>")
+        n = len(place["rows"])
+        parts.append(f"<details><summary>{_e(place['where'])} · {n} collective{'' if n == 1 else 's'}</summary>"
+                     f'<table class="tv-list">{"".join(rows)}</table></details>')
+    if comm["by_op"] or comm["run_places"]:
+        over = [f"{op}: {n} ({nbytes})" for op, n, nbytes in comm["by_op"]]
+        parts.append(f'<p>over the whole run: {_e(", ".join(over))}</p>')
+        if comm["run_places"]:
+            parts.append('<table class="tv-list">' + "".join(f"<tr><td>{_e(t)}</td></tr>" for t in comm["run_places"])
+                         + "</table>")
+    return "".join(parts)
+
+
 def svg_img(svg: str, alt: str) -> str:
     """Return an ``<img>`` showing ``svg`` (as a data URL: shown, never run)."""
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
@@ -92,8 +135,8 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
     passes of the selected chain, the trace at the selected pass, the diff of each changed pass
     against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
-    kernel table and the fusion diagram. ``note`` (plain text) is said under the title (a group's
-    widget says which rank this is)."""
+    kernel table, the fusion diagram and the run's communication (:func:`communication_html`).
+    ``note`` (plain text) is said under the title (a group's widget says which rank this is)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
              f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
              f' · static view (run the notebook for the interactive widget)</p>']
@@ -107,6 +150,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
             rows.append(f"<tr><td>{_e(g['id'])}</td><td>{_e(c['kind'])}</td><td>{len(c['passes'])}</td>"
                         f"<td>{eager}</td></tr>")
     parts.append('<table class="tv-list">' + "".join(rows) + "</table>")
+    parts.append(communication_html(payload.get("communication")))
     c = _chain_of(payload, graph, chain)
     if c is not None and c["passes"]:
         names = {p["index"]: p["name"] for p in c["passes"]}

@@ -1,5 +1,6 @@
-// thundervis notebook widget, part 2 of 4: the recording widget (thundervis.show): pickers, pass
-// stepper, trace or diff, symbol details and lineage, and the fusions tab; for a group of ranks
+// thundervis notebook widget, part 2 of 5: the recording widget (thundervis.show): pickers, pass
+// stepper, trace or diff, symbol details and lineage, the fusions tab and the Communication tab
+// (comm_view.js, when collectives ran between the graphs); for a group of ranks
 // also the group bar and the Ranks tab (group_view.js). Drawn again whenever "data" changes (a
 // rank switch): `shared` holds what outlives one drawing (requests, the rank comparison).
 
@@ -16,6 +17,7 @@ function renderRecording(model, el, ask, shared) {
   const fusionsState = { module: "", collapse: null, kernel: model.get("selected_kernel") || "" };
   let pickedPass = null; // the pass a clicked diff cell belongs to (the before side: the compared pass)
 
+  const comm = data.communication || null;
   const root = h("div", { class: "tv-root" });
   el.appendChild(root);
 
@@ -29,18 +31,20 @@ function renderRecording(model, el, ask, shared) {
       // a session recording (thundervis.jit in this kernel) stays "running" while the kernel lives
       text: `${data.status === "running" ? "recording live" : "run " + data.status}${data.device ? " · " + data.device : ""}`,
     }),
+    comm && comm.header ? h("span", { class: "tv-comm-count", title: "communication ops in the traces · collectives run between compiled graphs", text: comm.header }) : null,
   );
   const graphSel = h("select", { class: "tv-graph", "aria-label": "graph" });
   const chainSel = h("select", { class: "tv-chain", "aria-label": "chain" });
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
+  const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
   const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
     "div",
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabRanks),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabComm, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
@@ -98,6 +102,7 @@ function renderRecording(model, el, ask, shared) {
   });
   tabPasses.addEventListener("click", () => set({ tab: "passes" }));
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
+  if (tabComm) tabComm.addEventListener("click", () => set({ tab: "comm" }));
   if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
   // -- passes tab ---------------------------------------------------------------------------------
@@ -160,11 +165,14 @@ function renderRecording(model, el, ask, shared) {
             "tv-line" +
             (uid === model.get("selected_uid") ? " tv-selected" : "") +
             (hl.has(uid) ? " tv-kernel-hl" : "") +
-            (inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
+            (inf && inf.comm ? " tv-comm" : inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
           "data-uid": uid,
-          title: src ? `${src.label}  ${src.code}${src.module ? "  [" + src.module + "]" : ""}` : null,
+          title:
+            (inf && inf.comm ? (comm ? comm.note : "communication op") + ". " : "") +
+            (src ? `${src.label}  ${src.code}${src.module ? "  [" + src.module + "]" : ""}` : ""),
         },
         "  ".repeat(depth + (uid === "<inputs>" ? 0 : 1)),
+        inf && inf.comm ? h("span", { class: "tv-comm-mark", text: "⇄ " }) : null,
         text,
       );
       if (src && depth === 0) line.appendChild(h("span", { class: "tv-src", text: `  # ${src.label}` }));
@@ -205,6 +213,7 @@ function renderRecording(model, el, ask, shared) {
         ...[
           kv("source", src ? `${src.label}  ${src.code}` : "no user source line"),
           kv("module", src && src.module),
+          inf.comm ? kv("communication", "a communication op: runs on torch as an opaque collective, never fused across") : null,
           kv("executor", inf.executor),
           kv("kernel", inf.kernel),
           kv("why", inf.note),
@@ -516,13 +525,18 @@ function renderRecording(model, el, ask, shared) {
     if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
     const wanted = model.get("tab");
-    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) ? wanted : "passes";
+    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
+    if (tabComm) tabComm.classList.toggle("tv-tab-on", tab === "comm");
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
     if (tab === "ranks") {
       body.appendChild(ranksTab(model, shared));
+      return;
+    }
+    if (tab === "comm") {
+      body.appendChild(commTab(comm));
       return;
     }
     const c = chainOf();

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 4 of 4: the diff widget (thundervis.diff) and the entry point.
+// thundervis notebook widget, part 5 of 5: the diff widget (thundervis.diff) and the entry point.
 
 // -- the diff widget -----------------------------------------------------------------------------
 

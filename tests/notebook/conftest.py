@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from notebook_helpers import (GROUP_SCRIPT, HOSTILE_FILE, HOSTILE_GROUP, HOSTILE_HOST,  # noqa: E402
-                              HOSTILE_SCRIPT, HOSTILE_TARGET)
+from notebook_helpers import (COMM_FILE, COMM_SCRIPT, GROUP_SCRIPT, HOSTILE_FILE, HOSTILE_GROUP,  # noqa: E402
+                              HOSTILE_HOST, HOSTILE_SCRIPT, HOSTILE_TARGET)
 
 
 @pytest.fixture(scope="session")
@@ -69,3 +69,18 @@ def hostile_group(tmp_path_factory, hostile):
     folder = tmp_path_factory.mktemp("hostile_group")
     return make_group(str(folder / HOSTILE_GROUP), [hostile, hostile], world=2, hosts={1: HOSTILE_HOST},
                       target=["train.py", HOSTILE_TARGET])
+
+
+@pytest.fixture(scope="session")
+def comm_recording(tmp_path_factory):
+    """Return the path of a recording of ``COMM_SCRIPT`` (torch executor): a functional all-reduce
+    traced into the forward (and its wait), the script's all-reduces and barrier recorded between
+    the compiled calls; the script's file name is hostile HTML, so every recorded source line is."""
+    from thundervis.runner import check_output, run_target
+    folder = tmp_path_factory.mktemp("comm")
+    script = folder / COMM_FILE
+    script.write_text(COMM_SCRIPT)
+    out = check_output(str(folder / "comm.tvrec"))
+    result = run_target(script=str(script), module=None, args=[], out=out, executors=["torch"])
+    assert result.exit_code == 0, result
+    return result.path

@@ -51,3 +51,31 @@ GROUP_SCRIPT = textwrap.dedent("""\
     for _ in range(4):
         model(torch.randn(n, 8)).sum().backward()
 """)
+
+
+# Communication, on a one-rank gloo group in the test's process: a functional all-reduce traced into
+# the compiled graph (forward and backward), and the script's own all-reduce and barrier run
+# between the compiled calls (recorded as `collective` events whose source names this hostile file).
+COMM_FILE = "comm_<img src=x onerror=window.__tv_pwned=8>.py"
+COMM_SCRIPT = textwrap.dedent("""\
+    import torch, torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    torch.manual_seed(0)
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def step(x):
+        h = torch.tanh(x @ w) * 2
+        h = funcol.all_reduce(h, "sum", dist.group.WORLD)
+        return (torch.sin(h) + 1).sum()
+
+    f = torch.compile(step)
+    for i in range(2):
+        loss = f(torch.randn(4, 8))
+        loss.backward()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+    dist.barrier()
+    dist.destroy_process_group()
+""")

@@ -23,7 +23,7 @@ import pytest
 
 from jupyter_helpers import browser_missing, chromium_page, jupyterlab, open_and_run_all, wait_idle
 
-from notebook_helpers import HOSTILE_CODE, HOSTILE_FILE, HOSTILE_HOST, HOSTILE_MODULE
+from notebook_helpers import COMM_FILE, HOSTILE_CODE, HOSTILE_FILE, HOSTILE_HOST, HOSTILE_MODULE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -48,9 +48,10 @@ def _artifacts() -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, hostile, profiled_group):
+def lab(tmp_path_factory, hostile, profiled_group, comm_recording):
     """A running JupyterLab whose root holds the example notebook, a notebook showing the hostile
-    recording and one showing a group of rank recordings; yields its URL."""
+    recording (and, last, a recording with communication on its Communication tab) and one showing
+    a group of rank recordings; yields its URL."""
     _need_browser()
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
@@ -63,6 +64,7 @@ def lab(tmp_path_factory, hostile, profiled_group):
         new_code_cell(f"w = thundervis.show({hostile!r})\nw"),
         new_code_cell(f"thundervis.show({hostile!r}, tab='fusions')"),
         new_code_cell(f"thundervis.diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
+        new_code_cell(f"thundervis.show({comm_recording!r}, tab='comm')"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
     nbformat.write(nb, root / "hostile.ipynb")
     nb = new_notebook(cells=[new_code_cell(f"import thundervis\nw = thundervis.show({profiled_group[0]!r})\nw")],
@@ -168,8 +170,19 @@ def test_hostile_recording_injects_nothing(lab):
     with chromium_page() as page:
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-        widgets, _ = _run(page, lab, "hostile.ipynb", 3)
-        first, fusions = widgets.nth(0), widgets.nth(1)
+        widgets, _ = _run(page, lab, "hostile.ipynb", 4)
+        first, fusions, comm = widgets.nth(0), widgets.nth(1), widgets.nth(3)
+        # the collectives run between the graphs, per place (their source lines are hostile HTML)
+        comm.locator(".tv-comm-row").nth(2).wait_for(timeout=60_000)
+        assert comm.locator(".tv-comm-count").text_content() == "comm: 4 in graphs · 3 between graphs"
+        assert comm.locator(".tv-comm-place b").all_text_contents() == [
+            "between graph 0 backward and graph 0 forward", "after graph 0 backward, at the end of the run"]
+        assert COMM_FILE in comm.locator(".tv-comm-row").first.text_content()
+        comm.screenshot(path=str(_artifacts() / "notebook-comm.png"))
+        comm.locator(".tv-tab[data-tab=passes]").click()
+        comm.locator(".tv-line.tv-comm", has_text="all_reduce").first.click()
+        assert "opaque collective" in comm.locator(".tv-detail").text_content()
+        comm.screenshot(path=str(_artifacts() / "notebook-comm-trace.png"))
         # click around: every line of the trace, a kernel, the diagram
         first.locator(".tv-line", has_text="prims.mm").first.click()
         first.locator(".tv-detail .tv-lin-chain").first.wait_for(timeout=60_000)

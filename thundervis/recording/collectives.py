@@ -288,11 +288,17 @@ def collective_places(rec: Recording) -> list[CollectivePlace]:
 
 def place_text(p: CollectivePlace) -> str:
     """Return ``between graph 0 backward and graph 0 forward: 6 × all_reduce (1.1 KiB)``."""
-    a = f"graph {p.after[0]} {p.after[1]}" if p.after else None
-    b = f"graph {p.before[0]} {p.before[1]}" if p.before else None
-    where = (f"between {a} and {b}" if a and b else f"after {a}, at the end of the run" if a
-             else f"before {b}, at the start of the run" if b else "with no compiled chain run")
-    return f"{where}: {p.count} × {p.op} ({bytes_text(p.bytes)})"
+    return f"{where_text(p.after, p.before)}: {p.count} × {p.op} ({bytes_text(p.bytes)})"
+
+
+def where_text(after: Optional[tuple], before: Optional[tuple]) -> str:
+    """Return where collectives ran from the chains around them (``(graph, chain)`` or None):
+    ``between graph 0 backward and graph 0 forward``, ``before graph 0 forward, at the start of the
+    run`` ..."""
+    a = f"graph {after[0]} {after[1]}" if after else None
+    b = f"graph {before[0]} {before[1]}" if before else None
+    return (f"between {a} and {b}" if a and b else f"after {a}, at the end of the run" if a
+            else f"before {b}, at the start of the run" if b else "with no compiled chain run")
 
 
 def place_where(after: Optional[tuple], before: Optional[tuple]) -> str:
@@ -358,3 +364,15 @@ def first_call_collectives(rec: Recording, graph: int, chain: str) -> tuple[list
     right after it) as :class:`Collective` rows, for diagrams."""
     before, after = around_chain(collectives(rec), graph, chain)
     return [r for r in before if r.before.call == 1], [r for r in after if r.after.call == 1]
+
+
+def rows_by_place(rows: list) -> list[tuple[Optional[tuple], Optional[tuple], list]]:
+    """Return :func:`collectives` rows grouped by where they ran, as ``(after, before, rows)``
+    (``after`` / ``before``: the ``(graph, chain)`` around them, None at the run's start / end),
+    places in the order their first collective ran, rows in the order they ran."""
+    groups: dict = {}
+    for r in rows:
+        key = ((r.after.graph, r.after.chain) if r.after else None,
+               (r.before.graph, r.before.chain) if r.before else None)
+        groups.setdefault(key, []).append(r)
+    return [(a, b, found) for (a, b), found in groups.items()]
