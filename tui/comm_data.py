@@ -43,14 +43,11 @@ def read_communication(rec) -> CommunicationInfo:
     """Return the :class:`CommunicationInfo` of an open ``thundervis.recording.Recording`` (reads
     the last pass of every executed chain: call it from a worker)."""
     from thundervis.recording.collectives import (
-        collective_counts, collective_places, collectives, describe, place_text, place_where, trace_communication_ops)
+        collective_counts, collective_places, collectives, describe, place_text, rows_by_place,
+        trace_communication_ops, where_text)
     rows = collectives(rec)
-    groups: dict = {}
-    for r in rows:
-        key = ((r.after.graph, r.after.chain) if r.after else None,
-               (r.before.graph, r.before.chain) if r.before else None)
-        groups.setdefault(key, []).append(f"step {r.step:<2} {describe(r)}")
     return CommunicationInfo(
         trace_communication_ops(rec), collective_counts(rec, rows),
         tuple(place_text(p) for p in collective_places(rec)),
-        tuple(PlaceGroup(place_where(*key), tuple(lines)) for key, lines in groups.items()))
+        tuple(PlaceGroup(where_text(after, before), tuple(f"step {r.step:<2} {describe(r)}" for r in found))
+              for after, before, found in rows_by_place(rows)))

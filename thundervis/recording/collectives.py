@@ -301,16 +301,6 @@ def where_text(after: Optional[tuple], before: Optional[tuple]) -> str:
             else f"before {b}, at the start of the run" if b else "with no compiled chain run")
 
 
-def place_where(after: Optional[tuple], before: Optional[tuple]) -> str:
-    """Return where collectives ran from the ``(graph, chain)`` run last before them and the one run
-    next after them (None: none): ``between graph 0 backward and graph 0 forward``, ``before graph 0
-    forward, at the start of the run`` ... (the place part of :func:`place_text`)."""
-    a = f"graph {after[0]} {after[1]}" if after else None
-    b = f"graph {before[0]} {before[1]}" if before else None
-    return (f"between {a} and {b}" if a and b else f"after {a}, at the end of the run" if a
-            else f"before {b}, at the start of the run" if b else "with no compiled chain run")
-
-
 def chain_collective_lines(rec: Recording, graph: int, chain: str, limit: int = 40) -> list[str]:
     """Return the text a trace view shows under ``chain`` of ``graph``: the collectives recorded
     run right before and right after its calls, call by call (at most ``limit`` rows), then the
