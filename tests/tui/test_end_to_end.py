@@ -21,6 +21,15 @@ def _tmux(sock: str, *args: str) -> str:
     return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=30).stdout
 
 
+def _new_session(sock: str, cmd: str) -> None:
+    """Start ``cmd`` in a detached tmux session "tv" of 120x36 that keeps that size: with no client
+    attached, tmux may otherwise fit the window to its default size (80x24) after it starts, and the
+    UI would lay itself out for a narrow terminal."""
+    _tmux(sock, "-f", "/dev/null", "new-session", "-d", "-s", "tv", "-x", "120", "-y", "36", cmd)
+    _tmux(sock, "set-option", "-t", "tv", "window-size", "manual")
+    _tmux(sock, "resize-window", "-t", "tv", "-x", "120", "-y", "36")
+
+
 def _wait_screen(sock: str, want, timeout: float) -> str:
     end = time.monotonic() + timeout
     screen = ""
@@ -46,7 +55,7 @@ def gpt_session(tmp_path_factory):
     sock = f"tvtest{os.getpid()}"
     cmd = (f"cd {ROOT} && {sys.executable} -m thundervis run --out {rec} examples/train_gpt.py --steps 1; "
            f"echo $? > {done}; sleep 60")
-    _tmux(sock, "new-session", "-d", "-s", "tv", "-x", "120", "-y", "36", cmd)
+    _new_session(sock, cmd)
     screens = {}
     try:
         screens["landed"] = _wait_screen(sock, lambda s: "thundervis" in s and "passes" in s and "forward" in s,
@@ -54,6 +63,8 @@ def gpt_session(tmp_path_factory):
         with open_recording(rec) as r:
             g, c = r.pick_chain()
             passes = c.passes
+        # the first paint may come before the UI has its final size: wait for the full pass list
+        screens["landed"] = _wait_screen(sock, lambda s: all(p.name[:10] in s for p in passes[-3:]), 60)
         last, prev = passes[-1], passes[-2]
         screens["last"] = _wait_screen(sock, lambda s: f"forward {last.index} {last.name}" in s, 60)
         _tmux(sock, "send-keys", "-t", "tv", "p")
@@ -138,7 +149,7 @@ def _group_session(folder, sock: str, attempt: int) -> tuple[str, str]:
     cmd = (f"cd {ROOT} && env -u RANK {env} {sys.executable} -m thundervis run --nproc-per-node 2 "
            f"--master-addr 127.0.0.1 --master-port {_free_port()} --out {group} examples/train_distributed.py "
            f"--steps 2; echo $? > {done}; sleep 60")
-    _tmux(sock, "new-session", "-d", "-s", "tv", "-x", "120", "-y", "36", cmd)
+    _new_session(sock, cmd)
     return group, done
 
 
