@@ -12,6 +12,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from ..ir import TensorProxy
+from ..values import torch_dtype
 from .nvfuser_support import _FLOATING, _LOW_PRECISION, DATATYPE, NvFuserLoweringError
 
 
@@ -50,10 +51,8 @@ def _literal(value, dtype: str) -> str:
 
 def _meta(x):
     """Tensor proxies as meta tensors of the same rank (rank matters to ATen's promotion)."""
-    if isinstance(x, TensorProxy):
-        return torch.empty([1] * len(x.shape), dtype=getattr(torch, x.dtype), device="meta")
-    if isinstance(x, _Val):
-        return torch.empty([1] * len(x.shape), dtype=getattr(torch, x.dtype), device="meta")
+    if isinstance(x, (TensorProxy, _Val)):
+        return torch.empty([1] * len(x.shape), dtype=torch_dtype(x.dtype), device="meta")
     return x
 
 

@@ -32,6 +32,7 @@ import math
 from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
+from ..values import torch_dtype
 from . import triton_ops as ops
 from .triton_index import (Index, broadcast_index, linear, numel, offset, out_strides, row_compatible,  # noqa: F401
                            strides_of)
@@ -335,7 +336,7 @@ class Part(ReindexOps):
                 fill = "0" if name == "amax" else "1"
             else:
                 import torch
-                info = torch.iinfo(getattr(torch, C))
+                info = torch.iinfo(torch_dtype(C))
                 fill = str(info.min if name == "amax" else info.max)
             r = self.emit(f"{fn}(tl.where({mask}, {xv}, {fill}), axis=1, keep_dims=True)")
             if C in ops.FLOATS:  # propagate NaN like torch
