@@ -19,6 +19,7 @@ from typing import Optional
 
 from thundervis.diff import diff_traces
 from thundervis.recording import RecordingError, UnknownItem
+from thundervis.recording.group import rank_ranges
 
 from .data import DataError, RecordingData, diff_json
 
@@ -60,20 +61,6 @@ def open_group_source(obj) -> "GroupData":
         return GroupData(open_group(os.fspath(obj)))
     except RecordingError as e:
         raise DataError(str(e)) from None
-
-
-def rank_ranges(ranks) -> str:
-    """Return ranks as compact ranges: ``0-3, 5, 7-8`` (as ``thundervis ls GROUP`` writes them; views
-    may not import the CLI's commands)."""
-    ranks = sorted(ranks)
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 def printed_diff(a: str, b: str, context: int = 2) -> list:

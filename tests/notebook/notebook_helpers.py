@@ -2,6 +2,7 @@
 path are hostile HTML."""
 from __future__ import annotations
 
+import html.parser
 import textwrap
 
 # Each string, if it ever reached a page as markup, would set window.__tv_pwned or open a dialog.
@@ -79,3 +80,19 @@ COMM_SCRIPT = textwrap.dedent("""\
     dist.barrier()
     dist.destroy_process_group()
 """)
+
+
+class HtmlTags(html.parser.HTMLParser):
+    """Collects a page's tags with their attributes, its event-handler attributes (``on...``) and its
+    text, to check that recorded strings reached the page as text only."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags, self.handlers, self.texts = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self.handlers += [name for name, _ in attrs if name.lower().startswith("on")]
+
+    def handle_data(self, data):
+        self.texts.append(data)

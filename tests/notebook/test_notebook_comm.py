@@ -4,7 +4,6 @@ thundervis.recording.collectives), in the static page (escaped) and as notes on 
 from __future__ import annotations
 
 import html
-import html.parser
 
 import pytest
 
@@ -15,23 +14,10 @@ from thundervis.notebook_ext.static_html import recording_html  # noqa: E402
 from thundervis.recording import RecordingObserver, open_recording  # noqa: E402
 from thundervis.recording.collectives import collectives, describe  # noqa: E402
 
-from notebook_helpers import COMM_FILE  # noqa: E402
+from notebook_helpers import COMM_FILE, HtmlTags  # noqa: E402
 
 HOSTILE_OP = "<script>window.__tv_pwned=9</script>"
 HOSTILE_CHAIN = '<img src=x onerror="window.__tv_pwned=10">'
-
-
-class _Tags(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.tags, self.handlers, self.texts = [], [], []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-        self.handlers += [name for name, _ in attrs if name.lower().startswith("on")]
-
-    def handle_data(self, data):
-        self.texts.append(data)
 
 
 def _last_lines(payload, kind):
@@ -84,7 +70,7 @@ def test_recording_without_collectives_has_no_communication(hostile):
 def test_static_page_marks_communication_and_escapes_it(comm_recording):
     assert show(comm_recording, tab="comm").tab == "comm"  # the widget can open on its Communication tab
     page = show(comm_recording, chain="forward")._repr_html_()
-    parser = _Tags()
+    parser = HtmlTags()
     parser.feed(page)
     assert parser.handlers == []
     text = "".join(parser.texts)
@@ -117,7 +103,7 @@ def test_hostile_strings_in_collective_events_are_escaped(tmp_path):
     assert comm["places"][0]["where"] == f"after graph 0 {HOSTILE_CHAIN}, at the end of the run"
     assert comm["places"][0]["rows"][0]["op"] == HOSTILE_OP and comm["counts"]["between_graphs"] == 5
     page = recording_html(payload, 0, "forward", 0)
-    parser = _Tags()
+    parser = HtmlTags()
     parser.feed(page)
     assert parser.handlers == [] and "script" not in {t for t, _ in parser.tags}
     text = "".join(parser.texts)

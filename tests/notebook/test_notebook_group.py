@@ -21,7 +21,7 @@ from thundervis.recording.group import Group, open_group  # noqa: E402
 
 from group_fixtures import RANK_MEDIAN_MS, SLOW_MS  # noqa: E402
 from notebook_helpers import HOSTILE_GROUP, HOSTILE_HOST, HOSTILE_TARGET  # noqa: E402
-from test_notebook_widget import _Tags  # noqa: E402
+from notebook_helpers import HtmlTags  # noqa: E402
 
 
 def _opened_ranks(monkeypatch) -> list:
@@ -159,7 +159,7 @@ def test_unprofiled_group_says_how_and_escapes_hostile_strings(hostile_group):
     assert comp["identical"] and comp["skew"] == [] and comp["skew_note"] == NOT_PROFILED
     assert "--profile" in NOT_PROFILED
     page = w._repr_html_()
-    parser = _Tags()
+    parser = HtmlTags()
     parser.feed(page)
     assert parser.handlers == []
     text = "".join(parser.texts)

@@ -2,7 +2,6 @@
 in-process session recording, and the shipped front end."""
 from __future__ import annotations
 
-import html.parser
 import importlib.resources
 import json
 import pathlib
@@ -21,7 +20,7 @@ from thundervis.diff.render import side_rows  # noqa: E402
 from thundervis.notebook_ext import DataError, RecordingData, show  # noqa: E402
 from thundervis.recording import PassRef, open_recording  # noqa: E402
 
-from notebook_helpers import HOSTILE_CODE, HOSTILE_CODE2, HOSTILE_FILE, HOSTILE_MODULE  # noqa: E402
+from notebook_helpers import HOSTILE_CODE, HOSTILE_CODE2, HOSTILE_FILE, HOSTILE_MODULE, HtmlTags  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 HOSTILE = (HOSTILE_FILE, HOSTILE_MODULE, HOSTILE_CODE, HOSTILE_CODE2)
@@ -128,26 +127,13 @@ def test_requests_answer_diffs_details_and_diagrams(hostile):
     assert not w.request({"what": "diff"})["ok"]
 
 
-class _Tags(html.parser.HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.tags, self.handlers, self.texts = [], [], []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-        self.handlers += [name for name, _ in attrs if name.lower().startswith("on")]
-
-    def handle_data(self, data):
-        self.texts.append(data)
-
-
 def test_static_html_escapes_every_recorded_string(hostile):
     w = show(hostile)
     bundle, _meta = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
     page = bundle["text/html"]
     assert page == w._repr_html_()
-    parser = _Tags()
+    parser = HtmlTags()
     parser.feed(page)
     assert parser.handlers == []
     assert {t for t, _ in parser.tags} <= {"div", "style", "h3", "h4", "p", "table", "tr", "td", "th", "pre",

@@ -19,6 +19,11 @@ async def _ready(app, pilot) -> None:
                    and not any(w.is_running for w in app.workers if w.group in ("view", "rank")))
 
 
+async def _open_comparison(app, pilot) -> None:
+    await pilot.press("equals_sign")
+    await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+
+
 def _topbar(app) -> str:
     return str(app.query_one("#topbar").render())
 
@@ -109,8 +114,7 @@ async def test_comparing_identical_ranks(identical_group):
     app = open_group_app(identical_group)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+        await _open_comparison(app, pilot)
         text = screen_text(app)
         assert "traces identical on all 2 ranks" in text
         assert "not profiled" in text and "--profile" in text
@@ -123,8 +127,7 @@ async def test_two_variants_list_their_ranks_and_open_the_cross_rank_diff(varian
     app = open_group_app(variant_group)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+        await _open_comparison(app, pilot)
         text = screen_text(app)
         assert "traces differ: 2 variants" in text and "reference rank 0" in text
         rows = [str(o.prompt) for o in app.screen.query_one("OptionList").options]
@@ -161,8 +164,7 @@ async def test_the_skew_table_sorts_the_most_skewed_kernel_first(variant_group):
     app = open_group_app(variant_group)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+        await _open_comparison(app, pilot)
         lines = str(app.screen.query_one("#cskewtext").render()).splitlines()
         assert lines[0].startswith("kernel time across ranks: 3 kernels")
         body = [ln.split() for ln in lines[2:5]]
@@ -222,8 +224,7 @@ async def test_a_pass_on_one_side_only_opens_on_the_rank_that_has_it(tmp_path):
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
         assert app.rank == 0 and app.chain == "forward"
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "RankComparisonScreen" and app.screen.loaded)
+        await _open_comparison(app, pilot)
         rows = [str(o.prompt) for o in app.screen.query_one("OptionList").options]
         pos = next(i for i, r in enumerate(rows) if "backward" in r and " 3 simplify" in r)
         assert "only on the variant" in rows[pos]

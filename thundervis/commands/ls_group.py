@@ -7,21 +7,8 @@ import shlex
 import sys
 
 from thundervis.errors import UserError
+from thundervis.recording.group import rank_ranges
 from thundervis.safe_text import visible, visible_line
-
-
-def rank_ranges(ranks) -> str:
-    """Return ranks as compact ranges: ``0-3, 5, 7-8``."""
-    ranks = sorted(ranks)
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ", ".join(out)
-
 
 MAX_RANK_LINES = 64
 

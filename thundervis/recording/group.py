@@ -36,6 +36,19 @@ _RANK = re.compile(r"rank-(\d{5,7})(?:-restart(\d{1,4}))?\.(tvrec|tvrank)")
 _MAX_LAUNCH_BYTES = 1 << 20
 
 
+def rank_ranges(ranks) -> str:
+    """Return ranks as compact ranges: ``0-3, 5, 7-8`` (how every view writes a set of ranks)."""
+    ranks = sorted(ranks)
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 def launch_file_name(node_rank: int) -> str:
     """Return the launch file's name for node ``node_rank``."""
     return f"launch-node{int(node_rank)}.json"
