@@ -63,7 +63,8 @@ def _eager_boxed(gm: torch.fx.GraphModule) -> Callable:
 
 
 def _announced(fn: Callable, graph: int, chain: str) -> Callable:
-    """Return boxed ``fn`` telling :mod:`.chain_calls` when each of its calls starts and ends."""
+    """Return boxed ``fn`` telling :mod:`.chain_calls` when each of its calls starts and ends
+    (``fn.state`` of :func:`_guard_first_call`, if any, stays readable on the result)."""
     def run(args):
         chain_calls.started(graph, chain)
         try:
@@ -71,16 +72,16 @@ def _announced(fn: Callable, graph: int, chain: str) -> Callable:
         finally:
             chain_calls.finished(graph, chain)
     run._boxed_call = True
+    if hasattr(fn, "state"):
+        run.state = fn.state
     return run
 
 
-def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None],
-                      graph: Optional[int] = None, chain: Optional[str] = None) -> Callable:
+def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None]) -> Callable:
     """Return a boxed callable that runs ``fn``; if its first call raises, report it and switch to
     ``eager`` for good (the functional graph has no side effects to undo). When ``fn`` is a
     :class:`ProfiledChain`, its plain callable replaces it once profiling is done; ``run.state``
-    shows which callable runs now. With ``graph`` and ``chain``, every call is announced to
-    :mod:`.chain_calls`."""
+    shows which callable runs now."""
     state = {"fn": fn, "checked": False}
     if isinstance(fn, ProfiledChain):
         def profiling_done():
@@ -89,15 +90,6 @@ def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseExcep
         fn.on_done = profiling_done
 
     def run(args):
-        if graph is not None:
-            chain_calls.started(graph, chain)
-            try:
-                return guarded(args)
-            finally:
-                chain_calls.finished(graph, chain)
-        return guarded(args)
-
-    def guarded(args):
         if state["checked"]:
             return state["fn"](args)
         saved = list(args)
@@ -219,7 +211,7 @@ class ThundervisCompiler:
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
-            return _guard_first_call(fn, eager, report, graph, chain)
+            return _announced(_guard_first_call(fn, eager, report), graph, chain)
         return compile_fx_graph
 
 
