@@ -214,7 +214,7 @@ def _fingerprint(pass_hashes: list) -> str:
 def rank_fingerprint(rec: Recording) -> tuple[str, list]:
     """Return (fingerprint of every pass's trace of ``rec``, per-pass (graph, chain, index, name,
     trace hash) list). Ranks with equal fingerprints compiled identical traces."""
-    from .group_store import trace_hashes
+    from .group_texts import trace_hashes
     items = trace_hashes(rec)
     return _fingerprint(items), items
 
@@ -254,10 +254,10 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
                     facts = e.data
             from .collectives import EVENT, SUMMARY, count_between
             between = count_between((e.event, e.data) for name in (EVENT, SUMMARY) for e in rec.events(name))
-            n_graphs = rec._rows("SELECT COUNT(*) FROM graphs")[0][0]
-            n_kernels = rec._rows("SELECT COUNT(*) FROM kernels")[0][0]
+            n_graphs = rec.store.rows("SELECT COUNT(*) FROM graphs")[0][0]
+            n_kernels = rec.store.rows("SELECT COUNT(*) FROM kernels")[0][0]
             fp, items = rank_fingerprint(rec)
-            from .group_store import missing_blobs
+            from .group_texts import missing_blobs
             missing = tuple(missing_blobs(rec, cache))
 
             def num(key):
@@ -274,7 +274,7 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
 def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> RankSummary:
     """Return the :class:`RankSummary` of a ``.tvrank``: its own run and rank facts from the file,
     the rest from its variant's summary (read once per variant)."""
-    from .rank_file import RUN_COLUMNS, read_rank_file
+    from .rank_store import RUN_COLUMNS, read_rank_file
     try:
         doc = read_rank_file(path)
         variant = os.path.join(os.path.dirname(path), doc["variant"])
