@@ -63,7 +63,7 @@ def lab(tmp_path_factory, hostile, profiled_group, comm_recording):
                       "data.INLINE_SYMBOLS = 0  # every chain but the first view is fetched when opened"),
         new_code_cell(f"w = thundervis.show({hostile!r})\nw"),
         new_code_cell(f"thundervis.show({hostile!r}, tab='fusions')"),
-        new_code_cell(f"thundervis.diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
+        new_code_cell(f"thundervis.show_diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
         new_code_cell(f"thundervis.show({comm_recording!r}, tab='comm')"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
     nbformat.write(nb, root / "hostile.ipynb")

@@ -149,18 +149,18 @@ def test_static_html_escapes_every_recorded_string(hostile):
 
 
 def test_diff_widget_two_passes_and_two_recordings(hostile):
-    dw = thundervis.diff((hostile, "forward", "claim"), (hostile, "forward", "fuse"))
+    dw = thundervis.show_diff((hostile, "forward", "claim"), (hostile, "forward", "fuse"))
     d = dw.data["diff"]
     assert dw.data["kind"] == "passes" and d["counts"]["fused-into"] > 0
     kernel = next(r[2][2] for r in d["rows"] if r[0] == "added" and r[2] and r[2][1] == 0)
     assert "fusion" in kernel
     page = dw._repr_html_()
     assert "tv-diff" in page and "<script>" not in page
-    rw = thundervis.diff(hostile, hostile)
+    rw = thundervis.show_diff(hostile, hostile)
     assert rw.data["kind"] == "runs" and rw.data["comparison"]["differences"] == []
     assert "no fusion differences" in rw._repr_html_()
     with pytest.raises(DataError):
-        thundervis.diff((hostile, "fuse"), hostile)
+        thundervis.show_diff((hostile, "fuse"), hostile)
 
 
 def test_show_rejects_what_is_not_a_recording(tmp_path):

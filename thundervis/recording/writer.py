@@ -46,11 +46,8 @@ def _versions() -> dict:
         out["triton"] = version("triton")
     except Exception:
         pass
-    try:
-        import thundervis
-        out["thundervis"] = thundervis.__version__
-    except Exception:
-        pass
+    from thundervis._version import __version__
+    out["thundervis"] = __version__
     return out
 
 
