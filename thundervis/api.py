@@ -56,9 +56,15 @@ def open_tui_data(path: str, rank: Optional[int] = None, group: bool = False):
             raise UserError(_sentence(e)) from None
         return data, g, rank
     try:
-        return open_data(path), None, None
+        data = open_data(path)
     except (DataError, RecordingError) as e:
         raise UserError(_sentence(e)) from None
+    try:
+        data.overview()  # what the first screen reads: a damaged value is refused before the UI starts
+    except (DataError, RecordingError) as e:
+        data.close()
+        raise UserError(_sentence(e)) from None
+    return data, None, None
 
 
 def run_tui(data, poll_s: float, group=None, rank: Optional[int] = None) -> int:

@@ -30,6 +30,8 @@ from typing import Optional
 from urllib.parse import quote
 
 from .group_texts import canonical_trace
+from .typed import decompress
+from .schema import KERNEL_COLUMN_KEYS
 from .packed_store import PACKED_KEY, STORE_APPLICATION_ID, STORE_NAME, fingerprint, make_ref  # noqa: F401
 
 _STORE_TABLES = """
@@ -39,6 +41,13 @@ CREATE TABLE IF NOT EXISTS blobs (
     data BLOB NOT NULL            -- zlib-compressed UTF-8 text
 );
 """
+
+
+def _plain(value, path: str) -> Optional[str]:
+    """Return a stored text column's text (schema 3 stores it compressed)."""
+    if isinstance(value, (bytes, bytearray)):
+        return decompress(value, "a stored text", path).decode("utf-8", "surrogatepass")
+    return value
 
 
 def _printed_body(printed: str) -> str:
@@ -85,6 +94,7 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
                 "SELECT graph_id, chain, idx, trace_json, printed FROM passes").fetchall():
             if tj is None and pr is None:
                 continue
+            tj, pr = _plain(tj, path), _plain(pr, path)
             new_tj = None
             if tj is not None:
                 canonical, offset = canonical_trace(tj)
@@ -93,20 +103,22 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
             conn.execute("UPDATE passes SET trace_json=?, printed=? WHERE graph_id=? AND chain=? AND idx=?",
                          (new_tj, new_pr, g, c, i))
         for kid, code, tj in conn.execute("SELECT id, code, trace_json FROM kernels").fetchall():
+            code, tj = _plain(code, path), _plain(tj, path)
             conn.execute("UPDATE kernels SET code=?, trace_json=? WHERE id=?",
                          (_put(store, code, seen) if code else code, _put(store, tj, seen) if tj else tj, kid))
-        # The kernel record duplicates code and region IR: keep only its other fields.
+        # A recording of schema < 3 repeats the columns (code, region IR under "trace") in the
+        # kernel record: keep only the fields without a column.
         for kid, record in conn.execute("SELECT id, record FROM kernels").fetchall():
             try:
                 d = json.loads(record)
-            except ValueError:
+            except (ValueError, TypeError, RecursionError):
                 continue
-            if isinstance(d, dict):
-                for k in ("code", "region", "trace_json"):
-                    d.pop(k, None)
+            if isinstance(d, dict) and KERNEL_COLUMN_KEYS & d.keys():
+                d = {k: v for k, v in d.items() if k not in KERNEL_COLUMN_KEYS}
                 conn.execute("UPDATE kernels SET record=? WHERE id=?", (json.dumps(d), kid))
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sources'").fetchone():
             for f, text in conn.execute("SELECT file, text FROM sources").fetchall():
+                text = _plain(text, path)
                 if text:
                     conn.execute("UPDATE sources SET text=? WHERE file=?", (_put(store, text, seen), f))
         conn.execute("DELETE FROM symbols")  # an index over the trace JSON: the reader derives it

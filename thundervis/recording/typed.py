@@ -152,23 +152,33 @@ def load_json(text, what: str, where: str, expect: Optional[type] = None, defaul
     return value
 
 
-def decompress(data, what: str, where: str, cap: int = MAX_DECOMPRESSED) -> bytes:
+def decompress(data, what: str, where: str, cap: Optional[int] = None) -> bytes:
     """Return the zlib-decompressed ``data`` (``what`` in ``where``); :class:`RecordingError` when it
     is not a blob, does not decompress or would expand beyond ``cap`` bytes (checked while
-    decompressing: a 1 MB bomb never takes more than ``cap`` of memory)."""
+    decompressing: a 1 MB bomb never takes more than ``cap`` of memory; default
+    :data:`MAX_DECOMPRESSED`)."""
+    cap = MAX_DECOMPRESSED if cap is None else cap
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise RecordingError(f"{where} is corrupted ({what} is {describe(data)} where a compressed blob belongs).")
     d = zlib.decompressobj()
+    chunks, total, rest = [], 0, bytes(data)
     try:
-        out = d.decompress(bytes(data), cap)
-        if d.unconsumed_tail:
-            raise RecordingError(f"{where} is refused ({what} expands beyond {cap >> 20} MB).")
-        out += d.flush()
+        while True:
+            # 1 MB at a time: a bomb is refused having expanded to the cap, never further
+            out = d.decompress(rest, 1 << 20)
+            total += len(out)
+            if total > cap:
+                raise RecordingError(f"{where} is refused ({what} expands beyond {cap >> 20} MB).")
+            chunks.append(out)
+            rest = d.unconsumed_tail
+            if d.eof or not rest and not out:
+                break
+        chunks.append(d.flush())
     except zlib.error:
         raise RecordingError(f"{where} is corrupted ({what} does not decompress).") from None
     if not d.eof:
         raise RecordingError(f"{where} is corrupted ({what} is truncated).")
-    return out
+    return b"".join(chunks)
 
 
 def regular_file(path: str, what: str = "recording") -> os.stat_result:
