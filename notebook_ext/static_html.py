@@ -82,9 +82,8 @@ def _kernels_table(kernels: list) -> str:
         return '<p class="tv-muted">no kernels</p>'
     rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>source lines</th></tr>"]
     for k in kernels:
-        t = k.get("timing")
-        med = f"{t['median_us']:.1f} µs" if t and t.get("median_us") is not None else "–"
-        srcs = ", ".join(k.get("sources", []))
+        med = k.get("median") or "–"
+        srcs = k.get("sources") or ""
         rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"

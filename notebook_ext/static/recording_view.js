@@ -91,7 +91,7 @@ function renderRecording(model, el, ask, shared) {
 
   graphSel.addEventListener("change", () => {
     const g = data.graphs.find((x) => String(x.id) === graphSel.value);
-    const c = g.chains.find((x) => x.kind === "forward") || g.chains.find((x) => x.kind === "inference") || g.chains[0];
+    const c = g.chains.find((x) => x.kind === g.default_chain) || g.chains[0]; // present.default_view
     const last = c && c.passes.length ? c.passes[c.passes.length - 1].index : 0;
     set({ graph: g.id, chain: c ? c.kind : "", pass_index: last, compare_index: -1, selected_uid: "" });
   });
@@ -234,29 +234,26 @@ function renderRecording(model, el, ask, shared) {
         more.appendChild(h("div", { class: "tv-muted", text: r.error }));
         return;
       }
-      const d = r.data.detail;
-      if (d.snippet) {
+      const d = r.data.detail; // present.symbol_detail.SymbolView.as_json(): rows ready to show
+      if (d.snippet.length) {
         const sn = h("div", { class: "tv-snippet" });
-        d.snippet.lines.forEach((t, i) => {
-          const n = d.snippet.first_line + i;
+        for (const [n, t] of d.snippet) {
           sn.appendChild(
-            h("div", { class: n === d.snippet.line ? "tv-snip-line tv-snip-hit" : "tv-snip-line" },
+            h("div", { class: n === d.source_line ? "tv-snip-line tv-snip-hit" : "tv-snip-line" },
               h("span", { class: "tv-lno", text: String(n).padStart(4) + "  " }), t),
           );
-        });
-        more.append(h("div", { class: "tv-k", text: baseName(d.snippet.file) }), sn);
+        }
+        more.append(h("div", { class: "tv-k", text: baseName(d.source_file || "") }), sn);
       }
-      if (d.kernel) more.appendChild(kv("ended in", `${d.kernel.name} [${d.kernel.executor}] · ${d.kernel.n_ops} ops`));
-      if (d.timing) more.appendChild(kv("time", `${fmtUs(d.timing.median_us)} median over ${d.timing.calls} calls`));
+      if (d.ended_in.length) more.appendChild(kv("ended in", d.ended_in.join(", ")));
+      if (d.timing) more.appendChild(kv("time", d.timing));
       if (d.fallback && (!inf || d.fallback !== inf.note)) more.appendChild(kv("fallback", d.fallback));
-      if (d.came_from.length) more.appendChild(kv("came from", d.came_from.map((s) => `${s.uid} ${s.sym}`).join(", ")));
-      if (d.became.length) more.appendChild(kv("became", d.became.map((s) => `${s.uid} ${s.sym}`).join(", ")));
-      if (d.twins.length) more.appendChild(kv("twins", d.twins.map((s) => `${s.chain} ${s.uid} ${s.sym}`).join(", ")));
+      if (d.came_from.length) more.appendChild(kv("came from", d.came_from.join(", ")));
+      if (d.became.length) more.appendChild(kv("became", d.became.join(", ")));
+      if (d.twins.length) more.appendChild(kv("twins", d.twins.join("; ")));
       const lin = h("div", { class: "tv-lineage" }, h("div", { class: "tv-k", text: "lineage" }));
-      for (const cl of r.data.lineage.chains) {
-        const steps = cl.steps
-          .filter((s) => s.symbols.length)
-          .map((s) => `${s.pass_name}: ${s.symbols.map((x) => x.sym.replace(/^prims\./, "")).join(", ")}`);
+      for (const cl of d.lineage) {
+        const steps = cl.steps.map(([passes, syms]) => `${passes}: ${syms}`);
         lin.appendChild(
           h("div", { class: "tv-lin-chain" },
             h("b", { text: cl.chain }), h("span", { class: "tv-muted", text: cl.link ? ` (${cl.link})` : "" }),
@@ -452,16 +449,15 @@ function renderRecording(model, el, ask, shared) {
       kdetail.appendChild(srcs);
     };
     for (const k of kernels) {
-      const t = k.timing;
       const tr = h(
         "tr",
         { class: "tv-kernel-row", "data-kernel": k.name },
         h("td", { text: k.name }),
         h("td", { text: k.executor }),
         h("td", { text: k.n_ops }),
-        h("td", { text: t ? fmtUs(t.median_us) : "–" }),
-        h("td", { text: t && t.share !== null && t.share !== undefined ? `${(t.share * 100).toFixed(1)}%` : "–" }),
-        h("td", { text: (k.sources || []).join(", ") }),
+        h("td", { text: k.median || "–" }),
+        h("td", { text: k.share_text || "–" }),
+        h("td", { text: k.sources }),
       );
       tr.addEventListener("click", () => {
         fusionsState.kernel = fusionsState.kernel === k.name ? "" : k.name;

@@ -1,4 +1,5 @@
-"""Every fallback of a recorded run, each with the source line it concerns, for the text views.
+"""Chain and kernel status (ran eagerly, fell back at run time, why), and every fallback of a
+recorded run, each with the source line it concerns: the one owner of these rules for every view.
 
 A fallback is work that did not run the way the compiled trace says, or ran in torch instead of
 a generated kernel:
@@ -12,7 +13,9 @@ a generated kernel:
 - ``torch op``: an op of a compiled chain that the torch executor runs, with the note saying why
   (not lowered to prims, or not claimed by a fusion executor).
 
-:func:`fallbacks` reads them through the reader API only; :func:`chain_counts` counts eager chains.
+:func:`chain_eager` / :func:`graph_eager` say whether (and why) a chain or graph ran eagerly;
+:func:`kernel_fallbacks` is the one reader of run-time fallback events; :func:`fallbacks` lists them
+all through the reader API; :func:`chain_counts` counts eager chains.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .reader import Recording, RecordingError, UnknownItem
+from thundervis.recording import Recording, RecordingError, UnknownItem
 
 EXECUTED_CHAINS = ("forward", "backward", "inference")
 EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP = "eager", "kernel", "recompile limit", "torch op"
@@ -79,18 +82,100 @@ def _first_source(rec: Recording, graph: int, chains) -> Optional[str]:
     return None
 
 
-def chain_counts(rec: Recording) -> tuple[int, int]:
+def graph_eager(graph) -> Optional[str]:
+    """Return why ``graph`` (a ``recording.model.Graph``) ran eagerly as a whole (its failure
+    before any chain), or None."""
+    return next((f.error or "the graph failed to compile" for f in graph.failures if f.chain is None), None)
+
+
+def chain_eager(graph, chain) -> Optional[str]:
+    """Return why ``chain`` of ``graph`` ran eagerly, or None when it ran compiled: the graph's own
+    failure, the chain's recorded failure, or its failed status."""
+    why = graph_eager(graph)
+    if why is not None:
+        return why
+    why = next((f.error for f in graph.failures if f.chain == chain.kind), None)
+    if why is None and chain.status == "failed":
+        why = chain.error or "the chain failed to compile"
+    return why
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """How one chain ran: ``status`` as recorded (compiling, compiled, failed) and ``eager``, why it
+    ran eagerly (None: it ran compiled)."""
+
+    graph: int
+    chain: str
+    status: str
+    eager: Optional[str]
+
+    def as_json(self) -> dict:
+        """Return ``{"graph", "chain", "status", "eager"}``."""
+        return {"graph": self.graph, "chain": self.chain, "status": self.status, "eager": self.eager}
+
+
+def chain_status(graph, chain) -> ChainStatus:
+    """Return the :class:`ChainStatus` of ``chain`` of ``graph``."""
+    return ChainStatus(graph.id, chain.kind, chain.status, chain_eager(graph, chain))
+
+
+@dataclass(frozen=True)
+class KernelFallback:
+    """A generated kernel that failed at run time and ran its region in torch instead (one
+    ``kernel_fallback`` event): where, which kernel, which executor built it, why."""
+
+    graph: Optional[int]
+    chain: Optional[str]
+    kernel: str
+    executor: str
+    uid: Optional[str]
+    error: str
+    sources: tuple  # ``file.py:LINE`` labels of the lines the kernel covers
+
+    def as_json(self) -> dict:
+        """Return the fallback as a JSON-ready dict."""
+        return {"graph": self.graph, "chain": self.chain, "kernel": self.kernel, "executor": self.executor,
+                "uid": self.uid, "error": self.error, "sources": list(self.sources)}
+
+
+def kernel_fallbacks(events) -> list[KernelFallback]:
+    """Return the run-time kernel fallbacks among ``events`` (``Recording.events()``): the one
+    reader of ``kernel_fallback`` events."""
+    out = []
+    for e in events:
+        if e.event != "kernel_fallback":
+            continue
+        d = e.data if isinstance(e.data, dict) else {}
+        name = d.get("kernel")
+        if not isinstance(name, str):
+            continue
+        srcs = [s for s in d.get("sources") or [] if isinstance(s, dict)]
+        labels = tuple(filter(None, (_label(s.get("file"), s.get("line")) for s in srcs)))
+        uid = d.get("uid") if isinstance(d.get("uid"), str) else None
+        out.append(KernelFallback(e.graph, e.chain, name, str(d.get("executor") or "kernel"), uid,
+                                  " ".join(str(d.get("error") or "").split()), labels))
+    return out
+
+
+def fallback_reasons(events) -> dict:
+    """Return ``{(graph, chain, kernel name): error}`` for the kernels that fell back at run time."""
+    return {(f.graph, f.chain, f.kernel): f.error for f in kernel_fallbacks(events)}
+
+
+def chain_counts(rec_or_graphs) -> tuple[int, int]:
     """Return (chains that ran eagerly, chains) over the forward, backward and inference chains of
-    every graph; a graph that failed before any chain counts as one eager chain."""
+    every graph (of a ``Recording``, or a list of its graphs); a graph that failed before any chain
+    counts as one eager chain."""
     eager = total = 0
-    for g in rec.graphs():
+    graphs = rec_or_graphs.graphs() if hasattr(rec_or_graphs, "graphs") else rec_or_graphs
+    for g in graphs:
         chains = [c for c in g.chains if c.kind in EXECUTED_CHAINS]
-        failed_graph = any(f.chain is None for f in g.failures)
-        if not chains and failed_graph:
+        if not chains and graph_eager(g) is not None:
             eager, total = eager + 1, total + 1
             continue
         total += len(chains)
-        eager += sum(1 for c in chains if c.status == "failed" or failed_graph)
+        eager += sum(1 for c in chains if chain_eager(g, c) is not None)
     return eager, total
 
 
@@ -104,13 +189,9 @@ def fallbacks(rec: Recording, ops: bool = True) -> list[Fallback]:
             chains = (f.chain,) if f.chain else ("dynamo", "forward", "inference")
             out.append(Fallback(EAGER, g.id, f.chain, f"{f.chain or 'graph'} ran eagerly", _one_line(f.error),
                                 _first_source(rec, g.id, chains)))
-    for e in rec.events("kernel_fallback"):
-        d = e.data if isinstance(e.data, dict) else {}
-        srcs = [s for s in d.get("sources") or [] if isinstance(s, dict)]
-        where = ", ".join(filter(None, (_label(s.get("file"), s.get("line")) for s in srcs[:3]))) or None
-        ex = d.get("executor") or "kernel"
-        out.append(Fallback(KERNEL, e.graph, e.chain, f"{ex} kernel {d.get('kernel')} ran in torch",
-                            _one_line(d.get("error")), where, d.get("uid") if isinstance(d.get("uid"), str) else None))
+    for k in kernel_fallbacks(rec.events("kernel_fallback")):
+        out.append(Fallback(KERNEL, k.graph, k.chain, f"{k.executor} kernel {k.kernel} ran in torch", k.error,
+                            ", ".join(k.sources[:3]) or None, k.uid))
     for e in rec.events("dynamo_recompile_limit"):
         d = e.data if isinstance(e.data, dict) else {}
         reason = f"hit {d.get('limit_type')} ({d.get('limit')})"
