@@ -28,7 +28,9 @@ from .editor import open_in_editor
 from thundervis.present.default_view import default_view
 from thundervis.present.overview import ViewOverview
 
-from .data import DataError, RecordingData, SearchHit, map_lines
+from thundervis.present.trace_lines import text_lines
+
+from .data import DataError, RecordingData, SearchHit
 from .lines_view import LinesView
 from .navigation import PassNavigation
 from .palette import palette_entries
@@ -134,7 +136,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.folded = True
         self.hide_unchanged = False
         self.details_hidden = False
-        self.lines = []  # TraceLine of the pass shown (search reads them)
+        self.lines = []  # PrintedLine of the pass shown (search reads them)
         self.selected_uid: Optional[str] = None
         self.selected_source: Optional[tuple[str, int]] = None
         self._token = 0
@@ -285,15 +287,15 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         return earlier[-1] if earlier else None
 
     def show_view(self, fast: bool = False, keep_cursor: bool = False) -> None:
-        """Show the current pass (or its diff). ``fast``: draw the stored text at once, then map
-        its lines to symbols in a worker (cold start)."""
+        """Show the current pass (or its diff). ``fast``: draw the stored text at once (plain
+        lines), then load the trace's structured lines in a worker (cold start)."""
         self._token += 1
         self.loaded = False
         token = self._token
         view = self.query_one(LinesView)
         self._update_title()
         if self.graph is None or self.index is None:
-            view.set_trace(map_lines(["no compiled graph in this recording yet"], None))
+            view.set_trace(text_lines(["no compiled graph in this recording yet"]))
             self.loaded = True
             if self.overview is not None and self.overview.run.traceback:
                 self.query_one("#detailtext", Static).update(panels.run_summary(self.overview))
@@ -305,10 +307,10 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if fast and self.diff_base() is None:
             try:
                 text = self.data.pass_text(self.graph, self.chain, self.index)
-                view.set_trace(map_lines(text.splitlines(), None), keep_cursor)
+                view.set_trace(text_lines(text.splitlines()), keep_cursor)
             except DataError as e:
                 self.notify(visible_line(str(e)), severity="error")
-            # Paint the stored text first; the worker that maps it to symbols (loading the trace)
+            # Paint the stored text first; the worker that prints the trace's structured lines
             # would hold the interpreter while the first frame is drawn.
             self.set_timer(0.05, lambda: self.load_view(token, *args, keep_cursor))
             return
@@ -335,7 +337,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         try:
             content = self._content(graph, chain, index, base, side, folded)
         except DataError as e:  # a damaged pass: say so in the view, the rest stays usable
-            message = map_lines([f"# this pass cannot be shown: {e}"], None)
+            message = text_lines([f"# this pass cannot be shown: {e}"])
             self.call_from_thread(self.notify, visible_line(str(e)), severity="error")
             content = ("trace", message, None)
         self.call_from_thread(self._show_content, token, content, keep_cursor)

@@ -10,8 +10,6 @@ reader's single connection. Strings are returned as recorded: widgets make them 
 from __future__ import annotations
 
 import os
-import re
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -22,20 +20,10 @@ from thundervis.present.pass_traces import PassTraces
 from thundervis.present.symbol_detail import SymbolView, symbol_view
 
 
-__all__ = ["DataError", "RecordingData", "SearchHit", "RerunOutcome", "TraceLine", "open_data"]
+__all__ = ["DataError", "RecordingData", "SearchHit", "RerunOutcome", "open_data"]
 
 
 # ------------------------------------------------------------------------------- plain objects
-
-@dataclass(frozen=True)
-class TraceLine:
-    """One printed line of a trace and the symbol it shows (``uid`` None for other lines);
-    ``kind``: header, def, meta, source, stmt, sub, del, return."""
-
-    text: str
-    kind: str
-    uid: Optional[str] = None
-
 
 @dataclass
 class SearchHit:
@@ -128,12 +116,11 @@ class RecordingData:
         """Return the (validated) trace of one pass; the last few are kept."""
         return self._traces.trace(graph, chain, index)
 
-    def trace_lines(self, graph: int, chain: str, index: int) -> list[TraceLine]:
-        """Return the printed lines of one pass, each with the uid of the symbol it shows."""
-        def make():
-            text = self.pass_text(graph, chain, index)
-            return map_lines(text.splitlines(), self.trace(graph, chain, index))
-        return self._traces.cached_value("lines", (graph, chain, index), make)
+    def trace_lines(self, graph: int, chain: str, index: int) -> list:
+        """Return the printed lines of one pass (``compiler.printer.PrintedLine``: text, kind, uid,
+        depth, spans), as every view prints them (``present.trace_lines``)."""
+        from thundervis.present.trace_lines import pass_lines
+        return pass_lines(self._traces, graph, chain, index)
 
     def diff(self, graph: int, chain: str, before: int, after: int):
         """Return the :class:`thundervis.diff.TraceDiff` from pass ``before`` to pass ``after``,
@@ -229,7 +216,7 @@ class RecordingData:
 
     # -- search ---------------------------------------------------------------------------------
 
-    def search(self, query: str, graph: int, chain: str, index: int, lines: list[TraceLine],
+    def search(self, query: str, graph: int, chain: str, index: int, lines: list,
                kernels: tuple, limit: int = 200) -> list[SearchHit]:
         """Return hits for ``query`` (case-insensitive) in the shown pass's symbols and source
         lines and in every kernel name."""
@@ -254,77 +241,3 @@ class RecordingData:
 
 def _safe_name(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in name)[:80] or "kernel"
-
-
-def map_lines(printed: list[str], trace) -> list[TraceLine]:
-    """Return the printed lines of ``trace`` (``print_trace`` output, split) each with the uid of
-    the symbol it shows. Walks the symbols in print order: a source comment when the source
-    changes, the statement, then one line per subsymbol. A line that does not match what the
-    walk expects stops the mapping (the rest is shown without symbols)."""
-    out: list[TraceLine] = []
-    n = len(printed)
-    i = 0
-    if i < n and printed[i].startswith("# graph "):
-        out.append(TraceLine(printed[i], "header"))
-        i += 1
-    if i < n and printed[i].startswith("def "):
-        # the signature, wrapped over several lines when it is long, ends with "):"
-        while i < n:
-            out.append(TraceLine(printed[i], "def"))
-            i += 1
-            if out[-1].text.rstrip().endswith(":"):
-                break
-    while i < n and _INPUTS_COMMENT.match(printed[i]):  # the inputs' metadata, wrapped too
-        out.append(TraceLine(printed[i], "meta"))
-        i += 1
-    last_src = None
-    for b in (trace.symbols if trace is not None else ()):
-        if i >= n:
-            break
-        if b.sym == "del":
-            out.append(TraceLine(printed[i], "del"))
-            i += 1
-            continue
-        src = b.source
-        if src is not None:
-            key = (src.file, src.line, src.module)
-            if key != last_src:
-                last_src = key
-                if printed[i].startswith("  #") and b.sym not in printed[i]:
-                    out.append(TraceLine(printed[i], "source", b.uid))
-                    i += 1
-        if i >= n or b.sym not in printed[i]:
-            break
-        out.append(TraceLine(printed[i], "stmt", b.uid))
-        i += 1
-        for s in b.subsymbols:
-            if i >= n:
-                break
-            out.append(TraceLine(printed[i], "del" if s.sym == "del" else "sub",
-                                 None if s.sym == "del" else s.uid))
-            i += 1
-    for line in printed[i:]:
-        out.append(TraceLine(line, _guess_kind(line)))
-    return out
-
-
-# "  # idx: cpu i64[8, 32] ..." (a source comment reads "  # train.py:12  code")
-_INPUTS_COMMENT = re.compile(r"^  # [\w.]+: \S+ \w+\[")
-
-
-def _guess_kind(line: str) -> str:
-    """Return the kind of a printed line from its shape alone (before the trace is loaded)."""
-    body = line.lstrip()
-    lead = len(line) - len(body)
-    if body.startswith("return"):
-        return "return"
-    if body.startswith("del "):
-        return "del"
-    if body.startswith("#"):
-        if lead >= 4:
-            return "sub"
-        if _INPUTS_COMMENT.match(line):
-            return "meta"
-        head = body[2:].split("  ", 1)[0]
-        return "source" if ":" in head and head.rsplit(":", 1)[-1].isdigit() else "meta"
-    return "stmt"

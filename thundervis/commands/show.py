@@ -35,23 +35,9 @@ def pick_pass(rec, graph, chain, pass_):
 
 
 def note_comments(rec, graph: int, chain: str):
-    """Return the ``PrintOptions.notes`` function of ``show``: next to each symbol, why it runs
-    where it runs (``torch: not lowered: ...``, recorded notes) and, for a kernel that fell back at
-    run time, ``ran in torch at run time: <error>``; recorded text made terminal-safe."""
-    from thundervis.present.status import kernel_fallbacks, symbol_note
-    from thundervis.safe_text import visible_line
-    fell_back = {f.kernel: f.error for f in kernel_fallbacks(rec.events("kernel_fallback"))
-                 if f.graph == graph and f.chain == chain}
-
-    def note(b) -> str | None:
-        parts = []
-        if b.sym in fell_back:
-            parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
-        text = symbol_note(b.executor, b.note)
-        if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
-            parts.append(text)
-        return visible_line("  # ".join(parts)) if parts else None
-    return note
+    """Return the ``PrintOptions.notes`` function of ``show`` (``present.status.note_function``)."""
+    from thundervis.present.status import note_function
+    return note_function(rec.events("kernel_fallback"), graph, chain)
 
 
 def collectives_comment(rec, graph: int, chain: str) -> str:

@@ -222,3 +222,22 @@ def symbol_note(executor: Optional[str], note: Optional[str]) -> Optional[str]:
     if not note:
         return None
     return f"{executor}: {_one_line(note)}" if executor else _one_line(note)
+
+
+def note_function(events, graph: int, chain: str):
+    """Return the ``PrintOptions.notes`` function every view prints traces with: next to each
+    symbol, why it runs where it runs (``torch: not lowered: ...``, recorded notes) and, for a kernel
+    that fell back at run time, ``ran in torch at run time: <error>``; ``events``: the recording's
+    ``kernel_fallback`` events. Recorded text is made terminal-safe."""
+    from thundervis.safe_text import visible_line
+    fell_back = {f.kernel: f.error for f in kernel_fallbacks(events) if f.graph == graph and f.chain == chain}
+
+    def note(b) -> Optional[str]:
+        parts = []
+        if b.sym in fell_back:
+            parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
+        text = symbol_note(b.executor, b.note)
+        if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
+            parts.append(text)
+        return visible_line("  # ".join(parts)) if parts else None
+    return note
