@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Optional
 
-from thundervis.diff import diff_traces, trace_lines
+from thundervis.diff import diff_traces
 from thundervis.diff.lines import is_fusion
 from thundervis.diff.render import side_rows
 from thundervis.present import default_view
@@ -131,13 +131,22 @@ class RecordingData:
 
     def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
                    table: Optional["_Interner"] = None) -> list:
-        """Return the lines of one pass as ``[uid, depth, text, info]`` (info: the symbol's op,
-        source, module, executor, note, kernel and ``comm``: whether it is a communication op). With
-        ``infos`` and ``table`` each info is its index in ``infos`` and each line its index in
-        ``table``: a line several passes share is sent once."""
+        """Return the printed lines of one pass (``present.trace_lines``: the lines every view
+        shows) as ``[uid, depth, text, info, kind, spans]`` (info: the symbol's op, source, module,
+        executor, note, kernel and ``comm``: whether it is a communication op; None for lines that
+        show no symbol, and for source comments). With ``infos`` and ``table`` each info is its
+        index in ``infos`` and each line its index in ``table``: a line several passes share is
+        sent once."""
+        from thundervis.present.trace_lines import pass_lines
+        trace = self.trace(graph, chain, index)
+        symbols = {}
+        for b in trace.symbols:
+            symbols[b.uid] = b
+            for sub in b.subsymbols:
+                symbols.setdefault(sub.uid, sub)
         out = []
-        for ln in trace_lines(self.trace(graph, chain, index)):
-            b = ln.symbol
+        for ln in pass_lines(self._traces, graph, chain, index):
+            b = symbols.get(ln.uid) if ln.kind in ("stmt", "sub") else None
             info = None
             if b is not None:
                 info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
@@ -145,11 +154,8 @@ class RecordingData:
                         "comm": is_communication_op(b.sym)}
                 if infos is not None:
                     info = infos.add(info, key=id(b))
-            if table is None:
-                out.append([ln.uid, ln.depth, ln.text, info])
-            else:
-                row = (ln.uid, ln.depth, ln.text, info)
-                out.append(table.add(list(row), key=row))
+            row = (ln.uid, ln.depth, ln.text, info, ln.kind, ln.spans)
+            out.append(list(row) if table is None else table.add(list(row), key=row))
         return out
 
     def diff(self, graph: int, chain: str, a: int, b: int):

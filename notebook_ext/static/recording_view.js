@@ -155,27 +155,30 @@ function renderRecording(model, el, ask, shared) {
   function traceView(c, index) {
     const hl = fusionsState.kernel ? kernelUids(fusionsState.kernel) : new Set();
     const pre = h("div", { class: "tv-trace" });
-    for (const [uid, depth, text, info] of linesAt(c, index)) {
+    for (const [uid, depth, text, info, kind, spans] of linesAt(c, index)) {
+      // the printer's line (present.trace_lines), as the CLI and the TUI show it; spans style its parts
       const inf = infoAt(info);
       const src = inf && inf.source;
       const line = h(
         "div",
         {
           class:
-            "tv-line" +
-            (uid === model.get("selected_uid") ? " tv-selected" : "") +
-            (hl.has(uid) ? " tv-kernel-hl" : "") +
+            `tv-line tv-${kind || "stmt"}` +
+            (uid && uid === model.get("selected_uid") ? " tv-selected" : "") +
+            (uid && hl.has(uid) ? " tv-kernel-hl" : "") +
             (inf && inf.comm ? " tv-comm" : inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
-          "data-uid": uid,
+          "data-uid": uid || "",
           title:
             (inf && inf.comm ? (comm ? comm.note : "communication op") + ". " : "") +
             (src ? `${src.label}  ${src.code}${src.module ? "  [" + src.module + "]" : ""}` : ""),
         },
-        "  ".repeat(depth + (uid === "<inputs>" ? 0 : 1)),
         inf && inf.comm ? h("span", { class: "tv-comm-mark", text: "⇄ " }) : null,
-        text,
+        ...spanned(text, spans || []),
       );
-      if (src && depth === 0) line.appendChild(h("span", { class: "tv-src", text: `  # ${src.label}` }));
+      if (!uid) {
+        pre.appendChild(line);
+        continue;
+      }
       line.addEventListener("click", () => {
         pickedPass = null;
         set({ selected_uid: uid });
@@ -183,6 +186,20 @@ function renderRecording(model, el, ask, shared) {
       pre.appendChild(line);
     }
     return pre;
+  }
+
+  function spanned(text, spans) {
+    // the text cut at the printer's spans (outermost first; nested ones stay inside), as text nodes
+    const out = [];
+    let at = 0;
+    for (const [a, e, k] of spans) {
+      if (a < at) continue; // nested in the span before: its text is already out
+      if (a > at) out.push(text.slice(at, a));
+      out.push(h("span", { class: `tv-sp-${k}`, text: text.slice(a, e) }));
+      at = e;
+    }
+    if (at < text.length) out.push(text.slice(at));
+    return out;
   }
 
   function infoOf(c, index, uid) {

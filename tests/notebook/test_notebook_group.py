@@ -65,7 +65,7 @@ def test_rank_switch_keeps_the_position(profiled_group, monkeypatch):
     claim, dce = w.pass_index, w.compare_index
     uid = next(w.data["lines"][i][0] for i in
                next(c for c in w.data["graphs"][0]["chains"] if c["kind"] == "backward")["lines"][str(claim)]
-               if not w.data["lines"][i][0].startswith("<"))
+               if w.data["lines"][i][0])
     w.selected_uid = uid
     first = w._source.rec
     opened = _opened_ranks(monkeypatch)

@@ -15,9 +15,11 @@ import pytest
 pytest.importorskip("anywidget")
 
 import thundervis  # noqa: E402
-from thundervis.diff import diff_traces, trace_lines  # noqa: E402
+from thundervis.compiler.printer import print_lines  # noqa: E402
+from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
 from thundervis.notebook_ext import DataError, RecordingData, show  # noqa: E402
+from thundervis.present.trace_lines import print_options  # noqa: E402
 from thundervis.recording import PassRef, open_recording  # noqa: E402
 
 from notebook_helpers import HOSTILE_CODE, HOSTILE_CODE2, HOSTILE_FILE, HOSTILE_MODULE, HtmlTags  # noqa: E402
@@ -57,9 +59,12 @@ def test_payload_holds_every_pass_diff_and_kernel(hostile):
                 for p in c.passes:
                     held = next(x for x in pc["passes"] if x["index"] == p.index)["same_as"]
                     lines = [payload["lines"][i] for i in pc["lines"][str(held if held is not None else p.index)]]
-                    trace = rec.pass_trace(PassRef(g.id, c.kind, p.index))
-                    assert [ln[2] for ln in lines] == [ln.text for ln in trace_lines(trace)]
-                    assert [ln[0] for ln in lines] == [ln.uid for ln in trace_lines(trace)]
+                    # an unchanged pass shows the lines of the pass it is the same as (its header says so)
+                    trace = rec.pass_trace(PassRef(g.id, c.kind, held if held is not None else p.index))
+                    # the printer's lines, as `thundervis show` prints them and the TUI shows them
+                    printed = print_lines(trace, print_options(rec, g.id, c.kind))
+                    assert [ln[2] for ln in lines] == [ln.text for ln in printed]
+                    assert [(ln[0], ln[1], ln[4]) for ln in lines] == [(ln.uid, ln.depth, ln.kind) for ln in printed]
                 for prev, p in zip(c.passes, c.passes[1:]):
                     key = f"{prev.index}:{p.index}"
                     assert (key in pc["diffs"]) == p.changed
