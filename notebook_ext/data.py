@@ -361,7 +361,7 @@ def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Int
             "counts": d.counts(), "summary": d.summary(), "rows": rows}
 
 
-# -- thundervis.diff(a, b): two passes, or two recordings -----------------------------------------
+# -- thundervis.api.diff(a, b): two passes, or two recordings -----------------------------------------
 
 def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
     """Split a pass selector ``(source, pass)``, ``(source, chain, pass)`` or ``(source, graph,

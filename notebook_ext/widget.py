@@ -1,5 +1,5 @@
-"""The anywidget classes: :class:`RecordingWidget` (``thundervis.show`` of a recording),
-:class:`GroupWidget` (``thundervis.show`` of a group folder: the same views on one rank, a rank
+"""The anywidget classes: :class:`RecordingWidget` (``thundervis.api.show`` of a recording),
+:class:`GroupWidget` (``thundervis.api.show`` of a group folder: the same views on one rank, a rank
 picker and the rank comparison) and :class:`DiffWidget` (``thundervis.diff``).
 
 The payload (:mod:`.data`) goes to the browser once, in the ``data`` trait; the front end

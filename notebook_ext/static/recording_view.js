@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 2 of 5: the recording widget (thundervis.show): pickers, pass
+// thundervis notebook widget, part 2 of 5: the recording widget (thundervis.api.show): pickers, pass
 // stepper, trace or diff, symbol details and lineage, the fusions tab and the Communication tab
 // (comm_view.js, when collectives ran between the graphs); for a group of ranks
 // also the group bar and the Ranks tab (group_view.js). Drawn again whenever "data" changes (a

@@ -1,4 +1,4 @@
-"""The widget on a group of rank recordings (``thundervis.show(GROUP)``): the picker's overview,
+"""The widget on a group of rank recordings (``thundervis.api.show(GROUP)``): the picker's overview,
 switching rank, the rank comparison and its cross-rank diffs, the skew table, bad input, and
 escaping of hostile group, host and target strings. Groups are built in conftest.py."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-import thundervis  # noqa: E402
+import thundervis.api as tv  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
 from thundervis.notebook_ext import DataError, show  # noqa: E402
@@ -38,7 +38,7 @@ def _opened_ranks(monkeypatch) -> list:
 def test_overview_payload_for_the_rank_picker(profiled_group, monkeypatch):
     group, _ = profiled_group
     opened = _opened_ranks(monkeypatch)
-    w = thundervis.show(group)
+    w = tv.show(group)
     assert isinstance(w, GroupWidget) and w.rank == 0
     assert opened == [0], "only the shown rank's recording is opened"
     assert w._group._comparison is None, "the comparison waits for the Ranks tab"

@@ -1,4 +1,4 @@
-"""The widget's Python side: payload, traits, messages, static HTML, thundervis.show/diff, the
+"""The widget's Python side: payload, traits, messages, static HTML, thundervis.api.show/diff, the
 in-process session recording, and the shipped front end."""
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("anywidget")
 
 import thundervis  # noqa: E402
+import thundervis.api as tv  # noqa: E402
 from thundervis.compiler.printer import print_lines  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
@@ -37,13 +38,21 @@ def test_import_thundervis_loads_no_widget_toolkit():
     code = ("import sys, thundervis\n"
             "bad = [m for m in ('anywidget', 'ipywidgets', 'thundervis.notebook_ext') if m in sys.modules]\n"
             "assert not bad, bad\n"
-            "assert callable(thundervis.show) and callable(thundervis.diff)\n"
             "from thundervis.diff import render\n"
             "assert render.side_rows and thundervis.diff.render is render\n"
             "bad = [m for m in ('anywidget', 'ipywidgets') if m in sys.modules]\n"
             "assert not bad, bad\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_widgets_open_through_the_api_module():
+    import thundervis.api as tv
+    from thundervis import notebook_ext
+    assert tv.show is notebook_ext.show and tv.diff is notebook_ext.diff and callable(tv.jit)
+    with pytest.raises(AttributeError, match="thundervis.api.show"):
+        thundervis.show  # noqa: B018  (moved: the core never imports a view)
+    assert not callable(thundervis.diff)  # the diff package, no longer a module with a swapped class
 
 
 def test_payload_holds_every_pass_diff_and_kernel(hostile):
@@ -154,18 +163,18 @@ def test_static_html_escapes_every_recorded_string(hostile):
 
 
 def test_diff_widget_two_passes_and_two_recordings(hostile):
-    dw = thundervis.diff((hostile, "forward", "claim"), (hostile, "forward", "fuse"))
+    dw = tv.diff((hostile, "forward", "claim"), (hostile, "forward", "fuse"))
     d = dw.data["diff"]
     assert dw.data["kind"] == "passes" and d["counts"]["fused-into"] > 0
     kernel = next(r[2][2] for r in d["rows"] if r[0] == "added" and r[2] and r[2][1] == 0)
     assert "fusion" in kernel
     page = dw._repr_html_()
     assert "tv-diff" in page and "<script>" not in page
-    rw = thundervis.diff(hostile, hostile)
+    rw = tv.diff(hostile, hostile)
     assert rw.data["kind"] == "runs" and rw.data["comparison"]["differences"] == []
     assert "no fusion differences" in rw._repr_html_()
     with pytest.raises(DataError):
-        thundervis.diff((hostile, "fuse"), hostile)
+        tv.diff((hostile, "fuse"), hostile)
 
 
 def test_show_rejects_what_is_not_a_recording(tmp_path):
