@@ -5,8 +5,9 @@ lazily; the views (``thundervis.tui``, ``thundervis.notebook_ext``) import the c
 view from the core side goes through the functions here, each importing its view explicitly when
 called (so importing this module, or the CLI, loads neither Textual nor the widgets):
 
-- :func:`show` and :func:`show_diff`: the notebook widgets (``thundervis.show(obj)``,
-  ``thundervis.show_diff(a, b)``);
+- :func:`show` and :func:`show_diff` (also :func:`diff`): the notebook widgets
+  (``thundervis.show(obj)``, ``thundervis.show_diff(a, b)``, or ``import thundervis.api as tv``,
+  ``tv.show(obj)``, ``tv.diff(a, b)``), and :func:`jit`;
 - :func:`open_tui_data` and :func:`run_tui`: what ``thundervis view`` validates and runs.
 
 The import contracts (pyproject.toml) allow core -> view edges from this module only.
@@ -31,6 +32,16 @@ def show_diff(a, b, **options):
     recordings (see :func:`thundervis.notebook_ext.diff`)."""
     from thundervis.notebook_ext import diff as diff_widget
     return diff_widget(a, b, **options)
+
+
+diff = show_diff
+
+
+def jit(fn_or_module, **options):
+    """Return ``fn_or_module`` compiled through the thundervis backend (see
+    :func:`thundervis.session.jit`)."""
+    from thundervis.session import jit as session_jit
+    return session_jit(fn_or_module, **options)
 
 
 def _sentence(e: Exception) -> str:

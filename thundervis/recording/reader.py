@@ -198,33 +198,6 @@ class Recording:
         ids = ", ".join(str(g.id) for g in graphs) or "none recorded"
         raise UnknownItem(f"no graph {graph_id} in this recording (graphs: {ids})")
 
-    def pick_chain(self, graph: Optional[int] = None, chain: Optional[str] = None) -> tuple[Graph, Chain]:
-        """Return the (Graph, Chain) asked for, with the defaults every view uses: the first graph
-        with a forward (or inference) chain, and its forward, inference or backward chain. Raises
-        :class:`UnknownItem` naming the valid choices."""
-        graphs = self._graphs()
-        if not graphs:
-            raise UnknownItem(f"{self.path} holds no compiled graph")
-        if graph is None:
-            wanted = [chain] if chain else ["forward", "inference"]
-            g = next((g for g in graphs if any(c.kind in wanted for c in g.chains)), graphs[0])
-        else:
-            g = self.graph(graph)
-        if chain is None:
-            kinds = [c.kind for c in g.chains]
-            chain = next((k for k in ("forward", "inference", "backward") if k in kinds),
-                         kinds[0] if kinds else "forward")
-        return g, g.chain(chain)
-
-    def pick_pass(self, graph: Optional[int] = None, chain: Optional[str] = None,
-                  pass_: Union[int, str, None] = None) -> tuple[Graph, Chain, PassInfo]:
-        """Return the (Graph, Chain, PassInfo) asked for (``pass_``: index or name, None for the
-        last pass), defaults as :meth:`pick_chain`; :class:`UnknownItem` names the valid choices."""
-        g, c = self.pick_chain(graph, chain)
-        if not c.passes:
-            raise UnknownItem(f"graph {g.id} {c.kind} has no recorded pass")
-        return g, c, (c.find_pass(pass_) if pass_ is not None else c.passes[-1])
-
     def failures(self) -> list[Failure]:
         """Return every recorded failure, in order."""
         return [Failure(*r) for r in _CHECK_FAILURES(self.store.rows(
