@@ -25,7 +25,7 @@ from .errors import RecordingError
 MAX_JSON_DEPTH = 32
 MAX_TRACE_DEPTH = 200
 # Whatever is compressed in a store (trace texts, rank files) expands to at most this much.
-MAX_DECOMPRESSED = 512 << 20
+MAX_DECOMPRESSED = 256 << 20
 # Counts a recording states and a reader loops over (world size, ranks) stay below this.
 MAX_COUNT = 1 << 20
 
