@@ -14,6 +14,7 @@ pytest.importorskip("anywidget")
 import thundervis.api as tv  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
+from thundervis.notebook_ext.data import unfolded  # noqa: E402
 from thundervis.notebook_ext import DataError, show  # noqa: E402
 from thundervis.notebook_ext.group_data import NOT_PROFILED  # noqa: E402
 from thundervis.notebook_ext.widget import GroupWidget  # noqa: E402
@@ -115,9 +116,9 @@ def test_comparison_payload_variants_and_differing_lines(profiled_group):
     g = open_group(group)
     with g.open_rank(0) as a, g.open_rank(2) as b:
         expected = side_rows(diff_traces(a.pass_trace(0, "forward", d["index"]), b.pass_trace(0, "forward", d["index"])))
-    assert [row[0] for row in diff["rows"]] == [x.status for x in expected]
-    left = [row[1][2] for row in diff["rows"] if row[0] != "unchanged" and row[1]]
-    right = [row[2][2] for row in diff["rows"] if row[0] != "unchanged" and row[2]]
+    assert [row[0] for row in unfolded(diff["rows"])] == [x.status for x in expected]
+    left = [row[1][2] for row in unfolded(diff["rows"]) if row[0] != "unchanged" and row[1]]
+    right = [row[2][2] for row in unfolded(diff["rows"]) if row[0] != "unchanged" and row[2]]
     assert any("tanh" in t for t in left) and any("sigmoid" in t for t in right), (left, right)
 
     # rank 3 differs only in shapes: every line's code is the same, the printed traces say where
