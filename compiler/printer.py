@@ -149,7 +149,7 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
     if callee >= 0:
         spans.append((callee, callee + len(b.sym), CALL))
     has_meta = opts.shapes and b.outputs is not None
-    if has_meta or (b.fusion and b.executor) or opts.uids:
+    if has_meta or (b.executor and (b.fusion or depth == 0)) or opts.uids:
         stmt = stmt.ljust(48) + "  "
         start = len(stmt)
         spans.append((start, 0, COMMENT))
@@ -162,7 +162,7 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
                 short = p.short()
                 spans.append((len(stmt), len(stmt) + len(short), TYPE))
                 stmt += short
-        if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+        if b.executor and (b.fusion or depth == 0):  # who runs it (a fusion's members: its kernel)
             if not first:
                 stmt += "  "
             first = False
@@ -198,6 +198,12 @@ def _close_comment(spans: list, end: int) -> tuple:
     return tuple((a, e or end, k) for a, e, k in spans)
 
 
+def statement_line(b: BoundSymbol, depth: int = 0, opts: PrintOptions = PrintOptions()) -> PrintedLine:
+    """Return the line of ``b`` as :func:`print_lines` prints it (a subsymbol's commented out,
+    ``depth`` > 0), without indentation: what a diff shows for ``b``."""
+    return _statement(b, opts, "", depth)
+
+
 def _with_note(line: PrintedLine, extra: str, had_notes: bool) -> PrintedLine:
     """Return ``line`` with a caller's note comment appended (``PrintOptions.notes``)."""
     text = line.text if had_notes else line.text.ljust(48)
@@ -224,7 +230,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the lines are
         # reused even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
         key = (depth, b.sym, b.uid, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               b.origin if opts.uids else None, b.executor if b.fusion else None)
+               b.origin if opts.uids else None, b.executor)
         hit = memo.get(key)
         if hit is not None:
             lines = hit[1]
