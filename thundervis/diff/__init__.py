@@ -1,6 +1,6 @@
 """The diff engine: pass diffs (align two traces of one chain), their renderings, trace fingerprints
 and run comparison. Pure functions over compiler traces and kernel records; no UI toolkit imports.
-The diff widget is :func:`thundervis.api.diff`."""
+The notebook's diff widget is ``thundervis.show_diff(a, b)`` (:mod:`thundervis.api`)."""
 from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, STATUSES, UNCHANGED, DiffLine,  # noqa: F401
                     TraceDiff, align_lines, diff_traces, intraline_spans)
 from .fingerprint import PassChange, changed_pass_names, pass_changes, trace_fingerprint  # noqa: F401
