@@ -143,6 +143,7 @@ def _compile(job: dict) -> dict:
     names = [k["name"] for k in job["kernels"]]
     texts = {s: _joined(parts, s, names) for s, parts in stages.items()}
     lines = {s: _joined_lines([mc.line_map(s, t, path) for t in parts]) for s, parts in stages.items()}
+    texts["sass"], lines["sass"] = _without_line_comments(texts["sass"], lines["sass"])
     return {"stages": texts, "lines": lines, "functions": functions, "resources": _summary(functions),
             "mix": mc.instruction_mix(texts["sass"]), "triton": triton.__version__, "file": path}
 
@@ -152,6 +153,12 @@ def _joined(parts: list[str], stage: str, names: list[str]) -> str:
         return parts[0]
     mark = ";" if stage == "llir" else "//"
     return "\n".join(f"{mark} ---- {name} ----\n{text.rstrip(chr(10))}" for name, text in zip(names, parts))
+
+
+def _without_line_comments(sass: str, lines: list[int]) -> tuple[str, list[int]]:
+    """Drop nvdisasm's ``//## File ...`` comments (each instruction carries its line in the map)."""
+    keep = [(t, n) for t, n in zip(sass.splitlines(), lines) if not t.lstrip().startswith("//##")]
+    return "\n".join(t for t, _ in keep) + "\n", [n for _, n in keep]
 
 
 def _joined_lines(maps: list[list[int]]) -> list[int]:
