@@ -127,3 +127,19 @@ def test_run_rejects_unknown_target(tmp_path, capsys):
     script = write_script(tmp_path, "t.py", "model(torch.randn(4, 8))\n")
     code, out, err = run_cli(capsys, "run", "--no-view", "--target", "sm_42", "--out", tmp_path / "x.tvrec", script)
     assert code == 2 and "unknown GPU target 'sm_42'" in err and not (tmp_path / "x.tvrec").exists()
+
+
+def test_asm_imports_neither_torch_nor_triton(built):
+    """``asm`` reads through the reader only: a fresh interpreter answers without torch or Triton."""
+    import subprocess
+    import sys
+    path, _ = built
+    probe = ("import contextlib, io, json, sys\nfrom thundervis.cli import main\nout = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out):\n    code = main(sys.argv[1:])\n"
+             "print(json.dumps({'code': code, 'heavy': sorted(m for m in ('torch', 'triton') if m in sys.modules),"
+             " 'n': len(out.getvalue())}))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    p = subprocess.run([sys.executable, "-c", probe, "asm", path, _kernels(path)[0], "--stage", "ptx"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["code"] == 0 and r["heavy"] == [] and r["n"] > 1000, (r, p.stderr[-500:])
