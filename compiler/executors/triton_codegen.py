@@ -29,6 +29,7 @@ helpers and value kinds are :mod:`.triton_region` (re-exported here).
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
@@ -40,6 +41,10 @@ from .triton_region import (ATEN_OPS, FREE_OPS, Const, Tile, Unfusable, Virtual,
                             prim_name, reduce_dims, reduction_domain, slice_params)
 from .triton_loop import LoopedReductions
 from .triton_reindex import ReindexOps
+
+
+# The source text ops.literal writes for a number: 1.5, -3e+38, 7, float('-inf'), float('nan').
+_LITERAL = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|float\('(-?inf|nan)'\)")
 
 
 class Part(ReindexOps, LoopedReductions):
@@ -217,6 +222,10 @@ class Part(ReindexOps, LoopedReductions):
     def cast(self, expr: str, src: str, dst: str) -> str:
         if src == "number":
             return ops.literal(expr, dst)
+        m = _LITERAL.fullmatch(expr) if src != dst else None
+        if m:  # a constant of a half type: a Python number has no .to(); write it in the target dtype
+            text = m.group(1) or m.group(2)
+            return ops.literal(int(text) if text.lstrip("-").isdigit() else float(text), dst)
         if src == dst:
             return expr
         if dst == "bool":
