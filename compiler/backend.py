@@ -312,6 +312,30 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
     return compiler(gm, example_inputs)
 
 
+def plan_records(step: Callable, *args) -> tuple[list, list]:
+    """Plan every Triton kernel of what ``step(compile, *args)`` compiles and runs once, from shapes
+    alone: ``compile`` is ``torch.compile`` with the planning executor (``aot.shape_plan``: kernels
+    planned for a CUDA device, never launched), meant for ``meta`` tensors. Return (the Triton kernel
+    records, the chains that failed to compile as (graph, chain, error))."""
+    from .aot import shape_plan  # noqa: F401  (registers the triton_planning executor)
+
+    class Records(CompileObserver):
+        def __init__(self):
+            self.records, self.failures = [], []
+
+        def kernels_built(self, graph, chain, kernels):
+            self.records += [k for k in kernels if k.executor == "triton"]
+
+        def chain_failed(self, graph, chain, error, tb):
+            self.failures.append((graph, chain, error))
+    torch._dynamo.reset()
+    reset_graph_ids()
+    obs = Records()
+    backend = ThundervisCompiler(executors=["triton_planning"], observer=obs)
+    step(lambda fn: torch.compile(fn, backend=backend), *args)
+    return obs.records, obs.failures
+
+
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
         observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
         targets=None, **compile_kwargs):

@@ -4,22 +4,21 @@
 the Triton executor planning every region as if its tensors were on a CUDA device, whatever device
 they are on (``meta`` tensors, which carry only shapes, dtypes and strides): it claims and fuses like
 the CUDA executor (half-precision types included), generates each region's CUDA plan, and runs a
-region, if it is ever called, through the reference interpreter. :func:`plan_records` compiles a
-function on meta tensors with it and returns the Triton kernel records, which
+region, if it is ever called, through the reference interpreter. ``backend.plan_records`` compiles
+a function on meta tensors with it and returns the Triton kernel records, which
 :class:`.pool.AheadOfTime` compiles for real targets: the kernels of a Llama-7B layer at full size
 are planned and compiled on a laptop.
 """
 from __future__ import annotations
 
 import importlib.util
-from typing import Callable, Optional
+from typing import Optional
 
 from ..executors.base import BuiltKernel, KernelBuildError, register_executor
 from ..executors.triton_codegen import Unfusable
 from ..executors.triton_executor import TritonExecutor, _reference
 from ..executors.triton_plan import generate
 from ..ir import BoundSymbol
-from ..observer import CompileObserver
 
 
 class PlanningTritonExecutor(TritonExecutor):
@@ -46,28 +45,3 @@ class PlanningTritonExecutor(TritonExecutor):
 
 
 register_executor("triton_planning", PlanningTritonExecutor)
-
-
-class _Records(CompileObserver):
-    def __init__(self):
-        self.records, self.failures = [], []
-
-    def kernels_built(self, graph, chain, kernels):
-        self.records += list(kernels)
-
-    def chain_failed(self, graph, chain, error, tb):
-        self.failures.append((graph, chain, error))
-
-
-def plan_records(step: Callable, *args) -> tuple[list, list]:
-    """Compile the modules ``step`` calls on meta tensors (it runs ``torch.compile``-d code once,
-    forward and backward if it calls backward), with the planning executor; return (the Triton
-    kernel records, the chains that failed to compile as (graph, chain, error))."""
-    import torch
-    from ..backend import ThundervisCompiler, reset_graph_ids
-    torch._dynamo.reset()
-    reset_graph_ids()
-    obs = _Records()
-    backend = ThundervisCompiler(executors=["triton_planning"], observer=obs)
-    step(lambda fn: torch.compile(fn, backend=backend), *args)
-    return [r for r in obs.records if r.executor == "triton"], obs.failures

@@ -108,7 +108,7 @@ def test_model_zoo_compiles_for_sm90(name):
 
 
 def _planned(step, *args):
-    from thundervis.compiler.aot.shape_plan import plan_records
+    from thundervis.compiler.backend import plan_records
     records, failures = plan_records(step, *args)
     assert records and failures == []
     return records
