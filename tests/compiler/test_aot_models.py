@@ -71,9 +71,9 @@ def test_example_compiles_for_sm80_and_sm90_without_spills():
     reset_graph_ids()
     obs = Builds()
     aot = AheadOfTime((80, 90), obs, workers=2)
-    model, data, _ = build()
+    model, batches = build()
     backend = ThundervisCompiler(executors=["triton", "torch"], observer=obs, aot=aot)
-    train(torch.compile(model, backend=backend), data, steps=1)
+    train(model, batches, steps=1, compile_fn=lambda m: torch.compile(m, backend=backend))
     stats = aot.finish(3000)
     assert obs.records and not obs.failures
     assert stats["failed"] == 0 and stats["unfinished"] == 0 and stats["distinct"] < stats["kernels"]
