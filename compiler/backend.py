@@ -34,6 +34,7 @@ from .source import call_site
 _graph_ids = itertools.count()
 _defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None}
 _lock = threading.Lock()
+_OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
@@ -122,10 +123,14 @@ def ahead_of_time(targets, observer: Optional[CompileObserver], aot=None):
     archs = local_targets() if targets == "local" else parse_targets(targets)
     if not archs:
         return None
-    from .aot.pool import AheadOfTime
-    made = AheadOfTime(archs, observer)
-    import atexit
-    atexit.register(made.finish, 30.0)  # nobody else ends a compiler-owned one: bounded wait at exit
+    key = (archs, id(observer))
+    with _lock:
+        made = _OWN_AOT.get(key)
+        if made is None:  # one per targets and observer: backend="thundervis" makes a compiler per graph
+            from .aot.pool import AheadOfTime
+            made = _OWN_AOT[key] = AheadOfTime(archs, observer)
+            import atexit
+            atexit.register(made.finish, 30.0)  # nobody else ends a compiler-owned one: bounded wait at exit
     return made
 
 
