@@ -222,3 +222,22 @@ def test_unfinished_builds_are_reported_not_waited_for():
     stats = aot.finish(0.0)
     assert stats["unfinished"] == 1 and obs.builds[0][4]["status"] == "unfinished"
     assert aot.pending() == 0 or aot._pool is None
+
+
+def test_plan_from_shapes_alone_on_meta_tensors():
+    """bf16 on ``meta`` tensors: the planning executor fuses as on a CUDA device (half types
+    included, which the CPU interpreter refuses) and never launches a kernel; a 40000-wide softmax
+    gets a looped GPU plan."""
+    from thundervis.compiler.backend import plan_records
+
+    def step(compile, w, x):
+        y = compile(lambda x, w: torch.softmax(torch.nn.functional.silu(x @ w), -1))(x, w)
+        y.float().sum().backward()
+    with torch.device("meta"):
+        w = torch.empty(64, 40000, dtype=torch.bfloat16, requires_grad=True)
+        x = torch.empty(8, 64, dtype=torch.bfloat16)
+    records, failures = plan_records(step, w, x)
+    assert failures == [] and records
+    assert all(r.details.get("planned_only") for r in records)
+    assert any(p.dtype == "bfloat16" for r in records for p in r.inputs)
+    assert any("looped in chunks" in plan_for_gpu(r).kernel.source for r in records)
