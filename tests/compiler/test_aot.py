@@ -135,14 +135,21 @@ def test_gpu_plan_spreads_over_blocks():
     (lambda x: torch.nn.functional.layer_norm(x, (8192,)), (2, 8192), True),
     (lambda x: x.var(-1, correction=0) + x.amin(-1), (3, 7000), True),
     (lambda x: x.sum(0) * 2.0, (20000, 8), True),
+    # a whole tensor to one value: split over 16 programs, then the partial results reduced
+    (lambda x: (x * x).sum() * 0.5, (64, 1000), "split"),
+    (lambda x: x.abs().amax(), (60000,), "split"),
+    (lambda x: (torch.tanh(x), x.sum(dim=(0, 1), keepdim=True) + 1), (128, 400), "split"),
 ])
 def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
     """The GPU plan's module, run by Triton's interpreter on CPU tensors, matches the region's
-    reference, looped reductions included."""
+    reference, looped and split reductions included."""
     x = torch.randn(*shape)
     (rec,) = triton_records(fn, x)
     ks = plan_for_gpu(rec).kernel
-    assert ("looped in chunks" in ks.source) == looped
+    if looped == "split":
+        assert ks.plan == "launches" and [k.grid for k in ks.kernels] == [16, 1] and ks.grid == 16
+    else:
+        assert ("looped in chunks" in ks.source) == looped
     path = tmp_path / "gpu_plan.py"
     path.write_text(ks.source)
     spec = importlib.util.spec_from_file_location("gpu_plan_under_test", path)
@@ -151,6 +158,7 @@ def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
     inputs = [torch.randn(p.shape, dtype=torch.float32) for p in rec.region.inputs]
     got = mod.launch(*inputs)
     want = run_trace(rec.region.replace(symbols=tuple(b for b in rec.region.symbols if b.sym != "del")), list(inputs))
+    assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * max(1.0, w.abs().max().item()))
 
