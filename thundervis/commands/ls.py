@@ -50,9 +50,12 @@ def summary_dict(rec) -> dict:
     from thundervis.present.status import chain_counts, fallback_reasons, fallbacks
     d = rec.overview().as_json()
     fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
+    from thundervis.present.asm import target_summaries
+    targets = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     for g in d["graphs"]:
         for k in g["fusions"]:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
+            k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
@@ -161,6 +164,9 @@ def summary_text(rec, passes: bool = True) -> str:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
             ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
             lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
+            if k.get("targets"):
+                from thundervis.present.asm import target_line
+                lines.append(f"         {target_line(k['targets'])}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
