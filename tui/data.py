@@ -92,6 +92,12 @@ class KernelRow:
     share: Optional[float] = None
     gbps: Optional[float] = None
     fallback: Optional[str] = None  # why it fell back to torch at run time
+    # The roofline model on the overview's ``roofline_target`` (thundervis.present.roofline).
+    roofline_us: Optional[float] = None
+    roofline_bound: Optional[str] = None
+    bytes_moved: Optional[int] = None
+    flops: Optional[int] = None
+    pct_of_roofline: Optional[float] = None  # only for a time measured on a GPU
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,7 @@ class Overview:
     kernels: tuple[KernelRow, ...]
     revision: object
     collectives_between: int = 0
+    roofline_target: Optional[str] = None  # what the kernels' roofline µs are modelled on
 
     def chain(self, graph: int, kind: str) -> Optional[ChainRow]:
         """Return the chain ``kind`` of graph ``graph`` (None when absent)."""
@@ -202,6 +209,7 @@ class RecordingData:
         self._caches: dict[str, dict] = {"trace": {}, "lines": {}, "rows": {}}
         self._memo_lock = threading.Lock()
         self._inflight: dict[tuple, threading.Event] = {}
+        self._roofline_costs: dict = {}  # final pass -> its costs (chain_costs' cache)
 
     def close(self) -> None:
         """Close the recording."""
@@ -231,6 +239,7 @@ class RecordingData:
         run_row = RunRow(run.target, tuple(str(a) for a in (run.argv or [])[1:]), run.status, run.exit_code,
                          run.traceback, run.device, run.torch, run.duration_s)
         out, kernels = [], []
+        roofline, roofline_target = self._roofline()
         for g in ov.graphs:
             whole = next((f.error for f in g.failures if f.chain is None), None)
             chains = []
@@ -245,14 +254,28 @@ class RecordingData:
                                 tuple(chains), whole))
             for k in g.kernels:
                 t = k.timing
+                r = roofline.get(k.id)
                 kernels.append(KernelRow(
                     k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
                     tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members), tuple(k.sources),
                     k.language, k.note, t.calls if t else None, t.median_us if t else None,
                     t.share if t else None, t.gbps if t else None,
-                    fallbacks.get((k.graph, k.chain, k.name))))
+                    fallbacks.get((k.graph, k.chain, k.name)),
+                    *((r.roofline_us, r.bound, r.bytes_read + r.bytes_written, r.flops, r.pct_of_roofline)
+                      if r is not None else ())))
         return Overview(self.path, run_row, tuple(out), tuple(kernels), ov.revision,
-                        count_between((e.event, e.data) for e in events))
+                        count_between((e.event, e.data) for e in events), roofline_target)
+
+    def _roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: RooflineRow}, what it is modelled on); ({}, None) when the traces
+        cannot be read (the kernels table then shows no roofline)."""
+        from thundervis.present.roofline import chain_costs, roofline_rows, target_label
+        try:
+            costs = self._call(chain_costs, self._rec, self._roofline_costs)
+            rows = self._call(roofline_rows, self._rec, None, costs)
+            return {r.kernel_id: r for r in rows if r.kernel_id is not None}, self._call(target_label, self._rec)
+        except DataError:
+            return {}, None
 
     def communication(self):
         """Return the run's communication (a ``tui.comm_data.CommunicationInfo``: the ops traced into

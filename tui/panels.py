@@ -169,6 +169,16 @@ def symbol_details(d: SymbolDetail) -> Text:
     return t
 
 
+def bytes_text(n: Optional[int]) -> str:
+    """Return a byte count as ``12.7 KB`` / ``3.1 MB`` (decimal units, like bandwidths)."""
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
 def kernel_summary(k: KernelRow) -> Text:
     """Return the header of a kernel's detail: name, executor, where, ops, sources, timing."""
     t = Text()
@@ -182,6 +192,11 @@ def kernel_summary(k: KernelRow) -> Text:
         share = f" · {k.share * 100:.1f}% of step" if k.share is not None else ""
         t.append(f"median {k.median_us:.1f} µs over {k.calls} calls{share}"
                  + (f" · {k.gbps:.3g} GB/s" if k.gbps else "") + "\n")
+    if k.roofline_us is not None:
+        pct = f" · measured at {k.pct_of_roofline:.0f}% of roofline" if k.pct_of_roofline is not None else \
+            (" · measured time is not a GPU time: no % of roofline" if k.median_us is not None else "")
+        t.append(f"roofline {k.roofline_us:.3g} µs ({k.roofline_bound}-bound) · {bytes_text(k.bytes_moved)} moved · "
+                 f"{k.flops:,} FLOPs{pct}\n")
     t.append(f"{k.n_ops} ops: ", style=HEAD)
     t.append(", ".join(visible_line(o).removeprefix("prims.") for o in k.ops[:40])
              + (" …" if len(k.ops) > 40 else "") + "\n")

@@ -28,6 +28,8 @@ SORT_KEYS = {
     "ops": lambda k: -k.n_ops,
     "calls": lambda k: -(k.calls or 0),
     "median": lambda k: -(k.median_us or 0.0),
+    "roofline µs": lambda k: -(k.roofline_us or 0.0),
+    "% roof": lambda k: -(k.pct_of_roofline or 0.0),
     "share": lambda k: -(k.share or 0.0),
     "GB/s": lambda k: -(k.gbps or 0.0),
     "sources": lambda k: (k.source_lines[:1], k.id),
@@ -100,6 +102,8 @@ class KernelsScreen(Screen):
                 name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 "-" if k.median_us is None else f"{k.median_us:.1f} µs",
+                "-" if k.roofline_us is None else f"{k.roofline_us:.3g}",
+                "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%",
                 "-" if k.share is None else f"{k.share * 100:.1f}%",
                 "-" if not k.gbps else f"{k.gbps:.3g}",
                 visible_line(", ".join(k.source_lines[:3]) + (" …" if len(k.source_lines) > 3 else "")),
@@ -107,8 +111,10 @@ class KernelsScreen(Screen):
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
             " · not profiled (thundervis run --profile records times)"
-        self.query_one("#ktitle", Static).update(Text(
-            f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True)))
+        roof = f" · roofline on {self.overview.roofline_target}" if self.overview.roofline_target else ""
+        title = Text(f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True))
+        title.append(visible_line(roof), style=Style(dim=True))
+        self.query_one("#ktitle", Static).update(title)
         if keep is not None:
             for row, k in enumerate(self.kernels):
                 if k.id == keep:

@@ -13,6 +13,7 @@ from thundervis.gpus import GPUS, UnknownGPU, gpu_for
 from thundervis.roofline import Cost, addressed_elements, fusion_cost, op_cost, trace_costs
 
 from core_helpers import run_cli
+from roofline_fixtures import FUSION, MM, roofline_recording
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "targets.md")
 
@@ -194,38 +195,12 @@ def test_roofline_us_is_the_larger_of_memory_and_compute():
 
 # ----------------------------------------------------------------------------------- ls output
 
-def _recording(path: str, timing_clock: str = "host") -> str:
-    """A recording with one forward chain: a fusion (add of a broadcast bias + tanh) and a torch mm."""
-    from thundervis.recording import RecordingObserver
-    from thundervis.compiler.serialize import _proxy_json, trace_to_dict
-    x, w, b = P("x", (64, 128)), P("w", (128, 256), (1, 128)), P("b", (256,))
-    y, bb, t0, t1 = P("y", (64, 256)), P("bb", (64, 256), (0, 1)), P("t0", (64, 256)), P("t1", (64, 256))
-    members = (S("prims.expand", (b, (64, 256)), bb, "f2"), S("prims.add", (y, bb), t0, "f3"),
-               S("prims.tanh", (t0,), t1, "f4"))
-    fus = fusion("fw_fusion_0", [y, b], members, [t1], uid="f9")
-    mm = S("prims.mm", (x, w), y, "f1")
-    final = Trace("forward", (x, w, b), (mm, fus), (t1,), chain="forward", graph=0, pass_name="codegen")
-    region = Trace("fw_fusion_0", (y, b), members, (t1,), chain="forward", graph=0, pass_name="fuse")
-    record = {"name": "fw_fusion_0", "executor": "triton", "uid": "f9", "members": ["f2", "f3", "f4"],
-              "ops": ["prims.expand", "prims.add", "prims.tanh"], "code": "# code\n", "language": "python",
-              "inputs": [_proxy_json(y), _proxy_json(b)], "outputs": [_proxy_json(t1)],
-              "source_lines": [], "pass": "fuse", "note": None, "trace": trace_to_dict(region)}
-    with RecordingObserver(path) as rec:
-        rec.start_run(script=os.path.abspath(__file__), module=None, argv=["x.py"], cwd=os.getcwd())
-        rec.graph_started(0, {"n_inputs": 3, "n_nodes": 4})
-        rec.pass_done(0, "forward", 0, "codegen", final, 0.001, True)
-        rec.kernels_built(0, "forward", [record])
-        rec.graph_finished(0, 0.01)
-        rec.finish_run("ok", 0)
-    return path
-
-
 MM = (2 * 64 * 128 * 256, (64 * 128 + 128 * 256) * 4, 64 * 256 * 4)  # flops, read, written
 FUSION = (2 * 64 * 256, (64 * 256 + 256) * 4, 64 * 256 * 4)
 
 
 def test_ls_prints_the_modelled_step_time(tmp_path, capsys):
-    path = _recording(str(tmp_path / "r.tvrec"))
+    path = roofline_recording(str(tmp_path / "r.tvrec"))
     h = GPUS["h100"]
     expect = max((MM[1] + MM[2]) / h.hbm_bytes_per_s, MM[0] / h.fp32_flops) * 1e6 + \
         max((FUSION[1] + FUSION[2]) / h.hbm_bytes_per_s, FUSION[0] / h.fp32_flops) * 1e6
@@ -242,7 +217,7 @@ def test_ls_prints_the_modelled_step_time(tmp_path, capsys):
 
 
 def test_ls_json_has_roofline_per_fusion_and_the_step(tmp_path, capsys):
-    path = _recording(str(tmp_path / "r.tvrec"))
+    path = roofline_recording(str(tmp_path / "r.tvrec"))
     code, out, _ = run_cli(capsys, "ls", "--json", "--gpu", "sm_80,sm_90,sm_100", path)
     d = json.loads(out)
     assert code == 0 and set(d["modelled_step"]) == {"sm_80", "sm_90", "sm_100"}
@@ -261,9 +236,20 @@ def test_ls_json_has_roofline_per_fusion_and_the_step(tmp_path, capsys):
 def test_rows_compare_with_measured_time_only_on_a_gpu(tmp_path):
     from thundervis.present.roofline import roofline_rows
     from thundervis.recording import open_recording
-    path = _recording(str(tmp_path / "r.tvrec"))
+    path = roofline_recording(str(tmp_path / "r.tvrec"))
     with open_recording(path) as rec:
         rows = roofline_rows(rec, "h100")
     assert [(r.name, r.kind) for r in rows] == [("prims.mm", "matmul"), ("fw_fusion_0", "fusion")]
     assert rows[1].kernel_id is not None and rows[1].flops == FUSION[0]
     assert all(r.pct_of_roofline is None and r.measured_us is None for r in rows)
+    h = GPUS["h100"]
+    for clock, pct in (("device", True), ("host", False)):
+        path = roofline_recording(str(tmp_path / f"{clock}.tvrec"), clock, fusion_us=5.0, mm_us=8.0)
+        with open_recording(path) as rec:
+            mm, fus = roofline_rows(rec, "sm_90")
+        assert (mm.measured_us, fus.measured_us, fus.clock) == (8.0, 5.0, clock)
+        if pct:
+            roof = (FUSION[1] + FUSION[2]) / h.hbm_bytes_per_s * 1e6
+            assert fus.pct_of_roofline == pytest.approx(roof / 5.0 * 100) and mm.pct_of_roofline is not None
+        else:  # a CPU time is never compared with a GPU roofline
+            assert fus.pct_of_roofline is None and mm.pct_of_roofline is None

@@ -70,8 +70,9 @@ class ChainCosts(dict):
         self.left_out = tuple(left_out)
 
 
-def chain_costs(rec) -> ChainCosts:
-    """Return the :class:`ChainCosts` of every forward, backward or inference chain of the recording."""
+def chain_costs(rec, cache: Optional[dict] = None) -> ChainCosts:
+    """Return the :class:`ChainCosts` of every forward, backward or inference chain of the recording.
+    ``cache`` (a dict the caller keeps, keyed by final pass): a live viewer re-reads only new chains."""
     from thundervis.recording import RecordingError
     costs, left_out = {}, []
     for g in rec.overview().graphs:
@@ -82,7 +83,12 @@ def chain_costs(rec) -> ChainCosts:
                 left_out.append((g.id, c.kind, "ran eagerly" if c.status == "failed" else c.status))
                 continue
             try:
+                if cache is not None and c.last in cache:
+                    costs[(g.id, c.kind)] = cache[c.last]
+                    continue
                 costs[(g.id, c.kind)] = trace_costs(rec.pass_trace(c.last))
+                if cache is not None:
+                    cache[c.last] = costs[(g.id, c.kind)]
             except RecordingError as e:
                 left_out.append((g.id, c.kind, str(e)))
     return ChainCosts(costs, left_out)
@@ -149,6 +155,16 @@ def roofline_rows(rec, gpu: Optional[str] = None, costs=None) -> list[RooflineRo
                                     c.bytes_read, c.bytes_written, c.flops, c.precision, target, g.name, roof,
                                     c.bound(g), measured, t.clock if t else None, t.device if t else None, pct))
     return rows
+
+
+def target_label(rec, gpu: Optional[str] = None) -> str:
+    """Return what the roofline column is modelled on, e.g. ``sm_90 H100 SXM`` (``, assumed`` when
+    no target was recorded and none was asked for)."""
+    if gpu:
+        return f"{_key(gpu)} {gpu_for(gpu).name}"
+    targets, assumed = model_targets(rec)
+    t, g = next(iter(targets.items()))
+    return f"{t} {g.name}" + (" (no target recorded: sm_90 assumed)" if assumed else "")
 
 
 def _key(spec: str) -> str:
