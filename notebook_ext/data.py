@@ -191,6 +191,19 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
+        None) when the traces cannot be read."""
+        from thundervis.present.roofline import roofline_rows, target_label
+        try:
+            with self._lock:
+                rows = roofline_rows(self.rec)
+                label = target_label(self.rec)
+        except RecordingError:
+            return {}, None
+        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+
     @staticmethod
     def kernels_json(graph) -> list:
         """Return the kernels of ``graph`` (``KernelInfo.as_json()``: ops, members, source lines,
@@ -275,6 +288,7 @@ class RecordingData:
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
+        roofline, roofline_target = self.roofline()
         graphs = []
         for g in self.graphs():
             chains = []
@@ -299,12 +313,13 @@ class RecordingData:
             graphs.append({"id": g.id, "reason": g.reason, "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": self.kernels_json(g)})
+                           "kernels": [dict(k, roofline=roofline.get(k["id"])) for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
-                "lines": table.items, "sources": sources.items, "communication": communication}
+                "lines": table.items, "sources": sources.items, "communication": communication,
+                "roofline_target": roofline_target}
 
     def handle(self, request: dict) -> dict:
         """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
