@@ -231,6 +231,10 @@ def test_ls_json_has_roofline_per_fusion_and_the_step(tmp_path, capsys):
     step = d["modelled_step"]["sm_90"]
     assert step["gpu"] == "H100 SXM" and step["kernels"] == 1 and step["torch_ops"] == 1 and not step["assumed"]
     assert [c["chain"] for c in step["chains"]] == ["forward"]
+    mm, fus = d["roofline"]
+    assert (mm["name"], mm["kind"], mm["flops"], mm["target"], mm["gpu"]) == ("prims.mm", "matmul", MM[0], "sm_80",
+                                                                               "A100 80GB SXM")
+    assert (fus["name"], fus["bytes_read"], fus["pct_of_roofline"]) == ("fw_fusion_0", FUSION[1], None)
 
 
 def test_rows_compare_with_measured_time_only_on_a_gpu(tmp_path):

@@ -67,13 +67,15 @@ def summary_dict(rec, gpus=None) -> dict:
 
 def add_roofline(d: dict, rec, gpus=None) -> None:
     """Merge the roofline model into the ``ls --json`` document ``d``: ``modelled_step.<target>``,
-    and per fusion ``roofline`` (bytes, FLOPs) and ``targets.<target>.roofline_us`` (merged beside
+    ``roofline`` (a row per kernel and torch matmul/attention/convolution on the first target), and
+    per fusion ``roofline`` (bytes, FLOPs) and ``targets.<target>.roofline_us`` (merged beside
     what other per-target producers put there). An unknown GPU name is a UserError."""
     from thundervis.gpus import UnknownGPU
-    from thundervis.present.roofline import chain_costs, fusion_model, fusion_targets, step_models
+    from thundervis.present.roofline import chain_costs, fusion_model, fusion_targets, roofline_rows, step_models
     try:
         costs = chain_costs(rec)
         d["modelled_step"] = {s.target: s.as_json() for s in step_models(rec, gpus, costs)}
+        d["roofline"] = [r.as_json() for r in roofline_rows(rec, (gpus or [None])[0], costs)]
         per_target, model = fusion_targets(rec, costs, gpus), fusion_model(costs)
     except UnknownGPU as e:
         raise UserError(str(e) + ".") from None
