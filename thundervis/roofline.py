@@ -167,10 +167,21 @@ def precision_of(dtype: str) -> str:
 
 # ---------------------------------------------------------------------------------- FLOPs
 
-def _is_causal(b: BoundSymbol, position: int) -> bool:
+# Where each attention op takes ``is_causal`` positionally (ATen schemas).
+CAUSAL_POSITION = {
+    "scaled_dot_product_attention": 5, "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_flash_attention_for_cpu": 4, "_scaled_dot_product_efficient_attention": 6,
+    "_scaled_dot_product_cudnn_attention": 6, "_scaled_dot_product_flash_attention_backward": 11,
+    "_scaled_dot_product_flash_attention_for_cpu_backward": 7,
+    "_scaled_dot_product_efficient_attention_backward": 11, "_scaled_dot_product_cudnn_attention_backward": 14,
+}
+
+
+def _is_causal(b: BoundSymbol) -> bool:
     if isinstance(b.kwargs.get("is_causal"), bool):
         return b.kwargs["is_causal"]
-    return len(b.args) > position and b.args[position] is True
+    position = CAUSAL_POSITION.get(op_name(b.sym))
+    return position is not None and len(b.args) > position and b.args[position] is True
 
 
 def attention_flops(b: BoundSymbol) -> int:
@@ -184,7 +195,7 @@ def attention_flops(b: BoundSymbol) -> int:
     batch = _numel(q.shape[:-2])
     L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
     flops = 2 * batch * L * S * (E + Ev)
-    if _is_causal(b, 11 if backward else (4 if "flash" in b.sym else 6)):
+    if _is_causal(b):
         flops //= 2
     return int(flops * 2.5) if backward else flops
 

@@ -123,6 +123,10 @@ def test_attention_flops_forward_backward_causal():
     outs = (P("dq", q.shape, dtype="bfloat16"), P("dk", k.shape, dtype="bfloat16"), P("dv", v.shape, dtype="bfloat16"))
     bwd = op_cost(S("aten._scaled_dot_product_flash_attention_backward.default", (g, q, k, v, o), outs, "b1"))
     assert bwd.flops == int(full * 2.5) and bwd.precision == "bf16"
+    lse = P("lse", (2, 8, 128))
+    cpu_bwd = op_cost(S("aten._scaled_dot_product_flash_attention_for_cpu_backward.default",
+                        (g, q, k, v, o, lse, 0.0, True), outs, "b2"))
+    assert cpu_bwd.flops == int(full // 2 * 2.5)
     kw = op_cost(S("aten._scaled_dot_product_efficient_attention.default", (q, k, v, None, False), (o,), "f3",
                    is_causal=True))
     assert kw.flops == full // 2
@@ -257,3 +261,19 @@ def test_rows_compare_with_measured_time_only_on_a_gpu(tmp_path):
             assert fus.pct_of_roofline == pytest.approx(roof / 5.0 * 100) and mm.pct_of_roofline is not None
         else:  # a CPU time is never compared with a GPU roofline
             assert fus.pct_of_roofline is None and mm.pct_of_roofline is None
+
+
+def test_a_real_recording_models_every_chain_of_every_graph(recorded, capsys):
+    """The torch-executor run of a Linear + tanh model, two graphs (a recompile): the step sums
+    forward and backward of both, and the addmm/mm of the linear layer are costed as matmuls."""
+    path, _ = recorded
+    code, out, _ = run_cli(capsys, "ls", "--json", path)
+    d = json.loads(out)
+    step = d["modelled_step"]["sm_90"]
+    assert code == 0 and step["assumed"] and not step["left_out"]
+    assert sorted((c["graph"], c["chain"]) for c in step["chains"]) == \
+        [(0, "backward"), (0, "forward"), (1, "backward"), (1, "forward")]
+    assert step["us"] == pytest.approx(sum(c["us"] for c in step["chains"])) and step["us"] > 0
+    matmuls = [r for r in d["roofline"] if r["kind"] == "matmul"]
+    assert matmuls and all(r["flops"] > 0 and r["precision"] == "fp32" for r in matmuls)
+    assert all(r["pct_of_roofline"] is None for r in d["roofline"])  # timed on no GPU
