@@ -182,12 +182,15 @@ def _routed_compile(original: Callable, backend) -> Callable:
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
                executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None,
-               notes: Sequence[tuple[str, object]] = ()) -> RunResult:
+               notes: Sequence[tuple[str, object]] = (), targets=None) -> RunResult:
     """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
     :func:`check_output` has validated). Return how it ended; the recording is closed.
     ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None.
     ``notes``: (event, JSON-able data) pairs recorded as events before the script starts (a
-    distributed worker records its rank this way)."""
+    distributed worker records its rank this way). ``targets``: GPU targets every Triton kernel is
+    compiled for ahead of time, in worker processes while the script runs (``"sm_80,sm_90"``;
+    ``"local"``: the local GPU's architecture, none without CUDA; None: none); the run waits for
+    pending builds at its end (bounded, ``$THUNDERVIS_AOT_WAIT_S``)."""
     import torch
     import torch._dynamo
     from thundervis.compiler import backend as backend_mod
@@ -199,8 +202,12 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
     for event, data in notes:
         recorder.note(event, data)
+    aot = backend_mod.ahead_of_time(targets, recorder)
+    if aot is not None:
+        recorder.note("aot_started", {"targets": [f"sm_{a}" for a in aot.targets], "workers": aot.workers})
+        aot.start()
     compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=recorder,
-                                              profile=profile)
+                                              profile=profile, aot=aot)
 
     saved_defaults = dict(backend_mod._defaults)
     saved_argv, saved_path, saved_compile = sys.argv[:], sys.path[:], torch.compile
@@ -216,7 +223,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     try:
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
-        backend_mod.set_defaults(observer=recorder, executors=executors, debug=debug, profile=profile)
+        backend_mod.set_defaults(observer=recorder, executors=executors, debug=debug, profile=profile, aot=aot)
         torch.compile = _routed_compile(saved_compile, compiler)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
@@ -250,12 +257,28 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
             backend_mod.set_defaults(**saved_defaults)
             if in_main:
                 signal.signal(signal.SIGTERM, saved_term)
+            if aot is not None:
+                _finish_aot(aot, recorder, status)
             recorder.finish_run(status, code, tb)
             recorder.close()
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, old_int)
     return RunResult(code, status, recorder.path)
+
+
+def _finish_aot(aot, recorder, status: str) -> None:
+    """Wait (bounded) for the ahead-of-time builds still running and record how they went; an
+    interrupted run does not wait."""
+    pending = aot.pending()
+    if pending and status != "interrupted":
+        print(f"thundervis: waiting for {pending} GPU kernel builds "
+              f"({', '.join(f'sm_{a}' for a in aot.targets)})...", file=sys.stderr, flush=True)
+    try:
+        stats = aot.finish(0.0 if status == "interrupted" else None)
+        recorder.note("aot_finished", stats)
+    except Exception as e:  # the run's end is recorded whatever the builds do
+        recorder.note("aot_failed", {"error": f"{type(e).__name__}: {e}"})
 
 
 def _watch_collectives(recorder):

@@ -55,6 +55,10 @@ class Part(ReindexOps):
         self.read_strides = read_strides or {}
         self.allow_index_put = index_put
         self.lines: list[str] = []
+        # The member symbol each line of ``lines`` was emitted for (its uid; None: set-up lines),
+        # so a compiled instruction can be traced back to the op it came from.
+        self.line_uids: list = []
+        self.current_uid = None
         self.env: dict[str, object] = {}
         self.cache: dict = {}
         self.count = 0
@@ -126,8 +130,13 @@ class Part(ReindexOps):
 
     def emit(self, expr: str, prefix: str = "v") -> str:
         var = self.fresh(prefix)
-        self.lines.append(f"    {var} = {expr}")
+        self.line(f"    {var} = {expr}")
         return var
+
+    def line(self, text: str) -> None:
+        """Append one body line, tagged with the member symbol being generated."""
+        self.lines.append(text)
+        self.line_uids.append(self.current_uid)
 
     def head(self, pid: str) -> list[str]:
         """Return the lines that set up this part's indices and masks for program ``pid``."""
@@ -213,7 +222,9 @@ class Part(ReindexOps):
     # ------------------------------------------------------------------ ops
     def run(self) -> None:
         for b in self.members:
+            self.current_uid = b.uid
             self.op(b)
+        self.current_uid = None
 
     def op(self, b: BoundSymbol) -> None:
         name = prim_name(b)
@@ -356,6 +367,7 @@ class Part(ReindexOps):
 
     # ------------------------------------------------------------------ outputs
     def store(self, k: int, p: TensorProxy) -> None:
+        self.current_uid = next((b.uid for b in self.members if any(q.name == p.name for q in b.flat_outputs())), None)
         level = self.level(numel(p.shape))
         v = self.env.get(p.name)
         if v is None:
@@ -374,7 +386,8 @@ class Part(ReindexOps):
         strides = out_strides(p)
         off = offset(self.index(level), p.shape, strides)
         if level == "scalar":
-            self.lines.append(f"    tl.store({self.p}out{k} + {off}, {var}, mask={self.p}pid == 0)")
+            self.line(f"    tl.store({self.p}out{k} + {off}, {var}, mask={self.p}pid == 0)")
         else:
-            self.lines.append(f"    tl.store({self.p}out{k} + ({off}), {var}, mask={self.mask(level)})")
+            self.line(f"    tl.store({self.p}out{k} + ({off}), {var}, mask={self.mask(level)})")
+        self.current_uid = None
 

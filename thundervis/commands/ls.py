@@ -55,9 +55,12 @@ def summary_dict(rec, gpus=None) -> dict:
         data = e.data if isinstance(e.data, dict) else {}
         if isinstance(data.get("kernel"), str):
             fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
+    from thundervis.present.asm import target_summaries
+    targets = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     for g in d["graphs"]:
         for k in g["fusions"]:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
+            k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
@@ -202,6 +205,9 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
             ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
             lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
+            if k.get("targets"):
+                from thundervis.present.asm import target_line
+                lines.append(f"         {target_line(k['targets'])}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))

@@ -10,8 +10,8 @@ import argparse
 import shlex
 import sys
 
-from thundervis.commands.run_options import (check_run_options, parse_executors, shown_path,
-                                           target_stem)
+from thundervis.commands.run_options import (add_target_argument, check_run_options, parse_executors,
+                                           parse_target_option, shown_path, target_stem)
 from thundervis.errors import UserError
 
 # The executor-list parser's old name (other modules import it from here).
@@ -106,10 +106,11 @@ def cmd_run(args) -> int:
         from thundervis.commands.run_group import cmd_run_group
         return cmd_run_group(args, script, module, script_args)
     executors, profile = check_run_options(args, script, module)  # before the output folder is made
+    targets = parse_target_option(getattr(args, "gpu_targets", None))
     out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
     _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
-                               executors=executors, debug=args.debug, profile=profile)
+                               executors=executors, debug=args.debug, profile=profile, targets=targets)
     shown = shown_path(result.path)
     sys.stdout.flush()
     if result.status == "ok":
@@ -141,6 +142,7 @@ def register(subparsers) -> None:
     p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
     p.add_argument("--no-view", action="store_true", help="do not open the viewer at the end")
     p.add_argument("--debug", action="store_true", help="check every trace after every pass")
+    add_target_argument(p)
     from thundervis.commands.profile_options import add_profile_arguments
     add_profile_arguments(p)
     from thundervis.commands.torchrun_options import add_torchrun_arguments

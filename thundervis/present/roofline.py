@@ -21,22 +21,21 @@ MODELLED_KINDS = ("fusion", "matmul", "attention", "conv")  # the rows of the ro
 # ------------------------------------------------------------------------------- targets
 
 def recorded_targets(rec) -> list[str]:
-    """Return the targets the run was planned for (``run --target``), in order; [] when none was
-    recorded. Read from the reader's ``targets()`` where it has one, else from ``targets`` events."""
-    getter = getattr(rec, "targets", None)
+    """Return the targets the run was planned for (``run --target``: the ``aot_started`` event, else
+    the targets of the recorded kernel builds), in order; [] when none was recorded."""
     found: list = []
-    if callable(getter):
-        found = list(getter() or [])
-    else:
-        for e in rec.events("targets"):
-            data = e.data.get("targets") if isinstance(e.data, dict) else e.data
-            if isinstance(data, list):
-                found.extend(data)
+    for e in rec.events("aot_started"):
+        data = e.data.get("targets") if isinstance(e.data, dict) else None
+        if isinstance(data, list):
+            found.extend(data)
+    if not found and callable(getattr(rec, "kernel_builds", None)):
+        found = [b.target for b in rec.kernel_builds()]
     out = []
     for t in found:
-        t = str(getattr(t, "target", t)).strip().lower()
+        t = str(t).strip().lower()
+        t = f"sm_{t}" if t.isdigit() else t
         if t and t not in out:
-            out.append(t if t.startswith("sm_") or not t.isdigit() else f"sm_{t}")
+            out.append(t)
     return out
 
 

@@ -356,3 +356,20 @@ class Recording(RecordingConnection, SymbolRows):
             return read_rerun_results(self._conn(), kernel_id)
         except sqlite3.Error as e:
             raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+
+    # -- kernels compiled ahead of time for GPU targets -------------------------------------------
+
+    def kernel_builds(self, kernel: Optional[KernelInfo] = None, target: Optional[str] = None) -> list:
+        """Return the ``KernelBuild`` s (recording/builds.py) of one kernel, or of every kernel, per
+        GPU target (``target``: only ``sm_90``); empty for a run without ``--target``."""
+        from .builds import read_builds
+        with self.snapshot():
+            out = (read_builds(self, kernel.graph, kernel.chain, kernel.name) if kernel is not None
+                   else read_builds(self))
+        return [b for b in out if target is None or b.target == target]
+
+    def build_stages(self, build) -> Optional[object]:
+        """Return the ``BuildStages`` (compiled stage texts and line maps) of a ``KernelBuild``,
+        None when it has none (failed, unplanned or unfinished)."""
+        from .builds import read_stages
+        return read_stages(self, build)

@@ -350,6 +350,12 @@ class RecordingObserver(CompileObserver):
                            _json(k)))
         self._write(f"kernels of graph {graph} {chain}", fn)
 
+    def kernel_compiled(self, graph: int, chain: str, kernel: str, target: str, build: dict) -> None:
+        """Record a kernel compiled ahead of time for ``target`` (or its failure); see recording/builds.py."""
+        from .builds import store_build
+        self._write(f"the {target} build of {kernel}",
+                    lambda c: store_build(c, graph, chain, kernel, target, build))
+
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Record a compile (or first-call) failure; the chain or graph ran eagerly."""
         if chain is not None:
