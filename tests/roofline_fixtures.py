@@ -32,9 +32,35 @@ def fusion(name, inputs, members, outputs, uid="f90"):
                        executor="triton")
 
 
-def roofline_recording(path: str, clock: Optional[str] = None, fusion_us: float = 5.0, mm_us: float = 8.0) -> str:
+HOSTILE_ASM = "[bold red]pwned[/] <script>x()</script> \x1b[31m"
+
+# The compiled Triton source of the fixture's sm_90 build: line 3 loads (uid f3's add), line 4 is
+# the tanh (f4); line_uids maps them, the SASS lines point at them.
+TRITON_SOURCE = "@triton.jit\ndef kernel(in0, out0):\n    x = tl.load(in0) + 1\n    y = tanh(x)\n    tl.store(out0, y)\n"
+SASS = ["        /*0000*/  MOV R1, c[0x0][0x28] ;", "        /*0010*/  LDG.E.128 R4, [R2.64] ;",
+        "        /*0020*/  FADD R4, R4, R5 ;", "        /*0030*/  MUFU.TANH R6, R4 ;",
+        "        /*0040*/  STG.E [R8.64], R6 ;  // " + HOSTILE_ASM, "        /*0050*/  EXIT ;"]
+SASS_LINES = [0, 3, 3, 4, 5, 0]
+
+
+def build_record() -> dict:
+    """The sm_90 build of ``fw_fusion_0`` as ``compiler.aot.pool`` reports it (SASS and PTX only)."""
+    return {"status": "ok", "build_key": "k-fw0", "seconds": 1.5,
+            "resources": {"registers": 32, "spills": 0, "shared_bytes": 0, "local_bytes": 0, "num_warps": 4},
+            "occupancy": {"occupancy": 1.0, "limited_by": "warps"}, "plan": {"plan": "pointwise", "grid": 16},
+            "line_uids": {"3": "f3", "4": "f4"},
+            "members": {"f3": {"sym": "prims.add", "file": "/work/model.py", "line": 7},
+                        "f4": {"sym": "prims.tanh", "file": "/work/model.py", "line": 8}},
+            "source": TRITON_SOURCE,
+            "stages": {"sass": "\n".join(SASS), "ptx": "ld.global.v4.f32 {%f1}, [%rd1];\nadd.f32 %f2, %f1, 1.0;"},
+            "lines": {"sass": SASS_LINES, "ptx": [3, 3]}}
+
+
+def roofline_recording(path: str, clock: Optional[str] = None, fusion_us: float = 5.0, mm_us: float = 8.0,
+                       build: bool = False) -> str:
     """Write the recording at ``path``; ``clock`` ``device`` (timed on cuda:0) or ``host`` (on cpu)
-    adds a profiler summary with the given medians. Return ``path``."""
+    adds a profiler summary with the given medians; ``build`` records an sm_90 build of the fusion
+    (:func:`build_record`, an ``aot_started`` event naming sm_90). Return ``path``."""
     from thundervis.compiler.serialize import _proxy_json, trace_to_dict
     from thundervis.recording import RecordingObserver
     x, w, b = P("x", (64, 128)), P("w", (128, 256), (1, 128)), P("b", (256,))
@@ -54,6 +80,9 @@ def roofline_recording(path: str, clock: Optional[str] = None, fusion_us: float 
         rec.graph_started(0, {"n_inputs": 3, "n_nodes": 4})
         rec.pass_done(0, "forward", 0, "codegen", final, 0.001, True)
         rec.kernels_built(0, "forward", [record])
+        if build:
+            rec.note("aot_started", {"targets": ["sm_90"], "workers": 1})
+            rec.kernel_compiled(0, "forward", "fw_fusion_0", "sm_90", build_record())
         if clock is not None:
             def timing(name, uid, kind, us, index):
                 return {"name": name, "uid": uid, "kind": kind, "executor": "triton" if kind == "fusion" else "torch",

@@ -277,6 +277,20 @@ class RecordingData:
         except DataError:
             return {}, None
 
+    def asm_targets(self, kernel_id: int) -> list[str]:
+        """Return the GPU targets kernel ``kernel_id`` was compiled for ahead of time ([] for a run
+        without ``--target``)."""
+        return [b.target for b in self._call(lambda: self._rec.kernel_builds(self._rec.kernel(kernel_id)))]
+
+    def asm_listing(self, kernel_id: int, target: Optional[str], stage: str):
+        """Return the annotated rows of one compiled stage of one kernel (``present.asm.AsmListing``);
+        DataError with one sentence when the build or stage is missing."""
+        from thundervis.present.asm import AsmUnavailable, asm_listing
+        try:
+            return self._call(lambda: asm_listing(self._rec, self._rec.kernel(kernel_id), target, stage))
+        except AsmUnavailable as e:
+            raise DataError(str(e)) from None
+
     def communication(self):
         """Return the run's communication (a ``tui.comm_data.CommunicationInfo``: the ops traced into
         the graphs, the collectives run between them per place; reads traces: call it from a worker)."""

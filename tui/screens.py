@@ -45,6 +45,7 @@ class KernelsScreen(Screen):
         Binding("s", "cycle_sort", "Sort"),
         Binding("r", "rerun", "Re-run"),
         Binding("R", "repro", "Repro script"),
+        Binding("a", "asm", "Asm"),
         Binding("enter", "open", "Open", show=False),
         Binding("question_mark", "app.help", "Help"),
     ]
@@ -208,6 +209,13 @@ class KernelsScreen(Screen):
     def action_open(self) -> None:
         """Move focus to the selected kernel's detail (members, code)."""
         self.query_one("#kdetail").focus()
+
+    def action_asm(self) -> None:
+        """Open the selected kernel's machine code (stages per GPU target, with line provenance)."""
+        from .asm_screen import AsmScreen
+        k = self.selected()
+        if k is not None:
+            self.app.push_screen(AsmScreen(self.data, k))
 
     def action_rerun(self) -> None:
         """Re-run the selected kernel with every executor, in a worker."""
@@ -385,7 +393,7 @@ HELP = [
                         ("↑ ↓ PgUp PgDn", "select a line (or click)"), ("← →", "scroll sideways")]),
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
-                 ("R", "write a repro script")]),
+                 ("R", "write a repro script"), ("a", "machine code per GPU target: [ ] stage, t target, tab pane")]),
     ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
                                 ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
     ("Anywhere", [("/", "search"), ("t", "run info and traceback"),
