@@ -289,6 +289,9 @@ class RecordingData:
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
         roofline, roofline_target = self.roofline()
+        with self._lock:
+            from .asm_data import build_targets
+            asm_targets = build_targets(self.rec)
         graphs = []
         for g in self.graphs():
             chains = []
@@ -313,7 +316,9 @@ class RecordingData:
             graphs.append({"id": g.id, "reason": g.reason, "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": [dict(k, roofline=roofline.get(k["id"])) for k in self.kernels_json(g)]})
+                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                                            asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
+                                       for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
@@ -322,7 +327,8 @@ class RecordingData:
                 "roofline_target": roofline_target}
 
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm", ...}``;
+        ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and ``stage``)."""
         what = request.get("what")
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
@@ -338,6 +344,14 @@ class RecordingData:
             return self.chain_json(graph, chain)
         if what == "diagram":
             return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+        if what == "asm":
+            from .asm_data import AsmError, asm_json
+            try:
+                with self._lock:
+                    return asm_json(self.rec, g, c, str(request["kernel"]), request.get("target") or None,
+                                    str(request.get("stage") or "sass"))
+            except (AsmError, RecordingError) as e:
+                raise DataError(str(e)) from None
         raise DataError(f"unknown request {what!r}")
 
 

@@ -450,6 +450,7 @@ function renderRecording(model, el, ask, shared) {
         );
       }
       kdetail.appendChild(srcs);
+      if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
     };
     for (const k of kernels) {
       const t = k.timing;

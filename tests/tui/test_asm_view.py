@@ -3,7 +3,7 @@ instructions, an instruction shows its symbol and source line, recorded text sta
 from __future__ import annotations
 
 import pytest
-from roofline_fixtures import HOSTILE_ASM, SASS, roofline_recording
+from roofline_fixtures import SASS, roofline_recording
 from tui_helpers import open_app, settle
 
 pytestmark = pytest.mark.asyncio

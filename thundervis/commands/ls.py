@@ -205,9 +205,10 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
             ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
             lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
-            if k.get("targets"):
+            builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
+            if builds:
                 from thundervis.present.asm import target_line
-                lines.append(f"         {target_line(k['targets'])}")
+                lines.append(f"         {target_line(builds)}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))

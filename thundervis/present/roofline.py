@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from thundervis.gpus import DEFAULT_TARGET, GPU, TARGET_GPU, gpu_for
-from thundervis.roofline import Cost, trace_costs
+from thundervis.roofline import trace_costs
 
 STEP_CHAINS = ("forward", "backward", "inference")  # what one training or inference step calls
 MODELLED_KINDS = ("fusion", "matmul", "attention", "conv")  # the rows of the roofline table
