@@ -87,7 +87,7 @@ function asmPanel(ask, graph, chain, kernel, targets) {
     clear(src);
     clear(code);
     d.source.forEach((t, i) => {
-      const el = h("div", { class: "tv-asm-line", "data-line": i + 1 }, h("span", { class: "tv-lno", text: `${i + 1} ` }), h("span", { text: t }));
+      const el = h("div", { class: "tv-asm-line", "data-line": i + 1 }, h("span", { class: "tv-lno", text: `${String(i + 1).padStart(4)} ` }), h("span", { text: t }));
       el.addEventListener("click", () => selectLine(i + 1));
       src.appendChild(el);
     });
