@@ -277,3 +277,16 @@ def test_a_real_recording_models_every_chain_of_every_graph(recorded, capsys):
     matmuls = [r for r in d["roofline"] if r["kind"] == "matmul"]
     assert matmuls and all(r["flops"] > 0 and r["precision"] == "fp32" for r in matmuls)
     assert all(r["pct_of_roofline"] is None for r in d["roofline"])  # timed on no GPU
+
+
+def test_the_recorded_targets_are_modelled_and_merged_beside_the_builds(tmp_path, capsys):
+    """A run recorded with --target sm_90: the step is modelled on sm_90 without "assumed", and the
+    fusion's targets.sm_90 holds the build's resources and the roofline side by side."""
+    path = roofline_recording(str(tmp_path / "b.tvrec"), build=True)
+    code, out, _ = run_cli(capsys, "ls", "--json", path)
+    d = json.loads(out)
+    assert code == 0 and list(d["modelled_step"]) == ["sm_90"] and not d["modelled_step"]["sm_90"]["assumed"]
+    t = d["graphs"][0]["fusions"][0]["targets"]["sm_90"]
+    assert t["registers"] == 32 and t["status"] == "ok" and t["roofline_us"] > 0 and t["bound"] == "memory"
+    code, out, _ = run_cli(capsys, "ls", "--brief", path)
+    assert "sm_90: 32 regs · 0 spills" in out and "modelled step  sm_90 H100 SXM" in out and "assumed" not in out

@@ -133,7 +133,8 @@ def roofline_rows(rec, gpu: Optional[str] = None, costs=None) -> list[RooflineRo
     compiled chains, in chain call order, on ``gpu`` (a target or GPU name; default the first
     recorded target, else ``sm_90``). ``costs``: a :func:`chain_costs` result to reuse."""
     if gpu:
-        target, g = _key(gpu), gpu_for(gpu)
+        g = gpu_for(gpu)
+        target = g.arch
     else:
         target, g = next(iter(model_targets(rec)[0].items()))
     costs = chain_costs(rec) if costs is None else costs
@@ -160,15 +161,11 @@ def target_label(rec, gpu: Optional[str] = None) -> str:
     """Return what the roofline column is modelled on, e.g. ``sm_90 H100 SXM`` (``, assumed`` when
     no target was recorded and none was asked for)."""
     if gpu:
-        return f"{_key(gpu)} {gpu_for(gpu).name}"
+        g = gpu_for(gpu)
+        return f"{g.arch} {g.name}"
     targets, assumed = model_targets(rec)
     t, g = next(iter(targets.items()))
     return f"{t} {g.name}" + (" (no target recorded: sm_90 assumed)" if assumed else "")
-
-
-def _key(spec: str) -> str:
-    g = gpu_for(spec)
-    return g.arch if TARGET_GPU.get(g.arch) == g.key else f"{g.arch}:{g.key}"
 
 
 # ------------------------------------------------------------------------ per fusion, per step
