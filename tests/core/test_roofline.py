@@ -108,6 +108,13 @@ def test_matmul_flops_and_precision():
     f8 = op_cost(S("prims.mm", (P("p", (16, 16), dtype="float8_e4m3fn"), P("q", (16, 16), dtype="float8_e4m3fn")),
                    P("r", (16, 16), dtype="bfloat16"), "f4"))
     assert f8.precision == "fp8"
+    # A Llama-7B projection (seq 2048, hidden 4096, bf16) is compute-bound on H100: 68.7 GFLOP at
+    # 989.5 TFLOP/s (69.4 µs) against 67 MB at 3.35 TB/s (20 µs).
+    x, w = P("x", (2048, 4096), dtype="bfloat16"), P("w", (4096, 4096), (1, 4096), dtype="bfloat16")
+    proj = op_cost(S("prims.mm", (x, w), P("y", (2048, 4096), dtype="bfloat16"), "f5"))
+    h = GPUS["h100"]
+    assert proj.bound(h) == "compute" and proj.roofline_us(h) == pytest.approx(2 * 2048 * 4096 * 4096 / 989.5e12 * 1e6)
+    assert proj.memory_us(h) == pytest.approx((2048 * 4096 * 2 + 4096 * 4096) * 2 / 3350e9 * 1e6)
 
 
 def test_attention_flops_forward_backward_causal():
