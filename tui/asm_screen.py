@@ -23,7 +23,8 @@ from thundervis.present.asm import STAGES
 from thundervis.safe_text import visible_line
 
 from . import styling
-from .data import DataError, KernelRow
+from thundervis.present.errors import DataError
+from thundervis.present.kernel_rows import KernelRow
 from .lines_view import LinesView
 
 LINE_HL = Style(bgcolor="#4b3d12")  # instructions of the selected Triton line

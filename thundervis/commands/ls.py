@@ -48,13 +48,9 @@ def summary_dict(rec, gpus=None) -> dict:
     fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``,
     and the roofline model (``modelled_step``, each fusion's ``roofline`` and ``targets.<sm>``) on
     the recorded targets or the GPUs ``gpus`` names."""
-    from thundervis.recording.fallbacks import chain_counts, fallbacks
+    from thundervis.present.status import chain_counts, fallback_reasons, fallbacks
     d = rec.overview().as_json()
-    fell_back = {}  # (graph, chain, kernel name) -> error of its run-time fallback
-    for e in rec.events("kernel_fallback"):
-        data = e.data if isinstance(e.data, dict) else {}
-        if isinstance(data.get("kernel"), str):
-            fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
+    fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
     from thundervis.present.asm import target_summaries
     targets = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     for g in d["graphs"]:
@@ -129,7 +125,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
     its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
     groups). Recorded strings are made terminal-safe."""
-    from thundervis.recording.fallbacks import TORCH_OP
+    from thundervis.present.status import TORCH_OP
     v = visible_line
     lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
              else "no chain was compiled"]

@@ -14,6 +14,8 @@ from typing import Iterable, Optional
 from thundervis.gpus import DEFAULT_TARGET, GPU, TARGET_GPU, gpu_for
 from thundervis.roofline import trace_costs
 
+from .units import format_roofline_us
+
 STEP_CHAINS = ("forward", "backward", "inference")  # what one training or inference step calls
 MODELLED_KINDS = ("fusion", "matmul", "attention", "conv")  # the rows of the roofline table
 
@@ -220,12 +222,12 @@ class StepModel:
         by_chain: dict[str, float] = {}
         for _, c, us in self.chains:
             by_chain[c] = by_chain.get(c, 0.0) + us
-        parts = " + ".join(f"{c} {format_us(us)}" for c, us in by_chain.items())
+        parts = " + ".join(f"{c} {format_roofline_us(us)}" for c, us in by_chain.items())
         note = " · no target recorded: sm_90 assumed (run --target, or ls --gpu)" if self.assumed else ""
         if self.left_out:
             note += f" · {len(self.left_out)} chains not modelled ({', '.join(f'graph {g} {c}' for g, c, _ in self.left_out[:3])}" \
                     + (" ..." if len(self.left_out) > 3 else "") + ")"
-        return (f"modelled step  {self.target} {self.gpu}  {format_us(self.total_us)} µs"
+        return (f"modelled step  {self.target} {self.gpu}  {format_roofline_us(self.total_us)} µs"
                 + (f" ({parts})" if parts else "")
                 + f" · roofline of {self.kernels} kernels and {self.torch_ops} torch ops, one call per chain{note}")
 
@@ -242,10 +244,3 @@ def step_models(rec, gpus: Optional[Iterable[str]] = None, costs=None) -> list[S
         out.append(StepModel(t, g.name, sum(us for _, _, us in chains), chains, kernels, len(moving) - kernels,
                              assumed, tuple(getattr(costs, "left_out", ()))))
     return out
-
-
-def format_us(us: Optional[float]) -> str:
-    """Return microseconds with 3 significant digits (``-`` for None)."""
-    if us is None:
-        return "-"
-    return f"{us:.3g}" if us < 1000 else f"{us:,.0f}"

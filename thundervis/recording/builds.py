@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .connection import RecordingError
+from .errors import RecordingError
 
 STATUSES = ("ok", "failed", "unplanned", "unfinished")
 STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
@@ -113,7 +113,7 @@ def read_builds(rec, graph: Optional[int] = None, chain: Optional[str] = None,
                 kernel: Optional[str] = None) -> list[KernelBuild]:
     """Return the builds recorded in ``rec`` (a ``Recording``), optionally of one graph, chain and
     kernel name, ordered by graph, chain, kernel and target."""
-    if not rec._has_table("kernel_builds"):
+    if not rec.store.has_table("kernel_builds"):
         return []
     where, params = [], []
     for col, v in (("graph_id", graph), ("chain", chain), ("kernel", kernel)):
@@ -163,7 +163,7 @@ def _build(rec, r: tuple) -> KernelBuild:
 
 def read_stages(rec, build: KernelBuild) -> Optional[BuildStages]:
     """Return the stages of ``build`` (None when it has none: a failed or unfinished build)."""
-    if build.build_key is None or not rec._has_table("kernel_build_stages"):
+    if build.build_key is None or not rec.store.has_table("kernel_build_stages"):
         return None
     rows = rec._rows("SELECT stages FROM kernel_build_stages WHERE build_key=? AND target=?",
                      (build.build_key, build.target))
