@@ -2,7 +2,7 @@
 stage (TTIR, TTGIR, LLVM IR, PTX, SASS tabs), beside the compiled Triton source.
 
 Selecting a Triton source line highlights the instructions generated for it (strong) and for its
-symbol (light); selecting an instruction shows its symbol, op and user source line, and marks its
+symbol (light); ``u`` / ``U`` step through the kernel's symbols; selecting an instruction shows its symbol, op and user source line, and marks its
 Triton line. Rows come from ``thundervis.present.asm`` through ``tui.data``; recorded stage text is
 data, drawn as ``Text`` (control characters made visible), never as markup.
 """
@@ -39,6 +39,8 @@ class AsmScreen(Screen):
     BINDINGS = [
         Binding("escape,a", "app.pop_screen", "Back"),
         Binding("t", "next_target", "Target"),
+        Binding("u", "next_symbol(1)", "Symbol"),
+        Binding("U", "next_symbol(-1)", "Prev symbol", show=False),
         Binding("tab", "switch_pane", "Pane", show=False),
         Binding("left_square_bracket", "stage(-1)", "Prev stage"),
         Binding("right_square_bracket", "stage(1)", "Next stage"),
@@ -240,6 +242,26 @@ class AsmScreen(Screen):
             i = (self.targets.index(self.target) + 1) % len(self.targets) if self.target in self.targets else 0
             self.target = self.targets[i]
             self.load()
+
+    def action_next_symbol(self, delta: int) -> None:
+        """Select the next (1) or previous (-1) symbol of the kernel, in Triton line order: its
+        instructions are highlighted and its first Triton line selected."""
+        if self.listing is None:
+            return
+        firsts: dict[str, int] = {}
+        for line, uid in sorted(self.listing.build.line_uids.items()):
+            if any(r.uid == uid for r in self.listing.rows):
+                firsts.setdefault(uid, line)
+        order = sorted(firsts, key=firsts.get)
+        if not order:
+            return
+        i = (order.index(self.symbol) + delta) % len(order) if self.symbol in order else 0
+        line = firsts[order[i]]
+        src = self.query_one("#asrc", LinesView)
+        if src.cursor != line - 1:
+            src.move_cursor(line - 1)  # its CursorMoved selects the line and its symbol
+        else:
+            self._select_line(line)
 
     def action_switch_pane(self) -> None:
         """Move focus between the Triton source and the machine code."""

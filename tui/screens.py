@@ -395,7 +395,7 @@ HELP = [
                         ("↑ ↓ PgUp PgDn", "select a line (or click)"), ("← →", "scroll sideways")]),
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
-                 ("R", "write a repro script"), ("a", "machine code per GPU target: [ ] stage, t target, tab pane")]),
+                 ("R", "write a repro script"), ("a", "machine code per GPU target: [ ] stage, t target, u symbol, tab pane")]),
     ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
                                 ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
     ("Anywhere", [("/", "search"), ("t", "run info and traceback"),

@@ -49,6 +49,13 @@ async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
         assert (screen.triton_line, screen.symbol) == (4, "f4")
         hl = [i for i in range(len(SASS)) if any("on #4b3d12" in s for s in _styles(screen._code_line(i, 100)))]
         assert hl == [3]
+        # u steps through the symbols: f3 (line 3) again after f4.
+        await pilot.press("u")
+        await pilot.pause()
+        assert (screen.triton_line, screen.symbol) == (3, "f3")
+        await pilot.press("u")
+        await pilot.pause()
+        assert (screen.triton_line, screen.symbol) == (4, "f4")
         # Selecting an instruction shows its symbol and user source line, and marks its Triton line.
         code = screen.query_one("#acode")
         code.focus()
