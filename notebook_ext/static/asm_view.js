@@ -17,6 +17,18 @@ function asmPanel(ask, graph, chain, kernel, targets) {
   box.append(h("div", { class: "tv-k", text: "machine code" }), bar, h("div", { class: "tv-asm-panes" }, src, code), info);
 
   const symbolOf = (line) => (state.data && state.data.line_uids[String(line)]) || null;
+  let symbolSel = null;
+
+  // the kernel's symbols that became instructions, by their first Triton line
+  function symbolLines(d) {
+    const firsts = new Map();
+    const lines = Object.keys(d.line_uids).map(Number).sort((a, b) => a - b);
+    for (const l of lines) {
+      const uid = d.line_uids[String(l)];
+      if (!firsts.has(uid) && d.rows.some((r) => r[2] === uid)) firsts.set(uid, l);
+    }
+    return Array.from(firsts.entries()).sort((a, b) => a[1] - b[1]);
+  }
 
   function selectLine(line) {
     const d = state.data;
@@ -41,6 +53,7 @@ function asmPanel(ask, graph, chain, kernel, targets) {
       el.classList.toggle("tv-asm-sym", l !== line && uid !== null && symbolOf(l) === uid);
     }
     if (first && first.scrollIntoView) first.scrollIntoView({ block: "nearest" });
+    if (symbolSel) symbolSel.value = uid || "";
     const m = uid ? d.members[uid] || {} : {};
     info.className = "tv-asm-info";
     info.textContent = `triton line ${line}: ${n} ${ASM_STAGE_NAMES[d.stage]} lines` +
@@ -76,6 +89,16 @@ function asmPanel(ask, graph, chain, kernel, targets) {
       b.addEventListener("click", () => { state.stage = s; load(); });
       bar.appendChild(b);
     }
+    symbolSel = h("select", { class: "tv-asm-symbol", "aria-label": "symbol" }, h("option", { value: "", text: "symbol…" }));
+    for (const [uid, line] of symbolLines(d)) {
+      const m = d.members[uid] || {};
+      symbolSel.appendChild(h("option", { value: uid, "data-line": line, text: [uid, m.sym, m.where].filter((x) => x).join(" ") }));
+    }
+    symbolSel.addEventListener("change", () => {
+      const opt = symbolSel.selectedOptions[0];
+      if (opt && opt.dataset.line) selectLine(Number(opt.dataset.line));
+    });
+    bar.appendChild(symbolSel);
     const r = d.build || {};
     bar.appendChild(h("span", { class: "tv-muted", text: ` ${r.registers} regs · ${r.spills} spills · occupancy ${r.occupancy === null || r.occupancy === undefined ? "?" : Math.round(r.occupancy * 100) + "%"}` }));
   }

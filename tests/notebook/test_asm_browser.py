@@ -47,6 +47,10 @@ def test_asm_panel_in_a_browser(tmp_path):
         assert hl() == [1, 2] and "triton line 3: 2 SASS lines · symbol f3 prims.add (2 lines) · model.py:7" in info.inner_text()
         page.locator('.tv-asm-line[data-line="4"]').click()
         assert hl() == [3] and "symbol f4 prims.tanh" in info.inner_text()
+        # The symbol picker selects a symbol's first Triton line (and follows the selection).
+        assert page.locator(".tv-asm-symbol").input_value() == "f4"
+        page.locator(".tv-asm-symbol").select_option("f3")
+        assert hl() == [1, 2] and "symbol f3 prims.add" in info.inner_text()
         page.locator('.tv-asm-row[data-index="2"]').click()
         assert info.inner_text() == "SASS line 3: symbol f3 prims.add · model.py:7 · triton line 3"
         assert page.eval_on_selector_all(".tv-asm-src .tv-asm-hl", "els => els.map(e => e.dataset.line)") == ["3"]
