@@ -85,7 +85,18 @@ class RecordingData:
         """Return the run, graphs (chains, passes), chain statuses, kernel rows and the count of
         collectives run between graphs (``present.overview.read_overview``)."""
         from thundervis.present.overview import read_overview
-        return self._call(read_overview, self._rec, self._roofline_costs)
+        return self._call(read_overview, self._rec)
+
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) for the
+        kernels table; reads the chains' final traces (cached per final pass): call it from a
+        worker. DataError when a trace cannot be read."""
+        from thundervis.present.roofline import chain_costs, roofline_rows, target_label
+
+        def read():
+            rows = roofline_rows(self._rec, None, chain_costs(self._rec, self._roofline_costs))
+            return {r.kernel_id: r for r in rows if r.kernel_id is not None}, target_label(self._rec)
+        return self._call(read)
 
     def asm_targets(self, kernel_id: int) -> list[str]:
         """Return the GPU targets kernel ``kernel_id`` was compiled for ahead of time ([] for a run

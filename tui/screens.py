@@ -22,7 +22,7 @@ from thundervis.present.kernel_rows import KernelRow, group_sources
 from thundervis.present.overview import ViewOverview
 from thundervis.present.units import format_roofline_us, format_share, format_us
 
-from .data import SearchHit
+from .data import DataError, SearchHit
 
 _CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
@@ -67,6 +67,7 @@ class KernelsScreen(Screen):
         super().__init__()
         self.data = data
         self.overview = overview
+        self.roofline_loaded = False
         self.sort = "median" if any(k.median_us is not None for k in overview.kernels) else "chain"
         self.focus_kernel = focus_kernel
         self.kernels: list[KernelRow] = []
@@ -91,6 +92,22 @@ class KernelsScreen(Screen):
             table.add_column(c, key=c)
         self.fill()
         table.focus()
+        self.load_roofline()
+
+    @work(thread=True, exclusive=True, group="roofline")
+    def load_roofline(self) -> None:
+        """Worker: model every kernel on the run's target (reads the final traces) and show it."""
+        try:
+            roofline, target = self.data.roofline()
+        except DataError:
+            roofline, target = {}, None
+        self.app.call_from_thread(self._set_roofline, roofline, target)
+
+    def _set_roofline(self, roofline: dict, target: Optional[str]) -> None:
+        from thundervis.present.overview import with_roofline
+        self.overview = with_roofline(self.overview, roofline, target)
+        self.roofline_loaded = True
+        self.fill()
 
     def fill(self) -> None:
         """(Re)fill the table in the current sort order, keeping the selected kernel."""
@@ -114,7 +131,8 @@ class KernelsScreen(Screen):
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
             " · not profiled (thundervis run --profile records times)"
-        roof = f" · roofline on {self.overview.roofline_target}" if self.overview.roofline_target else ""
+        roof = f" · roofline on {self.overview.roofline_target}" if self.overview.roofline_target else \
+            ("" if self.roofline_loaded else " · modelling the roofline …")
         title = Text(f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True))
         title.append(visible_line(roof), style=Style(dim=True))
         self.query_one("#ktitle", Static).update(title)

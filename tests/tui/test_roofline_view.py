@@ -22,6 +22,10 @@ async def test_kernels_table_shows_roofline_and_pct_only_for_gpu_times(tmp_path,
         await pilot.press("k")
         await pilot.pause()
         screen = app.screen
+        for _ in range(100):  # the roofline is modelled in a worker
+            await pilot.pause(0.05)
+            if screen.roofline_loaded:
+                break
         table = screen.query_one("DataTable")
         cols = [str(c.label) for c in table.columns.values()]
         assert cols.index("roofline µs") == cols.index("median") + 1 and "% roof" in cols

@@ -102,13 +102,23 @@ def kernel_row(k, fallback: Optional[str] = None, roofline=None) -> KernelRow:
     """Return the :class:`KernelRow` of ``k`` (a ``recording.model.KernelInfo``); ``fallback``: why
     it ran in torch at run time (``present.status.fallback_reasons``); ``roofline``: its
     ``present.roofline.RooflineRow`` (None: not modelled)."""
-    t, r = k.timing, roofline
-    return KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops, tuple(str(o) for o in k.ops),
-                     tuple(str(m) for m in k.members), _labels(k.source_lines), group_sources(k.source_lines),
-                     k.language, k.note, t.calls if t else None, t.median_us if t else None,
-                     t.share if t else None, t.gbps if t else None, fallback,
-                     *((r.roofline_us, r.bound, r.bytes_read + r.bytes_written, r.flops, r.pct_of_roofline)
-                       if r is not None else ()))
+    t = k.timing
+    return with_roofline(KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
+                                   tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
+                                   _labels(k.source_lines), group_sources(k.source_lines), k.language, k.note,
+                                   t.calls if t else None, t.median_us if t else None, t.share if t else None,
+                                   t.gbps if t else None, fallback), roofline)
+
+
+def with_roofline(row: KernelRow, roofline=None) -> KernelRow:
+    """Return ``row`` with the roofline fields of ``roofline`` (a ``present.roofline.RooflineRow``;
+    None: unchanged)."""
+    if roofline is None:
+        return row
+    from dataclasses import replace
+    r = roofline
+    return replace(row, roofline_us=r.roofline_us, roofline_bound=r.bound, bytes_moved=r.bytes_read + r.bytes_written,
+                   flops=r.flops, pct_of_roofline=r.pct_of_roofline)
 
 
 def kernel_rows(kernels, fallbacks: dict, roofline: Optional[dict] = None) -> tuple[KernelRow, ...]:

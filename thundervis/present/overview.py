@@ -69,27 +69,23 @@ class ViewOverview:
                 "kernel_rows": [k.as_json() for k in self.kernels], "collectives_between": self.collectives_between}
 
 
-def read_overview(rec, roofline_cache: Optional[dict] = None) -> ViewOverview:
+def read_overview(rec) -> ViewOverview:
     """Return the :class:`ViewOverview` of ``rec`` (an open ``Recording``): overview and events
-    read once, kernel rows with their roofline (``present.roofline``; ``roofline_cache``: a dict
-    the caller keeps so a live view re-reads only new chains); raises what the reader raises."""
+    read once; raises what the reader raises. The kernel rows' roofline is left out (it reads the
+    chains' final traces): :func:`with_roofline` adds it."""
     from thundervis.recording.collectives import count_between
     ov = rec.overview()
     events = rec.events()
     statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
-    roofline, target = _roofline(rec, roofline_cache)
-    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), roofline)
-    return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events), target)
+    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events))
+    return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events))
 
 
-def _roofline(rec, cache: Optional[dict]) -> tuple[dict, Optional[str]]:
-    """Return ({kernel id: RooflineRow}, what it is modelled on); ({}, None) when a trace cannot be
-    read (the kernel table then shows no roofline)."""
-    from thundervis.recording import RecordingError
-    from .roofline import chain_costs, roofline_rows, target_label
-    try:
-        rows = roofline_rows(rec, None, chain_costs(rec, cache))
-        return {r.kernel_id: r for r in rows if r.kernel_id is not None}, target_label(rec)
-    except RecordingError:
-        return {}, None
+def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:
+    """Return ``view`` with each kernel row's roofline from ``roofline`` (``{kernel id:
+    present.roofline.RooflineRow}``) and ``roofline_target`` set to ``target``."""
+    from dataclasses import replace
+    from .kernel_rows import with_roofline as row_with
+    return replace(view, kernels=tuple(row_with(k, roofline.get(k.id)) for k in view.kernels),
+                   roofline_target=target)
