@@ -46,12 +46,11 @@ def test_import_thundervis_loads_no_widget_toolkit():
     assert proc.returncode == 0, proc.stderr
 
 
-def test_the_widgets_open_through_the_api_module():
+def test_the_widgets_open_through_the_api_module(hostile):
     import thundervis.api as tv
-    from thundervis import notebook_ext
-    assert tv.show is notebook_ext.show and tv.diff is notebook_ext.diff and callable(tv.jit)
-    with pytest.raises(AttributeError, match="thundervis.api.show"):
-        thundervis.show  # noqa: B018  (moved: the core never imports a view)
+    from thundervis.notebook_ext.widget import RecordingWidget
+    assert tv.diff is tv.show_diff and callable(tv.jit)
+    assert isinstance(tv.show(hostile), RecordingWidget) and isinstance(thundervis.show(hostile), RecordingWidget)
     assert not callable(thundervis.diff)  # the diff package, no longer a module with a swapped class
 
 
