@@ -10,7 +10,7 @@ import pytest
 
 from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
 from thundervis.gpus import GPUS, UnknownGPU, gpu_for
-from thundervis.roofline import Cost, addressed_elements, fusion_cost, op_cost, trace_costs
+from thundervis.compiler.roofline_cost import Cost, addressed_elements, fusion_cost, op_cost, trace_costs
 
 from core_helpers import run_cli
 from roofline_fixtures import FUSION, MM, roofline_recording
@@ -297,3 +297,30 @@ def test_the_recorded_targets_are_modelled_and_merged_beside_the_builds(tmp_path
     assert t["registers"] == 32 and t["status"] == "ok" and t["roofline_us"] > 0 and t["bound"] == "memory"
     code, out, _ = run_cli(capsys, "ls", "--brief", path)
     assert "sm_90: 32 regs · 0 spills" in out and "modelled step  sm_90 H100 SXM" in out and "assumed" not in out
+
+
+def test_costs_are_stored_with_the_final_pass_and_old_recordings_cost_their_traces(tmp_path, capsys, recorded):
+    """The writer stores each final pass's costs (symbol_costs); ls reads them without the trace,
+    and a recording without the table (written before it) gives the same document."""
+    import sqlite3
+    from thundervis.compiler.roofline_cost import trace_costs
+    from thundervis.recording import open_recording
+    path, _ = recorded
+    with open_recording(path) as rec:
+        stored = rec.roofline_costs()
+        assert sorted(stored) == [(0, "backward"), (0, "forward"), (1, "backward"), (1, "forward")]
+        for (g, chain), costs in stored.items():
+            assert costs == trace_costs(rec.pass_trace(rec.graph(g).chain(chain).last))
+    one = roofline_recording(str(tmp_path / "new.tvrec"))
+    old = roofline_recording(str(tmp_path / "old.tvrec"))
+    with sqlite3.connect(old) as conn:
+        conn.execute("DROP TABLE symbol_costs")
+    conn.close()
+    with open_recording(old) as rec:
+        assert rec.roofline_costs() == {}
+    docs = []
+    for p in (one, old):
+        code, out, _ = run_cli(capsys, "ls", "--json", p)
+        d = json.loads(out)
+        docs.append((d["modelled_step"], d["roofline"], d["graphs"][0]["fusions"][0]["targets"]))
+    assert code == 0 and docs[0] == docs[1]

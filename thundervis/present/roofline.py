@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from thundervis.gpus import DEFAULT_TARGET, GPU, TARGET_GPU, gpu_for
-from thundervis.roofline import trace_costs
+from thundervis.compiler.roofline_cost import trace_costs
 
 from .units import format_roofline_us
 
@@ -72,16 +72,25 @@ class ChainCosts(dict):
 
 
 def chain_costs(rec, cache: Optional[dict] = None) -> ChainCosts:
-    """Return the :class:`ChainCosts` of every forward, backward or inference chain of the recording.
-    ``cache`` (a dict the caller keeps, keyed by final pass): a live viewer re-reads only new chains."""
+    """Return the :class:`ChainCosts` of every forward, backward or inference chain of the recording:
+    the costs the writer stored with its final pass (``Recording.roofline_costs``), else (older
+    recordings) those of its final trace, read and costed here. ``cache`` (a dict the caller keeps,
+    keyed by final pass): a live viewer re-reads only new chains."""
     from thundervis.recording import RecordingError
     costs, left_out = {}, []
+    try:
+        stored = rec.roofline_costs() if callable(getattr(rec, "roofline_costs", None)) else {}
+    except RecordingError:  # damaged stored costs: cost the traces instead
+        stored = {}
     for g in rec.overview().graphs:
         for c in g.chains:
             if c.kind not in STEP_CHAINS:
                 continue
             if c.status != "compiled" or c.last is None:
                 left_out.append((g.id, c.kind, "ran eagerly" if c.status == "failed" else c.status))
+                continue
+            if (g.id, c.kind) in stored and c.passes[-1].name == "codegen":
+                costs[(g.id, c.kind)] = stored[(g.id, c.kind)]
                 continue
             try:
                 if cache is not None and c.last in cache:

@@ -1,5 +1,7 @@
-"""The roofline model: bytes moved and FLOPs of every kernel and torch op of a chain's final trace,
-and the time a GPU of :mod:`thundervis.gpus` needs at least for them.
+"""The roofline cost of a trace: bytes moved and FLOPs of every kernel and torch op of a chain's
+final trace, and the time a GPU (``thundervis.gpus.GPU``: HBM bandwidth and dense peaks) needs at
+least for them. The recording writer stores the costs of every chain's final trace
+(``recording/costs.py``); views model them on the GPUs of ``thundervis.gpus``.
 
 ``roofline µs = max(bytes / HBM bandwidth, FLOPs / peak FLOP/s)`` for the op's precision. What is
 counted (docs/targets.md, "Roofline model", says the same for users):
@@ -19,15 +21,15 @@ counted (docs/targets.md, "Roofline model", says the same for users):
   dtype (bf16/fp16: BF16, float8: FP8); FP32 matmuls use the FP32 (non-tensor) peak because torch
   leaves TF32 off by default. FP64 has no peak in the table: its time is the memory term alone.
 
-Pure functions over the trace IR (:mod:`thundervis.compiler.ir`); no torch, no Triton, no file.
+Pure functions over the trace IR (:mod:`.ir`); no torch, no Triton, no file, nothing of thundervis
+core (a GPU is any object with ``hbm_bytes_per_s`` and ``peak_flops(precision)``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
-from thundervis.gpus import GPU
+from .ir import BoundSymbol, TensorProxy, Trace
 
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
             "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16, "uint16": 2, "uint32": 4,
@@ -51,6 +53,8 @@ as_strided detach split split_with_sizes unbind view_as expand_as narrow""".spli
 # Ops that read only part of their first input: the elements they output.
 PARTIAL_READERS = {"slice", "select", "index_select", "gather", "index", "embedding", "narrow"}
 MATMULS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "addbmm"}
+KINDS = ("fusion", "matmul", "attention", "conv", "op", "view")  # what a Cost can be
+PRECISIONS = ("fp32", "bf16", "fp8", "fp64")  # the peaks a Cost can be held to
 
 
 @dataclass(frozen=True)
@@ -77,20 +81,20 @@ class Cost:
         """FLOPs per byte moved (None when nothing moves)."""
         return self.flops / self.bytes if self.bytes else None
 
-    def memory_us(self, gpu: GPU) -> float:
+    def memory_us(self, gpu) -> float:
         """Microseconds the bytes take at ``gpu``'s HBM bandwidth."""
         return self.bytes / gpu.hbm_bytes_per_s * 1e6
 
-    def compute_us(self, gpu: GPU) -> float:
+    def compute_us(self, gpu) -> float:
         """Microseconds the FLOPs take at ``gpu``'s dense peak for this precision (0 without a peak)."""
         peak = gpu.peak_flops(self.precision)
         return self.flops / peak * 1e6 if peak else 0.0
 
-    def roofline_us(self, gpu: GPU) -> float:
+    def roofline_us(self, gpu) -> float:
         """``max(bytes / bandwidth, FLOPs / peak)`` on ``gpu``, in microseconds."""
         return max(self.memory_us(gpu), self.compute_us(gpu))
 
-    def bound(self, gpu: GPU) -> str:
+    def bound(self, gpu) -> str:
         """``memory`` or ``compute``: which term sets the roofline time on ``gpu``."""
         return "compute" if self.compute_us(gpu) > self.memory_us(gpu) else "memory"
 
@@ -329,6 +333,6 @@ def trace_costs(trace: Trace) -> list[Cost]:
     return out
 
 
-def total_us(costs: Iterable[Cost], gpu: GPU) -> float:
+def total_us(costs: Iterable[Cost], gpu) -> float:
     """Return the summed roofline time of ``costs`` on ``gpu`` (microseconds)."""
     return sum(c.roofline_us(gpu) for c in costs)
