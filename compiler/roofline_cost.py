@@ -271,17 +271,30 @@ def op_flops(b: BoundSymbol) -> int:
 
 # ---------------------------------------------------------------------------------- costs
 
-def _read_bytes(p: TensorProxy, members: tuple[BoundSymbol, ...]) -> int:
-    """Bytes a region reads of its input ``p``: the whole tensor (broadcasts once), or, when every
-    member that uses it only gathers from or slices it, the elements those members take."""
+def _uses(members: tuple[BoundSymbol, ...]) -> dict:
+    """Return {proxy name: [(member, positions where it reads the proxy)]} over ``members``."""
+    uses: dict = {}
+    for m in members:
+        at: dict = {}
+        for i, a in enumerate(m.args):
+            if isinstance(a, TensorProxy):
+                at.setdefault(a.name, []).append(i)
+        for k, a in m.kwargs.items():
+            if isinstance(a, TensorProxy):
+                at.setdefault(a.name, []).append(k)
+        for name, positions in at.items():
+            uses.setdefault(name, []).append((m, positions))
+    return uses
+
+
+def _read_bytes(p: TensorProxy, uses: dict) -> int:
+    """Bytes a region reads of its input ``p`` (``uses``: :func:`_uses` of its members): the whole
+    tensor (broadcasts once), or, when every member that uses it only gathers from or slices it,
+    the elements those members take."""
     full = tensor_bytes(p)
     taken = 0
-    for m in members:
-        used = [i for i, a in enumerate(m.args) if isinstance(a, TensorProxy) and a.name == p.name]
-        used += [k for k, a in m.kwargs.items() if isinstance(a, TensorProxy) and a.name == p.name]
-        if not used:
-            continue
-        if op_name(m.sym) not in PARTIAL_READERS or used != [0]:
+    for m, positions in uses.get(p.name, ()):
+        if op_name(m.sym) not in PARTIAL_READERS or positions != [0]:
             return full
         taken += sum(_numel(o.shape) for o in m.flat_outputs()[:1]) * itemsize(p.dtype)
     return min(full, taken) if taken else full
@@ -290,7 +303,8 @@ def _read_bytes(p: TensorProxy, members: tuple[BoundSymbol, ...]) -> int:
 def fusion_cost(b: BoundSymbol) -> Cost:
     """Return the cost of one fusion symbol (its region's inputs, outputs and member ops)."""
     members = b.subsymbols
-    read = sum(_read_bytes(p, members) for p in _unique(b.flat_inputs()))
+    uses = _uses(members)
+    read = sum(_read_bytes(p, uses) for p in _unique(b.flat_inputs()))
     written = sum(tensor_bytes(p) for p in _unique(b.flat_outputs()))
     flops = sum(op_flops(m) for m in members)
     dtypes = {p.dtype for m in members for p in m.flat_outputs()}
@@ -307,7 +321,8 @@ def op_cost(b: BoundSymbol) -> Optional[Cost]:
     if name in VIEWS:
         return Cost(b.sym, b.uid, "view", 0, 0, 0)
     ins = _unique(b.flat_inputs())
-    read = sum(_read_bytes(p, (b,)) for p in ins)
+    uses = _uses((b,))
+    read = sum(_read_bytes(p, uses) for p in ins)
     written = sum(tensor_bytes(p) for p in _unique(outs))
     flops = op_flops(b)
     if "scaled_dot_product" in b.sym or "flash_attention" in b.sym or "efficient_attention" in b.sym:
