@@ -184,6 +184,19 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
+        None) when the traces cannot be read."""
+        from thundervis.present.roofline import roofline_rows, target_label
+        try:
+            with self._lock:
+                rows = roofline_rows(self.rec)
+                label = target_label(self.rec)
+        except RecordingError:
+            return {}, None
+        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+
     def kernels_json(self, graph) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
@@ -273,6 +286,10 @@ class RecordingData:
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
+        roofline, roofline_target = self.roofline()
+        with self._lock:
+            from .asm_data import build_targets
+            asm_targets = build_targets(self.rec)
         graphs = []
         for g in self.graphs():
             chains = []
@@ -298,15 +315,19 @@ class RecordingData:
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": self.kernels_json(g)})
+                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                                            asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
+                                       for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
-                "lines": table.items, "sources": sources.items, "communication": communication}
+                "lines": table.items, "sources": sources.items, "communication": communication,
+                "roofline_target": roofline_target}
 
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm", ...}``;
+        ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and ``stage``)."""
         what = request.get("what")
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
@@ -322,6 +343,14 @@ class RecordingData:
             return self.chain_json(graph, chain)
         if what == "diagram":
             return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+        if what == "asm":
+            from .asm_data import AsmError, asm_json
+            try:
+                with self._lock:
+                    return asm_json(self.rec, g, c, str(request["kernel"]), request.get("target") or None,
+                                    str(request.get("stage") or "sass"))
+            except (AsmError, RecordingError) as e:
+                raise DataError(str(e)) from None
         raise DataError(f"unknown request {what!r}")
 
 

@@ -80,12 +80,17 @@ def _trace_pre(payload: dict, lines: list) -> str:
 def _kernels_table(kernels: list) -> str:
     if not kernels:
         return '<p class="tv-muted">no kernels</p>'
-    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>source lines</th></tr>"]
+    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>roofline µs</th>"
+            "<th>% roof</th><th>source lines</th></tr>"]
     for k in kernels:
         med = k.get("median") or "–"
         srcs = k.get("sources") or ""
+        r = k.get("roofline") or {}
+        roof = f"{r['roofline_us']:.3g}" if isinstance(r.get("roofline_us"), (int, float)) else "–"
+        pct = f"{r['pct_of_roofline']:.0f}%" if isinstance(r.get("pct_of_roofline"), (int, float)) else "–"
         rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
-                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
+                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
+                    f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
 
 

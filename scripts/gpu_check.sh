@@ -60,6 +60,11 @@ timeout 150 $PY -m thundervis run --profile --capture-inputs --no-view --out /tm
 rerun_rc=$?
 
 echo
+echo "== roofline vs measured (scripts/roofline_check.py) =="
+timeout 60 $PY scripts/roofline_check.py /tmp/gpu_check.tvrec
+roof_rc=$?
+
+echo
 echo "== AOT registers/spills vs the kernels Triton loaded (scripts/aot_check.py) =="
 timeout 240 $PY scripts/aot_check.py
 aot_rc=$?
@@ -71,5 +76,6 @@ printf "%-22s %s\n" "cuda tests" "rc=$tests_rc  $tests_summary"
 printf "%-22s %s\n" "gpu benchmark" "rc=$bench_rc"
 printf "%-22s %s\n" "profile + rerun" "rc=$rerun_rc"
 printf "%-22s %s\n" "aot vs loaded" "rc=$aot_rc"
+printf "%-22s %s\n" "roofline vs measured" "rc=$roof_rc"
 printf "%-22s %s\n" "elapsed" "$((SECONDS - start)) s"
-[ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ] && [ "$rerun_rc" = 0 ] && [ "$aot_rc" = 0 ]
+[ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ] && [ "$rerun_rc" = 0 ] && [ "$aot_rc" = 0 ] && [ "$roof_rc" = 0 ]

@@ -435,7 +435,7 @@ function renderRecording(model, el, ask, shared) {
     frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
 
     table.appendChild(
-      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "share", "source lines"].map((t) => h("th", { text: t })))),
+      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"].map((t) => h("th", { text: t })))),
     );
     const tb = h("tbody");
     table.appendChild(tb);
@@ -464,6 +464,7 @@ function renderRecording(model, el, ask, shared) {
         );
       }
       kdetail.appendChild(srcs);
+      if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
     };
     for (const k of kernels) {
       const tr = h(
@@ -473,6 +474,8 @@ function renderRecording(model, el, ask, shared) {
         h("td", { text: k.executor }),
         h("td", { text: k.n_ops }),
         h("td", { text: k.median || "–" }),
+        h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
+        h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
         h("td", { text: k.share_text || "–" }),
         h("td", { text: k.sources }),
       );
@@ -483,7 +486,7 @@ function renderRecording(model, el, ask, shared) {
       });
       tb.appendChild(tr);
     }
-    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no kernels in this chain" })));
+    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 8, class: "tv-muted", text: "no kernels in this chain" })));
 
     diagramFor(c).then((d) => {
       clear(viewport);

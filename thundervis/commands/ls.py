@@ -44,9 +44,11 @@ def readable(path: str, rank=None):
         rec.close()
 
 
-def summary_dict(rec) -> dict:
+def summary_dict(rec, gpus=None) -> dict:
     """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
-    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``."""
+    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``,
+    and the roofline model (``modelled_step``, each fusion's ``roofline`` and ``targets.<sm>``) on
+    the recorded targets or the GPUs ``gpus`` names."""
     from thundervis.present.status import chain_counts, fallback_reasons, fallbacks
     d = rec.overview().as_json()
     fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
@@ -59,7 +61,30 @@ def summary_dict(rec) -> dict:
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
+    add_roofline(d, rec, gpus)
     return d
+
+
+def add_roofline(d: dict, rec, gpus=None) -> None:
+    """Merge the roofline model into the ``ls --json`` document ``d``: ``modelled_step.<target>``,
+    ``roofline`` (a row per kernel and torch matmul/attention/convolution on the first target), and
+    per fusion ``roofline`` (bytes, FLOPs) and ``targets.<target>.roofline_us`` (merged beside
+    what other per-target producers put there). An unknown GPU name is a UserError."""
+    from thundervis.gpus import UnknownGPU
+    from thundervis.present.roofline import chain_costs, fusion_model, fusion_targets, roofline_rows, step_models
+    try:
+        costs = chain_costs(rec)
+        d["modelled_step"] = {s.target: s.as_json() for s in step_models(rec, gpus, costs)}
+        d["roofline"] = [r.as_json() for r in roofline_rows(rec, (gpus or [None])[0], costs)]
+        per_target, model = fusion_targets(rec, costs, gpus), fusion_model(costs)
+    except UnknownGPU as e:
+        raise UserError(str(e) + ".") from None
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            key = (g["id"], k["chain"], k["uid"])
+            k["roofline"] = model.get(key)
+            for target, values in per_target.get(key, {}).items():
+                k.setdefault("targets", {}).setdefault(target, {}).update(values)
 
 
 def collectives_dict(rec) -> dict:
@@ -128,9 +153,22 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     return lines
 
 
-def summary_text(rec, passes: bool = True) -> str:
-    """Return the human-readable summary of an open recording (``passes``: list every pass)."""
-    d = summary_dict(rec)
+def modelled_step_lines(d: dict) -> list[str]:
+    """Return the ``modelled step`` lines of an ``ls --json`` document ``d``: one per target."""
+    from thundervis.present.roofline import StepModel
+    out = []
+    for target, m in (d.get("modelled_step") or {}).items():
+        chains = tuple((c["graph"], c["chain"], c["us"]) for c in m["chains"])
+        left_out = tuple((x["graph"], x["chain"], x["why"]) for x in m.get("left_out", []))
+        out.append(StepModel(target, m["gpu"], m["us"], chains, m["kernels"], m["torch_ops"], m["assumed"],
+                             left_out).text())
+    return out
+
+
+def summary_text(rec, passes: bool = True, gpus=None) -> str:
+    """Return the human-readable summary of an open recording (``passes``: list every pass; ``gpus``:
+    the GPUs the step is modelled on, default the recorded targets)."""
+    d = summary_dict(rec, gpus)
     r = d["run"]
     lines = []
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
@@ -164,13 +202,15 @@ def summary_text(rec, passes: bool = True) -> str:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
             ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
             lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
-            if k.get("targets"):
+            builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
+            if builds:
                 from thundervis.present.asm import target_line
-                lines.append(f"         {target_line(k['targets'])}")
+                lines.append(f"         {target_line(builds)}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
+    lines.extend(modelled_step_lines(d))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
@@ -189,8 +229,9 @@ def cmd_ls(args) -> int:
         from thundervis.commands.ls_group import cmd_ls_group
         return cmd_ls_group(args)
     with readable(args.recording, args.rank) as rec:
-        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
-            summary_text(rec, passes=not args.brief)
+        gpus = [x for x in (args.gpu or "").split(",") if x.strip()] or None
+        text = (json.dumps(summary_dict(rec, gpus), indent=2) + "\n") if args.json else \
+            summary_text(rec, passes=not args.brief, gpus=gpus)
     sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
 
@@ -202,4 +243,7 @@ def register(subparsers) -> None:
     p.add_argument("--rank", type=int, default=None, help="in a group folder: summarize this rank's recording")
     p.add_argument("--json", action="store_true", help="print the stable JSON form (see docs/recording.md)")
     p.add_argument("--brief", action="store_true", help="do not list every pass")
+    p.add_argument("--gpu", metavar="LIST", default=None,
+                   help="model the step on these GPUs, e.g. sm_80,h200 (default: the run's targets, else sm_90; "
+                        "docs/targets.md lists the table)")
     p.set_defaults(func=cmd_ls)

@@ -432,6 +432,14 @@ class Recording:
                    else read_builds(self))
         return [b for b in out if target is None or b.target == target]
 
+    def roofline_costs(self) -> dict:
+        """Return the roofline costs stored with each chain's final pass: {(graph, chain): [Cost]}
+        in call order (``compiler.roofline_cost.Cost``; recording/costs.py); {} for recordings
+        written before the table."""
+        from .costs import read_costs
+        with self.snapshot():
+            return read_costs(self)
+
     def build_stages(self, build) -> Optional[object]:
         """Return the ``BuildStages`` (compiled stage texts and line maps) of a ``KernelBuild``,
         None when it has none (failed, unplanned or unfinished)."""

@@ -33,6 +33,10 @@ Tables (see docs/recording.md for the meaning of each column):
   uid); ``kernel_build_stages``: the compiled stages of each distinct build, stored once per build
   and target (zlib-compressed JSON: the Triton source compiled, TTIR, TTGIR, LLVM IR, PTX, SASS and
   each stage's line map). Older recordings lack both tables; readers treat that as "no builds".
+- ``symbol_costs``: the roofline cost (bytes read and written, FLOPs, precision) of every top-level
+  symbol of each chain's final (``codegen``) pass, in call order (``compiler/roofline_cost.py``),
+  written with that pass; views model it on a GPU without reading the trace. Older recordings lack
+  the table; readers then cost the final traces themselves.
 """
 from __future__ import annotations
 
@@ -265,6 +269,21 @@ CREATE TABLE IF NOT EXISTS kernel_build_stages (
     target    TEXT NOT NULL,
     stages    BLOB NOT NULL,                  -- zlib(JSON {source, stages: {stage: text}, lines: {stage: [...]}})
     PRIMARY KEY (build_key, target)
+);
+
+-- The roofline cost of each top-level symbol of a chain's final pass (compiler/roofline_cost.py).
+CREATE TABLE IF NOT EXISTS symbol_costs (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    position      INTEGER NOT NULL,           -- call order in the final trace
+    uid           TEXT NOT NULL,
+    name          TEXT NOT NULL,              -- the symbol (fw_fusion_3, prims.mm ...)
+    kind          TEXT NOT NULL,              -- fusion | matmul | attention | conv | op | view
+    bytes_read    INTEGER NOT NULL,
+    bytes_written INTEGER NOT NULL,
+    flops         INTEGER NOT NULL,
+    precision     TEXT NOT NULL,              -- fp32 | bf16 | fp8 | fp64
+    PRIMARY KEY (graph_id, chain, position)
 );
 """
 

@@ -260,10 +260,14 @@ class RecordingObserver(CompileObserver):
                     self._note_error(f"graph {graph} {chain} pass {index} {name}", e)
             return
         n_symbols = len(trace.symbols)
+        costs = self._final_costs(graph, chain, name, trace)
 
         def fn(c):
             c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'compiling')",
                       (graph, chain))
+            if costs is not None:
+                from .costs import store_costs
+                store_costs(c, graph, chain, costs)
             c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
                       " n_symbols, symbols_from, trace_json, printed, meta, recorded_at)"
                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -285,6 +289,20 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def _final_costs(self, graph: int, chain: str, name: str, trace: Trace):
+        """Return the roofline costs of a forward/backward/inference chain's final (``codegen``)
+        trace, else None; a failing cost model is noted, and the pass is recorded anyway."""
+        if name != "codegen" or chain not in ("forward", "backward", "inference"):
+            return None
+        try:
+            from thundervis.compiler.roofline_cost import trace_costs
+            return trace_costs(trace)
+        except Exception as e:
+            with self._lock:
+                if self._conn is not None:
+                    self._note_error(f"the roofline costs of graph {graph} {chain}", e)
+            return None
 
     def record_sources(self, trace: Trace) -> None:
         """Store the text of every user source file ``trace``'s symbols point at that is not
