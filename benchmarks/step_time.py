@@ -5,7 +5,8 @@ Measures eager and, in the same run, each executor choice of ``--executors`` (de
 executors: without CUDA, Triton fusions run through the fast CPU path; target <= 1.2x eager) or a
 comma-separated executor list such as ``triton,torch`` (Triton's interpreter on CPU; no target).
 Several choices are separated by ``;`` or given as ``--executors torch --executors default``.
-Prints the median step time of each and the ratio compiled / eager.
+Prints the median step time of each and the ratio compiled / eager (wall clock; the ratio of
+process CPU time is printed beside it: on a machine other processes share it is the steadier one).
 Usage: ``python benchmarks/step_time.py [--executors CHOICE] [--steps N] [--warmup N] [--rounds N]``.
 """
 from __future__ import annotations
@@ -24,17 +25,18 @@ from _gpt_model import build, train_step  # noqa: E402
 TARGETS = {"torch": 1.05, "default": 1.2}
 
 
-def time_steps(run, model, batches, warmup: int, steps: int) -> float:
-    """Return the median seconds of ``steps`` training steps after ``warmup`` steps."""
+def time_steps(run, model, batches, warmup: int, steps: int) -> tuple[float, float]:
+    """Return the median (wall, process CPU) seconds of ``steps`` training steps after ``warmup``."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     for i in range(warmup):
         train_step(run, model, opt, batches[i % len(batches)])
-    times = []
+    times, cpu = [], []
     for i in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         train_step(run, model, opt, batches[i % len(batches)])
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def main() -> int:
@@ -45,9 +47,11 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=6, help="interleaved eager/compiled rounds")
     p.add_argument("--executors", action="append", metavar="CHOICE",
                    help="torch (default), default (the default executors) or a list such as triton,torch")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads (default: torch's own choice); 1 on a machine other processes share")
     args = p.parse_args()
     choices = [c.strip() for text in (args.executors or ["torch"]) for c in text.split(";") if c.strip()]
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    torch.set_num_threads(args.threads if args.threads > 0 else max(1, torch.get_num_threads()))
     from thundervis.compiler import ThundervisCompiler
 
     model, batches, where = build()
@@ -62,17 +66,21 @@ def main() -> int:
         eager_t.append(time_steps(model, model, batches, args.warmup, args.steps))
         for c in choices:
             ours_t[c].append(time_steps(compiled[c], model, batches, args.warmup, args.steps))
-    eager = min(eager_t)
-    print(f"model: {where}")
-    print(f"eager step:                 {eager * 1e3:8.2f} ms (best of {args.rounds} rounds' medians of {args.steps})")
+    eager = min(t for t, _ in eager_t)
+    eager_cpu = min(c for _, c in eager_t)
+    print(f"model: {where}  ·  torch threads: {torch.get_num_threads()}")
+    print(f"eager step:                 {eager * 1e3:8.2f} ms (best of {args.rounds} rounds' medians of {args.steps}; "
+          f"{eager_cpu * 1e3:.2f} ms CPU)")
     ok = True
     for c in choices:
-        ours = min(ours_t[c])
+        ours = min(t for t, _ in ours_t[c])
+        ours_cpu = min(x for _, x in ours_t[c])
         ratio = ours / eager
         target = TARGETS.get(c)
         verdict = "" if target is None else f"  (target <= {target})  {'OK' if ratio <= target else 'MISSED'}"
         ok = ok and (target is None or ratio <= target)
-        print(f"thundervis ({c}) step:{' ' * max(1, 8 - len(c))}{ours * 1e3:8.2f} ms   ratio compiled/eager: {ratio:6.3f}{verdict}")
+        print(f"thundervis ({c}) step:{' ' * max(1, 8 - len(c))}{ours * 1e3:8.2f} ms   ratio compiled/eager: "
+              f"{ratio:6.3f}{verdict}   (CPU time: {ours_cpu * 1e3:.2f} ms, ratio {ours_cpu / eager_cpu:.3f})")
     return 0 if ok else 1
 
 

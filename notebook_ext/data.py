@@ -191,11 +191,19 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
-    @staticmethod
-    def kernels_json(graph) -> list:
+    def kernels_json(self, graph) -> list:
         """Return the kernels of ``graph`` (``KernelInfo.as_json()``: ops, members, source lines,
-        timing when profiled)."""
-        return [k.as_json() for k in graph.kernels]
+        timing when profiled, and ``ran_on``: present.kernel_runs' object, None when not recorded)."""
+        from thundervis.present.kernel_runs import kernel_runs
+        with self._lock:
+            runs = kernel_runs(self.rec)
+        out = []
+        for k in graph.kernels:
+            d = k.as_json()
+            run = runs.get((k.graph, k.chain, k.name))
+            d["ran_on"] = run.as_json() if run is not None else None
+            out.append(d)
+        return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
                 collapse: Optional[bool] = None) -> dict:

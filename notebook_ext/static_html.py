@@ -85,7 +85,9 @@ def _kernels_table(kernels: list) -> str:
         t = k.get("timing")
         med = f"{t['median_us']:.1f} µs" if t and t.get("median_us") is not None else "–"
         srcs = ", ".join(k.get("sources", []))
-        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
+        ran = k.get("ran_on") if isinstance(k.get("ran_on"), dict) else None
+        executor = f"{k['executor']} · {ran['text']}" if ran and isinstance(ran.get("text"), str) else k["executor"]
+        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
 

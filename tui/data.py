@@ -92,6 +92,7 @@ class KernelRow:
     share: Optional[float] = None
     gbps: Optional[float] = None
     fallback: Optional[str] = None  # why it fell back to torch at run time
+    ran_on: str = ""  # "ran on cpu via torch" (present.kernel_runs), "" when not recorded
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,8 @@ class RecordingData:
         ov = self._call(self._rec.overview)
         events = self._call(self._rec.events)
         fallbacks = _runtime_fallbacks(events)
+        from thundervis.present.kernel_runs import kernel_runs, ran_on_text
+        runs = self._call(kernel_runs, self._rec)
         run = ov.run
         run_row = RunRow(run.target, tuple(str(a) for a in (run.argv or [])[1:]), run.status, run.exit_code,
                          run.traceback, run.device, run.torch, run.duration_s)
@@ -250,7 +253,7 @@ class RecordingData:
                     tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members), tuple(k.sources),
                     k.language, k.note, t.calls if t else None, t.median_us if t else None,
                     t.share if t else None, t.gbps if t else None,
-                    fallbacks.get((k.graph, k.chain, k.name))))
+                    fallbacks.get((k.graph, k.chain, k.name)), ran_on_text(runs.get((k.graph, k.chain, k.name)))))
         return Overview(self.path, run_row, tuple(out), tuple(kernels), ov.revision,
                         count_between((e.event, e.data) for e in events))
 

@@ -97,7 +97,8 @@ class KernelsScreen(Screen):
             if k.fallback:
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
             table.add_row(
-                name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
+                name, visible_line(k.executor + (f" · {k.ran_on}" if k.ran_on else "")),
+                visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 "-" if k.median_us is None else f"{k.median_us:.1f} µs",
                 "-" if k.share is None else f"{k.share * 100:.1f}%",

@@ -8,12 +8,13 @@ for a ``--target``), but the region runs through one of two CPU paths:
   bindings), from a small Python function generated from the in-memory region;
 - ``inductor``: the region compiled by Inductor's C++ backend (:mod:`.inductor_executor`).
 
-The first call decides, on the real inputs: it times the torch path; when that takes at least
-:func:`inductor_threshold_us` (a region too small for a fused C++ loop to win back Inductor's
-per-call overhead), it also compiles and times Inductor; the faster wins for good. The decision and
-both times go to the observer as a ``kernel_path`` runtime event (``device``, ``via``, ``torch_us``,
-``inductor_us``, ``why``), so every view can say what ran where. An explicit ``--executors triton``
-keeps Triton's interpreter (numerics checks); see :class:`~.triton_executor.TritonExecutor`.
+The first call times the torch path on the real inputs. A region whose torch path takes at least
+:func:`inductor_threshold_us` (smaller ones cannot win back a compiled call's fixed cost) is tried
+with Inductor once it proved hot (:func:`inductor_after_calls`: a short run never pays for a
+compile); that call compiles it and times Inductor, and the faster path stays for good. Each step of the decision goes to the observer as a ``kernel_path`` runtime event
+(``device``, ``via``, ``planned``, ``torch_us``, ``inductor_us``, ``why``), so every view can say
+what ran where. An explicit ``--executors triton`` keeps Triton's interpreter (numerics checks); see
+:class:`~.triton_executor.TritonExecutor`.
 """
 from __future__ import annotations
 
@@ -34,14 +35,37 @@ VIA_INTERPRETER = "triton-interpreter"
 VIA_TORCH = "torch"
 VIA_INDUCTOR = "inductor"
 
-_DEFAULT_INDUCTOR_MIN_US = 500.0
+_DEFAULT_INDUCTOR_MIN_US = 100.0
 _WARMUP = 2
 _TIMING_REPS = 5
 
 
+def path_event(fusion: BoundSymbol, device: str, via: str, *, planned: bool = False, why: str = "",
+               torch_us: Optional[float] = None, inductor_us: Optional[float] = None) -> dict:
+    """Return the data of a ``kernel_path`` runtime event: kernel ``fusion`` runs on ``device``
+    (``cpu``, ``cuda``) via ``via`` (a ``VIA_*``); ``planned``: said at build time, before any call
+    (a later event of the same kernel replaces it); the measured times of the CPU paths and why."""
+    return {"kernel": fusion.sym, "uid": fusion.uid, "device": device, "via": via, "planned": planned,
+            "torch_us": _round(torch_us), "inductor_us": _round(inductor_us), "why": why}
+
+
+def report_path(fusion: BoundSymbol, device: str, via: str, **kw) -> None:
+    """Report :func:`path_event` for the chain being compiled (a no-op outside compiling)."""
+    runtime_reporter()("kernel_path", path_event(fusion, device, via, **kw))
+
+
+def inductor_after_calls() -> int:
+    """Return how many calls a region runs through torch before it is tried with Inductor
+    (``$THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS``, default 20; at least 1)."""
+    try:
+        return max(1, int(os.environ.get("THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS", "") or 20))
+    except ValueError:
+        return 20
+
+
 def inductor_threshold_us() -> Optional[float]:
     """Return the torch-path time (µs per call) from which a region is also tried with Inductor
-    (``$THUNDERVIS_CPU_INDUCTOR_MIN_US``; ``off`` never tries it; default 500 µs)."""
+    (``$THUNDERVIS_CPU_INDUCTOR_MIN_US``; ``off`` never tries it; default 100 µs)."""
     text = os.environ.get("THUNDERVIS_CPU_INDUCTOR_MIN_US", "").strip().lower()
     if text in ("off", "never", "none"):
         return None
@@ -126,86 +150,108 @@ def _time_us(fn: Callable, args: tuple) -> tuple[float, object]:
 
 
 class CpuRegion:
-    """A fusion region's CPU launcher: on its first call it measures the torch path (and Inductor
-    when the region is big enough), keeps the faster, and reports the choice (see the module doc).
+    """A fusion region's CPU launcher (see the module doc). Its first call measures the torch path
+    and, when the region is big enough and has been called :func:`inductor_after_calls` times,
+    compiles it with Inductor, measures that on the real inputs and keeps the faster path for good.
     ``via`` is the path in use (None before the first call); ``torch_us`` / ``inductor_us`` the
-    measured medians (None: not measured)."""
+    measured best times (None: not measured); ``why`` the reason of the choice."""
 
     def __init__(self, fusion: BoundSymbol, inductor: bool = True, parents: Optional[dict] = None):
         self.name = fusion.sym
         self.uid = fusion.uid
         self.torch_fn = torch_region(fusion, parents)
-        self._fusion = fusion if inductor else None
+        self._inductor = inductor
         self.fn: Optional[Callable] = None
         self.via: Optional[str] = None
         self.torch_us: Optional[float] = None
         self.inductor_us: Optional[float] = None
         self.why = ""
+        self._hot_in = 0  # calls left before a region worth trying is compiled by Inductor
+        self._pending = False  # True while Inductor may still replace torch (the slow call path)
         self._report = runtime_reporter()
 
     def __call__(self, *args):
-        fn = self.fn
-        if fn is not None:
-            return fn(*args)
-        return self._first_call(args)
+        if not self._pending:
+            fn = self.fn
+            if fn is not None:
+                return fn(*args)
+            return self._first_call(args)
+        self._hot_in -= 1
+        if self._hot_in > 0:
+            return self.fn(*args)
+        return self._compiled(args, compile_in_fresh_thread(self.torch_fn, args))
 
     def _first_call(self, args: tuple):
         self.torch_us, out = _time_us(self.torch_fn, args)
         self.fn, self.via = self.torch_fn, VIA_TORCH
         threshold = inductor_threshold_us()
-        if self._fusion is None:
+        if not self._inductor:
             self.why = "inductor is not available here"
         elif threshold is None:
             self.why = "inductor not tried (THUNDERVIS_CPU_INDUCTOR_MIN_US=off)"
         elif self.torch_us < threshold:
             self.why = f"inductor not tried: torch takes {self.torch_us:.0f} µs, below {threshold:.0f} µs"
         else:
-            out = self._try_inductor(args, out)
-        self._fusion = None
-        self._report("kernel_path", {"kernel": self.name, "uid": self.uid, "device": "cpu", "via": self.via,
-                                     "torch_us": _round(self.torch_us), "inductor_us": _round(self.inductor_us),
-                                     "why": self.why})
+            # Compiled only once the region proved hot: a short run never pays for a compile.
+            self.why = (f"inductor to be tried after {inductor_after_calls()} calls "
+                        f"(torch takes {self.torch_us:.0f} µs)")
+            self._hot_in, self._pending = inductor_after_calls(), True
+        self._say()
         return out
 
-    def _try_inductor(self, args: tuple, out):
+    def _compiled(self, args: tuple, job: dict):
+        self._pending = False
+        if "error" in job:
+            e = job["error"]
+            first = str(e).splitlines()[0][:160] if str(e) else ""
+            self.why = f"inductor failed: {type(e).__name__}: {first}"
+            self._say()
+            return self.fn(*args)
+        compiled = job["fn"]
+        try:
+            self.inductor_us, ind_out = _time_us(compiled, args)
+        except Exception as e:  # a compiled region that fails to run: torch keeps it
+            self.why = f"inductor failed at run time: {type(e).__name__}: {str(e)[:160]}"
+            self._say()
+            return self.fn(*args)
+        if self.inductor_us < self.torch_us:
+            self.fn, self.via = compiled, VIA_INDUCTOR
+            self.why = (f"inductor faster ({self.inductor_us:.0f} µs vs torch {self.torch_us:.0f} µs; "
+                        f"compiled in {job['seconds']:.1f} s)")
+            self._say()
+            return ind_out
+        self.why = f"torch faster ({self.torch_us:.0f} µs vs inductor {self.inductor_us:.0f} µs)"
+        self._say()
+        return self.fn(*args)
+
+    def _say(self) -> None:
+        self._report("kernel_path", {"kernel": self.name, "uid": self.uid, "device": "cpu", "via": self.via,
+                                     "planned": False, "torch_us": _round(self.torch_us),
+                                     "inductor_us": _round(self.inductor_us), "why": self.why})
+
+
+def compile_in_fresh_thread(fn: Callable, args: tuple) -> dict:
+    """Compile ``fn`` for inputs like ``args`` (:func:`compile_region`) on a new thread and wait for
+    it; return ``{"fn", "seconds"}`` or ``{"error"}``. A forward region's call runs inside
+    AOTAutograd's ``autograd.Function``, whose thread-local dispatch state breaks tracing; a new
+    thread starts clean. Waiting matters: tracing sets process-wide flags that would break the
+    user's compiled calls running meanwhile, so nothing runs beside it."""
+    job: dict = {}
+    examples = [a.detach() if hasattr(a, "detach") else a for a in args]  # metadata is what counts
+
+    def work():
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                compiled = inductor_compile(self.torch_fn, args)
-                compiled(*args)
-        except Exception as e:  # compiling must never stop training: torch keeps the region
-            first = str(e).splitlines()[0][:160] if str(e) else ""
-            self.why = f"inductor failed: {type(e).__name__}: {first}"
-            return out
-        compile_s = time.perf_counter() - t0
-        self.inductor_us, ind_out = _time_us(compiled, args)
-        if self.inductor_us < self.torch_us:
-            self.fn, self.via = compiled, VIA_INDUCTOR
-            self.why = (f"inductor faster ({self.inductor_us:.0f} µs vs torch {self.torch_us:.0f} µs; "
-                        f"compiled in {compile_s:.1f} s)")
-            return ind_out
-        self.why = f"torch faster ({self.torch_us:.0f} µs vs inductor {self.inductor_us:.0f} µs)"
-        return out
-
-
-def inductor_compile(fn: Callable, args: tuple) -> Callable:
-    """:func:`compile_region` run in a fresh thread (and waited for): a forward region's first call
-    runs inside AOTAutograd's ``autograd.Function``, whose thread-local dispatch state breaks
-    tracing; a new thread starts clean."""
-    result: dict = {}
-
-    def work():
-        try:
-            result["fn"] = compile_region(fn, args)
-        except BaseException as e:  # handed to the caller below
-            result["error"] = e
+                job["fn"] = compile_region(fn, examples)
+            job["seconds"] = time.perf_counter() - t0
+        except BaseException as e:  # handed to the region, which keeps torch
+            job["error"] = e
     worker = threading.Thread(target=work, name="thundervis-inductor-region", daemon=True)
     worker.start()
     worker.join()
-    if "error" in result:
-        raise result["error"]
-    return result["fn"]
+    return job
 
 
 def compile_region(fn: Callable, args: tuple) -> Callable:

@@ -42,7 +42,7 @@ from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
 from .arguments import dropped_argument
 from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
-from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion
+from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_event, report_path
 from .inductor_executor import inductor_unavailable_reason
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
@@ -222,6 +222,8 @@ class TritonExecutor(FusionExecutor):
         else:
             module = _import_kernel(key, path, ks.source)
             launch = _guarded(module.launch, fusion)
+        # What will run it, said now (the fast CPU path says again, with its times, at its first call).
+        report_path(fusion, device, via, planned=True)
         self._built[fusion.uid] = launch
         return BuiltKernel(ks.source, "python", ks.note,
                            {"cache_path": path, "grid": ks.grid, "plan": ks.plan, "parts": ks.parts,
@@ -375,6 +377,8 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
                           f"({error}); its region runs in torch instead")
             report("kernel_fallback", {"kernel": fusion.sym, "uid": fusion.uid, "executor": "triton",
                                        "error": error, "sources": _sources(fusion)})
+            report("kernel_path", path_event(fusion, _device_kind(fusion.outputs[0].device), VIA_TORCH,
+                                             why=f"the Triton kernel failed on its first launch: {error}"))
             state["fn"] = _reference(fusion)
             return state["fn"](*args)
         state["fn"] = launch

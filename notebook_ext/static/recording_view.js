@@ -436,7 +436,7 @@ function renderRecording(model, el, ask, shared) {
         return;
       }
       kdetail.append(
-        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}] · ${k.n_ops} ops` }),
+        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}${k.ran_on ? " · " + k.ran_on.text : ""}] · ${k.n_ops} ops` }),
         h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
       );
       if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
@@ -457,7 +457,7 @@ function renderRecording(model, el, ask, shared) {
         "tr",
         { class: "tv-kernel-row", "data-kernel": k.name },
         h("td", { text: k.name }),
-        h("td", { text: k.executor }),
+        h("td", { text: k.ran_on ? `${k.executor} · ${k.ran_on.text}` : k.executor }),
         h("td", { text: k.n_ops }),
         h("td", { text: t ? fmtUs(t.median_us) : "–" }),
         h("td", { text: t && t.share !== null && t.share !== undefined ? `${(t.share * 100).toFixed(1)}%` : "–" }),

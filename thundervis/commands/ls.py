@@ -53,13 +53,28 @@ def summary_dict(rec) -> dict:
         data = e.data if isinstance(e.data, dict) else {}
         if isinstance(data.get("kernel"), str):
             fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
+    from thundervis.present.kernel_runs import kernel_runs
+    runs = kernel_runs(rec)
     for g in d["graphs"]:
         for k in g["fusions"]:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
+            run = runs.get((g["id"], k["chain"], k["name"]))
+            k["ran_on"] = run.as_json() if run is not None else None
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
     return d
+
+
+def fusion_label(k: dict) -> str:
+    """Return ``name [executor · ran on DEVICE via PATH]`` for an ``ls --json`` fusion (see
+    present.kernel_runs; a run-time fallback without a path event reads ``-> torch at run time``)."""
+    from thundervis.present.kernel_runs import kernel_label, run_from_event
+    ran = k.get("ran_on")
+    run = run_from_event({"kernel": k["name"], **ran, "planned": not ran.get("measured")}) if isinstance(ran, dict) else None
+    if run is None and k.get("ran_in_torch") is not None:
+        return f"{k['name']} [{k['executor']} -> torch at run time]"
+    return kernel_label(k["name"], k["executor"], run)
 
 
 def collectives_dict(rec) -> dict:
@@ -162,8 +177,7 @@ def summary_text(rec, passes: bool = True) -> str:
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
-            ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
-            lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
+            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))

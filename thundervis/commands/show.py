@@ -44,10 +44,15 @@ def note_comments(rec, graph: int, chain: str):
         if e.graph == graph and e.chain == chain and isinstance(d.get("kernel"), str):
             fell_back[d["kernel"]] = " ".join(str(d.get("error") or "").split())
 
+    from thundervis.present.kernel_runs import kernel_runs, ran_on_text
+    runs = {name: run for (g, c, name), run in kernel_runs(rec).items() if g == graph and c == chain}
+
     def note(b) -> str | None:
         parts = []
         if b.sym in fell_back:
             parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
+        elif getattr(b, "fusion", False) and b.sym in runs:
+            parts.append(ran_on_text(runs[b.sym]))
         text = symbol_note(b.executor, b.note)
         if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
             parts.append(text)
