@@ -69,9 +69,14 @@ def summary_dict(rec) -> dict:
 def fusion_label(k: dict) -> str:
     """Return ``name [executor · ran on DEVICE via PATH]`` for an ``ls --json`` fusion (see
     present.kernel_runs; a run-time fallback without a path event reads ``-> torch at run time``)."""
+    from dataclasses import replace
+
     from thundervis.present.kernel_runs import kernel_label, run_from_event
     ran = k.get("ran_on")
-    run = run_from_event({"kernel": k["name"], **ran, "planned": not ran.get("measured")}) if isinstance(ran, dict) else None
+    run = None
+    if isinstance(ran, dict):
+        run = run_from_event({**ran, "kernel": k["name"], "planned": not ran.get("measured")})
+        run = replace(run, fell_back=ran.get("fell_back") is True) if run is not None else None
     if run is None and k.get("ran_in_torch") is not None:
         return f"{k['name']} [{k['executor']} -> torch at run time]"
     return kernel_label(k["name"], k["executor"], run)

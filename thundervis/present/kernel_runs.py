@@ -34,12 +34,14 @@ class KernelRun:
     torch_us: Optional[float] = None
     inductor_us: Optional[float] = None
     why: str = ""
+    fell_back: bool = False  # its kernel failed at run time and torch ran the region instead
 
     def as_json(self) -> dict:
         """Return the ``ran_on`` object of ``ls --json``: device, via, measured, torch_us,
         inductor_us, why and ``text`` (what views print)."""
         return {"device": self.device, "via": self.via, "measured": self.measured, "torch_us": self.torch_us,
-                "inductor_us": self.inductor_us, "why": self.why, "text": ran_on_text(self)}
+                "inductor_us": self.inductor_us, "why": self.why, "fell_back": self.fell_back,
+                "text": ran_on_text(self)}
 
 
 def _number(v) -> Optional[float]:
@@ -78,16 +80,17 @@ def kernel_runs(rec) -> dict:
             key = (e.graph, e.chain, data["kernel"])
             device = out[key].device if key in out else "unknown"
             error = " ".join(str(data.get("error") or "").split())[:300]
-            out[key] = KernelRun(device, "torch", True, why=f"fell back at run time: {error}")
+            out[key] = KernelRun(device, "torch", True, why=f"fell back at run time: {error}", fell_back=True)
     return out
 
 
 def ran_on_text(run: Optional[KernelRun]) -> str:
-    """Return ``ran on cpu via torch`` (``will run on ...`` for a plan never run; "" for None)."""
+    """Return ``ran on cpu via torch`` (``runs on ...`` for a plan never run, ``... after its kernel
+    failed`` for a run-time fallback; "" for None)."""
     if run is None:
         return ""
     verb = "ran on" if run.measured else "runs on"
-    return f"{verb} {run.device} via {run.via}"
+    return f"{verb} {run.device} via {run.via}" + (" after its kernel failed" if run.fell_back else "")
 
 
 def kernel_label(name: str, executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
