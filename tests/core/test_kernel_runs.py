@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from core_helpers import run_cli, write_script
-from thundervis.present.kernel_runs import (KernelRun, clock_label, kernel_label, kernel_runs, ran_on_text,
+from thundervis.present.status import (KernelRun, clock_label, kernel_label, kernel_runs, ran_on_text,
                                             run_from_event)
 
 
@@ -32,7 +32,7 @@ def default_run(tmp_path_factory):
 def test_a_default_cpu_run_records_that_its_fusions_ran_on_cpu_via_torch(default_run, capsys):
     from thundervis.recording import open_recording
     with open_recording(default_run) as rec:
-        runs = kernel_runs(rec)
+        runs = kernel_runs(rec.events())
         kernels = rec.kernels()
     assert kernels
     for k in kernels:
@@ -82,7 +82,7 @@ def test_the_last_measured_event_wins_and_a_runtime_fallback_means_torch():
                 (0, "forward", "kernel_path", {"kernel": "b", "device": "cpu", "via": "triton-interpreter",
                                                "planned": True}),
                 (0, "forward", "kernel_fallback", {"kernel": "b", "error": "boom"})])
-    runs = kernel_runs(rec)
+    runs = kernel_runs(rec.events())
     assert runs[(0, "forward", "a")].via == "inductor"
     b = runs[(0, "forward", "b")]
     assert (b.device, b.via, b.measured) == ("cpu", "torch", True) and "boom" in b.why

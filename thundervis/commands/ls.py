@@ -45,16 +45,12 @@ def readable(path: str, rank=None):
 
 def summary_dict(rec) -> dict:
     """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
-    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``."""
-    from thundervis.recording.fallbacks import chain_counts, fallbacks
+    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks``, each fusion's ``ran_in_torch`` and
+    ``ran_on`` (what ran it, ``present.status.KernelRun.as_json()``; None when not recorded)."""
+    from thundervis.present.status import chain_counts, fallback_reasons, fallbacks, kernel_runs
     d = rec.overview().as_json()
-    fell_back = {}  # (graph, chain, kernel name) -> error of its run-time fallback
-    for e in rec.events("kernel_fallback"):
-        data = e.data if isinstance(e.data, dict) else {}
-        if isinstance(data.get("kernel"), str):
-            fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
-    from thundervis.present.kernel_runs import kernel_runs
-    runs = kernel_runs(rec)
+    fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
+    runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
     for g in d["graphs"]:
         for k in g["fusions"]:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
@@ -64,22 +60,6 @@ def summary_dict(rec) -> dict:
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
     return d
-
-
-def fusion_label(k: dict) -> str:
-    """Return ``name [executor · ran on DEVICE via PATH]`` for an ``ls --json`` fusion (see
-    present.kernel_runs; a run-time fallback without a path event reads ``-> torch at run time``)."""
-    from dataclasses import replace
-
-    from thundervis.present.kernel_runs import kernel_label, run_from_event
-    ran = k.get("ran_on")
-    run = None
-    if isinstance(ran, dict):
-        run = run_from_event({**ran, "kernel": k["name"], "planned": not ran.get("measured")})
-        run = replace(run, fell_back=ran.get("fell_back") is True) if run is not None else None
-    if run is None and k.get("ran_in_torch") is not None:
-        return f"{k['name']} [{k['executor']} -> torch at run time]"
-    return kernel_label(k["name"], k["executor"], run)
 
 
 def collectives_dict(rec) -> dict:
@@ -121,7 +101,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
     its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
     groups). Recorded strings are made terminal-safe."""
-    from thundervis.recording.fallbacks import TORCH_OP
+    from thundervis.present.status import TORCH_OP
     v = visible_line
     lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
              else "no chain was compiled"]
@@ -188,6 +168,21 @@ def summary_text(rec, passes: bool = True) -> str:
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
+
+
+def fusion_label(k: dict) -> str:
+    """Return ``name [executor · ran on DEVICE via PATH]`` for an ``ls --json`` fusion
+    (``present.status.kernel_label``; a run-time fallback without a path reads ``-> torch at run time``)."""
+    from thundervis.present.status import KernelRun, kernel_label, run_from_event
+    ran = k.get("ran_on")
+    run = None
+    if isinstance(ran, dict):
+        run = run_from_event({**ran, "kernel": k["name"], "planned": not ran.get("measured")})
+        if run is not None and ran.get("fell_back") is True:
+            run = KernelRun(run.device, run.via, run.measured, run.torch_us, run.inductor_us, run.why, True)
+    if run is None and k.get("ran_in_torch") is not None:
+        return f"{k['name']} [{k['executor']} -> torch at run time]"
+    return kernel_label(k["name"], k["executor"], run)
 
 
 def group_summary_text(ov) -> str:
