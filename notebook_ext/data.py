@@ -26,7 +26,7 @@ from thundervis.present.diff_labels import labelled, pass_label
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import chain_eager, fallback_reasons
+from thundervis.present.status import chain_eager, fallback_reasons, kernel_runs
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
 
@@ -102,6 +102,7 @@ class RecordingData:
         self._traces = PassTraces(rec, size=None)  # kept: the payload's interned infos key on id()
         self._overview = None
         self._fallbacks = None
+        self._runs: dict = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -200,15 +201,19 @@ class RecordingData:
     def kernels_json(self, graph) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
-        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``)."""
+        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
+        ``ran_on``: what ran it, e.g. ``ran on cpu via torch``)."""
         if self._fallbacks is None:
             with self._lock:
+                self._runs = data_errors(lambda: kernel_runs(self.rec.events("kernel_fallback")
+                                                             + self.rec.events("kernel_path")))
                 self._fallbacks = data_errors(lambda: fallback_reasons(self.rec.events("kernel_fallback")))
         out = []
         for k in graph.kernels:
-            row = kernel_row(k, self._fallbacks.get((k.graph, k.chain, k.name))).as_json()
+            key = (k.graph, k.chain, k.name)
+            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key)).as_json()
             out.append({**k.as_json(), **{key: row[key] for key in
-                                          ("sources", "median", "share_text", "fallback", "status")}})
+                                          ("sources", "median", "share_text", "fallback", "status", "ran_on")}})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,

@@ -206,7 +206,11 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     if aot is not None:
         recorder.note("aot_started", {"targets": [f"sm_{a}" for a in aot.targets], "workers": aot.workers})
         aot.start()
-    compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=recorder,
+    from thundervis.compiler.observer import MultiObserver
+    from thundervis.progress import progress_observer
+    progress = progress_observer(executors=executors)  # the live status line (a terminal only)
+    observer = recorder if progress is None else MultiObserver(recorder, progress)
+    compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
                                               profile=profile, aot=aot)
 
     saved_defaults = dict(backend_mod._defaults)
@@ -223,7 +227,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     try:
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
-        backend_mod.set_defaults(observer=recorder, executors=executors, debug=debug, profile=profile, aot=aot)
+        backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot)
         torch.compile = _routed_compile(saved_compile, compiler)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
@@ -246,6 +250,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     finally:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         try:
+            if progress is not None:
+                progress.close()
             watcher.__exit__(None, None, None)
             if collectives is not None:
                 try:

@@ -121,7 +121,8 @@ class KernelsScreen(Screen):
             if k.fallback:
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
             table.add_row(
-                name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
+                name, visible_line(k.executor + (f" · {k.ran_on}" if k.ran_on else "")),
+                visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us), format_roofline_us(k.roofline_us),
                 "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),

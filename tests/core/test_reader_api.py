@@ -52,6 +52,8 @@ def test_ls_json_is_the_overview(recorded, capsys):
         for k in g["fusions"]:
             assert k.pop("ran_in_torch") is None
             k.pop("roofline"), k.pop("targets")
+            ran = k.pop("ran_on")
+            assert ran is None or ran["text"].startswith(("ran on", "runs on"))
     assert base == json.loads(json.dumps(ov.as_json()))
     assert ov.status == ov.run.status == "ok" and ov.revision.status == "ok"
     # The keys documented in docs/recording.md are all there.

@@ -14,6 +14,7 @@ must never break the user's training: a failed write is counted, noted once on s
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import sqlite3
 import sys
@@ -330,6 +331,11 @@ class RecordingObserver(CompileObserver):
                         import hashlib
                         digest = hashlib.sha256(data).hexdigest()
                         text = data.decode("utf-8", errors="replace")
+                elif f in linecache.cache:  # a notebook cell (``cell [N]``, compiler.source.cell_file)
+                    data = "".join(linecache.getlines(f)).encode("utf-8")[:MAX_SOURCE_BYTES]
+                    import hashlib
+                    size, digest = len(data), hashlib.sha256(data).hexdigest()
+                    text = data.decode("utf-8", errors="replace")
             except OSError:
                 pass
             rows.append((f, compress_text(text), size, digest))
