@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from .. import faults
 from ..ir import BoundSymbol, TensorProxy
 from ..values import torch_dtype
 from . import triton_ops as ops
@@ -326,6 +327,8 @@ class Part(ReindexOps):
         mask = self.mask("full")
         if name in ("sum", "mean"):
             r = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True)")
+            if faults.active("triton_sum_init"):  # a test fault: the sum starts at 1.0
+                r = self.emit(f"{r} + 1.0")
             if name == "mean":
                 r = self.emit(f"{r} / {float(N)!r}")
         elif name in ("amax", "amin"):

@@ -59,6 +59,13 @@ def summary_dict(rec) -> dict:
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
+    from thundervis.numerics_view import numerics_summary
+    numerics = numerics_summary(rec)
+    d["numerics"] = numerics.as_json()
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            row = numerics.verdict_of(g["id"], k["chain"], k["name"])
+            k["numerics"] = None if row is None or row.verdict == "not checked" else row.verdict
     return d
 
 
@@ -128,6 +135,13 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     return lines
 
 
+def numerics_lines(rec) -> list[str]:
+    """Return the ``run --check-numerics`` / ``--compare-eager`` lines of a summary (none when the
+    run was not checked)."""
+    from thundervis.numerics_view import ls_lines, numerics_summary
+    return ls_lines(numerics_summary(rec))
+
+
 def summary_text(rec, passes: bool = True) -> str:
     """Return the human-readable summary of an open recording (``passes``: list every pass)."""
     d = summary_dict(rec)
@@ -163,11 +177,13 @@ def summary_text(rec, passes: bool = True) -> str:
         for k in g["fusions"]:
             src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
             ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
-            lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
+            checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
+            lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops{checked} · {src}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
+    lines.extend(numerics_lines(rec))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 

@@ -380,6 +380,11 @@ class RecordingObserver(CompileObserver):
             from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
+        if event in ("numerics", "eager_compare") and isinstance(data, dict):
+            from .numerics import store_eager_comparison, store_kernel_numerics
+            store = store_kernel_numerics if event == "numerics" else store_eager_comparison
+            self._write(f"{event} of graph {graph} {chain}", lambda c: store(c, graph, chain, data))
+            return
         if event == "inputs":
             from .capture import save_captured_inputs
             try:
