@@ -8,8 +8,10 @@ prims) runs in the reference interpreter twice on those inputs: raised to float6
 :func:`thundervis.rerun.reference_outputs`) and as is (eager, in the inputs' own dtypes). Errors are
 :func:`thundervis.kernel_numerics.errors` (max abs error, and that over the largest |reference|).
 
-The verdict (:func:`verdict`, also used by ``thundervis bisect``): a kernel is ``flagged`` when its
-error exceeds ``RATIO`` times eager's error and ``FLOOR_ULPS`` units of its output dtype's epsilon,
+The verdict (:func:`verdict` per output, :func:`judge` over a kernel's outputs; ``thundervis bisect``
+uses both): a kernel is ``flagged`` when the error of one of its outputs (max abs error over that
+output's largest |reference|) exceeds ``RATIO`` times eager's error of that output and
+``FLOOR_ULPS`` units of its dtype's epsilon,
 so a different reduction order alone (an error of the order of eager's) never flags it; regions
 that draw random numbers are ``skipped`` (no reference can draw the same ones).
 """
@@ -50,6 +52,27 @@ def verdict(rel: float, eager_rel: float, eps: float) -> tuple[str, float, float
     return ("flagged" if not rel <= tolerance else "ok"), ratio, tolerance
 
 
+def judge(outs: Sequence, refs: Sequence, eager: Sequence) -> dict:
+    """Judge ``outs`` against the float64 ``refs`` output by output, each relative to what
+    ``eager`` (float32 on the same inputs) gets wrong for that output, so a small output is not
+    hidden by a large one. Return the worst output's ``max_abs``, ``max_rel``, ``eager_abs``,
+    ``eager_rel``, ``ratio``, ``tolerance`` and the ``verdict`` (``flagged`` if any output is);
+    ValueError when the numbers or shapes of outputs differ."""
+    if not (len(outs) == len(refs) == len(eager)):
+        raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)} and eager {len(eager)}")
+    worst = {"max_abs": 0.0, "max_rel": 0.0, "eager_abs": 0.0, "eager_rel": 0.0, "ratio": 0.0,
+             "tolerance": verdict(0.0, 0.0, output_eps(outs))[2], "verdict": "ok"}
+    for o, r, e in zip(outs, refs, eager):
+        a, rel = errors([o], [r])
+        ea, erel = errors([e], [r])
+        v, ratio, tol = verdict(rel, erel, output_eps([o]))
+        key = (v == "flagged", ratio)
+        if key > (worst["verdict"] == "flagged", worst["ratio"]):
+            worst = {"max_abs": a, "max_rel": rel, "eager_abs": ea, "eager_rel": erel, "ratio": ratio,
+                     "tolerance": tol, "verdict": v}
+    return worst
+
+
 def region_of(symbol: BoundSymbol) -> Trace:
     """Return the trace of a fusion symbol's region: its arguments -> its member prims -> its outputs."""
     inputs = tuple(symbol.args)
@@ -86,11 +109,7 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs) -> dict:
     with torch.no_grad():
         refs = reference_outputs(region, args)
         eager = _tensors(run_trace(region, args))
-    max_abs, max_rel = errors(outs, refs)
-    eager_abs, eager_rel = errors(eager, refs)
-    v, ratio, tolerance = verdict(max_rel, eager_rel, output_eps(outs))
-    return {**base, "max_abs": max_abs, "max_rel": max_rel, "eager_abs": eager_abs, "eager_rel": eager_rel,
-            "ratio": ratio, "tolerance": tolerance, "verdict": v, "detail": ""}
+    return {**base, **judge(outs, refs, eager), "detail": ""}
 
 
 class KernelChecker:

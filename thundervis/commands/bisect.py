@@ -34,8 +34,8 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("bisect", help="find the pass and the symbol that change a chain's numbers")
     p.add_argument("recording", metavar="REC", help="a .tvrec recording (or a group folder: --rank)")
     p.add_argument("--graph", type=int, default=None, help="graph id (default: the first with the chain)")
-    p.add_argument("--chain", required=True, choices=("forward", "backward", "inference"),
-                   help="the chain whose passes are compared")
+    p.add_argument("--chain", required=True,
+                   help="the chain whose passes are compared: forward, backward or inference")
     p.add_argument("--inputs", choices=("captured", "random"), default=None,
                    help="the chain's inputs captured by run --capture-inputs (default when recorded) or random ones")
     p.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
