@@ -226,7 +226,7 @@ class ChainProfiler:
         else:
             data["tensors"] = [t.detach().to("cpu", copy=True).contiguous() for t in ts]
         try:
-            self.observer.runtime(self.graph, self.chain, "inputs", data)
+            self.observer.runtime(self.graph, self.chain, "chain_inputs", data)
         except Exception:  # capture is best effort; never break the user's run
             pass
 
@@ -301,7 +301,14 @@ class ProfiledChain:
         if self.done:
             return self.plain(args)
         if n == 0 and self.captured is not None:
-            self.profiler.capture_chain_inputs(self.input_names, list(args))
+            # The chain's inputs are captured after the call, so the fusions' come first in the budget.
+            inputs = list(args)
+            out = self._call(n, args)
+            self.profiler.capture_chain_inputs(self.input_names, inputs)
+            return out
+        return self._call(n, args)
+
+    def _call(self, n: int, args):
         if n < self.check_steps:
             out = (self.checked_first if n == 0 and self.checked_first is not None else self.checked)(args)
             if n == self.check_steps - 1 and self.timed is None:
