@@ -192,7 +192,8 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
     t0 = time.perf_counter()
     if chain not in COMPILED_CHAINS:
         raise BisectError(f"bisect takes a compiled chain ({', '.join(COMPILED_CHAINS)}), not {chain!r}")
-    g, c = rec.pick_chain(graph, chain)
+    from thundervis.present.default_view import pick_chain
+    g, c = pick_chain(rec.graphs(), graph, chain, rec.path)
     if c.status != "compiled":
         why = f": {c.error.splitlines()[0][:200]}" if c.error else ""
         raise BisectError(f"graph {g.id} {chain} ran eagerly ({c.status}{why}); it has no compiled passes to bisect")

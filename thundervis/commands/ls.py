@@ -55,7 +55,7 @@ def summary_dict(rec) -> dict:
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
-    from thundervis.numerics_view import numerics_summary
+    from thundervis.present.numerics import numerics_summary
     numerics = numerics_summary(rec)
     d["numerics"] = numerics.as_json()
     for g in d["graphs"]:
@@ -134,7 +134,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
 def numerics_lines(rec) -> list[str]:
     """Return the ``run --check-numerics`` / ``--compare-eager`` lines of a summary (none when the
     run was not checked)."""
-    from thundervis.numerics_view import ls_lines, numerics_summary
+    from thundervis.present.numerics import ls_lines, numerics_summary
     return ls_lines(numerics_summary(rec))
 
 

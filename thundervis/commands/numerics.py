@@ -14,7 +14,7 @@ from thundervis.safe_text import visible
 def cmd_numerics(args) -> int:
     """Print the numerics table of the recording ``args.recording``; exit 2 when it holds none."""
     from thundervis.commands.ls import readable
-    from thundervis.numerics_view import numerics_summary, summary_lines
+    from thundervis.present.numerics import numerics_summary, summary_lines
     with readable(args.recording, getattr(args, "rank", None)) as rec:
         summary = numerics_summary(rec)
     if not summary.rows and not summary.eager:

@@ -16,4 +16,5 @@ data), the widget sends their ``as_json()``. Import the modules directly
 - :mod:`.kernel_rows`: the kernel table (source column grouped per file);
 - :mod:`.overview`: a recording's overview with statuses and kernel rows, read once;
 - :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans).
+- :mod:`.numerics`: ``run --check-numerics`` verdicts per kernel and ``--compare-eager`` deltas.
 """

@@ -1,8 +1,9 @@
 """Numerics results in a recording: ``run --check-numerics`` (table ``kernel_numerics``, one row per
 kernel) and ``run --compare-eager`` (table ``eager_comparisons``, one row per chain), written by the
 writer's ``runtime`` events and read back as frozen values. Recordings written before these tables
-existed read as empty ("not checked"). Every column is validated where it is read: a value of the
-wrong type reads as missing, never as a crash.
+existed read as empty ("not checked"). Every column is checked where it is read (:mod:`.typed`):
+a value of the wrong type is one sentence in a ``RecordingError``; errors may be infinite (a kernel
+that returned NaN where the reference is finite).
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import math
 import sqlite3
 from dataclasses import asdict, dataclass
 from typing import Optional
+
+from .errors import RecordingError
+from .typed import describe, load_json, row_checker
 
 # Worst first: the verdict a kernel keeps over several checked calls is the worst one seen.
 VERDICTS = ("flagged", "error", "ok", "skipped")
@@ -139,26 +143,30 @@ def store_eager_comparison(conn: sqlite3.Connection, graph: int, chain: str, dat
                  (graph, chain, calls, max_abs, max_rel, json.dumps(outs, default=str), detail))
 
 
-def _has(conn: sqlite3.Connection, table: str) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is not None
+_NUMERICS_COLUMNS = ("graph_id, chain, kernel, uid, executor, calls, max_abs_error, max_rel_error,"
+                     " eager_abs_error, eager_rel_error, ratio, tolerance, verdict, detail")
+_CHECK_NUMERICS = row_checker("kernel_numerics", _NUMERICS_COLUMNS.split(", "), (
+    "int", "text", "text", "text?", "text?", "nat", "any", "any", "any", "any", "any", "any", "text", "text?"))
+_EAGER_COLUMNS = "graph_id, chain, calls, max_abs_delta, max_rel_delta, outputs, detail"
+_CHECK_EAGER = row_checker("eager_comparisons", _EAGER_COLUMNS.split(", "), (
+    "int", "text", "nat", "any", "any", "text?", "text?"))
 
 
-def read_kernel_numerics(conn: sqlite3.Connection) -> list[KernelNumerics]:
-    """Return every checked kernel, by graph, chain and kernel name (empty: not checked)."""
-    if not _has(conn, "kernel_numerics"):
+def read_kernel_numerics(store) -> list[KernelNumerics]:
+    """Return every checked kernel of the recording ``store`` (see store.py), by graph, chain and
+    kernel number, checked for type (empty: not checked, or a recording older than the table)."""
+    if not store.has_table("kernel_numerics"):
         return []
     out = []
-    for r in conn.execute("SELECT graph_id, chain, kernel, uid, executor, calls, max_abs_error, max_rel_error,"
-                          " eager_abs_error, eager_rel_error, ratio, tolerance, verdict, detail"
-                          " FROM kernel_numerics ORDER BY graph_id, chain, kernel"):
-        if not isinstance(r[0], int) or not isinstance(r[1], str) or not isinstance(r[2], str):
-            continue
+    for r in _CHECK_NUMERICS(store.rows(f"SELECT {_NUMERICS_COLUMNS} FROM kernel_numerics"), store.path):
+        if r[12] not in VERDICTS:
+            raise RecordingError(f"{store.path} is corrupted (kernel_numerics.verdict holds {describe(r[12])} "
+                                 f"where one of {', '.join(VERDICTS)} belongs).")
         out.append(KernelNumerics(
-            graph=r[0], chain=r[1], kernel=r[2], uid=r[3] if isinstance(r[3], str) else None,
-            executor=_text(r[4], 40), calls=r[5] if isinstance(r[5], int) else 0,
+            graph=r[0], chain=r[1], kernel=r[2], uid=r[3], executor=_text(r[4], 40), calls=r[5],
             max_abs_error=_num(r[6]), max_rel_error=_num(r[7]), eager_abs_error=_num(r[8]),
-            eager_rel_error=_num(r[9]), ratio=_num(r[10]), tolerance=_num(r[11]),
-            verdict=r[12] if r[12] in VERDICTS else "error", detail=_text(r[13])))
+            eager_rel_error=_num(r[9]), ratio=_num(r[10]), tolerance=_num(r[11]), verdict=r[12],
+            detail=_text(r[13])))
     return sorted(out, key=_kernel_order)
 
 
@@ -170,24 +178,18 @@ def _kernel_order(k: KernelNumerics) -> tuple:
             int(tail) if tail.isdigit() else -1, k.kernel)
 
 
-def read_eager_comparisons(conn: sqlite3.Connection) -> list[EagerComparison]:
-    """Return every compared chain (empty: the run did not compare with eager)."""
-    if not _has(conn, "eager_comparisons"):
+def read_eager_comparisons(store) -> list[EagerComparison]:
+    """Return every compared chain of the recording ``store``, checked for type (empty: the run
+    did not compare with eager, or a recording older than the table)."""
+    if not store.has_table("eager_comparisons"):
         return []
     out = []
-    for r in conn.execute("SELECT graph_id, chain, calls, max_abs_delta, max_rel_delta, outputs, detail"
-                          " FROM eager_comparisons ORDER BY graph_id, chain"):
-        if not isinstance(r[0], int) or not isinstance(r[1], str):
-            continue
-        try:
-            outs = json.loads(r[5]) if isinstance(r[5], str) and len(r[5]) < 2**22 else []
-        except (ValueError, RecursionError):
-            outs = []
+    for r in _CHECK_EAGER(store.rows(f"SELECT {_EAGER_COLUMNS} FROM eager_comparisons"), store.path):
+        outs = load_json(r[5], "eager_comparisons.outputs", store.path, expect=list, default=[])
         outs = tuple({"index": o.get("index") if isinstance(o.get("index"), int) else None,
                       "max_abs": _num(o.get("max_abs")), "max_rel": _num(o.get("max_rel"))}
-                     for o in (outs if isinstance(outs, list) else []) if isinstance(o, dict))
-        out.append(EagerComparison(graph=r[0], chain=r[1], calls=r[2] if isinstance(r[2], int) else 0,
-                                   max_abs_delta=_num(r[3]), max_rel_delta=_num(r[4]), outputs=outs,
-                                   detail=_text(r[6])))
+                     for o in outs if isinstance(o, dict))
+        out.append(EagerComparison(graph=r[0], chain=r[1], calls=r[2], max_abs_delta=_num(r[3]),
+                                   max_rel_delta=_num(r[4]), outputs=outs, detail=_text(r[6])))
     from .model import CHAIN_ORDER
     return sorted(out, key=lambda c: (c.graph, CHAIN_ORDER.index(c.chain) if c.chain in CHAIN_ORDER else 99))

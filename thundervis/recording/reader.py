@@ -386,19 +386,13 @@ class Recording:
         """Return the ``run --check-numerics`` results, one ``KernelNumerics`` per kernel (empty:
         the run was not checked)."""
         from .numerics import read_kernel_numerics
-        try:
-            return read_kernel_numerics(self._conn())
-        except sqlite3.Error as e:
-            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        return read_kernel_numerics(self.store)
 
     def eager_comparisons(self) -> list:
         """Return the ``run --compare-eager`` results, one ``EagerComparison`` per chain (empty:
         the run did not compare)."""
         from .numerics import read_eager_comparisons
-        try:
-            return read_eager_comparisons(self._conn())
-        except sqlite3.Error as e:
-            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        return read_eager_comparisons(self.store)
 
     def rerun_results(self, kernel_id: Optional[int] = None) -> list[RerunResult]:
         """Return the stored re-run results (of one kernel, or all), oldest first."""
