@@ -23,6 +23,7 @@ from thundervis.present.overview import ViewOverview
 from thundervis.present.units import format_share, format_us
 
 from .data import SearchHit
+from .numerics_screen import verdict_text
 
 _CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
@@ -35,6 +36,7 @@ SORT_KEYS = {
     "share": lambda k: -(k.share or 0.0),
     "GB/s": lambda k: -(k.gbps or 0.0),
     "sources": lambda k: (k.source_lines[:1], k.id),
+    "numerics": lambda k: (k.id,),  # ordered by verdict in KernelsScreen.fill
 }
 COLUMNS = tuple(SORT_KEYS)
 
@@ -94,7 +96,14 @@ class KernelsScreen(Screen):
         table = self.query_one(DataTable)
         current = self.selected()
         keep = current.id if current is not None else self.focus_kernel
-        self.kernels = sorted(self.overview.kernels, key=SORT_KEYS[self.sort])
+        numerics = self.overview.numerics
+        check = (lambda k: numerics.verdict_of(k.graph, k.chain, k.name)) if numerics is not None else (lambda k: None)
+        if self.sort == "numerics":
+            from thundervis.present.numerics import VERDICT_ORDER
+            key = lambda k: (VERDICT_ORDER.index(check(k).verdict) if check(k) else 9, k.id)  # noqa: E731
+        else:
+            key = SORT_KEYS[self.sort]
+        self.kernels = sorted(self.overview.kernels, key=key)
         table.clear()
         for k in self.kernels:
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
@@ -105,7 +114,7 @@ class KernelsScreen(Screen):
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us), format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
-                visible_line(group_sources(k.source_lines, limit=6)),
+                visible_line(group_sources(k.source_lines, limit=6)), verdict_text(check(k)),
                 key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
@@ -383,6 +392,8 @@ HELP = [
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
                  ("R", "write a repro script")]),
+    ("Numerics", [("N", "kernels by verdict (run --check-numerics); enter: kernel + bisect"),
+                  ("B", "bisect the chain shown: the pass and symbol that change the numbers")]),
     ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
                                 ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
     ("Anywhere", [("/", "search"), ("t", "run info and traceback"),

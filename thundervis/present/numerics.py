@@ -31,6 +31,7 @@ class NumericsRow:
     verdict: str
     detail: str
     sources: tuple = ()
+    uid: Optional[str] = None  # the fusion symbol (its trace line gets the verdict's mark)
 
     @property
     def mark(self) -> str:
@@ -96,7 +97,8 @@ def _row(kid, graph, chain, name, executor, c, sources) -> NumericsRow:
         return NumericsRow(kid, graph, chain, name, executor, 0, None, None, None, None, None, "not checked", "",
                            sources)
     return NumericsRow(kid, graph, chain, name, executor or c.executor, c.calls, c.max_rel_error,
-                       c.eager_rel_error, c.ratio, c.tolerance, c.max_abs_error, c.verdict, c.detail, sources)
+                       c.eager_rel_error, c.ratio, c.tolerance, c.max_abs_error, c.verdict, c.detail, sources,
+                       c.uid)
 
 
 def fmt_err(v: Optional[float]) -> str:
