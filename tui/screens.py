@@ -36,9 +36,9 @@ SORT_KEYS = {
     "share": lambda k: -(k.share or 0.0),
     "GB/s": lambda k: -(k.gbps or 0.0),
     "sources": lambda k: (k.source_lines[:1], k.id),
-    "numerics": lambda k: (k.id,),  # ordered by verdict in KernelsScreen.fill
 }
 COLUMNS = tuple(SORT_KEYS)
+NUMERICS_COLUMN = "numerics"  # shown when the run was checked (run --check-numerics); sorts by verdict
 
 
 class KernelsScreen(Screen):
@@ -71,6 +71,7 @@ class KernelsScreen(Screen):
         self.kernels: list[KernelRow] = []
         self.last_rerun: dict[int, Text] = {}
         self.busy = False
+        self.checked = False
 
     def compose(self) -> ComposeResult:
         """Build the screen's widgets."""
@@ -86,7 +87,8 @@ class KernelsScreen(Screen):
     def on_mount(self) -> None:
         """Fill the screen and focus its main widget."""
         table = self.query_one(DataTable)
-        for c in COLUMNS:
+        self.checked = self.overview.numerics is not None and self.overview.numerics.checked > 0
+        for c in COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ()):
             table.add_column(c, key=c)
         self.fill()
         table.focus()
@@ -98,7 +100,7 @@ class KernelsScreen(Screen):
         keep = current.id if current is not None else self.focus_kernel
         numerics = self.overview.numerics
         check = (lambda k: numerics.verdict_of(k.graph, k.chain, k.name)) if numerics is not None else (lambda k: None)
-        if self.sort == "numerics":
+        if self.sort == NUMERICS_COLUMN:
             from thundervis.present.numerics import VERDICT_ORDER
             key = lambda k: (VERDICT_ORDER.index(check(k).verdict) if check(k) else 9, k.id)  # noqa: E731
         else:
@@ -114,8 +116,8 @@ class KernelsScreen(Screen):
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us), format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
-                visible_line(group_sources(k.source_lines, limit=6)), verdict_text(check(k)),
-                key=str(k.id))
+                visible_line(group_sources(k.source_lines, limit=6)),
+                *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
             " · not profiled (thundervis run --profile records times)"
@@ -208,7 +210,8 @@ class KernelsScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         """Sort by the next column."""
-        self.sort = COLUMNS[(COLUMNS.index(self.sort) + 1) % len(COLUMNS)]
+        cols = COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ())
+        self.sort = cols[(cols.index(self.sort) + 1) % len(cols)] if self.sort in cols else cols[0]
         self.fill()
 
     def action_open(self) -> None:
