@@ -26,7 +26,7 @@ _STATIC = pathlib.Path(__file__).parent / "static"
 # The front end in five parts (helpers and diff table; the recording view; its Communication tab; a
 # group's rank picker and Ranks tab; the diff widget and the entry point), joined into the one ES
 # module anywidget loads.
-FRONT_END_PARTS = ("common.js", "recording_view.js", "comm_view.js", "group_view.js", "widget.js")
+FRONT_END_PARTS = ("common.js", "recording_view.js", "comm_view.js", "numerics_view.js", "group_view.js", "widget.js")
 
 
 def front_end() -> str:

@@ -162,3 +162,20 @@ def ls_lines(s: NumericsSummary) -> list[str]:
     for e in s.eager:
         lines.append("  " + eager_line(e))
     return lines
+
+
+def numerics_json(s: NumericsSummary) -> Optional[dict]:
+    """Return what the widget's Numerics tab shows (None when the run was not checked): a header,
+    the rows worst first with their cells as text, the compare-eager lines, the counts."""
+    if not s.checked and not s.eager:
+        return None
+    rows = []
+    for r in s.by_verdict():
+        d = r.as_json()
+        d.update(mark=r.mark, max_rel_text=fmt_err(r.max_rel), eager_rel_text=fmt_err(r.eager_rel),
+                 ratio_text=fmt_ratio(r.ratio))
+        rows.append(d)
+    header = f"{s.checked} kernels checked against float64 · {s.flagged} flagged" if s.checked else \
+        "kernels not checked (thundervis run --check-numerics)"
+    return {"header": header, "rows": rows, "eager": [eager_line(e) for e in s.eager], "checked": s.checked,
+            "flagged": s.flagged}
