@@ -281,6 +281,11 @@ def _with_lineage(rec, graph, chain, p, b, output, rel, prev_rel) -> Divergence:
             kernel, kex = d.kernel.name, d.kernel.executor
     if b.fusion:
         kernel, kex = kernel or b.sym, kex or b.executor
+        # The kernel's diverging output names the member op that computes it, and so its line.
+        member = next((m for m in b.subsymbols if output in {o.name for o in m.flat_outputs()}), None)
+        if member is not None and member.source is not None and member.source.file:
+            src, code = f"{member.source.file}:{member.source.line}", member.source.code
+            module = member.source.module or module
         if src is None:
             try:
                 k = rec.find_kernel(b.sym, graph, chain)

@@ -26,7 +26,7 @@ from . import panels
 
 VERDICT_STYLE = {"flagged": Style(color="#e06c75", bold=True), "error": Style(color="#e5c07b", bold=True),
                  "ok": Style(color="#98c379"), "skipped": Style(dim=True), "not checked": Style(dim=True)}
-COLUMNS = ("", "verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "executor")
+COLUMNS = ("verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "executor")
 
 
 def verdict_text(row: Optional[NumericsRow]) -> Text:
@@ -81,10 +81,9 @@ class NumericsScreen(Screen):
         """Fill the table and focus it."""
         table = self.query_one(DataTable)
         for c in COLUMNS:
-            table.add_column(c, key=c or "mark")
+            table.add_column(c, key=c)
         for i, r in enumerate(self.rows):
-            style = VERDICT_STYLE.get(r.verdict, Style())
-            table.add_row(Text(r.mark, style=style), verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
+            table.add_row(verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
                           visible_line(f"g{r.graph} {r.chain}"), fmt_err(r.max_rel), fmt_err(r.eager_rel),
                           fmt_ratio(r.ratio), visible_line(r.executor), key=str(i))
         s = self.summary

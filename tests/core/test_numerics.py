@@ -158,7 +158,8 @@ def test_triton_reduction_fault_is_flagged_exactly_and_bisected_to_codegen(tmp_p
     assert re.search(rf"symbol  {kernel.name} \(", text)
     shown = re.search(r"  source  (\S+):(\d+)", text)
     assert shown and os.path.basename(shown.group(1)) == "sumfault.py"
-    assert int(shown.group(2)) in {line_of(script, "LINE_GELU"), line_of(script, "LINE_LN")}
+    # the kernel's diverging output is computed by its LayerNorm members: that line is named
+    assert int(shown.group(2)) == line_of(script, "LINE_LN")
 
 
 def test_gelu_constant_fault_is_bisected_to_decompose_with_its_line(tmp_path, capsys, monkeypatch):

@@ -73,7 +73,7 @@ async def test_numerics_screen_lists_kernels_by_verdict_and_opens_the_bisect(che
         assert "1 flagged" in screen_text(app)
         table = screen.query_one("DataTable")
         first = [str(c) for c in table.get_row_at(0)]
-        assert first[1] == "✗ flagged" and first[2] == flagged
+        assert first[0] == "✗ flagged" and first[1] == flagged
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "BisectScreen")
         await wait_for(pilot, lambda: "no divergence" in screen_text(app), timeout=120)
