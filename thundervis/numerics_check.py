@@ -52,19 +52,20 @@ def verdict(rel: float, eager_rel: float, eps: float) -> tuple[str, float, float
     return ("flagged" if not rel <= tolerance else "ok"), ratio, tolerance
 
 
-def judge(outs: Sequence, refs: Sequence, eager: Sequence) -> dict:
+def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optional[Sequence] = None) -> dict:
     """Judge ``outs`` against the float64 ``refs`` output by output, each relative to what
     ``eager`` (float32 on the same inputs) gets wrong for that output, so a small output is not
     hidden by a large one. Return the worst output's ``max_abs``, ``max_rel``, ``eager_abs``,
     ``eager_rel``, ``ratio``, ``tolerance`` and the ``verdict`` (``flagged`` if any output is);
-    ValueError when the numbers or shapes of outputs differ."""
+    ValueError when the numbers or shapes of outputs differ. ``eager_errors``: eager's
+    ``errors`` per output when already known (bisect judges many passes against one eager)."""
     if not (len(outs) == len(refs) == len(eager)):
         raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)} and eager {len(eager)}")
     worst = {"max_abs": 0.0, "max_rel": 0.0, "eager_abs": 0.0, "eager_rel": 0.0, "ratio": 0.0,
              "tolerance": verdict(0.0, 0.0, output_eps(outs))[2], "verdict": "ok"}
-    for o, r, e in zip(outs, refs, eager):
+    for i, (o, r, e) in enumerate(zip(outs, refs, eager)):
         a, rel = errors([o], [r])
-        ea, erel = errors([e], [r])
+        ea, erel = eager_errors[i] if eager_errors is not None else errors([e], [r])
         v, ratio, tol = verdict(rel, erel, output_eps([o]))
         key = (v == "flagged", ratio)
         if key > (worst["verdict"] == "flagged", worst["ratio"]):
