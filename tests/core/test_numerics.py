@@ -251,3 +251,46 @@ def test_tampered_numerics_rows_are_one_sentence(clean, tmp_path, capsys):
                 r.kernel_numerics() if "kernel" in sql else r.eager_comparisons()
         code, out, err = run_cli(capsys, "numerics", bad)
         assert code == 2 and "corrupted" in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------------------- what users run
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.slow
+def test_readme_example_checks_28_kernels_and_bisects_clean(tmp_path, capsys):
+    """The issue's done-when: the example, checked and captured, has 0 flagged of its 28 kernels
+    and its forward chain bisects through all 9 passes with no divergence."""
+    rec = tmp_path / "gpt.tvrec"
+    code, out, err = run_cli(capsys, "run", "--no-view", "--check-numerics", "--capture-inputs", "--out", rec,
+                             os.path.join(REPO, "examples", "train_gpt.py"))
+    assert code == 0, out + err
+    code, out, err = run_cli(capsys, "numerics", rec)
+    assert code == 0 and out.strip().splitlines()[-1] == "28 kernels checked · 0 flagged", out + err
+    code, out, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
+    assert code == 0, out + err
+    assert len(re.findall(r"^\s+\d+ \w+\s+max rel ", out, re.M)) == 9
+    assert out.strip().splitlines()[-1] == "no divergence"
+
+
+@pytest.mark.slow
+def test_no_kernel_of_the_model_zoo_is_flagged(tmp_path):
+    """No false positives on models we did not write (benchmarks/model_zoo.py --check-numerics)."""
+    pytest.importorskip("transformers")
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "zoo.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("THUNDERVIS_TEST_FAULTS", None)
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "model_zoo.py"), "--check-numerics",
+                           "--json", str(out), "--keep", str(tmp_path / "runs")],
+                          capture_output=True, text=True, env=env, timeout=3600, cwd=tmp_path)
+    assert out.exists(), proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) >= 8
+    for r in rows:
+        assert r["error"] is None, r
+        assert r["numerics_checked"], r["model"]
+        assert r["numerics_flagged"] == [], r["model"]
