@@ -336,8 +336,9 @@ class ProfiledChain:
 
 
 def build_profiled_chain(trace: Trace, executors: Sequence, settings: ProfileSettings, observer,
-                         plain: Callable, plan: tuple) -> ProfiledChain:
-    """Return a :class:`ProfiledChain` for the codegen'd ``trace`` whose plain callable is ``plain``;
+                         plain: Callable, plan: tuple) -> Callable:
+    """Return a :class:`ProfiledChain` for the codegen'd ``trace`` whose plain callable is ``plain``
+    (``plain`` itself when the settings ask for nothing at run time);
     ``plan`` is codegen's (namespace, calls), shared so kernels are built once."""
     from .passes.codegen import instrumented_callable
     symbols = timed_symbols(trace)
@@ -354,5 +355,7 @@ def build_profiled_chain(trace: Trace, executors: Sequence, settings: ProfileSet
         checked = instrumented_callable(trace, checked_ns, profiler)
         if captured is not None:
             checked_first = instrumented_callable(trace, checked_ns, profiler, capture=fusions)
+    if timed is None and captured is None and checked is None:
+        return plain  # nothing to do at run time (--compare-eager alone is the backend's)
     return ProfiledChain(plain, profiler, timed, captured, checked, checked_first,
                          [p.name for p in trace.inputs])
