@@ -325,10 +325,28 @@ class RecordingData:
                                        for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
+            from thundervis.present.numerics import numerics_json, numerics_summary
+            numerics = numerics_json(numerics_summary(self.rec))
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
-                "roofline_target": roofline_target}
+                "roofline_target": roofline_target, "numerics": numerics}
+
+    def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
+        """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return
+        ``{"lines": report lines, "error": None}``; a request it cannot answer raises DataError."""
+        from thundervis.compiler import triton_mode
+        triton_mode.set_for_torch()
+        from thundervis.bisect import BisectError, bisect, report_lines
+        from thundervis.rerun import RerunError
+        if inputs not in (None, "captured", "random"):
+            raise DataError("inputs are captured or random.")
+        try:
+            with self._lock:
+                report = bisect(self.rec, graph, chain, inputs)
+        except (BisectError, RerunError, UnknownItem) as e:
+            raise DataError(str(e).strip("'\"").rstrip(".") + ".") from None
+        return {"lines": report_lines(report), "error": None}
 
     def handle(self, request: dict) -> dict:
         """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm", ...}``;
@@ -356,6 +374,8 @@ class RecordingData:
                                     str(request.get("stage") or "sass"))
             except (AsmError, RecordingError) as e:
                 raise DataError(str(e)) from None
+        if what == "bisect":
+            return self.bisect_json(g, c, request.get("inputs"))
         raise DataError(f"unknown request {what!r}")
 
 

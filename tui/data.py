@@ -190,6 +190,26 @@ class RecordingData:
         lineage = self._call(self._rec.lineage_of_uid, graph, uid) if with_lineage else None
         return symbol_view(d, chain, lineage)
 
+    # -- numerics -------------------------------------------------------------------------------
+
+    def numerics(self):
+        """Return the run's numerics checks (``present.numerics.NumericsSummary``)."""
+        from thundervis.present.numerics import numerics_summary
+        return self._call(numerics_summary, self._rec)
+
+    def bisect(self, graph: int, chain: str, inputs: Optional[str] = None) -> tuple[list, Optional[str]]:
+        """Bisect one chain (:func:`thundervis.bisect.bisect`: runs every pass, imports torch; call
+        it from a worker); return (report lines, None) or ([], one sentence saying why not)."""
+        try:
+            from thundervis.compiler import triton_mode
+            triton_mode.set_for_torch()
+            from thundervis.bisect import bisect, report_lines
+            return report_lines(self._call(bisect, self._rec, graph, chain, inputs)), None
+        except DataError as e:
+            return [], str(e)
+        except Exception as e:  # BisectError, RerunError, torch missing: one sentence in the UI
+            return [], f"bisect is not available: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+
     # -- kernels --------------------------------------------------------------------------------
 
     def rerun_results(self, kernel_id: int) -> list:

@@ -303,6 +303,9 @@ def structure_key(fusion: BoundSymbol, device: str) -> str:
     desc = {"v": CODEGEN_VERSION, "device": device, "inputs": [canon(p) for p in fusion.args],
             "ops": ops_desc, "outputs": [canon(p) for p in fusion.outputs],
             "triton": _triton_version(), "interpret": interpreting()}
+    from .. import faults
+    if faults.active_faults():  # a test fault changes the generated code: never share its kernels
+        desc["faults"] = list(faults.active_faults())
     text = json.dumps(desc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 

@@ -38,13 +38,16 @@ function renderRecording(model, el, ask, shared) {
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
   const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
+  const numerics = data.numerics || null;
+  const numericsState = { key: null, row: null, bisects: new Map() };
+  const tabNumerics = hasNumericsTab(numerics) ? h("button", { class: "tv-tab", "data-tab": "numerics", text: "Numerics" }) : null;
   const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
     "div",
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabComm, tabRanks),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabComm, tabNumerics, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
@@ -103,6 +106,7 @@ function renderRecording(model, el, ask, shared) {
   tabPasses.addEventListener("click", () => set({ tab: "passes" }));
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
   if (tabComm) tabComm.addEventListener("click", () => set({ tab: "comm" }));
+  if (tabNumerics) tabNumerics.addEventListener("click", () => set({ tab: "numerics" }));
   if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
   // -- passes tab ---------------------------------------------------------------------------------
@@ -541,10 +545,12 @@ function renderRecording(model, el, ask, shared) {
     if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
     const wanted = model.get("tab");
-    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ? wanted : "passes";
+    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ||
+      (wanted === "numerics" && tabNumerics) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
     if (tabComm) tabComm.classList.toggle("tv-tab-on", tab === "comm");
+    if (tabNumerics) tabNumerics.classList.toggle("tv-tab-on", tab === "numerics");
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
     if (tab === "ranks") {
@@ -553,6 +559,10 @@ function renderRecording(model, el, ask, shared) {
     }
     if (tab === "comm") {
       body.appendChild(commTab(comm));
+      return;
+    }
+    if (tab === "numerics") {
+      body.appendChild(numericsTab(numerics, ask, numericsState, render));
       return;
     }
     const c = chainOf();

@@ -66,6 +66,13 @@ def summary_dict(rec, gpus=None) -> dict:
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
     add_roofline(d, rec, gpus)
+    from thundervis.present.numerics import numerics_summary
+    numerics = numerics_summary(rec)
+    d["numerics"] = numerics.as_json()
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            row = numerics.verdict_of(g["id"], k["chain"], k["name"])
+            k["numerics"] = None if row is None or row.verdict == "not checked" else row.verdict
     return d
 
 
@@ -169,6 +176,13 @@ def modelled_step_lines(d: dict) -> list[str]:
     return out
 
 
+def numerics_lines(rec) -> list[str]:
+    """Return the ``run --check-numerics`` / ``--compare-eager`` lines of a summary (none when the
+    run was not checked)."""
+    from thundervis.present.numerics import ls_lines, numerics_summary
+    return ls_lines(numerics_summary(rec))
+
+
 def summary_text(rec, passes: bool = True, gpus=None) -> str:
     """Return the human-readable summary of an open recording (``passes``: list every pass; ``gpus``:
     the GPUs the step is modelled on, default the recorded targets)."""
@@ -204,7 +218,8 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
-            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops · {src}")
+            checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
+            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops{checked} · {src}")
             builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
             if builds:
                 from thundervis.present.asm import target_line
@@ -214,6 +229,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
     lines.extend(modelled_step_lines(d))
+    lines.extend(numerics_lines(rec))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 

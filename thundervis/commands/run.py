@@ -69,6 +69,8 @@ def _print_fallbacks(path: str) -> None:
     try:
         with open_recording(path, check=False) as rec:
             lines = fallback_lines(summary_dict(rec), ops_limit=5)
+            from thundervis.commands.ls import numerics_lines
+            lines += numerics_lines(rec)
     except (RecordingError, OSError) as e:
         print(f"thundervis: could not read the fallbacks back: {e}")
         return

@@ -428,12 +428,18 @@ class RecordingObserver(CompileObserver):
             from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
-        if event == "inputs":
+        if event in ("numerics", "eager_compare") and isinstance(data, dict):
+            from .numerics import store_eager_comparison, store_kernel_numerics
+            store = store_kernel_numerics if event == "numerics" else store_eager_comparison
+            self._write(f"{event} of graph {graph} {chain}", lambda c: store(c, graph, chain, data))
+            return
+        if event in ("inputs", "chain_inputs"):  # a fusion's inputs, or a whole chain's (bisect)
             from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
                 data = {"kernel": data.get("kernel"), "skipped": f"{type(e).__name__}: {e}"}
-            self.note("captured_inputs", data, graph=graph, chain=chain)
+            self.note("captured_inputs" if event == "inputs" else "captured_chain_inputs", data,
+                      graph=graph, chain=chain)
             return
         self.note(event, data, graph=graph, chain=chain)
