@@ -39,3 +39,20 @@ def visible_line(text: object) -> str:
     """Return ``str(text)`` as one terminal-safe line: newlines and tabs are escaped too."""
     s = text if isinstance(text, str) else str(text)
     return _UNSAFE_LINE.sub(_escape, s)
+
+
+def html_text(text: object) -> str:
+    """Return ``str(text)`` for HTML: control and bidi characters made visible (as on a terminal:
+    a browser would otherwise reorder the text after U+202E), then ``&<>"'`` escaped. ``None``
+    gives an empty string. Every HTML output of recorded strings goes through it."""
+    import html
+    return html.escape(visible("" if text is None else text))
+
+
+def plain_console(**kwargs):
+    """Return a ``rich.console.Console`` that never reads recorded strings as markup or emoji codes
+    (``markup=False, emoji=False, highlight=False``); ``kwargs`` go to the Console. Every Rich
+    output of the CLI goes through it, so a pass name ``claim[/]`` or ``[link=...]`` prints as it
+    is instead of raising or emitting hyperlinks."""
+    from rich.console import Console
+    return Console(markup=False, emoji=False, highlight=False, **kwargs)

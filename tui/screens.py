@@ -96,13 +96,14 @@ class KernelsScreen(Screen):
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
             if k.fallback:
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
-            table.add_row(
-                name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
+            # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
+            table.add_row(name, *(Text(visible_line(c)) for c in (
+                k.executor, f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 "-" if k.median_us is None else f"{k.median_us:.1f} µs",
                 "-" if k.share is None else f"{k.share * 100:.1f}%",
                 "-" if not k.gbps else f"{k.gbps:.3g}",
-                visible_line(", ".join(k.source_lines[:3]) + (" …" if len(k.source_lines) > 3 else "")),
+                ", ".join(k.source_lines[:3]) + (" …" if len(k.source_lines) > 3 else ""))),
                 key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \

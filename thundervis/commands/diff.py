@@ -126,12 +126,11 @@ def cmd_diff(args) -> int:
         sys.stdout.write("\n")
         return 0
     elif sys.stdout.isatty() and not args.plain:
-        from rich.console import Console
-        console = Console()
-        console.print(render.side_by_side_rich(d, context) if args.side_by_side else render.unified_rich(d, context))
+        from thundervis.safe_text import plain_console
+        plain_console().print(render.side_by_side_rich(d, context) if args.side_by_side else render.unified_rich(d, context))
     elif args.side_by_side:
-        from rich.console import Console
-        Console(file=sys.stdout, width=200, no_color=True, force_terminal=False).print(
+        from thundervis.safe_text import plain_console
+        plain_console(file=sys.stdout, width=200, no_color=True, force_terminal=False).print(
             render.side_by_side_rich(d, context))
     else:
         sys.stdout.write(visible(render.unified_plain(d, context)))

@@ -6,14 +6,13 @@ display rows (marker, indentation, text, highlighted spans, note); the back ends
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, DiffLine, TraceDiff,
                     gc_paused, intraline_spans)
 from .lines import is_fusion
-from thundervis.safe_text import visible_line
+from thundervis.safe_text import html_text, visible, visible_line
 
 FOLD = "fold"  # status of a row standing for folded unchanged lines
 
@@ -202,8 +201,9 @@ def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
     from rich.table import Table
     from rich.text import Text
     table = Table(show_header=True, header_style="bold", box=None, expand=True, pad_edge=False)
-    table.add_column(diff.before, ratio=5, overflow="fold")
-    table.add_column(diff.after, ratio=5, overflow="fold")
+    # Headers and notes quote recorded pass names and notes: Text, never markup.
+    table.add_column(Text(visible_line(diff.before)), ratio=5, overflow="fold")
+    table.add_column(Text(visible_line(diff.after)), ratio=5, overflow="fold")
     table.add_column("", ratio=3, overflow="fold", style="dim italic")
 
     def cell(r: Optional[Row], marker: str):
@@ -220,7 +220,7 @@ def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
         if s.status == FOLD:
             table.add_row(Text(s.note, style="dim"), Text(s.note, style="dim"), "")
             continue
-        table.add_row(cell(s.left, "-"), cell(s.right, "+"), s.note)
+        table.add_row(cell(s.left, "-"), cell(s.right, "+"), Text(visible(s.note or "")))
     return table
 
 
@@ -244,10 +244,10 @@ HTML_STYLE = """
 def _html_text(text: str, spans, cls: str) -> str:
     parts, pos = [], 0
     for s, e in spans:
-        parts.append(html.escape(text[pos:s]))
-        parts.append(f'<span class="{cls}">{html.escape(text[s:e])}</span>')
+        parts.append(html_text(text[pos:s]))
+        parts.append(f'<span class="{cls}">{html_text(text[s:e])}</span>')
         pos = e
-    parts.append(html.escape(text[pos:]))
+    parts.append(html_text(text[pos:]))
     return "".join(parts)
 
 
@@ -260,15 +260,15 @@ def _row_class(r: Row) -> str:
 def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
     """Return the unified diff as an HTML ``<table class="tv-diff">`` fragment (all text escaped)."""
     out = ['<table class="tv-diff unified">',
-           f'<tr><th colspan="3">--- {html.escape(diff.before)}<br>+++ {html.escape(diff.after)}</th></tr>']
+           f'<tr><th colspan="3">--- {html_text(diff.before)}<br>+++ {html_text(diff.after)}</th></tr>']
     for r in unified_rows(diff, context):
         if r.status == FOLD:
-            out.append(f'<tr class="fold"><td colspan="3">{html.escape(r.text)}</td></tr>')
+            out.append(f'<tr class="fold"><td colspan="3">{html_text(r.text)}</td></tr>')
             continue
         hl = "hl-a" if r.marker == "-" else "hl-b"
-        out.append(f'<tr class="{_row_class(r)}" title="{html.escape(r.source)}"><td class="m">{html.escape(r.marker)}</td>'
+        out.append(f'<tr class="{_row_class(r)}" title="{html_text(r.source)}"><td class="m">{html_text(r.marker)}</td>'
                    f'<td>{"  " * r.depth}{_html_text(r.text, r.spans, hl)}</td>'
-                   f'<td class="note">{html.escape(r.note)}</td></tr>')
+                   f'<td class="note">{html_text(r.note)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 
@@ -276,22 +276,22 @@ def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
 def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
     """Return the side-by-side diff as an HTML ``<table class="tv-diff">`` fragment (escaped)."""
     out = ['<table class="tv-diff side-by-side">',
-           f'<tr><th>{html.escape(diff.before)}</th><th>{html.escape(diff.after)}</th><th></th></tr>']
+           f'<tr><th>{html_text(diff.before)}</th><th>{html_text(diff.after)}</th><th></th></tr>']
 
     def cell(r: Optional[Row], hl: str) -> str:
         if r is None:
             return "<td></td>"
         cls = "changed-a" if (r.status == CHANGED and hl == "hl-a") else \
             "changed-b" if r.status == CHANGED else r.status
-        return (f'<td class="{cls}" title="{html.escape(r.source)}">{"  " * r.depth}'
+        return (f'<td class="{cls}" title="{html_text(r.source)}">{"  " * r.depth}'
                 f'{_html_text(r.text, r.spans, hl)}</td>')
 
     for s in side_rows(diff, context):
         if s.status == FOLD:
-            out.append(f'<tr class="fold"><td colspan="3">{html.escape(s.note)}</td></tr>')
+            out.append(f'<tr class="fold"><td colspan="3">{html_text(s.note)}</td></tr>')
             continue
         out.append(f"<tr>{cell(s.left, 'hl-a')}{cell(s.right, 'hl-b')}"
-                   f'<td class="note">{html.escape(s.note)}</td></tr>')
+                   f'<td class="note">{html_text(s.note)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 
@@ -299,5 +299,5 @@ def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
 def html_page(body: str, title: str) -> str:
     """Return a standalone HTML document with the diff stylesheet around ``body`` (``title`` is
     escaped here; ``body`` must already be escaped HTML)."""
-    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{HTML_STYLE}</style></head><body>\n<h3>{html.escape(title)}</h3>\n{body}\n</body></html>\n")
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html_text(title)}</title>"
+            f"<style>{HTML_STYLE}</style></head><body>\n<h3>{html_text(title)}</h3>\n{body}\n</body></html>\n")
