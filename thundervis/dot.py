@@ -20,6 +20,7 @@ import subprocess
 import sys
 from typing import Iterable, Optional
 
+from thundervis.present.units import format_us
 from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 
@@ -133,10 +134,6 @@ def _tooltip(text: str) -> str:
     return dot_text(text)
 
 
-def _time_text(us: float) -> str:
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
-
-
 def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str:
     rows = [f"<B>{dot_html(_op_name(b))}</B>"]
     outs = b.flat_outputs()
@@ -145,7 +142,7 @@ def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str
     if b.source is not None and b.source.line:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(b.source.label())}</FONT>')
     if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(_time_text(time_us))}</B></FONT>')
+        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(time_us))}</B></FONT>')
     return "<" + "<BR/>".join(rows) + ">"
 
 
@@ -153,7 +150,7 @@ def _fusion_title(b: BoundSymbol, time_us: Optional[float]) -> str:
     n = len(b.subsymbols)
     parts = [f"<B>{dot_html(b.sym)}</B>", dot_html(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
     if time_us is not None:
-        parts.append(f"<B>{dot_html(_time_text(time_us))}</B>")
+        parts.append(f"<B>{dot_html(format_us(time_us))}</B>")
     return "<" + " · ".join(parts) + ">"
 
 
@@ -283,7 +280,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                 lab.append(f'<FONT POINT-SIZE="8" COLOR="#555555">'
                            f'{dot_html(_short(", ".join(srcs), max_label * 2))}</FONT>')
             if t is not None:
-                lab.append(f'<FONT POINT-SIZE="8"><B>{dot_html(_time_text(t))}</B></FONT>')
+                lab.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(t))}</B></FONT>')
             hot = heat is not None and t / t_max > 0.75
             g.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
@@ -349,7 +346,7 @@ def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
         cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{dot_html(ex)}</TD>')
     if heat:
         for f in (0.0, 0.5, 1.0):
-            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{dot_html(_time_text(t_max * f))}</TD>')
+            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{dot_html(format_us(t_max * f))}</TD>')
     g.node("legend", label=f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR>{"".join(cells)}</TR></TABLE>>',
            shape="plaintext", style="", fontsize="9")
 
