@@ -167,7 +167,10 @@ def build_cases(rec: str, group: str, work) -> list[tuple[str, str, list]]:
         if not rows.get(table):
             continue
         path = copy("d.tvrec")
-        if _update(path, f"UPDATE {table} SET {col}=?", (DEEP,)):
+        with contextlib.closing(sqlite3.connect(path)) as c:
+            was = c.execute(f"SELECT {col} FROM {table} WHERE {col} IS NOT NULL LIMIT 1").fetchone()
+        deep = zlib.compress(DEEP.encode()) if was and isinstance(was[0], bytes) else DEEP  # compressed column
+        if _update(path, f"UPDATE {table} SET {col}=?", (deep,)):
             cases.append(("deep", f"deep {table}.{col}", _rec_commands(path, os.path.dirname(path), False)))
     # markup in every text column, then everywhere at once
     for k, (table, col) in enumerate(c for c in _text_columns(rec) if rows.get(c[0])):

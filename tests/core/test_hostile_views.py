@@ -205,10 +205,13 @@ def test_proxy_names_are_identifiers_and_not_keywords(name, ok):
 
 def _kernel_rec(tmp_path, edit) -> str:
     path = kf.make_recording(str(tmp_path / "k.tvrec"), [(0, "forward", kf.kernel_record(kf.region_trace()))])
+    import zlib
     with contextlib.closing(sqlite3.connect(path)) as c, c:
         inputs, trace = c.execute("SELECT inputs, trace_json FROM kernels").fetchone()
-        inputs, trace = edit(json.loads(inputs), trace)
-        c.execute("UPDATE kernels SET inputs=?, trace_json=?", (json.dumps(inputs), trace))
+        packed = isinstance(trace, bytes)  # schema 3 stores the region IR zlib-compressed
+        inputs, trace = edit(json.loads(inputs), zlib.decompress(trace).decode() if packed else trace)
+        c.execute("UPDATE kernels SET inputs=?, trace_json=?",
+                  (json.dumps(inputs), zlib.compress(trace.encode()) if packed else trace))
     return path
 
 
