@@ -113,3 +113,28 @@ async def test_notify_never_reads_markup(hostile_rec):
         toasts = _toasts(app)
         assert any("[@click=app.quit]x[/]" in t for t in toasts), toasts
         assert app.is_running
+
+
+async def test_a_group_with_hostile_hosts_and_target_shows_them_as_text(hostile_rec, tmp_path, monkeypatch):
+    """The group views (top bar, rank picker, rank comparison) quote host names, the launch target
+    and the folder name: text, never markup."""
+    import os
+    import sys
+    from hostile_payloads import PAYLOAD
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "notebook"))
+    from group_fixtures import make_group
+    from tui_helpers import open_group_app
+    folder = str(tmp_path / "job[@click=app.quit]Q[b].tvgroup")
+    make_group(folder, [hostile_rec, hostile_rec], world=2, hosts={0: PAYLOAD, 1: PAYLOAD},
+               target=["train.py", PAYLOAD])
+    app = open_group_app(folder)
+    quits = []
+    monkeypatch.setattr(app, "action_quit", lambda: quits.append(1))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: app.overview is not None and app.group_info is not None)
+        assert "[@click=app.quit]" in str(app.query_one("#topbar").render())
+        for keys in (("ctrl+r",), ("escape",), ("equals_sign",), ("enter",), ("escape",), ("escape",)):
+            await pilot.press(*keys)
+            await pilot.pause(0.2)
+            assert app.is_running
+        assert quits == []
