@@ -8,10 +8,10 @@ page around them.
 from __future__ import annotations
 
 import base64
-import html
 from typing import Optional
 
 from thundervis.diff.render import HTML_STYLE, side_by_side_html
+from thundervis.safe_text import html_text
 
 from .comm_data import COMM_NOTE
 
@@ -33,7 +33,8 @@ STYLE = """
 
 
 def _e(x) -> str:
-    return html.escape("" if x is None else str(x))
+    """Escape a recorded value for HTML, control and bidi characters made visible."""
+    return html_text(x)
 
 
 def _page(body: str) -> str:

@@ -8,7 +8,8 @@ keeps only the symbols of one module path (``model.layers.0`` keeps ``model.laye
 
 DOT is built with the ``graphviz`` package. Rendering uses a ``dot`` binary when one is on PATH,
 else ``pygraphviz``, whose wheels bundle Graphviz, so a pip-only install renders SVG and PNG.
-All text in labels is HTML-escaped; nothing from a recording is executed.
+Recorded text reaches DOT through two functions only: :func:`dot_text` (quoted strings) and
+:func:`dot_html` (HTML-like labels); nothing from a recording is executed.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import html
 import os
 import shutil
 import subprocess
+import sys
 from typing import Iterable, Optional
 
 from thundervis.present.units import format_us
@@ -23,6 +25,7 @@ from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 
 from thundervis.diff.lines import is_fusion
+from thundervis.safe_text import visible_line
 
 # Border and fill per executor (fills are light so labels stay readable).
 PALETTE = {
@@ -36,6 +39,17 @@ _OTHER = ("#1f6fb4", "#e2eef9")
 COMMUNICATION = ("#b03a2e", "#fdecea")
 _HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
 FORMATS = ("svg", "png", "dot", "pdf")
+
+
+# Graphviz's layout needs memory and time superlinear in the graph and can crash on huge ones:
+# a diagram holds at most this many op nodes (fusions drawn collapsed first when that fits).
+MAX_DIAGRAM_NODES = 5000
+
+
+def diagram_nodes(symbols, collapse: bool) -> int:
+    """Return how many op nodes a diagram of ``symbols`` draws (a fusion's members when not
+    collapsed, else one node per fusion)."""
+    return sum(1 if collapse or not is_fusion(b) else max(1, len(b.subsymbols)) for b in symbols)
 
 
 class RenderError(Exception):
@@ -101,29 +115,42 @@ def _op_name(b: BoundSymbol) -> str:
     return s.removesuffix(".default")
 
 
-def _tooltip(text: str) -> str:
-    # Tooltips are DOT escStrings: keep backslashes literal, quotes escaped by graphviz.quote.
+def dot_text(text: object) -> str:
+    """Return ``text`` as the value of a quoted DOT string attribute (a label, a tooltip, a graph
+    name): control and bidi characters made visible, ``\\`` and ``"`` escaped (a pass name ending
+    in a backslash cannot end the string early; ``\\N``, ``\\l`` are not DOT escapes), never
+    read as an HTML-like label. The one quoting function for recorded strings in plain DOT text."""
     from graphviz import nohtml
-    return nohtml(text.replace("\\", "\\\\").replace("\n", " "))
+    return nohtml(visible_line(text).replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def dot_html(text: object) -> str:
+    """Return ``text`` for an HTML-like DOT label: control and bidi characters made visible, then
+    HTML-escaped (Graphviz reads ``&``, ``<``, ``>`` and quotes in those labels)."""
+    return html.escape(visible_line(text))
+
+
+def _tooltip(text: str) -> str:
+    return dot_text(text)
 
 
 def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str:
-    rows = [f"<B>{html.escape(_op_name(b))}</B>"]
+    rows = [f"<B>{dot_html(_op_name(b))}</B>"]
     outs = b.flat_outputs()
     if outs:
-        rows.append(f'<FONT POINT-SIZE="8">{html.escape(_short(" ".join(o.name for o in outs), max_label))}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8">{dot_html(_short(" ".join(o.name for o in outs), max_label))}</FONT>')
     if b.source is not None and b.source.line:
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(b.source.label())}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(b.source.label())}</FONT>')
     if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(time_us))}</B></FONT>')
+        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(time_us))}</B></FONT>')
     return "<" + "<BR/>".join(rows) + ">"
 
 
 def _fusion_title(b: BoundSymbol, time_us: Optional[float]) -> str:
     n = len(b.subsymbols)
-    parts = [f"<B>{html.escape(b.sym)}</B>", html.escape(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
+    parts = [f"<B>{dot_html(b.sym)}</B>", dot_html(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
     if time_us is not None:
-        parts.append(f"<B>{html.escape(format_us(time_us))}</B>")
+        parts.append(f"<B>{dot_html(format_us(time_us))}</B>")
     return "<" + " · ".join(parts) + ">"
 
 
@@ -154,6 +181,19 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                              f"(modules: {shown or 'none recorded'})")
         symbols = kept
 
+    n_nodes = diagram_nodes(symbols, collapse)
+    if n_nodes > MAX_DIAGRAM_NODES and not collapse and diagram_nodes(symbols, True) <= MAX_DIAGRAM_NODES:
+        collapse = True  # too big to draw every op of every fusion: one node per fusion
+        title = (title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}") + \
+            f" · fusions collapsed ({n_nodes} ops)"
+        n_nodes = diagram_nodes(symbols, True)
+    if n_nodes > MAX_DIAGRAM_NODES:
+        mods = modules_of(trace)
+        shown = ", ".join(mods[:6]) + (", …" if len(mods) > 6 else "")
+        raise ValueError(f"graph {trace.graph} {trace.chain} after {trace.pass_name} has {n_nodes} ops, more than "
+                         f"a diagram can show ({MAX_DIAGRAM_NODES}); draw one module with --module"
+                         + (f" (modules: {shown})" if shown else ""))
+
     def time_of(b: BoundSymbol) -> Optional[float]:
         t = timings.get(b.uid)
         return timings.get(b.sym) if t is None and is_fusion(b) else t
@@ -161,10 +201,10 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     times = [t for t in (time_of(b) for b in symbols) if t is not None]
     t_max = max(times) if times else 0.0
 
-    g = graphviz.Digraph(name=f"{trace.chain}_{trace.graph}")
+    g = graphviz.Digraph(name=dot_text(f"{trace.chain}_{trace.graph}"))
     label = title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}" + \
         (f" · module {module}" if module else "")
-    g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=label,
+    g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=dot_text(label),
            nodesep="0.25", ranksep="0.35", newrank="true")
     g.attr("node", shape="box", style="rounded,filled", fillcolor="white", fontname="Helvetica",
            fontsize="10", margin="0.08,0.04", height="0.3")
@@ -189,8 +229,8 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     def connect(b: BoundSymbol, nid: str) -> None:
         for p in b.flat_inputs():
             src = producer.get(p.name)
-            value_label = (f"<<B>{html.escape(p.name)}</B><BR/><FONT POINT-SIZE=\"8\">"
-                           f"{html.escape(_type(p))}</FONT>>")
+            value_label = (f"<<B>{dot_html(p.name)}</B><BR/><FONT POINT-SIZE=\"8\">"
+                           f"{dot_html(_type(p))}</FONT>>")
             if src is None and p.name in input_names:
                 src = new_id("in")
                 g.node(src, label=value_label, shape="ellipse", style="filled", fillcolor="#eef3f8",
@@ -213,7 +253,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         t = time_of(b)
         heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
         if is_fusion(b) and not collapse:
-            name = f"cluster_{b.uid}"
+            name = dot_text(f"cluster_{b.uid}")
             with g.subgraph(name=name) as c:
                 # On a heat fill the title must contrast with it: white on the red end.
                 title_color = border if heat is None else ("white" if t / t_max > 0.75 else "#222222")
@@ -234,13 +274,13 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         if is_fusion(b):  # collapsed fusion: one node for the kernel
             ops = ", ".join(_op_name(s) for s in b.subsymbols)
             srcs = list(dict.fromkeys(s.source.label() for s in b.subsymbols if s.source and s.source.line))
-            lab = [f"<B>{html.escape(b.sym)}</B>",
-                   f'<FONT POINT-SIZE="8">{html.escape(_short(ops, max_label * 2))}</FONT>']
+            lab = [f"<B>{dot_html(b.sym)}</B>",
+                   f'<FONT POINT-SIZE="8">{dot_html(_short(ops, max_label * 2))}</FONT>']
             if srcs:
                 lab.append(f'<FONT POINT-SIZE="8" COLOR="#555555">'
-                           f'{html.escape(_short(", ".join(srcs), max_label * 2))}</FONT>')
+                           f'{dot_html(_short(", ".join(srcs), max_label * 2))}</FONT>')
             if t is not None:
-                lab.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(t))}</B></FONT>')
+                lab.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(t))}</B></FONT>')
             hot = heat is not None and t / t_max > 0.75
             g.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
@@ -265,11 +305,11 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             continue
         out = new_id("out")
         ends["out"].append(out)
-        g.node(out, label=f"<<B>{html.escape(p.name)}</B> ⟶ out>", shape="cds", style="filled",
+        g.node(out, label=f"<<B>{dot_html(p.name)}</B> ⟶ out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
     for src, dst, lab in edges:
-        g.edge(src, dst, label=lab)
+        g.edge(src, dst, label=dot_text(lab))
     for side in ("before", "after"):
         lines = (between or {}).get(side) or []
         if lines:
@@ -288,12 +328,12 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
 def _between_note(g, side: str, lines: list, max_lines: int = 12) -> str:
     """Draw the note of the collectives run eagerly right ``side`` (before, after) the chain's first
     call; return its node id."""
-    shown = [html.escape(_short(line, 100)) for line in lines[:max_lines]]
+    shown = [dot_html(_short(line, 100)) for line in lines[:max_lines]]
     if len(lines) > max_lines:
-        shown.append(html.escape(f"... {len(lines) - max_lines} more"))
+        shown.append(dot_html(f"... {len(lines) - max_lines} more"))
     border, fill = COMMUNICATION
     heading = f"run eagerly {side} this chain's first call (between compiled graphs, not in this trace)"
-    label = f"<<B>{html.escape(heading)}</B><BR/>" + '<BR ALIGN="LEFT"/>'.join(shown) + '<BR ALIGN="LEFT"/>>'
+    label = f"<<B>{dot_html(heading)}</B><BR/>" + '<BR ALIGN="LEFT"/>'.join(shown) + '<BR ALIGN="LEFT"/>>'
     name = f"between_{side}"
     g.node(name, label=label, shape="note", style="filled,dashed", fillcolor=fill, color=border, fontsize="9")
     return name
@@ -303,10 +343,10 @@ def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
     cells = []
     for ex in executors:
         border, fill = COMMUNICATION if ex == "communication" else executor_colors(ex)
-        cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{html.escape(ex)}</TD>')
+        cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{dot_html(ex)}</TD>')
     if heat:
         for f in (0.0, 0.5, 1.0):
-            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{html.escape(format_us(t_max * f))}</TD>')
+            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{dot_html(format_us(t_max * f))}</TD>')
     g.node("legend", label=f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR>{"".join(cells)}</TR></TABLE>>',
            shape="plaintext", style="", fontsize="9")
 
@@ -339,10 +379,22 @@ def render(dot_source: str, fmt: str = "svg", timeout_s: float = 300) -> bytes:
     except ImportError:
         raise RenderError("rendering needs Graphviz: install pygraphviz (pip install pygraphviz) or the "
                           "Graphviz 'dot' program, or write .dot") from None
+    # In a child process: Graphviz can crash (SIGSEGV) or exhaust memory on a pathological graph,
+    # which must be one sentence here, not the end of the command.
+    code = ("import sys, pygraphviz\n"
+            "data = pygraphviz.AGraph(string=sys.stdin.buffer.read().decode()).draw(format=sys.argv[1], prog='dot')\n"
+            "sys.stdout.buffer.write(data)\n")
     try:
-        return pygraphviz.AGraph(string=dot_source).draw(format=fmt, prog="dot")
-    except Exception as e:  # pygraphviz raises several types for Graphviz errors
-        raise RenderError(f"Graphviz failed: {e}") from None
+        proc = subprocess.run([sys.executable, "-c", code, fmt], input=dot_source.encode(), capture_output=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
+    if proc.returncode != 0:
+        msg = [ln for ln in proc.stderr.decode(errors="replace").strip().splitlines() if ln.strip()]
+        why = msg[-1] if msg else (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+                                   else f"exit code {proc.returncode}")
+        raise RenderError(f"Graphviz failed: {visible_line(why)[:300]}")
+    return proc.stdout
 
 
 def trace_to_svg(trace: Trace, **options) -> str:

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from thundervis.safe_text import visible_line
+from thundervis.safe_text import visible, visible_line
 
 from . import panels
 from .comm_screen import CommunicationScreen
@@ -148,6 +148,14 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
 
     # -- layout ---------------------------------------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               timeout: Optional[float] = None, markup: bool = False) -> None:
+        """Show a toast. Toasts quote recorded names (files, kernels, errors), so they are always
+        plain text with control characters made visible, never Textual markup, whatever a caller
+        (a screen or widget forwards here) passes as ``markup``."""
+        super().notify(visible(str(message)), title=visible_line(str(title)), severity=severity,
+                       timeout=timeout, markup=False)
 
     def compose(self) -> ComposeResult:
         """The top bar, banner, chains and stepper, trace view, details, footer."""

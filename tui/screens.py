@@ -131,14 +131,14 @@ class KernelsScreen(Screen):
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
             if k.fallback:
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
-            table.add_row(
-                name, visible_line(k.executor + (f" · {k.ran_on}" if k.ran_on else "")),
-                visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
+            # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
+            table.add_row(name, *(Text(visible_line(c)) for c in (
+                k.executor + (f" · {k.ran_on}" if k.ran_on else ""), f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us), format_roofline_us(k.roofline_us),
                 "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
-                visible_line(group_sources(k.source_lines, limit=6)),
+                group_sources(k.source_lines, limit=6))),
                 *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \

@@ -209,7 +209,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
         lines.append(f"graph {g['id']}  {ms}{reason}")
         for c in g["chains"]:
             total = sum(p["ms"] for p in c["passes"])
-            err = f": {c['error']}" if c["error"] else ""
+            err = f": {visible_line(c['error'])}" if c["error"] else ""
             lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} passes · {total:.1f} ms")
             if passes:
                 for p in c["passes"]:
