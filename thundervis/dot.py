@@ -16,6 +16,7 @@ import html
 import os
 import shutil
 import subprocess
+import sys
 from typing import Iterable, Optional
 
 from thundervis.compiler.collectives import is_communication
@@ -139,12 +140,17 @@ def _tooltip_text(b: BoundSymbol) -> str:
 
 def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
                 timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40,
-                between: Optional[dict] = None):
+                between: Optional[dict] = None, blocks: Optional[bool] = None,
+                expand: Optional[Iterable[str]] = None):
     """Return a ``graphviz.Digraph`` of ``trace`` (see module doc). ``timings`` maps a kernel name
     or a symbol uid to its time in µs. ``between``: ``{"before": [lines], "after": [lines]}``, the
     collectives run eagerly right before and after the chain (drawn as communication notes above
-    and below the graph). Raise ValueError naming the modules when ``module`` matches no symbol."""
+    and below the graph). ``blocks``: group the symbols by module block (thundervis.dot_blocks),
+    each block one node unless ``expand`` names it (then a cluster of its ops); None: only when the
+    trace repeats numbered blocks. Raise ValueError naming the modules when ``module`` matches no
+    symbol, or the blocks when ``expand`` names none."""
     import graphviz
+    from thundervis import dot_blocks
 
     timings = dict(timings or {})
     symbols = [b for b in trace.symbols if b.sym != "del"]
@@ -161,7 +167,18 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         t = timings.get(b.uid)
         return timings.get(b.sym) if t is None and is_fusion(b) else t
 
-    times = [t for t in (time_of(b) for b in symbols) if t is not None]
+    all_blocks = dot_blocks.module_blocks(symbols)
+    if blocks is None:
+        blocks = dot_blocks.wants_blocks(all_blocks) or bool(expand)
+    all_blocks = all_blocks if blocks else []
+    opened = dot_blocks.expanded_paths(all_blocks, expand)
+    block_of_uid = {b.uid: blk for blk in all_blocks for b in blk.symbols}
+    folded = {blk.path: blk for blk in all_blocks if blk.path not in opened}
+    block_time = {blk.path: sum(t for t in (time_of(b) for b in blk.symbols) if t is not None)
+                  for blk in folded.values()}
+    times = [t for t in (time_of(b) for b in symbols if block_of_uid.get(b.uid) is None
+                         or block_of_uid[b.uid].path in opened) if t is not None]
+    times += [t for t in block_time.values() if t > 0]
     t_max = max(times) if times else 0.0
 
     g = graphviz.Digraph(name=f"{trace.chain}_{trace.graph}")
@@ -208,16 +225,35 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                 seen_edges.add(key)
                 edges.append((src, nid, _type(p)))
 
+    # Folded blocks: one node each, standing for every value their symbols produce.
+    for blk in folded.values():
+        for b in blk.symbols:
+            for p in b.flat_outputs():
+                producer[p.name] = blk.node_id
+    folded_ids = {blk.node_id for blk in folded.values()}
+    returned = {p.name for p in trace.flat_outputs()}
+    block_graphs = {p: graphviz.Digraph(name=f"cluster_{blk.node_id}") for blk in all_blocks
+                    for p in (blk.path,) if p in opened}
+    drawn_blocks: set[str] = set()
+
     for b in symbols:
         ex = b.executor or ""
         if ex:
             used_executors.add(ex)
+        blk = block_of_uid.get(b.uid)
+        if blk is not None and blk.path in folded:
+            if blk.path not in drawn_blocks:  # the node is written once the values it reads are known
+                drawn_blocks.add(blk.path)
+                ends["n"].append(blk.node_id)
+                used_executors.update(blk.executors())
+            continue
+        target = block_graphs[blk.path] if blk is not None else g
         border, fill = executor_colors(ex or None)
         t = time_of(b)
         heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
         if is_fusion(b) and not collapse:
             name = f"cluster_{b.uid}"
-            with g.subgraph(name=name) as c:
+            with target.subgraph(name=name) as c:
                 # On a heat fill the title must contrast with it: white on the red end.
                 title_color = border if heat is None else ("white" if t / t_max > 0.75 else "#222222")
                 c.attr(label=_fusion_title(b, t), style="rounded,filled", color=border,
@@ -245,17 +281,17 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             if t is not None:
                 lab.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(t))}</B></FONT>')
             hot = heat is not None and t / t_max > 0.75
-            g.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
+            target.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
         elif is_communication(b.sym):
             used_executors.add("communication")
-            g.node(nid, label=_node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
+            target.node(nid, label=_node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
                    fillcolor=heat or COMMUNICATION[1], penwidth="2",
                    tooltip=_tooltip("communication: " + _tooltip_text(b)))
         else:
-            g.node(nid, label=_node_label(b, t, max_label), color=border,
-                   fillcolor=heat or ("white" if ex in ("", "torch") else fill),
-                   tooltip=_tooltip(_tooltip_text(b)))
+            target.node(nid, label=_node_label(b, t, max_label), color=border,
+                        fillcolor=heat or ("white" if ex in ("", "torch") else fill),
+                        tooltip=_tooltip(_tooltip_text(b)))
         connect(b, nid)
         for p in b.flat_outputs():
             producer[p.name] = nid
@@ -264,14 +300,26 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     # pull an edge from every corner of the graph).
     for p in dict.fromkeys(trace.flat_outputs()):
         src = producer.get(p.name)
-        if src is None:  # a trace input returned as it is
+        if src is None or src in folded_ids:  # a trace input returned as is; a block counts its own
             continue
         out = new_id("out")
         ends["out"].append(out)
         g.node(out, label=f"<<B>{html.escape(p.name)}</B> ⟶ out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
+    for path, sub in block_graphs.items():
+        sub.attr(label=f"<<B>{html.escape(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
+                 fontsize="11", penwidth="1.5")
+        g.subgraph(sub)
     for src, dst, lab in edges:
+        g.edge(src, dst, label=lab)
+    block_in, shared = _block_edges(folded.values(), producer, input_names)
+    for blk in folded.values():
+        t = block_time[blk.path] or None
+        heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
+        n_out = len({p.name for b in blk.symbols for p in b.flat_outputs() if p.name in returned})
+        g.node(blk.node_id, **_block_node(blk, t, heat, t_max, max_label, n_out, shared.get(blk.node_id)))
+    for src, dst, lab in block_in:
         g.edge(src, dst, label=lab)
     for side in ("before", "after"):
         lines = (between or {}).get(side) or []
@@ -286,6 +334,69 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     if used_executors - {"torch"} or times:
         _legend(g, sorted(used_executors), bool(times), t_max)
     return g
+
+
+def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float, max_label: int,
+                n_out: int = 0, shared: Optional[list] = None) -> dict:
+    """Return the node attributes of a folded block: its path, what it holds, how many of the
+    trace's outputs it returns, the values it reads that many blocks share (``shared``: proxies),
+    its source lines grouped per file, its time; its SVG id is the block's node id (the widget
+    expands on click)."""
+    from thundervis.present.source_labels import grouped_lines
+    n_k, ops = len(blk.kernels), [b for b in blk.ops if b.sym != "del"]
+    n_torch = sum(1 for b in ops if (b.executor or "torch") == "torch")
+    held = [f"{n_k} kernel{'s' if n_k != 1 else ''}"] if n_k else []
+    if ops:
+        held.append(f"{len(ops)} op{'s' if len(ops) != 1 else ''}" + (f" ({n_torch} on torch)" if n_torch else ""))
+    rows = [f'<B>{html.escape(blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
+            f'<FONT POINT-SIZE="9">{html.escape(" · ".join(held) or "no ops")}</FONT>']
+    if shared:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">reads {len(shared)} shared value'
+                    f'{"s" if len(shared) != 1 else ""} ({html.escape(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
+    if n_out:
+        rows.append(f'<FONT POINT-SIZE="8">⟶ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
+    where = grouped_lines(blk.sources(), max_label * 2)
+    if where:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(where)}</FONT>')
+    if time_us is not None:
+        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(time_us))}</B></FONT>')
+    border, _ = executor_colors((blk.executors() or [None])[0])
+    hot = heat is not None and t_max > 0 and time_us / t_max > 0.75
+    return {"label": "<" + "<BR/>".join(rows) + ">", "shape": "box", "style": "rounded,filled",
+            "color": border, "fillcolor": heat or "#eef2f8", "penwidth": "2.5", "margin": "0.15,0.08",
+            "fontcolor": "white" if hot else "black", "id": blk.node_id,
+            "tooltip": _tooltip(_short(f"{blk.path}: {' · '.join(held)}; expand it to see its ops", 300))}
+
+
+def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> tuple[list, dict]:
+    """Return ``(edges, shared)``: ``edges`` as ``(src, dst, label)``, one per (producer, folded
+    block) pair passing values into the block, labelled with the value's type or ``N values``;
+    ``shared`` maps a block's node id to the values it reads that more than ``fan_out`` blocks read
+    (masks, rotary tables: named in the block, not drawn as edges across the whole diagram). Trace
+    inputs (weights) are not drawn."""
+    into: dict[tuple[str, str], list] = {}
+    for blk in folded:
+        for b in blk.symbols:
+            for p in b.flat_inputs():
+                src = producer.get(p.name)
+                if src is None or src == blk.node_id or p.name in input_names:
+                    continue
+                values = into.setdefault((src, blk.node_id), [])
+                if p.name not in (v.name for v in values):
+                    values.append(p)
+    readers: dict[str, int] = {}
+    for vals in into.values():
+        for p in vals:
+            readers[p.name] = readers.get(p.name, 0) + 1
+    edges, shared = [], {}
+    for (src, dst), vals in into.items():
+        wide = [p for p in vals if readers[p.name] > fan_out]
+        if wide:
+            shared.setdefault(dst, []).extend(wide)
+        vals = [p for p in vals if readers[p.name] <= fan_out]
+        if vals:
+            edges.append((src, dst, _type(vals[0]) if len(vals) == 1 else f"{len(vals)} values"))
+    return edges, shared
 
 
 def _between_note(g, side: str, lines: list, max_lines: int = 12) -> str:
@@ -337,15 +448,37 @@ def render(dot_source: str, fmt: str = "svg", timeout_s: float = 300) -> bytes:
             msg = proc.stderr.decode(errors="replace").strip().splitlines()
             raise RenderError(f"Graphviz failed: {msg[-1] if msg else 'exit code ' + str(proc.returncode)}")
         return proc.stdout
-    try:
-        import pygraphviz
-    except ImportError:
+    import importlib.util
+    if importlib.util.find_spec("pygraphviz") is None:
         raise RenderError("rendering needs Graphviz: install pygraphviz (pip install pygraphviz) or the "
-                          "Graphviz 'dot' program, or write .dot") from None
+                          "Graphviz 'dot' program, or write .dot")
+    # pygraphviz renders in-process, in C: its warnings (Fontconfig's "unknown element reset-dirs",
+    # Graphviz's own) go straight to file descriptor 2, into the user's terminal or notebook cell.
+    # A child process keeps them on a pipe that is dropped, and gets the same timeout as `dot`.
     try:
-        return pygraphviz.AGraph(string=dot_source).draw(format=fmt, prog="dot")
-    except Exception as e:  # pygraphviz raises several types for Graphviz errors
-        raise RenderError(f"Graphviz failed: {e}") from None
+        proc = subprocess.run([sys.executable, "-c", _PYGRAPHVIZ_CHILD, fmt], input=dot_source.encode(),
+                              capture_output=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
+    if proc.returncode != 0:
+        errors = [x for x in proc.stderr.decode(errors="replace").splitlines() if x.startswith("thundervis-render: ")]
+        why = errors[-1].removeprefix("thundervis-render: ") if errors else f"exit code {proc.returncode}"
+        raise RenderError(f"Graphviz failed: {why}")
+    return proc.stdout
+
+
+# Run by render() in a child process: DOT on stdin, the rendered bytes on stdout, a failure as one
+# "thundervis-render: ..." line on stderr (everything else there is Graphviz's noise, dropped).
+_PYGRAPHVIZ_CHILD = """
+import sys
+try:
+    import pygraphviz
+    data = pygraphviz.AGraph(string=sys.stdin.buffer.read().decode()).draw(format=sys.argv[1], prog="dot")
+except Exception as e:
+    sys.stderr.write("thundervis-render: " + " ".join(str(e).split()) + "\\n")
+    sys.exit(1)
+sys.stdout.buffer.write(data)
+"""
 
 
 def trace_to_svg(trace: Trace, **options) -> str:
