@@ -6,22 +6,23 @@ from; kernel times, when given, colour fusions and ops from pale (fast) to red (
 keeps only the symbols of one module path (``model.layers.0`` keeps ``model.layers.0`` and
 ``model.layers.0.attn`` but not ``model.layers.01``) plus the values flowing into them.
 
-DOT is built with the ``graphviz`` package. Rendering uses a ``dot`` binary when one is on PATH,
-else ``pygraphviz``, whose wheels bundle Graphviz, so a pip-only install renders SVG and PNG.
+A model with repeated blocks (``model.layers.0`` ... ``model.layers.23``) is drawn one box per
+module block (:mod:`thundervis.dot_blocks`), each expanded on request (``expand``).
+
+DOT is built with the ``graphviz`` package. Rendering (:mod:`thundervis.dot_render`) uses a ``dot``
+binary when one is on PATH, else ``pygraphviz``, in a child process whose stderr is dropped.
 All text in labels is HTML-escaped; nothing from a recording is executed.
 """
 from __future__ import annotations
 
 import html
-import os
-import shutil
-import subprocess
-import sys
 from typing import Iterable, Optional
 
 from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 
+from thundervis import dot_blocks
+from thundervis.dot_render import FORMATS, RenderError, render, write_diagram  # noqa: F401  (this module's API)
 from thundervis.diff.lines import is_fusion
 
 # Border and fill per executor (fills are light so labels stay readable).
@@ -35,11 +36,6 @@ _OTHER = ("#1f6fb4", "#e2eef9")
 # Collectives and their waits (compiler.collectives): drawn apart, fusion never crosses them.
 COMMUNICATION = ("#b03a2e", "#fdecea")
 _HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
-FORMATS = ("svg", "png", "dot", "pdf")
-
-
-class RenderError(Exception):
-    """The diagram cannot be rendered (no Graphviz available, or Graphviz failed); one sentence."""
 
 
 def executor_colors(executor: Optional[str]) -> tuple[str, str]:
@@ -138,6 +134,39 @@ def _tooltip_text(b: BoundSymbol) -> str:
     return _short(f"{b.sym}  {where}{mod}".strip(), 300)
 
 
+def _drawn_symbols(trace: Trace, module: Optional[str]) -> list[BoundSymbol]:
+    """The top-level symbols a diagram draws: all but ``del``, only ``module``'s when given
+    (ValueError naming the modules when it matches none)."""
+    symbols = [b for b in trace.symbols if b.sym != "del"]
+    if module:
+        kept = [b for b in symbols if _matches(b, module)]
+        if not kept:
+            mods = modules_of(trace)
+            shown = ", ".join(mods[:12]) + (", …" if len(mods) > 12 else "")
+            raise ValueError(f"no symbol of graph {trace.graph} {trace.chain} comes from module {module!r} "
+                             f"(modules: {shown or 'none recorded'})")
+        symbols = kept
+    return symbols
+
+
+def _plan_blocks(symbols, blocks: Optional[bool], expand) -> tuple[list, set]:
+    """Return (the module blocks drawn, the paths of those expanded): none when ``blocks`` is
+    False, or None and the symbols repeat too few numbered blocks (and nothing is expanded)."""
+    found = dot_blocks.module_blocks(symbols)
+    if blocks is None:
+        blocks = dot_blocks.wants_blocks(found) or bool(expand)
+    found = found if blocks else []
+    return found, dot_blocks.expanded_paths(found, expand)
+
+
+def diagram_blocks(trace: Trace, *, module: Optional[str] = None, blocks: Optional[bool] = None,
+                   expand: Optional[Iterable[str]] = None) -> list[dict]:
+    """Return the module blocks :func:`trace_graph` draws with the same options, as
+    ``[{"id": SVG node id, "path": module path, "expanded": bool}]`` (empty: drawn op by op)."""
+    found, opened = _plan_blocks(_drawn_symbols(trace, module), blocks, expand)
+    return [{"id": b.node_id, "path": b.path, "expanded": b.path in opened} for b in found]
+
+
 def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
                 timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40,
                 between: Optional[dict] = None, blocks: Optional[bool] = None,
@@ -150,28 +179,15 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     trace repeats numbered blocks. Raise ValueError naming the modules when ``module`` matches no
     symbol, or the blocks when ``expand`` names none."""
     import graphviz
-    from thundervis import dot_blocks
 
     timings = dict(timings or {})
-    symbols = [b for b in trace.symbols if b.sym != "del"]
-    if module:
-        kept = [b for b in symbols if _matches(b, module)]
-        if not kept:
-            mods = modules_of(trace)
-            shown = ", ".join(mods[:12]) + (", …" if len(mods) > 12 else "")
-            raise ValueError(f"no symbol of graph {trace.graph} {trace.chain} comes from module {module!r} "
-                             f"(modules: {shown or 'none recorded'})")
-        symbols = kept
+    symbols = _drawn_symbols(trace, module)
 
     def time_of(b: BoundSymbol) -> Optional[float]:
         t = timings.get(b.uid)
         return timings.get(b.sym) if t is None and is_fusion(b) else t
 
-    all_blocks = dot_blocks.module_blocks(symbols)
-    if blocks is None:
-        blocks = dot_blocks.wants_blocks(all_blocks) or bool(expand)
-    all_blocks = all_blocks if blocks else []
-    opened = dot_blocks.expanded_paths(all_blocks, expand)
+    all_blocks, opened = _plan_blocks(symbols, blocks, expand)
     block_of_uid = {b.uid: blk for blk in all_blocks for b in blk.symbols}
     folded = {blk.path: blk for blk in all_blocks if blk.path not in opened}
     block_time = {blk.path: sum(t for t in (time_of(b) for b in blk.symbols) if t is not None)
@@ -430,69 +446,6 @@ def trace_to_dot(trace: Trace, **options) -> str:
     return trace_graph(trace, **options).source
 
 
-def render(dot_source: str, fmt: str = "svg", timeout_s: float = 300) -> bytes:
-    """Return ``dot_source`` rendered to ``fmt`` (svg, png, pdf) by the ``dot`` binary when one is
-    on PATH, else by pygraphviz; raise :class:`RenderError` when neither works."""
-    if fmt == "dot":
-        return dot_source.encode()
-    if fmt not in FORMATS:
-        raise RenderError(f"unknown diagram format {fmt!r} (formats: {', '.join(FORMATS)})")
-    exe = shutil.which("dot")
-    if exe:
-        try:
-            proc = subprocess.run([exe, f"-T{fmt}"], input=dot_source.encode(), capture_output=True,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
-        if proc.returncode != 0:
-            msg = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise RenderError(f"Graphviz failed: {msg[-1] if msg else 'exit code ' + str(proc.returncode)}")
-        return proc.stdout
-    import importlib.util
-    if importlib.util.find_spec("pygraphviz") is None:
-        raise RenderError("rendering needs Graphviz: install pygraphviz (pip install pygraphviz) or the "
-                          "Graphviz 'dot' program, or write .dot")
-    # pygraphviz renders in-process, in C: its warnings (Fontconfig's "unknown element reset-dirs",
-    # Graphviz's own) go straight to file descriptor 2, into the user's terminal or notebook cell.
-    # A child process keeps them on a pipe that is dropped, and gets the same timeout as `dot`.
-    try:
-        proc = subprocess.run([sys.executable, "-c", _PYGRAPHVIZ_CHILD, fmt], input=dot_source.encode(),
-                              capture_output=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
-    if proc.returncode != 0:
-        errors = [x for x in proc.stderr.decode(errors="replace").splitlines() if x.startswith("thundervis-render: ")]
-        why = errors[-1].removeprefix("thundervis-render: ") if errors else f"exit code {proc.returncode}"
-        raise RenderError(f"Graphviz failed: {why}")
-    return proc.stdout
-
-
-# Run by render() in a child process: DOT on stdin, the rendered bytes on stdout, a failure as one
-# "thundervis-render: ..." line on stderr (everything else there is Graphviz's noise, dropped).
-_PYGRAPHVIZ_CHILD = """
-import sys
-try:
-    import pygraphviz
-    data = pygraphviz.AGraph(string=sys.stdin.buffer.read().decode()).draw(format=sys.argv[1], prog="dot")
-except Exception as e:
-    sys.stderr.write("thundervis-render: " + " ".join(str(e).split()) + "\\n")
-    sys.exit(1)
-sys.stdout.buffer.write(data)
-"""
-
-
 def trace_to_svg(trace: Trace, **options) -> str:
     """Return the diagram of ``trace`` as SVG text (same options as :func:`trace_graph`)."""
     return render(trace_to_dot(trace, **options), "svg").decode()
-
-
-def write_diagram(dot_source: str, path: str) -> str:
-    """Write ``dot_source`` to ``path`` in the format its suffix names (.svg, .png, .pdf, .dot);
-    return the format. Raise :class:`RenderError` for an unknown suffix."""
-    fmt = os.path.splitext(path)[1].lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise RenderError(f"cannot tell the format from {path!r}: use a .svg, .png, .pdf or .dot file name")
-    data = render(dot_source, fmt)
-    with open(path, "wb") as f:
-        f.write(data)
-    return fmt

@@ -14,7 +14,7 @@ function renderRecording(model, el, ask, shared) {
   const lineTable = data.lines || []; // [uid, depth, text, info]; each pass lists indexes into it
   const diffCache = new Map();
   const diagramCache = new Map();
-  const fusionsState = { module: "", collapse: null, kernel: model.get("selected_kernel") || "" };
+  const fusionsState = { module: "", collapse: null, expand: [], kernel: model.get("selected_kernel") || "" };
   let pickedPass = null; // the pass a clicked diff cell belongs to (the before side: the compared pass)
 
   const comm = data.communication || null;
@@ -364,8 +364,10 @@ function renderRecording(model, el, ask, shared) {
   // -- fusions tab --------------------------------------------------------------------------------
 
   function diagramFor(c) {
-    const key = `${model.get("graph")}/${c.kind}/${fusionsState.module}/${fusionsState.collapse}`;
-    if (!fusionsState.module && fusionsState.collapse === null && c.diagram) return Promise.resolve(c.diagram);
+    const key = JSON.stringify([model.get("graph"), c.kind, fusionsState.module, fusionsState.collapse, fusionsState.expand]);
+    if (!fusionsState.module && fusionsState.collapse === null && !fusionsState.expand.length && c.diagram) {
+      return Promise.resolve(c.diagram);
+    }
     if (diagramCache.has(key)) return diagramCache.get(key);
     const p = ask({
       what: "diagram",
@@ -373,6 +375,7 @@ function renderRecording(model, el, ask, shared) {
       chain: c.kind,
       module: fusionsState.module || null,
       collapse: fusionsState.collapse,
+      expand: fusionsState.expand,
     }).then((r) => (r.ok ? r.data : { svg: null, error: r.error, modules: [] }));
     diagramCache.set(key, p);
     return p;
@@ -413,8 +416,11 @@ function renderRecording(model, el, ask, shared) {
     const zoomIn = h("button", { text: "+", title: "zoom in" });
     const zoomOut = h("button", { text: "−", title: "zoom out" });
     const fitBtn = h("button", { text: "fit", title: "fit to width" });
+    // Module blocks (model.layers.3): one box each; a click expands one, this list folds it back.
+    const blockSel = h("select", { class: "tv-blocks", "aria-label": "blocks" });
+    const blockBox = h("label", { class: "tv-block-tools", hidden: true }, "blocks ", blockSel);
     const tools = h("div", { class: "tv-diagram-tools" },
-      h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), zoomIn, zoomOut, fitBtn);
+      h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
     const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
     const table = h("table", { class: "tv-kernels" });
     const kdetail = h("div", { class: "tv-kernel-detail" });
@@ -479,6 +485,13 @@ function renderRecording(model, el, ask, shared) {
       for (const m of d.modules || []) modSel.appendChild(h("option", { value: m, text: m }));
       modSel.value = fusionsState.module;
       collapse.checked = !!d.collapsed;
+      const blocks = d.blocks || [];
+      clear(blockSel);
+      blockBox.hidden = !blocks.length;
+      blockSel.appendChild(h("option", { value: "", text: blocks.some((b) => b.expanded) ? "expanded: fold…" : "click a box to expand it" }));
+      for (const b of blocks.filter((x) => x.expanded)) blockSel.appendChild(h("option", { value: b.path, text: `fold ${b.path}` }));
+      if (blocks.some((b) => b.expanded)) blockSel.appendChild(h("option", { value: "*", text: "fold all" }));
+      for (const b of blocks.filter((x) => !x.expanded)) blockSel.appendChild(h("option", { value: "+" + b.path, text: `expand ${b.path}` }));
       const svg = d.svg ? safeSvg(d.svg) : null;
       if (!svg) {
         viewport.appendChild(h("div", { class: "tv-muted", text: d.error || "no diagram" }));
@@ -492,6 +505,17 @@ function renderRecording(model, el, ask, shared) {
       zoomOut.addEventListener("click", () => pz.zoom(0.8));
       fitBtn.addEventListener("click", () => pz.fit());
       requestAnimationFrame(() => pz.fit());
+      for (const b of blocks) {
+        if (b.expanded || !/^block_\d+$/.test(b.id)) continue;
+        const node = svg.querySelector(`g.node[id="${b.id}"]`);
+        if (!node) continue;
+        node.classList.add("tv-clickable", "tv-block");
+        node.addEventListener("click", (e) => {
+          e.stopPropagation();
+          fusionsState.expand = [...fusionsState.expand, b.path];
+          render();
+        });
+      }
       for (const k of kernels) {
         for (const g2 of Array.from(svg.querySelectorAll("g.cluster, g.node"))) {
           const title = g2.querySelector("title");
@@ -511,10 +535,19 @@ function renderRecording(model, el, ask, shared) {
     });
     modSel.addEventListener("change", () => {
       fusionsState.module = modSel.value;
+      fusionsState.expand = [];
       render();
     });
     collapse.addEventListener("change", () => {
       fusionsState.collapse = collapse.checked;
+      render();
+    });
+    blockSel.addEventListener("change", () => {
+      const v = blockSel.value;
+      if (!v) return;
+      if (v === "*") fusionsState.expand = [];
+      else if (v.startsWith("+")) fusionsState.expand = [...fusionsState.expand, v.slice(1)];
+      else fusionsState.expand = fusionsState.expand.filter((p) => p !== v);
       render();
     });
     showKernel();
