@@ -30,6 +30,8 @@ from thundervis.recording import UnknownItem
 from thundervis.recording.fallbacks import EXECUTED_CHAINS
 
 _CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
+# SourceLine.status values.
+NO_OPS, COMPILED, PARTLY_TORCH, FELL_BACK = "", "compiled", "partly torch", "fell back"
 
 
 def file_label(file: str) -> str:
@@ -156,6 +158,19 @@ class SourceLine:
         return tuple(dict.fromkeys((o.op, o.fallback) for o in self.ops if o.fallback))
 
     @property
+    def status(self) -> str:
+        """How the line's ops run: ``""`` (no ops), ``fell back`` (a chain ran eagerly or a kernel
+        fell back to torch at run time), ``partly torch`` (some ops left to torch, with the reason),
+        ``compiled`` (every op in a kernel or run as compiled)."""
+        if not self.ops:
+            return NO_OPS
+        if any(o.fallback and (o.fallback.startswith("ran eagerly") or o.kernel) for o in self.ops):
+            return FELL_BACK
+        if any(o.fallback for o in self.ops):
+            return PARTLY_TORCH
+        return COMPILED
+
+    @property
     def uids(self) -> tuple:
         """``(graph, chain, uid)`` of every op, for a view that jumps to them."""
         return tuple((o.graph, o.chain, o.uid) for o in self.ops)
@@ -190,7 +205,7 @@ class SourceLine:
                 "kernel_ids": list(self.kernel_ids),
                 "fallbacks": [{"op": op, "reason": r} for op, r in self.fallbacks],
                 "notes": [n.as_json() for n in self.notes()], "time_us": self.time_us,
-                "share": self.share, "time_text": self.time_text()}
+                "share": self.share, "time_text": self.time_text(), "status": self.status}
 
 
 @dataclass(frozen=True)
