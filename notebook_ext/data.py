@@ -312,9 +312,31 @@ class RecordingData:
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication}
 
+    def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
+        """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
+        first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
+        kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
+        from thundervis.present.source_view import recorded_files, source_file
+        script = self.overview().run.script if not file else None
+        try:
+            with self._lock:
+                files = recorded_files(self.rec)
+                if not file:
+                    file = script if script in files else (files[0] if files else None)
+                if file is None:
+                    return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
+                return source_file(self.rec, file, graph).as_json()
+        except (UnknownItem, RecordingError) as e:
+            raise DataError(str(e).rstrip(".") + ".") from None
+
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|
+        "source", ...}``)."""
         what = request.get("what")
+        if what == "source":
+            file, graph = request.get("file"), request.get("graph_filter")
+            return self.source_json(file if isinstance(file, str) else None,
+                                    graph if isinstance(graph, int) and not isinstance(graph, bool) else None)
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
             return self.diff_json(g, c, int(request["a"]), int(request["b"]))

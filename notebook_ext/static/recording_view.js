@@ -37,6 +37,8 @@ function renderRecording(model, el, ask, shared) {
   const chainSel = h("select", { class: "tv-chain", "aria-label": "chain" });
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
+  const tabSource = h("button", { class: "tv-tab", "data-tab": "source", text: "Source" });
+  const sourceState = { file: null, line: null, onlyOps: false, cache: new Map() };
   const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
   const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
@@ -44,7 +46,7 @@ function renderRecording(model, el, ask, shared) {
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabComm, tabRanks),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabSource, tabComm, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
@@ -102,6 +104,7 @@ function renderRecording(model, el, ask, shared) {
   });
   tabPasses.addEventListener("click", () => set({ tab: "passes" }));
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
+  tabSource.addEventListener("click", () => set({ tab: "source" }));
   if (tabComm) tabComm.addEventListener("click", () => set({ tab: "comm" }));
   if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
@@ -558,9 +561,10 @@ function renderRecording(model, el, ask, shared) {
     if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
     const wanted = model.get("tab");
-    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ? wanted : "passes";
+    const tab = wanted === "fusions" || wanted === "source" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
+    tabSource.classList.toggle("tv-tab-on", tab === "source");
     if (tabComm) tabComm.classList.toggle("tv-tab-on", tab === "comm");
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
@@ -570,6 +574,10 @@ function renderRecording(model, el, ask, shared) {
     }
     if (tab === "comm") {
       body.appendChild(commTab(comm));
+      return;
+    }
+    if (tab === "source") {
+      body.appendChild(sourceTab(model, ask, data, set, sourceState));
       return;
     }
     const c = chainOf();

@@ -75,3 +75,36 @@ def test_front_end_expands_blocks_by_id_and_sends_the_expand_list():
     js = front_end()
     assert "expand: fusionsState.expand" in js
     assert 'svg.querySelector(`g.node[id="${b.id}"]`)' in js and "/^block_\\d+$/.test(b.id)" in js
+
+
+# -- the Source tab ------------------------------------------------------------------------------
+
+def test_source_request_answers_the_annotated_file(hostile):
+    from notebook_helpers import HOSTILE_CODE, HOSTILE_FILE
+    from thundervis.present.source_view import source_file
+    from thundervis.recording import open_recording
+    w = show(hostile)
+    r = w.request({"what": "source"})  # default: the run's script
+    assert r["ok"], r
+    d = r["data"]
+    assert d["file"].endswith(HOSTILE_FILE) and d["files"] == [d["file"]]
+    with open_recording(hostile) as rec:
+        assert d == source_file(rec, d["file"]).as_json()
+    row = next(x for x in d["lines"] if HOSTILE_CODE in x["text"])
+    assert {n["chain"] for n in row["notes"]} == {"forward", "backward"} and row["status"]
+    assert row["kernels"] and row["ops"][0]["uid"]
+    r = w.request({"what": "source", "file": HOSTILE_FILE, "graph_filter": 0})
+    assert r["ok"] and r["data"]["graph"] == 0
+    r = w.request({"what": "source", "file": "nope.py"})
+    assert not r["ok"] and r["error"].startswith("no recorded file matches 'nope.py'")
+
+
+def test_front_end_source_tab_writes_text_only():
+    from thundervis.notebook_ext.widget import FRONT_END_PARTS, front_end
+    assert "source_view.js" in FRONT_END_PARTS
+    js = front_end()
+    part = js[js.index("function sourceTab("):]
+    part = part[:part.index("\n}\n")]
+    assert "innerHTML" not in part and 'h("span", { class: "tv-src-code", text: row.text })' in part
+    assert 'what: "source"' in part and 'tab: "passes"' in part  # a click opens the op in the Passes tab
+    assert 'data-tab": "source"' in js and "sourceTab(model, ask, data, set, sourceState)" in js
