@@ -316,13 +316,10 @@ class RecordingData:
         """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
         first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
         kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
-        from thundervis.present.source_view import recorded_files, source_file
-        script = self.overview().run.script if not file else None
+        from thundervis.present.source_view import default_file, source_file
         try:
             with self._lock:
-                files = recorded_files(self.rec)
-                if not file:
-                    file = script if script in files else (files[0] if files else None)
+                file = file or default_file(self.rec)
                 if file is None:
                     return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
                 return source_file(self.rec, file, graph).as_json()

@@ -18,6 +18,7 @@ def palette_entries(app) -> list[tuple[str, str, object]]:
         ("Hide unchanged passes", "Hide passes that changed nothing (u)", app.action_toggle_unchanged),
         ("Kernels", "The kernels table: sort, re-run, repro (k)", app.action_kernels),
         ("Search", "Symbols, source lines, kernels (/)", app.action_search),
+        ("Source", "Your files line by line: ops, kernels, torch fallbacks, time share (S)", app.action_source),
         ("Open in editor", "The selected line's source in $EDITOR (e)", app.action_edit),
         ("Toggle details", "Show or hide the details pane (i)", app.action_toggle_details),
         ("Run info", "Run status, eager chains, traceback (t)", app.action_run_info),

@@ -91,9 +91,10 @@ class SourceScreen(Screen):
     SourceScreen { layout: vertical; }
     SourceScreen #stitle { height: 1; background: $panel; color: $text; padding: 0 1; }
     SourceScreen #sbody { height: 1fr; }
-    SourceScreen #sfiles { width: 28; display: none; }
+    SourceScreen #sfiles { width: 28; height: 1fr; max-height: 100%; display: none; border: none;
+                           border-right: solid $primary-darken-2; }
     SourceScreen #sfiles.-many { display: block; }
-    SourceScreen #slines { width: 1fr; }
+    SourceScreen #slines { width: 1fr; height: 1fr; max-height: 100%; border: none; padding: 0; }
     SourceScreen #sdetail { height: 8; border-top: solid $primary-darken-2; padding: 0 1; overflow-y: auto; }
     """
 

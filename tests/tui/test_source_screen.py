@@ -92,3 +92,25 @@ async def test_screen_on_a_recording(small_rec):
         assert set(jump.uids) <= uids and jump.line == second.line
     finally:
         rec.close()
+
+
+@pytest.mark.asyncio
+async def test_S_opens_the_source_and_enter_shows_the_line_ops_in_their_pass(small_rec):
+    from tui_helpers import open_app, settle
+    app = open_app(small_rec)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        app.go_to_pass(app.current_chain().passes[0].index)  # start away from the final pass
+        await settle(app, pilot)
+        await pilot.press("S")
+        screen = await _loaded(pilot)
+        await pilot.press("n")
+        row = screen.selected()
+        assert row.ops
+        await pilot.press("enter")
+        await settle(app, pilot)
+        first = row.ops[0]
+        assert (app.graph, app.chain) == (first.graph, first.chain)
+        assert app.index == app.current_chain().passes[-1].index and app.diff_from is None
+        view = app.query_one("LinesView")
+        assert view.uid_at(view.cursor) == first.uid

@@ -255,7 +255,7 @@ class SourceFile:
         if n_torch:
             parts.append(f"{n_torch} on torch")
         if not self.recorded:
-            parts.append("file text not recorded: only the lines ops came from")
+            parts.append("file text not recorded")
         if self.profiled:
             parts.append(f"profiled: {_duration_text(self.total_us)} per step")
         return " · ".join(parts)
@@ -270,6 +270,14 @@ class SourceFile:
 def recorded_files(rec) -> list[str]:
     """Return the user files the recording holds (with or without their text), sorted."""
     return list(rec.source_files())
+
+
+def default_file(rec) -> Optional[str]:
+    """Return the file a Source view opens on: the run's script when its text is recorded, else the
+    first recorded file (None when there is none)."""
+    files = recorded_files(rec)
+    script = rec.run().script
+    return script if script in files else (files[0] if files else None)
 
 
 def resolve_file(rec, query: str) -> str:
