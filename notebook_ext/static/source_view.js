@@ -63,10 +63,11 @@ function sourceTab(model, ask, data, set, state) {
       }
       if (row.time_text) list.appendChild(h("div", { class: "tv-src-note tv-src-time", text: row.time_text }));
     }
-    if (state.line) {
-      const target = list.querySelector(`[data-line="${Number(state.line)}"]`);
-      if (target && target.scrollIntoView) target.scrollIntoView({ block: "center" });
-    }
+    // open on the chosen line, else on the first line with ops (a few lines of context above)
+    const first = (view.lines || []).find((r) => r.ops.length);
+    const at = state.line || (first ? Math.max(1, first.line - 3) : null);
+    const target = at ? list.querySelector(`[data-line="${Number(at)}"]`) : null;
+    if (target) requestAnimationFrame(() => { list.scrollTop = target.offsetTop - list.offsetTop; });
   };
 
   load(state.file).then((view) => {
