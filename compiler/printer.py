@@ -2,12 +2,17 @@
 
 Kept apart from the IR (jax-core style). The printed text runs with the namespace from
 :func:`exec_namespace` (``torch``, ``aten``, ``prims`` and the fusion callables).
+
+The printer emits structured lines once (:func:`print_lines`): each :class:`PrintedLine` has its
+text, kind, the uid of the symbol it shows, its depth and spans naming its parts (the callee,
+output names, tensor types, comments, source file/code/module). :func:`print_trace` is their text;
+every view (CLI, TUI, widget) shows these lines, so a line reads the same everywhere.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from keyword import iskeyword
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from .ir import BoundSymbol, Trace, TensorProxy
 from .values import format_value, is_valid_name
@@ -27,6 +32,33 @@ class PrintOptions:
     # Optional comment per top-level symbol (``torch: not lowered: ...``), from the caller: the
     # viewer passes one that makes recorded text terminal-safe. None: no such comments.
     notes: Optional[Callable[[BoundSymbol], Optional[str]]] = None
+
+
+# Line kinds, in print order.
+HEADER, DEF, META, SOURCE, STMT, SUB, DEL, RETURN = "header", "def", "meta", "source", "stmt", "sub", "del", "return"
+# Span kinds: the callee, an output name, a tensor type (``cpu f32[8, 64]``), a comment (from its
+# ``#`` to the end of the line), the executor tag, a caller's note, a uid note, the parts of a
+# source comment (file label, code, module path), and the keywords def / return / del.
+CALL, NAME, TYPE, COMMENT, EXECUTOR, NOTE, UID, FILE, CODE, MODULE, KEYWORD = (
+    "call", "name", "type", "comment", "executor", "note", "uid", "file", "code", "module", "keyword")
+
+
+class PrintedLine(NamedTuple):
+    """One printed line: ``text``; ``kind`` (header, def, meta, source, stmt, sub, del, return);
+    ``uid`` of the symbol it shows (a source comment: of the statement under it; None for the
+    others); ``depth`` (0 top level, 1 a fusion's member ...); ``spans``: ``(start, end, kind)``
+    of its parts (see the span kinds above), in order of ``start``. A tuple: the printer makes
+    one per line of every recorded pass, so it must be cheap."""
+
+    text: str
+    kind: str
+    uid: Optional[str] = None
+    depth: int = 0
+    spans: tuple = ()
+
+    def as_json(self) -> list:
+        """Return ``[text, kind, uid, depth, [[start, end, span kind], ...]]``."""
+        return [self.text, self.kind, self.uid, self.depth, [list(sp) for sp in self.spans]]
 
 
 def _outputs(b: BoundSymbol) -> str:
@@ -64,12 +96,11 @@ def comment_text(text: object) -> str:
     return s if s.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
 
 
-def _meta_comment(b: BoundSymbol) -> str:
-    outs = b.flat_outputs()
-    return "  ".join(f"{p.name}: {p.short()}" for p in outs)
+def _meta_items(b: BoundSymbol) -> list[tuple[str, str]]:
+    return [(p.name, p.short()) for p in b.flat_outputs()]
 
 
-def _source_comment(b: BoundSymbol, indent: str, last_src: list) -> str | None:
+def _source_line(b: BoundSymbol, indent: str, last_src: list) -> Optional[PrintedLine]:
     """Return the ``# file.py:LINE  code   [module]`` line when ``b``'s source differs from the
     previous top-level symbol's, else None (``last_src`` holds that previous source)."""
     src = b.source
@@ -77,59 +108,150 @@ def _source_comment(b: BoundSymbol, indent: str, last_src: list) -> str | None:
     if key == last_src[0]:
         return None
     last_src[0] = key
-    mod = f"   [{src.module}]" if src.module else ""
-    where = f"{src.label()}  {src.code}" if src.line else ""
-    return f"{indent}# {where}{mod}".rstrip()
+    text = f"{indent}# "
+    spans = [(len(indent), 0, COMMENT)]
+    if src.line:
+        label = src.label()
+        spans.append((len(text), len(text) + len(label), FILE))
+        text += label + "  "
+        spans.append((len(text), len(text) + len(str(src.code)), CODE))
+        text += str(src.code)
+    if src.module:
+        text += "   "
+        spans.append((len(text), len(text) + len(src.module) + 2, MODULE))
+        text += f"[{src.module}]"
+    stripped = text.rstrip()
+    spans[0] = (len(indent), len(stripped), COMMENT)
+    spans = [(a, min(e, len(stripped)), k) for a, e, k in spans if a < len(stripped)]
+    return PrintedLine(stripped, SOURCE, b.uid, 0, tuple(spans))
 
 
-def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, memo: dict | None) -> list[str]:
+def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> PrintedLine:
+    """Return the statement line of ``b`` (a subsymbol's commented out) with its spans."""
+    if depth > 0:
+        prefix = indent + "# "
+        spans = [(len(indent), len(indent) + 1, COMMENT)]
+    else:
+        prefix, spans = indent, []
+    pos = len(prefix)
+    out = b.outputs
+    if isinstance(out, TensorProxy):
+        spans.append((pos, pos + len(out.name), NAME))
+    elif isinstance(out, (tuple, list)) and out:
+        at = pos + 1
+        for o in out:
+            n = len(o.name) if isinstance(o, TensorProxy) else 1
+            if n > 1 or isinstance(o, TensorProxy):
+                spans.append((at, at + n, NAME))
+            at += n + 2
+    stmt = prefix + call_text(b)
+    callee = stmt.find(b.sym + "(", pos)
+    if callee >= 0:
+        spans.append((callee, callee + len(b.sym), CALL))
+    has_meta = opts.shapes and b.outputs is not None
+    if has_meta or (b.fusion and b.executor) or opts.uids:
+        stmt = stmt.ljust(48) + "  "
+        start = len(stmt)
+        spans.append((start, 0, COMMENT))
+        stmt += "# "
+        first = True
+        if has_meta:
+            for p in b.flat_outputs():
+                stmt += f"{p.name}: " if first else f"  {p.name}: "
+                first = False
+                short = p.short()
+                spans.append((len(stmt), len(stmt) + len(short), TYPE))
+                stmt += short
+        if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+            if not first:
+                stmt += "  "
+            first = False
+            tag = f"[{b.executor}]"
+            spans.append((len(stmt), len(stmt) + len(tag), EXECUTOR))
+            stmt += tag
+        if opts.uids:
+            if not first:
+                stmt += "  "
+            first = False
+            tag = f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else "")
+            spans.append((len(stmt), len(stmt) + len(tag), UID))
+            stmt += tag
+        if first:  # no tensor output and nothing else to say: no comment
+            spans.pop()
+            return PrintedLine(prefix + call_text(b), STMT if depth == 0 else SUB, b.uid, depth, tuple(spans))
+        spans = _close_comment(spans, len(stmt))
+    return PrintedLine(stmt, STMT if depth == 0 else SUB, b.uid, depth, tuple(spans))
+
+
+def _output_names(b: BoundSymbol) -> list[str]:
+    out = b.outputs
+    if isinstance(out, TensorProxy):
+        return [out.name]
+    if isinstance(out, (tuple, list)):
+        return [o.name for o in out if isinstance(o, TensorProxy)]
+    return []
+
+
+def _close_comment(spans: list, end: int) -> tuple:
+    """Return ``spans`` (made in order of their start) with each open comment span (end 0) closed
+    at ``end``."""
+    return tuple((a, e or end, k) for a, e, k in spans)
+
+
+def _with_note(line: PrintedLine, extra: str, had_notes: bool) -> PrintedLine:
+    """Return ``line`` with a caller's note comment appended (``PrintOptions.notes``)."""
+    text = line.text if had_notes else line.text.ljust(48)
+    text += "  # "
+    spans = list(line.spans)
+    if not had_notes:
+        spans.append((len(text) - 2, len(text) + len(extra), COMMENT))
+    else:
+        spans = [(a, len(text) + len(extra) if k == COMMENT and e == len(line.text) else e, k) for a, e, k in spans]
+    spans.append((len(text), len(text) + len(extra), NOTE))
+    return PrintedLine(text + extra, line.kind, line.uid, line.depth, _close_comment(spans, 0))
+
+
+def _del_line(b: BoundSymbol, indent: str, depth: int) -> PrintedLine:
+    return PrintedLine(indent + call_text(b), DEL, None, depth, ((len(indent), len(indent) + 3, KEYWORD),))
+
+
+def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, memo: dict | None) -> list[PrintedLine]:
     """Return the statement line of ``b`` and its subsymbols' lines: everything but the source
-    comment, so it depends on ``b`` alone (which is what makes it memoizable)."""
-    if opts.notes is not None:
-        memo = None  # the comment depends on more than the fields the memo key holds
+    comment; memoised on what they depend on (a caller's note is added after the memo)."""
+    lines = None
     if memo is not None:
         # The printed body depends only on these fields; passes that rebuild a symbol with
-        # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the text is reused
-        # even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
-        key = (depth, b.sym, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               (b.uid, b.origin) if opts.uids else None, b.executor if b.fusion else None)
+        # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the lines are
+        # reused even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
+        key = (depth, b.sym, b.uid, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
+               b.origin if opts.uids else None, b.executor if b.fusion else None)
         hit = memo.get(key)
         if hit is not None:
-            return hit[1]
-    stmt = indent + ("# " if depth > 0 else "") + call_text(b)
-    notes = []
-    if opts.shapes:
-        meta = _meta_comment(b)
-        if meta:
-            notes.append(meta)
-    if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
-        notes.append(f"[{b.executor}]")
-    if opts.uids:
-        notes.append(f"uid={b.uid}" + (f" origin={','.join(b.origin)}" if b.origin else ""))
-    if notes:
-        stmt = stmt.ljust(48) + "  # " + "  ".join(notes)
+            lines = hit[1]
+    if lines is None:
+        lines = [_statement(b, opts, indent, depth)]
+        if depth < opts.subsymbol_depth and b.subsymbols:
+            sub_indent = indent + "  "
+            for s in b.subsymbols:
+                if s.sym == "del":
+                    lines.append(_del_line(s, sub_indent, depth + 1))
+                else:
+                    lines.extend(_body_lines(s, opts, sub_indent, depth + 1, memo))
+        if memo is not None:
+            memo[key] = (b, lines)  # b keeps the objects whose ids are in the key alive
     extra = opts.notes(b) if opts.notes is not None and depth == 0 and b.sym != "del" else None
     if extra:
-        stmt = (stmt if notes else stmt.ljust(48)) + "  # " + extra
-    lines = [stmt]
-    if depth < opts.subsymbol_depth and b.subsymbols:
-        sub_indent = indent + "  "
-        for s in b.subsymbols:
-            if s.sym == "del":
-                lines.append(sub_indent + call_text(s))
-            else:
-                lines.extend(_body_lines(s, opts, sub_indent, depth + 1, memo))
-    if memo is not None:
-        memo[key] = (b, lines)  # b keeps the objects whose ids are in the key alive
+        first = lines[0]
+        lines = [_with_note(first, extra, any(k == COMMENT for _, _, k in first.spans)), *lines[1:]]
     return lines
 
 
 def _symbol_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, last_src: list,
-                  memo: dict | None = None) -> list[str]:
+                  memo: dict | None = None) -> list[PrintedLine]:
     if b.sym == "del":
-        return [indent + call_text(b)]
+        return [_del_line(b, indent, depth)]
     if opts.source and depth == 0 and b.source is not None:
-        comment = _source_comment(b, indent, last_src)
+        comment = _source_line(b, indent, last_src)
         if comment is not None:
             return [comment, *_body_lines(b, opts, indent, depth, memo)]
     return _body_lines(b, opts, indent, depth, memo)
@@ -178,20 +300,52 @@ def inputs_comment_lines(trace: Trace, width: int = 100) -> list[str]:
     return wrap_items("  # ", items, "  ", "  # ", "", width)
 
 
+def print_lines(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | None = None) -> list[PrintedLine]:
+    """Return ``trace`` as structured :class:`PrintedLine` s: the header, the ``def`` (wrapped),
+    the inputs' metadata comment, per symbol its source comment (when the source changes), its
+    statement and its subsymbols, and the return.
+
+    ``memo`` (optional, one dict per ``opts``, e.g. kept across the passes of a chain) caches each
+    symbol's lines; traces are immutable, so a symbol a pass kept prints from the cache."""
+    lines = []
+    if opts.header:
+        head = header_line(trace)
+        lines.append(PrintedLine(head, HEADER, None, 0, ((0, len(head), COMMENT),)))
+    for i, text in enumerate(signature_lines(trace, opts.width)):
+        lines.append(PrintedLine(text, DEF, None, 0, ((0, 3, KEYWORD),) if i == 0 else ()))
+    if opts.shapes and trace.inputs:
+        for text in inputs_comment_lines(trace, opts.width):
+            lines.append(PrintedLine(text, META, None, 0, _meta_spans(text)))
+    last_src = [None]
+    for b in trace.symbols:
+        lines.extend(_symbol_lines(b, opts, "  ", 0, last_src, memo))
+    outs = ", ".join(format_value(o) for o in trace.outputs)
+    lines.append(PrintedLine(f"  return ({outs}{',' if len(trace.outputs) == 1 else ''})", RETURN, None, 0,
+                             ((2, 8, KEYWORD),)))
+    return lines
+
+
+def _meta_spans(text: str) -> tuple:
+    """Return the spans of an inputs comment line: the comment, and each ``name: type`` item's type."""
+    spans = [(text.index("#"), len(text), COMMENT)]
+    pos = text.index("#") + 2
+    while True:
+        colon = text.find(": ", pos)
+        if colon < 0:
+            break
+        start = colon + 2
+        end = text.find("  ", start)
+        end = len(text) if end < 0 else end
+        typ = text[start:end]
+        cut = typ.find(" (")  # an FX name after the type: ``(primals_3)``
+        spans.append((start, start + (cut if cut >= 0 else len(typ)), TYPE))
+        pos = end
+    return tuple(spans)
+
+
 def print_trace(trace: Trace, opts: PrintOptions = PrintOptions(), memo: dict | None = None) -> str:
     """Return ``trace`` as Python source text (a ``def`` named after the chain).
 
     ``memo`` (optional, one dict per ``opts``, e.g. kept across the passes of a chain) caches each
     symbol's printed lines; traces are immutable, so a symbol a pass kept prints from the cache."""
-    lines = []
-    if opts.header:
-        lines.append(header_line(trace))
-    lines.extend(signature_lines(trace, opts.width))
-    if opts.shapes and trace.inputs:
-        lines.extend(inputs_comment_lines(trace, opts.width))
-    last_src = [None]
-    for b in trace.symbols:
-        lines.extend(_symbol_lines(b, opts, "  ", 0, last_src, memo))
-    outs = ", ".join(format_value(o) for o in trace.outputs)
-    lines.append(f"  return ({outs}{',' if len(trace.outputs) == 1 else ''})")
-    return "\n".join(lines) + "\n"
+    return "\n".join(line.text for line in print_lines(trace, opts, memo)) + "\n"

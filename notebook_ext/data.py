@@ -18,9 +18,16 @@ import sys
 import threading
 from typing import Optional
 
-from thundervis.diff import diff_traces, trace_lines
+from thundervis.diff import diff_traces
 from thundervis.diff.lines import is_fusion
 from thundervis.diff.render import side_rows
+from thundervis.present import default_view
+from thundervis.present.diff_labels import labelled, pass_label
+from thundervis.present.errors import DataError, data_errors
+from thundervis.present.kernel_rows import kernel_row
+from thundervis.present.pass_traces import PassTraces
+from thundervis.present.status import chain_eager, fallback_reasons
+from thundervis.present.symbol_detail import symbol_view
 from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
 
 from .comm_data import communication_json, diagram_notes, is_communication_op
@@ -31,10 +38,6 @@ COLLAPSE_ABOVE = 60
 DIAGRAM_LIMIT = 4000
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
-
-
-class DataError(Exception):
-    """A request the recording cannot answer; the message is one sentence for the user."""
 
 
 def open_source(obj):
@@ -85,16 +88,6 @@ def _source_json(s) -> Optional[dict]:
     return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "label": s.label()}
 
 
-def _eager(graph, chain) -> Optional[str]:
-    """Return why ``chain`` of ``graph`` ran eagerly (its failure), or None when it ran compiled."""
-    for f in graph.failures:
-        if f.chain is None or f.chain == chain.kind:
-            return f.error
-    if chain.status == "failed":
-        return chain.error or "the chain failed to compile"
-    return None
-
-
 class RecordingData:
     """JSON-ready views of one recording (optionally limited to some graphs), safe to call from
     the kernel's comm thread (one lock around the reader)."""
@@ -104,8 +97,9 @@ class RecordingData:
         self.graph_ids = tuple(graph_ids) if graph_ids else None
         self.label = label
         self._lock = threading.Lock()
-        self._traces: dict = {}
+        self._traces = PassTraces(rec, size=None)  # kept: the payload's interned infos key on id()
         self._overview = None
+        self._fallbacks = None
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -131,26 +125,28 @@ class RecordingData:
 
     def trace(self, graph: int, chain: str, index: int):
         """Return the trace of one pass (cached)."""
-        key = (graph, chain, index)
-        if key not in self._traces:
-            try:
-                with self._lock:
-                    self._traces[key] = self.rec.pass_trace(PassRef(graph, chain, index))
-            except (UnknownItem, RecordingError) as e:
-                raise DataError(str(e)) from None
-        return self._traces[key]
+        return self._traces.trace(graph, chain, index)
 
     # -- JSON pieces --------------------------------------------------------------------------
 
     def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
                    table: Optional["_Interner"] = None) -> list:
-        """Return the lines of one pass as ``[uid, depth, text, info]`` (info: the symbol's op,
-        source, module, executor, note, kernel and ``comm``: whether it is a communication op). With
-        ``infos`` and ``table`` each info is its index in ``infos`` and each line its index in
-        ``table``: a line several passes share is sent once."""
+        """Return the printed lines of one pass (``present.trace_lines``: the lines every view
+        shows) as ``[uid, depth, text, info, kind, spans]`` (info: the symbol's op, source, module,
+        executor, note, kernel and ``comm``: whether it is a communication op; None for lines that
+        show no symbol, and for source comments). With ``infos`` and ``table`` each info is its
+        index in ``infos`` and each line its index in ``table``: a line several passes share is
+        sent once."""
+        from thundervis.present.trace_lines import pass_lines
+        trace = self.trace(graph, chain, index)
+        symbols = {}
+        for b in trace.symbols:
+            symbols[b.uid] = b
+            for sub in b.subsymbols:
+                symbols.setdefault(sub.uid, sub)
         out = []
-        for ln in trace_lines(self.trace(graph, chain, index)):
-            b = ln.symbol
+        for ln in pass_lines(self._traces, graph, chain, index):
+            b = symbols.get(ln.uid) if ln.kind in ("stmt", "sub") else None
             info = None
             if b is not None:
                 info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
@@ -158,11 +154,8 @@ class RecordingData:
                         "comm": is_communication_op(b.sym)}
                 if infos is not None:
                     info = infos.add(info, key=id(b))
-            if table is None:
-                out.append([ln.uid, ln.depth, ln.text, info])
-            else:
-                row = (ln.uid, ln.depth, ln.text, info)
-                out.append(table.add(list(row), key=row))
+            row = (ln.uid, ln.depth, ln.text, info, ln.kind, ln.spans)
+            out.append(list(row) if table is None else table.add(list(row), key=row))
         return out
 
     def diff(self, graph: int, chain: str, a: int, b: int):
@@ -170,9 +163,7 @@ class RecordingData:
         c = self._chain(graph, chain)
         pa, pb = self._pass(c, a), self._pass(c, b)
         d = diff_traces(self.trace(graph, chain, pa.index), self.trace(graph, chain, pb.index))
-        d.before = f"{pa.index} {pa.name}"
-        d.after = f"{pb.index} {pb.name}"
-        return d
+        return labelled(d, graph, chain, pa, pb)
 
     def diff_json(self, graph: int, chain: str, a: int, b: int) -> dict:
         """Return the side-by-side diff of passes ``a`` -> ``b`` of one chain (see :func:`diff_json`)."""
@@ -191,11 +182,19 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
-    @staticmethod
-    def kernels_json(graph) -> list:
-        """Return the kernels of ``graph`` (``KernelInfo.as_json()``: ops, members, source lines,
-        timing when profiled)."""
-        return [k.as_json() for k in graph.kernels]
+    def kernels_json(self, graph) -> list:
+        """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
+        timing when profiled) with the kernel table's cells from ``present.kernel_rows``
+        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``)."""
+        if self._fallbacks is None:
+            with self._lock:
+                self._fallbacks = data_errors(lambda: fallback_reasons(self.rec.events("kernel_fallback")))
+        out = []
+        for k in graph.kernels:
+            row = kernel_row(k, self._fallbacks.get((k.graph, k.chain, k.name))).as_json()
+            out.append({**k.as_json(), **{key: row[key] for key in
+                                          ("sources", "median", "share_text", "fallback", "status")}})
+        return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
                 collapse: Optional[bool] = None, expand=None) -> dict:
@@ -230,18 +229,15 @@ class RecordingData:
         return out
 
     def detail_json(self, graph: int, chain: str, index: int, uid: str) -> dict:
-        """Return what the widget shows about one symbol: ``{"detail": SymbolDetail.as_json(),
-        "lineage": Lineage.as_json()}`` (source snippet, module path, what it came from and
-        became, kernel, backward twins, timing, fallback reason; its lineage through every pass and
-        chain)."""
-        try:
-            with self._lock:
-                detail = self.rec.symbol(PassRef(graph, chain, index), uid)
-                lineage = self.rec.lineage_of_uid(graph, uid)
-        except (UnknownItem, RecordingError) as e:
-            raise DataError(str(e)) from None
+        """Return what the widget shows about one symbol: ``{"detail": SymbolView.as_json()}``
+        (``present.symbol_detail``: source snippet, module path, what it came from and became,
+        the kernel it ended in, backward twins, timing, fallback reason, its lineage through every
+        pass and chain)."""
+        with self._lock:
+            detail = data_errors(self.rec.symbol, PassRef(graph, chain, index), uid)
+            lineage = data_errors(self.rec.lineage_of_uid, graph, uid)
         return {"graph": graph, "chain": chain, "pass": index, "uid": uid,
-                "detail": detail.as_json(), "lineage": lineage.as_json()}
+                "detail": symbol_view(detail, chain, lineage).as_json()}
 
     # -- the payload ----------------------------------------------------------------------------
 
@@ -294,7 +290,7 @@ class RecordingData:
                     if same is None:
                         held = p.index
                 size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
-                chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": _eager(g, c),
+                chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": chain_eager(g, c),
                          "passes": passes, "lazy": False}
                 if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
                     chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
@@ -302,7 +298,8 @@ class RecordingData:
                 else:
                     chain.update({"lines": None, "diffs": None, "diagram": None, "lazy": True})
                 chains.append(chain)
-            graphs.append({"id": g.id, "reason": g.reason, "graph_break_reason": g.graph_break_reason,
+            graphs.append({"id": g.id, "default_chain": default_view.default_chain(g), "reason": g.reason,
+                           "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
                            "kernels": self.kernels_json(g)})
@@ -391,7 +388,7 @@ def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Int
             "counts": d.counts(), "summary": d.summary(), "rows": rows}
 
 
-# -- thundervis.diff(a, b): two passes, or two recordings -----------------------------------------
+# -- thundervis.api.diff(a, b): two passes, or two recordings -----------------------------------------
 
 def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
     """Split a pass selector ``(source, pass)``, ``(source, chain, pass)`` or ``(source, graph,
@@ -405,18 +402,8 @@ def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
     if len(parts) == 4:
         graph = parts[1]
     data = RecordingData(*open_source(source), label=label_of(source))
-    graphs = data.graphs()
-    if not graphs:
-        raise DataError(f"{data.rec.path} holds no compiled graph.")
-    if graph is None:
-        kinds = [chain] if chain else ["forward", "inference"]
-        g = next((g for g in graphs if any(c.kind in kinds for c in g.chains)), graphs[0])
-    else:
-        g = data._graph(int(graph))
-    if chain is None:
-        kinds = [c.kind for c in g.chains]
-        chain = next((k for k in ("forward", "inference", "backward") if k in kinds), kinds[0] if kinds else "")
-    c = data._chain(g.id, chain)
+    g, c = data_errors(default_view.pick_chain, data.graphs(), None if graph is None else int(graph), chain,
+                       data.rec.path)
     return data, g.id, c.kind, data._pass(c, which)
 
 
@@ -427,12 +414,10 @@ def passes_diff_json(a, b, *, graph: Optional[int] = None, chain: Optional[str] 
     db, gb, cb, pb = _pass_spec(b, graph, chain)
     if da.rec.path == db.rec.path and (ga, ca) == (gb, cb):
         d = da.diff(ga, ca, pa.index, pb.index)
-        d.before = f"graph {ga} {ca} {d.before}"
-        d.after = f"graph {gb} {cb} {d.after}"
     else:
         d = diff_traces(da.trace(ga, ca, pa.index), db.trace(gb, cb, pb.index))
-        d.before = f"{da.title()} graph {ga} {ca} {pa.index} {pa.name}"
-        d.after = f"{db.title()} graph {gb} {cb} {pb.index} {pb.name}"
+        d.before = pass_label(ga, ca, pa, title=da.title())
+        d.after = pass_label(gb, cb, pb, title=db.title())
     out = diff_json(d, ga, ca, pa.index, pb.index)
     return {"schema": 1, "kind": "passes", "title": f"{d.before} → {d.after}", "diff": out}, d
 

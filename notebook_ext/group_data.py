@@ -21,6 +21,9 @@ from thundervis.diff import diff_traces
 from thundervis.recording import RecordingError, UnknownItem
 from thundervis.recording.group import rank_ranges
 
+from thundervis.present.diff_labels import labelled
+from thundervis.present.variants import variant_labels
+
 from .data import DataError, RecordingData, diff_json
 
 # The browser gets at most this many differing passes per variant and kernels in the skew table
@@ -110,27 +113,25 @@ class GroupData:
                 raise DataError(str(e)) from None
         return self._overview
 
-    def variant_numbers(self) -> dict:
-        """Return {fingerprint: 1, 2, ...}: variants numbered by their lowest rank."""
-        ov = self.overview()
-        order = sorted(ov.variants.items(), key=lambda kv: min(kv[1]))
-        return {fp: n for n, (fp, _ranks) in enumerate(order, 1)}
+    def variant_labels(self) -> dict:
+        """Return {fingerprint: ``A``, ``B``, ...}: the variants' labels (``present.variants``)."""
+        return variant_labels(self.overview().variants)
 
     def overview_json(self) -> dict:
         """Return what the rank picker and the header show: the group's status, whether the ranks'
         traces are identical, its launches' target, and every rank (status, exit code, host,
-        variant number, why unreadable, which stored texts are missing) plus the ranks that never
+        variant label, why unreadable, which stored texts are missing) plus the ranks that never
         recorded (``absent``)."""
         ov = self.overview()
-        numbers = self.variant_numbers()
+        labels = self.variant_labels()
         target = next((" ".join(l.target) for l in ov.launches if l.target), "")
         # per rank only what the picker shows: a 1024-rank group's list stays a couple of hundred KiB
         ranks = [{"rank": r.rank, "restart": r.restart, "file": os.path.basename(r.path), "status": r.status,
-                  "exit_code": r.exit_code, "host": r.host, "variant": numbers.get(r.fingerprint),
+                  "exit_code": r.exit_code, "host": r.host, "variant": labels.get(r.fingerprint),
                   "error": r.error, "missing": list(r.missing)}
                  for r in ov.ranks]
-        variants = [{"n": numbers[fp], "fingerprint": fp, "ranks_text": rank_ranges(rs), "n_ranks": len(rs)}
-                    for fp, rs in sorted(ov.variants.items(), key=lambda kv: numbers[kv[0]])]
+        variants = [{"label": labels[fp], "fingerprint": fp, "ranks_text": rank_ranges(rs), "n_ranks": len(rs)}
+                    for fp, rs in sorted(ov.variants.items(), key=lambda kv: (min(kv[1]), kv[0]))]
         return {"kind": "group", "path": ov.path, "name": os.path.basename(ov.path.rstrip(os.sep)),
                 "status": ov.status, "world_size": ov.world_size or len(ov.ranks), "identical": ov.identical,
                 "target": target, "launches": [{"node_rank": l.node_rank, "status": l.status, "host": l.host,
@@ -182,14 +183,14 @@ class GroupData:
         return self._comparison
 
     def _comparison_payload(self, comp) -> dict:
-        numbers = self.variant_numbers()
+        labels = self.variant_labels()
         variants = []
         for v in comp.variants:
             diffs = [{"graph": d.graph, "chain": d.chain, "index": d.index, "name": d.name, "only": d.only,
                       "counts": d.diff.counts() if d.diff is not None else None,
                       "summary": d.diff.summary() if d.diff is not None else None}
                      for d in v.differences[:MAX_DIFFERENCES]]
-            variants.append({"n": numbers.get(v.fingerprint), "fingerprint": v.fingerprint,
+            variants.append({"label": labels.get(v.fingerprint), "fingerprint": v.fingerprint,
                              "ranks": list(v.ranks[:MAX_RANKS_LISTED]), "ranks_text": rank_ranges(v.ranks),
                              "n_ranks": len(v.ranks), "first_rank": v.ranks[0] if v.ranks else None,
                              "reference": comp.reference in v.ranks, "differences": diffs,
@@ -239,9 +240,8 @@ class GroupData:
                             names.append(info.name)
             except RecordingError as e:
                 raise DataError(str(e)) from None
-            d = diff_traces(*traces)
-            d.before = f"rank {reference} · graph {graph} {chain} after {index} {names[0]}"
-            d.after = f"rank {rank} · graph {graph} {chain} after {index} {names[1]}"
+            d = labelled(diff_traces(*traces), graph, chain, (index, names[0]), (index, names[1]),
+                         ranks=(reference, rank))
             out = diff_json(d, graph, chain, index, index)
             # The diff aligns the lines' code; where that is the same on both ranks the traces differ
             # in what the code does not show (shapes, dtypes, devices, source): the printed traces say.

@@ -60,7 +60,7 @@ def _pass_lines(payload: dict, chain: dict, index: int) -> list:
 def _trace_pre(payload: dict, lines: list) -> str:
     infos = payload.get("infos", [])
     out = []
-    for uid, depth, text, info in lines:
+    for _uid, _depth, text, info, *_ in lines:
         title, comm = "", False
         if info is not None:
             src = infos[info].get("source")
@@ -69,7 +69,7 @@ def _trace_pre(payload: dict, lines: list) -> str:
                 title = f"{src['label']}  {src['code']}" + (f"  [{src['module']}]" if src.get("module") else "")
             if comm:
                 title = f"{COMM_NOTE}. {title}"
-        pad = "  " * (depth + (0 if uid in ("<inputs>",) else 1))
+        pad = ""  # the printer's text holds its indentation
         # a communication op is marked in the text too (a class alone is lost when the page is copied)
         shown = pad + ("⇄ " if comm else "") + text
         klass = ' class="tv-comm"' if comm else ""
@@ -82,9 +82,8 @@ def _kernels_table(kernels: list) -> str:
         return '<p class="tv-muted">no kernels</p>'
     rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>source lines</th></tr>"]
     for k in kernels:
-        t = k.get("timing")
-        med = f"{t['median_us']:.1f} µs" if t and t.get("median_us") is not None else "–"
-        srcs = ", ".join(k.get("sources", []))
+        med = k.get("median") or "–"
+        srcs = k.get("sources") or ""
         rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"

@@ -1,5 +1,5 @@
-"""The anywidget classes: :class:`RecordingWidget` (``thundervis.show`` of a recording),
-:class:`GroupWidget` (``thundervis.show`` of a group folder: the same views on one rank, a rank
+"""The anywidget classes: :class:`RecordingWidget` (``thundervis.api.show`` of a recording),
+:class:`GroupWidget` (``thundervis.api.show`` of a group folder: the same views on one rank, a rank
 picker and the rank comparison) and :class:`DiffWidget` (``thundervis.diff``).
 
 The payload (:mod:`.data`) goes to the browser once, in the ``data`` trait; the front end
@@ -71,8 +71,7 @@ class RecordingWidget(_Base):
 
     def __init__(self, source: RecordingData, *, graph=None, chain=None, pass_=None, compare=None,
                  tab: str = "passes", **kwargs):
-        skeleton = _skeleton(source)
-        g, c, p, cmp_ = _initial_selection(skeleton, graph, chain, pass_, compare)
+        g, c, p, cmp_ = _initial_selection(source, graph, chain, pass_, compare)
         payload = source.payload(inline={(g, c)})
         super().__init__(data=payload, graph=g, chain=c, pass_index=p, compare_index=cmp_, tab=tab, **kwargs)
         self._source = source
@@ -139,8 +138,7 @@ class GroupWidget(RecordingWidget):
         source = None
         try:
             source = self._group.rank_data(change["new"])
-            g, c, p, cmp_ = _kept_selection(_skeleton(source), self.graph, self.chain, self.pass_index,
-                                            self.compare_index)
+            g, c, p, cmp_ = _kept_selection(source, self.graph, self.chain, self.pass_index, self.compare_index)
             payload = source.payload(inline={(g, c)})
         except DataError as e:
             if source is not None:
@@ -183,58 +181,19 @@ def _answer(handle, request) -> dict:
         return {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=3)}
 
 
-def _skeleton(source: RecordingData) -> dict:
-    """Return the graphs, chains and passes of ``source`` in the payload's shape (no traces)."""
-    return {"graphs": [{"id": g.id, "chains": [{"kind": c.kind, "passes": [{"index": p.index, "name": p.name}
-                                                                           for p in c.passes]}
-                                               for c in g.chains]} for g in source.graphs()]}
+def _initial_selection(source: RecordingData, graph, chain, pass_, compare):
+    """Return (graph id, chain kind, pass index, compare index) of the first view
+    (``present.default_view``); DataError naming the valid choices."""
+    from thundervis.present.default_view import default_view
+    from thundervis.present.errors import data_errors
+    dv = data_errors(default_view, source.graphs(), graph, chain, pass_, compare)
+    return (0, "", 0, -1) if dv is None else (dv.graph, dv.chain, dv.pass_index, dv.compare_index)
 
 
-def _kept_selection(payload: dict, graph: int, chain: str, pass_index: int, compare_index: int):
-    """Return (graph id, chain kind, pass index, compare index) in ``payload`` closest to the one
-    shown: the same graph, chain and passes where they exist, else the chain's last pass, else the
-    default first view."""
-    g = next((x for x in payload["graphs"] if x["id"] == graph), None)
-    c = next((x for x in g["chains"] if x["kind"] == chain), None) if g else None
-    if c is None:
-        return _initial_selection(payload, graph if g else None, None, None, None)
-    indexes = [p["index"] for p in c["passes"]]
-    if not indexes:
-        return g["id"], chain, 0, -1
-    p = pass_index if pass_index in indexes else indexes[-1]
-    return g["id"], chain, p, compare_index if compare_index in indexes and compare_index != p else -1
-
-
-def _initial_selection(payload: dict, graph, chain, pass_, compare):
-    """Return (graph id, chain kind, pass index, compare index) for the first view: the first graph
-    with a forward (or inference) chain, its last pass, compared with the pass before it."""
-    graphs = payload["graphs"]
-    if not graphs:
-        return 0, "", 0, -1
-    if graph is None:
-        wanted = [chain] if chain else ["forward", "inference"]
-        g = next((g for g in graphs if any(c["kind"] in wanted for c in g["chains"])), graphs[0])
-    else:
-        g = next((g for g in graphs if g["id"] == int(graph)), None)
-        if g is None:
-            raise DataError(f"no graph {graph} here (graphs: {', '.join(str(x['id']) for x in graphs)}).")
-    kinds = [c["kind"] for c in g["chains"]]
-    if chain is None:
-        chain = next((k for k in ("forward", "inference", "backward") if k in kinds), kinds[0] if kinds else "")
-    elif chain not in kinds:
-        raise DataError(f"graph {g['id']} has no {chain!r} chain (chains: {', '.join(kinds) or 'none'}).")
-    c = next((c for c in g["chains"] if c["kind"] == chain), None)
-    passes = c["passes"] if c else []
-    if not passes:
-        return g["id"], chain, 0, -1
-
-    def find(which):
-        for p in passes:
-            if str(p["index"]) == str(which) or p["name"] == str(which):
-                return p["index"]
-        raise DataError(f"graph {g['id']} {chain} has no pass {which!r} "
-                        f"(passes: {', '.join(str(p['index']) + ' ' + p['name'] for p in passes)}).")
-    p = find(pass_) if pass_ is not None else passes[-1]["index"]
-    if compare is None:
-        return g["id"], chain, p, -1
-    return g["id"], chain, p, find(compare)
+def _kept_selection(source: RecordingData, graph: int, chain: str, pass_index: int, compare_index: int):
+    """Return (graph id, chain kind, pass index, compare index) in ``source`` closest to the one
+    shown (``present.default_view.kept_view``)."""
+    from thundervis.present.default_view import kept_view
+    from thundervis.present.errors import data_errors
+    dv = data_errors(kept_view, source.graphs(), graph, chain, pass_index, compare_index)
+    return (0, "", 0, -1) if dv is None else (dv.graph, dv.chain, dv.pass_index, dv.compare_index)

@@ -2,14 +2,15 @@
 
 ``thundervis.jit(model)`` compiles through our backend (recording into the session recording, see
 :mod:`thundervis.session`); ``torch.compile(model, backend="thundervis")`` works anywhere after
-install. ``thundervis.show(obj)`` and ``thundervis.diff(a, b)`` open the Jupyter widgets (the
-notebook extension is imported only when they are called). The recording store, diff, dot and CLI
+install. ``thundervis.show(obj)`` and ``thundervis.show_diff(a, b)`` open the Jupyter widgets
+through :mod:`thundervis.api`, the one module that knows both the core and the views (the notebook
+extension is imported only when they are called). The recording store, diff, dot and CLI
 live in this package; the compiler is ``thundervis.compiler``. Importing ``thundervis`` does not
 import torch (the reading tools never need it); ``thundervis.jit`` loads the compiler on first use.
 """
 from thundervis.compiler import triton_mode as _triton_mode
 
-__version__ = "0.1.0"
+from thundervis._version import __version__  # noqa: F401
 
 _triton_mode.set_early()
 
@@ -18,9 +19,16 @@ def show(obj, **options):
     """Return the Jupyter widget for ``obj``: a recording path, an open recording, a function or
     module compiled with :func:`jit` in this process (its in-memory history), or a group folder of
     a multi-process run (one rank, a rank picker and the rank comparison; ``rank=N`` picks the
-    first). Options as :func:`thundervis.notebook_ext.show`."""
-    from thundervis.notebook_ext import show as show_widget
+    first). Options as :func:`thundervis.notebook_ext.show`; opened through :mod:`thundervis.api`."""
+    from thundervis.api import show as show_widget
     return show_widget(obj, **options)
+
+
+def show_diff(a, b, **options):
+    """Return the diff widget of two passes, each ``(source, chain, pass)``, or of two recordings
+    (:func:`thundervis.notebook_ext.diff`; opened through :mod:`thundervis.api`)."""
+    from thundervis.api import show_diff as diff_widget
+    return diff_widget(a, b, **options)
 
 
 def __getattr__(name: str):
@@ -28,8 +36,8 @@ def __getattr__(name: str):
     if name == "jit":
         from thundervis.session import jit
         return jit
-    # ``thundervis.diff`` is the diff package, and calling it opens the diff widget (see
-    # thundervis/diff/__init__.py); load it on first use like ``import thundervis.diff`` would.
+    # ``thundervis.diff`` is the diff engine package; load it on first use like ``import
+    # thundervis.diff`` would (the diff widget is :func:`show_diff`).
     if name == "diff":
         import importlib
         return importlib.import_module("thundervis.diff")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import html
 from typing import Iterable, Optional
 
+from thundervis.present.units import format_us
 from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 
@@ -103,10 +104,6 @@ def _tooltip(text: str) -> str:
     return nohtml(text.replace("\\", "\\\\").replace("\n", " "))
 
 
-def _time_text(us: float) -> str:
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
-
-
 def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str:
     rows = [f"<B>{html.escape(_op_name(b))}</B>"]
     outs = b.flat_outputs()
@@ -115,7 +112,7 @@ def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str
     if b.source is not None and b.source.line:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(b.source.label())}</FONT>')
     if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(time_us))}</B></FONT>')
+        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(time_us))}</B></FONT>')
     return "<" + "<BR/>".join(rows) + ">"
 
 
@@ -123,7 +120,7 @@ def _fusion_title(b: BoundSymbol, time_us: Optional[float]) -> str:
     n = len(b.subsymbols)
     parts = [f"<B>{html.escape(b.sym)}</B>", html.escape(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
     if time_us is not None:
-        parts.append(f"<B>{html.escape(_time_text(time_us))}</B>")
+        parts.append(f"<B>{html.escape(format_us(time_us))}</B>")
     return "<" + " · ".join(parts) + ">"
 
 
@@ -295,7 +292,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                 lab.append(f'<FONT POINT-SIZE="8" COLOR="#555555">'
                            f'{html.escape(_short(", ".join(srcs), max_label * 2))}</FONT>')
             if t is not None:
-                lab.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(t))}</B></FONT>')
+                lab.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(t))}</B></FONT>')
             hot = heat is not None and t / t_max > 0.75
             target.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
@@ -358,7 +355,7 @@ def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float
     trace's outputs it returns, the values it reads that many blocks share (``shared``: proxies),
     its source lines grouped per file, its time; its SVG id is the block's node id (the widget
     expands on click)."""
-    from thundervis.present.source_labels import grouped_lines
+    from thundervis.present.kernel_rows import group_sources
     n_k, ops = len(blk.kernels), [b for b in blk.ops if b.sym != "del"]
     n_torch = sum(1 for b in ops if (b.executor or "torch") == "torch")
     held = [f"{n_k} kernel{'s' if n_k != 1 else ''}"] if n_k else []
@@ -371,11 +368,11 @@ def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float
                     f'{"s" if len(shared) != 1 else ""} ({html.escape(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
     if n_out:
         rows.append(f'<FONT POINT-SIZE="8">⟶ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
-    where = grouped_lines(blk.sources(), max_label * 2)
+    where = group_sources([{"file": f, "line": n} for f, n in blk.sources()], limit=12)
     if where:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(where)}</FONT>')
     if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(_time_text(time_us))}</B></FONT>')
+        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(time_us))}</B></FONT>')
     border, _ = executor_colors((blk.executors() or [None])[0])
     hot = heat is not None and t_max > 0 and time_us / t_max > 0.75
     return {"label": "<" + "<BR/>".join(rows) + ">", "shape": "box", "style": "rounded,filled",
@@ -436,7 +433,7 @@ def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
         cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{html.escape(ex)}</TD>')
     if heat:
         for f in (0.0, 0.5, 1.0):
-            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{html.escape(_time_text(t_max * f))}</TD>')
+            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{html.escape(format_us(t_max * f))}</TD>')
     g.node("legend", label=f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR>{"".join(cells)}</TR></TABLE>>',
            shape="plaintext", style="", fontsize="9")
 

@@ -5,7 +5,7 @@ module it compiles the process's *session recording*: one recording file in a te
 created on first use, written as compiles happen like any recording (each pass committed), and
 closed with status ``ok`` when the process exits. :func:`recording_of` returns the path of that
 file and the graph ids that a compiled object (or the object it was made from) produced, which is
-what ``thundervis.show(compiled_model)`` reads. Under ``thundervis run`` (a process-wide observer
+what ``thundervis.api.show(compiled_model)`` reads. Under ``thundervis run`` (a process-wide observer
 is set) :func:`jit` records into the run's recording instead, as before.
 """
 from __future__ import annotations

@@ -25,9 +25,14 @@ from thundervis.safe_text import visible_line
 from . import panels
 from .comm_screen import CommunicationScreen
 from .editor import open_in_editor
-from .data import ChainRow, DataError, Overview, RecordingData, SearchHit, map_lines
+from thundervis.present.default_view import default_view
+from thundervis.present.overview import ViewOverview
+
+from thundervis.present.trace_lines import text_lines
+
+from .data import DataError, RecordingData, SearchHit
 from .lines_view import LinesView
-from .navigation import PassNavigation, default_chain
+from .navigation import PassNavigation
 from .palette import palette_entries
 from .rank_navigation import RankNavigation
 from .screens import HelpScreen, KernelsScreen, RunScreen, SearchScreen
@@ -124,7 +129,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.data = data
         self.group, self.rank = group, rank
         self.poll_s = poll_s
-        self.overview: Optional[Overview] = None
+        self.overview: Optional[ViewOverview] = None
         self.graph: Optional[int] = None
         self.chain: Optional[str] = None
         self.index: Optional[int] = None
@@ -133,7 +138,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.folded = True
         self.hide_unchanged = False
         self.details_hidden = False
-        self.lines = []  # TraceLine of the pass shown (search reads them)
+        self.lines = []  # PrintedLine of the pass shown (search reads them)
         self.selected_uid: Optional[str] = None
         self.selected_source: Optional[tuple[str, int]] = None
         self._token = 0
@@ -201,10 +206,11 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             return
         self._set_overview(ov, first)
 
-    def _set_overview(self, ov: Overview, first: bool = False) -> None:
+    def _set_overview(self, ov: ViewOverview, first: bool = False) -> None:
         self.overview = ov
         if self.graph is None or ov.chain(self.graph, self.chain or "") is None:
-            self.graph, self.chain = default_chain(ov)
+            dv = default_view(ov.graphs)
+            self.graph, self.chain = (dv.graph, dv.chain) if dv is not None else (None, None)
         c = ov.chain(self.graph, self.chain) if self.graph is not None else None
         if c is not None and c.passes and (self.index is None or self.index not in {p.index for p in c.passes}):
             self.index = c.passes[-1].index
@@ -222,7 +228,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         ol.clear_options()
         for g in ov.graphs:
             for c in g.chains:
-                ol.add_option(Option(panels.chain_row(c, g.eager)))
+                ol.add_option(Option(panels.chain_row(c, ov.status(g.id, c.kind))))
                 self._chain_keys.append((g.id, c.kind))
         if not self._chain_keys:
             ol.add_option(Option(Text("no compiled graph", style=Style(dim=True)), disabled=True))
@@ -230,7 +236,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             if key == (self.graph, self.chain):
                 ol.highlighted = i
 
-    def visible_passes(self, c: Optional[ChainRow] = None):
+    def visible_passes(self, c=None):
         """Return the passes of the current chain shown in the stepper (unchanged ones hidden when
         asked; the first pass and the current one always stay)."""
         c = c or self.current_chain()
@@ -251,14 +257,14 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             if idx == self.index:
                 ol.highlighted = i
 
-    def current_chain(self) -> Optional[ChainRow]:
-        """Return the chain shown."""
+    def current_chain(self):
+        """Return the chain shown (a ``recording.model.Chain``) or None."""
         if self.overview is None or self.graph is None:
             return None
         return self.overview.chain(self.graph, self.chain)
 
     def current_pass(self):
-        """Return the pass shown (a ``tui.data.PassRow``) or None."""
+        """Return the pass shown (a ``recording.model.PassInfo``) or None."""
         c = self.current_chain()
         return next((p for p in c.passes if p.index == self.index), None) if c else None
 
@@ -284,15 +290,15 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         return earlier[-1] if earlier else None
 
     def show_view(self, fast: bool = False, keep_cursor: bool = False) -> None:
-        """Show the current pass (or its diff). ``fast``: draw the stored text at once, then map
-        its lines to symbols in a worker (cold start)."""
+        """Show the current pass (or its diff). ``fast``: draw the stored text at once (plain
+        lines), then load the trace's structured lines in a worker (cold start)."""
         self._token += 1
         self.loaded = False
         token = self._token
         view = self.query_one(LinesView)
         self._update_title()
         if self.graph is None or self.index is None:
-            view.set_trace(map_lines(["no compiled graph in this recording yet"], None))
+            view.set_trace(text_lines(["no compiled graph in this recording yet"]))
             self.loaded = True
             if self.overview is not None and self.overview.run.traceback:
                 self.query_one("#detailtext", Static).update(panels.run_summary(self.overview))
@@ -304,10 +310,10 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if fast and self.diff_base() is None:
             try:
                 text = self.data.pass_text(self.graph, self.chain, self.index)
-                view.set_trace(map_lines(text.splitlines(), None), keep_cursor)
+                view.set_trace(text_lines(text.splitlines()), keep_cursor)
             except DataError as e:
                 self.notify(visible_line(str(e)), severity="error")
-            # Paint the stored text first; the worker that maps it to symbols (loading the trace)
+            # Paint the stored text first; the worker that prints the trace's structured lines
             # would hold the interpreter while the first frame is drawn.
             self.set_timer(0.05, lambda: self.load_view(token, *args, keep_cursor))
             return
@@ -334,7 +340,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         try:
             content = self._content(graph, chain, index, base, side, folded)
         except DataError as e:  # a damaged pass: say so in the view, the rest stays usable
-            message = map_lines([f"# this pass cannot be shown: {e}"], None)
+            message = text_lines([f"# this pass cannot be shown: {e}"])
             self.call_from_thread(self.notify, visible_line(str(e)), severity="error")
             content = ("trace", message, None)
         self.call_from_thread(self._show_content, token, content, keep_cursor)
@@ -594,7 +600,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             return
         self.call_from_thread(self._live_update, ov)
 
-    def _live_update(self, ov: Overview) -> None:
+    def _live_update(self, ov: ViewOverview) -> None:
         if self.group is not None:  # a rank changed: so may the group's status
             self.load_group_info()
         before = self.current_chain()

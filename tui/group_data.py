@@ -11,10 +11,11 @@ as recorded: widgets make them visible when they draw them.
 from __future__ import annotations
 
 import os
-import string
 import threading
 from dataclasses import dataclass
 from typing import Optional
+
+from thundervis.present.variants import variant_labels
 
 from .data import DataError, RecordingData
 
@@ -50,14 +51,6 @@ class RankRow:
     compile_ms: Optional[float] = None
     step_ms: Optional[float] = None
     recorded: bool = True  # False: expected from the world size but never written
-
-
-def variant_labels(variants: dict) -> dict:
-    """Return {fingerprint: label} for the group's variants (fingerprint -> ranks): ``A``, ``B``
-    ... in the order of their lowest rank, a fingerprint prefix past ``Z``."""
-    order = sorted(variants, key=lambda fp: min(variants[fp]) if variants[fp] else 0)
-    letters = string.ascii_uppercase
-    return {fp: letters[i] if i < len(letters) else fp[:8] for i, fp in enumerate(order)}
 
 
 def open_group_data(path: str) -> "GroupData":
@@ -204,11 +197,11 @@ class GroupData:
                 return self._rows[key]
         from thundervis.diff import diff_traces
         from thundervis.diff.render import side_rows, unified_rows
+        from thundervis.present.diff_labels import labelled
         a = self.rank_data(ref_rank).trace(graph, chain, index)
         b = self.rank_data(rank).trace(graph, chain, index)
-        d = diff_traces(a, b)
-        d.before = f"rank {ref_rank} graph {graph} {chain} pass {index}"
-        d.after = f"rank {rank} graph {graph} {chain} pass {index}"
+        d = labelled(diff_traces(a, b), graph, chain, (index, a.pass_name), (index, b.pass_name),
+                     ranks=(ref_rank, rank))
         out = (side_rows(d, context) if side else unified_rows(d, context), d.counts())
         with self._lock:
             if len(self._rows) >= 16:

@@ -85,9 +85,9 @@ class LinesView(ScrollView, can_focus=True):
         self.post_message(self.CursorMoved(self, self.cursor, self.uid_at(self.cursor)))
 
     def set_trace(self, lines: Sequence, keep_cursor: bool = False) -> None:
-        """Show the printed lines of a trace (``tui.data.TraceLine``)."""
+        """Show the printed lines of a trace (``compiler.printer.PrintedLine``)."""
         width = max((len(ln.text) for ln in lines), default=0)
-        self._set("trace", len(lines), width, lambda i, w: styling.trace_line(lines[i].text, lines[i].kind),
+        self._set("trace", len(lines), width, lambda i, w: styling.trace_line(lines[i]),
                   lambda i: lines[i].uid if 0 <= i < len(lines) else None, [ln.text for ln in lines], keep_cursor)
 
     def set_unified(self, rows: Sequence, keep_cursor: bool = False) -> None:

@@ -6,7 +6,6 @@ from typing import Optional
 
 from textual.widgets import OptionList
 
-from .data import Overview
 from .screens import PassPicker
 
 
@@ -119,14 +118,3 @@ class PassNavigation:
         if self.diff_from is not None:
             self.show_view()
 
-
-def default_chain(ov: Overview) -> tuple[Optional[int], Optional[str]]:
-    """Return the first graph's forward (or inference, backward, any) chain with passes."""
-    for wanted in ("forward", "inference", "backward", None):
-        for g in ov.graphs:
-            for c in g.chains:
-                if (wanted is None or c.kind == wanted) and c.passes:
-                    return g.id, c.kind
-    if ov.graphs and ov.graphs[0].chains:
-        return ov.graphs[0].id, ov.graphs[0].chains[0].kind
-    return None, None

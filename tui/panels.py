@@ -1,5 +1,6 @@
 """The text of the side panels: chain list rows, pass stepper rows, the details of a symbol, the
-run summary. Pure functions from ``tui.data`` objects to ``rich.text.Text`` (all recorded strings
+run summary. Pure functions from the reader's model objects and ``thundervis.present`` rows to
+``rich.text.Text`` (all recorded strings
 made visible with :mod:`thundervis.safe_text`)."""
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from rich.text import Text
 from thundervis.safe_text import visible, visible_line
 
 from . import styling
-from .data import ChainRow, KernelRow, Overview, PassRow, SymbolDetail
+from thundervis.present.kernel_rows import KernelRow
+from thundervis.present.overview import ViewOverview
+from thundervis.present.status import ChainStatus
+from thundervis.present.symbol_detail import SymbolView
+from thundervis.present.units import format_error, format_gbps, format_share, format_us
 
 OK = "#98c379"
 BAD = "#e06c75"
@@ -39,21 +44,22 @@ def ms_text(ms: Optional[float]) -> str:
     return f"{ms / 1000:5.1f}s "
 
 
-def chain_row(c: ChainRow, graph_eager: Optional[str]) -> Text:
-    """Return one row of the chain picker: graph, chain, pass count, eager mark."""
+def chain_row(c, status: Optional[ChainStatus]) -> Text:
+    """Return one row of the chain picker (``c`` a ``recording.model.Chain``): graph, chain, pass
+    count, eager mark (from its ``present.status.ChainStatus``)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"g{c.graph} ", style=DIM)
     t.append(f"{visible_line(c.kind):<9}", style=Style(bold=True))
     t.append(f"{len(c.passes):>3} passes", style=DIM)
-    if c.eager or graph_eager:
+    if status is not None and status.eager:
         t.append("  ✗ eager", style=Style(color=BAD, bold=True))
     elif c.status == "compiling":
         t.append("  … live", style=Style(color=WARN))
     return t
 
 
-def pass_row(p: PassRow) -> Text:
-    """Return one stepper row: index, name, duration, symbol count; unchanged passes dimmed."""
+def pass_row(p) -> Text:
+    """Return one stepper row (``p`` a ``recording.model.PassInfo``): index, name, duration, symbol count; unchanged passes dimmed."""
     t = Text(no_wrap=True, overflow="ellipsis")
     mark = "●" if p.changed else "·"
     t.append(f"{mark}", style=Style(color=OK if p.changed else DIM))
@@ -64,13 +70,14 @@ def pass_row(p: PassRow) -> Text:
     return t
 
 
-def run_summary(ov: Overview, versions: bool = True) -> Text:
+def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
     """Return the run section: target, status (failed/killed in red), device and versions (with
     ``versions``), graphs, eager chains, fallbacks, traceback."""
     r = ov.run
     t = Text()
     t.append("run  ", style=HEAD)
-    t.append(visible_line(r.target + (" " + " ".join(r.argv) if r.argv else "")) + "\n")
+    args = [str(a) for a in (r.argv or [])[1:]]
+    t.append(visible_line(r.target + (" " + " ".join(args) if args else "")) + "\n")
     t.append("status  ", style=HEAD)
     colour = OK if r.status == "ok" else WARN if r.status == "running" else BAD
     t.append(visible_line(r.status), style=Style(color=colour, bold=True))
@@ -81,14 +88,17 @@ def run_summary(ov: Overview, versions: bool = True) -> Text:
         t.append("device  ", style=HEAD)
         t.append(visible_line(f"{r.device} · torch {r.torch}") + "\n")
     for g in ov.graphs:
-        took = f" · compiled in {g.compile_ms:.0f} ms" if g.compile_ms is not None else " · compiling"
+        took = f" · compiled in {g.compile_s * 1e3:.0f} ms" if g.compile_s is not None else " · compiling"
         t.append(f"graph {g.id}", style=Style(bold=True))
         t.append(took + (f" · {visible_line(g.reason)}" if g.reason else "") + "\n", style=DIM)
-        if g.eager:
-            t.append(f"  ran eagerly: {visible_line(g.eager)}\n", style=Style(color=BAD))
+        whole = ov.graph_eager(g.id)
+        if whole:
+            t.append(f"  ran eagerly: {visible_line(whole)}\n", style=Style(color=BAD))
+            continue
         for c in g.chains:
-            if c.eager:
-                t.append(f"  {c.kind} ran eagerly: {visible_line(c.eager)}\n", style=Style(color=BAD))
+            st = ov.status(g.id, c.kind)
+            if st is not None and st.eager:
+                t.append(f"  {c.kind} ran eagerly: {visible_line(st.eager)}\n", style=Style(color=BAD))
     fell = [k for k in ov.kernels if k.fallback]
     for k in fell:
         t.append(f"  {visible_line(k.name)} fell back to torch: {visible_line(k.fallback)}\n", style=Style(color=WARN))
@@ -98,7 +108,7 @@ def run_summary(ov: Overview, versions: bool = True) -> Text:
     return t
 
 
-def symbol_details(d: SymbolDetail) -> Text:
+def symbol_details(d: SymbolView) -> Text:
     """Return the details pane for one symbol (a communication op says what it is first)."""
     from thundervis.compiler.collectives import CLAIM_NOTE, communication_kind, is_communication, is_wait
     comm = is_communication(d.sym)
@@ -179,16 +189,15 @@ def kernel_summary(k: KernelRow) -> Text:
     if k.note:
         t.append(visible(k.note) + "\n", style=Style(color=DIM, italic=True))
     if k.median_us is not None:
-        share = f" · {k.share * 100:.1f}% of step" if k.share is not None else ""
-        t.append(f"median {k.median_us:.1f} µs over {k.calls} calls{share}"
-                 + (f" · {k.gbps:.3g} GB/s" if k.gbps else "") + "\n")
+        share = f" · {format_share(k.share)} of step" if k.share is not None else ""
+        t.append(f"median {format_us(k.median_us)} over {k.calls} calls{share}"
+                 + (f" · {format_gbps(k.gbps)}" if k.gbps else "") + "\n")
     t.append(f"{k.n_ops} ops: ", style=HEAD)
     t.append(", ".join(visible_line(o).removeprefix("prims.") for o in k.ops[:40])
              + (" …" if len(k.ops) > 40 else "") + "\n")
-    if k.source_lines:
+    if k.sources:
         t.append("source lines: ", style=HEAD)
-        t.append(", ".join(visible_line(s) for s in k.source_lines[:12])
-                 + (" …" if len(k.source_lines) > 12 else "") + "\n", style=styling.S_FILE)
+        t.append(visible_line(k.sources) + "\n", style=styling.S_FILE)
     if k.members:
         t.append("members: ", style=HEAD)
         t.append(", ".join(visible_line(m) for m in k.members[:30]) + (" …" if len(k.members) > 30 else "") + "\n",
@@ -208,9 +217,7 @@ def rerun_table(rows, notes=(), error: Optional[str] = None) -> Text:
     t.append(f"{'executor':<10} {'status':<12} {'median':>10} {'max abs err':>12} {'max rel err':>12}\n", style=HEAD)
     for ex, status, median, abs_err, rel_err, detail in rows:
         colour = OK if status == "ok" else DIM if status == "unavailable" else BAD
-        med = "-" if median is None else f"{median:.1f} µs"
-        ae = "-" if abs_err is None else f"{abs_err:.2e}"
-        re_ = "-" if rel_err is None else f"{rel_err:.2e}"
+        med, ae, re_ = format_us(median), format_error(abs_err), format_error(rel_err)
         t.append(f"{visible_line(ex):<10} ")
         t.append(f"{visible_line(status):<12} ", style=Style(color=colour))
         t.append(f"{med:>10} {ae:>12} {re_:>12}\n")
@@ -219,7 +226,7 @@ def rerun_table(rows, notes=(), error: Optional[str] = None) -> Text:
     return t
 
 
-def topbar(ov: Overview, group: Optional[Text] = None) -> Text:
+def topbar(ov: ViewOverview, group: Optional[Text] = None) -> Text:
     """Return the top bar: script, run status, graphs and kernels, eager and fallback counts;
     ``group`` (the group, the rank shown, ...) goes first when the recording is a group's rank."""
     r = ov.run
@@ -234,7 +241,7 @@ def topbar(ov: Overview, group: Optional[Text] = None) -> Text:
     t.append(visible_line(r.status), style=Style(color=colour, bold=True))
     t.append(f"  {len(ov.graphs)} graph{'s' if len(ov.graphs) != 1 else ''} · {len(ov.kernels)} kernels",
              style=Style(dim=True))
-    eager = sum(1 for g in ov.graphs for c in g.chains if c.eager) + sum(1 for g in ov.graphs if g.eager)
+    eager = ov.eager_counts()[0]
     fell = sum(1 for k in ov.kernels if k.fallback)
     if eager:
         t.append(f" · {eager} eager", style=Style(color=BAD))

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from thundervis.safe_text import visible_line
 
-from .data import format_us
+from thundervis.present.units import format_us
 from .group_data import GroupInfo, RankRow
 from .panels import BAD, DIM, HEAD, OK, WARN, ms_text
 

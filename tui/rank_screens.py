@@ -15,11 +15,12 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from thundervis.present.variants import variant_labels
 from thundervis.safe_text import visible_line
 
 from . import rank_panels
 from .data import DataError
-from .group_data import GroupData, RankRow, variant_labels
+from .group_data import GroupData, RankRow
 from .lines_view import LinesView
 
 CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}

@@ -18,7 +18,11 @@ from textual.widgets.option_list import Option
 from thundervis.safe_text import visible, visible_line
 
 from . import panels
-from .data import KernelRow, Overview, SearchHit
+from thundervis.present.kernel_rows import KernelRow, group_sources
+from thundervis.present.overview import ViewOverview
+from thundervis.present.units import format_share, format_us
+
+from .data import SearchHit
 
 _CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
@@ -56,7 +60,7 @@ class KernelsScreen(Screen):
     KernelsScreen #kprogress.-busy { display: block; }
     """
 
-    def __init__(self, data, overview: Overview, focus_kernel: Optional[int] = None):
+    def __init__(self, data, overview: ViewOverview, focus_kernel: Optional[int] = None):
         super().__init__()
         self.data = data
         self.overview = overview
@@ -99,10 +103,9 @@ class KernelsScreen(Screen):
             table.add_row(
                 name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
-                "-" if k.median_us is None else f"{k.median_us:.1f} µs",
-                "-" if k.share is None else f"{k.share * 100:.1f}%",
+                format_us(k.median_us), format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
-                visible_line(", ".join(k.source_lines[:3]) + (" …" if len(k.source_lines) > 3 else "")),
+                visible_line(group_sources(k.source_lines, limit=6)),
                 key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
@@ -361,7 +364,7 @@ class RunScreen(ModalScreen):
                                  padding: 0 1; }
     """
 
-    def __init__(self, overview: Overview):
+    def __init__(self, overview: ViewOverview):
         super().__init__()
         self.overview = overview
 

@@ -13,6 +13,7 @@ from rich.style import Style
 from rich.text import Text
 
 from thundervis.compiler.collectives import is_communication
+from thundervis.compiler.printer import CALL, CODE, COMMENT, EXECUTOR, FILE, KEYWORD, MODULE, NOTE, TYPE, UID
 from thundervis.safe_text import visible_line
 
 FG = "#abb2bf"
@@ -44,7 +45,6 @@ _TOKEN = re.compile(
     r"|(?P<num>(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?\b)")
 _SHAPE = re.compile(r"\b(?:cpu|cuda(?::\d+)?|meta|mps)\s+\w+\[[^\]]*\]")
 _FUSION = re.compile(r"^\w*fusion_?\d+$")
-_SOURCE = re.compile(r"^(\s*#\s)(\S+:\d+)(\s\s)?(.*?)(\s+\[[^\]]*\])?$")
 
 
 def _call_style(name: str) -> Style:
@@ -97,43 +97,44 @@ def _split_comment(plain: str, start: int) -> int:
     return len(plain)
 
 
-def trace_line(raw: str, kind: str = "stmt") -> Text:
-    """Return one printed trace line, highlighted; ``kind`` as in ``tui.data.TraceLine``."""
-    line = visible_line(raw)
-    text = Text(line, style=FG, no_wrap=True, end="")
-    stripped = line.lstrip()
-    lead = len(line) - len(stripped)
+_SPAN_STYLE = {COMMENT: S_COMMENT, TYPE: S_SHAPE, EXECUTOR: S_EXECUTOR, NOTE: S_COMMENT, UID: S_COMMENT,
+               FILE: S_FILE, CODE: S_CODE, MODULE: S_MODULE, KEYWORD: S_KEYWORD}
+
+
+def trace_line(line) -> Text:
+    """Return one printed trace line (a ``compiler.printer.PrintedLine``), highlighted from the
+    printer's spans (plain ``text`` lines, or a line whose text had to be made visible, are
+    highlighted from their shape)."""
+    raw, kind = line.text, line.kind
+    shown = visible_line(raw)
+    text = Text(shown, style=FG, no_wrap=True, end="")
     if kind == "header":
         text.stylize(S_HEADER)
         return text
-    if kind == "source" or (kind in ("text", "meta") and _SOURCE.match(line) and kind != "meta"):
-        m = _SOURCE.match(line)
-        if m:
-            text.stylize(S_COMMENT, 0, m.end(1))
-            text.stylize(S_FILE, m.start(2), m.end(2))
-            if m.group(4):
-                text.stylize(S_CODE, m.start(4), m.end(4))
-            if m.group(5):
-                text.stylize(S_MODULE, m.start(5), m.end(5))
-            return text
-        text.stylize(S_COMMENT)
-        return text
-    if kind == "meta" or (stripped.startswith("#") and kind not in ("sub",)):
-        _comment(text, lead)
-        return text
+    if kind == "text" or shown != raw:
+        return _plain_line(text)
+    lead = len(shown) - len(shown.lstrip())
     if kind == "del":
         text.stylize(S_COMMENT)
         return text
-    code_start = lead
-    if kind == "sub" and stripped.startswith("# "):
+    code_start, code_end, comm = lead, len(shown), False
+    for a, e, k in line.spans:
+        if k == COMMENT and e - a > 1 and a >= code_start:
+            code_end = min(code_end, a)
+    if kind == "sub":
         text.stylize(S_COMMENT, lead, lead + 2)
-        code_start = lead + 2
         text.stylize(S_DIM_ONLY, lead)
-    cut = _split_comment(line, code_start)
-    _code(text, code_start, cut)
-    if cut < len(line):
-        _comment(text, cut)
-    if lead and is_communication_line(line, code_start, cut):
+        code_start = lead + 2
+    if kind in ("stmt", "sub", "def", "return"):
+        _code(text, code_start, code_end)
+    for a, e, k in line.spans:
+        if k == CALL:
+            name = shown[a:e]
+            comm = comm or is_communication(name)
+            text.stylize(_call_style(name), a, e)
+        elif k in _SPAN_STYLE and not (kind == "sub" and k == COMMENT and e - a == 1):
+            text.stylize(_SPAN_STYLE[k], a, e)
+    if comm and lead and kind in ("stmt", "sub"):
         marked = Text(COMM_MARK, style=S_COMM, end="")
         marked.append_text(text[1:])
         marked.stylize(S_COMM_ROW, 0)
@@ -142,11 +143,18 @@ def trace_line(raw: str, kind: str = "stmt") -> Text:
     return text
 
 
-def is_communication_line(line: str, start: int = 0, end: Optional[int] = None) -> bool:
-    """Return True when the statement ``line`` (between ``start`` and ``end``) calls a
-    communication op (a collective or a wait on one, ``_c10d_functional.all_reduce.default``)."""
-    return any(m.lastgroup == "call" and is_communication(m.group())
-               for m in _TOKEN.finditer(line, start, len(line) if end is None else end))
+def _plain_line(text: Text) -> Text:
+    """Highlight a line known only by its text: a comment, or code with a trailing comment."""
+    plain = text.plain
+    lead = len(plain) - len(plain.lstrip())
+    if plain.lstrip().startswith("#"):
+        _comment(text, lead)
+        return text
+    cut = _split_comment(plain, lead)
+    _code(text, lead, cut)
+    if cut < len(plain):
+        _comment(text, cut)
+    return text
 
 
 def code_text(raw: str) -> Text:

@@ -29,7 +29,9 @@ function clear(el) {
 }
 
 function fmtUs(us) {
+  // the rule of thundervis.present.units.format_us (most cells come formatted from Python)
   if (us === null || us === undefined) return "–";
+  if (us >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
   return us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`;
 }
 

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 4 of 5: a group of rank recordings (thundervis.show of a
+// thundervis notebook widget, part 4 of 5: a group of rank recordings (thundervis.api.show of a
 // *.tvgroup folder): the group bar with the rank picker, and the Ranks tab (identical or not, the
 // passes where each variant differs with the cross-rank diff of any of them, per-kernel skew).
 //
@@ -164,8 +164,8 @@ function drawComparison(box, model, shared, comp) {
       },
     });
     vb.appendChild(
-      h("tr", { class: "tv-variant-row", "data-variant": v.n },
-        h("td", { text: `${v.n}${v.reference ? " (reference)" : ""}`, title: v.fingerprint }),
+      h("tr", { class: "tv-variant-row", "data-variant": v.label },
+        h("td", { text: `${v.label}${v.reference ? " (reference)" : ""}`, title: v.fingerprint }),
         h("td", { text: `${v.ranks_text} (${v.n_ranks})` }),
         h("td", { text: v.reference ? "–" : String(v.n_differences) }),
         h("td", {}, open)),
@@ -195,7 +195,7 @@ function drawComparison(box, model, shared, comp) {
     box.appendChild(
       h("div", {
         class: "tv-k tv-variant-title",
-        text: `variant ${v.n} (rank ${v.first_rank}) against rank ${comp.reference_rank}: ${v.n_differences} passes differ`,
+        text: `variant ${v.label} (rank ${v.first_rank}) against rank ${comp.reference_rank}: ${v.n_differences} passes differ`,
       }),
     );
     const chains = new Map();

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 2 of 5: the recording widget (thundervis.show): pickers, pass
+// thundervis notebook widget, part 2 of 5: the recording widget (thundervis.api.show): pickers, pass
 // stepper, trace or diff, symbol details and lineage, the fusions tab and the Communication tab
 // (comm_view.js, when collectives ran between the graphs); for a group of ranks
 // also the group bar and the Ranks tab (group_view.js). Drawn again whenever "data" changes (a
@@ -93,7 +93,7 @@ function renderRecording(model, el, ask, shared) {
 
   graphSel.addEventListener("change", () => {
     const g = data.graphs.find((x) => String(x.id) === graphSel.value);
-    const c = g.chains.find((x) => x.kind === "forward") || g.chains.find((x) => x.kind === "inference") || g.chains[0];
+    const c = g.chains.find((x) => x.kind === g.default_chain) || g.chains[0]; // present.default_view
     const last = c && c.passes.length ? c.passes[c.passes.length - 1].index : 0;
     set({ graph: g.id, chain: c ? c.kind : "", pass_index: last, compare_index: -1, selected_uid: "" });
   });
@@ -158,27 +158,30 @@ function renderRecording(model, el, ask, shared) {
   function traceView(c, index) {
     const hl = fusionsState.kernel ? kernelUids(fusionsState.kernel) : new Set();
     const pre = h("div", { class: "tv-trace" });
-    for (const [uid, depth, text, info] of linesAt(c, index)) {
+    for (const [uid, depth, text, info, kind, spans] of linesAt(c, index)) {
+      // the printer's line (present.trace_lines), as the CLI and the TUI show it; spans style its parts
       const inf = infoAt(info);
       const src = inf && inf.source;
       const line = h(
         "div",
         {
           class:
-            "tv-line" +
-            (uid === model.get("selected_uid") ? " tv-selected" : "") +
-            (hl.has(uid) ? " tv-kernel-hl" : "") +
+            `tv-line tv-${kind || "stmt"}` +
+            (uid && uid === model.get("selected_uid") ? " tv-selected" : "") +
+            (uid && hl.has(uid) ? " tv-kernel-hl" : "") +
             (inf && inf.comm ? " tv-comm" : inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
-          "data-uid": uid,
+          "data-uid": uid || "",
           title:
             (inf && inf.comm ? (comm ? comm.note : "communication op") + ". " : "") +
             (src ? `${src.label}  ${src.code}${src.module ? "  [" + src.module + "]" : ""}` : ""),
         },
-        "  ".repeat(depth + (uid === "<inputs>" ? 0 : 1)),
         inf && inf.comm ? h("span", { class: "tv-comm-mark", text: "⇄ " }) : null,
-        text,
+        ...spanned(text, spans || []),
       );
-      if (src && depth === 0) line.appendChild(h("span", { class: "tv-src", text: `  # ${src.label}` }));
+      if (!uid) {
+        pre.appendChild(line);
+        continue;
+      }
       line.addEventListener("click", () => {
         pickedPass = null;
         set({ selected_uid: uid });
@@ -186,6 +189,20 @@ function renderRecording(model, el, ask, shared) {
       pre.appendChild(line);
     }
     return pre;
+  }
+
+  function spanned(text, spans) {
+    // the text cut at the printer's spans (outermost first; nested ones stay inside), as text nodes
+    const out = [];
+    let at = 0;
+    for (const [a, e, k] of spans) {
+      if (a < at) continue; // nested in the span before: its text is already out
+      if (a > at) out.push(text.slice(at, a));
+      out.push(h("span", { class: `tv-sp-${k}`, text: text.slice(a, e) }));
+      at = e;
+    }
+    if (at < text.length) out.push(text.slice(at));
+    return out;
   }
 
   function infoOf(c, index, uid) {
@@ -237,29 +254,26 @@ function renderRecording(model, el, ask, shared) {
         more.appendChild(h("div", { class: "tv-muted", text: r.error }));
         return;
       }
-      const d = r.data.detail;
-      if (d.snippet) {
+      const d = r.data.detail; // present.symbol_detail.SymbolView.as_json(): rows ready to show
+      if (d.snippet.length) {
         const sn = h("div", { class: "tv-snippet" });
-        d.snippet.lines.forEach((t, i) => {
-          const n = d.snippet.first_line + i;
+        for (const [n, t] of d.snippet) {
           sn.appendChild(
-            h("div", { class: n === d.snippet.line ? "tv-snip-line tv-snip-hit" : "tv-snip-line" },
+            h("div", { class: n === d.source_line ? "tv-snip-line tv-snip-hit" : "tv-snip-line" },
               h("span", { class: "tv-lno", text: String(n).padStart(4) + "  " }), t),
           );
-        });
-        more.append(h("div", { class: "tv-k", text: baseName(d.snippet.file) }), sn);
+        }
+        more.append(h("div", { class: "tv-k", text: baseName(d.source_file || "") }), sn);
       }
-      if (d.kernel) more.appendChild(kv("ended in", `${d.kernel.name} [${d.kernel.executor}] · ${d.kernel.n_ops} ops`));
-      if (d.timing) more.appendChild(kv("time", `${fmtUs(d.timing.median_us)} median over ${d.timing.calls} calls`));
+      if (d.ended_in.length) more.appendChild(kv("ended in", d.ended_in.join(", ")));
+      if (d.timing) more.appendChild(kv("time", d.timing));
       if (d.fallback && (!inf || d.fallback !== inf.note)) more.appendChild(kv("fallback", d.fallback));
-      if (d.came_from.length) more.appendChild(kv("came from", d.came_from.map((s) => `${s.uid} ${s.sym}`).join(", ")));
-      if (d.became.length) more.appendChild(kv("became", d.became.map((s) => `${s.uid} ${s.sym}`).join(", ")));
-      if (d.twins.length) more.appendChild(kv("twins", d.twins.map((s) => `${s.chain} ${s.uid} ${s.sym}`).join(", ")));
+      if (d.came_from.length) more.appendChild(kv("came from", d.came_from.join(", ")));
+      if (d.became.length) more.appendChild(kv("became", d.became.join(", ")));
+      if (d.twins.length) more.appendChild(kv("twins", d.twins.join("; ")));
       const lin = h("div", { class: "tv-lineage" }, h("div", { class: "tv-k", text: "lineage" }));
-      for (const cl of r.data.lineage.chains) {
-        const steps = cl.steps
-          .filter((s) => s.symbols.length)
-          .map((s) => `${s.pass_name}: ${s.symbols.map((x) => x.sym.replace(/^prims\./, "")).join(", ")}`);
+      for (const cl of d.lineage) {
+        const steps = cl.steps.map(([passes, syms]) => `${passes}: ${syms}`);
         lin.appendChild(
           h("div", { class: "tv-lin-chain" },
             h("b", { text: cl.chain }), h("span", { class: "tv-muted", text: cl.link ? ` (${cl.link})` : "" }),
@@ -461,16 +475,15 @@ function renderRecording(model, el, ask, shared) {
       kdetail.appendChild(srcs);
     };
     for (const k of kernels) {
-      const t = k.timing;
       const tr = h(
         "tr",
         { class: "tv-kernel-row", "data-kernel": k.name },
         h("td", { text: k.name }),
         h("td", { text: k.executor }),
         h("td", { text: k.n_ops }),
-        h("td", { text: t ? fmtUs(t.median_us) : "–" }),
-        h("td", { text: t && t.share !== null && t.share !== undefined ? `${(t.share * 100).toFixed(1)}%` : "–" }),
-        h("td", { text: (k.sources || []).join(", ") }),
+        h("td", { text: k.median || "–" }),
+        h("td", { text: k.share_text || "–" }),
+        h("td", { text: k.sources }),
       );
       tr.addEventListener("click", () => {
         fusionsState.kernel = fusionsState.kernel === k.name ? "" : k.name;

@@ -3,6 +3,7 @@ through, the loader's grammar checks, and generated text that cannot be broken o
 from __future__ import annotations
 
 import ast
+import zlib
 
 import pytest
 import torch
@@ -92,7 +93,7 @@ def recorded_traces(tmp_path_factory):
     with sqlite3.connect(result.path) as c:
         rows = [r[0] for r in c.execute("SELECT trace_json FROM passes WHERE trace_json IS NOT NULL AND chain != 'dynamo'")]
         rows += [r[0] for r in c.execute("SELECT trace_json FROM kernels WHERE trace_json IS NOT NULL")]
-    return [trace_from_dict(json.loads(r)) for r in rows]
+    return [trace_from_dict(json.loads(zlib.decompress(r) if isinstance(r, bytes) else r)) for r in rows]
 
 
 @pytest.mark.parametrize("change, what", [

@@ -46,3 +46,10 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def stored_text(value):
+    """Return the text a compressed text column holds (schema 3 stores trace JSON, printed traces,
+    kernel code and sources as zlib-compressed UTF-8; older files hold plain text)."""
+    import zlib
+    return zlib.decompress(value).decode() if isinstance(value, (bytes, bytearray)) else value

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from thundervis.present.default_view import pick_chain, pick_pass
 from thundervis.recording import open_recording
 from thundervis.recording.collectives import collectives
 from thundervis.recording.group import open_group
@@ -148,7 +149,7 @@ def test_two_process_training_records_every_rank_and_matches_eager(tmp_path, mod
             assert chains.get("forward") == "compiled", chains
             assert chains.get("backward" if not extra else "inference") == "compiled", chains
             assert not rec.failures(), rec.failures()
-            assert rec.pass_text(rec.pick_pass()[2].ref).startswith("# graph ")  # packed, still readable
+            assert rec.pass_text(pick_pass(rec.graphs())[2].ref).startswith("# graph ")  # packed, still readable
             rows = collectives(rec)
         _check_collectives_between_graphs(mode, extra, rows)
     ls = subprocess.run([sys.executable, "-m", "thundervis", "ls", str(group)], capture_output=True, text=True,
@@ -263,7 +264,7 @@ def test_a_killed_rank_leaves_both_recordings_readable_and_the_group_failed(tmp_
     assert statuses[1] == "killed" and statuses[0] in ("interrupted", "failed", "killed"), statuses
     for rank in ov.ranks:
         with open_recording(rank.path) as rec:  # both readable, whatever became of them
-            g, c, p = rec.pick_pass()
+            g, c, p = pick_pass(rec.graphs())
             assert rec.pass_text(p.ref).startswith("# graph ")
     ls = subprocess.run([sys.executable, "-m", "thundervis", "ls", str(group)], capture_output=True, text=True,
                         env=_env())

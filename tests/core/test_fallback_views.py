@@ -12,7 +12,7 @@ import pytest
 import thundervis.compiler.backend as backend_mod
 import thundervis.compiler.executors.triton_executor as triton_mod
 from thundervis.recording import open_recording
-from thundervis.recording.fallbacks import EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP, chain_counts, fallbacks
+from thundervis.present.status import EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP, chain_counts, fallbacks
 
 from core_helpers import line_of, run_cli
 

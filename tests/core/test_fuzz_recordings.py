@@ -30,7 +30,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from core_helpers import write_script  # noqa: E402
+from core_helpers import stored_text, write_script  # noqa: E402
 
 TINY = """
     import torch
@@ -173,11 +173,13 @@ def _mutate(data, path: str, canary: str) -> None:
             rows = c.execute("SELECT graph_id, chain, idx, trace_json FROM passes WHERE trace_json IS NOT NULL"
                              " ORDER BY graph_id, chain, idx").fetchall()
             g, ch, i, text = rows[data.draw(st.integers(0, len(rows) - 1), label="pass")]
+            text = stored_text(text)
             c.execute("UPDATE passes SET trace_json=? WHERE graph_id=? AND chain=? AND idx=?",
                       (_mutate_json(data, text, canary), g, ch, i))
         elif where == "kernel_json":
             # The first kernel: the one rerun and repro rebuild below.
             kid, text = c.execute("SELECT id, trace_json FROM kernels ORDER BY id LIMIT 1").fetchone()
+            text = stored_text(text)
             c.execute("UPDATE kernels SET trace_json=? WHERE id=?", (_mutate_json(data, text, canary), kid))
         elif where == "kernel_name":
             c.execute("UPDATE kernels SET name=? WHERE id=(SELECT min(id) FROM kernels)",
@@ -283,7 +285,7 @@ def test_every_injection_in_the_kernel_ir_is_refused(base, tmp_path, field):
         shutil.copyfile(src, path)
         with contextlib.closing(sqlite3.connect(path)) as c, c:
             kid, name, text = c.execute("SELECT id, name, trace_json FROM kernels ORDER BY id LIMIT 1").fetchone()
-            tree = json.loads(text)
+            tree = json.loads(stored_text(text))
             op = _first_member(tree)
             if field == "sym":
                 op["sym"], op["args"] = evil, {"T": [f"touch {canary}"]}

@@ -10,6 +10,7 @@ import sqlite3
 
 import pytest
 
+from thundervis.present.default_view import pick_chain, pick_pass
 from thundervis.recording import RecordingError, open_recording
 from thundervis.recording.group import is_group, open_group
 from thundervis.recording.group_store import STORE_NAME, pack_group
@@ -83,7 +84,7 @@ def test_rank_files_sent_alone_open_or_say_what_is_missing(recorded, tmp_path):
     with open_recording(str(alone / "r0.tvrec")) as rec:
         assert rec.run().status == "ok" and rec.graphs()  # run, graphs, passes, kernels: all there
         with pytest.raises(RecordingError, match=r"traces\.tvstore.*missing.*whole group folder"):
-            rec.pass_text(rec.pick_pass()[2].ref)
+            rec.pass_text(pick_pass(rec.graphs())[2].ref)
     shutil.copy(os.path.join(group, "rank-00001.tvrank"), alone / "rank-00001.tvrank")
     with pytest.raises(RecordingError, match=r"rank-00000\.tvrec.*traces\.tvstore.*whole group folder"):
         open_recording(str(alone / "rank-00001.tvrank"))
@@ -140,13 +141,13 @@ def test_ls_show_and_diff_ranks_on_a_group(recorded, tmp_path, capsys):
     assert code == 0 and "rank    1 of 3" in out
     code, shown, _ = run_cli(capsys, "show", group, "--rank", "2", "--plain")
     with open_recording(other) as rec:
-        assert shown == rec.pass_text(rec.pick_pass()[2].ref)
+        assert shown == rec.pass_text(pick_pass(rec.graphs())[2].ref)
     code, _, err = run_cli(capsys, "show", group, "--rank", "7")
     assert code == 2 and "no rank 7" in err and "0, 1, 2" in err
     code, out, err = run_cli(capsys, "diff", "--ranks", group)
     assert code == 1, err
     assert "2 variants; reference rank 0" in out and "ranks 2:" in out
-    assert "--- rank 0 graph 0 forward" in out and "+++ rank 2 graph 0 forward" in out
+    assert "--- rank 0 · graph 0 forward" in out and "+++ rank 2 · graph 0 forward" in out
     assert "changed" in out  # the pass diff of the first differing pass of each chain
     code, out, _ = run_cli(capsys, "diff", "--ranks", group, "--json")
     d = json.loads(out)
@@ -227,12 +228,12 @@ def test_a_rank_file_reads_from_worker_threads(recorded, tmp_path):
     pack_group(group)
     rec = open_recording(os.path.join(group, "rank-00001.tvrank"))
     try:
-        want = rec.pass_text(rec.pick_pass()[2].ref)
+        want = rec.pass_text(pick_pass(rec.graphs())[2].ref)
         seen, errors = [], []
 
         def read():
             try:
-                seen.append((rec.run().pid, rec.pass_text(rec.pick_pass()[2].ref), rec.revision().status,
+                seen.append((rec.run().pid, rec.pass_text(pick_pass(rec.graphs())[2].ref), rec.revision().status,
                              [e.data["rank"] for e in rec.events("distributed")]))
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_an_older_recording_gets_its_fusion_flags_from_its_kernel_rows(rec, tmp_
     with sqlite3.connect(old) as c:  # what a recording written before format 2 holds
         (text,) = c.execute("SELECT trace_json FROM passes WHERE graph_id=0 AND chain='forward' AND idx=?",
                             (fuse,)).fetchone()
-        d = json.loads(text)
+        d = json.loads(zlib.decompress(text) if isinstance(text, bytes) else text)
         d["format"] = 1
         for s in d["symbols"]:
             s.pop("fusion", None)

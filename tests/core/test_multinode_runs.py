@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from thundervis.present.default_view import pick_chain, pick_pass
 from thundervis.recording import open_recording
 from thundervis.recording.group import open_group
 
@@ -68,7 +69,7 @@ def test_two_nodes_write_one_group_that_matches_single_node_eager(tmp_path):
         with open_recording(rank.path) as rec:
             events = rec.events("distributed")
             assert events and events[0].data["node_rank"] == rank.rank  # one rank per node here
-            assert rec.pass_text(rec.pick_pass()[2].ref).startswith("# graph ")
+            assert rec.pass_text(pick_pass(rec.graphs())[2].ref).startswith("# graph ")
 
     # Rank 0 (node 0) trains exactly like a single-node 2-process eager torchrun.
     eager = tmp_path / "eager.json"

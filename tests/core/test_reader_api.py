@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from thundervis.present.default_view import pick_chain, pick_pass
 from thundervis.recording import (KernelInfo, Overview, PassRef, RecordingObserver, ResultsNotStored,
                                   RerunResult, UnknownItem, open_recording)
 from thundervis.recording.results import append_rerun_results
@@ -73,14 +74,14 @@ def test_kernels_carry_no_code_until_asked(tmp_path):
 def test_pick_pass_defaults_and_refusals(recorded):
     path, _ = recorded
     with open_recording(path) as rec:
-        g, c, p = rec.pick_pass()
+        g, c, p = pick_pass(rec.graphs())
         assert (g.id, c.kind, p.index) == (0, "forward", c.passes[-1].index)
         assert rec.pass_text(p.ref) == rec.pass_text(0, "forward", p.index) == rec.pass_text(p)
-        assert rec.pick_pass(None, "backward", "cse")[2].name == "cse"
+        assert pick_pass(rec.graphs(), None, "backward", "cse")[2].name == "cse"
         with pytest.raises(UnknownItem, match="chains: dynamo, joint, forward, backward"):
-            rec.pick_chain(0, "inference")
+            pick_chain(rec.graphs(), 0, "inference")
         with pytest.raises(UnknownItem, match="graphs: 0, 1"):
-            rec.pick_pass(7)
+            pick_pass(rec.graphs(), 7)
 
 
 def test_symbol_detail_links_kernel_twins_and_neighbours(tmp_path):

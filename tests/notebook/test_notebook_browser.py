@@ -59,15 +59,15 @@ def lab(tmp_path_factory, hostile, profiled_group, comm_recording):
     root.mkdir()
     shutil.copy(NOTEBOOK, root / "notebook.ipynb")
     nb = new_notebook(cells=[
-        new_code_cell("import thundervis\nimport thundervis.notebook_ext.data as data\n"
+        new_code_cell("import thundervis.api as tv\nimport thundervis.notebook_ext.data as data\n"
                       "data.INLINE_SYMBOLS = 0  # every chain but the first view is fetched when opened"),
-        new_code_cell(f"w = thundervis.show({hostile!r})\nw"),
-        new_code_cell(f"thundervis.show({hostile!r}, tab='fusions')"),
-        new_code_cell(f"thundervis.diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
-        new_code_cell(f"thundervis.show({comm_recording!r}, tab='comm')"),
+        new_code_cell(f"w = tv.show({hostile!r})\nw"),
+        new_code_cell(f"tv.show({hostile!r}, tab='fusions')"),
+        new_code_cell(f"tv.diff(({hostile!r}, 'forward', 'claim'), ({hostile!r}, 'forward', 'fuse'))"),
+        new_code_cell(f"tv.show({comm_recording!r}, tab='comm')"),
     ], metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
     nbformat.write(nb, root / "hostile.ipynb")
-    nb = new_notebook(cells=[new_code_cell(f"import thundervis\nw = thundervis.show({profiled_group[0]!r})\nw")],
+    nb = new_notebook(cells=[new_code_cell(f"import thundervis.api as tv\nw = tv.show({profiled_group[0]!r})\nw")],
                       metadata=nb.metadata)
     nbformat.write(nb, root / "group.ipynb")
     with jupyterlab(str(root)) as url:

@@ -1,4 +1,4 @@
-"""The widget on a group of rank recordings (``thundervis.show(GROUP)``): the picker's overview,
+"""The widget on a group of rank recordings (``thundervis.api.show(GROUP)``): the picker's overview,
 switching rank, the rank comparison and its cross-rank diffs, the skew table, bad input, and
 escaping of hostile group, host and target strings. Groups are built in conftest.py."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-import thundervis  # noqa: E402
+import thundervis.api as tv  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
 from thundervis.notebook_ext import DataError, show  # noqa: E402
@@ -38,7 +38,7 @@ def _opened_ranks(monkeypatch) -> list:
 def test_overview_payload_for_the_rank_picker(profiled_group, monkeypatch):
     group, _ = profiled_group
     opened = _opened_ranks(monkeypatch)
-    w = thundervis.show(group)
+    w = tv.show(group)
     assert isinstance(w, GroupWidget) and w.rank == 0
     assert opened == [0], "only the shown rank's recording is opened"
     assert w._group._comparison is None, "the comparison waits for the Ranks tab"
@@ -49,12 +49,12 @@ def test_overview_payload_for_the_rank_picker(profiled_group, monkeypatch):
     assert g["status"] == "failed"  # a rank never recorded
     assert not g["identical"]
     assert [r["rank"] for r in g["ranks"]] == [0, 1, 2, 3]
-    assert [r["variant"] for r in g["ranks"]] == [1, 1, 2, 3]
+    assert [r["variant"] for r in g["ranks"]] == ["A", "A", "B", "C"]
     assert [r["file"] for r in g["ranks"]] == ["rank-00000.tvrec", "rank-00001.tvrank", "rank-00002.tvrec",
                                              "rank-00003.tvrec"]
     assert [r["host"] for r in g["ranks"]] == ["node-a", HOSTILE_HOST, "node-b", "node-c"]
     assert all(r["status"] == "ok" and r["error"] is None and r["missing"] == [] for r in g["ranks"])
-    assert [(v["n"], v["ranks_text"]) for v in g["variants"]] == [(1, "0-1"), (2, "2"), (3, "3")]
+    assert [(v["label"], v["ranks_text"]) for v in g["variants"]] == [("A", "0-1"), ("B", "2"), ("C", "3")]
     assert w.data["kind"] == "recording" and w.data["path"].endswith("rank-00000.tvrec")
     assert (w.chain, w.tab) == ("forward", "passes")
 
@@ -65,7 +65,7 @@ def test_rank_switch_keeps_the_position(profiled_group, monkeypatch):
     claim, dce = w.pass_index, w.compare_index
     uid = next(w.data["lines"][i][0] for i in
                next(c for c in w.data["graphs"][0]["chains"] if c["kind"] == "backward")["lines"][str(claim)]
-               if not w.data["lines"][i][0].startswith("<"))
+               if w.data["lines"][i][0])
     w.selected_uid = uid
     first = w._source.rec
     opened = _opened_ranks(monkeypatch)
@@ -96,8 +96,8 @@ def test_comparison_payload_variants_and_differing_lines(profiled_group):
     json.dumps(comp)
     assert comp["kind"] == "ranks" and not comp["identical"] and comp["reference_rank"] == 0
     assert comp["n_ranks"] == 4
-    assert [(v["n"], v["ranks"], v["reference"]) for v in comp["variants"]] == \
-        [(1, [0, 1], True), (2, [2], False), (3, [3], False)]
+    assert [(v["label"], v["ranks"], v["reference"]) for v in comp["variants"]] == \
+        [("A", [0, 1], True), ("B", [2], False), ("C", [3], False)]
     assert comp["variants"][0]["differences"] == [] and comp["unreadable"] == []
     sig, shapes = comp["variants"][1], comp["variants"][2]
     assert sig["n_differences"] == len(sig["differences"]) > 0

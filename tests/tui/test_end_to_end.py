@@ -12,6 +12,7 @@ import time
 import pytest
 from tui_helpers import ROOT, open_app, settle
 
+from thundervis.present.default_view import pick_chain, pick_pass
 from thundervis.recording import open_recording
 
 pytestmark = pytest.mark.slow
@@ -61,7 +62,7 @@ def gpt_session(tmp_path_factory):
         screens["landed"] = _wait_screen(sock, lambda s: "thundervis" in s and "passes" in s and "forward" in s,
                                          timeout=900)
         with open_recording(rec) as r:
-            g, c = r.pick_chain()
+            g, c = pick_chain(r.graphs())
             passes = c.passes
         # the first paint may come before the UI has its final size: wait for the full pass list
         screens["landed"] = _wait_screen(sock, lambda s: all(p.name[:10] in s for p in passes[-3:]), 60)

@@ -42,17 +42,15 @@ def pass_diff(rec, graph, chain, from_, to):
         b = rec.pass_trace(g.id, c.kind, after.index)
     except RecordingError as e:
         raise UserError(str(e)) from None
-    d = diff_traces(a, b)
-    d.before = visible_line(f"graph {g.id} {c.kind} after {before.index} {before.name}")
-    d.after = visible_line(f"graph {g.id} {c.kind} after {after.index} {after.name}")
-    return d
+    from thundervis.present.diff_labels import labelled
+    return labelled(diff_traces(a, b), g.id, c.kind, before, after)
 
 
 def note_lines(a, b) -> list[str]:
     """Return, for the top-level symbols of trace ``b`` whose executor or note differs from the same
     uid in trace ``a`` (or that ``a`` lacks), why they run where they run: ``uid sym: torch: not
     lowered: ...``. Recorded text is made terminal-safe."""
-    from thundervis.recording.fallbacks import symbol_note
+    from thundervis.present.status import symbol_note
     from thundervis.safe_text import visible_line
     before = {x.uid: (x.executor, x.note) for x in a.symbols}
     out = []

@@ -9,7 +9,7 @@ import textwrap
 
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
-from thundervis.recording.fallbacks import symbol_note
+from thundervis.present.status import fallback_reasons, symbol_note
 from thundervis.safe_text import visible, visible_line
 
 
@@ -90,11 +90,7 @@ def cmd_lineage(args) -> int:
                 lineages = rec.lineage_of_source(query[0], query[1], args.graph)
         except UnknownItem as e:
             raise UserError(str(e) + ".") from None
-        fell_back = {}
-        for ev in rec.events("kernel_fallback"):
-            d = ev.data if isinstance(ev.data, dict) else {}
-            if isinstance(d.get("kernel"), str):
-                fell_back[(ev.graph, ev.chain, d["kernel"])] = " ".join(str(d.get("error") or "").split())
+        fell_back = fallback_reasons(rec.events("kernel_fallback"))
     if args.json:
         json.dump([x.as_json() for x in lineages], sys.stdout, indent=2)
         sys.stdout.write("\n")

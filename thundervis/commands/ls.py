@@ -46,13 +46,9 @@ def readable(path: str, rank=None):
 def summary_dict(rec) -> dict:
     """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
     fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``."""
-    from thundervis.recording.fallbacks import chain_counts, fallbacks
+    from thundervis.present.status import chain_counts, fallback_reasons, fallbacks
     d = rec.overview().as_json()
-    fell_back = {}  # (graph, chain, kernel name) -> error of its run-time fallback
-    for e in rec.events("kernel_fallback"):
-        data = e.data if isinstance(e.data, dict) else {}
-        if isinstance(data.get("kernel"), str):
-            fell_back[(e.graph, e.chain, data["kernel"])] = " ".join(str(data.get("error") or "").split())
+    fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
     for g in d["graphs"]:
         for k in g["fusions"]:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
@@ -101,7 +97,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
     its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
     groups). Recorded strings are made terminal-safe."""
-    from thundervis.recording.fallbacks import TORCH_OP
+    from thundervis.present.status import TORCH_OP
     v = visible_line
     lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
              else "no chain was compiled"]

@@ -8,6 +8,7 @@ import sys
 
 from thundervis.errors import UserError
 from thundervis.recording.group import rank_ranges
+from thundervis.present.variants import variant_labels
 from thundervis.safe_text import visible, visible_line
 
 MAX_RANK_LINES = 64
@@ -30,6 +31,7 @@ def group_text(ov) -> str:
                      f"{l.status}{code}" + (f": {fails}" if fails else ""))
     lines.append(f"{'rank':>5}  {'status':<12} {'host':<14} {'pid':>7} {'graphs':>6} {'passes':>6} "
                  f"{'kernels':>7} {'comm in/between':>15}  traces")
+    labels = variant_labels(ov.variants)
     first = {}
     for fp, ranks in ov.variants.items():
         first[fp] = min(ranks)
@@ -39,7 +41,8 @@ def group_text(ov) -> str:
             lines.append(f"{r.rank:>5}  unreadable: {visible_line(r.error)}")
             continue
         same = first.get(r.fingerprint)
-        trace = (r.fingerprint or "-") + (f" (= rank {same})" if same is not None and same != r.rank else "")
+        label = f"{labels[r.fingerprint]} " if r.fingerprint in labels and len(labels) > 1 else ""
+        trace = label + (r.fingerprint or "-") + (f" (= rank {same})" if same is not None and same != r.rank else "")
         code = f" {r.exit_code}" if r.exit_code not in (None, 0) else ""
         lines.append(f"{r.rank:>5}  {(r.status or '?') + code:<12} {(r.host or '?')[:14]:<14} {r.pid or 0:>7} "
                      f"{r.n_graphs:>6} {r.n_passes:>6} {r.n_kernels:>7} "
@@ -56,7 +59,8 @@ def group_text(ov) -> str:
     if len(ov.variants) <= 1:
         lines.append("traces  identical on every rank" if ov.variants else "traces  none recorded")
     else:
-        parts = [f"{fp} on ranks {rank_ranges(rs)}" for fp, rs in sorted(ov.variants.items(), key=lambda kv: min(kv[1]))]
+        parts = [f"{labels[fp]} ({fp}) on ranks {rank_ranges(rs)}"
+                 for fp, rs in sorted(ov.variants.items(), key=lambda kv: (min(kv[1]), kv[0]))]
         lines.append(f"traces  differ between ranks: {len(ov.variants)} variants: " + "; ".join(parts))
         lines.append("        see where: thundervis diff --ranks GROUP")
     return visible("\n".join(lines) + "\n")

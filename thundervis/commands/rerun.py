@@ -10,17 +10,8 @@ import json
 import sys
 
 from thundervis.errors import UserError
+from thundervis.present.units import format_error, format_us
 from thundervis.safe_text import visible, visible_line
-
-
-def _fmt_us(v) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1e3:.3f} ms" if v >= 1e4 else f"{v:.1f} us"
-
-
-def _fmt_err(v) -> str:
-    return "-" if v is None else f"{v:.2e}"
 
 
 def report_text(report) -> str:
@@ -32,8 +23,8 @@ def report_text(report) -> str:
                  f"{'max rel err':>12}  clock")
     for r in report.results:
         if r.status == "ok":
-            lines.append(f"{r.executor:<10} {r.status:<12} {_fmt_us(r.median_us):>11} {_fmt_us(r.min_us):>11} "
-                         f"{_fmt_err(r.max_abs_error):>12} {_fmt_err(r.max_rel_error):>12}  {r.clock}")
+            lines.append(f"{r.executor:<10} {r.status:<12} {format_us(r.median_us):>11} {format_us(r.min_us):>11} "
+                         f"{format_error(r.max_abs_error):>12} {format_error(r.max_rel_error):>12}  {r.clock}")
         else:
             lines.append(f"{r.executor:<10} {r.status:<12} {r.detail}")
     iters = report.results[0].iters if report.results else 0

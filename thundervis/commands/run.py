@@ -104,7 +104,9 @@ def cmd_run(args) -> int:
     from thundervis.commands.torchrun_options import distributed_requested
     if distributed_requested(args):
         from thundervis.commands.run_group import cmd_run_group
-        return cmd_run_group(args, script, module, script_args)
+        # run.py hands its helpers over: run_group never imports run (no import cycle)
+        return cmd_run_group(args, script, module, script_args, open_viewer=open_viewer,
+                             say_about_cpu=_say_once_about_cpu)
     executors, profile = check_run_options(args, script, module)  # before the output folder is made
     out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
     _say_once_about_cpu(executors)

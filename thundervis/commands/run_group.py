@@ -34,11 +34,11 @@ def worker_run_args(args, script, module, script_args) -> list[str]:
     return out + ["--", os.path.abspath(script), *script_args]
 
 
-def cmd_run_group(args, script, module, script_args) -> int:
+def cmd_run_group(args, script, module, script_args, *, open_viewer, say_about_cpu) -> int:
     """Validate, launch the job under torchrun, pack the group, print its summary; return the
-    launch's exit code."""
+    launch's exit code. ``open_viewer`` and ``say_about_cpu`` are ``commands.run``'s, handed over so
+    that this module never imports it (no import cycle)."""
     from thundervis import distributed, runner
-    from thundervis.commands.run import _say_once_about_cpu
     from thundervis.commands.run_options import check_run_options, shown_path, target_stem
     from thundervis.commands.torchrun_options import torchrun_argv, torchrun_option
     if args.module is None and script is None:
@@ -50,7 +50,7 @@ def cmd_run_group(args, script, module, script_args) -> int:
     node_rank = int(node) if node is not None and str(node).isdigit() else 0
     default = runner.default_output(target_stem(script, module), suffix=".tvgroup")
     out = distributed.check_group_output(args.out or default, node_rank)
-    _say_once_about_cpu(executors)
+    say_about_cpu(executors)
     target = [script] if script else ["-m", module]
     result = distributed.launch_group(group_dir=out, torchrun_args=trargs,
                                       run_args=worker_run_args(args, script, module, script_args),
@@ -76,6 +76,5 @@ def cmd_run_group(args, script, module, script_args) -> int:
     print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
           f"(thundervis view {shlex.quote(shown)}, thundervis diff --ranks {shlex.quote(shown)})")
     if sys.stdout.isatty() and sys.stdin.isatty() and not args.no_view and result.status != "interrupted":
-        from thundervis.commands.run import open_viewer
         open_viewer(out)  # the group, one rank at a time (the summary above stays when it cannot run)
     return result.exit_code

@@ -13,46 +13,31 @@ from thundervis.commands.ls import readable
 
 
 def pick_chain(rec, graph, chain):
-    """Return the (Graph, Chain) the user asked for (``Recording.pick_chain``); UserError naming
-    the valid choices when there is no such graph or chain."""
+    """Return the (Graph, Chain) the user asked for (``present.default_view.pick_chain``); UserError
+    naming the valid choices when there is no such graph or chain."""
+    from thundervis.present import default_view
     from thundervis.recording import UnknownItem
     try:
-        return rec.pick_chain(graph, chain)
+        return default_view.pick_chain(rec.graphs(), graph, chain, rec.path)
     except UnknownItem as e:
         raise UserError(str(e).rstrip(".") + ".") from None
 
 
 def pick_pass(rec, graph, chain, pass_):
-    """Return the (Graph, Chain, PassInfo) the user asked for (``Recording.pick_pass``); UserError
-    naming the valid choices when there is no such graph, chain or pass."""
+    """Return the (Graph, Chain, PassInfo) the user asked for (``present.default_view.pick_pass``);
+    UserError naming the valid choices when there is no such graph, chain or pass."""
+    from thundervis.present import default_view
     from thundervis.recording import UnknownItem
     try:
-        return rec.pick_pass(graph, chain, pass_)
+        return default_view.pick_pass(rec.graphs(), graph, chain, pass_, rec.path)
     except UnknownItem as e:
         raise UserError(str(e).rstrip(".") + ".") from None
 
 
 def note_comments(rec, graph: int, chain: str):
-    """Return the ``PrintOptions.notes`` function of ``show``: next to each symbol, why it runs
-    where it runs (``torch: not lowered: ...``, recorded notes) and, for a kernel that fell back at
-    run time, ``ran in torch at run time: <error>``; recorded text made terminal-safe."""
-    from thundervis.recording.fallbacks import symbol_note
-    from thundervis.safe_text import visible_line
-    fell_back = {}
-    for e in rec.events("kernel_fallback"):
-        d = e.data if isinstance(e.data, dict) else {}
-        if e.graph == graph and e.chain == chain and isinstance(d.get("kernel"), str):
-            fell_back[d["kernel"]] = " ".join(str(d.get("error") or "").split())
-
-    def note(b) -> str | None:
-        parts = []
-        if b.sym in fell_back:
-            parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
-        text = symbol_note(b.executor, b.note)
-        if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
-            parts.append(text)
-        return visible_line("  # ".join(parts)) if parts else None
-    return note
+    """Return the ``PrintOptions.notes`` function of ``show`` (``present.status.note_function``)."""
+    from thundervis.present.status import note_function
+    return note_function(rec.events("kernel_fallback"), graph, chain)
 
 
 def collectives_comment(rec, graph: int, chain: str) -> str:

@@ -10,44 +10,20 @@ import sys
 from thundervis.cli import UserError
 
 
-def _open_group(path: str, rank):
-    """Return (group data, rank shown first, its recording data); UserError when unreadable."""
-    from thundervis.tui.data import DataError
-    from thundervis.tui.group_data import open_group_data
-    try:
-        group = open_group_data(path)
-    except DataError as e:
-        raise UserError(str(e).rstrip(".") + ".") from None
-    try:
-        rank, data = group.start(rank)
-    except DataError as e:
-        group.close()
-        raise UserError(str(e).rstrip(".") + ".") from None
-    return group, rank, data
-
-
 def cmd_view(args) -> int:
-    """Validate the recording or group, then run the TUI until the user quits."""
-    from thundervis.tui.data import DataError, open_data  # the views load lazily (import contracts)
-    group = None
+    """Validate the recording or group, then run the TUI until the user quits (exit 2 with one
+    sentence when the recording turns out unreadable, before or while the UI runs)."""
+    from thundervis import api  # the one module that opens views
     if os.path.isdir(args.recording):
-        group, rank, data = _open_group(args.recording, args.rank)
+        data, group, rank = api.open_tui_data(args.recording, args.rank, group=True)
     elif args.rank is not None:
         raise UserError(f"--rank picks a rank of a group folder; {args.recording} is not a folder.")
     else:
-        try:
-            data = open_data(args.recording)
-        except DataError as e:
-            raise UserError(str(e).rstrip(".") + ".") from None
+        data, group, rank = api.open_tui_data(args.recording)
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         (group if group is not None else data).close()
         raise UserError("thundervis view needs a terminal; use thundervis ls or show to print a recording.")
-    from thundervis.tui.app import run_app
-    if group is None:
-        run_app(data, poll_s=args.poll)
-    else:
-        run_app(data, poll_s=args.poll, group=group, rank=rank)
-    return 0
+    return api.run_tui(data, args.poll, group=group, rank=rank)
 
 
 def register(subparsers) -> None:

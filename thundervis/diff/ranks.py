@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from thundervis.diff import diff_traces
+from thundervis.present.diff_labels import labelled
+from thundervis.present.variants import variant_labels
 from thundervis.recording import RecordingError
 
 
@@ -186,9 +188,9 @@ def _attach_diffs(group, ref_rank: int, rank: int, diffs: list, limit: int) -> N
                 continue
             seen_chains.add((d.graph, d.chain))
             try:
-                d.diff = diff_traces(a.pass_trace(d.graph, d.chain, d.index), b.pass_trace(d.graph, d.chain, d.index))
-                d.diff.before = f"rank {ref_rank} graph {d.graph} {d.chain} after {d.index} {d.name}"
-                d.diff.after = f"rank {rank} graph {d.graph} {d.chain} after {d.index} {d.name}"
+                d.diff = labelled(diff_traces(a.pass_trace(d.graph, d.chain, d.index),
+                                              b.pass_trace(d.graph, d.chain, d.index)),
+                                  d.graph, d.chain, (d.index, d.name), (d.index, d.name), ranks=(ref_rank, rank))
             except RecordingError:
                 d.diff = None
             done += 1
@@ -205,12 +207,14 @@ def render_text(comp: RankComparison, context: Optional[int] = 3, max_skews: int
         lines.append(f"traces identical on all {len(v.ranks)} ranks (fingerprint {v.fingerprint})")
     else:
         lines.append(f"traces differ: {len(comp.variants)} variants; reference rank {comp.reference}")
+        labels = variant_labels({v.fingerprint: v.ranks for v in comp.variants})
         for v in comp.variants:
             ranks = ", ".join(str(r) for r in v.ranks[:16]) + (" ..." if len(v.ranks) > 16 else "")
+            name = f"variant {labels[v.fingerprint]} ({v.fingerprint})"
             if not v.differences:
-                lines.append(f"variant {v.fingerprint}: ranks {ranks} (the reference)")
+                lines.append(f"{name}: ranks {ranks} (the reference)")
                 continue
-            lines.append(f"variant {v.fingerprint}: ranks {ranks}: {len(v.differences)} passes differ")
+            lines.append(f"{name}: ranks {ranks}: {len(v.differences)} passes differ")
             for d in v.differences[:40]:
                 side = f" (only on the {d.only})" if d.only else ""
                 lines.append(f"  graph {d.graph} {d.chain} pass {d.index} {d.name}{side}")

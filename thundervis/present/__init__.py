@@ -1,2 +1,20 @@
-"""The presentation layer: the rows every view (CLI, TUI, widget, dot) shows, computed once from the
-reader API. Import submodules directly (``from thundervis.present import source_view``)."""
+"""The presentation layer: every rule a view shows, each with one owner.
+
+Between the store (:mod:`thundervis.recording`, the reader API) and the front ends (the CLI, the
+TUI, the widget, ``dot``): each module owns one rule and returns frozen rows with ``as_json()``.
+The CLI prints them, the TUI turns them into Rich ``Text`` (never markup built from recorded
+data), the widget sends their ``as_json()``. Import the modules directly
+(``from thundervis.present import kernel_rows``); this file holds only this docstring.
+
+- :mod:`.errors`: the one ``DataError`` views raise (one sentence for the user);
+- :mod:`.default_view`: which graph, chain and pass a view opens;
+- :mod:`.status`: chain and kernel status (ran eagerly, fell back at run time, why), fallbacks;
+- :mod:`.diff_labels`: pass diffs with their labels;
+- :mod:`.variants`: the labels of a group's trace variants;
+- :mod:`.units`: times, shares and sizes as text;
+- :mod:`.symbol_detail`: what a details pane shows about one symbol;
+- :mod:`.kernel_rows`: the kernel table (source column grouped per file);
+- :mod:`.overview`: a recording's overview with statuses and kernel rows, read once;
+- :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans).
+- :mod:`.source_view`: a user file line by line with its ops, kernels, torch fallbacks, time share.
+"""

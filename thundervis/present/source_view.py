@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from thundervis.recording import UnknownItem
-from thundervis.recording.fallbacks import EXECUTED_CHAINS
+
+from .status import EXECUTED_CHAINS, chain_eager, fallback_reasons, graph_eager
+from .units import format_share, format_us
 
 _CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
 # SourceLine.status values.
@@ -49,13 +51,6 @@ def op_name(sym: str) -> str:
             sym = sym[len(prefix):]
             break
     return sym.removesuffix(".default")
-
-
-def _duration_text(us: float) -> str:
-    # TODO(merge): use the present layer's unit formatter once it lands (one owner of units).
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    return f"{us / 1e3:.2f} ms" if us >= 1e4 else f"{us:.1f} µs"
 
 
 def _one_line(text) -> str:
@@ -196,7 +191,7 @@ class SourceLine:
         """``3.21 ms · 12.4%`` (empty when not profiled or no time was measured here)."""
         if not self.time_us:
             return ""
-        return f"{_duration_text(self.time_us)} · {100 * (self.share or 0):.1f}%"
+        return f"{format_us(self.time_us)} · {format_share(self.share or 0)}"
 
     def as_json(self) -> dict:
         """Return a JSON-ready dict (``notes`` carries each chain's one-line text)."""
@@ -257,7 +252,7 @@ class SourceFile:
         if not self.recorded:
             parts.append("file text not recorded")
         if self.profiled:
-            parts.append(f"profiled: {_duration_text(self.total_us)} per step")
+            parts.append(f"profiled: {format_us(self.total_us)} per step")
         return " · ".join(parts)
 
     def as_json(self) -> dict:
@@ -298,16 +293,6 @@ def resolve_file(rec, query: str) -> str:
         raise UnknownItem("this recording holds no user source files")
     shown = ", ".join(files[:12]) + (f", ... ({len(files) - 12} more)" if len(files) > 12 else "")
     raise UnknownItem(f"no recorded file matches {query!r}; recorded files: {shown}")
-
-
-def _fell_back(rec) -> dict:
-    """{(graph, chain, kernel name): error} of the kernels that ran in torch at run time."""
-    out = {}
-    for e in rec.events("kernel_fallback"):
-        d = e.data if isinstance(e.data, dict) else {}
-        if isinstance(d.get("kernel"), str):
-            out[(e.graph, e.chain, d["kernel"])] = _one_line(d.get("error"))
-    return out
 
 
 def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict):
@@ -360,21 +345,22 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     file = resolve_file(rec, file)
     graphs = rec.graphs() if graph is None else [rec.graph(graph)]
     timings = rec.timings()
-    fell_back = _fell_back(rec)
+    fell_back = fallback_reasons(rec.events("kernel_fallback"))
     by_line: dict[int, list] = {}
     codes: dict[int, str] = {}
     total = 0.0
     profiled = False
     for g in graphs:
-        failed = {f.chain: _one_line(f.error) for f in g.failures}
         chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: _CHAIN_ORDER[c.kind])
         found = []
-        if None in failed:
-            found.extend(_eager_ops(rec, g, None, failed[None]))
+        whole = graph_eager(g)
+        if whole is not None:
+            found.extend(_eager_ops(rec, g, None, _one_line(whole)))
         for c in chains:
-            if c.kind in failed or c.status != "compiled" or not c.passes:
-                if None not in failed:
-                    found.extend(_eager_ops(rec, g, c.kind, failed.get(c.kind) or c.error or ""))
+            why = chain_eager(g, c)
+            if why is not None or c.status != "compiled" or not c.passes:
+                if whole is None:
+                    found.extend(_eager_ops(rec, g, c.kind, _one_line(why or "")))
                 continue
             timing = {}
             for t in timings.for_chain(g.id, c.kind):

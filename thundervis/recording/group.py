@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .liveness import host_name, process_token, run_status
-from .reader import Recording, RecordingError, open_recording
+from .errors import RecordingError
+from .reader import Recording, open_recording
+from .typed import bounded_count, check_value, describe, load_json, regular_file
 
 LAUNCH_FORMAT = "thundervis-launch"
 _LAUNCH = re.compile(r"launch-node(\d{1,6})\.json")
@@ -172,36 +174,51 @@ class GroupOverview:
 
 
 def _read_launch(path: str) -> Optional[Launch]:
+    """Return the launch in the launch file at ``path``; None when it is not one (another format);
+    :class:`RecordingError` (one sentence) when it is not a regular file, too large, or holds a
+    value of the wrong type or range."""
+    st = regular_file(path, "launch file")
+    if st.st_size > _MAX_LAUNCH_BYTES:
+        raise RecordingError(f"{path} is too large for a launch file.")
     try:
-        if os.path.getsize(path) > _MAX_LAUNCH_BYTES:
-            return None
-        with open(path) as f:
-            d = json.load(f)
-    except (OSError, ValueError):
+        with open(path, "rb") as f:
+            text = f.read(_MAX_LAUNCH_BYTES + 1).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        raise RecordingError(f"{path} cannot be read as a launch file.") from None
+    d = load_json(text, "the launch", path, dict)
+    if d is None or d.get("format") != LAUNCH_FORMAT:
         return None
-    if not isinstance(d, dict) or d.get("format") != LAUNCH_FORMAT:
-        return None
 
-    def text(v):
-        return v if isinstance(v, str) else None
+    def text_(key):
+        return check_value(d.get(key), "text?", f"its {key}", path)
 
-    def num(v):
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    def num(key, kind="num?"):
+        return check_value(d.get(key), kind, f"its {key}", path)
 
-    status = text(d.get("status")) or "running"
+    def strings(key):
+        v = d.get(key)
+        if v is None:
+            return ()
+        if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
+            raise RecordingError(f"{path} is corrupted (its {key} is {describe(v)} where a list of strings belongs).")
+        return tuple(v)
+
+    status = text_("status") or "running"
     if status not in ("running", "ok", "failed", "interrupted"):
         status = "failed"
-    pid = d.get("pid") if isinstance(d.get("pid"), int) else None
-    status = run_status(status, pid, text(d.get("host")), text(d.get("process_start")))
+    pid = num("pid", "int?")
+    status = run_status(status, pid, text_("host"), text_("process_start"))
+    failures = d.get("failures") or []
+    if not isinstance(failures, list):
+        raise RecordingError(f"{path} is corrupted (its failures are {describe(failures)} where a list belongs).")
     failures = tuple(
         {k: f.get(k) for k in ("rank", "local_rank", "exit_code", "signal", "error")
-         if isinstance(f.get(k), (int, str)) or f.get(k) is None}
-        for f in (d.get("failures") or []) if isinstance(f, dict))
-    return Launch(int(num(d.get("node_rank")) or 0),
-                  tuple(str(a) for a in d.get("torchrun_args") or [] if isinstance(a, str)),
-                  tuple(str(a) for a in d.get("target") or [] if isinstance(a, str)),
-                  status, num(d.get("exit_code")), failures, num(d.get("started_at")),
-                  num(d.get("ended_at")), text(d.get("host")))
+         if (f.get(k).__class__ in (int, str)) or f.get(k) is None}
+        for f in failures if isinstance(f, dict))
+    node_rank = num("node_rank", "nat?")
+    bounded_count(node_rank + 1 if node_rank is not None else None, "its node_rank", path)
+    return Launch(node_rank or 0, strings("torchrun_args"), strings("target"), status, num("exit_code", "int?"),
+                  failures, num("started_at"), num("ended_at"), text_("host"))
 
 
 def _fingerprint(pass_hashes: list) -> str:
@@ -214,7 +231,7 @@ def _fingerprint(pass_hashes: list) -> str:
 def rank_fingerprint(rec: Recording) -> tuple[str, list]:
     """Return (fingerprint of every pass's trace of ``rec``, per-pass (graph, chain, index, name,
     trace hash) list). Ranks with equal fingerprints compiled identical traces."""
-    from .group_store import trace_hashes
+    from .group_texts import trace_hashes
     items = trace_hashes(rec)
     return _fingerprint(items), items
 
@@ -235,7 +252,7 @@ def _communication_count(rec: Recording, items: list, cache: dict) -> int:
                 d = json.loads(rec.pass_json(g, c, i))
                 cache[fp] = sum(1 for b in d.get("symbols", []) if isinstance(b, dict)
                                 and isinstance(b.get("sym"), str) and is_communication(b["sym"]))
-            except (RecordingError, ValueError, AttributeError):
+            except (RecordingError, ValueError, AttributeError, TypeError, RecursionError):
                 cache[fp] = 0
         n += cache[fp]
     return n
@@ -254,16 +271,17 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
                     facts = e.data
             from .collectives import EVENT, SUMMARY, count_between
             between = count_between((e.event, e.data) for name in (EVENT, SUMMARY) for e in rec.events(name))
-            n_graphs = rec._rows("SELECT COUNT(*) FROM graphs")[0][0]
-            n_kernels = rec._rows("SELECT COUNT(*) FROM kernels")[0][0]
+            n_graphs = rec.store.rows("SELECT COUNT(*) FROM graphs")[0][0]
+            n_kernels = rec.store.rows("SELECT COUNT(*) FROM kernels")[0][0]
             fp, items = rank_fingerprint(rec)
-            from .group_store import missing_blobs
+            from .group_texts import missing_blobs
             missing = tuple(missing_blobs(rec, cache))
 
             def num(key):
-                return facts.get(key) if isinstance(facts.get(key), int) else None
+                return facts.get(key) if facts.get(key).__class__ is int else None
+            world = bounded_count(num("world_size"), "the world size of its distributed event", path)
             return RankSummary(rank, restart, path, run.status, run.exit_code, run.host, run.pid,
-                               num("local_rank"), num("node_rank"), num("world_size"), n_graphs,
+                               num("local_rank"), num("node_rank"), world, n_graphs,
                                len(items), n_kernels,
                                _communication_count(rec, items, cache) if not missing else 0, between, fp,
                                missing)
@@ -274,7 +292,7 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
 def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> RankSummary:
     """Return the :class:`RankSummary` of a ``.tvrank``: its own run and rank facts from the file,
     the rest from its variant's summary (read once per variant)."""
-    from .rank_file import RUN_COLUMNS, read_rank_file
+    from .rank_store import RUN_COLUMNS, read_rank_file
     try:
         doc = read_rank_file(path)
         variant = os.path.join(os.path.dirname(path), doc["variant"])
@@ -301,8 +319,8 @@ def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> Rank
             e = dict(zip(cols, row)) if isinstance(row, list) else {}
             if e.get("event") in ("distributed", EVENT, SUMMARY) and isinstance(e.get("data"), str):
                 try:
-                    d = json.loads(e["data"])
-                except ValueError:
+                    d = load_json(e["data"], "an event's data", path)
+                except RecordingError:
                     continue
                 if e["event"] == "distributed":
                     facts = d if isinstance(d, dict) else facts
@@ -310,10 +328,11 @@ def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> Rank
                     communication.append((e["event"], d))
 
         def num(v):
-            return v if isinstance(v, int) and not isinstance(v, bool) else None
+            return v if v.__class__ is int else None
+        world = bounded_count(num(facts.get("world_size")), "the world size of its distributed event", path)
         return RankSummary(rank, restart, path, status, num(run["exit_code"]),
                            run["host"] if isinstance(run["host"], str) else None, num(run["pid"]),
-                           num(facts.get("local_rank")), num(facts.get("node_rank")), num(facts.get("world_size")),
+                           num(facts.get("local_rank")), num(facts.get("node_rank")), world,
                            base.n_graphs, base.n_passes, base.n_kernels, base.n_communication,
                            count_between(communication), base.fingerprint, base.missing)
     except RecordingError as e:
@@ -392,7 +411,7 @@ class Group:
         cache: dict = {}
         ranks = [summarize_rank_file(r, restart, p, cache) if p.endswith(".tvrank") else
                  summarize_rank(r, restart, p, cache) for r, (restart, p) in self.rank_files().items()]
-        sizes = [r.world_size for r in ranks if r.world_size]
+        sizes = [r.world_size for r in ranks if r.world_size]  # each checked: at most typed.MAX_COUNT
         world = max(sizes) if sizes else None
         seen = {r.rank for r in ranks}
         absent = [r for r in range(world)] if world else []

@@ -11,7 +11,8 @@ duration lives in ``passes.meta``, and the stored trace JSON and printed text ar
 *canonical* ones without it (the reader puts the rank's own duration back), so identical traces of
 two ranks are one row however long each rank took.
 
-Safety: a packed rank file stays a complete recording of everything but those texts: run, status,
+Reading a packed file is the packed store's (:mod:`.packed_store`, under the reader); this module
+is group code above the reader: it writes. Safety: a packed rank file stays a complete recording of everything but those texts: run, status,
 graphs, chains, passes, kernels (names, members, sources), failures, events, timings. Sent alone it
 opens with ``ls`` and says which texts are missing; asking for one raises a
 :class:`~.reader.RecordingError` naming ``traces.tvstore`` and the fingerprint. References are only
@@ -21,19 +22,17 @@ fingerprint, so a store that does not belong to the rank is reported, never show
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
-import threading
 import zlib
 from typing import Optional
 from urllib.parse import quote
 
-STORE_NAME = "traces.tvstore"
-STORE_APPLICATION_ID = 0x54565354  # "TVST"
-REF_PREFIX = "@tvstore:sha256:"
-PACKED_KEY = "packed_into"
+from .group_texts import canonical_trace
+from .typed import decompress
+from .schema import KERNEL_COLUMN_KEYS
+from .packed_store import PACKED_KEY, STORE_APPLICATION_ID, STORE_NAME, fingerprint, make_ref  # noqa: F401
 
 _STORE_TABLES = """
 CREATE TABLE IF NOT EXISTS blobs (
@@ -44,75 +43,11 @@ CREATE TABLE IF NOT EXISTS blobs (
 """
 
 
-def fingerprint(text: str) -> str:
-    """Return the SHA-256 hex of ``text`` (UTF-8)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _ref(fp: str, seq_offset: int = 0) -> str:
-    return REF_PREFIX + fp + (f"~{seq_offset}" if seq_offset else "")
-
-
-def _parse_ref(text: Optional[str]) -> Optional[tuple[str, int]]:
-    """Return (fingerprint, seq_nr offset) a reference names, or None when ``text`` is not one."""
-    if not (isinstance(text, str) and text.startswith(REF_PREFIX)):
-        return None
-    body = text[len(REF_PREFIX):]
-    fp, _, offset = body.partition("~")
-    if len(fp) != 64 or any(c not in "0123456789abcdef" for c in fp):
-        return None
-    if offset and not offset.lstrip("-").isdigit():
-        return None
-    return fp, int(offset or 0)
-
-
-def _ref_fp(text: Optional[str]) -> Optional[str]:
-    """Return the fingerprint a reference names, or None when ``text`` is not a reference."""
-    parsed = _parse_ref(text)
-    return parsed[0] if parsed else None
-
-
-def _walk_symbols(symbols):
-    for b in symbols if isinstance(symbols, list) else ():
-        if isinstance(b, dict):
-            yield b
-            yield from _walk_symbols(b.get("subsymbols"))
-
-
-def canonical_trace(trace_json: str) -> tuple[str, int]:
-    """Return (a pass's trace JSON without what differs between ranks that compiled the same
-    trace, the seq_nr offset taken out). Its ``meta`` (durations) is dropped; autograd's
-    ``seq_nr`` counts every autograd op the process ran before, so it is stored relative to the
-    smallest one of the pass (the offset goes in the reference and is added back on reading)."""
-    d = json.loads(trace_json)
-    d.pop("meta", None)
-    seqs = [b["seq_nr"] for b in _walk_symbols(d.get("symbols")) if isinstance(b.get("seq_nr"), int)]
-    offset = min(seqs) if seqs else 0
-    if offset:
-        for b in _walk_symbols(d.get("symbols")):
-            if isinstance(b.get("seq_nr"), int):
-                b["seq_nr"] -= offset
-    return json.dumps(d, separators=(",", ":"), ensure_ascii=False), offset
-
-
-def canonical_trace_json(trace_json: str) -> str:
-    """Return the canonical form of a pass's trace JSON (see :func:`canonical_trace`)."""
-    return canonical_trace(trace_json)[0]
-
-
-def _with_meta(canonical: str, meta_text: Optional[str], seq_offset: int = 0) -> str:
-    d = json.loads(canonical)
-    try:
-        meta = json.loads(meta_text) if meta_text else {}
-    except ValueError:
-        meta = {}
-    d["meta"] = {k: v for k, v in (meta if isinstance(meta, dict) else {}).items()
-                 if isinstance(v, (int, float, str, bool))}
-    if seq_offset:
-        for b in _walk_symbols(d.get("symbols")):
-            if isinstance(b.get("seq_nr"), int):
-                b["seq_nr"] += seq_offset
-    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+def _plain(value, path: str) -> Optional[str]:
+    """Return a stored text column's text (schema 3 stores it compressed)."""
+    if isinstance(value, (bytes, bytearray)):
+        return decompress(value, "a stored text", path).decode("utf-8", "surrogatepass")
+    return value
 
 
 def _printed_body(printed: str) -> str:
@@ -120,167 +55,9 @@ def _printed_body(printed: str) -> str:
     return printed.split("\n", 1)[1] if printed.startswith("# graph ") and "\n" in printed else printed
 
 
-# -- reading (used by the reader) -------------------------------------------------------------
-
-_STORES_LOCK = threading.Lock()
-
-
-def is_packed(rec) -> bool:
-    """Return True when the recording ``rec`` was packed into a group store."""
-    cached = getattr(rec, "_packed_cache", None)
-    if cached is None:
-        rows = rec._rows("SELECT value FROM meta WHERE key=?", (PACKED_KEY,))
-        cached = bool(rows and rows[0][0] == STORE_NAME)
-        rec._packed_cache = cached
-    return cached
-
-
-def store_path(rec) -> str:
-    """Return where the group store of ``rec`` is expected: next to the rank file."""
-    return os.path.join(os.path.dirname(os.path.abspath(rec.path)), STORE_NAME)
-
-
-def _store_conn(rec) -> Optional[sqlite3.Connection]:
-    path = store_path(rec)
-    with _STORES_LOCK:
-        conns = getattr(rec, "_store_conns", None)
-        if conns is None:
-            conns = rec._store_conns = {}
-        key = threading.get_ident()
-        if key in conns:
-            return conns[key]
-        if not os.path.exists(path):
-            return None
-        try:
-            conn = sqlite3.connect("file:" + quote(path) + "?mode=ro&immutable=1", uri=True,
-                                   check_same_thread=False)
-            if conn.execute("PRAGMA application_id").fetchone()[0] != STORE_APPLICATION_ID:
-                conn.close()
-                return None
-        except sqlite3.Error:
-            return None
-        conns[key] = conn
-        return conn
-
-
-def blob(rec, fp: str, what: str) -> str:
-    """Return the text with fingerprint ``fp`` from the group store of ``rec``; RecordingError
-    (one sentence naming ``what``, the store and the fingerprint) when it cannot be had."""
-    from .reader import RecordingError
-    conn = _store_conn(rec)
-    where = f"{STORE_NAME} next to {os.path.basename(rec.path)}"
-    if conn is None:
-        raise RecordingError(
-            f"the {what} of {os.path.basename(rec.path)} is kept once for its whole group in {where} "
-            f"(sha256 {fp[:16]}), which is missing or not a group store: copy the whole group folder, "
-            "not one rank file.")
-    try:
-        row = conn.execute("SELECT data FROM blobs WHERE fp=?", (fp,)).fetchone()
-    except sqlite3.Error as e:
-        raise RecordingError(f"{where} is corrupted (SQLite: {e}).") from None
-    if row is None:
-        raise RecordingError(f"the {what} (sha256 {fp[:16]}) is not in {where}: the store belongs to "
-                             "another group or is incomplete.")
-    try:
-        text = zlib.decompress(row[0]).decode("utf-8", "surrogatepass")
-    except (zlib.error, UnicodeDecodeError):
-        raise RecordingError(f"{where} is corrupted (the {what} does not decompress).") from None
-    if fingerprint(text) != fp:
-        raise RecordingError(f"{where} is corrupted (the {what} does not match its fingerprint).")
-    return text
-
-
-def resolve_text(rec, text: Optional[str], what: str) -> Optional[str]:
-    """Return ``text`` itself, or the stored text it refers to when ``rec`` is packed."""
-    fp = _ref_fp(text)
-    if fp is None or not is_packed(rec):
-        return text
-    return blob(rec, fp, what)
-
-
-def resolve_pass(rec, trace_json: Optional[str], printed: Optional[str], meta: Optional[str],
-                 where: str) -> tuple[Optional[str], Optional[str]]:
-    """Return a pass's (trace JSON, printed text) with references resolved and the rank's own
-    meta put back (the header line of the printed text is rebuilt by the reader)."""
-    fp_j, fp_p = _ref_fp(trace_json), _ref_fp(printed)
-    if (fp_j is None and fp_p is None) or not is_packed(rec):
-        return trace_json, printed
-    if fp_j is not None:
-        trace_json = _with_meta(blob(rec, fp_j, f"trace of {where}"), meta, _parse_ref(trace_json)[1])
-    if fp_p is not None:
-        printed = "# graph (header rebuilt by the reader)\n" + blob(rec, fp_p, f"printed trace of {where}")
-    return trace_json, printed
-
-
-def close_store(rec) -> None:
-    """Close the store connections ``rec`` opened."""
-    with _STORES_LOCK:
-        conns = getattr(rec, "_store_conns", None) or {}
-        rec._store_conns = {}
-    for c in conns.values():
-        try:
-            c.close()
-        except sqlite3.Error:
-            pass
-
-
-def trace_hashes(rec) -> list[tuple]:
-    """Return (graph, chain, index, pass name, fingerprint of its canonical trace JSON) for every
-    pass of ``rec``, packed or not: equal lists mean identical traces."""
-    packed = is_packed(rec)
-    out, held = [], {}
-    rows = rec._rows("SELECT graph_id, chain, idx, name, symbols_from, trace_json FROM passes"
-                     " ORDER BY graph_id, chain, idx")
-    for g, c, i, name, src, tj in rows:
-        fp = None
-        if tj is not None:
-            fp = _ref_fp(tj) if packed else None
-            if fp is None:
-                try:
-                    fp = fingerprint(canonical_trace_json(tj))
-                except ValueError:
-                    fp = "damaged"
-            held[(g, c, i)] = fp
-        else:
-            fp = held.get((g, c, src), "missing")
-        out.append((g, c, i, name, fp))
-    return out
-
-
-def missing_blobs(rec, cache: Optional[dict] = None) -> list[str]:
-    """Return what a packed rank file refers to but cannot find (empty when complete): one line
-    per missing kind, e.g. ``traces.tvstore (42 texts)``. ``cache`` (shared by the ranks of one
-    group) keeps the store's fingerprints once read."""
-    if not is_packed(rec):
-        return []
-    fps = set()
-    for (tj, pr) in rec._rows("SELECT trace_json, printed FROM passes"):
-        fps.update(f for f in (_ref_fp(tj), _ref_fp(pr)) if f)
-    for (code, tj) in rec._rows("SELECT code, trace_json FROM kernels"):
-        fps.update(f for f in (_ref_fp(code), _ref_fp(tj)) if f)
-    if rec._has_table("sources"):
-        fps.update(f for (t,) in rec._rows("SELECT text FROM sources") if (f := _ref_fp(t)))
-    if not fps:
-        return []
-    key = ("store fingerprints", store_path(rec))
-    have = cache.get(key) if cache is not None else None
-    if have is None:
-        conn = _store_conn(rec)
-        if conn is None:
-            return [f"{STORE_NAME} ({len(fps)} texts: traces, kernel code, sources)"]
-        try:
-            have = {r[0] for r in conn.execute("SELECT fp FROM blobs")}
-        except sqlite3.Error:
-            return [f"{STORE_NAME} (unreadable)"]
-        if cache is not None:
-            cache[key] = have
-    lost = len(fps - have)
-    return [f"{STORE_NAME} lacks {lost} of {len(fps)} texts"] if lost else []
-
-
 # -- packing ----------------------------------------------------------------------------------
 
-def open_store(path: str) -> sqlite3.Connection:
+def open_group_store(path: str) -> sqlite3.Connection:
     """Open (creating it when needed) the group store at ``path`` for writing."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"PRAGMA application_id = {STORE_APPLICATION_ID}")
@@ -295,7 +72,7 @@ def _put(store: sqlite3.Connection, text: str, seen: set, seq_offset: int = 0) -
         store.execute("INSERT OR IGNORE INTO blobs(fp, size, data) VALUES (?,?,?)",
                       (fp, len(raw), zlib.compress(raw, 6)))
         seen.add(fp)
-    return _ref(fp, seq_offset)
+    return make_ref(fp, seq_offset)
 
 
 def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) -> bool:
@@ -317,6 +94,7 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
                 "SELECT graph_id, chain, idx, trace_json, printed FROM passes").fetchall():
             if tj is None and pr is None:
                 continue
+            tj, pr = _plain(tj, path), _plain(pr, path)
             new_tj = None
             if tj is not None:
                 canonical, offset = canonical_trace(tj)
@@ -325,20 +103,22 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
             conn.execute("UPDATE passes SET trace_json=?, printed=? WHERE graph_id=? AND chain=? AND idx=?",
                          (new_tj, new_pr, g, c, i))
         for kid, code, tj in conn.execute("SELECT id, code, trace_json FROM kernels").fetchall():
+            code, tj = _plain(code, path), _plain(tj, path)
             conn.execute("UPDATE kernels SET code=?, trace_json=? WHERE id=?",
                          (_put(store, code, seen) if code else code, _put(store, tj, seen) if tj else tj, kid))
-        # The kernel record duplicates code and region IR: keep only its other fields.
+        # A recording of schema < 3 repeats the columns (code, region IR under "trace") in the
+        # kernel record: keep only the fields without a column.
         for kid, record in conn.execute("SELECT id, record FROM kernels").fetchall():
             try:
                 d = json.loads(record)
-            except ValueError:
+            except (ValueError, TypeError, RecursionError):
                 continue
-            if isinstance(d, dict):
-                for k in ("code", "region", "trace_json"):
-                    d.pop(k, None)
+            if isinstance(d, dict) and KERNEL_COLUMN_KEYS & d.keys():
+                d = {k: v for k, v in d.items() if k not in KERNEL_COLUMN_KEYS}
                 conn.execute("UPDATE kernels SET record=? WHERE id=?", (json.dumps(d), kid))
         if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sources'").fetchone():
             for f, text in conn.execute("SELECT file, text FROM sources").fetchall():
+                text = _plain(text, path)
                 if text:
                     conn.execute("UPDATE sources SET text=? WHERE file=?", (_put(store, text, seen), f))
         conn.execute("DELETE FROM symbols")  # an index over the trace JSON: the reader derives it
@@ -372,7 +152,7 @@ def pack_group(group_dir: str) -> tuple[int, int]:
     files = sorted((r, p) for r, (_, p) in Group(group_dir).rank_files().items() if p.endswith(".tvrec"))
     if not files:
         return 0, 0
-    store = open_store(os.path.join(group_dir, STORE_NAME))
+    store = open_group_store(os.path.join(group_dir, STORE_NAME))
     seen: set = set()
     packed = left = 0
     try:

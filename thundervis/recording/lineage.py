@@ -10,13 +10,13 @@ runs each surviving symbol at the last pass, and the kernel when that symbol is 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from .model import (CHAIN_ORDER, ChainLineage, Lineage, LineageEnd, LineageStep, PassRef, Symbol,
                     SymbolDetail, UnknownItem)
 
-if TYPE_CHECKING:
-    from .reader import Recording
+# ``rec`` below is a :class:`~.reader.Recording` (not imported: the reader uses this module).
+Recording = "Recording"
 
 
 def _same_file(stored: str, wanted: str) -> bool:

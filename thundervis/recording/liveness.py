@@ -94,4 +94,7 @@ def last_recorded(conn: sqlite3.Connection) -> Optional[str]:
     if not candidates:
         return None
     at, what = max(candidates, key=lambda c: c[0])
-    return f"{what} at {time.strftime('%H:%M:%S', time.localtime(at))}"
+    try:
+        return f"{what} at {time.strftime('%H:%M:%S', time.localtime(at))}"
+    except (OverflowError, ValueError, OSError):  # a time no clock can show: a damaged file
+        return what

@@ -1,36 +1,39 @@
 """Reading a recording: the one door through which views, commands and tests read one.
 
-:func:`open_recording` refuses, with one sentence in a :class:`RecordingError`, a file that does not
-exist, is not a thundervis recording, is truncated or corrupted, or was written with a newer schema.
-Every later query turns SQLite errors into :class:`RecordingError` too. A :class:`Recording` returns
-only the frozen values of :mod:`thundervis.recording.model` (the view model).
+:func:`open_recording` opens a recording's store (:mod:`.store`: a plain file, a packed rank file
+of a group, or a ``.tvrank`` laid over its variant) and returns a :class:`Recording`, which holds
+that store and answers every query with the frozen values of :mod:`thundervis.recording.model`
+(the view model). Anything unreadable is one sentence in a :class:`RecordingError`: a file that
+does not exist or is not a regular file, is not a thundervis recording, is truncated, corrupted,
+was written with a newer schema, holds views or triggers, or holds a value of the wrong type or
+range where the reader reads it (every column is checked, :mod:`.typed`).
 
-Reading never writes: the file is opened read-only (SQLite's ``immutable`` mode where nothing can
-change it or the directory is not writable), so no ``-wal``/``-shm`` files are left next to a
-recording that was only read. Each thread gets its own connection, so UI worker threads may call
-any method; :meth:`Recording.revision` changes when another process commits (a live run), which is
-what a viewer polls. Trace JSON is loaded by the compiler's validating loader; nothing is unpickled
-or executed.
+Reading never writes (see :mod:`.file_store`). Each thread gets its own connection, so UI worker
+threads may call any method; :meth:`Recording.revision` changes when another process commits (a
+live run), which is what a viewer polls. Trace JSON is loaded by the compiler's validating loader;
+nothing is unpickled or executed. Symbol rows are :mod:`.symbol_rows`' (a :class:`SymbolIndex` the
+recording holds), lineage and symbol details :mod:`.lineage`'s. Group folders (:mod:`.group`) sit
+on top of this module and are never imported by it.
 
-This module holds :func:`open_recording` and the queries of runs, graphs, kernels, passes, sources
-and timings; opening and connections are :mod:`.connection`, the symbol rows and lineage queries
-:mod:`.symbol_rows` (every name they define that this module used to define is re-exported here).
+A module that reads a table of its own goes through ``rec.store.rows(sql, params)`` (see
+:mod:`.store` for how).
 """
 from __future__ import annotations
 
 import difflib
 import os
-import sqlite3
+import threading
 from typing import Optional, Union
 
-from .connection import (SQLITE_MAGIC, RecordingConnection, RecordingError, _check_header,  # noqa: F401
-                         _connect, _is_ref, _uri, open_checked)
+from .errors import RecordingError
 from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, KernelSource,  # noqa: F401
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
 from .liveness import last_recorded, run_status
 from .pass_refs import PassLike, _pass_key  # noqa: F401
-from .symbol_rows import _SYMBOL_COLUMNS, SymbolRows  # noqa: F401
+from .store import Store, open_store
+from .symbol_rows import SymbolIndex
+from .typed import load_json, row_checker
 
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
 
@@ -40,12 +43,7 @@ def open_recording(path: str, *, check: bool = True) -> "Recording":
 
     With ``check`` the whole file is verified with SQLite's ``quick_check``. Raises
     :class:`RecordingError` (one sentence) for anything that is not a readable recording."""
-    path = os.path.abspath(path)
-    from .rank_file import is_rank_file
-    if is_rank_file(path):  # a rank of a packed group: its variant's recording with the rank's part
-        from .rank_file import open_rank_file
-        return open_rank_file(path, check=check)
-    return Recording(path, *open_checked(path, check))
+    return Recording(open_store(os.path.abspath(path), check))
 
 
 def _chain_order(kind: str) -> tuple:
@@ -54,30 +52,96 @@ def _chain_order(kind: str) -> tuple:
 
 _KERNEL_COLUMNS = ("id, graph_id, chain, name, executor, uid, pass_name, language, members, ops, inputs,"
                    " outputs, source_lines, note")
+_CHECK_KERNELS = row_checker("kernels", _KERNEL_COLUMNS.split(", "), (
+    "int", "int", "text", "text", "text", "text?", "text?", "text?", "text", "text", "text", "text", "text", "text?"))
+_CHECK_PASSES = row_checker("passes", ("graph_id", "chain", "idx", "name", "duration_ms", "changed", "n_symbols"),
+                            ("int", "text", "nat", "text", "pos", "int", "nat"))
+_CHECK_CHAINS = row_checker("chains", ("graph_id", "kind", "status", "error"), ("int", "text", "text", "text?"))
+_CHECK_FAILURES = row_checker("failures", ("graph_id", "chain", "error", "traceback"),
+                              ("int", "text?", "text", "text?"))
+_CHECK_EVENTS = row_checker("events", ("graph_id", "chain", "event", "data", "at"),
+                            ("int?", "text?", "text", "text?", "num"))
+_CHECK_GRAPHS = row_checker("graphs", ("id", "compile_id", "reason", "recompile_reason", "graph_break_reason",
+                                       "n_inputs", "n_nodes", "compile_s"),
+                            ("int", "text?", "text?", "text?", "text?", "nat?", "nat?", "pos?"))
+_CHECK_RUN = row_checker("run", ("script", "module", "argv", "cwd", "python", "torch", "triton", "thundervis",
+                                 "device", "executors", "started_at", "ended_at", "status", "exit_code",
+                                 "traceback", "pid", "host", "process_start"),
+                         ("text?", "text?", "text", "text", "text?", "text?", "text?", "text?", "text?", "text?",
+                          "num", "num?", "text", "int?", "text?", "int?", "text?", "text?"))
+_RUN_STATUSES = ("running", "ok", "failed", "interrupted")
+_CHECK_PASS_ROW = row_checker("passes", ("name", "symbols_from", "meta"), ("text", "nat", "text?"))
+_CHECK_KERNEL_SOURCE = row_checker("kernels", ("id", "name", "language"), ("int", "text", "text?"))
 
 
-class Recording(RecordingConnection, SymbolRows):
+class Recording:
     """A recording open for reading; create it with :func:`open_recording`. Safe to use from
     several threads (one SQLite connection per thread); every method returns view-model values.
-    The connections are :class:`~.connection.RecordingConnection`'s, the symbol and lineage
-    queries :class:`~.symbol_rows.SymbolRows`'."""
+    ``store`` is where it reads (:class:`~.store.Store`; ``store.rows(sql, params)`` is the one
+    query entry point for modules that read tables of their own)."""
 
-    def __init__(self, path: str, uri: str, schema_version: int, conn: sqlite3.Connection):
-        super().__init__(path, uri, schema_version, conn)
-        self._init_symbol_rows()
+    def __init__(self, store: Store):
+        self.store = store
+        self.path = store.path
+        self.schema_version = store.schema_version
+        self.immutable = store.immutable
+        self._lock = threading.Lock()  # guards the caches
         self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
+        self._symbol_index = SymbolIndex(self)
+
+    # -- the store --------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file (every thread's connection)."""
+        self.store.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def snapshot(self):
+        """Run the ``with`` body's reads on one consistent snapshot of the file (a live run's later
+        commits are not seen halfway through); nests."""
+        return self.store.snapshot()
+
+    def _rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        # Kept for modules written before the store: new code calls self.store.rows.
+        return self.store.rows(sql, params)
+
+    def _json(self, text, default=None, what: str = "a stored JSON value"):
+        """Parse a stored JSON value (depth-limited); with a list or dict ``default`` it must be of
+        that type."""
+        expect = type(default) if isinstance(default, (list, dict)) else None
+        return load_json(text, what, self.path, expect, default)
+
+    def revision(self) -> Revision:
+        """Return the file's :class:`Revision`: it changes when another process commits to the
+        file (a live run writing, a rerun storing results) or the run's status changes. Cheap:
+        poll it and reload what is shown when it differs."""
+        return Revision(self.store.data_version(), self.run().status)
 
     # -- run and graphs -----------------------------------------------------------------------
 
     def run(self) -> Run:
         """Return the run row."""
         extra = "host, process_start" if self.schema_version >= 2 else "NULL, NULL"
-        r = self._rows("SELECT script, module, argv, cwd, python, torch, triton, thundervis, device,"
-                       f" executors, started_at, ended_at, status, exit_code, traceback, pid, {extra} FROM run")[0]
+        rows = self.store.rows("SELECT script, module, argv, cwd, python, torch, triton, thundervis, device,"
+                               f" executors, started_at, ended_at, status, exit_code, traceback, pid, {extra} FROM run")
+        if len(rows) != 1:
+            raise RecordingError(f"{self.path} is corrupted (it holds {len(rows)} run rows, not one).")
+        r = _CHECK_RUN(rows, self.path)[0]
+        if r[12] not in _RUN_STATUSES:
+            raise RecordingError(f"{self.path} is corrupted (run.status is not one of {', '.join(_RUN_STATUSES)}).")
         status = run_status(r[12], r[15], r[16], r[17])
-        last = last_recorded(self._conn()) if status == "killed" else None
-        return Run(r[0], r[1], self._json(r[2], []), r[3], r[4], r[5], r[6], r[7], r[8],
-                   self._json(r[9]), r[10], r[11], status, r[13], r[14], r[15], r[16], last)
+        last = last_recorded(self.store.connection()) if status == "killed" else None
+        argv = [str(a) for a in self._json(r[2], [], "run.argv")]
+        executors = self._json(r[9], None, "run.executors")
+        if executors is not None and not isinstance(executors, list):
+            raise RecordingError(f"{self.path} is corrupted (run.executors is not a JSON list).")
+        return Run(r[0], r[1], argv, r[3], r[4], r[5], r[6], r[7], r[8],
+                   executors, r[10], r[11], status, r[13], r[14], r[15], r[16], last)
 
     def overview(self) -> Overview:
         """Return the :class:`Overview` (what ``ls`` shows): run, graphs with chains, passes,
@@ -95,12 +159,13 @@ class Recording(RecordingConnection, SymbolRows):
         with self.snapshot():
             timings = self.timings()
             passes: dict[tuple, list[PassInfo]] = {}
-            for g, c, i, n, ms, ch, ns in self._rows(
+            for g, c, i, n, ms, ch, ns in _CHECK_PASSES(self.store.rows(
                     "SELECT graph_id, chain, idx, name, duration_ms, changed, n_symbols FROM passes"
-                    " ORDER BY graph_id, chain, idx"):
+                    " ORDER BY graph_id, chain, idx"), self.path):
                 passes.setdefault((g, c), []).append(PassInfo(g, c, i, n, ms, bool(ch), ns))
             chains: dict[int, list[Chain]] = {}
-            for g, kind, status, error in self._rows("SELECT graph_id, kind, status, error FROM chains"):
+            for g, kind, status, error in _CHECK_CHAINS(self.store.rows(
+                    "SELECT graph_id, kind, status, error FROM chains"), self.path):
                 chains.setdefault(g, []).append(Chain(g, kind, status, error, tuple(passes.get((g, kind), ()))))
             failures: dict[int, list[Failure]] = {}
             for f in self.failures():
@@ -109,8 +174,9 @@ class Recording(RecordingConnection, SymbolRows):
             for k in self._kernels("", (), timings):
                 kernels.setdefault(k.graph, []).append(k)
             out = []
-            for row in self._rows("SELECT id, compile_id, reason, recompile_reason, graph_break_reason,"
-                                  " n_inputs, n_nodes, compile_s FROM graphs ORDER BY id"):
+            for row in _CHECK_GRAPHS(self.store.rows(
+                    "SELECT id, compile_id, reason, recompile_reason, graph_break_reason,"
+                    " n_inputs, n_nodes, compile_s FROM graphs ORDER BY id"), self.path):
                 gid = row[0]
                 cs = sorted(chains.get(gid, []), key=lambda c: _chain_order(c.kind))
                 out.append(Graph(*row, chains=tuple(cs), failures=tuple(failures.get(gid, ())),
@@ -132,43 +198,17 @@ class Recording(RecordingConnection, SymbolRows):
         ids = ", ".join(str(g.id) for g in graphs) or "none recorded"
         raise UnknownItem(f"no graph {graph_id} in this recording (graphs: {ids})")
 
-    def pick_chain(self, graph: Optional[int] = None, chain: Optional[str] = None) -> tuple[Graph, Chain]:
-        """Return the (Graph, Chain) asked for, with the defaults every view uses: the first graph
-        with a forward (or inference) chain, and its forward, inference or backward chain. Raises
-        :class:`UnknownItem` naming the valid choices."""
-        graphs = self._graphs()
-        if not graphs:
-            raise UnknownItem(f"{self.path} holds no compiled graph")
-        if graph is None:
-            wanted = [chain] if chain else ["forward", "inference"]
-            g = next((g for g in graphs if any(c.kind in wanted for c in g.chains)), graphs[0])
-        else:
-            g = self.graph(graph)
-        if chain is None:
-            kinds = [c.kind for c in g.chains]
-            chain = next((k for k in ("forward", "inference", "backward") if k in kinds),
-                         kinds[0] if kinds else "forward")
-        return g, g.chain(chain)
-
-    def pick_pass(self, graph: Optional[int] = None, chain: Optional[str] = None,
-                  pass_: Union[int, str, None] = None) -> tuple[Graph, Chain, PassInfo]:
-        """Return the (Graph, Chain, PassInfo) asked for (``pass_``: index or name, None for the
-        last pass), defaults as :meth:`pick_chain`; :class:`UnknownItem` names the valid choices."""
-        g, c = self.pick_chain(graph, chain)
-        if not c.passes:
-            raise UnknownItem(f"graph {g.id} {c.kind} has no recorded pass")
-        return g, c, (c.find_pass(pass_) if pass_ is not None else c.passes[-1])
-
     def failures(self) -> list[Failure]:
         """Return every recorded failure, in order."""
-        return [Failure(*r) for r in self._rows(
-            "SELECT graph_id, chain, error, traceback FROM failures ORDER BY id")]
+        return [Failure(*r) for r in _CHECK_FAILURES(self.store.rows(
+            "SELECT graph_id, chain, error, traceback FROM failures ORDER BY id"), self.path)]
 
     def events(self, event: Optional[str] = None) -> list[Event]:
         """Return the recorded events (all, or those named ``event``), in order."""
         where, params = ("WHERE event=?", (event,)) if event else ("", ())
-        return [Event(g, c, e, self._json(d), at) for g, c, e, d, at in self._rows(
-            f"SELECT graph_id, chain, event, data, at FROM events {where} ORDER BY id", params)]
+        return [Event(g, c, e, self._json(d, None, "events.data"), at) for g, c, e, d, at in _CHECK_EVENTS(
+            self.store.rows(f"SELECT graph_id, chain, event, data, at FROM events {where} ORDER BY id", params),
+            self.path)]
 
     # -- kernels --------------------------------------------------------------------------------
 
@@ -177,12 +217,15 @@ class Recording(RecordingConnection, SymbolRows):
         by_id = {k.kernel_id: k for k in timings.kernels if k.kernel_id is not None}
         by_name = {(k.graph, k.chain, k.name): k for k in timings.kernels if k.kind == "fusion"}
         out = []
-        for r in self._rows(f"SELECT {_KERNEL_COLUMNS} FROM kernels {where} ORDER BY id", params):
+        for r in _CHECK_KERNELS(self.store.rows(f"SELECT {_KERNEL_COLUMNS} FROM kernels {where} ORDER BY id",
+                                                params), self.path):
             timing = by_id.get(r[0]) or by_name.get((r[1], r[2], r[3]))
             out.append(KernelInfo(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7],
-                                  tuple(self._json(r[8], [])), tuple(self._json(r[9], [])),
-                                  tuple(self._json(r[10], [])), tuple(self._json(r[11], [])),
-                                  tuple(self._json(r[12], [])), r[13], timing))
+                                  tuple(self._json(r[8], [], "kernels.members")),
+                                  tuple(self._json(r[9], [], "kernels.ops")),
+                                  tuple(self._json(r[10], [], "kernels.inputs")),
+                                  tuple(self._json(r[11], [], "kernels.outputs")),
+                                  tuple(self._json(r[12], [], "kernels.source_lines")), r[13], timing))
         return out
 
     def kernels(self, graph: Optional[int] = None, chain: Optional[str] = None) -> list[KernelInfo]:
@@ -224,49 +267,45 @@ class Recording(RecordingConnection, SymbolRows):
     def kernel_source(self, kernel: Union[KernelInfo, int]) -> KernelSource:
         """Return the generated code and the region IR (JSON text) of one kernel."""
         kid = kernel.id if isinstance(kernel, KernelInfo) else int(kernel)
-        rows = self._rows("SELECT id, name, language, code, trace_json FROM kernels WHERE id=?", (kid,))
+        rows = self.store.rows("SELECT id, name, language, code, trace_json FROM kernels WHERE id=?", (kid,))
         if not rows:
             raise UnknownItem(f"no kernel with id {kid} in this recording")
         kid, name, language, code, trace_json = rows[0]
-        from .group_store import resolve_text  # a rank file of a group: code kept in the group store
-        return KernelSource(kid, name, language, resolve_text(self, code, f"code of kernel {name}"),
-                            resolve_text(self, trace_json, f"region IR of kernel {name}"))
+        _CHECK_KERNEL_SOURCE([(kid, name, language)], self.path)
+        return KernelSource(kid, name, language, self.store.text(code, f"code of kernel {name}"),
+                            self.store.text(trace_json, f"region IR of kernel {name}"))
 
     # -- passes ---------------------------------------------------------------------------------
 
     def _pass_row(self, ref: PassRef) -> tuple:
-        """Return (name, symbols_from, trace_json, printed, meta) of one pass, following a shared
-        pass to the pass that holds its JSON and text."""
+        """Return (name, symbols_from, trace_json, printed, meta) of one pass as texts, following a
+        shared pass to the pass that holds its JSON and text."""
         graph, chain, index = ref.graph, ref.chain, ref.index
+        what = f"graph {graph} {chain} pass {index}"
+        store = self.store
         with self.snapshot():
-            rows = self._rows("SELECT name, symbols_from, trace_json, printed, meta FROM passes"
+            rows = store.rows("SELECT name, symbols_from, trace_json, printed, meta FROM passes"
                               " WHERE graph_id=? AND chain=? AND idx=?", (graph, chain, index))
             if not rows:
                 raise UnknownItem(f"graph {graph} {chain} has no pass {index}")
             name, held, trace_json, printed, meta = rows[0]
+            _CHECK_PASS_ROW([(name, held, meta)], self.path)
+            rebuild = False
             if trace_json is None or printed is None:
-                src = self._rows("SELECT trace_json, printed FROM passes WHERE graph_id=? AND chain=? AND idx=?",
+                src = store.rows("SELECT trace_json, printed FROM passes WHERE graph_id=? AND chain=? AND idx=?",
                                  (graph, chain, held))
-                if not src or held == index or src[0][0] is None:
-                    raise RecordingError(f"{self.path} is corrupted (graph {graph} {chain} pass {index} "
-                                         "shares a trace that is missing).")
+                if not src or held == index or src[0][0] is None or src[0][1] is None:
+                    raise RecordingError(f"{self.path} is corrupted ({what} shares a trace that is missing).")
                 trace_json, printed = src[0]
-                if printed.startswith("# graph "):
-                    from thundervis.compiler.ir import Trace
-                    from thundervis.compiler.printer import header_line
-                    header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
-                                               graph=graph, pass_name=name, meta=self._json(meta, {})))
-                    printed = header + "\n" + printed.split("\n", 1)[1]
-            if _is_ref(trace_json) or _is_ref(printed):  # a rank file packed into its group's store
-                from .group_store import resolve_pass
-                trace_json, printed = resolve_pass(self, trace_json, printed, meta,
-                                                   f"graph {graph} {chain} pass {index}")
-                if printed is not None:
-                    from thundervis.compiler.ir import Trace
-                    from thundervis.compiler.printer import header_line
-                    header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
-                                               graph=graph, pass_name=name, meta=self._json(meta, {})))
-                    printed = header + "\n" + printed.split("\n", 1)[1]
+                rebuild = True
+            rebuild = rebuild or store.is_reference(trace_json) or store.is_reference(printed)
+            trace_json, printed = store.pass_texts(trace_json, printed, meta, what)
+            if rebuild and printed is not None and printed.startswith("# graph "):
+                from thundervis.compiler.ir import Trace
+                from thundervis.compiler.printer import header_line
+                header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
+                                           graph=graph, pass_name=name, meta=self._json(meta, {}, "passes.meta")))
+                printed = header + "\n" + printed.split("\n", 1)[1] if "\n" in printed else header
         return name, held, trace_json, printed, meta
 
     def pass_info(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> PassInfo:
@@ -289,7 +328,7 @@ class Recording(RecordingConnection, SymbolRows):
         ref = _pass_key(ref, chain, index)
         name, held, trace_json, _, meta = self._pass_row(ref)
         def kernel_names():  # older recordings: their kernels say which symbols are fusions
-            return [r[0] for r in self._rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
+            return [r[0] for r in self.store.rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
                                              (ref.graph, ref.chain))]
         try:
             trace = trace_from_json(trace_json, kernel_names)
@@ -304,22 +343,19 @@ class Recording(RecordingConnection, SymbolRows):
 
     def source_files(self) -> list[str]:
         """Return the user source files whose text the recording holds."""
-        if not self._has_table("sources"):
+        if not self.store.has_table("sources"):
             return []
-        return [r[0] for r in self._rows("SELECT file FROM sources ORDER BY file")]
+        return [r[0] for r in self.store.rows("SELECT file FROM sources ORDER BY file") if isinstance(r[0], str)]
 
     def source_text(self, file: str) -> Optional[str]:
         """Return the text of user source file ``file`` as it was when the run compiled it (None
         when the recording does not hold it)."""
-        if not self._has_table("sources"):
+        if not self.store.has_table("sources"):
             return None
-        rows = self._rows("SELECT text FROM sources WHERE file=?", (file,))
-        if not rows or not isinstance(rows[0][0], str):
+        rows = self.store.rows("SELECT text FROM sources WHERE file=?", (file,))
+        if not rows or rows[0][0] is None:
             return None
-        if _is_ref(rows[0][0]):
-            from .group_store import resolve_text
-            return resolve_text(self, rows[0][0], f"recorded source of {file}")
-        return rows[0][0]
+        return self.store.text(rows[0][0], f"recorded source of {file}")
 
     def source_snippet(self, source, context: int = SNIPPET_CONTEXT) -> Optional[SourceSnippet]:
         """Return the lines around ``source`` (a SourceInfo: file, line, code) from the recorded
@@ -340,10 +376,7 @@ class Recording(RecordingConnection, SymbolRows):
     def timings(self) -> Timings:
         """Return the per-kernel and per-chain timings (empty when the run was not profiled)."""
         from .results import read_timings
-        try:
-            return read_timings(self._conn())
-        except sqlite3.Error as e:
-            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        return read_timings(self.store)
 
     def kernel_timing(self, kernel: KernelInfo) -> Optional[KernelTiming]:
         """Return the timing of one kernel (None when not profiled)."""
@@ -352,7 +385,38 @@ class Recording(RecordingConnection, SymbolRows):
     def rerun_results(self, kernel_id: Optional[int] = None) -> list[RerunResult]:
         """Return the stored re-run results (of one kernel, or all), oldest first."""
         from .results import read_rerun_results
-        try:
-            return read_rerun_results(self._conn(), kernel_id)
-        except sqlite3.Error as e:
-            raise RecordingError(f"{self.path} is corrupted or truncated (SQLite: {e}).") from None
+        return read_rerun_results(self.store, kernel_id)
+
+    # -- symbols and lineage (the symbol index and lineage.py) ----------------------------------
+
+    def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
+        """Return the symbols of one pass (top level and subsymbols, in walk order)."""
+        return self._symbol_index.symbols(ref, chain, index)
+
+    def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
+        """Return the symbols of every pass of one chain, by pass then position."""
+        return self._symbol_index.chain_symbols(graph, chain)
+
+    def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
+        """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""
+        return self._symbol_index.symbols_at_line(line, graph)
+
+    def symbols_with_uid(self, graph: int, uid: str) -> list[Symbol]:
+        """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
+        return self._symbol_index.symbols_with_uid(graph, uid)
+
+    def symbol(self, ref: Union[PassRef, PassInfo], uid: str) -> SymbolDetail:
+        """Return the :class:`SymbolDetail` of symbol ``uid`` in pass ``ref``; :class:`UnknownItem`
+        when that pass has no such symbol."""
+        from .lineage import symbol_detail
+        return symbol_detail(self, _pass_key(ref, None, None), uid)
+
+    def lineage_of_uid(self, graph: int, uid: str) -> Lineage:
+        """Return the lineage of symbol ``uid`` in ``graph`` (and its twins in the other chains)."""
+        from .lineage import lineage_of_uid
+        return lineage_of_uid(self, graph, uid)
+
+    def lineage_of_source(self, file: str, line: int, graph: Optional[int] = None) -> list[Lineage]:
+        """Return the lineage of every symbol from ``file:line``, one per graph that has some."""
+        from .lineage import lineage_of_source
+        return lineage_of_source(self, file, line, graph)

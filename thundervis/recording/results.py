@@ -10,13 +10,16 @@ returned in microseconds. :func:`append_rerun_results` adds the results of ``thu
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
 from typing import Optional, Sequence
 from urllib.parse import quote
 
+from .errors import RecordingError
 from .model import ChainTiming, KernelTiming, RerunResult, Timings
+from .typed import load_json, row_checker
 
 # Our clock names ("device" / "host") and the ``method`` column the schema documents.
 METHOD = {"device": "cuda-device", "host": "host"}
@@ -59,53 +62,63 @@ def store_timings(conn: sqlite3.Connection, graph: int, chain: str, data: dict) 
          json.dumps([_ms(v) for v in data.get("call_starts_us", [])])))
 
 
-def _floats(text) -> tuple[float, ...]:
-    try:
-        v = json.loads(text) if text else []
-    except (TypeError, ValueError):
-        return ()
-    if not isinstance(v, list):
-        return ()
-    return tuple(float(x) * 1e3 for x in v if isinstance(x, (int, float)) and not isinstance(x, bool))
+def _floats(text, what: str, where: str) -> tuple[float, ...]:
+    v = load_json(text, what, where, list, [], depth=1)
+    return tuple(float(x) * 1e3 for x in v if x.__class__ in (int, float) and math.isfinite(x))
 
 
-def read_timings(conn: sqlite3.Connection) -> Timings:
-    """Return every timing in the recording open on ``conn`` (empty when nothing was profiled)."""
+_TIMING_COLUMNS = ("graph_id, chain, uid, name, executor, kind, position, method, device, calls, median_ms,"
+                   " min_ms, max_ms, total_ms, share, bytes_read, bytes_written, gbps, samples, starts, kernel_id")
+_CHECK_KERNEL_TIMINGS = row_checker("kernel_timings", _TIMING_COLUMNS.split(", "), (
+    "int", "text", "text", "text?", "text?", "text?", "int?", "text", "text", "nat", "pos?", "pos?", "pos?", "pos?",
+    "num?", "nat?", "nat?", "pos?", "text?", "text?", "int?"))
+_CHAIN_TIMING_COLUMNS = ("graph_id, chain, method, device, calls, median_ms, min_ms, max_ms, total_ms, warmup,"
+                         " partial, call_starts")
+_CHECK_GRAPH_TIMINGS = row_checker("graph_timings", _CHAIN_TIMING_COLUMNS.split(", "), (
+    "int", "text", "text", "text", "nat", "pos?", "pos?", "pos?", "pos?", "nat?", "int?", "text?"))
+_RERUN_COLUMNS = ("r.kernel_id, k.name, r.executor, r.device, r.inputs, r.iters, r.status, r.median_ms,"
+                  " r.min_ms, r.max_abs_error, r.max_rel_error, r.detail")
+_CHECK_RERUNS = row_checker("rerun_results", [c.split(".")[1] for c in _RERUN_COLUMNS.split(", ")], (
+    "int?", "text?", "text", "text", "text", "nat?", "text", "pos?", "pos?", "num?", "num?", "text?"))
+
+
+def read_timings(store) -> Timings:
+    """Return every timing in the recording ``store`` (a store: see store.py), checked for type and
+    range (empty when nothing was profiled)."""
+    where = store.path
     kernels = []
-    for r in conn.execute(
-            "SELECT graph_id, chain, uid, name, executor, kind, position, method, device, calls, median_ms,"
-            " min_ms, max_ms, total_ms, share, bytes_read, bytes_written, gbps, samples, starts, kernel_id"
-            " FROM kernel_timings ORDER BY graph_id, chain, position"):
+    for r in _CHECK_KERNEL_TIMINGS(store.rows(f"SELECT {_TIMING_COLUMNS} FROM kernel_timings"
+                                              " ORDER BY graph_id, chain, position"), where):
         kernels.append(KernelTiming(
             graph=r[0], chain=r[1], uid=r[2], name=r[3] or r[2], executor=r[4] or "", kind=r[5] or "op",
             position=r[6] if r[6] is not None else 0, clock=CLOCK.get(r[7], r[7]), device=r[8], calls=r[9],
             median_us=(r[10] or 0) * 1e3, min_us=(r[11] or 0) * 1e3, max_us=(r[12] or 0) * 1e3,
             total_us=(r[13] or 0) * 1e3, share=r[14] or 0.0, bytes_read=r[15] or 0, bytes_written=r[16] or 0,
-            gbps=r[17] or 0.0, samples_us=_floats(r[18]), starts_us=_floats(r[19]), kernel_id=r[20]))
+            gbps=r[17] or 0.0, samples_us=_floats(r[18], "kernel_timings.samples", where),
+            starts_us=_floats(r[19], "kernel_timings.starts", where), kernel_id=r[20]))
     chains = []
-    for r in conn.execute(
-            "SELECT graph_id, chain, method, device, calls, median_ms, min_ms, max_ms, total_ms, warmup,"
-            " partial, call_starts FROM graph_timings ORDER BY graph_id, chain"):
+    for r in _CHECK_GRAPH_TIMINGS(store.rows(f"SELECT {_CHAIN_TIMING_COLUMNS} FROM graph_timings"
+                                             " ORDER BY graph_id, chain"), where):
         chains.append(ChainTiming(
             graph=r[0], chain=r[1], clock=CLOCK.get(r[2], r[2]), device=r[3], calls=r[4],
             median_us=(r[5] or 0) * 1e3, min_us=(r[6] or 0) * 1e3, max_us=(r[7] or 0) * 1e3,
-            total_us=(r[8] or 0) * 1e3, warmup=r[9] or 0, partial=bool(r[10]), call_starts_us=_floats(r[11])))
+            total_us=(r[8] or 0) * 1e3, warmup=r[9] or 0, partial=bool(r[10]),
+            call_starts_us=_floats(r[11], "graph_timings.call_starts", where)))
     return Timings(tuple(kernels), tuple(chains))
 
 
-def read_rerun_results(conn: sqlite3.Connection, kernel_id: Optional[int] = None) -> list[RerunResult]:
-    """Return the stored re-run results (of one kernel, or all), oldest first."""
+def read_rerun_results(store, kernel_id: Optional[int] = None) -> list[RerunResult]:
+    """Return the stored re-run results of the recording ``store`` (of one kernel, or all), oldest
+    first, checked for type and range."""
     where, params = ("WHERE r.kernel_id=?", (kernel_id,)) if kernel_id is not None else ("", ())
     out = []
-    for row in conn.execute(
-            "SELECT r.kernel_id, k.name, r.executor, r.device, r.inputs, r.iters, r.status, r.median_ms,"
-            " r.min_ms, r.max_abs_error, r.max_rel_error, r.detail FROM rerun_results r"
-            f" LEFT JOIN kernels k ON k.id = r.kernel_id {where} ORDER BY r.id", params):
+    for row in _CHECK_RERUNS(store.rows(
+            f"SELECT {_RERUN_COLUMNS} FROM rerun_results r"
+            f" LEFT JOIN kernels k ON k.id = r.kernel_id {where} ORDER BY r.id", params), store.path):
         try:
-            extra = json.loads(row[11]) if row[11] else {}
-        except ValueError:
+            extra = load_json(row[11], "rerun_results.detail", store.path, dict, {}) if row[11] else {}
+        except RecordingError:
             extra = {"detail": row[11]}
-        extra = extra if isinstance(extra, dict) else {}
         out.append(RerunResult(kernel=row[1] or str(extra.get("kernel", "")), executor=row[2], device=row[3],
                                inputs=row[4], iters=row[5] or 0, status=row[6],
                                median_us=None if row[7] is None else row[7] * 1e3,
@@ -132,7 +145,7 @@ def append_rerun_results(path: str, results: Sequence[RerunResult]) -> None:
     rollback-journal mode, so readers leave no sidecar files. Raises :class:`ResultsNotStored`."""
     if not writable(path):
         raise ResultsNotStored("the file or its folder is read-only")
-    from .rank_file import is_rank_file
+    from .rank_store import is_rank_file
     if is_rank_file(path):
         raise ResultsNotStored("a .tvrank of a packed group holds only its rank's run and times")
     try:

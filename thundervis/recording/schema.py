@@ -11,7 +11,8 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``run``: exactly one row: what ran, where, with which versions, its status and traceback.
 - ``graphs``: one row per compiled Dynamo graph, with why it was compiled (graph break, recompile).
 - ``chains``: the chains of a graph (dynamo, joint, forward, backward, inference) and their status.
-- ``passes``: every pass of every chain: name, duration, changed, symbol count, trace JSON, text.
+- ``passes``: every pass of every chain: name, duration, changed, symbol count, trace JSON, text
+  (both compressed, see :func:`compress_text`).
 - ``symbols``: every bound symbol of every pass (top level and subsymbols), for lineage queries;
   a pass that changed nothing shares the rows, JSON and text of the pass before it
   (``passes.symbols_from``; the reader gives it its own name, header and meta back). The rows are
@@ -30,11 +31,17 @@ Tables (see docs/recording.md for the meaning of each column):
 from __future__ import annotations
 
 import sqlite3
+import zlib
+from typing import Optional
 
 APPLICATION_ID = 0x54565243  # "TVRC"
 # 2: run.host and run.process_start (see liveness.py). Readers read version 1 files as they are:
 # the columns they lack read as NULL.
-SCHEMA_VERSION = 2
+# 3: compact storage: the heavy texts (passes.trace_json and printed, kernels.code and trace_json,
+# sources.text) are zlib-compressed UTF-8 blobs (:func:`compress_text`), and kernels.record keeps
+# only the fields without a column. Readers take text or blob in those columns (the store's
+# ``text()``), so versions 1 and 2 read as they are.
+SCHEMA_VERSION = 3
 FORMAT_NAME = "thundervis-recording"
 
 TABLES = """
@@ -135,7 +142,9 @@ CREATE TABLE kernels (
     source_lines TEXT NOT NULL,               -- JSON list of {file, line, code, module, direction}
     note         TEXT,
     trace_json   TEXT,                        -- JSON of a standalone trace of the region (rerun)
-    record       TEXT NOT NULL,               -- the whole record as JSON, for fields added later
+    record       TEXT NOT NULL,               -- JSON: the record's fields that have no column (an
+                                              -- executor's details, fields added later); schema < 3:
+                                              -- the whole record, repeating code and region IR
     UNIQUE (graph_id, chain, name)
 );
 
@@ -227,9 +236,27 @@ CREATE INDEX IF NOT EXISTS symbols_by_seq ON symbols (graph_id, seq_nr);
 """
 
 
+# The keys of a kernel record (compiler.serialize.kernel_to_dict) stored in their own columns of
+# ``kernels`` (``pass`` is pass_name, ``trace`` is trace_json): ``kernels.record`` keeps only the rest,
+# so each kernel's code and region IR are stored once.
+KERNEL_COLUMN_KEYS = frozenset(("name", "executor", "uid", "pass", "language", "code", "members", "ops", "inputs",
+                                "outputs", "source_lines", "note", "trace"))
+
+
 INSERT_SYMBOL_ROW = ("INSERT OR REPLACE INTO symbols(graph_id, chain, pass_idx, position, uid, parent, sym,"
                      " origin, file, line, code, module, function, seq_nr, aten, executor, note)"
                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+TEXT_LEVEL = 6  # zlib level of stored texts: most of the size win of 9 at a third of the time
+
+
+def compress_text(text: Optional[str]) -> Optional[bytes]:
+    """Return ``text`` as it is stored in a compressed text column (schema 3): zlib-compressed
+    UTF-8 (None stays None). The store's ``text()`` reads it back, under a size cap."""
+    if not isinstance(text, str):
+        return None
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), TEXT_LEVEL)
 
 
 def create_indexes(conn: sqlite3.Connection) -> None:

@@ -1,29 +1,38 @@
 """The symbol rows of a recording: stored rows, and rows derived in memory for a live or killed run.
 
 The writer indexes each pass's symbols into the ``symbols`` table when the run ends; a pass of a
-run still going (or killed) holds its trace JSON but no rows yet. :class:`SymbolRows` (a part of
-:class:`~.reader.Recording`) answers symbol queries from the stored rows plus rows derived from
-those passes' traces (cached in memory: the file stays untouched), expands the rows that unchanged
-passes share, and opens symbol details and lineage.
+run still going (or killed) holds its trace JSON but no rows yet. :class:`SymbolIndex` (held by a
+:class:`~.reader.Recording`, which it is given) answers symbol queries from the stored rows plus
+rows derived from those passes' traces (cached in memory: the file stays untouched) and expands the
+rows that unchanged passes share. Every row read is checked for its column types (:mod:`.typed`).
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+import threading
+from typing import Optional
 
-from .model import Lineage, PassInfo, PassRef, Symbol, SymbolDetail
+from .model import Symbol
 from .pass_refs import PassLike, _pass_key
+from .typed import load_json, row_checker
 
 _SYMBOL_COLUMNS = ("graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line, code, module,"
                    " function, seq_nr, aten, executor, note")
+_CHECK_SYMBOLS = row_checker("symbols", _SYMBOL_COLUMNS.split(", "),
+                             ("int", "text", "nat", "nat", "text", "text?", "text", "text?", "text?", "int?",
+                              "text?", "text?", "text?", "int?", "text?", "text?", "text?"))
+_CHECK_UNINDEXED = row_checker("passes", ("graph_id", "chain", "idx"), ("int", "text", "nat"))
+_CHECK_SHARED = row_checker("passes", ("graph_id", "chain", "idx", "symbols_from"), ("int", "text", "nat", "nat"))
 
 
-class SymbolRows:
-    """Symbol and lineage queries of a :class:`~.reader.Recording` (which provides the rows, the
-    snapshot, the lock, the run's status and pass traces)."""
+class SymbolIndex:
+    """The symbol rows of one recording ``rec`` (a :class:`~.reader.Recording`: its store, its
+    run's status and its pass traces)."""
 
-    def _init_symbol_rows(self) -> None:
-        """Set up the cache of derived rows (called by the recording's ``__init__``)."""
+    def __init__(self, rec):
+        self.rec = rec
+        self.store = rec.store
+        self._lock = threading.Lock()
         # Symbol rows derived from the trace JSON of passes the writer has not indexed yet (a live
         # or killed run): (graph, chain, pass) -> tuple[Symbol]. Kept in memory: the file stays
         # untouched and every thread sees the same rows.
@@ -34,8 +43,9 @@ class SymbolRows:
         """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
         where, params = ("AND graph_id=?", (graph,)) if graph is not None else ("", ())
         out: dict[tuple, list[int]] = {}
-        for g, c, i, src in self._rows(f"SELECT graph_id, chain, idx, symbols_from FROM passes "
-                                       f"WHERE symbols_from != idx {where}", params):
+        for g, c, i, src in _CHECK_SHARED(self.store.rows(
+                f"SELECT graph_id, chain, idx, symbols_from FROM passes WHERE symbols_from != idx {where}", params),
+                self.store.path):
             out.setdefault((g, c, src), []).append(i)
         return out
 
@@ -44,11 +54,11 @@ class SymbolRows:
         (the writer indexes them when the run ends; a live or killed run lacks some)."""
         if self._rows_complete:
             return []
-        missing = self._rows(
+        missing = _CHECK_UNINDEXED(self.store.rows(
             "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
             " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
-            " ORDER BY graph_id, chain, idx")
-        if not missing and self.run().status not in ("running", "killed"):
+            " ORDER BY graph_id, chain, idx"), self.store.path)
+        if not missing and self.rec.run().status not in ("running", "killed"):
             self._rows_complete = True
         return missing
 
@@ -60,7 +70,7 @@ class SymbolRows:
             return hit
         from .trace_text import symbol_rows
         g, c, i = key
-        rows = tuple(self._symbol_from_row(r) for r in symbol_rows(g, c, i, self.pass_trace(g, c, i)))
+        rows = tuple(self._symbol_from_row(r) for r in symbol_rows(g, c, i, self.rec.pass_trace(g, c, i)))
         with self._lock:
             self._derived[key] = rows
         return rows
@@ -71,7 +81,8 @@ class SymbolRows:
             from thundervis.compiler.ir import SourceInfo
             src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
                              function=r[12] or "")
-        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in self._json(r[7], [])),
+        origin = load_json(r[7], "a symbol's origin", self.store.path, list, [])
+        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in origin),
                       src, r[13], r[14], r[15], r[16])
 
     def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
@@ -79,9 +90,9 @@ class SymbolRows:
         """Return the symbols matching ``where`` (SQL over the stored rows) and ``keep`` (the same
         test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
         passes repeated for each of them; ordered by graph, chain, pass and position."""
-        with self.snapshot():
-            out = [self._symbol_from_row(r) for r in self._rows(
-                f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE {where}", params)]
+        with self.store.snapshot():
+            out = [self._symbol_from_row(r) for r in _CHECK_SYMBOLS(self.store.rows(
+                f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE {where}", params), self.store.path)]
             for key in self._unindexed_passes():
                 out.extend(s for s in self._derived_rows(key) if keep(s))
             shared = self._shared_passes(graph) if expand else {}
@@ -94,9 +105,9 @@ class SymbolRows:
     def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
         """Return the symbols of one pass (top level and subsymbols, in walk order)."""
         ref = _pass_key(ref, chain, index)
-        rows = self._rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
-                          (ref.graph, ref.chain, ref.index))
-        held = rows[0][0] if rows else ref.index
+        rows = self.store.rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
+                               (ref.graph, ref.chain, ref.index))
+        held = rows[0][0] if rows and rows[0][0].__class__ is int else ref.index
         g, c = ref.graph, ref.chain
         found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
                               lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False)
@@ -121,21 +132,3 @@ class SymbolRows:
         """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
         return self._symbols("graph_id=? AND uid=?", (graph, uid),
                              lambda s: s.graph == graph and s.uid == uid, graph)
-
-    def symbol(self, ref: Union[PassRef, PassInfo], uid: str) -> SymbolDetail:
-        """Return the :class:`SymbolDetail` of symbol ``uid`` in pass ``ref``; :class:`UnknownItem`
-        when that pass has no such symbol."""
-        from .lineage import symbol_detail
-        return symbol_detail(self, _pass_key(ref, None, None), uid)
-
-    # -- lineage --------------------------------------------------------------------------------
-
-    def lineage_of_uid(self, graph: int, uid: str) -> Lineage:
-        """Return the lineage of symbol ``uid`` in ``graph`` (and its twins in the other chains)."""
-        from .lineage import lineage_of_uid
-        return lineage_of_uid(self, graph, uid)
-
-    def lineage_of_source(self, file: str, line: int, graph: Optional[int] = None) -> list[Lineage]:
-        """Return the lineage of every symbol from ``file:line``, one per graph that has some."""
-        from .lineage import lineage_of_source
-        return lineage_of_source(self, file, line, graph)

@@ -27,7 +27,7 @@ from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
 from .liveness import host_name, process_token
-from .schema import INSERT_SYMBOL_ROW, create_indexes, create_schema
+from .schema import INSERT_SYMBOL_ROW, KERNEL_COLUMN_KEYS, compress_text, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
@@ -46,11 +46,8 @@ def _versions() -> dict:
         out["triton"] = version("triton")
     except Exception:
         pass
-    try:
-        import thundervis
-        out["thundervis"] = thundervis.__version__
-    except Exception:
-        pass
+    from thundervis._version import __version__
+    out["thundervis"] = __version__
     return out
 
 
@@ -251,8 +248,8 @@ class RecordingObserver(CompileObserver):
                 prev = self._latest.get((graph, chain))
                 symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
                 own = symbols_from == index
-                trace_json = self._encoder.to_json(trace) if own else None
-                printed = self._encoder.print(trace) if own else None
+                trace_json = compress_text(self._encoder.to_json(trace)) if own else None
+                printed = compress_text(self._encoder.print(trace)) if own else None
                 if name == "codegen" or chain in ("dynamo", "joint"):  # the chain's last pass
                     self._encoder.forget(graph, chain)
             meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
@@ -316,7 +313,7 @@ class RecordingObserver(CompileObserver):
                         text = data.decode("utf-8", errors="replace")
             except OSError:
                 pass
-            rows.append((f, text, size, digest))
+            rows.append((f, compress_text(text), size, digest))
         self._write("the source files", lambda c: c.executemany(
             "INSERT OR IGNORE INTO sources(file, text, size, sha256) VALUES (?,?,?,?)", rows))
 
@@ -343,11 +340,12 @@ class RecordingObserver(CompileObserver):
                           " language, code, members, ops, inputs, outputs, source_lines, note, trace_json,"
                           " record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                           (graph, chain, str(k.get("name")), str(k.get("executor")), k.get("uid"),
-                           k.get("pass"), k.get("language"), k.get("code"), _json(k.get("members") or []),
+                           k.get("pass"), k.get("language"), compress_text(k.get("code")),
+                           _json(k.get("members") or []),
                            _json(k.get("ops") or []), _json(k.get("inputs") or []),
                            _json(k.get("outputs") or []), _json(k.get("source_lines") or []),
-                           k.get("note"), _json(k["trace"]) if k.get("trace") is not None else None,
-                           _json(k)))
+                           k.get("note"), compress_text(_json(k["trace"])) if k.get("trace") is not None else None,
+                           _json({key: v for key, v in k.items() if key not in KERNEL_COLUMN_KEYS})))
         self._write(f"kernels of graph {graph} {chain}", fn)
 
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:

@@ -1,0 +1,105 @@
+"""The kernel table: one row per generated kernel, with its timing and run-time fallback, and the
+source column grouped per file (``modeling_gpt2.py:312, 318, 340``), for the TUI's kernels screen,
+the widget's Fusions tab and ``thundervis ls``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .units import format_gbps, format_share, format_us
+
+
+def group_sources(source_lines, limit: Optional[int] = None) -> str:
+    """Return source lines (dicts with ``file`` and ``line``, or ``file:line`` labels) grouped per
+    file, base names, lines in numeric order: ``modeling_gpt2.py:312, 318, 340; train.py:9``;
+    ``limit``: at most that many line numbers, then `` …``."""
+    files: dict[str, set] = {}
+    for s in source_lines:
+        if isinstance(s, dict):
+            file, line = s.get("file"), s.get("line")
+        else:
+            file, _, line = str(s).rpartition(":")
+        try:
+            line = int(line)
+        except (TypeError, ValueError):
+            continue
+        if line <= 0:
+            continue
+        files.setdefault(str(file or "?").replace("\\", "/").rsplit("/", 1)[-1], set()).add(line)
+    parts, shown, cut = [], 0, False
+    for file, lines in files.items():
+        nums = sorted(lines)
+        if limit is not None and shown + len(nums) > limit:
+            nums, cut = nums[:max(limit - shown, 0)], True
+        if nums:
+            parts.append(f"{file}:{', '.join(str(n) for n in nums)}")
+        shown += len(nums)
+        if cut:
+            break
+    return "; ".join(parts) + (" …" if cut else "")
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One row of the kernel table: the kernel (``recording.model.KernelInfo`` fields a table
+    shows), its timing (None: not profiled) and ``fallback``, why it ran in torch at run time."""
+
+    id: int
+    graph: int
+    chain: str
+    name: str
+    executor: str
+    uid: Optional[str]
+    n_ops: int
+    ops: tuple[str, ...]
+    members: tuple[str, ...]
+    source_lines: tuple[str, ...]  # ``file.py:LINE`` labels, numeric order per file
+    sources: str  # the source column: lines grouped per file
+    language: Optional[str]
+    note: Optional[str]
+    calls: Optional[int] = None
+    median_us: Optional[float] = None
+    share: Optional[float] = None
+    gbps: Optional[float] = None
+    fallback: Optional[str] = None
+
+    @property
+    def status(self) -> str:
+        """``fell back`` (ran in torch at run time) or ``compiled``."""
+        return "fell back" if self.fallback else "compiled"
+
+    def as_json(self) -> dict:
+        """Return the row as JSON values, with its cells as text (``median``, ``share``, ``gbps``)."""
+        return {"id": self.id, "graph": self.graph, "chain": self.chain, "name": self.name,
+                "executor": self.executor, "uid": self.uid, "n_ops": self.n_ops, "ops": list(self.ops),
+                "members": list(self.members), "source_lines": list(self.source_lines), "sources": self.sources,
+                "language": self.language, "note": self.note, "calls": self.calls, "median_us": self.median_us,
+                "share": self.share, "gbps": self.gbps, "fallback": self.fallback, "status": self.status,
+                "median": format_us(self.median_us) if self.median_us is not None else "",
+                "share_text": format_share(self.share) if self.share is not None else "",
+                "gbps_text": format_gbps(self.gbps) if self.gbps else ""}
+
+
+def _labels(source_lines) -> tuple[str, ...]:
+    text = group_sources(source_lines)
+    out = []
+    for part in filter(None, text.split("; ")):
+        file, _, nums = part.rpartition(":")
+        out.extend(f"{file}:{n}" for n in nums.split(", "))
+    return tuple(out)
+
+
+def kernel_row(k, fallback: Optional[str] = None) -> KernelRow:
+    """Return the :class:`KernelRow` of ``k`` (a ``recording.model.KernelInfo``); ``fallback``: why
+    it ran in torch at run time (``present.status.fallback_reasons``)."""
+    t = k.timing
+    return KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops, tuple(str(o) for o in k.ops),
+                     tuple(str(m) for m in k.members), _labels(k.source_lines), group_sources(k.source_lines),
+                     k.language, k.note, t.calls if t else None, t.median_us if t else None,
+                     t.share if t else None, t.gbps if t else None, fallback)
+
+
+def kernel_rows(kernels, fallbacks: dict) -> tuple[KernelRow, ...]:
+    """Return the rows of ``kernels`` (``KernelInfo``), each with its run-time fallback from
+    ``fallbacks`` (``{(graph, chain, name): reason}``)."""
+    return tuple(kernel_row(k, fallbacks.get((k.graph, k.chain, k.name))) for k in kernels)

@@ -1,0 +1,80 @@
+"""A recording's overview as views show it, read once: the reader's ``Overview`` (run, graphs,
+chains, passes), every chain's :class:`~.status.ChainStatus`, the kernel table rows with their
+run-time fallbacks, and how many collectives ran between the compiled graphs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .kernel_rows import KernelRow, kernel_rows
+from .status import ChainStatus, chain_counts, chain_status, fallback_reasons, graph_eager
+
+
+@dataclass(frozen=True)
+class ViewOverview:
+    """What a view shows of a whole recording. ``overview``: the reader's ``Overview``;
+    ``statuses``: one per chain; ``eager_graphs``: ``(graph id, why)`` for graphs that ran eagerly
+    as a whole; ``kernels``: the kernel table."""
+
+    overview: object
+    statuses: tuple[ChainStatus, ...]
+    eager_graphs: tuple[tuple[int, str], ...]
+    kernels: tuple[KernelRow, ...]
+    collectives_between: int = 0
+
+    @property
+    def path(self) -> str:
+        """The recording's path."""
+        return self.overview.path
+
+    @property
+    def run(self):
+        """The recorded ``Run``."""
+        return self.overview.run
+
+    @property
+    def graphs(self) -> tuple:
+        """The recorded ``Graph`` objects."""
+        return self.overview.graphs
+
+    @property
+    def revision(self):
+        """The revision the overview was read at."""
+        return self.overview.revision
+
+    def chain(self, graph: int, kind: str):
+        """Return the ``Chain`` ``kind`` of graph ``graph`` (None when absent)."""
+        for g in self.graphs:
+            if g.id == graph:
+                return next((c for c in g.chains if c.kind == kind), None)
+        return None
+
+    def status(self, graph: int, kind: str) -> Optional[ChainStatus]:
+        """Return the status of chain ``kind`` of graph ``graph`` (None when absent)."""
+        return next((s for s in self.statuses if s.graph == graph and s.chain == kind), None)
+
+    def graph_eager(self, graph: int) -> Optional[str]:
+        """Return why graph ``graph`` ran eagerly as a whole, or None."""
+        return next((why for g, why in self.eager_graphs if g == graph), None)
+
+    def eager_counts(self) -> tuple[int, int]:
+        """Return (chains that ran eagerly, chains run), as ``ls`` counts them."""
+        return chain_counts(self.graphs)
+
+    def as_json(self) -> dict:
+        """Return the reader's overview document plus ``statuses``, ``kernels`` (table rows) and
+        ``collectives_between``."""
+        return {**self.overview.as_json(), "statuses": [s.as_json() for s in self.statuses],
+                "kernel_rows": [k.as_json() for k in self.kernels], "collectives_between": self.collectives_between}
+
+
+def read_overview(rec) -> ViewOverview:
+    """Return the :class:`ViewOverview` of ``rec`` (an open ``Recording``): overview and events
+    read once; raises what the reader raises."""
+    from thundervis.recording.collectives import count_between
+    ov = rec.overview()
+    events = rec.events()
+    statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
+    eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
+    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events))
+    return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events))

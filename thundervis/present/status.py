@@ -1,0 +1,243 @@
+"""Chain and kernel status (ran eagerly, fell back at run time, why), and every fallback of a
+recorded run, each with the source line it concerns: the one owner of these rules for every view.
+
+A fallback is work that did not run the way the compiled trace says, or ran in torch instead of
+a generated kernel:
+
+- ``eager``: a chain (or a whole graph) whose compile or first call failed, so it ran eagerly
+  (the ``failures`` table);
+- ``kernel``: a generated kernel that failed at run time and ran its region in torch instead
+  (``kernel_fallback`` events);
+- ``recompile limit``: Dynamo gave up compiling a function after its recompile limit and runs it
+  eagerly from then on (``dynamo_recompile_limit`` events);
+- ``torch op``: an op of a compiled chain that the torch executor runs, with the note saying why
+  (not lowered to prims, or not claimed by a fusion executor).
+
+:func:`chain_eager` / :func:`graph_eager` say whether (and why) a chain or graph ran eagerly;
+:func:`kernel_fallbacks` is the one reader of run-time fallback events; :func:`fallbacks` lists them
+all through the reader API; :func:`chain_counts` counts eager chains.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from thundervis.recording import Recording, RecordingError, UnknownItem
+
+EXECUTED_CHAINS = ("forward", "backward", "inference")
+EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP = "eager", "kernel", "recompile limit", "torch op"
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """One fallback: its kind (see the module docstring), graph and chain (None when unknown),
+    what fell back (a chain, a kernel, a function or an op), why, and where in the user's program
+    (``file.py:LINE`` or None)."""
+
+    kind: str
+    graph: Optional[int]
+    chain: Optional[str]
+    what: str
+    reason: str
+    source: Optional[str]
+    uid: Optional[str] = None
+
+    def as_json(self) -> dict:
+        """Return the fallback as a JSON-ready dict."""
+        return {"kind": self.kind, "graph": self.graph, "chain": self.chain, "what": self.what,
+                "reason": self.reason, "source": self.source, "uid": self.uid}
+
+
+def _label(file, line) -> Optional[str]:
+    if not line:
+        return None
+    return f"{os.path.basename(str(file or '?'))}:{line}"
+
+
+def _one_line(text) -> str:
+    lines = str(text or "").strip().splitlines()
+    return " ".join(lines[0].split()) if lines else ""
+
+
+def _first_source(rec: Recording, graph: int, chains) -> Optional[str]:
+    """Return the first source line recorded for ``graph`` in the first of ``chains`` that has one."""
+    try:
+        g = rec.graph(graph)
+    except UnknownItem:
+        return None
+    for kind in chains:
+        try:
+            c = g.chain(kind)
+        except UnknownItem:
+            continue
+        if not c.passes:
+            continue
+        try:
+            for s in rec.symbols(graph, kind, c.passes[0].index):
+                if s.source is not None and s.source.line:
+                    return _label(s.source.file, s.source.line)
+        except RecordingError:
+            continue
+    return None
+
+
+def graph_eager(graph) -> Optional[str]:
+    """Return why ``graph`` (a ``recording.model.Graph``) ran eagerly as a whole (its failure
+    before any chain), or None."""
+    return next((f.error or "the graph failed to compile" for f in graph.failures if f.chain is None), None)
+
+
+def chain_eager(graph, chain) -> Optional[str]:
+    """Return why ``chain`` of ``graph`` ran eagerly, or None when it ran compiled: the graph's own
+    failure, the chain's recorded failure, or its failed status."""
+    why = graph_eager(graph)
+    if why is not None:
+        return why
+    why = next((f.error for f in graph.failures if f.chain == chain.kind), None)
+    if why is None and chain.status == "failed":
+        why = chain.error or "the chain failed to compile"
+    return why
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """How one chain ran: ``status`` as recorded (compiling, compiled, failed) and ``eager``, why it
+    ran eagerly (None: it ran compiled)."""
+
+    graph: int
+    chain: str
+    status: str
+    eager: Optional[str]
+
+    def as_json(self) -> dict:
+        """Return ``{"graph", "chain", "status", "eager"}``."""
+        return {"graph": self.graph, "chain": self.chain, "status": self.status, "eager": self.eager}
+
+
+def chain_status(graph, chain) -> ChainStatus:
+    """Return the :class:`ChainStatus` of ``chain`` of ``graph``."""
+    return ChainStatus(graph.id, chain.kind, chain.status, chain_eager(graph, chain))
+
+
+@dataclass(frozen=True)
+class KernelFallback:
+    """A generated kernel that failed at run time and ran its region in torch instead (one
+    ``kernel_fallback`` event): where, which kernel, which executor built it, why."""
+
+    graph: Optional[int]
+    chain: Optional[str]
+    kernel: str
+    executor: str
+    uid: Optional[str]
+    error: str
+    sources: tuple  # ``file.py:LINE`` labels of the lines the kernel covers
+
+    def as_json(self) -> dict:
+        """Return the fallback as a JSON-ready dict."""
+        return {"graph": self.graph, "chain": self.chain, "kernel": self.kernel, "executor": self.executor,
+                "uid": self.uid, "error": self.error, "sources": list(self.sources)}
+
+
+def kernel_fallbacks(events) -> list[KernelFallback]:
+    """Return the run-time kernel fallbacks among ``events`` (``Recording.events()``): the one
+    reader of ``kernel_fallback`` events."""
+    out = []
+    for e in events:
+        if e.event != "kernel_fallback":
+            continue
+        d = e.data if isinstance(e.data, dict) else {}
+        name = d.get("kernel")
+        if not isinstance(name, str):
+            continue
+        srcs = [s for s in d.get("sources") or [] if isinstance(s, dict)]
+        labels = tuple(filter(None, (_label(s.get("file"), s.get("line")) for s in srcs)))
+        uid = d.get("uid") if isinstance(d.get("uid"), str) else None
+        out.append(KernelFallback(e.graph, e.chain, name, str(d.get("executor") or "kernel"), uid,
+                                  " ".join(str(d.get("error") or "").split()), labels))
+    return out
+
+
+def fallback_reasons(events) -> dict:
+    """Return ``{(graph, chain, kernel name): error}`` for the kernels that fell back at run time."""
+    return {(f.graph, f.chain, f.kernel): f.error for f in kernel_fallbacks(events)}
+
+
+def chain_counts(rec_or_graphs) -> tuple[int, int]:
+    """Return (chains that ran eagerly, chains) over the forward, backward and inference chains of
+    every graph (of a ``Recording``, or a list of its graphs); a graph that failed before any chain
+    counts as one eager chain."""
+    eager = total = 0
+    graphs = rec_or_graphs.graphs() if hasattr(rec_or_graphs, "graphs") else rec_or_graphs
+    for g in graphs:
+        chains = [c for c in g.chains if c.kind in EXECUTED_CHAINS]
+        if not chains and graph_eager(g) is not None:
+            eager, total = eager + 1, total + 1
+            continue
+        total += len(chains)
+        eager += sum(1 for c in chains if chain_eager(g, c) is not None)
+    return eager, total
+
+
+def fallbacks(rec: Recording, ops: bool = True) -> list[Fallback]:
+    """Return every fallback of the recording: eager chains, run-time kernel fallbacks, Dynamo's
+    recompile-limit fallbacks, and (``ops``) the ops each compiled chain leaves to torch with a note."""
+    out: list[Fallback] = []
+    graphs = rec.graphs()
+    for g in graphs:
+        for f in g.failures:
+            chains = (f.chain,) if f.chain else ("dynamo", "forward", "inference")
+            out.append(Fallback(EAGER, g.id, f.chain, f"{f.chain or 'graph'} ran eagerly", _one_line(f.error),
+                                _first_source(rec, g.id, chains)))
+    for k in kernel_fallbacks(rec.events("kernel_fallback")):
+        out.append(Fallback(KERNEL, k.graph, k.chain, f"{k.executor} kernel {k.kernel} ran in torch", k.error,
+                            ", ".join(k.sources[:3]) or None, k.uid))
+    for e in rec.events("dynamo_recompile_limit"):
+        d = e.data if isinstance(e.data, dict) else {}
+        reason = f"hit {d.get('limit_type')} ({d.get('limit')})"
+        last = _one_line(d.get("reason")).split("#")[0].strip()
+        if last:
+            reason += f"; last guard failure: {last}"
+        out.append(Fallback(RECOMPILE_LIMIT, None, None, f"Dynamo runs {d.get('function')} eagerly", reason,
+                            _label(d.get("file"), d.get("line"))))
+    if ops:
+        for g in graphs:
+            for c in g.chains:
+                if c.kind not in EXECUTED_CHAINS or c.status != "compiled" or not c.passes:
+                    continue
+                try:
+                    symbols = rec.symbols(g.id, c.kind, c.passes[-1].index)
+                except RecordingError:
+                    continue
+                for s in symbols:
+                    if s.parent is None and s.executor == "torch" and s.note and s.sym != "del":
+                        src = _label(s.source.file, s.source.line) if s.source else None
+                        out.append(Fallback(TORCH_OP, g.id, c.kind, s.sym, _one_line(s.note), src, s.uid))
+    return out
+
+
+def symbol_note(executor: Optional[str], note: Optional[str]) -> Optional[str]:
+    """Return the comment a text view prints next to a symbol: ``torch: not lowered: ...`` (the
+    executor, then the recorded note), or None when there is no note."""
+    if not note:
+        return None
+    return f"{executor}: {_one_line(note)}" if executor else _one_line(note)
+
+
+def note_function(events, graph: int, chain: str):
+    """Return the ``PrintOptions.notes`` function every view prints traces with: next to each
+    symbol, why it runs where it runs (``torch: not lowered: ...``, recorded notes) and, for a kernel
+    that fell back at run time, ``ran in torch at run time: <error>``; ``events``: the recording's
+    ``kernel_fallback`` events. Recorded text is made terminal-safe."""
+    from thundervis.safe_text import visible_line
+    fell_back = {f.kernel: f.error for f in kernel_fallbacks(events) if f.graph == graph and f.chain == chain}
+
+    def note(b) -> Optional[str]:
+        parts = []
+        if b.sym in fell_back:
+            parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
+        text = symbol_note(b.executor, b.note)
+        if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
+            parts.append(text)
+        return visible_line("  # ".join(parts)) if parts else None
+    return note

@@ -1,0 +1,37 @@
+"""Units and number formatting: every view writes times, shares and sizes through these, so one
+value reads the same in the CLI, the TUI, the widget and the diagrams."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+def format_us(us: Optional[float]) -> str:
+    """Return a time given in microseconds as text: ``12.3 µs`` below 1 ms, ``1.23 ms`` below 1 s,
+    ``1.23 s`` above; ``-`` for None."""
+    if us is None:
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+def format_ms(ms: Optional[float]) -> str:
+    """Return a time given in milliseconds as text (the rule of :func:`format_us`)."""
+    return "-" if ms is None else format_us(ms * 1e3)
+
+
+def format_share(share: Optional[float]) -> str:
+    """Return a fraction (0..1) as ``12.3%`` (``-`` for None)."""
+    return "-" if share is None else f"{share * 100:.1f}%"
+
+
+def format_gbps(gbps: Optional[float]) -> str:
+    """Return a bandwidth in GB/s as ``123 GB/s`` (three significant digits; ``-`` for None or 0)."""
+    return f"{gbps:.3g} GB/s" if gbps else "-"
+
+
+def format_error(v: Optional[float]) -> str:
+    """Return a numeric error as ``1.23e-07`` (``-`` for None)."""
+    return "-" if v is None else f"{v:.2e}"
