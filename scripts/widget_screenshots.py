@@ -22,6 +22,7 @@ body {{ font-family: sans-serif; margin: 8px; background: white; }}</style></hea
 <body><div id="host"></div><script type="module">
 {js}
 const TRAITS = {traits};
+window.__tv_traits = TRAITS;
 const ANSWERS = {answers};
 const handlers = {{}};
 const keyOf = (r) => JSON.stringify([r.what, r.file || null, r.expand || [], r.module || null,
@@ -55,6 +56,8 @@ def main() -> int:
     p.add_argument("--tab", choices=("source", "fusions"), default="source")
     p.add_argument("--chain", default=None)
     p.add_argument("--click-block", type=int, default=None)
+    p.add_argument("--click", default=None, metavar="SELECTOR",
+                   help="click the first element matching this CSS selector, then print the synced traits")
     p.add_argument("--width", type=int, default=1400)
     p.add_argument("--height", type=int, default=900)
     args = p.parse_args()
@@ -95,6 +98,13 @@ def main() -> int:
         if clicked is not None:
             page.locator(f'g.node.tv-block[id="{clicked}"]').click()
             page.wait_for_timeout(800)
+        if args.click:
+            page.locator(args.click).first.click()
+            page.wait_for_timeout(500)
+            traits_now = page.evaluate("({tab: __tv_traits.tab, graph: __tv_traits.graph, chain: __tv_traits.chain, "
+                                       "pass_index: __tv_traits.pass_index, selected_uid: __tv_traits.selected_uid, "
+                                       "selected_kernel: __tv_traits.selected_kernel})")
+            print(f"after the click: {traits_now}")
         page.screenshot(path=args.out, timeout=120_000)
         asked = page.evaluate("window.__tv_asked || []")
     print(f"screenshot written to {args.out}; requests: {asked}")

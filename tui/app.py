@@ -553,7 +553,11 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.push_screen(SourceScreen(self.data.source_file, files, file=file, line=line), done)
 
     def show_ops(self, jump: SourceJump) -> None:
-        """Show the final pass of ``jump``'s chain with the cursor on its first op."""
+        """Show the final pass of ``jump``'s chain with the cursor on its first op (``to_kernel``:
+        the kernels table on its kernel)."""
+        if jump.to_kernel and jump.kernel_id is not None:
+            self.action_kernels(jump.kernel_id)
+            return
         self.diff_from = None
         c = self.overview.chain(jump.graph, jump.chain) if self.overview else None
         if c is None or not c.passes:

@@ -31,7 +31,8 @@ MARKS = {COMPILED: ("●", "green"), PARTLY_TORCH: ("●", "yellow"), FELL_BACK:
 @dataclass(frozen=True)
 class SourceJump:
     """Where enter on a line goes: the line's ops in the final pass of ``chain`` of ``graph``
-    (``uids``), the kernel the first of them ended in (``kernel_id``), and the source line."""
+    (``uids``), the kernel the first of them ended in (``kernel_id``), and the source line;
+    ``to_kernel``: open that kernel in the kernels table instead (``k``)."""
 
     graph: int
     chain: str
@@ -39,6 +40,7 @@ class SourceJump:
     kernel_id: Optional[int]
     file: str
     line: int
+    to_kernel: bool = False
 
 
 def line_text(row, width: int) -> Text:
@@ -72,7 +74,7 @@ def line_detail(row) -> Text:
     for op, why in row.fallbacks:
         if why.startswith("ran eagerly") or "at run time" in why:
             out.append(visible_line(f"{op}: {why}") + "\n", style=Style(color="red"))
-    out.append("enter: show these ops in their pass", style="dim")
+    out.append("enter: show these ops in their pass" + (" · k: their kernel" if row.kernels else ""), style="dim")
     return out
 
 
@@ -82,6 +84,7 @@ class SourceScreen(Screen):
     BINDINGS = [
         Binding("escape,S", "app.pop_screen", "Back"),
         Binding("f", "next_file", "File"),
+        Binding("k", "kernel", "Kernel"),
         Binding("n", "next_annotated(1)", "Next op line"),
         Binding("p", "next_annotated(-1)", "Prev op line"),
         Binding("question_mark", "app.help", "Help"),
@@ -187,15 +190,25 @@ class SourceScreen(Screen):
 
     @on(OptionList.OptionSelected, "#slines")
     def _selected(self) -> None:
+        self._jump(to_kernel=False)
+
+    def action_kernel(self) -> None:
+        """Open the kernels table on the kernel the line's first fused op ended in."""
+        self._jump(to_kernel=True)
+
+    def _jump(self, to_kernel: bool) -> None:
         row = self.selected()
         if row is None:
             return
-        if not row.ops:
-            self.app.notify("No op of a compiled chain comes from this line.", severity="information")
+        ops = [o for o in row.ops if o.kernel_id is not None] if to_kernel else list(row.ops)
+        if not ops:
+            what = "No op of this line ended in a kernel." if to_kernel and row.ops else \
+                "No op of a compiled chain comes from this line."
+            self.app.notify(what, severity="information")
             return
-        first = row.ops[0]
-        uids = tuple(o.uid for o in row.ops if (o.graph, o.chain) == (first.graph, first.chain))
-        self.dismiss(SourceJump(first.graph, first.chain, uids, first.kernel_id, row.file, row.line))
+        first = ops[0]
+        uids = tuple(o.uid for o in ops if (o.graph, o.chain) == (first.graph, first.chain))
+        self.dismiss(SourceJump(first.graph, first.chain, uids, first.kernel_id, row.file, row.line, to_kernel))
 
     @on(OptionList.OptionSelected, "#sfiles")
     def _file_picked(self, event: OptionList.OptionSelected) -> None:

@@ -1,7 +1,8 @@
 // thundervis notebook widget, the Source tab (thundervis.present.source_view rows, as sent by
 // RecordingData.source_json): the user's file line by line, each line with its time share, how its
 // ops run (fused, partly torch, fell back) and, under it, what each chain made of it. A click on a
-// line with ops opens that op in the Passes tab (its chain's final pass). Recorded text only ever
+// line with ops opens that op in the Passes tab (its chain's final pass), a kernel name under it that
+// kernel in the Fusions tab. Recorded text only ever
 // goes into textContent.
 
 const SOURCE_MARKS = { compiled: ["●", "tv-src-ok"], "partly torch": ["●", "tv-src-torch"], "fell back": ["▲", "tv-src-bad"] };
@@ -59,7 +60,16 @@ function sourceTab(model, ask, data, set, state) {
       line.title = "open this line's ops in the Passes tab";
       line.addEventListener("click", () => jump(row.ops[0]));
       for (const note of row.notes) {
-        list.appendChild(h("div", { class: "tv-src-note", text: `g${note.graph} ${note.text}` }));
+        const div = h("div", { class: "tv-src-note", text: `g${note.graph} ${note.text}` });
+        for (const k of note.kernels) {  // a kernel name opens it in the Fusions tab
+          const link = h("span", { class: "tv-src-kernel tv-clickable", text: ` ${k.name}`, title: "open in the Fusions tab" });
+          link.addEventListener("click", (e) => {
+            e.stopPropagation();
+            set({ graph: note.graph, chain: note.chain, tab: "fusions", selected_kernel: k.name });
+          });
+          div.appendChild(link);
+        }
+        list.appendChild(div);
       }
       if (row.time_text) list.appendChild(h("div", { class: "tv-src-note tv-src-time", text: row.time_text }));
     }
@@ -70,7 +80,9 @@ function sourceTab(model, ask, data, set, state) {
     if (target) requestAnimationFrame(() => { list.scrollTop = target.offsetTop - list.offsetTop; });
   };
 
-  load(state.file).then((view) => {
+  const first = load(state.file);
+  first.then((view) => {
+    if (view.file && !state.cache.has(view.file)) state.cache.set(view.file, first);  // the default, by name
     state.file = view.file || state.file;
     draw(view);
   });

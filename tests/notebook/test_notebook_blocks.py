@@ -108,3 +108,5 @@ def test_front_end_source_tab_writes_text_only():
     assert "innerHTML" not in part and 'h("span", { class: "tv-src-code", text: row.text })' in part
     assert 'what: "source"' in part and 'tab: "passes"' in part  # a click opens the op in the Passes tab
     assert 'data-tab": "source"' in js and "sourceTab(model, ask, data, set, sourceState)" in js
+    assert 'set({ graph: note.graph, chain: note.chain, tab: "fusions", selected_kernel: k.name })' in part
+    assert 'h("span", { class: "tv-src-kernel tv-clickable", text: ` ${k.name}`' in part

@@ -114,3 +114,24 @@ async def test_S_opens_the_source_and_enter_shows_the_line_ops_in_their_pass(sma
         assert app.index == app.current_chain().passes[-1].index and app.diff_from is None
         view = app.query_one("LinesView")
         assert view.uid_at(view.cursor) == first.uid
+
+
+@pytest.mark.asyncio
+async def test_k_opens_the_kernel_of_the_line(small_rec):
+    from tui_helpers import open_app, settle
+    app = open_app(small_rec)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("S")
+        screen = await _loaded(pilot)
+        row = screen.selected()
+        while not row.kernel_ids:
+            await pilot.press("n")
+            row = screen.selected()
+        await pilot.press("k")
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if type(app.screen).__name__ == "KernelsScreen":
+                break
+        assert type(app.screen).__name__ == "KernelsScreen"
+        assert app.screen.selected().id == row.kernel_ids[0]
