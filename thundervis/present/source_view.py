@@ -80,6 +80,16 @@ class LineOp:
                 "fallback": self.fallback, "time_us": self.time_us}
 
 
+# A line of a repeated block (a 24-layer model) ends in one kernel per layer: the note names this many.
+NAMED_KERNELS = 4
+
+
+def _kernel_list(names: list, executor: str) -> str:
+    if len(names) <= NAMED_KERNELS:
+        return f"{', '.join(names)} ({executor})"
+    return f"{len(names)} {executor} kernels: {', '.join(names[:NAMED_KERNELS - 1])}, … {names[-1]}"
+
+
 @dataclass(frozen=True)
 class ChainNote:
     """What one chain (forward, backward, inference) made of one line: ``n_ops`` ops,
@@ -102,7 +112,7 @@ class ChainNote:
             by_ex: dict = {}
             for name, ex in self.kernels:
                 by_ex.setdefault(ex or "?", []).append(name)
-            parts.append(f"{n_fused} in " + "; ".join(f"{', '.join(names)} ({ex})" for ex, names in by_ex.items()))
+            parts.append(f"{n_fused} in " + "; ".join(_kernel_list(names, ex) for ex, names in by_ex.items()))
         if self.torch:
             parts.append("on torch: " + ", ".join(
                 f"{op}{f' ×{n}' if n > 1 else ''}{f' ({why})' if why else ''}" for op, why, n in self.torch))
