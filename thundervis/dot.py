@@ -248,6 +248,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     block_graphs = {p: graphviz.Digraph(name=f"cluster_{blk.node_id}") for blk in all_blocks
                     for p in (blk.path,) if p in opened}
     drawn_blocks: set[str] = set()
+    sub_graphs: dict[tuple[str, str], object] = {}
 
     for b in symbols:
         ex = b.executor or ""
@@ -260,7 +261,14 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                 ends["n"].append(blk.node_id)
                 used_executors.update(blk.executors())
             continue
-        target = block_graphs[blk.path] if blk is not None else g
+        target = g
+        if blk is not None:  # an expanded block: one nested cluster per submodule (self_attn, mlp ...)
+            sub = dot_blocks.submodule_of(b, blk.path)
+            target = block_graphs[blk.path]
+            if sub:
+                if (blk.path, sub) not in sub_graphs:
+                    sub_graphs[(blk.path, sub)] = graphviz.Digraph(name=f"cluster_{blk.node_id}_{len(sub_graphs)}")
+                target = sub_graphs[(blk.path, sub)]
         border, fill = executor_colors(ex or None)
         t = time_of(b)
         heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
@@ -320,6 +328,10 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         g.node(out, label=f"<<B>{html.escape(p.name)}</B> ⟶ out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
+    for (path, name), nested in sub_graphs.items():
+        nested.attr(label=f"<{html.escape(name[len(path) + 1:])}>", style="rounded,dotted", color="#7a93ad",
+                    fontsize="10", penwidth="1")
+        block_graphs[path].subgraph(nested)
     for path, sub in block_graphs.items():
         sub.attr(label=f"<<B>{html.escape(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
                  fontsize="11", penwidth="1.5")

@@ -49,6 +49,19 @@ def symbol_block(b: BoundSymbol) -> str:
     return next(blk for blk in (block_of(m) for m in _modules(b) if m) if votes[blk] == top)
 
 
+def submodule_of(b: BoundSymbol, block: str) -> str:
+    """Return the submodule of ``block`` one level down that most of ``b``'s ops come from
+    (``model.layers.3.self_attn`` for ``model.layers.3.self_attn.q_proj``); ``""`` when they come
+    from the block itself. An expanded block draws one nested cluster per submodule."""
+    votes = Counter()
+    for m in _modules(b):
+        if m.startswith(block + "."):
+            votes[block + "." + m[len(block) + 1:].split(".", 1)[0]] += 1
+        elif m:
+            votes[""] += 1
+    return votes.most_common(1)[0][0] if votes else ""
+
+
 def is_numbered(block: str) -> bool:
     """Whether ``block`` ends in a numbered component (a repeated layer)."""
     return block.rsplit(".", 1)[-1].isdigit()

@@ -98,7 +98,10 @@ def test_expanding_a_block_draws_its_ops_in_a_cluster(stacked):
     assert "<B>layers.2</B> <FONT" in folded and "<B>layers.2</B> <FONT" not in opened
     assert "subgraph cluster_block_" in opened and "<B>layers.1</B> <FONT" in opened
     assert opened.count("->") > folded.count("->")
-    assert dot.trace_to_dot(fw, expand=["*"]).count("subgraph cluster_block_") == len(module_blocks(fw.symbols))
+    # inside an expanded block each submodule is a nested cluster (here layers.2.fc: its matmul)
+    assert re.search(r"subgraph cluster_block_\d+_\d+ \{", opened) and "label=<fc>" in opened
+    every = dot.trace_to_dot(fw, expand=["*"])
+    assert len(re.findall(r"subgraph cluster_block_\d+ \{", every)) == len(module_blocks(fw.symbols))
     with pytest.raises(ValueError, match="no block 'layers.9'"):
         dot.trace_to_dot(fw, expand=["layers.9"])
     # a small model without repeated blocks keeps its op-by-op drawing unless asked
