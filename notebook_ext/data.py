@@ -20,7 +20,7 @@ from typing import Optional
 
 from thundervis.diff import diff_traces
 from thundervis.diff.lines import is_fusion
-from thundervis.diff.render import side_rows
+from thundervis.diff.render import fold_runs, side_rows
 from thundervis.present import default_view
 from thundervis.present.diff_labels import labelled, pass_label
 from thundervis.present.errors import DataError, data_errors
@@ -36,6 +36,8 @@ from .comm_data import communication_json, diagram_notes, is_communication_op
 COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
+# Unchanged diff rows kept around each change; the rest is folded (in Python, once).
+DIFF_CONTEXT = 3
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 
@@ -375,7 +377,9 @@ class _Interner:
 
 def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Interner"] = None) -> dict:
     """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
-    :func:`thundervis.diff.render.side_rows` as ``[status, left, right, note]`` with each cell
+    :func:`thundervis.diff.render.side_rows`, folded (:func:`~thundervis.diff.render.fold_runs`,
+    :data:`DIFF_CONTEXT` rows of context: a run of unchanged rows becomes ``["fold", None, None,
+    text, [rows]]``), as ``[status, left, right, note]`` with each cell
     ``[marker, depth, text, spans, uid, source]`` or None (``source``: the text, or with
     ``sources`` its index there, so a payload holding many diffs sends each source line once)."""
     def cell(r):
@@ -383,9 +387,26 @@ def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Int
             return None
         src = sources.add(r.source, key=r.source) if sources is not None else r.source
         return [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, src]
-    rows = [[s.status, cell(s.left), cell(s.right), s.note] for s in side_rows(d)]
+    def row(s):
+        return [s.status, cell(s.left), cell(s.right), s.note]
+    rows = []
+    for x in fold_runs(side_rows(d), DIFF_CONTEXT):  # folded here, once: the browser only draws
+        if isinstance(x, list):
+            n = len(x)
+            rows.append(["fold", None, None, f"… {n} unchanged line{'s' if n != 1 else ''} (click to show) …",
+                         [row(s) for s in x]])
+        else:
+            rows.append(row(x))
     return {"graph": graph, "chain": chain, "a": a, "b": b, "before": d.before, "after": d.after,
             "counts": d.counts(), "summary": d.summary(), "rows": rows}
+
+
+def unfolded(rows: list) -> list:
+    """Return the rows of a :func:`diff_json` with its folds opened (every side-by-side row)."""
+    out = []
+    for r in rows:
+        out.extend(r[4] if r[0] == "fold" else [r])
+    return out
 
 
 # -- thundervis.api.diff(a, b): two passes, or two recordings -----------------------------------------

@@ -165,23 +165,15 @@ function textWithSpans(text, spans, cls) {
   return frag;
 }
 
-// rows: [status, left, right, note]; cell: [marker, depth, text, spans, uid, source]
-function diffTable(diff, { context = 3, onPick = null, selected = null, sources = [] } = {}) {
+// rows: [status, left, right, note] or, for unchanged lines Python folded (notebook_ext/data.py
+// diff_json), ["fold", null, null, text, rows]; cell: [marker, depth, text, spans, uid, source]
+function diffTable(diff, { onPick = null, selected = null, sources = [] } = {}) {
   const table = h("table", { class: "tv-diff-table" });
   table.appendChild(
     h("thead", {}, h("tr", {}, h("th", { text: diff.before }), h("th", { text: diff.after }), h("th", { text: "" }))),
   );
   const body = h("tbody");
   table.appendChild(body);
-  const rows = diff.rows;
-  const near = new Array(rows.length).fill(context < 0);
-  if (context >= 0) {
-    rows.forEach((r, k) => {
-      if (r[0] !== "unchanged") {
-        for (let m = Math.max(0, k - context); m <= Math.min(rows.length - 1, k + context); m++) near[m] = true;
-      }
-    });
-  }
   const cell = (c, side, status) => {
     if (!c) return h("td", { class: "tv-empty" });
     const [marker, depth, text, spans, uid, src] = c;
@@ -213,26 +205,19 @@ function diffTable(diff, { context = 3, onPick = null, selected = null, sources 
     );
     body.appendChild(tr);
   };
-  let k = 0;
-  while (k < rows.length) {
-    if (near[k]) {
-      addRow(rows[k]);
-      k += 1;
+  for (const r of diff.rows) {
+    if (r[0] !== "fold") {
+      addRow(r);
       continue;
     }
-    const start = k;
-    while (k < rows.length && !near[k]) k += 1;
-    const hidden = rows.slice(start, k);
+    const hidden = r[4];
     const tr = h("tr", { class: "tv-fold" });
-    const td = h("td", {
-      colspan: 3,
-      text: `… ${hidden.length} unchanged line${hidden.length === 1 ? "" : "s"} (click to show) …`,
-    });
+    const td = h("td", { colspan: 3, text: r[3] });
     td.addEventListener("click", () => {
       const anchor = tr.nextSibling;
       tr.remove();
-      for (const r of hidden) {
-        addRow(r);
+      for (const x of hidden) {
+        addRow(x);
         body.insertBefore(body.lastChild, anchor);
       }
     });

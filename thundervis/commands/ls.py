@@ -10,6 +10,7 @@ import json
 import sys
 
 from thundervis.errors import UserError
+from thundervis.present.kernel_rows import group_sources
 from thundervis.safe_text import visible, visible_line
 
 
@@ -157,7 +158,7 @@ def summary_text(rec, passes: bool = True) -> str:
                     lines.append(f"    {p['index']:>2} {p['name']:<12} {p['ms']:>9.2f} ms  {mark:<7} "
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
-            src = ", ".join(k["sources"][:4]) + (" ..." if len(k["sources"]) > 4 else "")
+            src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
             ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
             lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
         for f in g["failures"]:

@@ -102,27 +102,34 @@ def _unified_rows(diff: TraceDiff, context: Optional[int]) -> list[Row]:
     return _fold(rows, context, _unified_fold_row) if context is not None else rows
 
 
-def _fold(rows: list, context: int, fold_row: Callable[[int], object]) -> list:
+def fold_runs(rows: list, context: int) -> list:
     """Return ``rows`` with each run of unchanged rows further than ``context`` from a change
-    replaced by ``fold_row(length of the run)``."""
+    replaced by a list of that run's rows (the one folding rule: the text renderings show a fold
+    row instead, the widget a fold the user can open)."""
     near = [False] * len(rows)
     for k, r in enumerate(rows):
         if r.status != UNCHANGED:
             for m in range(max(0, k - context), min(len(rows), k + context + 1)):
                 near[m] = True
     out: list = []
-    run = 0
+    run: list = []
     for k, r in enumerate(rows):
         if near[k]:
             if run:
-                out.append(fold_row(run))
-                run = 0
+                out.append(run)
+                run = []
             out.append(r)
         else:
-            run += 1
+            run.append(r)
     if run:
-        out.append(fold_row(run))
+        out.append(run)
     return out
+
+
+def _fold(rows: list, context: int, fold_row: Callable[[int], object]) -> list:
+    """Return ``rows`` with each run of unchanged rows further than ``context`` from a change
+    replaced by ``fold_row(length of the run)``."""
+    return [fold_row(len(x)) if isinstance(x, list) else x for x in fold_runs(rows, context)]
 
 
 def _unified_fold_row(run: int) -> Row:

@@ -37,7 +37,8 @@ from typing import Optional
 APPLICATION_ID = 0x54565243  # "TVRC"
 # 2: run.host and run.process_start (see liveness.py). Readers read version 1 files as they are:
 # the columns they lack read as NULL.
-# 3: compact storage: the heavy texts (passes.trace_json and printed, kernels.code and trace_json,
+# 3: compact storage: symbol rows point at shared symbol_sources rows (file, code, module,
+# function), the heavy texts (passes.trace_json and printed, kernels.code and trace_json,
 # sources.text) are zlib-compressed UTF-8 blobs (:func:`compress_text`), and kernels.record keeps
 # only the fields without a column. Readers take text or blob in those columns (the store's
 # ``text()``), so versions 1 and 2 read as they are.
@@ -122,7 +123,16 @@ CREATE TABLE symbols (
     aten      TEXT,
     executor  TEXT,
     note      TEXT,
+    source_id INTEGER,                        -- schema 3: symbol_sources row holding file, code,
+                                              -- module, function (then NULL here)
     PRIMARY KEY (graph_id, chain, pass_idx, position)
+);
+
+-- Schema 3: the source location of symbols (file, code line, module path, function), stored once
+-- and shared by every symbol row pointing at it: most symbols of a chain repeat a few lines.
+CREATE TABLE symbol_sources (
+    id        INTEGER PRIMARY KEY,
+    file      TEXT, code TEXT, module TEXT, function TEXT
 );
 
 CREATE TABLE kernels (
@@ -244,8 +254,9 @@ KERNEL_COLUMN_KEYS = frozenset(("name", "executor", "uid", "pass", "language", "
 
 
 INSERT_SYMBOL_ROW = ("INSERT OR REPLACE INTO symbols(graph_id, chain, pass_idx, position, uid, parent, sym,"
-                     " origin, file, line, code, module, function, seq_nr, aten, executor, note)"
-                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                     " origin, file, line, code, module, function, seq_nr, aten, executor, note, source_id)"
+                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+INSERT_SYMBOL_SOURCE = "INSERT INTO symbol_sources(id, file, code, module, function) VALUES (?,?,?,?,?)"
 
 
 TEXT_LEVEL = 6  # zlib level of stored texts: most of the size win of 9 at a third of the time

@@ -27,7 +27,7 @@ from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
 from .liveness import host_name, process_token
-from .schema import INSERT_SYMBOL_ROW, KERNEL_COLUMN_KEYS, compress_text, create_indexes, create_schema
+from .schema import INSERT_SYMBOL_ROW, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
@@ -102,6 +102,7 @@ class RecordingObserver(CompileObserver):
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
         self._sources_seen: set[str] = set()
+        self._symbol_sources: dict[tuple, int] = {}  # (file, code, module, function) -> symbol_sources id
         self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
         self.write_errors = 0
 
@@ -325,10 +326,29 @@ class RecordingObserver(CompileObserver):
             return
         rows_of = TraceTextCache()  # shares the rows of symbols a pass kept across a chain's passes
 
+        ids = self._symbol_sources
+        new: list[tuple] = []
+        batches = []
+        for graph, chain, index, trace in pending:
+            rows = []
+            for r in rows_of.symbol_rows(graph, chain, index, trace):
+                key = (r[8], r[10], r[11], r[12])
+                sid = None
+                if key != (None, None, None, None):
+                    sid = ids.get(key)
+                    if sid is None:
+                        sid = ids[key] = len(ids) + 1
+                        new.append((sid,) + key)
+                rows.append(r[:8] + (None, r[9], None, None, None) + r[13:] + (sid,))
+            batches.append(rows)
+
         def fn(c):
-            for graph, chain, index, trace in pending:
-                c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
-        self._write("the symbol rows", fn)
+            c.executemany(INSERT_SYMBOL_SOURCE, new)
+            for rows in batches:
+                c.executemany(INSERT_SYMBOL_ROW, rows)
+        if not self._write("the symbol rows", fn):
+            for row in new:  # rolled back: those ids were not stored
+                ids.pop(row[1:], None)
 
     def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
         """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
