@@ -48,6 +48,27 @@ def _key(what, file=None, expand=(), module=None, collapse=None) -> str:
     return json.dumps([what, file, list(expand), module, collapse], separators=(",", ":"))
 
 
+def widget_page(w, tab: str, answers: dict) -> str:
+    """Return an HTML page that renders widget ``w`` (its traits, ``tab`` open) with the shipped
+    front end; the stand-in model answers requests from ``answers`` ({request key: reply}, see
+    :func:`request_key`), records each request key in ``window.__tv_asked`` and exposes the traits
+    as ``window.__tv_traits``."""
+    from thundervis.notebook_ext.widget import _STATIC, front_end
+    traits = {k: getattr(w, k) for k in ("data", "graph", "chain", "pass_index", "compare_index",
+                                         "selected_uid", "selected_kernel")}
+    traits.update(tab=tab, group={})
+    js = front_end().replace("export default { render };", "window.__tv_widget = { render };")
+    js = js.replace("</script", "<\\/script")
+    return _PAGE.format(css=(_STATIC / "widget.css").read_text(encoding="utf-8"), js=js,
+                        traits=json.dumps(traits).replace("</", "<\\/"),
+                        answers=json.dumps(answers).replace("</", "<\\/"))
+
+
+def request_key(what, file=None, expand=(), module=None, collapse=None) -> str:
+    """Return the key the page's stand-in model looks a request up by."""
+    return _key(what, file, expand, module, collapse)
+
+
 def main() -> int:
     """Write the screenshot; return the exit code."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -63,11 +84,7 @@ def main() -> int:
     args = p.parse_args()
 
     import thundervis
-    from thundervis.notebook_ext.widget import _STATIC, front_end
     w = thundervis.show(args.recording, chain=args.chain) if args.chain else thundervis.show(args.recording)
-    traits = {k: getattr(w, k) for k in ("data", "graph", "chain", "pass_index", "compare_index",
-                                         "selected_uid", "selected_kernel")}
-    traits.update(tab=args.tab, group={})
     answers, clicked = {}, None
     if args.tab == "source":
         answers[_key("source")] = w.request({"what": "source"})
@@ -79,11 +96,7 @@ def main() -> int:
             path, clicked = blocks[args.click_block]["path"], blocks[args.click_block]["id"]
             answers[_key("diagram", expand=[path])] = w.request(
                 {"what": "diagram", "graph": w.graph, "chain": w.chain, "expand": [path]})
-    js = front_end().replace("export default { render };", "window.__tv_widget = { render };")
-    js = js.replace("</script", "<\\/script")
-    page_html = _PAGE.format(css=(_STATIC / "widget.css").read_text(encoding="utf-8"), js=js,
-                             traits=json.dumps(traits).replace("</", "<\\/"),
-                             answers=json.dumps(answers).replace("</", "<\\/"))
+    page_html = widget_page(w, args.tab, answers)
     folder = tempfile.mkdtemp(prefix="tv-widget-shot-")
     page_path = pathlib.Path(folder) / "widget.html"
     page_path.write_text(page_html, encoding="utf-8")
