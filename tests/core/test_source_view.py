@@ -118,6 +118,9 @@ def test_file_names_match_by_basename_or_path_suffix():
     with pytest.raises(UnknownItem, match="no user source files"):
         resolve_file(_Files([]), "train.py")
     assert file_label("/tmp/ipykernel_1/1422955898.py") == "1422955898.py" and file_label("cell [3]") == "cell [3]"
+    # a notebook cell, recorded as "cell [N]" (compiler.source), reads cell [N]:LINE
+    from thundervis.present.source_view import SourceLine
+    assert SourceLine("cell [3]", 16, "y = f(x)", (), None, None).label == "cell [3]:16"
 
 
 def test_cli_prints_the_annotated_file(profiled, capsys):
