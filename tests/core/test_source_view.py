@@ -136,6 +136,8 @@ def test_cli_prints_the_annotated_file(profiled, capsys):
     assert any("↳ forward" in x for x in after) and any("↳ backward" in x for x in after)
     # recorded text is data: control characters shown, never sent to the terminal
     assert "\x1b" not in out and "\u202e" not in out and "\\x1b[31m" in out
+    code, default, _ = run_cli(capsys, "source", path)  # the run's script
+    assert code == 0 and default == out
     code, short, _ = run_cli(capsys, "source", path, "train_src.py", "--annotated")
     assert code == 0 and len(short.splitlines()) < len(lines) and "..." in short
 

@@ -1,4 +1,5 @@
-"""``thundervis source REC FILE [--graph G] [--annotated] [--json]``: the user's file annotated line
+"""``thundervis source REC [FILE] [--graph G] [--annotated] [--json]``: the user's file (default: the
+run's script) annotated line
 by line with the ops each line became (forward and backward), the kernels they ended in, the ops
 left to torch and why, and each line's share of the profiled time (thundervis.present.source_view)."""
 from __future__ import annotations
@@ -44,11 +45,14 @@ def source_text(view, annotated_only: bool = False) -> str:
 def cmd_source(args) -> int:
     """Print (or ``--json``: dump) the annotated file."""
     from thundervis.commands.ls import readable
-    from thundervis.present.source_view import source_file
+    from thundervis.present.source_view import default_file, source_file
     from thundervis.recording import UnknownItem
     with readable(args.recording, args.rank) as rec:
         try:
-            view = source_file(rec, args.file, args.graph)
+            file = args.file or default_file(rec)
+            if file is None:
+                raise UnknownItem("this recording holds no user source files")
+            view = source_file(rec, file, args.graph)
         except UnknownItem as e:
             raise UserError(str(e).rstrip(".") + ".") from None
     if args.json:
@@ -63,8 +67,9 @@ def register(subparsers) -> None:
     """Add the ``source`` subcommand."""
     p = subparsers.add_parser("source", help="the user's file annotated line by line: ops, kernels, fallbacks, time")
     p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
-    p.add_argument("file", metavar="FILE",
-                   help="a recorded source file: its name (train.py) or a path suffix (examples/train.py)")
+    p.add_argument("file", metavar="FILE", nargs="?", default=None,
+                   help="a recorded source file: its name (train.py) or a path suffix (examples/train.py); "
+                        "default: the run's script")
     p.add_argument("--graph", "-g", type=int, default=None, help="only this graph's ops (default: every graph)")
     p.add_argument("--rank", type=int, default=None, help="in a group folder: the rank to show (default: the lowest)")
     p.add_argument("--annotated", "-a", action="store_true", help="print only the lines that made ops")
