@@ -217,12 +217,16 @@ class RecordingData:
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
-                collapse: Optional[bool] = None) -> dict:
+                collapse: Optional[bool] = None, expand=None) -> dict:
         """Return the fusion diagram of one pass (default: the last) as
-        ``{"svg", "collapsed", "module", "modules", "error"}``; ``collapse`` None: collapsed when the
-        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG. The
-        collectives run right before and after the chain's first call are drawn as notes."""
-        from thundervis.dot import RenderError, modules_of, trace_to_svg
+        ``{"svg", "collapsed", "module", "modules", "blocks", "expand", "error"}``; ``collapse``
+        None: collapsed when the trace has more than :data:`COLLAPSE_ABOVE` symbols. A model with
+        repeated blocks is drawn one box per module block (thundervis.dot_blocks); ``expand`` lists
+        the block paths drawn in full, ``blocks`` is ``[{"id", "path", "expanded"}]`` (``id``: the
+        block's SVG node id, for a click to expand it; empty when not drawn by blocks). ``error``
+        says why there is no SVG. The collectives run right before and after the chain's first call
+        are drawn as notes."""
+        from thundervis.dot import RenderError, diagram_blocks, modules_of, trace_to_svg
         c = self._chain(graph, chain)
         if not c.passes:
             return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
@@ -230,14 +234,16 @@ class RecordingData:
         trace = self.trace(graph, chain, p.index)
         n = len(trace.symbols)
         collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
+        expand = [str(x) for x in expand or () if isinstance(x, str)]
         out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
-               "pass": p.index, "error": None}
+               "pass": p.index, "blocks": [], "expand": expand, "error": None}
         times = {t.name: t.median_us for t in self._graph(graph).timings.for_chain(graph, chain)}
         with self._lock:
             between = diagram_notes(self.rec, graph, chain)
         try:
             out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times,
-                                      between=between)
+                                      between=between, expand=expand)
+            out["blocks"] = diagram_blocks(trace, module=module or None, expand=expand)
         except (RenderError, ValueError, ImportError) as e:
             out["error"] = str(e)
         return out
@@ -348,10 +354,29 @@ class RecordingData:
             raise DataError(str(e).strip("'\"").rstrip(".") + ".") from None
         return {"lines": report_lines(report), "error": None}
 
+    def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
+        """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
+        first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
+        kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
+        from thundervis.present.source_view import default_file, source_file
+        try:
+            with self._lock:
+                file = file or default_file(self.rec)
+                if file is None:
+                    return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
+                return source_file(self.rec, file, graph).as_json()
+        except (UnknownItem, RecordingError) as e:
+            raise DataError(str(e).rstrip(".") + ".") from None
+
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm", ...}``;
-        ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and ``stage``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm"|
+        "bisect"|"source", ...}``; ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and
+        ``stage``)."""
         what = request.get("what")
+        if what == "source":
+            file, graph = request.get("file"), request.get("graph_filter")
+            return self.source_json(file if isinstance(file, str) else None,
+                                    graph if isinstance(graph, int) and not isinstance(graph, bool) else None)
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
             return self.diff_json(g, c, int(request["a"]), int(request["b"]))
@@ -365,7 +390,9 @@ class RecordingData:
                 raise DataError(str(e) + ".") from None
             return self.chain_json(graph, chain)
         if what == "diagram":
-            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+            expand = request.get("expand")
+            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"),
+                                expand=expand if isinstance(expand, list) else None)
         if what == "asm":
             from .asm_data import AsmError, asm_json
             try:

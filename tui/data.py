@@ -123,6 +123,20 @@ class RecordingData:
         src = self._call(self._rec.kernel_source, kernel_id)
         return src.language, src.code
 
+    def source_files(self) -> list[str]:
+        """Return the user files the recording holds (the Source screen's list)."""
+        return self._call(self._rec.source_files)
+
+    def default_source_file(self) -> Optional[str]:
+        """Return the file the Source screen opens on (the run's script when recorded)."""
+        from thundervis.present.source_view import default_file
+        return self._call(default_file, self._rec)
+
+    def source_file(self, file: str):
+        """Return ``file`` annotated line by line (``thundervis.present.source_view.SourceFile``)."""
+        from thundervis.present.source_view import source_file
+        return self._call(source_file, self._rec, file)
+
     # -- traces ---------------------------------------------------------------------------------
 
     def pass_text(self, graph: int, chain: str, index: int) -> str:

@@ -20,5 +20,6 @@ data), the widget sends their ``as_json()``. Import the modules directly
   user line, and the per-target resources ``ls`` shows;
 - :mod:`.roofline`: bytes, FLOPs and roofline µs per kernel and torch matmul/attention, the modelled
   step time per target;
-- :mod:`.numerics`: ``run --check-numerics`` verdicts per kernel and ``--compare-eager`` deltas.
+- :mod:`.numerics`: ``run --check-numerics`` verdicts per kernel and ``--compare-eager`` deltas;
+- :mod:`.source_view`: a user file line by line with its ops, kernels, torch fallbacks, time share.
 """
