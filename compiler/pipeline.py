@@ -33,13 +33,16 @@ from .profiling import ProfileSettings, build_profiled_chain
 @dataclass
 class CompileOptions:
     """How to compile: executor names in priority order (None: the default order for the device),
-    debug checks after every pass, the observer to report to, and run-time profiling / input capture
-    (None: off, and the compiled callable is exactly the plain generated function)."""
+    debug checks after every pass, the observer to report to, run-time profiling / input capture
+    (None: off, and the compiled callable is exactly the plain generated function), and ``aot``: an
+    :class:`~.aot.pool.AheadOfTime` that compiles every built kernel for GPU targets (None: no
+    targets)."""
 
     executors: Optional[Sequence[str]] = None
     debug: bool = False
     observer: CompileObserver = field(default_factory=CompileObserver)
     profile: Optional[ProfileSettings] = None
+    aot: Optional[object] = None
 
 
 def default_executor_names(device: str = "cpu") -> list[str]:
@@ -116,6 +119,8 @@ class PassRunner:
         out = self.report(name, trace, out, dt)
         if kernels:
             self.options.observer.kernels_built(self.graph, self.chain, list(kernels))
+            if self.options.aot is not None:
+                self.options.aot.submit(self.graph, self.chain, list(kernels))
         return out
 
 

@@ -29,6 +29,9 @@ class PrintOptions:
     header: bool = True
     uids: bool = False
     width: int = 100
+    # the column a statement's comment starts at (at least two spaces after the code); 0: right
+    # after it (a diff's lines, which put their own notes after the comment)
+    align: int = 48
     # Optional comment per top-level symbol (``torch: not lowered: ...``), from the caller: the
     # viewer passes one that makes recorded text terminal-safe. None: no such comments.
     notes: Optional[Callable[[BoundSymbol], Optional[str]]] = None
@@ -149,8 +152,8 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
     if callee >= 0:
         spans.append((callee, callee + len(b.sym), CALL))
     has_meta = opts.shapes and b.outputs is not None
-    if has_meta or (b.fusion and b.executor) or opts.uids:
-        stmt = stmt.ljust(48) + "  "
+    if has_meta or (b.executor and (b.fusion or depth == 0)) or opts.uids:
+        stmt = stmt.ljust(opts.align) + "  "
         start = len(stmt)
         spans.append((start, 0, COMMENT))
         stmt += "# "
@@ -162,7 +165,7 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
                 short = p.short()
                 spans.append((len(stmt), len(stmt) + len(short), TYPE))
                 stmt += short
-        if b.fusion and b.executor:  # kernel names do not say which executor built the kernel
+        if b.executor and (b.fusion or depth == 0):  # who runs it (a fusion's members: its kernel)
             if not first:
                 stmt += "  "
             first = False
@@ -198,9 +201,19 @@ def _close_comment(spans: list, end: int) -> tuple:
     return tuple((a, e or end, k) for a, e, k in spans)
 
 
-def _with_note(line: PrintedLine, extra: str, had_notes: bool) -> PrintedLine:
+_DIFF_OPTIONS = PrintOptions(align=0)
+
+
+def statement_line(b: BoundSymbol, depth: int = 0, opts: PrintOptions = _DIFF_OPTIONS) -> PrintedLine:
+    """Return the line of ``b`` as :func:`print_lines` prints it (a subsymbol's commented out,
+    ``depth`` > 0), without indentation and (default) without aligning its comment: what a diff
+    shows for ``b``, followed by the diff's own note."""
+    return _statement(b, opts, "", depth)
+
+
+def _with_note(line: PrintedLine, extra: str, had_notes: bool, opts_align: int = 48) -> PrintedLine:
     """Return ``line`` with a caller's note comment appended (``PrintOptions.notes``)."""
-    text = line.text if had_notes else line.text.ljust(48)
+    text = line.text if had_notes else line.text.ljust(opts_align)
     text += "  # "
     spans = list(line.spans)
     if not had_notes:
@@ -224,7 +237,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         # dataclasses.replace keep its args/kwargs/outputs/subsymbols objects, so the lines are
         # reused even for a new BoundSymbol (claim only sets the executor, decompose renames ...).
         key = (depth, b.sym, b.uid, id(b.args), id(b.kwargs), id(b.outputs), id(b.subsymbols),
-               b.origin if opts.uids else None, b.executor if b.fusion else None)
+               b.origin if opts.uids else None, b.executor)
         hit = memo.get(key)
         if hit is not None:
             lines = hit[1]
@@ -242,7 +255,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
     extra = opts.notes(b) if opts.notes is not None and depth == 0 and b.sym != "del" else None
     if extra:
         first = lines[0]
-        lines = [_with_note(first, extra, any(k == COMMENT for _, _, k in first.spans)), *lines[1:]]
+        lines = [_with_note(first, extra, any(k == COMMENT for _, _, k in first.spans), opts.align), *lines[1:]]
     return lines
 
 

@@ -20,7 +20,7 @@ from typing import Optional
 
 from thundervis.diff import diff_traces
 from thundervis.diff.lines import is_fusion
-from thundervis.diff.render import side_rows
+from thundervis.diff.render import fold_runs, side_rows
 from thundervis.present import default_view
 from thundervis.present.diff_labels import labelled, pass_label
 from thundervis.present.errors import DataError, data_errors
@@ -36,6 +36,8 @@ from .comm_data import communication_json, diagram_notes, is_communication_op
 COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
+# Unchanged diff rows kept around each change; the rest is folded (in Python, once).
+DIFF_CONTEXT = 3
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 
@@ -183,6 +185,19 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
+        None) when the traces cannot be read."""
+        from thundervis.present.roofline import roofline_rows, target_label
+        try:
+            with self._lock:
+                rows = roofline_rows(self.rec)
+                label = target_label(self.rec)
+        except RecordingError:
+            return {}, None
+        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+
     def kernels_json(self, graph) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
@@ -202,12 +217,16 @@ class RecordingData:
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
-                collapse: Optional[bool] = None) -> dict:
+                collapse: Optional[bool] = None, expand=None) -> dict:
         """Return the fusion diagram of one pass (default: the last) as
-        ``{"svg", "collapsed", "module", "modules", "error"}``; ``collapse`` None: collapsed when the
-        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG. The
-        collectives run right before and after the chain's first call are drawn as notes."""
-        from thundervis.dot import RenderError, modules_of, trace_to_svg
+        ``{"svg", "collapsed", "module", "modules", "blocks", "expand", "error"}``; ``collapse``
+        None: collapsed when the trace has more than :data:`COLLAPSE_ABOVE` symbols. A model with
+        repeated blocks is drawn one box per module block (thundervis.dot_blocks); ``expand`` lists
+        the block paths drawn in full, ``blocks`` is ``[{"id", "path", "expanded"}]`` (``id``: the
+        block's SVG node id, for a click to expand it; empty when not drawn by blocks). ``error``
+        says why there is no SVG. The collectives run right before and after the chain's first call
+        are drawn as notes."""
+        from thundervis.dot import RenderError, diagram_blocks, modules_of, trace_to_svg
         c = self._chain(graph, chain)
         if not c.passes:
             return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
@@ -215,14 +234,16 @@ class RecordingData:
         trace = self.trace(graph, chain, p.index)
         n = len(trace.symbols)
         collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
+        expand = [str(x) for x in expand or () if isinstance(x, str)]
         out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
-               "pass": p.index, "error": None}
+               "pass": p.index, "blocks": [], "expand": expand, "error": None}
         times = {t.name: t.median_us for t in self._graph(graph).timings.for_chain(graph, chain)}
         with self._lock:
             between = diagram_notes(self.rec, graph, chain)
         try:
             out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times,
-                                      between=between)
+                                      between=between, expand=expand)
+            out["blocks"] = diagram_blocks(trace, module=module or None, expand=expand)
         except (RenderError, ValueError, ImportError) as e:
             out["error"] = str(e)
         return out
@@ -276,6 +297,10 @@ class RecordingData:
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
+        roofline, roofline_target = self.roofline()
+        with self._lock:
+            from .asm_data import build_targets
+            asm_targets = build_targets(self.rec)
         graphs = []
         for g in self.graphs():
             chains = []
@@ -301,16 +326,57 @@ class RecordingData:
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": self.kernels_json(g)})
+                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                                            asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
+                                       for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
+            from thundervis.present.numerics import numerics_json, numerics_summary
+            numerics = numerics_json(numerics_summary(self.rec))
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
-                "lines": table.items, "sources": sources.items, "communication": communication}
+                "lines": table.items, "sources": sources.items, "communication": communication,
+                "roofline_target": roofline_target, "numerics": numerics}
+
+    def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
+        """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return
+        ``{"lines": report lines, "error": None}``; a request it cannot answer raises DataError."""
+        from thundervis.compiler import triton_mode
+        triton_mode.set_for_torch()
+        from thundervis.bisect import BisectError, bisect, report_lines
+        from thundervis.rerun import RerunError
+        if inputs not in (None, "captured", "random"):
+            raise DataError("inputs are captured or random.")
+        try:
+            with self._lock:
+                report = bisect(self.rec, graph, chain, inputs)
+        except (BisectError, RerunError, UnknownItem) as e:
+            raise DataError(str(e).strip("'\"").rstrip(".") + ".") from None
+        return {"lines": report_lines(report), "error": None}
+
+    def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
+        """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
+        first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
+        kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
+        from thundervis.present.source_view import default_file, source_file
+        try:
+            with self._lock:
+                file = file or default_file(self.rec)
+                if file is None:
+                    return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
+                return source_file(self.rec, file, graph).as_json()
+        except (UnknownItem, RecordingError) as e:
+            raise DataError(str(e).rstrip(".") + ".") from None
 
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm"|
+        "bisect"|"source", ...}``; ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and
+        ``stage``)."""
         what = request.get("what")
+        if what == "source":
+            file, graph = request.get("file"), request.get("graph_filter")
+            return self.source_json(file if isinstance(file, str) else None,
+                                    graph if isinstance(graph, int) and not isinstance(graph, bool) else None)
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
             return self.diff_json(g, c, int(request["a"]), int(request["b"]))
@@ -324,7 +390,19 @@ class RecordingData:
                 raise DataError(str(e) + ".") from None
             return self.chain_json(graph, chain)
         if what == "diagram":
-            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+            expand = request.get("expand")
+            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"),
+                                expand=expand if isinstance(expand, list) else None)
+        if what == "asm":
+            from .asm_data import AsmError, asm_json
+            try:
+                with self._lock:
+                    return asm_json(self.rec, g, c, str(request["kernel"]), request.get("target") or None,
+                                    str(request.get("stage") or "sass"))
+            except (AsmError, RecordingError) as e:
+                raise DataError(str(e)) from None
+        if what == "bisect":
+            return self.bisect_json(g, c, request.get("inputs"))
         raise DataError(f"unknown request {what!r}")
 
 
@@ -353,7 +431,9 @@ class _Interner:
 
 def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Interner"] = None) -> dict:
     """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
-    :func:`thundervis.diff.render.side_rows` as ``[status, left, right, note]`` with each cell
+    :func:`thundervis.diff.render.side_rows`, folded (:func:`~thundervis.diff.render.fold_runs`,
+    :data:`DIFF_CONTEXT` rows of context: a run of unchanged rows becomes ``["fold", None, None,
+    text, [rows]]``), as ``[status, left, right, note]`` with each cell
     ``[marker, depth, text, spans, uid, source]`` or None (``source``: the text, or with
     ``sources`` its index there, so a payload holding many diffs sends each source line once)."""
     def cell(r):
@@ -361,9 +441,26 @@ def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Int
             return None
         src = sources.add(r.source, key=r.source) if sources is not None else r.source
         return [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, src]
-    rows = [[s.status, cell(s.left), cell(s.right), s.note] for s in side_rows(d)]
+    def row(s):
+        return [s.status, cell(s.left), cell(s.right), s.note]
+    rows = []
+    for x in fold_runs(side_rows(d), DIFF_CONTEXT):  # folded here, once: the browser only draws
+        if isinstance(x, list):
+            n = len(x)
+            rows.append(["fold", None, None, f"… {n} unchanged line{'s' if n != 1 else ''} (click to show) …",
+                         [row(s) for s in x]])
+        else:
+            rows.append(row(x))
     return {"graph": graph, "chain": chain, "a": a, "b": b, "before": d.before, "after": d.after,
             "counts": d.counts(), "summary": d.summary(), "rows": rows}
+
+
+def unfolded(rows: list) -> list:
+    """Return the rows of a :func:`diff_json` with its folds opened (every side-by-side row)."""
+    out = []
+    for r in rows:
+        out.extend(r[4] if r[0] == "fold" else [r])
+    return out
 
 
 # -- thundervis.api.diff(a, b): two passes, or two recordings -----------------------------------------

@@ -298,6 +298,6 @@ function showRankDiff(host, shared) {
       return;
     }
     if (r.data.printed_diff) host.appendChild(printedDiff(r.data));
-    else host.append(countsLine(r.data), diffTable(r.data, { context: 3 }));
+    else host.append(countsLine(r.data), diffTable(r.data));
   });
 }

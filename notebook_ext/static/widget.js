@@ -10,7 +10,7 @@ function renderDiff(model, el) {
     h("div", { class: "tv-header" }, h("span", { class: "tv-brand", text: "thundervis diff" }), h("span", { class: "tv-title", text: data.title })),
   );
   if (data.kind === "passes") {
-    root.append(countsLine(data.diff), diffTable(data.diff, { context: 3 }));
+    root.append(countsLine(data.diff), diffTable(data.diff));
     return;
   }
   const comp = data.comparison;

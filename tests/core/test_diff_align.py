@@ -42,9 +42,9 @@ def test_removed_and_added_without_identity_or_text_match():
     b = T([S("prims.add", ["x", "y"], "t0", "f0"), S("prims.neg", ["x"], "t5", "f7"),
            S("prims.exp", ["t0"], "t9", "f1")])
     d = diff_traces(a, b)
-    assert [r.b.text for r in rows(d, ADDED)] == ["t5 = prims.neg(x)"]
+    assert [r.b.key for r in rows(d, ADDED)] == ["t5 = prims.neg(x)"]
     d2 = diff_traces(b, a)
-    assert [r.a.text for r in rows(d2, REMOVED)] == ["t5 = prims.neg(x)"]
+    assert [r.a.key for r in rows(d2, REMOVED)] == ["t5 = prims.neg(x)"]
 
 
 def test_origin_links_make_replaced_by_with_partner_lines():
@@ -66,7 +66,7 @@ def test_cse_style_merge_is_replaced_by_a_survivor():
     d = diff_traces(a, b)
     rep = rows(d, REPLACED)
     assert rep[0].a.uid == "f1" and rep[0].how == "merged" and rep[0].partners[0].uid == "f0"
-    assert rows(d, CHANGED)[0].b.text == "t9 = prims.add(t0, t0)"
+    assert rows(d, CHANGED)[0].b.key == "t9 = prims.add(t0, t0)"
 
 
 def test_members_of_a_fusion_are_fused_into_its_kernel():

@@ -55,7 +55,8 @@ def test_cse_diff_says_merged():
     d = diff_traces(*pass_pair("forward", "decompose", "cse"))
     merged = [r for r in d.lines if r.status == REPLACED]
     assert len(merged) == 1 and merged[0].how == "merged"
-    assert merged[0].a.text == "t7 = prims.mul(t5, 2)" and merged[0].partners[0].text.startswith("t6 = prims.mul")
+    assert merged[0].a.key == "t7 = prims.mul(t5, 2)" and merged[0].partners[0].text.startswith("t6 = prims.mul")
+    assert merged[0].a.text.startswith("t7 = prims.mul(t5, 2) ") and "# t7: cpu f32[4, 32]" in merged[0].a.text
 
 
 def test_claim_diff_says_flattened():

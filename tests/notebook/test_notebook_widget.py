@@ -19,6 +19,7 @@ import thundervis.api as tv  # noqa: E402
 from thundervis.compiler.printer import print_lines  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
+from thundervis.notebook_ext.data import unfolded  # noqa: E402
 from thundervis.notebook_ext import DataError, RecordingData, show  # noqa: E402
 from thundervis.present.trace_lines import print_options  # noqa: E402
 from thundervis.recording import PassRef, open_recording  # noqa: E402
@@ -80,7 +81,7 @@ def test_payload_holds_every_pass_diff_and_kernel(hostile):
                         d = diff_traces(rec.pass_trace(PassRef(g.id, c.kind, prev.index)),
                                         rec.pass_trace(PassRef(g.id, c.kind, p.index)))
                         rows = side_rows(d)
-                        got = pc["diffs"][key]["rows"]
+                        got = unfolded(pc["diffs"][key]["rows"])
                         assert [r[0] for r in got] == [r.status for r in rows]
                         assert [r[2][2] if r[2] else None for r in got] == [r.right.text if r.right else None for r in rows]
             assert [k["name"] for k in next(x for x in payload["graphs"] if x["id"] == g.id)["kernels"]] == \
@@ -165,7 +166,7 @@ def test_diff_widget_two_passes_and_two_recordings(hostile):
     dw = tv.diff((hostile, "forward", "claim"), (hostile, "forward", "fuse"))
     d = dw.data["diff"]
     assert dw.data["kind"] == "passes" and d["counts"]["fused-into"] > 0
-    kernel = next(r[2][2] for r in d["rows"] if r[0] == "added" and r[2] and r[2][1] == 0)
+    kernel = next(r[2][2] for r in unfolded(d["rows"]) if r[0] == "added" and r[2] and r[2][1] == 0)
     assert "fusion" in kernel
     page = dw._repr_html_()
     assert "tv-diff" in page and "<script>" not in page

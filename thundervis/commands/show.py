@@ -70,9 +70,9 @@ def cmd_show(args) -> int:
         text += collectives_comment(rec, g.id, c.kind)
     text = visible(text)  # text from the recording: control characters made visible, also under rich
     if sys.stdout.isatty() and not args.plain:
-        from rich.console import Console
         from rich.syntax import Syntax
-        Console().print(Syntax(text, "python", theme="ansi_dark", word_wrap=False))
+        from thundervis.safe_text import plain_console
+        plain_console().print(Syntax(text, "python", theme="ansi_dark", word_wrap=False))
     else:
         sys.stdout.write(text)
     return 0

@@ -18,7 +18,7 @@ def trace_fingerprint(trace: Trace) -> str:
     """Return a 32-hex-digit fingerprint of ``trace`` (all subsymbol levels included)."""
     h = hashlib.blake2b(digest_size=16)
     for line in trace_lines(trace, depth=1 << 30):
-        h.update(f"{line.depth}\x1f{line.uid}\x1f{line.text}\x1e".encode())
+        h.update(f"{line.depth}\x1f{line.uid}\x1f{line.key}\x1e".encode())
     return h.hexdigest()
 
 

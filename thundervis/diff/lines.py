@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from thundervis.compiler.ir import BoundSymbol, Trace
-from thundervis.compiler.printer import call_text
+from thundervis.compiler.printer import call_text, statement_line
 from thundervis.compiler.values import format_value
 
 INPUTS_UID = "<inputs>"
@@ -31,7 +31,7 @@ class Line:
     is cache traffic when the diff aligns them.
     """
 
-    __slots__ = ("uid", "depth", "symbol", "parent", "origin", "_text")
+    __slots__ = ("uid", "depth", "symbol", "parent", "origin", "_text")  # noqa: RUF023
 
     def __init__(self, uid: str, depth: int, symbol: Optional[BoundSymbol], parent: Optional[int]):
         self.uid = uid
@@ -44,10 +44,17 @@ class Line:
 
     @property
     def text(self) -> str:
-        """The line as printed, without indentation; an executor tag ``  # torch`` when claimed."""
+        """The line as the printer prints it (``compiler.printer.statement_line``: metadata and
+        executor comment included), without indentation: a diff line reads as the trace does."""
         if self._text is None:
             self._text = line_text(self)
         return self._text
+
+    @property
+    def key(self) -> str:
+        """The line's code and who runs it (``t2 = prims.add(t0, t1)  # torch``): cheaper than
+        :attr:`text`, for fingerprints."""
+        return line_key(self)
 
     @property
     def sym(self) -> str:
@@ -72,6 +79,13 @@ class EdgeLine(Line):
 
 def line_text(line: Line) -> str:
     """Return the text of ``line`` (see :attr:`Line.text`)."""
+    if line.symbol is None:
+        return line_key(line)
+    return statement_line(line.symbol, line.depth).text
+
+
+def line_key(line: Line) -> str:
+    """Return the key of ``line`` (see :attr:`Line.key`)."""
     b = line.symbol
     if b is None:
         t = line.trace
