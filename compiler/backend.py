@@ -34,6 +34,7 @@ from .source import call_site
 _graph_ids = itertools.count()
 _defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None}
 _lock = threading.Lock()
+_OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
@@ -122,10 +123,14 @@ def ahead_of_time(targets, observer: Optional[CompileObserver], aot=None):
     archs = local_targets() if targets == "local" else parse_targets(targets)
     if not archs:
         return None
-    from .aot.pool import AheadOfTime
-    made = AheadOfTime(archs, observer)
-    import atexit
-    atexit.register(made.finish, 30.0)  # nobody else ends a compiler-owned one: bounded wait at exit
+    key = (archs, id(observer))
+    with _lock:
+        made = _OWN_AOT.get(key)
+        if made is None:  # one per targets and observer: backend="thundervis" makes a compiler per graph
+            from .aot.pool import AheadOfTime
+            made = _OWN_AOT[key] = AheadOfTime(archs, observer)
+            import atexit
+            atexit.register(made.finish, 30.0)  # nobody else ends a compiler-owned one: bounded wait at exit
     return made
 
 
@@ -310,6 +315,30 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
         aot=None if "targets" in options else _defaults["aot"],
     )
     return compiler(gm, example_inputs)
+
+
+def plan_records(step: Callable, *args) -> tuple[list, list]:
+    """Plan every Triton kernel of what ``step(compile, *args)`` compiles and runs once, from shapes
+    alone: ``compile`` is ``torch.compile`` with the planning executor (``aot.shape_plan``: kernels
+    planned for a CUDA device, never launched), meant for ``meta`` tensors. Return (the Triton kernel
+    records, the chains that failed to compile as (graph, chain, error))."""
+    from .aot import shape_plan  # noqa: F401  (registers the triton_planning executor)
+
+    class Records(CompileObserver):
+        def __init__(self):
+            self.records, self.failures = [], []
+
+        def kernels_built(self, graph, chain, kernels):
+            self.records += [k for k in kernels if k.executor == "triton"]
+
+        def chain_failed(self, graph, chain, error, tb):
+            self.failures.append((graph, chain, error))
+    torch._dynamo.reset()
+    reset_graph_ids()
+    obs = Records()
+    backend = ThundervisCompiler(executors=["triton_planning"], observer=obs)
+    step(lambda fn: torch.compile(fn, backend=backend), *args)
+    return obs.records, obs.failures
 
 
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,

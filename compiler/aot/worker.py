@@ -95,7 +95,6 @@ def _tool(args: list[str]) -> str:
 
 def _compile(job: dict) -> dict:
     import triton
-    from triton import knobs
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -103,7 +102,7 @@ def _compile(job: dict) -> dict:
     os.makedirs(folder, exist_ok=True)
     mod, path = _module(job["source"], folder)
     arch = int(job["arch"])
-    knobs.nvidia.dump_ptxas_log = True
+    _ask_for_ptxas_log()
     stages = {s: [] for s in mc.STAGES}
     functions = []
     for k in job["kernels"]:
@@ -146,6 +145,15 @@ def _compile(job: dict) -> dict:
     texts["sass"], lines["sass"] = _without_line_comments(texts["sass"], lines["sass"])
     return {"stages": texts, "lines": lines, "functions": functions, "resources": _summary(functions),
             "mix": mc.instruction_mix(texts["sass"]), "triton": triton.__version__, "file": path}
+
+
+def _ask_for_ptxas_log() -> None:
+    """Make Triton print ptxas's ``-v`` report (spill bytes) to stdout, where it is captured."""
+    try:
+        from triton import knobs
+        knobs.nvidia.dump_ptxas_log = True
+    except (ImportError, AttributeError):  # older Triton: the environment variable
+        os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
 
 
 def _joined(parts: list[str], stage: str, names: list[str]) -> str:

@@ -79,6 +79,14 @@ class TritonExecutor(FusionExecutor):
     def __init__(self):
         self._built: dict[str, Callable] = {}
 
+    def device_kind_of(self, device: str) -> str:
+        """Return the device kind kernels for tensors on ``device`` are planned for (``cpu``/``cuda``)."""
+        return _device_kind(device)
+
+    def interpreter_mode(self) -> bool:
+        """Return whether kernels run in Triton's interpreter here."""
+        return interpreting()
+
     def available(self) -> Optional[str]:
         if importlib.util.find_spec("triton") is None:
             return "triton is not installed"
@@ -109,12 +117,12 @@ class TritonExecutor(FusionExecutor):
         devices = {p.device for p in b.flat_inputs() + outs}
         if len(devices) > 1:
             return f"{b.sym} mixes devices {sorted(devices)}"
-        device = _device_kind(outs[0].device)
-        if device == "cpu" and not interpreting():
+        device = self.device_kind_of(outs[0].device)
+        if device == "cpu" and not self.interpreter_mode():
             return "CPU tensors run in Triton only in interpreter mode (TRITON_INTERPRET=1)"
         if device not in ("cpu", "cuda"):
             return f"device {device} is not supported by Triton"
-        if device == "cuda" and interpreting():
+        if device == "cuda" and self.interpreter_mode():
             return "Triton is in interpreter mode; CUDA tensors are left to torch"
         for p in b.flat_inputs() + outs:
             if p.dtype not in ops.TL_DTYPE:
@@ -135,8 +143,8 @@ class TritonExecutor(FusionExecutor):
                 _, N, _ = reduction_domain(b)
             except Unfusable as e:
                 return str(e)
-            limit = 16384 if device == "cuda" else 65536
-            if N > limit:
+            limit = None if device == "cuda" else 65536  # GPU rows longer than a block are looped
+            if limit is not None and N > limit:
                 return f"a reduction over {N} elements exceeds the persistent-reduction limit {limit}"
             if name == "var" and not isinstance(a.get("correction") if a.get("correction") is not None else 1, (int, float)):
                 return "var with a non-numeric correction"
@@ -149,7 +157,7 @@ class TritonExecutor(FusionExecutor):
         if name == "sign" and outs[0].dtype == "bool":
             return "sign of bool is left to torch"
         if name == "convert_element_type" and a.get("device") is not None and str(a["device"]) != outs[0].device \
-                and _device_kind(str(a["device"])) != device:
+                and self.device_kind_of(str(a["device"])) != device:
             return "device transfer is left to torch"
         if name in ops.FACTORY and not isinstance(a.get("fill_value", a.get("s")), (int, float, bool)):
             return "factory with a non-constant value"
@@ -177,7 +185,7 @@ class TritonExecutor(FusionExecutor):
         if not outputs:  # a dead prim left by flattening a decomposition: a kernel would write nothing
             return "nothing the region computes is read after it"
         try:
-            generate(members, outputs, _device_kind(next(iter(devices))), phase_limit=self.phase_limit)
+            generate(members, outputs, self.device_kind_of(next(iter(devices))), phase_limit=self.phase_limit)
         except Unfusable as e:
             return str(e)
         return None

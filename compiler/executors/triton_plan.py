@@ -20,6 +20,7 @@ the region re-derives it from its sources instead of reading it from memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
 from .triton_codegen import FREE_OPS as FREE
@@ -65,6 +66,10 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
         part.run()
         for k, p in enumerate(outputs):
             part.store(k, p)
+        if part.looped and part.M == 1:  # one program would walk the whole tensor: split it
+            split = _split(members, outputs, device_kind)
+            if split is not None:
+                return split
         return _module([(part, members)], members, outputs, [], "single", device_kind)
     except Unfusable as e:
         first = e
@@ -77,6 +82,29 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
     if phase_limit and _small(members, phase_limit):
         return _phases(members, outputs, device_kind)
     raise first
+
+
+def _split(members, outputs, device_kind) -> Optional[KernelSource]:
+    """Return the two-launch plan of a whole-tensor reduction (:mod:`.triton_split`), or None."""
+    from .triton_split import split_region
+    plan = split_region(members, outputs)
+    if plan is None:
+        return None
+    first, first_outs, second, scratch = plan
+    try:
+        a = Part(first, first_outs, device_kind, prefix="p0_")
+        a.run()
+        for k, p in enumerate(first_outs):
+            a.store(k, p)
+        made = {p.name for b in first for p in b.flat_outputs()}
+        b_outs = [p for p in outputs if p.name not in made]
+        b = Part(second, b_outs, device_kind, prefix="p1_", read_strides={scratch.name: (1,)})
+        b.run()
+        for k, p in enumerate(b_outs):
+            b.store(k, p)
+        return _module([(a, first), (b, second)], first + second, outputs, [scratch], "launches", device_kind)
+    except Unfusable:
+        return None
 
 
 def components(members: list[BoundSymbol]) -> list[list[int]]:
@@ -296,6 +324,8 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
     warps = max(part.sizes["num_warps"] for part, _ in parts)
     if mode != "launches":
         defs.append(("kernel", body, tags, grid, warps))
+    else:
+        grid = max(d[3] for d in defs)  # the widest launch
     jit, jit_lines = ["import triton", "import triton.language as tl"], {}
     for name, lines, line_tags, _, _ in defs:
         jit += ["", "", "@triton.jit", f"def {name}({params}):"]

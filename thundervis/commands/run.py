@@ -19,19 +19,12 @@ _executors = parse_executors
 
 
 def open_viewer(path: str) -> bool:
-    """Open the recording (or group folder) in the TUI (``thundervis.tui.view_recording``) and return True once the
-    user quits it; return False (after one line on stderr when it failed) when it cannot run, so
-    the caller prints the summary instead."""
+    """Open the recording (or group folder) in the TUI (:func:`thundervis.api.view_recording`, the
+    one module that opens views) and return True once the user quits it; return False (after one
+    line on stderr when it failed) when it cannot run, so the caller prints the summary instead."""
+    from thundervis import api
     try:
-        import importlib
-        tui = importlib.import_module("thundervis.tui")
-    except ImportError:
-        return False
-    view = getattr(tui, "view_recording", None)
-    if view is None:
-        return False
-    try:
-        view(path)
+        api.view_recording(path)
     except ImportError as e:
         print(f"thundervis: the viewer needs Textual ({e}); pip install 'thundervis[tui]'", file=sys.stderr)
         return False

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .errors import RecordingError
+from .typed import decompress, load_json, row_checker
 
 STATUSES = ("ok", "failed", "unplanned", "unfinished")
 STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
@@ -107,6 +108,8 @@ def store_build(conn, graph: int, chain: str, kernel: str, target: str, build: d
 
 _COLUMNS = ("graph_id, chain, kernel, target, status, error, seconds, registers, spills, shared_bytes,"
             " local_bytes, occupancy, build_key, summary")
+_CHECK = row_checker("kernel_builds", _COLUMNS.split(", "), (
+    "int", "text", "text", "text", "text", "text?", "pos?", "nat?", "nat?", "nat?", "nat?", "pos?", "text?", "text"))
 
 
 def read_builds(rec, graph: Optional[int] = None, chain: Optional[str] = None,
@@ -121,7 +124,7 @@ def read_builds(rec, graph: Optional[int] = None, chain: Optional[str] = None,
             where.append(f"{col}=?")
             params.append(v)
     sql = f"SELECT {_COLUMNS} FROM kernel_builds" + (" WHERE " + " AND ".join(where) if where else "")
-    rows = rec._rows(sql + " ORDER BY graph_id, chain, kernel, target", tuple(params))
+    rows = _CHECK(rec.store.rows(sql + " ORDER BY graph_id, chain, kernel, target", tuple(params)), rec.path)
     return [_build(rec, r) for r in rows]
 
 
@@ -144,7 +147,7 @@ def _build(rec, r: tuple) -> KernelBuild:
         raise _bad(rec, "time")
     if error is not None and not isinstance(error, str) or key is not None and not isinstance(key, str):
         raise _bad(rec, "text")
-    s = rec._json(summary, {})
+    s = load_json(summary, "a kernel build summary", rec.path, dict, {})
     line_uids = {}
     for k, v in (s.get("line_uids") or {}).items() if isinstance(s.get("line_uids"), dict) else ():
         if str(k).isdigit() and isinstance(v, str):
@@ -165,22 +168,17 @@ def read_stages(rec, build: KernelBuild) -> Optional[BuildStages]:
     """Return the stages of ``build`` (None when it has none: a failed or unfinished build)."""
     if build.build_key is None or not rec.store.has_table("kernel_build_stages"):
         return None
-    rows = rec._rows("SELECT stages FROM kernel_build_stages WHERE build_key=? AND target=?",
-                     (build.build_key, build.target))
+    rows = rec.store.rows("SELECT stages FROM kernel_build_stages WHERE build_key=? AND target=?",
+                          (build.build_key, build.target))
     if not rows:
         return None
-    blob = rows[0][0]
-    if not isinstance(blob, bytes):
-        raise _bad(rec, "stage blob")
+    raw = decompress(rows[0][0], "the stages of a kernel build", rec.path, MAX_STAGES_BYTES)
     try:
-        d = zlib.decompressobj()
-        raw = d.decompress(blob, MAX_STAGES_BYTES)
-        if d.unconsumed_tail:
-            raise _bad(rec, "stage blob (larger than the limit)")
-        value = json.loads(raw)
-    except (zlib.error, ValueError, RecursionError):
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
         raise _bad(rec, "stage blob") from None
-    if not isinstance(value, dict) or not isinstance(value.get("stages"), dict):
+    value = load_json(text, "the stages of a kernel build", rec.path, dict, {})
+    if not isinstance(value.get("stages"), dict):
         raise _bad(rec, "stage blob")
     stages = {k: v for k, v in value["stages"].items() if k in STAGES and isinstance(v, str)}
     lines = {}

@@ -421,7 +421,6 @@ class Recording:
         from .lineage import lineage_of_source
         return lineage_of_source(self, file, line, graph)
 
-
     # -- kernels compiled ahead of time for GPU targets -------------------------------------------
 
     def kernel_builds(self, kernel: Optional[KernelInfo] = None, target: Optional[str] = None) -> list:
