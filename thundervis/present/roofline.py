@@ -1,8 +1,9 @@
 """Roofline rows every view shows: per kernel and torch matmul/attention its bytes, FLOPs and
 roofline µs on a target GPU next to its measured time, and the modelled step time per target.
 
-Reads through the reader API only (the chains' final traces, kernels, timings, events) and models
-with :mod:`thundervis.roofline` on the GPUs of :mod:`thundervis.gpus`; torch-free. A measured time
+Reads through the reader API only (the costs stored with each chain's final pass, else its final
+trace; kernels, timings, events) and models them (``compiler/roofline_cost.py``) on the GPUs of
+:mod:`thundervis.gpus`; torch-free. A measured time
 is compared with the roofline (``% of roofline``) only when it was measured on a GPU: nothing here
 calls a CPU time a GPU time.
 """
