@@ -243,7 +243,12 @@ class ThundervisCompiler:
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
-            return _announced(_guard_first_call(fn, eager, report), graph, chain)
+            guarded = _guard_first_call(fn, eager, report)
+            steps = options.profile.compare_steps if options.profile is not None else 0
+            if steps > 0:  # run --compare-eager: the ATen graph runs eagerly beside the first calls
+                from .numerics_hooks import compared_with_eager, reporter
+                guarded = compared_with_eager(guarded, eager, steps, reporter(obs, graph, chain))
+            return _announced(guarded, graph, chain)
         return compile_fx_graph
 
 

@@ -57,12 +57,20 @@ def default_executor_names(device: str = "cpu") -> list[str]:
 
 
 def resolve_executors(names: Optional[Sequence[str]], device: str = "cpu") -> list[Executor]:
-    """Return executor objects for ``names`` (None: defaults), ``torch`` always appended last."""
+    """Return executor objects for ``names`` (None: defaults), ``torch`` always appended last.
+    Executors from the default order hear so (:meth:`Executor.chosen_by_default`): without CUDA,
+    Triton fusions then run through the fast CPU path, while a named ``triton`` runs its kernels in
+    Triton's interpreter."""
+    chosen = not names
     names = list(names) if names else default_executor_names(device)
     if "torch" not in names:
         names.append("torch")
     names = [n for n in names if n != "torch"] + ["torch"]
-    return [get_executor(n) for n in names]
+    executors = [get_executor(n) for n in names]
+    if chosen:
+        for ex in executors:
+            ex.chosen_by_default(device)
+    return executors
 
 
 def _changed(a: Trace, b: Trace) -> bool:

@@ -123,6 +123,20 @@ class RecordingData:
         src = self._call(self._rec.kernel_source, kernel_id)
         return src.language, src.code
 
+    def source_files(self) -> list[str]:
+        """Return the user files the recording holds (the Source screen's list)."""
+        return self._call(self._rec.source_files)
+
+    def default_source_file(self) -> Optional[str]:
+        """Return the file the Source screen opens on (the run's script when recorded)."""
+        from thundervis.present.source_view import default_file
+        return self._call(default_file, self._rec)
+
+    def source_file(self, file: str):
+        """Return ``file`` annotated line by line (``thundervis.present.source_view.SourceFile``)."""
+        from thundervis.present.source_view import source_file
+        return self._call(source_file, self._rec, file)
+
     # -- traces ---------------------------------------------------------------------------------
 
     def pass_text(self, graph: int, chain: str, index: int) -> str:
@@ -189,6 +203,26 @@ class RecordingData:
         d = self._call(self._rec.symbol, PassRef(graph, chain, index), uid)
         lineage = self._call(self._rec.lineage_of_uid, graph, uid) if with_lineage else None
         return symbol_view(d, chain, lineage)
+
+    # -- numerics -------------------------------------------------------------------------------
+
+    def numerics(self):
+        """Return the run's numerics checks (``present.numerics.NumericsSummary``)."""
+        from thundervis.present.numerics import numerics_summary
+        return self._call(numerics_summary, self._rec)
+
+    def bisect(self, graph: int, chain: str, inputs: Optional[str] = None) -> tuple[list, Optional[str]]:
+        """Bisect one chain (:func:`thundervis.bisect.bisect`: runs every pass, imports torch; call
+        it from a worker); return (report lines, None) or ([], one sentence saying why not)."""
+        try:
+            from thundervis.compiler import triton_mode
+            triton_mode.set_for_torch()
+            from thundervis.bisect import bisect, report_lines
+            return report_lines(self._call(bisect, self._rec, graph, chain, inputs)), None
+        except DataError as e:
+            return [], str(e)
+        except Exception as e:  # BisectError, RerunError, torch missing: one sentence in the UI
+            return [], f"bisect is not available: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
 
     # -- kernels --------------------------------------------------------------------------------
 

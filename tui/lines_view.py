@@ -84,10 +84,21 @@ class LinesView(ScrollView, can_focus=True):
         self.refresh()
         self.post_message(self.CursorMoved(self, self.cursor, self.uid_at(self.cursor)))
 
-    def set_trace(self, lines: Sequence, keep_cursor: bool = False) -> None:
-        """Show the printed lines of a trace (``compiler.printer.PrintedLine``)."""
+    def set_trace(self, lines: Sequence, keep_cursor: bool = False, marks: Optional[dict] = None) -> None:
+        """Show the printed lines of a trace (``compiler.printer.PrintedLine``); ``marks``:
+        ``{uid: (character, style)}`` put in the first column of that symbol's line (a numerics
+        verdict)."""
         width = max((len(ln.text) for ln in lines), default=0)
-        self._set("trace", len(lines), width, lambda i, w: styling.trace_line(lines[i]),
+
+        def render(i: int, w: int) -> Text:
+            t = styling.trace_line(lines[i])
+            mark = marks.get(lines[i].uid) if marks and lines[i].kind == "stmt" else None
+            if mark is None or not t.plain[:1].isspace():
+                return t
+            marked = Text(mark[0], style=mark[1], end="")
+            marked.append_text(t[1:])
+            return marked
+        self._set("trace", len(lines), width, render,
                   lambda i: lines[i].uid if 0 <= i < len(lines) else None, [ln.text for ln in lines], keep_cursor)
 
     def set_unified(self, rows: Sequence, keep_cursor: bool = False) -> None:

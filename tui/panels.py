@@ -10,7 +10,7 @@ from typing import Optional
 from rich.style import Style
 from rich.text import Text
 
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import capped, visible, visible_line
 
 from . import styling
 from thundervis.present.kernel_rows import KernelRow
@@ -104,7 +104,7 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
         t.append(f"  {visible_line(k.name)} fell back to torch: {visible_line(k.fallback)}\n", style=Style(color=WARN))
     if r.traceback:
         t.append("\ntraceback\n", style=Style(color=BAD, bold=True))
-        t.append(visible(r.traceback.rstrip()) + "\n", style=Style(color="#e6a0a6"))
+        t.append(visible(capped(r.traceback.rstrip(), 100_000)) + "\n", style=Style(color="#e6a0a6"))
     return t
 
 
@@ -215,7 +215,7 @@ def rerun_table(rows, notes=(), error: Optional[str] = None) -> Text:
     """Return the executor comparison of a re-run (stored or fresh)."""
     t = Text()
     if error:
-        t.append(f"re-run failed: {visible(error)}\n", style=Style(color=BAD, bold=True))
+        t.append(f"re-run failed: {visible(capped(error))}\n", style=Style(color=BAD, bold=True))
     for n in notes:
         t.append(f"note: {visible_line(n)}\n", style=DIM)
     if not rows:

@@ -23,6 +23,7 @@ from thundervis.present.overview import ViewOverview
 from thundervis.present.units import format_roofline_us, format_share, format_us
 
 from .data import DataError, SearchHit
+from .numerics_screen import verdict_text
 
 _CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
@@ -39,6 +40,7 @@ SORT_KEYS = {
     "sources": lambda k: (k.source_lines[:1], k.id),
 }
 COLUMNS = tuple(SORT_KEYS)
+NUMERICS_COLUMN = "numerics"  # shown when the run was checked (run --check-numerics); sorts by verdict
 
 
 class KernelsScreen(Screen):
@@ -73,6 +75,7 @@ class KernelsScreen(Screen):
         self.kernels: list[KernelRow] = []
         self.last_rerun: dict[int, Text] = {}
         self.busy = False
+        self.checked = False
 
     def compose(self) -> ComposeResult:
         """Build the screen's widgets."""
@@ -88,7 +91,8 @@ class KernelsScreen(Screen):
     def on_mount(self) -> None:
         """Fill the screen and focus its main widget."""
         table = self.query_one(DataTable)
-        for c in COLUMNS:
+        self.checked = self.overview.numerics is not None and self.overview.numerics.checked > 0
+        for c in COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ()):
             table.add_column(c, key=c)
         self.fill()
         table.focus()
@@ -114,20 +118,28 @@ class KernelsScreen(Screen):
         table = self.query_one(DataTable)
         current = self.selected()
         keep = current.id if current is not None else self.focus_kernel
-        self.kernels = sorted(self.overview.kernels, key=SORT_KEYS[self.sort])
+        numerics = self.overview.numerics
+        check = (lambda k: numerics.verdict_of(k.graph, k.chain, k.name)) if numerics is not None else (lambda k: None)
+        if self.sort == NUMERICS_COLUMN:
+            from thundervis.present.numerics import VERDICT_ORDER
+            key = lambda k: (VERDICT_ORDER.index(check(k).verdict) if check(k) else 9, k.id)  # noqa: E731
+        else:
+            key = SORT_KEYS[self.sort]
+        self.kernels = sorted(self.overview.kernels, key=key)
         table.clear()
         for k in self.kernels:
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
             if k.fallback:
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
-            table.add_row(
-                name, visible_line(k.executor), visible_line(f"g{k.graph} {k.chain}"), str(k.n_ops),
+            # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
+            table.add_row(name, *(Text(visible_line(c)) for c in (
+                k.executor + (f" · {k.ran_on}" if k.ran_on else ""), f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us), format_roofline_us(k.roofline_us),
                 "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
-                visible_line(group_sources(k.source_lines, limit=6)),
-                key=str(k.id))
+                group_sources(k.source_lines, limit=6))),
+                *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
             " · not profiled (thundervis run --profile records times)"
@@ -223,7 +235,8 @@ class KernelsScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         """Sort by the next column."""
-        self.sort = COLUMNS[(COLUMNS.index(self.sort) + 1) % len(COLUMNS)]
+        cols = COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ())
+        self.sort = cols[(cols.index(self.sort) + 1) % len(cols)] if self.sort in cols else cols[0]
         self.fill()
 
     def action_open(self) -> None:
@@ -414,6 +427,12 @@ HELP = [
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
                  ("R", "write a repro script"), ("a", "machine code per GPU target: [ ] stage, t target, u symbol, tab pane")]),
+    ("Numerics", [("N", "kernels by verdict (run --check-numerics); enter: kernel + bisect"),
+                  ("B", "bisect the chain shown: the pass and symbol that change the numbers")]),
+    ("Source", [("S", "your files line by line: ops, kernels, torch fallbacks, time share"),
+                ("enter", "show that line's ops in their pass"), ("k", "that line's kernel in the kernels table"),
+                ("n / p", "next / previous line with ops"),
+                ("f", "next file")]),
     ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
                                 ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
     ("Anywhere", [("/", "search"), ("t", "run info and traceback"),

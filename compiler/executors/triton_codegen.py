@@ -32,6 +32,7 @@ import math
 import re
 from typing import Optional
 
+from .. import faults
 from ..ir import BoundSymbol, TensorProxy
 from ..values import torch_dtype
 from . import triton_ops as ops
@@ -364,6 +365,8 @@ class Part(ReindexOps, LoopedReductions):
         mask = self.mask("full")
         if name in ("sum", "mean"):
             r = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True)")
+            if faults.active("triton_sum_init"):  # a test fault: the sum starts at 1.0
+                r = self.emit(f"{r} + 1.0")
             if name == "mean":
                 r = self.emit(f"{r} / {float(N)!r}")
         elif name in ("amax", "amin"):

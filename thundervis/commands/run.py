@@ -52,6 +52,11 @@ def _say_once_about_cpu(executors) -> None:
     import torch
     if torch.cuda.is_available() or (executors is not None and "triton" not in executors):
         return
+    if executors is None:
+        print("thundervis: no CUDA device here: Triton kernels are generated and recorded, and each "
+              "fusion runs on the CPU through torch or Inductor, whichever its first call measures "
+              "faster; any timings are CPU timings, not GPU timings.", file=sys.stderr)
+        return
     print("thundervis: no CUDA device here: Triton kernels run in Triton's interpreter on the CPU, "
           "and any timings are CPU timings, not GPU timings.", file=sys.stderr)
 
@@ -64,6 +69,8 @@ def _print_fallbacks(path: str) -> None:
     try:
         with open_recording(path, check=False) as rec:
             lines = fallback_lines(summary_dict(rec), ops_limit=5)
+            from thundervis.commands.ls import numerics_lines
+            lines += numerics_lines(rec)
     except (RecordingError, OSError) as e:
         print(f"thundervis: could not read the fallbacks back: {e}")
         return

@@ -19,5 +19,7 @@ data), the widget sends their ``as_json()``. Import the modules directly
 - :mod:`.asm`: a kernel's GPU builds (``run --target``): stage lines annotated with op, uid and
   user line, and the per-target resources ``ls`` shows;
 - :mod:`.roofline`: bytes, FLOPs and roofline µs per kernel and torch matmul/attention, the modelled
-  step time per target.
+  step time per target;
+- :mod:`.numerics`: ``run --check-numerics`` verdicts per kernel and ``--compare-eager`` deltas;
+- :mod:`.source_view`: a user file line by line with its ops, kernels, torch fallbacks, time share.
 """

@@ -382,6 +382,18 @@ class Recording:
         """Return the timing of one kernel (None when not profiled)."""
         return self.kernel(kernel.id).timing
 
+    def kernel_numerics(self) -> list:
+        """Return the ``run --check-numerics`` results, one ``KernelNumerics`` per kernel (empty:
+        the run was not checked)."""
+        from .numerics import read_kernel_numerics
+        return read_kernel_numerics(self.store)
+
+    def eager_comparisons(self) -> list:
+        """Return the ``run --compare-eager`` results, one ``EagerComparison`` per chain (empty:
+        the run did not compare)."""
+        from .numerics import read_eager_comparisons
+        return read_eager_comparisons(self.store)
+
     def rerun_results(self, kernel_id: Optional[int] = None) -> list[RerunResult]:
         """Return the stored re-run results (of one kernel, or all), oldest first."""
         from .results import read_rerun_results

@@ -24,6 +24,8 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``kernel_timings``: aggregated per-kernel / per-op timings (filled by profiling; empty for now).
 - ``graph_timings``: aggregated per-chain call times (filled by profiling; empty for now).
 - ``rerun_results``: results of re-running one kernel on its own (empty for now).
+- ``kernel_numerics`` / ``eager_comparisons``: ``run --check-numerics`` / ``--compare-eager``
+  results (recording/numerics.py); older recordings lack them and read as "not checked".
 - ``sources``: the text of each user source file the recorded symbols point at, as it was when the
   run compiled it (views show a symbol's line with context from it; never executed). Recordings
   written before it existed lack the table; readers treat that as "not stored".
@@ -235,6 +237,38 @@ CREATE TABLE rerun_results (
     max_abs_error REAL, max_rel_error REAL,
     detail        TEXT,                       -- error message or notes
     at            REAL NOT NULL
+);
+
+-- run --check-numerics: one row per checked kernel (worst over its first K calls). max_* : the
+-- kernel against the float64 reference of its region on the same inputs; eager_* : eager float32
+-- of the same region against that reference; ratio = max_rel / eager_rel (tolerance-floored).
+-- Recordings without it read as "not checked" (recording/numerics.py).
+CREATE TABLE IF NOT EXISTS kernel_numerics (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    kernel        TEXT NOT NULL,              -- kernel name (kernels.name)
+    uid           TEXT,
+    executor      TEXT,
+    calls         INTEGER NOT NULL,
+    max_abs_error REAL, max_rel_error REAL,
+    eager_abs_error REAL, eager_rel_error REAL,
+    ratio         REAL,
+    tolerance     REAL,                       -- the rel error above which the kernel is flagged
+    verdict       TEXT NOT NULL,              -- ok | flagged | skipped | error
+    detail        TEXT,
+    PRIMARY KEY (graph_id, chain, kernel)
+);
+
+-- run --compare-eager: one row per chain: compiled outputs (forward) or gradients (backward)
+-- against the chain's ATen graph run eagerly on the same inputs, worst over the first K calls.
+CREATE TABLE IF NOT EXISTS eager_comparisons (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    calls         INTEGER NOT NULL,
+    max_abs_delta REAL, max_rel_delta REAL,
+    outputs       TEXT,                       -- JSON list: {index, max_abs, max_rel} per output
+    detail        TEXT,
+    PRIMARY KEY (graph_id, chain)
 );
 
 -- The user's source files the symbols point at (text as compiled; data, never executed).
