@@ -150,6 +150,25 @@ class LinesView(ScrollView, can_focus=True):
             return f"{left} | {right}   {s.note}".rstrip()
         self._set("side", len(rows), 0, render, uid, [text(s) for s in rows], keep_cursor)
 
+    def set_lines(self, texts: Sequence[str], render: Callable[[int, int], Text],
+                  uid: Callable[[int], Optional[str]], keep_cursor: bool = False) -> None:
+        """Show ``texts`` drawn by ``render(index, width)`` (a Text: recorded strings as data),
+        each line's symbol given by ``uid(index)`` (the asm view's stage and Triton source)."""
+        width = max((len(t) for t in texts), default=0)
+        self._set("lines", len(texts), width, render, uid, list(texts), keep_cursor)
+
+    def redraw(self) -> None:
+        """Draw every line again (what ``render`` returns changed, e.g. a new highlight)."""
+        self._cache.clear()
+        self.refresh()
+
+    def scroll_into_view(self, index: int) -> None:
+        """Scroll so that line ``index`` is on screen, without moving the cursor."""
+        top = self.scroll_offset.y
+        height = max(1, self.scrollable_content_region.height)
+        if index < top or index >= top + height:
+            self.scroll_to(y=max(0, index - height // 3), animate=False, immediate=True)
+
     def uid_at(self, index: int) -> Optional[str]:
         """Return the uid of the symbol shown on line ``index`` (None for other lines)."""
         uid = self._uid(index) if self._count else None

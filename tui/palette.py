@@ -21,6 +21,7 @@ def palette_entries(app) -> list[tuple[str, str, object]]:
         ("Bisect", "Run every pass of the chain shown on the same inputs: which pass changes the numbers (B)",
          app.action_bisect),
         ("Search", "Symbols, source lines, kernels (/)", app.action_search),
+        ("Source", "Your files line by line: ops, kernels, torch fallbacks, time share (S)", app.action_source),
         ("Open in editor", "The selected line's source in $EDITOR (e)", app.action_edit),
         ("Toggle details", "Show or hide the details pane (i)", app.action_toggle_details),
         ("Run info", "Run status, eager chains, traceback (t)", app.action_run_info),

@@ -29,6 +29,16 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``sources``: the text of each user source file the recorded symbols point at, as it was when the
   run compiled it (views show a symbol's line with context from it; never executed). Recordings
   written before it existed lack the table; readers treat that as "not stored".
+- ``kernel_builds``: one row per Triton kernel and GPU target compiled ahead of time (``--target``):
+  status (``ok``, ``failed``, ``unplanned``, ``unfinished``), the error (ptxas's message), resources,
+  occupancy, and a JSON summary (plan, instruction mix, per-function resources, Triton line -> symbol
+  uid); ``kernel_build_stages``: the compiled stages of each distinct build, stored once per build
+  and target (zlib-compressed JSON: the Triton source compiled, TTIR, TTGIR, LLVM IR, PTX, SASS and
+  each stage's line map). Older recordings lack both tables; readers treat that as "no builds".
+- ``symbol_costs``: the roofline cost (bytes read and written, FLOPs, precision) of every top-level
+  symbol of each chain's final (``codegen``) pass, in call order (``compiler/roofline_cost.py``),
+  written with that pass; views model it on a GPU without reading the trace. Older recordings lack
+  the table; readers then cost the final traces themselves.
 """
 from __future__ import annotations
 
@@ -267,6 +277,47 @@ CREATE TABLE sources (
     text   TEXT,                              -- NULL: could not be read, or larger than the limit
     size   INTEGER,
     sha256 TEXT
+);
+""" + """
+-- Kernels compiled ahead of time for GPU targets (compiler/aot); data only, never executed.
+CREATE TABLE IF NOT EXISTS kernel_builds (
+    graph_id     INTEGER NOT NULL,
+    chain        TEXT NOT NULL,
+    kernel       TEXT NOT NULL,               -- kernels.name
+    target       TEXT NOT NULL,               -- sm_90
+    build_key    TEXT,                        -- kernel_build_stages.build_key (shared by identical kernels)
+    status       TEXT NOT NULL,               -- ok | failed | unplanned | unfinished
+    error        TEXT,
+    seconds      REAL,
+    registers    INTEGER,
+    spills       INTEGER,                     -- local memory per thread in 4-byte words (Triton's n_spills)
+    shared_bytes INTEGER,
+    local_bytes  INTEGER,
+    occupancy    REAL,                        -- theoretical, 0..1
+    summary      TEXT NOT NULL,               -- JSON: plan, resources, occupancy, mix, functions, line_uids
+    PRIMARY KEY (graph_id, chain, kernel, target)
+);
+
+CREATE TABLE IF NOT EXISTS kernel_build_stages (
+    build_key TEXT NOT NULL,
+    target    TEXT NOT NULL,
+    stages    BLOB NOT NULL,                  -- zlib(JSON {source, stages: {stage: text}, lines: {stage: [...]}})
+    PRIMARY KEY (build_key, target)
+);
+
+-- The roofline cost of each top-level symbol of a chain's final pass (compiler/roofline_cost.py).
+CREATE TABLE IF NOT EXISTS symbol_costs (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    position      INTEGER NOT NULL,           -- call order in the final trace
+    uid           TEXT NOT NULL,
+    name          TEXT NOT NULL,              -- the symbol (fw_fusion_3, prims.mm ...)
+    kind          TEXT NOT NULL,              -- fusion | matmul | attention | conv | op | view
+    bytes_read    INTEGER NOT NULL,
+    bytes_written INTEGER NOT NULL,
+    flops         INTEGER NOT NULL,
+    precision     TEXT NOT NULL,              -- fp32 | bf16 | fp8 | fp64
+    PRIMARY KEY (graph_id, chain, position)
 );
 """
 
