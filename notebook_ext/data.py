@@ -26,7 +26,7 @@ from thundervis.present.diff_labels import labelled, pass_label
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import chain_eager, fallback_reasons
+from thundervis.present.status import chain_eager, fallback_reasons, kernel_runs
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
 
@@ -102,6 +102,7 @@ class RecordingData:
         self._traces = PassTraces(rec, size=None)  # kept: the payload's interned infos key on id()
         self._overview = None
         self._fallbacks = None
+        self._runs: dict = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -184,18 +185,35 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
+        None) when the traces cannot be read."""
+        from thundervis.present.roofline import roofline_rows, target_label
+        try:
+            with self._lock:
+                rows = roofline_rows(self.rec)
+                label = target_label(self.rec)
+        except RecordingError:
+            return {}, None
+        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+
     def kernels_json(self, graph) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
-        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``)."""
+        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
+        ``ran_on``: what ran it, e.g. ``ran on cpu via torch``)."""
         if self._fallbacks is None:
             with self._lock:
+                self._runs = data_errors(lambda: kernel_runs(self.rec.events("kernel_fallback")
+                                                             + self.rec.events("kernel_path")))
                 self._fallbacks = data_errors(lambda: fallback_reasons(self.rec.events("kernel_fallback")))
         out = []
         for k in graph.kernels:
-            row = kernel_row(k, self._fallbacks.get((k.graph, k.chain, k.name))).as_json()
+            key = (k.graph, k.chain, k.name)
+            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key)).as_json()
             out.append({**k.as_json(), **{key: row[key] for key in
-                                          ("sources", "median", "share_text", "fallback", "status")}})
+                                          ("sources", "median", "share_text", "fallback", "status", "ran_on")}})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
@@ -279,6 +297,10 @@ class RecordingData:
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
+        roofline, roofline_target = self.roofline()
+        with self._lock:
+            from .asm_data import build_targets
+            asm_targets = build_targets(self.rec)
         graphs = []
         for g in self.graphs():
             chains = []
@@ -304,12 +326,33 @@ class RecordingData:
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": self.kernels_json(g)})
+                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                                            asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
+                                       for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
+            from thundervis.present.numerics import numerics_json, numerics_summary
+            numerics = numerics_json(numerics_summary(self.rec))
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
-                "lines": table.items, "sources": sources.items, "communication": communication}
+                "lines": table.items, "sources": sources.items, "communication": communication,
+                "roofline_target": roofline_target, "numerics": numerics}
+
+    def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
+        """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return
+        ``{"lines": report lines, "error": None}``; a request it cannot answer raises DataError."""
+        from thundervis.compiler import triton_mode
+        triton_mode.set_for_torch()
+        from thundervis.bisect import BisectError, bisect, report_lines
+        from thundervis.rerun import RerunError
+        if inputs not in (None, "captured", "random"):
+            raise DataError("inputs are captured or random.")
+        try:
+            with self._lock:
+                report = bisect(self.rec, graph, chain, inputs)
+        except (BisectError, RerunError, UnknownItem) as e:
+            raise DataError(str(e).strip("'\"").rstrip(".") + ".") from None
+        return {"lines": report_lines(report), "error": None}
 
     def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
         """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
@@ -326,8 +369,9 @@ class RecordingData:
             raise DataError(str(e).rstrip(".") + ".") from None
 
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|
-        "source", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm"|
+        "bisect"|"source", ...}``; ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and
+        ``stage``)."""
         what = request.get("what")
         if what == "source":
             file, graph = request.get("file"), request.get("graph_filter")
@@ -349,6 +393,16 @@ class RecordingData:
             expand = request.get("expand")
             return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"),
                                 expand=expand if isinstance(expand, list) else None)
+        if what == "asm":
+            from .asm_data import AsmError, asm_json
+            try:
+                with self._lock:
+                    return asm_json(self.rec, g, c, str(request["kernel"]), request.get("target") or None,
+                                    str(request.get("stage") or "sass"))
+            except (AsmError, RecordingError) as e:
+                raise DataError(str(e)) from None
+        if what == "bisect":
+            return self.bisect_json(g, c, request.get("inputs"))
         raise DataError(f"unknown request {what!r}")
 
 

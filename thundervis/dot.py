@@ -11,7 +11,8 @@ module block (:mod:`thundervis.dot_blocks`), each expanded on request (``expand`
 
 DOT is built with the ``graphviz`` package. Rendering (:mod:`thundervis.dot_render`) uses a ``dot``
 binary when one is on PATH, else ``pygraphviz``, in a child process whose stderr is dropped.
-All text in labels is HTML-escaped; nothing from a recording is executed.
+Recorded text reaches DOT through two functions only: :func:`dot_text` (quoted strings) and
+:func:`dot_html` (HTML-like labels); nothing from a recording is executed.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 from thundervis import dot_blocks
 from thundervis.dot_render import FORMATS, RenderError, render, write_diagram  # noqa: F401  (this module's API)
 from thundervis.diff.lines import is_fusion
+from thundervis.safe_text import visible_line
 
 # Border and fill per executor (fills are light so labels stay readable).
 PALETTE = {
@@ -37,6 +39,17 @@ _OTHER = ("#1f6fb4", "#e2eef9")
 # Collectives and their waits (compiler.collectives): drawn apart, fusion never crosses them.
 COMMUNICATION = ("#b03a2e", "#fdecea")
 _HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
+# Graphviz's layout needs memory and time superlinear in the graph and can crash on huge ones:
+# a diagram holds at most this many op nodes (fusions drawn collapsed first when that fits).
+MAX_DIAGRAM_NODES = 5000
+
+
+def diagram_nodes(symbols, collapse: bool) -> int:
+    """Return how many op nodes a diagram of ``symbols`` draws (a fusion's members when not
+    collapsed, else one node per fusion)."""
+    return sum(1 if collapse or not is_fusion(b) else max(1, len(b.subsymbols)) for b in symbols)
+
+
 
 
 def executor_colors(executor: Optional[str]) -> tuple[str, str]:
@@ -98,29 +111,42 @@ def _op_name(b: BoundSymbol) -> str:
     return s.removesuffix(".default")
 
 
-def _tooltip(text: str) -> str:
-    # Tooltips are DOT escStrings: keep backslashes literal, quotes escaped by graphviz.quote.
+def dot_text(text: object) -> str:
+    """Return ``text`` as the value of a quoted DOT string attribute (a label, a tooltip, a graph
+    name): control and bidi characters made visible, ``\\`` and ``"`` escaped (a pass name ending
+    in a backslash cannot end the string early; ``\\N``, ``\\l`` are not DOT escapes), never
+    read as an HTML-like label. The one quoting function for recorded strings in plain DOT text."""
     from graphviz import nohtml
-    return nohtml(text.replace("\\", "\\\\").replace("\n", " "))
+    return nohtml(visible_line(text).replace("\\", "\\\\").replace('"', '\\"'))
+
+
+def dot_html(text: object) -> str:
+    """Return ``text`` for an HTML-like DOT label: control and bidi characters made visible, then
+    HTML-escaped (Graphviz reads ``&``, ``<``, ``>`` and quotes in those labels)."""
+    return html.escape(visible_line(text))
+
+
+def _tooltip(text: str) -> str:
+    return dot_text(text)
 
 
 def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str:
-    rows = [f"<B>{html.escape(_op_name(b))}</B>"]
+    rows = [f"<B>{dot_html(_op_name(b))}</B>"]
     outs = b.flat_outputs()
     if outs:
-        rows.append(f'<FONT POINT-SIZE="8">{html.escape(_short(" ".join(o.name for o in outs), max_label))}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8">{dot_html(_short(" ".join(o.name for o in outs), max_label))}</FONT>')
     if b.source is not None and b.source.line:
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(b.source.label())}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(b.source.label())}</FONT>')
     if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(time_us))}</B></FONT>')
+        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(time_us))}</B></FONT>')
     return "<" + "<BR/>".join(rows) + ">"
 
 
 def _fusion_title(b: BoundSymbol, time_us: Optional[float]) -> str:
     n = len(b.subsymbols)
-    parts = [f"<B>{html.escape(b.sym)}</B>", html.escape(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
+    parts = [f"<B>{dot_html(b.sym)}</B>", dot_html(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
     if time_us is not None:
-        parts.append(f"<B>{html.escape(format_us(time_us))}</B>")
+        parts.append(f"<B>{dot_html(format_us(time_us))}</B>")
     return "<" + " · ".join(parts) + ">"
 
 
@@ -180,6 +206,19 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     timings = dict(timings or {})
     symbols = _drawn_symbols(trace, module)
 
+    n_nodes = diagram_nodes(symbols, collapse)
+    if n_nodes > MAX_DIAGRAM_NODES and not collapse and diagram_nodes(symbols, True) <= MAX_DIAGRAM_NODES:
+        collapse = True  # too big to draw every op of every fusion: one node per fusion
+        title = (title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}") + \
+            f" · fusions collapsed ({n_nodes} ops)"
+        n_nodes = diagram_nodes(symbols, True)
+    if n_nodes > MAX_DIAGRAM_NODES:
+        mods = modules_of(trace)
+        shown = ", ".join(mods[:6]) + (", …" if len(mods) > 6 else "")
+        raise ValueError(f"graph {trace.graph} {trace.chain} after {trace.pass_name} has {n_nodes} ops, more than "
+                         f"a diagram can show ({MAX_DIAGRAM_NODES}); draw one module with --module"
+                         + (f" (modules: {shown})" if shown else ""))
+
     def time_of(b: BoundSymbol) -> Optional[float]:
         t = timings.get(b.uid)
         return timings.get(b.sym) if t is None and is_fusion(b) else t
@@ -194,10 +233,10 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     times += [t for t in block_time.values() if t > 0]
     t_max = max(times) if times else 0.0
 
-    g = graphviz.Digraph(name=f"{trace.chain}_{trace.graph}")
+    g = graphviz.Digraph(name=dot_text(f"{trace.chain}_{trace.graph}"))
     label = title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}" + \
         (f" · module {module}" if module else "")
-    g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=label,
+    g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=dot_text(label),
            nodesep="0.25", ranksep="0.35", newrank="true")
     g.attr("node", shape="box", style="rounded,filled", fillcolor="white", fontname="Helvetica",
            fontsize="10", margin="0.08,0.04", height="0.3")
@@ -222,8 +261,8 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     def connect(b: BoundSymbol, nid: str) -> None:
         for p in b.flat_inputs():
             src = producer.get(p.name)
-            value_label = (f"<<B>{html.escape(p.name)}</B><BR/><FONT POINT-SIZE=\"8\">"
-                           f"{html.escape(_type(p))}</FONT>>")
+            value_label = (f"<<B>{dot_html(p.name)}</B><BR/><FONT POINT-SIZE=\"8\">"
+                           f"{dot_html(_type(p))}</FONT>>")
             if src is None and p.name in input_names:
                 src = new_id("in")
                 g.node(src, label=value_label, shape="ellipse", style="filled", fillcolor="#eef3f8",
@@ -273,7 +312,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         t = time_of(b)
         heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
         if is_fusion(b) and not collapse:
-            name = f"cluster_{b.uid}"
+            name = dot_text(f"cluster_{b.uid}")
             with target.subgraph(name=name) as c:
                 # On a heat fill the title must contrast with it: white on the red end.
                 title_color = border if heat is None else ("white" if t / t_max > 0.75 else "#222222")
@@ -294,13 +333,13 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         if is_fusion(b):  # collapsed fusion: one node for the kernel
             ops = ", ".join(_op_name(s) for s in b.subsymbols)
             srcs = list(dict.fromkeys(s.source.label() for s in b.subsymbols if s.source and s.source.line))
-            lab = [f"<B>{html.escape(b.sym)}</B>",
-                   f'<FONT POINT-SIZE="8">{html.escape(_short(ops, max_label * 2))}</FONT>']
+            lab = [f"<B>{dot_html(b.sym)}</B>",
+                   f'<FONT POINT-SIZE="8">{dot_html(_short(ops, max_label * 2))}</FONT>']
             if srcs:
                 lab.append(f'<FONT POINT-SIZE="8" COLOR="#555555">'
-                           f'{html.escape(_short(", ".join(srcs), max_label * 2))}</FONT>')
+                           f'{dot_html(_short(", ".join(srcs), max_label * 2))}</FONT>')
             if t is not None:
-                lab.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(t))}</B></FONT>')
+                lab.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(t))}</B></FONT>')
             hot = heat is not None and t / t_max > 0.75
             target.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
@@ -325,7 +364,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             continue
         out = new_id("out")
         ends["out"].append(out)
-        g.node(out, label=f"<<B>{html.escape(p.name)}</B> ⟶ out>", shape="cds", style="filled",
+        g.node(out, label=f"<<B>{dot_html(p.name)}</B> ⟶ out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
     for (path, name), nested in sub_graphs.items():
@@ -337,7 +376,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                  fontsize="11", penwidth="1.5")
         g.subgraph(sub)
     for src, dst, lab in edges:
-        g.edge(src, dst, label=lab)
+        g.edge(src, dst, label=dot_text(lab))
     block_in, shared = _block_edges(folded.values(), producer, input_names)
     for blk in folded.values():
         t = block_time[blk.path] or None
@@ -345,7 +384,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         n_out = len({p.name for b in blk.symbols for p in b.flat_outputs() if p.name in returned})
         g.node(blk.node_id, **_block_node(blk, t, heat, t_max, max_label, n_out, shared.get(blk.node_id)))
     for src, dst, lab in block_in:
-        g.edge(src, dst, label=lab)
+        g.edge(src, dst, label=dot_text(lab))
     for side in ("before", "after"):
         lines = (between or {}).get(side) or []
         if lines:
@@ -427,12 +466,12 @@ def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> 
 def _between_note(g, side: str, lines: list, max_lines: int = 12) -> str:
     """Draw the note of the collectives run eagerly right ``side`` (before, after) the chain's first
     call; return its node id."""
-    shown = [html.escape(_short(line, 100)) for line in lines[:max_lines]]
+    shown = [dot_html(_short(line, 100)) for line in lines[:max_lines]]
     if len(lines) > max_lines:
-        shown.append(html.escape(f"... {len(lines) - max_lines} more"))
+        shown.append(dot_html(f"... {len(lines) - max_lines} more"))
     border, fill = COMMUNICATION
     heading = f"run eagerly {side} this chain's first call (between compiled graphs, not in this trace)"
-    label = f"<<B>{html.escape(heading)}</B><BR/>" + '<BR ALIGN="LEFT"/>'.join(shown) + '<BR ALIGN="LEFT"/>>'
+    label = f"<<B>{dot_html(heading)}</B><BR/>" + '<BR ALIGN="LEFT"/>'.join(shown) + '<BR ALIGN="LEFT"/>>'
     name = f"between_{side}"
     g.node(name, label=label, shape="note", style="filled,dashed", fillcolor=fill, color=border, fontsize="9")
     return name
@@ -442,10 +481,10 @@ def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
     cells = []
     for ex in executors:
         border, fill = COMMUNICATION if ex == "communication" else executor_colors(ex)
-        cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{html.escape(ex)}</TD>')
+        cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{dot_html(ex)}</TD>')
     if heat:
         for f in (0.0, 0.5, 1.0):
-            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{html.escape(format_us(t_max * f))}</TD>')
+            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{dot_html(format_us(t_max * f))}</TD>')
     g.node("legend", label=f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR>{"".join(cells)}</TR></TABLE>>',
            shape="plaintext", style="", fontsize="9")
 

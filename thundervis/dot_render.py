@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 
+from thundervis.safe_text import visible_line
+
 FORMATS = ("svg", "png", "dot", "pdf")
 
 
@@ -50,8 +52,9 @@ def render(dot_source: str, fmt: str = "svg", timeout_s: float = 300) -> bytes:
         raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
     if proc.returncode != 0:
         errors = [x for x in proc.stderr.decode(errors="replace").splitlines() if x.startswith("thundervis-render: ")]
-        why = errors[-1].removeprefix("thundervis-render: ") if errors else f"exit code {proc.returncode}"
-        raise RenderError(f"Graphviz failed: {why}")
+        why = (errors[-1].removeprefix("thundervis-render: ") if errors else
+               f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}")
+        raise RenderError(f"Graphviz failed: {visible_line(why)[:300]}")
     return proc.stdout
 
 

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from thundervis.safe_text import visible_line
+from thundervis.safe_text import visible, visible_line
 
 from . import panels
 from .comm_screen import CommunicationScreen
@@ -100,6 +100,8 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         Binding("g", "next_graph", "Graph", show=False),
         Binding("j", "jump", "Jump", show=False),
         Binding("k", "kernels", "Kernels"),
+        Binding("N", "numerics", "Numerics", show=False),
+        Binding("B", "bisect", "Bisect", show=False),
         Binding("slash", "search", "Search"),
         Binding("e", "edit", "Editor", show=False),
         Binding("i", "toggle_details", "Details"),
@@ -149,6 +151,14 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
 
     # -- layout ---------------------------------------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: str = "information",
+               timeout: Optional[float] = None, markup: bool = False) -> None:
+        """Show a toast. Toasts quote recorded names (files, kernels, errors), so they are always
+        plain text with control characters made visible, never Textual markup, whatever a caller
+        (a screen or widget forwards here) passes as ``markup``."""
+        super().notify(visible(str(message)), title=visible_line(str(title)), severity=severity,
+                       timeout=timeout, markup=False)
 
     def compose(self) -> ComposeResult:
         """The top bar, banner, chains and stepper, trace view, details, footer."""
@@ -380,7 +390,9 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         view = self.query_one(LinesView)
         if kind == "trace":
             self.lines = rows
-            view.set_trace(rows, keep_cursor)
+            from .numerics_screen import trace_marks
+            marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
+            view.set_trace(rows, keep_cursor, marks)
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
         else:
@@ -487,6 +499,18 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         """Open the kernels table (on ``kernel_id`` when given)."""
         if self.overview is not None:
             self.push_screen(KernelsScreen(self.data, self.overview, kernel_id))
+
+    def action_numerics(self) -> None:
+        """Open the numerics screen: kernels by verdict."""
+        if self.overview is not None:
+            from .numerics_screen import NumericsScreen
+            self.push_screen(NumericsScreen(self.data, self.overview, self.overview.numerics))
+
+    def action_bisect(self) -> None:
+        """Bisect the chain shown (every pass on the same inputs, in a worker)."""
+        if self.overview is not None and self.graph is not None and self.chain:
+            from .numerics_screen import BisectScreen
+            self.push_screen(BisectScreen(self.data, self.graph, self.chain))
 
     def action_run_info(self) -> None:
         """Show the run: status, eager chains, fallbacks, traceback."""

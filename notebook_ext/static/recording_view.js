@@ -40,13 +40,16 @@ function renderRecording(model, el, ask, shared) {
   const tabSource = h("button", { class: "tv-tab", "data-tab": "source", text: "Source" });
   const sourceState = { file: null, line: null, onlyOps: false, cache: new Map() };
   const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
+  const numerics = data.numerics || null;
+  const numericsState = { key: null, row: null, bisects: new Map() };
+  const tabNumerics = hasNumericsTab(numerics) ? h("button", { class: "tv-tab", "data-tab": "numerics", text: "Numerics" }) : null;
   const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
     "div",
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabSource, tabComm, tabRanks),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabSource, tabComm, tabNumerics, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
@@ -106,6 +109,7 @@ function renderRecording(model, el, ask, shared) {
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
   tabSource.addEventListener("click", () => set({ tab: "source" }));
   if (tabComm) tabComm.addEventListener("click", () => set({ tab: "comm" }));
+  if (tabNumerics) tabNumerics.addEventListener("click", () => set({ tab: "numerics" }));
   if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
   // -- passes tab ---------------------------------------------------------------------------------
@@ -444,7 +448,7 @@ function renderRecording(model, el, ask, shared) {
     frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
 
     table.appendChild(
-      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "share", "source lines"].map((t) => h("th", { text: t })))),
+      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"].map((t) => h("th", { text: t })))),
     );
     const tb = h("tbody");
     table.appendChild(tb);
@@ -459,7 +463,7 @@ function renderRecording(model, el, ask, shared) {
         return;
       }
       kdetail.append(
-        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}] · ${k.n_ops} ops` }),
+        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}${k.ran_on ? " · " + k.ran_on : ""}] · ${k.n_ops} ops` }),
         h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
       );
       if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
@@ -473,15 +477,18 @@ function renderRecording(model, el, ask, shared) {
         );
       }
       kdetail.appendChild(srcs);
+      if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
     };
     for (const k of kernels) {
       const tr = h(
         "tr",
         { class: "tv-kernel-row", "data-kernel": k.name },
         h("td", { text: k.name }),
-        h("td", { text: k.executor }),
+        h("td", { text: k.ran_on ? `${k.executor} · ${k.ran_on}` : k.executor }),
         h("td", { text: k.n_ops }),
         h("td", { text: k.median || "–" }),
+        h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
+        h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
         h("td", { text: k.share_text || "–" }),
         h("td", { text: k.sources }),
       );
@@ -492,7 +499,7 @@ function renderRecording(model, el, ask, shared) {
       });
       tb.appendChild(tr);
     }
-    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no kernels in this chain" })));
+    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 8, class: "tv-muted", text: "no kernels in this chain" })));
 
     diagramFor(c).then((d) => {
       clear(viewport);
@@ -574,11 +581,13 @@ function renderRecording(model, el, ask, shared) {
     if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
     const wanted = model.get("tab");
-    const tab = wanted === "fusions" || wanted === "source" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ? wanted : "passes";
+    const tab = wanted === "fusions" || wanted === "source" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ||
+      (wanted === "numerics" && tabNumerics) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
     tabSource.classList.toggle("tv-tab-on", tab === "source");
     if (tabComm) tabComm.classList.toggle("tv-tab-on", tab === "comm");
+    if (tabNumerics) tabNumerics.classList.toggle("tv-tab-on", tab === "numerics");
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
     if (tab === "ranks") {
@@ -587,6 +596,10 @@ function renderRecording(model, el, ask, shared) {
     }
     if (tab === "comm") {
       body.appendChild(commTab(comm));
+      return;
+    }
+    if (tab === "numerics") {
+      body.appendChild(numericsTab(numerics, ask, numericsState, render));
       return;
     }
     if (tab === "source") {
