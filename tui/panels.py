@@ -15,6 +15,7 @@ from thundervis.safe_text import capped, visible, visible_line
 from . import styling
 from thundervis.present.kernel_rows import KernelRow
 from thundervis.present.overview import ViewOverview
+from thundervis.present.progress import chain_progress
 from thundervis.present.status import ChainStatus
 from thundervis.present.symbol_detail import SymbolView
 from thundervis.present.units import format_bytes, format_error, format_gbps, format_roofline_us, format_share, format_us
@@ -55,6 +56,9 @@ def chain_row(c, status: Optional[ChainStatus]) -> Text:
         t.append("  ✗ eager", style=Style(color=BAD, bold=True))
     elif c.status == "compiling":
         t.append("  … live", style=Style(color=WARN))
+        progress = chain_progress(c)
+        if progress is not None:  # where the live compile is (present.progress)
+            t.append(f" · {progress.pass_text()}", style=DIM)
     return t
 
 

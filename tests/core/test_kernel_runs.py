@@ -86,3 +86,14 @@ def test_the_last_measured_event_wins_and_a_runtime_fallback_means_torch():
     assert runs[(0, "forward", "a")].via == "inductor"
     b = runs[(0, "forward", "b")]
     assert (b.device, b.via, b.measured) == ("cpu", "torch", True) and "boom" in b.why
+
+
+def test_ls_label_names_the_targets_built_then_what_ran_it():
+    from thundervis.commands.ls import fusion_label
+    k = {"name": "fw_fusion_3", "executor": "triton", "ran_in_torch": None,
+         "ran_on": KernelRun("cpu", "torch", True).as_json(),
+         "targets": {"sm_90": {"status": "ok"}, "sm_80": {"status": "failed"}}}
+    assert fusion_label(k) == "fw_fusion_3 [triton sm_90 · ran on cpu via torch]"
+    assert fusion_label({**k, "ran_on": None, "targets": {}}) == "fw_fusion_3 [triton]"
+    assert fusion_label({**k, "ran_on": None, "targets": {}, "ran_in_torch": "boom"}) == \
+        "fw_fusion_3 [triton -> torch at run time]"

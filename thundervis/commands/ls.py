@@ -234,8 +234,9 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
 
 
 def fusion_label(k: dict) -> str:
-    """Return ``name [executor · ran on DEVICE via PATH]`` for an ``ls --json`` fusion
-    (``present.status.kernel_label``; a run-time fallback without a path reads ``-> torch at run time``)."""
+    """Return ``name [executor sm_90 · ran on DEVICE via PATH]`` for an ``ls --json`` fusion
+    (``present.status.kernel_label``: the targets it compiled for, then what ran it; a run-time
+    fallback without a path reads ``-> torch at run time``)."""
     from thundervis.present.status import KernelRun, kernel_label, run_from_event
     ran = k.get("ran_on")
     run = None
@@ -245,7 +246,9 @@ def fusion_label(k: dict) -> str:
             run = KernelRun(run.device, run.via, run.measured, run.torch_us, run.inductor_us, run.why, True)
     if run is None and k.get("ran_in_torch") is not None:
         return f"{k['name']} [{k['executor']} -> torch at run time]"
-    return kernel_label(k["name"], k["executor"], run)
+    targets = k.get("targets") if isinstance(k.get("targets"), dict) else {}
+    built = sorted(str(t) for t, b in targets.items() if isinstance(b, dict) and b.get("status") == "ok")
+    return kernel_label(k["name"], k["executor"], run, built)
 
 
 def group_summary_text(ov) -> str:

@@ -26,17 +26,30 @@ class CompileProgress:
     pass_name: str
     kernels: int
 
+    def pass_text(self) -> str:
+        """``pass 5/9 claim`` (the pass just finished, counted from 1)."""
+        total = 1 if self.chain in _ONE_PASS else max(self.pass_total, self.pass_index + 1)
+        return f"pass {self.pass_index + 1}/{total} {self.pass_name}"
+
     def text(self) -> str:
         """``compiling graph 0 · backward · pass 5/9 claim · 12 kernels built``."""
-        total = 1 if self.chain in _ONE_PASS else max(self.pass_total, self.pass_index + 1)
-        return (f"compiling graph {self.graph} · {self.chain} · pass {self.pass_index + 1}/{total} "
-                f"{self.pass_name} · {self.kernels} kernel{'s' if self.kernels != 1 else ''} built")
+        return (f"compiling graph {self.graph} · {self.chain} · {self.pass_text()} · "
+                f"{self.kernels} kernel{'s' if self.kernels != 1 else ''} built")
 
     def as_json(self) -> dict:
         """Return the progress as JSON values, with ``text``."""
         return {"graph": self.graph, "chain": self.chain, "pass_index": self.pass_index,
                 "pass_total": self.pass_total, "pass_name": self.pass_name, "kernels": self.kernels,
                 "text": self.text()}
+
+
+def chain_progress(chain, pass_total: int = DEFAULT_PASSES) -> Optional[CompileProgress]:
+    """Return the progress of one ``recording.model.Chain`` still compiling (None when it is not,
+    or has no pass yet); ``kernels`` is not known per chain here (0)."""
+    if chain.status != "compiling" or not chain.passes:
+        return None
+    p = chain.passes[-1]
+    return CompileProgress(chain.graph, chain.kind, p.index, pass_total, p.name, 0)
 
 
 def recorded_progress(overview, pass_total: int = DEFAULT_PASSES) -> Optional[CompileProgress]:
