@@ -8,6 +8,7 @@ torch itself imports it.
 """
 from __future__ import annotations
 
+import keyword
 import math
 import re
 import sys
@@ -19,7 +20,7 @@ from .ir import TensorProxy
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch only
 
 # The names of every dtype, layout and memory format torch defines (torch 2.13; as str() prints
 # them), for checking recorded names where torch is not imported. Where it is, the tables are built
@@ -173,8 +174,10 @@ def contiguous_strides(shape) -> tuple[int, ...]:
 
 
 def is_valid_name(name: str) -> bool:
-    """Return True when ``name`` is a plain Python identifier (proxy names must be)."""
-    return bool(_IDENT.match(name)) and name not in ("None", "True", "False")
+    """Return True when ``name`` is a plain Python identifier that is not a keyword (proxy names
+    must be: they are printed into generated code). ``fullmatch``, because ``$`` would accept a
+    trailing newline (``t29\\n``); keywords (``import``, ``None``...) cannot name a value."""
+    return isinstance(name, str) and _IDENT.fullmatch(name) is not None and not keyword.iskeyword(name)
 
 
 class UnsupportedValue(Exception):

@@ -8,10 +8,10 @@ page around them.
 from __future__ import annotations
 
 import base64
-import html
 from typing import Optional
 
 from thundervis.diff.render import HTML_STYLE, side_by_side_html
+from thundervis.safe_text import html_text
 
 from .comm_data import COMM_NOTE
 
@@ -33,7 +33,8 @@ STYLE = """
 
 
 def _e(x) -> str:
-    return html.escape("" if x is None else str(x))
+    """Escape a recorded value for HTML, control and bidi characters made visible."""
+    return html_text(x)
 
 
 def _page(body: str) -> str:
@@ -80,12 +81,18 @@ def _trace_pre(payload: dict, lines: list) -> str:
 def _kernels_table(kernels: list) -> str:
     if not kernels:
         return '<p class="tv-muted">no kernels</p>'
-    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>source lines</th></tr>"]
+    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>roofline µs</th>"
+            "<th>% roof</th><th>source lines</th></tr>"]
     for k in kernels:
         med = k.get("median") or "–"
         srcs = k.get("sources") or ""
-        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
-                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
+        r = k.get("roofline") or {}
+        roof = f"{r['roofline_us']:.3g}" if isinstance(r.get("roofline_us"), (int, float)) else "–"
+        pct = f"{r['pct_of_roofline']:.0f}%" if isinstance(r.get("pct_of_roofline"), (int, float)) else "–"
+        executor = f"{k['executor']} · {k['ran_on']}" if isinstance(k.get("ran_on"), str) and k["ran_on"] else k["executor"]
+        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
+                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
+                    f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
 
 
@@ -129,13 +136,47 @@ def svg_img(svg: str, alt: str) -> str:
     return f'<img class="tv-diagram" alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
+def source_html(view: Optional[dict]) -> str:
+    """Return the Source section of the static page: the lines of ``view`` (``SourceFile.as_json()``)
+    that made ops, each with its time share and every chain's note (all text escaped)."""
+    if not view or not view.get("lines"):
+        return ""
+    rows = []
+    for row in view["lines"]:
+        if not row.get("ops"):
+            continue
+        notes = "".join(f'<div class="tv-src-note">g{_e(n["graph"])} {_e(n["text"])}</div>' for n in row["notes"])
+        share = f"{row['share'] * 100:.1f}%" if row.get("share") is not None else ""
+        rows.append(f'<div class="tv-src-row tv-src-ops"><span class="tv-lno">{_e(row["line"])} </span>'
+                    f'<span class="tv-src-share">{_e(share)}</span> <span class="tv-src-code">{_e(row["text"])}</span>'
+                    f"</div>{notes}")
+    return (f"<h4>source · {_e(view.get('label'))}</h4><p class=\"tv-muted\">{_e(view.get('summary'))}</p>"
+            f'<div class="tv-source-lines">{"".join(rows)}</div>')
+
+
+def numerics_html(num: Optional[dict]) -> str:
+    """Return the static Numerics section (``run --check-numerics`` verdicts, worst first; empty
+    when the run was not checked). Every recorded string is escaped."""
+    if not num:
+        return ""
+    rows = ["<tr><th></th><th>verdict</th><th>kernel</th><th>chain</th><th>max rel</th><th>eager rel</th>"
+            "<th>ratio</th></tr>"]
+    for r in num["rows"]:
+        rows.append(f"<tr><td>{_e(r['mark'])}</td><td>{_e(r['verdict'])}</td><td>{_e(r['kernel'])}</td>"
+                    f"<td>g{_e(r['graph'])} {_e(r['chain'])}</td><td>{_e(r['max_rel_text'])}</td>"
+                    f"<td>{_e(r['eager_rel_text'])}</td><td>{_e(r['ratio_text'])}</td></tr>")
+    eager = "".join(f'<p class="tv-muted">{_e(line)}</p>' for line in num.get("eager", []))
+    return f"<h4>numerics · {_e(num['header'])}</h4>{eager}" + '<table class="tv-list">' + "".join(rows) + "</table>"
+
+
 def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None,
-                   note: Optional[str] = None) -> str:
+                   note: Optional[str] = None, source: Optional[dict] = None) -> str:
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
     passes of the selected chain, the trace at the selected pass, the diff of each changed pass
     against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
     kernel table, the fusion diagram and the run's communication (:func:`communication_html`).
-    ``note`` (plain text) is said under the title (a group's widget says which rank this is)."""
+    ``note`` (plain text) is said under the title (a group's widget says which rank this is);
+    ``source``: the Source tab's view of the run's script (:func:`source_html`)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
              f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
              f' · static view (run the notebook for the interactive widget)</p>']
@@ -150,6 +191,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
                         f"<td>{eager}</td></tr>")
     parts.append('<table class="tv-list">' + "".join(rows) + "</table>")
     parts.append(communication_html(payload.get("communication")))
+    parts.append(numerics_html(payload.get("numerics")))
     c = _chain_of(payload, graph, chain)
     if c is not None and c["passes"]:
         names = {p["index"]: p["name"] for p in c["passes"]}
@@ -174,6 +216,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
             parts.append(svg_img(diagram["svg"], f"fusion diagram of graph {graph} {chain}"))
         elif diagram and diagram.get("error"):
             parts.append(f'<p class="tv-muted">no fusion diagram: {_e(diagram["error"])}</p>')
+    parts.append(source_html(source))
     return _page("".join(parts))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pathlib
 import traceback
+from typing import Optional
 
 import anywidget
 import traitlets
@@ -23,10 +24,11 @@ from .group_data import GROUP_REQUESTS, GroupData
 from .static_html import diff_html, recording_diffs_html, recording_html
 
 _STATIC = pathlib.Path(__file__).parent / "static"
-# The front end in five parts (helpers and diff table; the recording view; its Communication tab; a
-# group's rank picker and Ranks tab; the diff widget and the entry point), joined into the one ES
-# module anywidget loads.
-FRONT_END_PARTS = ("common.js", "recording_view.js", "comm_view.js", "group_view.js", "widget.js")
+# The front end in eight parts (helpers and diff table; the recording view; its Source tab; a
+# kernel's asm panel; its Communication and Numerics tabs; a group's rank picker and Ranks tab; the
+# diff widget and the entry point), joined into the one ES module anywidget loads.
+FRONT_END_PARTS = ("common.js", "recording_view.js", "source_view.js", "asm_view.js", "comm_view.js", "numerics_view.js",
+                   "group_view.js", "widget.js")
 
 
 def front_end() -> str:
@@ -65,7 +67,7 @@ class RecordingWidget(_Base):
     chain = traitlets.Unicode("").tag(sync=True)
     pass_index = traitlets.Int(0).tag(sync=True)
     compare_index = traitlets.Int(-1).tag(sync=True)  # -1: show the trace; else diff compare -> pass
-    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions | comm | ranks (a group's widget)
+    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions | source | comm | ranks (a group's widget)
     selected_uid = traitlets.Unicode("").tag(sync=True)
     selected_kernel = traitlets.Unicode("").tag(sync=True)
 
@@ -79,7 +81,13 @@ class RecordingWidget(_Base):
 
     def _static_html(self) -> str:
         diffs = recording_diffs_html(self._source, self.data, self.graph, self.chain)
-        return recording_html(self.data, self.graph, self.chain, self.pass_index, diffs)
+        return recording_html(self.data, self.graph, self.chain, self.pass_index, diffs, source=self._static_source())
+
+    def _static_source(self) -> Optional[dict]:
+        try:
+            return self._source.source_json()
+        except DataError:  # a damaged file: the static page goes without its Source section
+            return None
 
     def request(self, request: dict) -> dict:
         """Answer one front-end request (also callable from Python): ``{"ok": True, "data": ...}``

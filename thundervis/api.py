@@ -14,6 +14,7 @@ The import contracts (pyproject.toml) allow core -> view edges from this module 
 """
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from thundervis.errors import UserError
@@ -107,3 +108,11 @@ def run_tui(data, poll_s: float, group=None, rank: Optional[int] = None) -> int:
     if app.refused is not None:
         raise RecordingError(app.refused)
     return 0
+
+
+def view_recording(path: str, poll_s: float = 1.0) -> int:
+    """Open the recording or group folder at ``path`` in the terminal UI (what ``thundervis run``
+    ends in on a terminal) and return 0 once the user quits; :class:`~thundervis.errors.UserError`
+    (one sentence) when it cannot be read."""
+    data, group, rank = open_tui_data(path, group=os.path.isdir(path))
+    return run_tui(data, poll_s, group=group, rank=rank)

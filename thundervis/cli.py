@@ -50,6 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"thundervis: {visible_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("thundervis: interrupted.", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `thundervis diff ... | head`: the reader went away; stop quietly, like git (exit 141 =

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from thundervis.errors import UserError
+from thundervis.safe_text import visible_line
 from thundervis.recording import group as group_store
 
 
@@ -43,6 +44,21 @@ def check_torchrun_args(torchrun_args: Sequence[str]) -> None:
         last = [ln for ln in err.getvalue().splitlines() if ln.strip()]
         why = last[-1].split("error:", 1)[-1].strip() if last else "invalid option"
         raise UserError(f"torchrun refused the options: {why}.") from None
+    # The values torchrun's parser lets through but its launch asserts on (0 processes, nnodes
+    # 0 or 2:1, ...): checked the way the launch reads them, before any group folder exists.
+    from torch.distributed.run import config_from_args
+    saved = dict(os.environ)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # config_from_args would set it and warn
+    try:
+        config, _, _ = config_from_args(parse_args([*torchrun_args, "-m", "thundervis.commands.rank_worker"]))
+    except (AssertionError, ValueError, TypeError, RuntimeError) as e:
+        why = visible_line(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+        raise UserError(f"torchrun refused the options: {why}.") from None
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    if config.nproc_per_node < 1:
+        raise UserError(f"--nproc-per-node must be at least 1 (got {config.nproc_per_node}).")
 
 
 def launch_group(*, group_dir: str, torchrun_args: Sequence[str], run_args: Sequence[str],

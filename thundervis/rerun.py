@@ -26,11 +26,11 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from thundervis.compiler.interpreter import run_trace
-from thundervis.compiler.ir import BoundSymbol, Trace, map_structure
+from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace, map_structure
 from thundervis.compiler.registry import UnknownSymbol
 from thundervis.compiler.serialize import TraceFormatError, executable_trace_from_dict
 from thundervis.compiler.values import torch_dtype
-from thundervis.kernel_numerics import errors, make_inputs, timed
+from thundervis.kernel_numerics import check_layout, errors, make_inputs, timed
 from thundervis.recording.model import KernelInfo, RerunResult  # noqa: F401  (RerunResult: re-exported)
 
 ALL_EXECUTORS = ("triton", "nvfuser", "inductor", "torch")
@@ -191,10 +191,30 @@ def reference_or_refuse(region: Trace, kernel_name: str, inputs: Sequence[torch.
     """:func:`reference_outputs`, with a :class:`RerunError` when the recorded IR does not even run
     in the reference interpreter: the recording is damaged, there is no kernel to check."""
     try:
-        return reference_outputs(region, inputs)
+        refs = reference_outputs(region, inputs)
     except Exception as e:  # noqa: BLE001 - any failure of recorded IR is the recording's
         raise RerunError(f"the recorded IR of {_shown(kernel_name)} does not run in the reference "
                          f"interpreter ({type(e).__name__}: {_first_line(e)})") from None
+    # What the IR computes must be what it declares: a kernel is generated (and a repro script's
+    # launch() written) from the declared inputs and outputs.
+    declared = [p for p in region.flat_outputs() if isinstance(p, TensorProxy)]
+    if len(refs) != len(declared) or any(tuple(r.shape) != tuple(p.shape) for r, p in zip(refs, declared)):
+        raise RerunError(f"the recorded IR of {_shown(kernel_name)} computes "
+                         f"{[list(r.shape) for r in refs]}, not the outputs it declares "
+                         f"{[list(p.shape) for p in declared]}")
+    read = {p.name for b in region.symbols for x in _walk_symbols(b) for p in x.flat_inputs()}
+    unread = [p.name for p in region.inputs if p.name not in read]
+    if unread:
+        raise RerunError(f"the recorded IR of {_shown(kernel_name)} never reads its input(s) "
+                         f"{', '.join(unread)}")
+    return refs
+
+
+def _walk_symbols(b):
+    """Yield ``b`` and its subsymbols, depth first."""
+    yield b
+    for s in b.subsymbols:
+        yield from _walk_symbols(s)
 
 
 def _first_line(e: BaseException) -> str:
@@ -347,6 +367,11 @@ def rerun_recorded_kernel(rec, kernel: KernelInfo, executor: Union[str, Sequence
         from thundervis.recording.capture import load_captured_inputs
         metas = [{"name": p.name, "shape": list(p.shape), "dtype": p.dtype, "strides": p.strides}
                  for p in region.inputs]
+        for m in metas:  # captured tensors are laid out again with the recorded strides
+            try:
+                check_layout(m["shape"], m["strides"])
+            except ValueError as e:
+                raise RerunError(f"the recorded inputs of {_shown(k.name)} cannot be made ({e})") from None
         args, why = load_captured_inputs(rec.path, k.name, k.graph, k.chain, metas)
         if args is None:
             report.notes.append(f"{why}; using random inputs")

@@ -182,46 +182,66 @@ def _routed_compile(original: Callable, backend) -> Callable:
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
                executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None,
-               notes: Sequence[tuple[str, object]] = ()) -> RunResult:
+               notes: Sequence[tuple[str, object]] = (), targets=None) -> RunResult:
     """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
     :func:`check_output` has validated). Return how it ended; the recording is closed.
     ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None.
     ``notes``: (event, JSON-able data) pairs recorded as events before the script starts (a
-    distributed worker records its rank this way)."""
+    distributed worker records its rank this way). ``targets``: GPU targets every Triton kernel is
+    compiled for ahead of time, in worker processes while the script runs (``"sm_80,sm_90"``;
+    ``"local"``: the local GPU's architecture, none without CUDA; None: none); the run waits for
+    pending builds at its end (bounded, ``$THUNDERVIS_AOT_WAIT_S``)."""
     import torch
     import torch._dynamo
     from thundervis.compiler import backend as backend_mod
     from thundervis.recording import RecordingObserver
 
     script_path, _ = check_target(script, module)
-    recorder = RecordingObserver(out)
     argv = [script_path or module, *args]
-    recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
-    for event, data in notes:
-        recorder.note(event, data)
-    compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=recorder,
-                                              profile=profile)
-
+    in_main = threading.current_thread() is threading.main_thread()
     saved_defaults = dict(backend_mod._defaults)
     saved_argv, saved_path, saved_compile = sys.argv[:], sys.path[:], torch.compile
-    in_main = threading.current_thread() is threading.main_thread()
     saved_term = signal.getsignal(signal.SIGTERM) if in_main else None
 
     def on_term(signum, frame):
         raise _Terminated()
 
     status, code, tb = "ok", 0, None
-    watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
-    collectives = _watch_collectives(recorder)
+    watcher = collectives = aot = progress = None
+    from thundervis.compiler.observer import MultiObserver
+    from thundervis.progress import progress_observer
+    # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
+    # try below, so no signal can leave a recording without its end (it would read as `killed`).
+    held = _HeldSignals(in_main)
     try:
+        recorder = RecordingObserver(out)
+        recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
+    except BaseException:
+        held.release()
+        raise
+    try:
+        held.release()
+        if in_main:
+            signal.signal(signal.SIGTERM, on_term)
+        held.raise_pending()
+        for event, data in notes:
+            recorder.note(event, data)
+        aot = backend_mod.ahead_of_time(targets, recorder)
+        if aot is not None:
+            recorder.note("aot_started", {"targets": [f"sm_{a}" for a in aot.targets], "workers": aot.workers})
+            aot.start()
+        progress = progress_observer(executors=executors)  # the live status line (a terminal only)
+        observer = recorder if progress is None else MultiObserver(recorder, progress)
+        compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
+                                                  profile=profile, aot=aot)
+        watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
+        collectives = _watch_collectives(recorder)
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
-        backend_mod.set_defaults(observer=recorder, executors=executors, debug=debug, profile=profile)
+        backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot)
         torch.compile = _routed_compile(saved_compile, compiler)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
-        if in_main:
-            signal.signal(signal.SIGTERM, on_term)
         if script_path:
             runpy.run_path(script_path, run_name="__main__")
         else:
@@ -239,7 +259,12 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     finally:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         try:
-            watcher.__exit__(None, None, None)
+            if in_main:  # a second SIGTERM while the end is written must not cut it short
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if progress is not None:
+                progress.close()
+            if watcher is not None:
+                watcher.__exit__(None, None, None)
             if collectives is not None:
                 try:
                     collectives.stop()
@@ -248,14 +273,59 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
             torch.compile = saved_compile
             sys.argv, sys.path[:] = saved_argv, saved_path
             backend_mod.set_defaults(**saved_defaults)
-            if in_main:
-                signal.signal(signal.SIGTERM, saved_term)
+            if aot is not None:
+                _finish_aot(aot, recorder, status)
             recorder.finish_run(status, code, tb)
             recorder.close()
         finally:
             if in_main:
+                signal.signal(signal.SIGTERM, saved_term)
                 signal.signal(signal.SIGINT, old_int)
     return RunResult(code, status, recorder.path)
+
+
+def _finish_aot(aot, recorder, status: str) -> None:
+    """Wait (bounded) for the ahead-of-time builds still running and record how they went; an
+    interrupted run does not wait."""
+    pending = aot.pending()
+    if pending and status != "interrupted":
+        print(f"thundervis: waiting for {pending} GPU kernel builds "
+              f"({', '.join(f'sm_{a}' for a in aot.targets)})...", file=sys.stderr, flush=True)
+    try:
+        stats = aot.finish(0.0 if status == "interrupted" else None)
+        recorder.note("aot_finished", stats)
+    except Exception as e:  # the run's end is recorded whatever the builds do
+        recorder.note("aot_failed", {"error": f"{type(e).__name__}: {e}"})
+
+
+class _HeldSignals:
+    """From creation until :meth:`release`, SIGINT and SIGTERM (main thread only) are remembered
+    instead of acting; :meth:`raise_pending` then raises the first one as KeyboardInterrupt or
+    _Terminated. Used where an interruption would leave a half-written recording."""
+
+    def __init__(self, in_main: bool):
+        self._pending: Optional[int] = None
+        self._saved: dict = {}
+        if in_main:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._hold)
+
+    def _hold(self, signum, frame) -> None:
+        if self._pending is None:
+            self._pending = signum
+
+    def release(self) -> None:
+        """Give the signals their previous handlers back."""
+        saved, self._saved = self._saved, {}
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+    def raise_pending(self) -> None:
+        """Raise the signal that arrived while held (KeyboardInterrupt for SIGINT)."""
+        if self._pending == signal.SIGINT:
+            raise KeyboardInterrupt
+        if self._pending == signal.SIGTERM:
+            raise _Terminated()
 
 
 def _watch_collectives(recorder):

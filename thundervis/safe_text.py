@@ -35,7 +35,35 @@ def visible(text: object) -> str:
     return _UNSAFE.sub(_escape, s)
 
 
-def visible_line(text: object) -> str:
-    """Return ``str(text)`` as one terminal-safe line: newlines and tabs are escaped too."""
+# A recorded field shown on its own (a name, a file, an error, a traceback) is cut after this many
+# characters: a 300 MB error string must not be printed whole (or hang a viewer).
+MAX_SHOWN_CHARS = 10_000
+
+
+def capped(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """Return ``str(text)`` cut to ``limit`` characters, ending ``…(N more)`` when it was longer."""
     s = text if isinstance(text, str) else str(text)
-    return _UNSAFE_LINE.sub(_escape, s)
+    return s if len(s) <= limit else f"{s[:limit]}…({len(s) - limit} more)"
+
+
+def visible_line(text: object, limit: int = MAX_SHOWN_CHARS) -> str:
+    """Return ``str(text)`` as one terminal-safe line: newlines and tabs are escaped too, and at
+    most ``limit`` characters of it are kept (``…(N more)``)."""
+    return _UNSAFE_LINE.sub(_escape, capped(text, limit))
+
+
+def html_text(text: object) -> str:
+    """Return ``str(text)`` for HTML: control and bidi characters made visible (as on a terminal:
+    a browser would otherwise reorder the text after U+202E), then ``&<>"'`` escaped. ``None``
+    gives an empty string. Every HTML output of recorded strings goes through it."""
+    import html
+    return html.escape(visible("" if text is None else text))
+
+
+def plain_console(**kwargs):
+    """Return a ``rich.console.Console`` that never reads recorded strings as markup or emoji codes
+    (``markup=False, emoji=False, highlight=False``); ``kwargs`` go to the Console. Every Rich
+    output of the CLI goes through it, so a pass name ``claim[/]`` or ``[link=...]`` prints as it
+    is instead of raising or emitting hyperlinks."""
+    from rich.console import Console
+    return Console(markup=False, emoji=False, highlight=False, **kwargs)

@@ -8,18 +8,31 @@
 // fusion diagram (SVG made by Graphviz in the kernel) is parsed as XML and stripped of scripts,
 // event handlers, foreign objects and links before it is shown.
 
+// C0 controls but newline and tab, DEL, C1 controls and the Unicode format characters that reorder
+// or hide text (bidi overrides and isolates, zero-width ones, BOM): the same set as the terminal
+// views' thundervis/safe_text.py. A recorded U+202E must not reorder what the page shows.
+const UNSAFE_CHARS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+
+function visible(text) {
+  return String(text).replace(UNSAFE_CHARS, (ch) => {
+    const c = ch.charCodeAt(0);
+    if (ch === "\r") return "\\r";
+    return c < 0x100 ? "\\x" + c.toString(16).padStart(2, "0") : "\\u" + c.toString(16).padStart(4, "0");
+  });
+}
+
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k === "class") el.className = v;
-    else if (k === "text") el.textContent = String(v);
+    else if (k === "text") el.textContent = visible(v);
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else el.setAttribute(k, String(v));
+    else el.setAttribute(k, visible(v));
   }
   for (const c of children.flat()) {
     if (c === null || c === undefined || c === false) continue;
-    el.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    el.appendChild(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return el;
 }
@@ -33,6 +46,12 @@ function fmtUs(us) {
   if (us === null || us === undefined) return "–";
   if (us >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
   return us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`;
+}
+
+// a roofline time: 3 significant digits, like the TUI and `thundervis ls`
+function fmtRoof(us) {
+  if (typeof us !== "number") return "–";
+  return us >= 1000 ? `${Math.round(us).toLocaleString("en-US")}` : `${Number(us.toPrecision(3))}`;
 }
 
 function baseName(path) {
@@ -157,11 +176,11 @@ function textWithSpans(text, spans, cls) {
   const frag = document.createDocumentFragment();
   let pos = 0;
   for (const [s, e] of spans || []) {
-    if (s > pos) frag.appendChild(document.createTextNode(text.slice(pos, s)));
+    if (s > pos) frag.appendChild(document.createTextNode(visible(text.slice(pos, s))));
     frag.appendChild(h("span", { class: cls, text: text.slice(s, e) }));
     pos = e;
   }
-  frag.appendChild(document.createTextNode(text.slice(pos)));
+  frag.appendChild(document.createTextNode(visible(text.slice(pos))));
   return frag;
 }
 

@@ -64,9 +64,14 @@ def test_view_needs_a_terminal(small_rec, capsys, no_ui):
 
 
 def test_view_runs_the_app_on_a_terminal(small_rec, monkeypatch):
-    import thundervis.tui.app as app
+    import thundervis.api as api
     seen = {}
-    monkeypatch.setattr(app, "run_app", lambda data, poll_s: seen.update(path=data.path, poll=poll_s))
+
+    def fake_run(data, poll_s, group=None, rank=None):
+        seen.update(path=data.path, poll=poll_s)
+        data.close()
+        return 0
+    monkeypatch.setattr(api, "run_tui", fake_run)
     monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
     monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
     assert main(["view", small_rec, "--poll", "0.5"]) == 0
@@ -75,14 +80,14 @@ def test_view_runs_the_app_on_a_terminal(small_rec, monkeypatch):
 
 def test_run_opens_the_viewer_only_on_a_terminal(monkeypatch, tmp_path):
     from thundervis.commands import run as run_cmd
-    import thundervis.tui as tui
+    import thundervis.api as api
     opened = []
-    monkeypatch.setattr(tui, "view_recording", lambda path: opened.append(path))
+    monkeypatch.setattr(api, "view_recording", lambda path: opened.append(path))
     assert run_cmd.open_viewer("x.tvrec") is True and opened == ["x.tvrec"]
 
     def broken(path):
         raise RuntimeError("no terminal")
-    monkeypatch.setattr(tui, "view_recording", broken)
+    monkeypatch.setattr(api, "view_recording", broken)
     assert run_cmd.open_viewer("x.tvrec") is False  # the recording is still reported
 
 
@@ -141,13 +146,14 @@ def test_bad_group_exits_2_before_the_ui(kind, tmp_path, identical_group, capsys
 
 
 def test_view_runs_the_app_on_a_group(identical_group, monkeypatch):
-    import thundervis.tui.app as app
+    import thundervis.api as api
     seen = {}
 
     def fake_run_app(data, poll_s, group=None, rank=None):
         seen.update(path=data.path, group=group.path, rank=rank)
         group.close()
-    monkeypatch.setattr(app, "run_app", fake_run_app)
+        return 0
+    monkeypatch.setattr(api, "run_tui", fake_run_app)
     monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
     monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
     assert main(["view", identical_group, "--rank", "1"]) == 0

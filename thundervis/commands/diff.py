@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Optional
 
 from thundervis.errors import UserError
 from thundervis.safe_text import visible, visible_line
@@ -30,8 +31,10 @@ def _pick_passes(chain, from_, to):
     return before, after
 
 
-def pass_diff(rec, graph, chain, from_, to):
-    """Return the :class:`~thundervis.diff.TraceDiff` the arguments select in an open recording."""
+def pass_diff(rec, graph, chain, from_, to, traces: Optional[list] = None):
+    """Return the :class:`~thundervis.diff.TraceDiff` the arguments select in an open recording;
+    the two traces are appended to ``traces`` when given (callers reuse them: a big pass takes
+    seconds to load)."""
     from thundervis.commands.show import pick_chain
     from thundervis.diff import diff_traces
     from thundervis.recording import RecordingError
@@ -42,6 +45,8 @@ def pass_diff(rec, graph, chain, from_, to):
         b = rec.pass_trace(g.id, c.kind, after.index)
     except RecordingError as e:
         raise UserError(str(e)) from None
+    if traces is not None:
+        traces.extend((a, b))
     from thundervis.present.diff_labels import labelled
     return labelled(diff_traces(a, b), g.id, c.kind, before, after)
 
@@ -104,16 +109,20 @@ def cmd_diff(args) -> int:
         raise UserError("give one recording (a pass diff) or two (a run comparison).")
     rec = open_or_fail(args.recordings[0])
     try:
-        d = pass_diff(rec, args.graph, args.chain, args.from_, args.to)
-        notes = _pass_notes(rec, args)
+        traces: list = []
+        d = pass_diff(rec, args.graph, args.chain, args.from_, args.to, traces)
+        notes = note_lines(*traces)
     finally:
         rec.close()
     context = None if args.full else args.context
     from thundervis.diff import render
     if args.html:
         body = render.side_by_side_html(d, context) if args.side_by_side else render.unified_html(d, context)
-        with open(args.html, "w", encoding="utf-8") as f:
-            f.write(render.html_page(body, f"{d.before} → {d.after}"))
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(render.html_page(body, f"{d.before} → {d.after}"))
+        except OSError as e:
+            raise UserError(f"cannot write {args.html}: {e.strerror or e}.") from None
         print(f"thundervis: diff written to {args.html}")
     elif args.json:
         rows = [{"status": r.status, "a": r.a.text if r.a else None, "b": r.b.text if r.b else None,
@@ -124,13 +133,12 @@ def cmd_diff(args) -> int:
         sys.stdout.write("\n")
         return 0
     elif sys.stdout.isatty() and not args.plain:
-        from rich.console import Console
-        console = Console()
-        console.print(render.side_by_side_rich(d, context) if args.side_by_side else render.unified_rich(d, context))
+        from thundervis.safe_text import plain_console
+        console = plain_console()
+        console.print(render.side_by_side_text(d, context, console.width) if args.side_by_side
+                      else render.unified_rich(d, context), crop=False)
     elif args.side_by_side:
-        from rich.console import Console
-        Console(file=sys.stdout, width=200, no_color=True, force_terminal=False).print(
-            render.side_by_side_rich(d, context))
+        sys.stdout.write(render.side_by_side_plain(d, context))
     else:
         sys.stdout.write(visible(render.unified_plain(d, context)))
     if not args.html:
@@ -142,18 +150,6 @@ def cmd_diff(args) -> int:
             for line in notes:
                 print(visible(line))
     return 0
-
-
-def _pass_notes(rec, args) -> list[str]:
-    """Return :func:`note_lines` for the two passes ``args`` select."""
-    from thundervis.commands.show import pick_chain
-    from thundervis.recording import RecordingError
-    g, c = pick_chain(rec, args.graph, args.chain)
-    before, after = _pick_passes(c, args.from_, args.to)
-    try:
-        return note_lines(rec.pass_trace(g.id, c.kind, before.index), rec.pass_trace(g.id, c.kind, after.index))
-    except RecordingError:
-        return []
 
 
 def _compare(args, open_or_fail) -> int:

@@ -37,7 +37,7 @@ def pick_pass(rec, graph, chain, pass_):
 def note_comments(rec, graph: int, chain: str):
     """Return the ``PrintOptions.notes`` function of ``show`` (``present.status.note_function``)."""
     from thundervis.present.status import note_function
-    return note_function(rec.events("kernel_fallback"), graph, chain)
+    return note_function(rec.events("kernel_fallback") + rec.events("kernel_path"), graph, chain)
 
 
 def collectives_comment(rec, graph: int, chain: str) -> str:
@@ -70,9 +70,9 @@ def cmd_show(args) -> int:
         text += collectives_comment(rec, g.id, c.kind)
     text = visible(text)  # text from the recording: control characters made visible, also under rich
     if sys.stdout.isatty() and not args.plain:
-        from rich.console import Console
         from rich.syntax import Syntax
-        Console().print(Syntax(text, "python", theme="ansi_dark", word_wrap=False))
+        from thundervis.safe_text import plain_console
+        plain_console().print(Syntax(text, "python", theme="ansi_dark", word_wrap=False))
     else:
         sys.stdout.write(text)
     return 0

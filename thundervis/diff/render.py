@@ -6,14 +6,13 @@ display rows (marker, indentation, text, highlighted spans, note); the back ends
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, DiffLine, TraceDiff,
                     gc_paused, intraline_spans)
 from .lines import is_fusion
-from thundervis.safe_text import visible_line
+from thundervis.safe_text import html_text, visible, visible_line
 
 FOLD = "fold"  # status of a row standing for folded unchanged lines
 
@@ -209,8 +208,9 @@ def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
     from rich.table import Table
     from rich.text import Text
     table = Table(show_header=True, header_style="bold", box=None, expand=True, pad_edge=False)
-    table.add_column(diff.before, ratio=5, overflow="fold")
-    table.add_column(diff.after, ratio=5, overflow="fold")
+    # Headers and notes quote recorded pass names and notes: Text, never markup.
+    table.add_column(Text(visible_line(diff.before)), ratio=5, overflow="fold")
+    table.add_column(Text(visible_line(diff.after)), ratio=5, overflow="fold")
     table.add_column("", ratio=3, overflow="fold", style="dim italic")
 
     def cell(r: Optional[Row], marker: str):
@@ -227,8 +227,85 @@ def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
         if s.status == FOLD:
             table.add_row(Text(s.note, style="dim"), Text(s.note, style="dim"), "")
             continue
-        table.add_row(cell(s.left, "-"), cell(s.right, "+"), s.note)
+        table.add_row(cell(s.left, "-"), cell(s.right, "+"), Text(visible(s.note or "")))
     return table
+
+
+def _folded(t, width: int) -> list:
+    """Split the rich Text ``t`` into lines of at most ``width`` characters (one list item each)."""
+    n = len(t.plain)
+    if n <= width:
+        return [t]
+    return list(t.divide(range(width, n, width)))
+
+
+def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int = 160):
+    """Return the side-by-side diff as one ``rich.text.Text``: before | after | note in columns of
+    fixed widths (5 : 5 : 3 of ``width``), long cells folded onto more lines, styled like
+    :func:`side_by_side_rich`. Linear in the number of rows (a Rich Table measures every cell of
+    every row first: minutes for a 100k-op pass); what the CLI prints."""
+    from rich.text import Text
+    usable = max(39, width - 4)
+    wa = usable * 5 // 13
+    widths = (wa, wa, usable - 2 * wa)
+
+    def cell(r: Optional[Row], marker: str):
+        if r is None:
+            return Text("")
+        base = _RICH_STYLE.get(r.status, "")
+        if r.status == CHANGED:
+            base = "red" if marker == "-" else "green"
+        t = Text("  " * r.depth, style=base)
+        t.append(_rich_text(r.text, r.spans, base, marker))
+        return t
+
+    out = Text(no_wrap=True, overflow="ignore")
+
+    def emit(cells) -> None:
+        parts = [_folded(c, w) for c, w in zip(cells, widths)]
+        for i in range(max(len(p) for p in parts)):
+            for k, (p, w) in enumerate(zip(parts, widths)):
+                piece = p[i] if i < len(p) else Text("")
+                if k < 2 or i < len(p):
+                    out.append(piece)
+                if k < 2:
+                    out.append(" " * (w - len(piece.plain) + 2))
+            out.append("\n")
+
+    emit((Text(visible_line(diff.before), style="bold"), Text(visible_line(diff.after), style="bold"), Text("")))
+    for s in side_rows(diff, context):
+        if s.status == FOLD:
+            emit((Text(s.note, style="dim"), Text(s.note, style="dim"), Text("")))
+            continue
+        emit((cell(s.left, "-"), cell(s.right, "+"), Text(visible(s.note or ""), style="dim italic")))
+    return out
+
+
+def side_by_side_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 200) -> str:
+    """Return the side-by-side diff as plain text laid out like :func:`side_by_side_text`
+    (before | after | note, long cells folded), control characters made visible; linear in size."""
+    usable = max(39, width - 4)
+    wa = usable * 5 // 13
+    widths = (wa, wa, usable - 2 * wa)
+    out: list[str] = []
+
+    def emit(cells) -> None:
+        parts = [[c[i:i + w] for i in range(0, len(c), w)] or [""] for c, w in zip(cells, widths)]
+        for i in range(max(len(p) for p in parts)):
+            line = "".join((p[i] if i < len(p) else "").ljust(w + 2) for p, w in zip(parts[:2], widths))
+            line += parts[2][i] if i < len(parts[2]) else ""
+            out.append(line.rstrip())
+
+    def cell(r: Optional[Row]) -> str:
+        return "" if r is None else visible("  " * r.depth + r.text)
+
+    emit((visible_line(diff.before), visible_line(diff.after), ""))
+    for s in side_rows(diff, context):
+        if s.status == FOLD:
+            emit((s.note, s.note, ""))
+        else:
+            emit((cell(s.left), cell(s.right), visible(s.note or "")))
+    return "\n".join(out) + "\n"
 
 
 HTML_STYLE = """
@@ -251,10 +328,10 @@ HTML_STYLE = """
 def _html_text(text: str, spans, cls: str) -> str:
     parts, pos = [], 0
     for s, e in spans:
-        parts.append(html.escape(text[pos:s]))
-        parts.append(f'<span class="{cls}">{html.escape(text[s:e])}</span>')
+        parts.append(html_text(text[pos:s]))
+        parts.append(f'<span class="{cls}">{html_text(text[s:e])}</span>')
         pos = e
-    parts.append(html.escape(text[pos:]))
+    parts.append(html_text(text[pos:]))
     return "".join(parts)
 
 
@@ -267,15 +344,15 @@ def _row_class(r: Row) -> str:
 def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
     """Return the unified diff as an HTML ``<table class="tv-diff">`` fragment (all text escaped)."""
     out = ['<table class="tv-diff unified">',
-           f'<tr><th colspan="3">--- {html.escape(diff.before)}<br>+++ {html.escape(diff.after)}</th></tr>']
+           f'<tr><th colspan="3">--- {html_text(diff.before)}<br>+++ {html_text(diff.after)}</th></tr>']
     for r in unified_rows(diff, context):
         if r.status == FOLD:
-            out.append(f'<tr class="fold"><td colspan="3">{html.escape(r.text)}</td></tr>')
+            out.append(f'<tr class="fold"><td colspan="3">{html_text(r.text)}</td></tr>')
             continue
         hl = "hl-a" if r.marker == "-" else "hl-b"
-        out.append(f'<tr class="{_row_class(r)}" title="{html.escape(r.source)}"><td class="m">{html.escape(r.marker)}</td>'
+        out.append(f'<tr class="{_row_class(r)}" title="{html_text(r.source)}"><td class="m">{html_text(r.marker)}</td>'
                    f'<td>{"  " * r.depth}{_html_text(r.text, r.spans, hl)}</td>'
-                   f'<td class="note">{html.escape(r.note)}</td></tr>')
+                   f'<td class="note">{html_text(r.note)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 
@@ -283,22 +360,22 @@ def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
 def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
     """Return the side-by-side diff as an HTML ``<table class="tv-diff">`` fragment (escaped)."""
     out = ['<table class="tv-diff side-by-side">',
-           f'<tr><th>{html.escape(diff.before)}</th><th>{html.escape(diff.after)}</th><th></th></tr>']
+           f'<tr><th>{html_text(diff.before)}</th><th>{html_text(diff.after)}</th><th></th></tr>']
 
     def cell(r: Optional[Row], hl: str) -> str:
         if r is None:
             return "<td></td>"
         cls = "changed-a" if (r.status == CHANGED and hl == "hl-a") else \
             "changed-b" if r.status == CHANGED else r.status
-        return (f'<td class="{cls}" title="{html.escape(r.source)}">{"  " * r.depth}'
+        return (f'<td class="{cls}" title="{html_text(r.source)}">{"  " * r.depth}'
                 f'{_html_text(r.text, r.spans, hl)}</td>')
 
     for s in side_rows(diff, context):
         if s.status == FOLD:
-            out.append(f'<tr class="fold"><td colspan="3">{html.escape(s.note)}</td></tr>')
+            out.append(f'<tr class="fold"><td colspan="3">{html_text(s.note)}</td></tr>')
             continue
         out.append(f"<tr>{cell(s.left, 'hl-a')}{cell(s.right, 'hl-b')}"
-                   f'<td class="note">{html.escape(s.note)}</td></tr>')
+                   f'<td class="note">{html_text(s.note)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 
@@ -306,5 +383,5 @@ def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
 def html_page(body: str, title: str) -> str:
     """Return a standalone HTML document with the diff stylesheet around ``body`` (``title`` is
     escaped here; ``body`` must already be escaped HTML)."""
-    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{HTML_STYLE}</style></head><body>\n<h3>{html.escape(title)}</h3>\n{body}\n</body></html>\n")
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html_text(title)}</title>"
+            f"<style>{HTML_STYLE}</style></head><body>\n<h3>{html_text(title)}</h3>\n{body}\n</body></html>\n")

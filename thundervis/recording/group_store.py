@@ -122,6 +122,8 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
                 if text:
                     conn.execute("UPDATE sources SET text=? WHERE file=?", (_put(store, text, seen), f))
         conn.execute("DELETE FROM symbols")  # an index over the trace JSON: the reader derives it
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='symbol_sources'").fetchone():
+            conn.execute("DELETE FROM symbol_sources")
         conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (PACKED_KEY, STORE_NAME))
         store.execute("COMMIT")  # the texts are safe in the store before the rank file refers to them
         conn.execute("COMMIT")

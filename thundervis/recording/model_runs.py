@@ -138,9 +138,12 @@ class KernelInfo:
 
     @property
     def device(self) -> str:
-        """The device it was recorded on (from its tensor metadata; ``cpu`` when unknown)."""
+        """The device it was recorded on (from its tensor metadata; ``cpu`` when unknown). Only a
+        device spelled as the IR's allow-list has it (``cpu``, ``cuda:N``...): the string reaches
+        ``torch.device`` in rerun and in repro scripts."""
+        from thundervis.compiler.values import DEVICE
         for m in tuple(self.inputs) + tuple(self.outputs):
-            if isinstance(m, dict) and isinstance(m.get("device"), str):
+            if isinstance(m, dict) and isinstance(m.get("device"), str) and DEVICE.fullmatch(m["device"]):
                 return m["device"]
         return "cpu"
 

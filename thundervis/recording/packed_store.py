@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from .errors import RecordingError
 from .file_store import FileStore, _budgeted, _sqlite_sentence, connect, prepare_connection, refuse_schema_objects
-from .typed import decompress, regular_file
+from .typed import MAX_DECOMPRESSED, decompress, regular_file
 
 STORE_NAME = "traces.tvstore"
 STORE_APPLICATION_ID = 0x54565354  # "TVST"
@@ -139,14 +139,18 @@ class PackedStore(FileStore):
                 f"(sha256 {fp[:16]}), which is missing or not a group store: copy the whole group folder, "
                 "not one rank file.")
         try:
-            row = _budgeted(conn, lambda: conn.execute("SELECT data FROM blobs WHERE fp=?", (fp,)).fetchone())
+            row = _budgeted(conn, lambda: conn.execute("SELECT data, size FROM blobs WHERE fp=?", (fp,)).fetchone())
         except sqlite3.Error as e:
             raise RecordingError(_sqlite_sentence(where, e)) from None
         if row is None:
             raise RecordingError(f"the {what} (sha256 {fp[:16]}) is not in {where}: the store belongs to "
                                  "another group or is incomplete.")
         try:
-            text = decompress(row[0], f"the {what}", where).decode("utf-8", "surrogatepass")
+            # At most the size the store states (the fingerprint check below catches a wrong one):
+            # a 1 MB bomb is refused after its stated size, not after MAX_DECOMPRESSED.
+            size = row[1]
+            cap = size if size.__class__ is int and 0 <= size <= MAX_DECOMPRESSED else None
+            text = decompress(row[0], f"the {what}", where, cap).decode("utf-8", "surrogatepass")
         except UnicodeDecodeError:
             raise RecordingError(f"{where} is corrupted (the {what} is not UTF-8 text).") from None
         if fingerprint(text) != fp:

@@ -18,6 +18,12 @@ from .typed import load_json, row_checker
 
 _SYMBOL_COLUMNS = ("graph_id, chain, pass_idx, position, uid, parent, sym, origin, file, line, code, module,"
                    " function, seq_nr, aten, executor, note")
+# Schema 3 keeps file, code, module and function once per distinct location (symbol_sources).
+_SHARED_SOURCE_SELECT = (
+    "SELECT s.graph_id, s.chain, s.pass_idx, s.position, s.uid, s.parent, s.sym, s.origin,"
+    " COALESCE(s.file, ss.file), s.line, COALESCE(s.code, ss.code), COALESCE(s.module, ss.module),"
+    " COALESCE(s.function, ss.function), s.seq_nr, s.aten, s.executor, s.note"
+    " FROM symbols s LEFT JOIN symbol_sources ss ON ss.id = s.source_id")
 _CHECK_SYMBOLS = row_checker("symbols", _SYMBOL_COLUMNS.split(", "),
                              ("int", "text", "nat", "nat", "text", "text?", "text", "text?", "text?", "int?",
                               "text?", "text?", "text?", "int?", "text?", "text?", "text?"))
@@ -91,8 +97,10 @@ class SymbolIndex:
         test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
         passes repeated for each of them; ordered by graph, chain, pass and position."""
         with self.store.snapshot():
+            select = (_SHARED_SOURCE_SELECT if self.store.has_table("symbol_sources")
+                      else f"SELECT {_SYMBOL_COLUMNS} FROM symbols")
             out = [self._symbol_from_row(r) for r in _CHECK_SYMBOLS(self.store.rows(
-                f"SELECT {_SYMBOL_COLUMNS} FROM symbols WHERE {where}", params), self.store.path)]
+                f"{select} WHERE {where}", params), self.store.path)]
             for key in self._unindexed_passes():
                 out.extend(s for s in self._derived_rows(key) if keep(s))
             shared = self._shared_passes(graph) if expand else {}

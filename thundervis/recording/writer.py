@@ -2,11 +2,12 @@
 
 Each event is written in its own transaction, so a crash, an exception in the user's script or a
 SIGKILL leaves everything committed so far readable (the ``symbols`` rows, an index over each pass's
-trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file is in WAL mode with
+trace JSON, are written when the run ends; a reader derives them for a run that was killed). The file
+is created whole (schema and a ``running`` run row, renamed into place), then kept in WAL mode with
 ``synchronous=NORMAL``: a committed transaction survives the process being killed (only an OS crash
-can lose the last few). The WAL is checkpointed into the main file when a graph (or a chain compiled
-after it) finishes and when the run ends, so the ``.tvrec`` copied alone holds every finished graph
-even after ``kill -9``. Events may arrive from any thread (backward graphs compile when the first
+can lose the last few). The WAL is checkpointed into the main file after the run row, after every
+chain and graph and when the run ends, so the ``.tvrec`` copied alone is a recording from its first
+byte and holds every finished chain even after ``kill -9``. Events may arrive from any thread (backward graphs compile when the first
 backward runs, possibly on an autograd thread), so one lock guards the connection. An observer
 must never break the user's training: a failed write is counted, noted once on stderr and in the
 ``events`` table, and the compile goes on.
@@ -14,6 +15,7 @@ must never break the user's training: a failed write is counted, noted once on s
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import sqlite3
 import sys
@@ -27,7 +29,7 @@ from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
 from .liveness import host_name, process_token
-from .schema import INSERT_SYMBOL_ROW, KERNEL_COLUMN_KEYS, compress_text, create_indexes, create_schema
+from .schema import INSERT_SYMBOL_ROW, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text, create_indexes, create_schema
 from .trace_text import TraceTextCache
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
@@ -73,6 +75,33 @@ def _json(v: Any) -> str:
     return json.dumps(v, default=str)
 
 
+def _create_complete(path: str) -> None:
+    """Create the recording at ``path`` whole or not at all: schema and a ``running`` run row (this
+    process's pid, host and start token, so a kill at any later point reads as ``killed``) are
+    written to a hidden file beside it in rollback-journal mode, which is then renamed into place.
+    From its first byte the ``.tvrec`` alone is a valid recording; no WAL holds its start."""
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.creating")
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            create_schema(conn, _versions()["thundervis"] or "unknown")
+            conn.execute("INSERT INTO run(id, argv, cwd, started_at, status, pid, host, process_start)"
+                         " VALUES (1, '[]', ?, ?, 'running', ?, ?, ?)",
+                         (os.getcwd(), time.time(), os.getpid(), host_name(), process_token()))
+        finally:
+            conn.close()
+        if os.path.exists(path):
+            raise FileExistsError(f"{path} already exists")
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+
+
 class RecordingObserver(CompileObserver):
     """A :class:`CompileObserver` that writes every event into a new recording at ``path``.
 
@@ -86,11 +115,11 @@ class RecordingObserver(CompileObserver):
         if os.path.exists(self.path):
             raise FileExistsError(f"{self.path} already exists")
         self._lock = threading.RLock()
+        _create_complete(self.path)
         self._conn: Optional[sqlite3.Connection] = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
-        create_schema(self._conn, _versions()["thundervis"] or "unknown")
         self._reasons = DynamoReasons()
         self._encoder = TraceTextCache()
         # (graph, chain) -> (index of the latest pass written, the pass holding its symbol rows)
@@ -102,7 +131,7 @@ class RecordingObserver(CompileObserver):
         self._pending_rows: list[tuple[int, str, int, Trace]] = []
         self._pending_symbols = 0
         self._sources_seen: set[str] = set()
-        self._finished_graphs: set[int] = set()  # chains compiled after these checkpoint at codegen
+        self._symbol_sources: dict[tuple, int] = {}  # (file, code, module, function) -> symbol_sources id
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -149,13 +178,14 @@ class RecordingObserver(CompileObserver):
         v = _versions()
 
         def fn(c):
-            c.execute("INSERT INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
+            c.execute("INSERT OR REPLACE INTO run(id, script, module, argv, cwd, python, torch, triton, thundervis,"
                       " device, executors, started_at, status, pid, host, process_start)"
                       " VALUES (1,?,?,?,?,?,?,?,?,?,?,?,'running',?,?,?)",
                       (script, module, _json(list(argv)), cwd, v["python"], v["torch"], v["triton"],
                        v["thundervis"], _device(), _json(list(executors)) if executors else None,
                        time.time(), os.getpid(), host_name(), process_token()))
         self._write("the run", fn)
+        self.checkpoint()  # the run row in the main file: a copy of the .tvrec alone names the script
 
     def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
         """Record the end of the run: ``status`` (ok, failed, interrupted), exit code, traceback.
@@ -259,10 +289,14 @@ class RecordingObserver(CompileObserver):
                     self._note_error(f"graph {graph} {chain} pass {index} {name}", e)
             return
         n_symbols = len(trace.symbols)
+        costs = self._final_costs(graph, chain, name, trace)
 
         def fn(c):
             c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'compiling')",
                       (graph, chain))
+            if costs is not None:
+                from .costs import store_costs
+                store_costs(c, graph, chain, costs)
             c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
                       " n_symbols, symbols_from, trace_json, printed, meta, recorded_at)"
                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -274,8 +308,8 @@ class RecordingObserver(CompileObserver):
         if index == 0:
             self.record_sources(trace)
         if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
-            if name == "codegen" and graph in self._finished_graphs:
-                self.checkpoint()  # a chain compiled after its graph (backward, at the first backward)
+            if name == "codegen" or chain in ("dynamo", "joint"):
+                self.checkpoint()  # each finished chain in the main file: a copy of it alone holds it
             with self._lock:
                 self._latest[(graph, chain)] = (index, symbols_from)
                 if own:
@@ -284,6 +318,20 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def _final_costs(self, graph: int, chain: str, name: str, trace: Trace):
+        """Return the roofline costs of a forward/backward/inference chain's final (``codegen``)
+        trace, else None; a failing cost model is noted, and the pass is recorded anyway."""
+        if name != "codegen" or chain not in ("forward", "backward", "inference"):
+            return None
+        try:
+            from thundervis.compiler.roofline_cost import trace_costs
+            return trace_costs(trace)
+        except Exception as e:
+            with self._lock:
+                if self._conn is not None:
+                    self._note_error(f"the roofline costs of graph {graph} {chain}", e)
+            return None
 
     def record_sources(self, trace: Trace) -> None:
         """Store the text of every user source file ``trace``'s symbols point at that is not
@@ -311,6 +359,11 @@ class RecordingObserver(CompileObserver):
                         import hashlib
                         digest = hashlib.sha256(data).hexdigest()
                         text = data.decode("utf-8", errors="replace")
+                elif f in linecache.cache:  # a notebook cell (``cell [N]``, compiler.source.cell_file)
+                    data = "".join(linecache.getlines(f)).encode("utf-8")[:MAX_SOURCE_BYTES]
+                    import hashlib
+                    size, digest = len(data), hashlib.sha256(data).hexdigest()
+                    text = data.decode("utf-8", errors="replace")
             except OSError:
                 pass
             rows.append((f, compress_text(text), size, digest))
@@ -325,10 +378,29 @@ class RecordingObserver(CompileObserver):
             return
         rows_of = TraceTextCache()  # shares the rows of symbols a pass kept across a chain's passes
 
+        ids = self._symbol_sources
+        new: list[tuple] = []
+        batches = []
+        for graph, chain, index, trace in pending:
+            rows = []
+            for r in rows_of.symbol_rows(graph, chain, index, trace):
+                key = (r[8], r[10], r[11], r[12])
+                sid = None
+                if key != (None, None, None, None):
+                    sid = ids.get(key)
+                    if sid is None:
+                        sid = ids[key] = len(ids) + 1
+                        new.append((sid,) + key)
+                rows.append(r[:8] + (None, r[9], None, None, None) + r[13:] + (sid,))
+            batches.append(rows)
+
         def fn(c):
-            for graph, chain, index, trace in pending:
-                c.executemany(INSERT_SYMBOL_ROW, rows_of.symbol_rows(graph, chain, index, trace))
-        self._write("the symbol rows", fn)
+            c.executemany(INSERT_SYMBOL_SOURCE, new)
+            for rows in batches:
+                c.executemany(INSERT_SYMBOL_ROW, rows)
+        if not self._write("the symbol rows", fn):
+            for row in new:  # rolled back: those ids were not stored
+                ids.pop(row[1:], None)
 
     def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
         """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
@@ -347,6 +419,12 @@ class RecordingObserver(CompileObserver):
                            k.get("note"), compress_text(_json(k["trace"])) if k.get("trace") is not None else None,
                            _json({key: v for key, v in k.items() if key not in KERNEL_COLUMN_KEYS})))
         self._write(f"kernels of graph {graph} {chain}", fn)
+
+    def kernel_compiled(self, graph: int, chain: str, kernel: str, target: str, build: dict) -> None:
+        """Record a kernel compiled ahead of time for ``target`` (or its failure); see recording/builds.py."""
+        from .builds import store_build
+        self._write(f"the {target} build of {kernel}",
+                    lambda c: store_build(c, graph, chain, kernel, target, build))
 
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Record a compile (or first-call) failure; the chain or graph ran eagerly."""
@@ -367,8 +445,6 @@ class RecordingObserver(CompileObserver):
         """Record the graph's compile time."""
         self._write(f"graph {graph} compile time", lambda c: c.execute(
             "UPDATE graphs SET compile_s=? WHERE id=?", (compile_s, graph)))
-        with self._lock:
-            self._finished_graphs.add(graph)
         self.checkpoint()
 
     def runtime(self, graph: int, chain: str, event: str, data: Any) -> None:
@@ -378,12 +454,18 @@ class RecordingObserver(CompileObserver):
             from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
-        if event == "inputs":
+        if event in ("numerics", "eager_compare") and isinstance(data, dict):
+            from .numerics import store_eager_comparison, store_kernel_numerics
+            store = store_kernel_numerics if event == "numerics" else store_eager_comparison
+            self._write(f"{event} of graph {graph} {chain}", lambda c: store(c, graph, chain, data))
+            return
+        if event in ("inputs", "chain_inputs"):  # a fusion's inputs, or a whole chain's (bisect)
             from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
                 data = {"kernel": data.get("kernel"), "skipped": f"{type(e).__name__}: {e}"}
-            self.note("captured_inputs", data, graph=graph, chain=chain)
+            self.note("captured_inputs" if event == "inputs" else "captured_chain_inputs", data,
+                      graph=graph, chain=chain)
             return
         self.note(event, data, graph=graph, chain=chain)
