@@ -12,7 +12,6 @@ were recorded; the browser shows them with ``textContent`` and the static HTML e
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -99,7 +98,7 @@ class RecordingData:
         self.graph_ids = tuple(graph_ids) if graph_ids else None
         self.label = label
         self._lock = threading.Lock()
-        self._traces = PassTraces(rec, size=None)  # kept: the payload's interned infos key on id()
+        self._traces = PassTraces(rec, size=None)  # the payload reads every pass of every chain
         self._overview = None
         self._fallbacks = None
         self._runs: dict = {}
@@ -156,7 +155,8 @@ class RecordingData:
                         "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None,
                         "comm": is_communication_op(b.sym)}
                 if infos is not None:
-                    info = infos.add(info, key=id(b))
+                    info = infos.add(info, key=(b.sym, b.source, b.executor, b.note, b.aten, b.seq_nr,
+                                                is_fusion(b)))
             row = (ln.uid, ln.depth, ln.text, info, ln.kind, ln.spans)
             out.append(list(row) if table is None else table.add(list(row), key=row))
         return out
@@ -407,25 +407,20 @@ class RecordingData:
 
 
 class _Interner:
-    """Numbers equal JSON-able items so each distinct one is sent once. ``key`` (hashable) names
-    the item; by default its JSON text. Keys by ``id()`` are only valid while the objects live
-    (the traces are cached for as long as the payload is built)."""
+    """Numbers equal JSON-able items so each distinct one is sent once; ``key`` (hashable, made
+    from the item's values) names the item, so nothing is JSON-encoded to compare: the payload
+    is encoded once, when it is sent."""
 
     def __init__(self):
         self.items: list = []
         self._index: dict = {}
-        self._by_json: dict = {}
 
-    def add(self, item, key=None) -> int:
-        if key is not None and key in self._index:
-            return self._index[key]
-        text = json.dumps(item, sort_keys=True)
-        n = self._by_json.get(text)
+    def add(self, item, key) -> int:
+        """Return the number of the item named ``key`` (``item`` appended when it is new)."""
+        n = self._index.get(key)
         if n is None:
-            n = self._by_json[text] = len(self.items)
+            n = self._index[key] = len(self.items)
             self.items.append(item)
-        if key is not None:
-            self._index[key] = n
         return n
 
 

@@ -11,7 +11,7 @@ function renderRecording(model, el, ask, shared) {
   const groupInfo = model.get("group");
   const isGroup = !!(groupInfo && groupInfo.kind === "group");
   const infos = data.infos || [];
-  const lineTable = data.lines || []; // [uid, depth, text, info]; each pass lists indexes into it
+  const lineTable = data.lines || []; // [uid, depth, text, info, kind, spans]; each pass lists indexes into it
   const diffCache = new Map();
   const diagramCache = new Map();
   const fusionsState = { module: "", collapse: null, expand: [], kernel: model.get("selected_kernel") || "" };
@@ -162,7 +162,11 @@ function renderRecording(model, el, ask, shared) {
   function traceView(c, index) {
     const hl = fusionsState.kernel ? kernelUids(fusionsState.kernel) : new Set();
     const pre = h("div", { class: "tv-trace" });
-    for (const [uid, depth, text, info, kind, spans] of linesAt(c, index)) {
+    const shown = c.passes.find((x) => x.index === index);
+    const same = shown && shown.same_as !== null && shown.same_as !== undefined;
+    for (const [uid, , printed, info, kind, spans] of linesAt(c, index)) {
+      // an unchanged pass shows the trace of the pass before it: its header says so
+      const text = same && kind === "header" ? `${printed}  · unchanged by "${shown.name}"` : printed;
       // the printer's line (present.trace_lines), as the CLI and the TUI show it; spans style its parts
       const inf = infoAt(info);
       const src = inf && inf.source;
