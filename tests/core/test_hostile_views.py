@@ -143,7 +143,7 @@ def test_dot_quotes_every_recorded_string(name):
     """A pass name ending in a backslash (and quotes, HTML, DOT escapes) stays inside its string."""
     pygraphviz = pytest.importorskip("pygraphviz")
     from thundervis.dot import trace_to_dot
-    src = trace_to_dot(_trace(3, name, payload=name))
+    src = trace_to_dot(_trace(3, name, payload=name), blocks=False)  # every op drawn, not one box per block
     g = pygraphviz.AGraph(string=src)  # parses: every string is terminated
     assert len(g.nodes()) >= 4
     label = g.graph_attr["label"]
