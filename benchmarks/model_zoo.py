@@ -236,6 +236,9 @@ class Row:
     note: str | None = None
     error: str | None = None
     recording: str | None = None
+    # --check-numerics: kernels checked against float64 and those flagged (names)
+    numerics_checked: int | None = None
+    numerics_flagged: list = field(default_factory=list)
 
 
 def _reason(note: str) -> str:
@@ -282,10 +285,17 @@ def measure(rec_path: str, row: Row) -> None:
                         elif b.executor == "torch" and b.note:
                             reasons[f"torch: {_reason(b.note)}"] += 1
     row.fallbacks = dict(reasons.most_common())
+    with open_recording(rec_path) as rec:
+        checks = rec.kernel_numerics()
+    if checks:
+        row.numerics_checked = sum(1 for k in checks if k.verdict != "skipped")
+        row.numerics_flagged = [f"{k.kernel} ({k.chain}, {k.max_rel_error:.1e} vs eager {k.eager_rel_error:.1e})"
+                                for k in checks if k.flagged]
 
 
-def run_model(name: str, workdir: str, timeout: float) -> Row:
-    """Train ``name`` under ``thundervis run`` in a subprocess and return its :class:`Row`."""
+def run_model(name: str, workdir: str, timeout: float, check_numerics: bool = False) -> Row:
+    """Train ``name`` under ``thundervis run`` in a subprocess and return its :class:`Row`
+    (``check_numerics``: with ``--check-numerics``, and a flagged kernel makes the row fail)."""
     row = Row(name)
     rec = os.path.join(workdir, f"{name}.tvrec")
     losses = os.path.join(workdir, f"{name}.json")
@@ -293,6 +303,7 @@ def run_model(name: str, workdir: str, timeout: float) -> Row:
         if os.path.exists(stale):
             os.remove(stale)
     cmd = [sys.executable, "-m", "thundervis.cli", "run", "--no-view", "--out", rec,
+           *(["--check-numerics"] if check_numerics else []),
            os.path.abspath(__file__), "--", "--train", name, "--losses", losses]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRITON_INTERPRET": "1"}
     try:
@@ -313,7 +324,8 @@ def run_model(name: str, workdir: str, timeout: float) -> Row:
     row.max_rel_diff = max(abs(c - e) / max(abs(e), 1e-12) for e, c in zip(row.losses_eager, row.losses_compiled))
     measure(rec, row)
     row.ok = (row.max_rel_diff <= TOLERANCE and row.chains_total > 0
-              and row.chains_compiled == row.chains_total and len(row.losses_compiled) == STEPS)
+              and row.chains_compiled == row.chains_total and len(row.losses_compiled) == STEPS
+              and not (check_numerics and (row.numerics_flagged or not row.numerics_checked)))
     return row
 
 
@@ -337,6 +349,11 @@ def print_table(rows: list[Row]) -> None:
             print(f"    note: {r.note}")
         for reason, n in r.fallbacks.items():
             print(f"    {n:>3} x {reason}")
+        if r.numerics_checked is not None:
+            print(f"    numerics: {r.numerics_checked} kernels checked against float64, "
+                  f"{len(r.numerics_flagged)} flagged")
+            for k in r.numerics_flagged:
+                print(f"      flagged {k}")
     green = sum(r.ok for r in rows)
     print(f"\n{green} of {len(rows)} models green (loss within {TOLERANCE:g} relative at each of {STEPS} "
           f"steps, every forward/backward chain compiled)")
@@ -348,6 +365,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="OUT", help="write every row to OUT as JSON")
     p.add_argument("--keep", metavar="DIR", help="keep the recordings in DIR")
     p.add_argument("--timeout", type=float, default=900, help="seconds per model (default 900)")
+    p.add_argument("--check-numerics", action="store_true",
+                   help="run with --check-numerics; a model with a flagged kernel is not green")
     p.add_argument("--train", metavar="NAME", help=argparse.SUPPRESS)  # the child, under thundervis run
     p.add_argument("--losses", metavar="OUT", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -362,7 +381,7 @@ def main(argv=None) -> int:
     os.makedirs(workdir, exist_ok=True)
     rows = []
     for n in names:
-        rows.append(run_model(n, workdir, args.timeout))
+        rows.append(run_model(n, workdir, args.timeout, args.check_numerics))
     print_table(rows)
     if args.json:
         with open(args.json, "w") as f:

@@ -32,17 +32,21 @@ from .profiling import ProfiledChain, ProfileSettings
 from .source import call_site
 
 _graph_ids = itertools.count()
-_defaults = {"observer": None, "executors": None, "debug": False, "profile": None}
+_defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None}
 _lock = threading.Lock()
+_OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
-                 debug: Optional[bool] = None, profile: Optional[ProfileSettings] = None) -> None:
+                 debug: Optional[bool] = None, profile: Optional[ProfileSettings] = None,
+                 aot=None) -> None:
     """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does);
-    ``profile``: run-time profiling / input capture settings (None: off)."""
+    ``profile``: run-time profiling / input capture settings (None: off); ``aot``: the
+    :class:`~.aot.pool.AheadOfTime` every compiler shares (None: none)."""
     _defaults["observer"] = observer
     _defaults["executors"] = list(executors) if executors else None
     _defaults["profile"] = profile
+    _defaults["aot"] = aot
     if debug is not None:
         _defaults["debug"] = debug
 
@@ -107,13 +111,41 @@ def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseExcep
     return run
 
 
+def ahead_of_time(targets, observer: Optional[CompileObserver], aot=None):
+    """Return the :class:`~.aot.pool.AheadOfTime` for ``targets`` (names like ``"sm_80,sm_90"`` or
+    a sequence; ``"local"``: the local GPUs' architectures, none without CUDA; None or empty: none),
+    or ``aot`` when given; None when there is no target. Raises ``TargetError`` for an unknown name."""
+    if aot is not None:
+        return aot
+    if not targets:
+        return None
+    from .aot.targets import local_targets, parse_targets
+    archs = local_targets() if targets == "local" else parse_targets(targets)
+    if not archs:
+        return None
+    key = (archs, id(observer))
+    with _lock:
+        made = _OWN_AOT.get(key)
+        if made is None:  # one per targets and observer: backend="thundervis" makes a compiler per graph
+            from .aot.pool import AheadOfTime
+            made = _OWN_AOT[key] = AheadOfTime(archs, observer)
+            import atexit
+            atexit.register(made.finish, 30.0)  # nobody else ends a compiler-owned one: bounded wait at exit
+    return made
+
+
 class ThundervisCompiler:
-    """A Dynamo backend object: ``torch.compile(model, backend=ThundervisCompiler(...))``."""
+    """A Dynamo backend object: ``torch.compile(model, backend=ThundervisCompiler(...))``.
+    ``targets``: GPU targets every Triton kernel is compiled for ahead of time (``"sm_80,sm_90"``;
+    ``"local"``: the local GPU's architecture, none without CUDA; None: none); ``aot``: a shared
+    :class:`~.aot.pool.AheadOfTime` instead (``thundervis run`` passes one)."""
 
     def __init__(self, executors: Optional[Sequence[str]] = None, debug: bool = False,
-                 observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None):
-        self.options = CompileOptions(executors=executors, debug=debug, observer=observer or CompileObserver(),
-                                      profile=profile)
+                 observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
+                 targets=None, aot=None):
+        observer = observer or CompileObserver()
+        self.options = CompileOptions(executors=executors, debug=debug, observer=observer,
+                                      profile=profile, aot=ahead_of_time(targets, observer, aot))
         self._sites: dict = {}  # graph id -> the user line that called the compiled code (SourceInfo)
         # Per graph: the names of AOTAutograd's flat arguments, and the acquired forward trace's
         # outputs (the backward's saved values are among them); see input_names.
@@ -211,7 +243,12 @@ class ThundervisCompiler:
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
-            return _announced(_guard_first_call(fn, eager, report), graph, chain)
+            guarded = _guard_first_call(fn, eager, report)
+            steps = options.profile.compare_steps if options.profile is not None else 0
+            if steps > 0:  # run --compare-eager: the ATen graph runs eagerly beside the first calls
+                from .numerics_hooks import compared_with_eager, reporter
+                guarded = compared_with_eager(guarded, eager, steps, reporter(obs, graph, chain))
+            return _announced(guarded, graph, chain)
         return compile_fx_graph
 
 
@@ -279,16 +316,46 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
         debug=options.get("debug", _defaults["debug"]),
         observer=options.get("observer", _defaults["observer"]),
         profile=options.get("profile", _defaults["profile"]),
+        targets=options.get("targets"),
+        aot=None if "targets" in options else _defaults["aot"],
     )
     return compiler(gm, example_inputs)
 
 
+def plan_records(step: Callable, *args) -> tuple[list, list]:
+    """Plan every Triton kernel of what ``step(compile, *args)`` compiles and runs once, from shapes
+    alone: ``compile`` is ``torch.compile`` with the planning executor (``aot.shape_plan``: kernels
+    planned for a CUDA device, never launched), meant for ``meta`` tensors. Return (the Triton kernel
+    records, the chains that failed to compile as (graph, chain, error))."""
+    from .aot import shape_plan  # noqa: F401  (registers the triton_planning executor)
+
+    class Records(CompileObserver):
+        def __init__(self):
+            self.records, self.failures = [], []
+
+        def kernels_built(self, graph, chain, kernels):
+            self.records += [k for k in kernels if k.executor == "triton"]
+
+        def chain_failed(self, graph, chain, error, tb):
+            self.failures.append((graph, chain, error))
+    torch._dynamo.reset()
+    reset_graph_ids()
+    obs = Records()
+    backend = ThundervisCompiler(executors=["triton_planning"], observer=obs)
+    step(lambda fn: torch.compile(fn, backend=backend), *args)
+    return obs.records, obs.failures
+
+
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
         observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-        **compile_kwargs):
+        targets=None, **compile_kwargs):
     """Return ``torch.compile(fn_or_module)`` routed through our compiler (``profile``: time kernels
-    at run time and/or capture fusion inputs, see :mod:`profiling`)."""
+    at run time and/or capture fusion inputs, see :mod:`profiling`; ``targets``: GPU targets to
+    compile every kernel for ahead of time, ``"sm_90"`` or ``"local"``; None: those of the
+    ``thundervis run`` in progress, else none)."""
+    shared = _defaults["aot"] if targets is None else None
     backend = ThundervisCompiler(executors=executors, debug=debug,
                                  observer=observer or _defaults["observer"],
-                                 profile=profile if profile is not None else _defaults["profile"])
+                                 profile=profile if profile is not None else _defaults["profile"],
+                                 targets=targets, aot=shared)
     return torch.compile(fn_or_module, backend=backend, **compile_kwargs)

@@ -16,6 +16,7 @@ import torch._decomp
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from . import faults
 from .decomposition_check import output_mismatch, outputs_to_restride
 from .decomposition_check import timed as check_timed
 from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, add_same_named_prims
@@ -40,6 +41,21 @@ def decomposition_table() -> dict:
     table.update(TORCH_PRIM_LOWERINGS)
     table.update({op: fn for op, fn in ATEN_LOWERINGS.items() if op not in keep})
     return table
+
+
+def _faulty_gelu(a, approximate: str = "none"):
+    """gelu with 0.5005 for 0.5: the ``gelu_constant`` test fault (:mod:`.faults`)."""
+    if approximate == "tanh":
+        inner = 0.7978845608028654 * (a + 0.044715 * a * a * a)
+        return 0.5005 * a * (1 + torch.tanh(inner))
+    return a * 0.5005 * (1 + torch.erf(a * 0.7071067811865476))
+
+
+def _table_with_faults() -> dict:
+    """:func:`decomposition_table`, with the test faults :mod:`.faults` turns on (normally none)."""
+    if not faults.active("gelu_constant"):
+        return decomposition_table()
+    return {**decomposition_table(), aten.gelu.default: _faulty_gelu}
 
 
 class NotLowered(Exception):
@@ -109,7 +125,7 @@ def _trace_template(op, args, kwargs) -> Template:
             by_name[p.name] = len(uniq)
             uniq.append(f)
     try:
-        gm = make_fx(fn, decomposition_table=decomposition_table(), tracing_mode="real")(*uniq)
+        gm = make_fx(fn, decomposition_table=_table_with_faults(), tracing_mode="real")(*uniq)
     except Exception as e:  # data-dependent ops, missing fake kernels ...
         raise NotLowered(f"tracing its decomposition failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
     ref: dict = {}
@@ -154,7 +170,7 @@ def _trace_template(op, args, kwargs) -> Template:
 def template_for(op, args, kwargs) -> Template:
     """Return the (cached) lowering template of ``op`` applied to ``args``/``kwargs``."""
     names: dict = {}
-    key = (str(op), _key_of(args, names), _key_of(kwargs, names))
+    key = (str(op), _key_of(args, names), _key_of(kwargs, names), faults.active_faults())
     t = _TEMPLATES.get(key)
     if t is None:
         try:

@@ -10,7 +10,10 @@ Where the names come from:
 - Dynamo: each placeholder's ``grapharg`` metadata holds the :class:`Source` it was read from
   (``L['self']._modules['blocks']._modules['0']...._parameters['weight']``); the keys along that
   path make the name, minus the ``_modules``/``_parameters``/``_buffers`` hops and minus the root
-  when it is the module itself (``self``, or ``fn`` when Dynamo starts in ``Module._call_impl``).
+  when it is the module itself (``self``, ``fn`` when Dynamo starts in ``Module._call_impl``, or
+  ``args[0]`` when it starts in a ``wrapper(*args, **kwargs)`` decorator around ``forward``, as
+  transformers' models do) or the wrapper's ``kwargs`` dict: whatever the calling convention,
+  ``model(input_ids=...)`` reads ``input_ids`` and a parameter ``model_layers_0_..._weight``.
   Without it the placeholder name itself is cleaned the same way.
 - AOTAutograd: ``aot_module_simplified`` flattens its inputs as the module's own parameters, then
   its buffers, then the Dynamo graph's inputs, and names them ``primals_{i+1}`` (training) or
@@ -48,19 +51,34 @@ def source_path_name(source_name: str) -> Optional[str]:
     keys = [next(g for g in m.groups() if g is not None) for m in _KEY.finditer(source_name)]
     if keys and keys[0] in ("L", "G"):  # the frame's locals / globals
         keys = keys[1:]
-    if len(keys) > 1 and (keys[1] in _HOPS or keys[0] == "self"):  # the root is the module itself
-        keys = keys[1:]
+    keys = _without_frame_root(keys)
     parts = [k for k in keys if k not in _HOPS]
     return _identifier("_".join(parts)) if parts else None
 
 
+def _without_frame_root(keys: list[str]) -> list[str]:
+    """Drop what names the traced frame rather than the value: the module itself as the root
+    (``self``, ``fn`` when Dynamo starts in ``Module._call_impl``, or ``args[i]`` when it starts in a
+    ``wrapper(*args, **kwargs)`` decorator around ``forward``: a module path follows it) and the
+    ``kwargs`` dict of such a wrapper (its key is the argument's name). So a model reads
+    ``model_layers_0_input_layernorm_weight`` and ``input_ids`` however it was called."""
+    if len(keys) > 1 and keys[0] == "kwargs":
+        return keys[1:]
+    if len(keys) > 2 and keys[0] == "args" and keys[1].isdigit() and keys[2] in _HOPS:
+        return keys[2:]
+    if len(keys) > 1 and (keys[1] in _HOPS or keys[0] == "self"):  # the root is the module itself
+        return keys[1:]
+    return keys
+
+
 def placeholder_name(fx_name: str) -> Optional[str]:
     """Return a readable name from a Dynamo placeholder name alone:
-    ``l_self_modules_fc1_parameters_weight_`` -> ``fc1_weight``, ``l_x_`` -> ``x``."""
+    ``l_self_modules_fc1_parameters_weight_`` -> ``fc1_weight``, ``l_x_`` -> ``x``,
+    ``l_kwargs_input_ids_`` -> ``input_ids``, ``l_args_0_modules_fc_parameters_weight_`` -> ``fc_weight``."""
     m = re.fullmatch(r"[lg]_(.+?)_?", fx_name)
     if m is None:
         return None
-    name = re.sub(r"^self_", "", m.group(1))
+    name = re.sub(r"^(self_|kwargs_(?=.)|args_\d+_(?=(modules|parameters|buffers)_))", "", m.group(1))
     name = re.sub(r"(^|_)(modules|parameters|buffers)_", r"\1", name)
     return _identifier(name)
 

@@ -27,6 +27,12 @@ class CompileObserver:
         """A fusion executor built kernels (one :class:`~.ir.KernelRecord` per fusion symbol;
         :func:`~.serialize.kernel_to_dict` gives its JSON)."""
 
+    def kernel_compiled(self, graph: int, chain: str, kernel: str, target: str, build: dict) -> None:
+        """A kernel was compiled ahead of time for GPU ``target`` (``sm_90``), or failed to:
+        ``build`` is :func:`.aot.pool._build_record`'s dict (status ``ok``, ``failed``,
+        ``unplanned`` or ``unfinished``; stages, resources, occupancy, instruction mix, line maps).
+        Called from a worker-result thread."""
+
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Compiling ``chain`` (None: the whole graph) failed; it runs eagerly instead."""
 

@@ -33,13 +33,16 @@ from .profiling import ProfileSettings, build_profiled_chain
 @dataclass
 class CompileOptions:
     """How to compile: executor names in priority order (None: the default order for the device),
-    debug checks after every pass, the observer to report to, and run-time profiling / input capture
-    (None: off, and the compiled callable is exactly the plain generated function)."""
+    debug checks after every pass, the observer to report to, run-time profiling / input capture
+    (None: off, and the compiled callable is exactly the plain generated function), and ``aot``: an
+    :class:`~.aot.pool.AheadOfTime` that compiles every built kernel for GPU targets (None: no
+    targets)."""
 
     executors: Optional[Sequence[str]] = None
     debug: bool = False
     observer: CompileObserver = field(default_factory=CompileObserver)
     profile: Optional[ProfileSettings] = None
+    aot: Optional[object] = None
 
 
 def default_executor_names(device: str = "cpu") -> list[str]:
@@ -54,12 +57,20 @@ def default_executor_names(device: str = "cpu") -> list[str]:
 
 
 def resolve_executors(names: Optional[Sequence[str]], device: str = "cpu") -> list[Executor]:
-    """Return executor objects for ``names`` (None: defaults), ``torch`` always appended last."""
+    """Return executor objects for ``names`` (None: defaults), ``torch`` always appended last.
+    Executors from the default order hear so (:meth:`Executor.chosen_by_default`): without CUDA,
+    Triton fusions then run through the fast CPU path, while a named ``triton`` runs its kernels in
+    Triton's interpreter."""
+    chosen = not names
     names = list(names) if names else default_executor_names(device)
     if "torch" not in names:
         names.append("torch")
     names = [n for n in names if n != "torch"] + ["torch"]
-    return [get_executor(n) for n in names]
+    executors = [get_executor(n) for n in names]
+    if chosen:
+        for ex in executors:
+            ex.chosen_by_default(device)
+    return executors
 
 
 def _changed(a: Trace, b: Trace) -> bool:
@@ -108,6 +119,8 @@ class PassRunner:
         out = self.report(name, trace, out, dt)
         if kernels:
             self.options.observer.kernels_built(self.graph, self.chain, list(kernels))
+            if self.options.aot is not None:
+                self.options.aot.submit(self.graph, self.chain, list(kernels))
         return out
 
 

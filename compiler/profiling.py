@@ -37,13 +37,19 @@ SLEEP_CYCLES = 200_000
 @dataclass
 class ProfileSettings:
     """What to do at run time: time ``steps`` calls after ``warmup`` calls (``timing``), and/or
-    capture each fusion's inputs on its first call within ``capture_limit_bytes`` for the whole run
-    (``capture_limit_bytes`` None: no capture)."""
+    capture each fusion's inputs (and the chain's) on its first call within ``capture_limit_bytes``
+    for the whole run (``capture_limit_bytes`` None: no capture), and/or check numerics."""
 
     timing: bool = True
     warmup: int = 2
     steps: int = 5
     capture_limit_bytes: Optional[int] = None
+    # run --check-numerics: the first ``check_steps`` calls check every fusion's outputs with
+    # ``checker(symbol, inputs, outputs) -> dict`` (see numerics_hooks); run --compare-eager: the
+    # first ``compare_steps`` calls also run the ATen graph eagerly (applied by the backend).
+    check_steps: int = 0
+    checker: Optional[Callable] = field(default=None, repr=False, compare=False)
+    compare_steps: int = 0
     _captured_bytes: int = field(default=0, repr=False)
     _lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -205,6 +211,25 @@ class ChainProfiler:
         except Exception:  # capture is best effort; never break the user's run
             pass
 
+    def capture_chain_inputs(self, names: Sequence[str], tensors: Sequence) -> None:
+        """The chain is about to run on ``tensors`` (its inputs ``names``): capture them like a
+        fusion's, under the name ``<chain>_inputs`` (what ``thundervis bisect --inputs captured``
+        reads)."""
+        ts = [t for t in tensors if isinstance(t, torch.Tensor)]
+        nbytes = sum(t.numel() * t.element_size() for t in ts)
+        data = {"kernel": f"{self.chain}_inputs", "uid": None, "names": list(names), "bytes": nbytes,
+                "tensors": None, "skipped": None}
+        if len(ts) != len(tensors) or len(ts) != len(names):
+            data["skipped"] = "inputs are not all tensors"
+        elif not self.settings.reserve(nbytes):
+            data["skipped"] = "the chain's inputs would exceed the capture limit"
+        else:
+            data["tensors"] = [t.detach().to("cpu", copy=True).contiguous() for t in ts]
+        try:
+            self.observer.runtime(self.graph, self.chain, "chain_inputs", data)
+        except Exception:  # capture is best effort; never break the user's run
+            pass
+
     # ------------------------------------------------------------------------------- reporting
     def summary(self, partial: bool = False) -> dict:
         """Return the aggregated timings of the calls profiled so far (JSON-able)."""
@@ -258,8 +283,14 @@ class ProfiledChain:
     _boxed_call = True
 
     def __init__(self, plain: Callable, profiler: ChainProfiler, timed: Optional[Callable] = None,
-                 captured: Optional[Callable] = None):
+                 captured: Optional[Callable] = None, checked: Optional[Callable] = None,
+                 checked_first: Optional[Callable] = None, input_names: Sequence[str] = ()):
         self.plain, self.timed, self.captured, self.profiler = plain, timed, captured, profiler
+        # --check-numerics: calls 0..check_steps-1 run ``checked`` (``checked_first``, which also
+        # captures, for call 0); the timing schedule starts after them.
+        self.checked, self.checked_first = checked, checked_first
+        self.check_steps = profiler.settings.check_steps if checked is not None else 0
+        self.input_names = list(input_names)
         self.calls = 0
         self.done = False
         self.on_done: Optional[Callable[[], None]] = None
@@ -270,6 +301,21 @@ class ProfiledChain:
         if self.done:
             return self.plain(args)
         if n == 0 and self.captured is not None:
+            # The chain's inputs are captured after the call, so the fusions' come first in the budget.
+            inputs = list(args)
+            out = self._call(n, args)
+            self.profiler.capture_chain_inputs(self.input_names, inputs)
+            return out
+        return self._call(n, args)
+
+    def _call(self, n: int, args):
+        if n < self.check_steps:
+            out = (self.checked_first if n == 0 and self.checked_first is not None else self.checked)(args)
+            if n == self.check_steps - 1 and self.timed is None:
+                self._finish()
+            return out
+        n -= self.check_steps
+        if n == 0 and self.captured is not None and self.check_steps == 0:
             out = self.captured(args)
             if self.timed is None:
                 self._finish()
@@ -290,16 +336,26 @@ class ProfiledChain:
 
 
 def build_profiled_chain(trace: Trace, executors: Sequence, settings: ProfileSettings, observer,
-                         plain: Callable, plan: tuple) -> ProfiledChain:
-    """Return a :class:`ProfiledChain` for the codegen'd ``trace`` whose plain callable is ``plain``;
+                         plain: Callable, plan: tuple) -> Callable:
+    """Return a :class:`ProfiledChain` for the codegen'd ``trace`` whose plain callable is ``plain``
+    (``plain`` itself when the settings ask for nothing at run time);
     ``plan`` is codegen's (namespace, calls), shared so kernels are built once."""
     from .passes.codegen import instrumented_callable
     symbols = timed_symbols(trace)
     device = trace.inputs[0].device if trace.inputs else "cpu"
     profiler = ChainProfiler(trace.graph, trace.chain, symbols, settings, observer, device)
     timed = instrumented_callable(trace, plan, profiler, timing=True) if settings.timing else None
-    captured = None
+    captured = checked = checked_first = None
+    fusions = {s.index for s in symbols if s.kind == "fusion"}
     if settings.capture_limit_bytes is not None:
-        captured = instrumented_callable(trace, plan, profiler, capture={s.index for s in symbols
-                                                                           if s.kind == "fusion"})
-    return ProfiledChain(plain, profiler, timed, captured)
+        captured = instrumented_callable(trace, plan, profiler, capture=fusions)
+    if settings.check_steps > 0 and settings.checker is not None:
+        from .numerics_hooks import checked_plan, reporter
+        checked_ns = checked_plan(plan, settings.checker, reporter(observer, trace.graph, trace.chain))
+        checked = instrumented_callable(trace, checked_ns, profiler)
+        if captured is not None:
+            checked_first = instrumented_callable(trace, checked_ns, profiler, capture=fusions)
+    if timed is None and captured is None and checked is None:
+        return plain  # nothing to do at run time (--compare-eager alone is the backend's)
+    return ProfiledChain(plain, profiler, timed, captured, checked, checked_first,
+                         [p.name for p in trace.inputs])

@@ -1,8 +1,17 @@
-"""Provenance from FX node metadata: user source lines and module paths."""
+"""Provenance from FX node metadata: user source lines and module paths.
+
+A notebook cell's code lives in a file named after a hash of its text (ipykernel:
+``/tmp/ipykernel_123/1422955898.py``; IPython: ``<ipython-input-7-...>``); :func:`cell_file` names it
+``cell [N]`` after its execution count instead, as the notebook shows it, so views read
+``cell [3]:16``. The cell's text is registered in :mod:`linecache` under that name too, so the
+recording stores it like a file's.
+"""
 from __future__ import annotations
 
+import linecache
 import os
 import re
+import sys
 from typing import Optional
 
 import torch
@@ -21,6 +30,27 @@ def _is_library_file(path: str) -> bool:
     return p.startswith(_TORCH_DIR) or "site-packages" in p or "/lib/python3" in p
 
 
+def cell_file(path: str) -> str:
+    """Return ``cell [N]`` for the file of a notebook cell run as execution ``N`` in this process's
+    IPython (ipykernel or a plain IPython shell), else ``path`` unchanged. IPython is not imported:
+    without it in ``sys.modules`` there is no cell."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None) if ipython is not None else None
+    try:
+        shell = get() if get is not None else None
+        number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(path)
+    except Exception:  # a shell of another kind: the path stays
+        return path
+    if not isinstance(number, int) or isinstance(number, bool):
+        return path
+    name = f"cell [{number}]"
+    entry = linecache.cache.get(path)
+    if entry is not None and name not in linecache.cache:
+        # lines and size as IPython registered them; mtime None: checkcache never drops it
+        linecache.cache[name] = (entry[0], None, list(entry[2]), name)
+    return name
+
+
 def parse_stack_trace(stack_trace: Optional[str], module: str = "") -> Optional[SourceInfo]:
     """Return the innermost user frame of an FX ``stack_trace`` as a :class:`SourceInfo`.
 
@@ -35,7 +65,7 @@ def parse_stack_trace(stack_trace: Optional[str], module: str = "") -> Optional[
     user = [f for f in frames if not _is_library_file(f.group("file"))]
     f = (user or frames)[-1]
     return SourceInfo(
-        file=f.group("file"), line=int(f.group("line")), code=f.group("code").strip(),
+        file=cell_file(f.group("file")), line=int(f.group("line")), code=f.group("code").strip(),
         module=module, function=f.group("func").strip(),
     )
 
@@ -82,16 +112,14 @@ def call_site(skip: tuple[str, ...] = ()) -> Optional[SourceInfo]:
     function: the only user line there is when every op of the graph comes from library code (an
     ``nn.Sequential`` of torch modules, whose FX stack traces are empty).
     """
-    import linecache
-    import sys
-
     frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not (_is_library_file(path) or os.path.abspath(path).startswith(_OUR_PACKAGES) or path in skip
-                or path.startswith("<")):
+        cell = cell_file(path)
+        if cell != path or not (_is_library_file(path) or os.path.abspath(path).startswith(_OUR_PACKAGES)
+                                or path in skip or path.startswith("<")):
             line = frame.f_lineno
-            return SourceInfo(file=path, line=line, code=linecache.getline(path, line).strip(),
+            return SourceInfo(file=cell, line=line, code=linecache.getline(path, line).strip(),
                               function=frame.f_code.co_name)
         frame = frame.f_back
     return None

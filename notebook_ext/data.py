@@ -26,7 +26,7 @@ from thundervis.present.diff_labels import labelled, pass_label
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import chain_eager, fallback_reasons
+from thundervis.present.status import chain_eager, fallback_reasons, kernel_runs
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
 
@@ -102,6 +102,7 @@ class RecordingData:
         self._traces = PassTraces(rec, size=None)  # kept: the payload's interned infos key on id()
         self._overview = None
         self._fallbacks = None
+        self._runs: dict = {}
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -184,27 +185,48 @@ class RecordingData:
         except UnknownItem as e:
             raise DataError(str(e) + ".") from None
 
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
+        None) when the traces cannot be read."""
+        from thundervis.present.roofline import roofline_rows, target_label
+        try:
+            with self._lock:
+                rows = roofline_rows(self.rec)
+                label = target_label(self.rec)
+        except RecordingError:
+            return {}, None
+        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+
     def kernels_json(self, graph) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
-        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``)."""
+        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
+        ``ran_on``: what ran it, e.g. ``ran on cpu via torch``)."""
         if self._fallbacks is None:
             with self._lock:
+                self._runs = data_errors(lambda: kernel_runs(self.rec.events("kernel_fallback")
+                                                             + self.rec.events("kernel_path")))
                 self._fallbacks = data_errors(lambda: fallback_reasons(self.rec.events("kernel_fallback")))
         out = []
         for k in graph.kernels:
-            row = kernel_row(k, self._fallbacks.get((k.graph, k.chain, k.name))).as_json()
+            key = (k.graph, k.chain, k.name)
+            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key)).as_json()
             out.append({**k.as_json(), **{key: row[key] for key in
-                                          ("sources", "median", "share_text", "fallback", "status")}})
+                                          ("sources", "median", "share_text", "fallback", "status", "ran_on")}})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
-                collapse: Optional[bool] = None) -> dict:
+                collapse: Optional[bool] = None, expand=None) -> dict:
         """Return the fusion diagram of one pass (default: the last) as
-        ``{"svg", "collapsed", "module", "modules", "error"}``; ``collapse`` None: collapsed when the
-        trace has more than :data:`COLLAPSE_ABOVE` symbols. ``error`` says why there is no SVG. The
-        collectives run right before and after the chain's first call are drawn as notes."""
-        from thundervis.dot import RenderError, modules_of, trace_to_svg
+        ``{"svg", "collapsed", "module", "modules", "blocks", "expand", "error"}``; ``collapse``
+        None: collapsed when the trace has more than :data:`COLLAPSE_ABOVE` symbols. A model with
+        repeated blocks is drawn one box per module block (thundervis.dot_blocks); ``expand`` lists
+        the block paths drawn in full, ``blocks`` is ``[{"id", "path", "expanded"}]`` (``id``: the
+        block's SVG node id, for a click to expand it; empty when not drawn by blocks). ``error``
+        says why there is no SVG. The collectives run right before and after the chain's first call
+        are drawn as notes."""
+        from thundervis.dot import RenderError, diagram_blocks, modules_of, trace_to_svg
         c = self._chain(graph, chain)
         if not c.passes:
             return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
@@ -212,14 +234,16 @@ class RecordingData:
         trace = self.trace(graph, chain, p.index)
         n = len(trace.symbols)
         collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
+        expand = [str(x) for x in expand or () if isinstance(x, str)]
         out = {"svg": None, "collapsed": collapsed, "module": module, "modules": modules_of(trace),
-               "pass": p.index, "error": None}
+               "pass": p.index, "blocks": [], "expand": expand, "error": None}
         times = {t.name: t.median_us for t in self._graph(graph).timings.for_chain(graph, chain)}
         with self._lock:
             between = diagram_notes(self.rec, graph, chain)
         try:
             out["svg"] = trace_to_svg(trace, collapse=collapsed, module=module or None, timings=times,
-                                      between=between)
+                                      between=between, expand=expand)
+            out["blocks"] = diagram_blocks(trace, module=module or None, expand=expand)
         except (RenderError, ValueError, ImportError) as e:
             out["error"] = str(e)
         return out
@@ -273,6 +297,10 @@ class RecordingData:
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = _Interner(), _Interner(), _Interner()
         run = self.overview().run
+        roofline, roofline_target = self.roofline()
+        with self._lock:
+            from .asm_data import build_targets
+            asm_targets = build_targets(self.rec)
         graphs = []
         for g in self.graphs():
             chains = []
@@ -298,16 +326,57 @@ class RecordingData:
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": self.kernels_json(g)})
+                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                                            asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
+                                       for k in self.kernels_json(g)]})
         with self._lock:
             communication = communication_json(self.rec)
+            from thundervis.present.numerics import numerics_json, numerics_summary
+            numerics = numerics_json(numerics_summary(self.rec))
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
-                "lines": table.items, "sources": sources.items, "communication": communication}
+                "lines": table.items, "sources": sources.items, "communication": communication,
+                "roofline_target": roofline_target, "numerics": numerics}
+
+    def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
+        """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return
+        ``{"lines": report lines, "error": None}``; a request it cannot answer raises DataError."""
+        from thundervis.compiler import triton_mode
+        triton_mode.set_for_torch()
+        from thundervis.bisect import BisectError, bisect, report_lines
+        from thundervis.rerun import RerunError
+        if inputs not in (None, "captured", "random"):
+            raise DataError("inputs are captured or random.")
+        try:
+            with self._lock:
+                report = bisect(self.rec, graph, chain, inputs)
+        except (BisectError, RerunError, UnknownItem) as e:
+            raise DataError(str(e).strip("'\"").rstrip(".") + ".") from None
+        return {"lines": report_lines(report), "error": None}
+
+    def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
+        """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
+        first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
+        kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
+        from thundervis.present.source_view import default_file, source_file
+        try:
+            with self._lock:
+                file = file or default_file(self.rec)
+                if file is None:
+                    return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
+                return source_file(self.rec, file, graph).as_json()
+        except (UnknownItem, RecordingError) as e:
+            raise DataError(str(e).rstrip(".") + ".") from None
 
     def handle(self, request: dict) -> dict:
-        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain", ...}``)."""
+        """Answer one request from the browser (``{"what": "diff"|"detail"|"diagram"|"chain"|"asm"|
+        "bisect"|"source", ...}``; ``asm``: :func:`.asm_data.asm_json` of ``kernel`` on ``target`` and
+        ``stage``)."""
         what = request.get("what")
+        if what == "source":
+            file, graph = request.get("file"), request.get("graph_filter")
+            return self.source_json(file if isinstance(file, str) else None,
+                                    graph if isinstance(graph, int) and not isinstance(graph, bool) else None)
         g, c = int(request["graph"]), str(request["chain"])
         if what == "diff":
             return self.diff_json(g, c, int(request["a"]), int(request["b"]))
@@ -321,7 +390,19 @@ class RecordingData:
                 raise DataError(str(e) + ".") from None
             return self.chain_json(graph, chain)
         if what == "diagram":
-            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"))
+            expand = request.get("expand")
+            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"),
+                                expand=expand if isinstance(expand, list) else None)
+        if what == "asm":
+            from .asm_data import AsmError, asm_json
+            try:
+                with self._lock:
+                    return asm_json(self.rec, g, c, str(request["kernel"]), request.get("target") or None,
+                                    str(request.get("stage") or "sass"))
+            except (AsmError, RecordingError) as e:
+                raise DataError(str(e)) from None
+        if what == "bisect":
+            return self.bisect_json(g, c, request.get("inputs"))
         raise DataError(f"unknown request {what!r}")
 
 

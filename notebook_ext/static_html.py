@@ -81,12 +81,18 @@ def _trace_pre(payload: dict, lines: list) -> str:
 def _kernels_table(kernels: list) -> str:
     if not kernels:
         return '<p class="tv-muted">no kernels</p>'
-    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>source lines</th></tr>"]
+    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>roofline µs</th>"
+            "<th>% roof</th><th>source lines</th></tr>"]
     for k in kernels:
         med = k.get("median") or "–"
         srcs = k.get("sources") or ""
-        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(k['executor'])}</td>"
-                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(srcs)}</td></tr>")
+        r = k.get("roofline") or {}
+        roof = f"{r['roofline_us']:.3g}" if isinstance(r.get("roofline_us"), (int, float)) else "–"
+        pct = f"{r['pct_of_roofline']:.0f}%" if isinstance(r.get("pct_of_roofline"), (int, float)) else "–"
+        executor = f"{k['executor']} · {k['ran_on']}" if isinstance(k.get("ran_on"), str) and k["ran_on"] else k["executor"]
+        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
+                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
+                    f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
 
 
@@ -130,6 +136,21 @@ def svg_img(svg: str, alt: str) -> str:
     return f'<img class="tv-diagram" alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
+def numerics_html(num: Optional[dict]) -> str:
+    """Return the static Numerics section (``run --check-numerics`` verdicts, worst first; empty
+    when the run was not checked). Every recorded string is escaped."""
+    if not num:
+        return ""
+    rows = ["<tr><th></th><th>verdict</th><th>kernel</th><th>chain</th><th>max rel</th><th>eager rel</th>"
+            "<th>ratio</th></tr>"]
+    for r in num["rows"]:
+        rows.append(f"<tr><td>{_e(r['mark'])}</td><td>{_e(r['verdict'])}</td><td>{_e(r['kernel'])}</td>"
+                    f"<td>g{_e(r['graph'])} {_e(r['chain'])}</td><td>{_e(r['max_rel_text'])}</td>"
+                    f"<td>{_e(r['eager_rel_text'])}</td><td>{_e(r['ratio_text'])}</td></tr>")
+    eager = "".join(f'<p class="tv-muted">{_e(line)}</p>' for line in num.get("eager", []))
+    return f"<h4>numerics · {_e(num['header'])}</h4>{eager}" + '<table class="tv-list">' + "".join(rows) + "</table>"
+
+
 def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None,
                    note: Optional[str] = None) -> str:
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
@@ -151,6 +172,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
                         f"<td>{eager}</td></tr>")
     parts.append('<table class="tv-list">' + "".join(rows) + "</table>")
     parts.append(communication_html(payload.get("communication")))
+    parts.append(numerics_html(payload.get("numerics")))
     c = _chain_of(payload, graph, chain)
     if c is not None and c["passes"]:
         names = {p["index"]: p["name"] for p in c["passes"]}

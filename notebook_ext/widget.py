@@ -23,10 +23,11 @@ from .group_data import GROUP_REQUESTS, GroupData
 from .static_html import diff_html, recording_diffs_html, recording_html
 
 _STATIC = pathlib.Path(__file__).parent / "static"
-# The front end in five parts (helpers and diff table; the recording view; its Communication tab; a
-# group's rank picker and Ranks tab; the diff widget and the entry point), joined into the one ES
-# module anywidget loads.
-FRONT_END_PARTS = ("common.js", "recording_view.js", "comm_view.js", "group_view.js", "widget.js")
+# The front end in eight parts (helpers and diff table; the recording view; its Source tab; a
+# kernel's asm panel; its Communication and Numerics tabs; a group's rank picker and Ranks tab; the
+# diff widget and the entry point), joined into the one ES module anywidget loads.
+FRONT_END_PARTS = ("common.js", "recording_view.js", "source_view.js", "asm_view.js", "comm_view.js", "numerics_view.js",
+                   "group_view.js", "widget.js")
 
 
 def front_end() -> str:
@@ -65,7 +66,7 @@ class RecordingWidget(_Base):
     chain = traitlets.Unicode("").tag(sync=True)
     pass_index = traitlets.Int(0).tag(sync=True)
     compare_index = traitlets.Int(-1).tag(sync=True)  # -1: show the trace; else diff compare -> pass
-    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions | comm | ranks (a group's widget)
+    tab = traitlets.Unicode("passes").tag(sync=True)  # passes | fusions | source | comm | ranks (a group's widget)
     selected_uid = traitlets.Unicode("").tag(sync=True)
     selected_kernel = traitlets.Unicode("").tag(sync=True)
 

@@ -3,7 +3,8 @@
 #
 # Needs: Python with torch (CUDA build) and triton; pytest for the tests part; no network, no nvFuser
 # needed (nvFuser tests skip without it). Bounded to about 8 minutes: the tests get 220 s, the
-# benchmark 260 s (it skips what would start after its own 200 s budget).
+# benchmark 260 s (it skips what would start after its own 200 s budget); the AOT comparison
+# (registers/spills recorded ahead of time vs the loaded kernels' n_regs/n_spills) 240 s.
 # Usage: scripts/gpu_check.sh            (PYTHON=python3.12 scripts/gpu_check.sh to pick the interpreter)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,9 +60,22 @@ timeout 150 $PY -m thundervis run --profile --capture-inputs --no-view --out /tm
 rerun_rc=$?
 
 echo
+echo "== roofline vs measured (scripts/roofline_check.py) =="
+timeout 60 $PY scripts/roofline_check.py /tmp/gpu_check.tvrec
+roof_rc=$?
+
+echo
+echo "== AOT registers/spills vs the kernels Triton loaded (scripts/aot_check.py) =="
+timeout 240 $PY scripts/aot_check.py
+aot_rc=$?
+[ "$aot_rc" = 124 ] && echo "aot_check: timed out after 240 s"
+
+echo
 echo "== summary =="
 printf "%-22s %s\n" "cuda tests" "rc=$tests_rc  $tests_summary"
 printf "%-22s %s\n" "gpu benchmark" "rc=$bench_rc"
 printf "%-22s %s\n" "profile + rerun" "rc=$rerun_rc"
+printf "%-22s %s\n" "aot vs loaded" "rc=$aot_rc"
+printf "%-22s %s\n" "roofline vs measured" "rc=$roof_rc"
 printf "%-22s %s\n" "elapsed" "$((SECONDS - start)) s"
-[ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ] && [ "$rerun_rc" = 0 ]
+[ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ] && [ "$rerun_rc" = 0 ] && [ "$aot_rc" = 0 ] && [ "$roof_rc" = 0 ]

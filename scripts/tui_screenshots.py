@@ -1,6 +1,7 @@
 """Take the README screenshots of the TUI (80x24 and 160x48) from a recording:
 
     python scripts/tui_screenshots.py REC docs/
+    python scripts/tui_screenshots.py REC docs/ --numerics   # the numerics and bisect screens
 
 Opens the recording headless, goes to the forward chain's fusion pass with the diff against the
 previous pass on, selects the first fusion line (details pane) and saves SVGs, then PNGs
@@ -42,10 +43,41 @@ async def shoot(rec: str, out_svg: str, size: tuple[int, int], diff: bool) -> No
         app.save_screenshot(out_svg)
 
 
+async def shoot_numerics(rec: str, out_svg: str, size: tuple[int, int], bisect: bool) -> None:
+    """Save the numerics screen (N) of ``rec``, or with ``bisect`` the bisect screen its first
+    (worst) kernel opens (enter), once the bisect worker has finished."""
+    from thundervis.tui.app import ThundervisApp
+    from thundervis.tui.data import open_data
+    app = ThundervisApp(open_data(rec), poll_s=0)
+    async with app.run_test(size=size) as pilot:
+        async def idle():
+            await pilot.pause(0.7)
+            while not app.loaded or any(w.is_running for w in app.workers) or \
+                    any(w.is_running for w in app.screen.workers):
+                await pilot.pause(0.1)
+        await idle()
+        await pilot.press("N")
+        await idle()
+        if bisect:
+            await pilot.press("enter")
+            await idle()
+        app.save_screenshot(out_svg)
+
+
 def main() -> int:
-    """Write docs/tui-80x24.{svg,png} and docs/tui-160x48.{svg,png}."""
+    """Write docs/tui-80x24.{svg,png} and docs/tui-160x48.{svg,png}; with ``--numerics`` (a
+    recording made with ``run --check-numerics --capture-inputs``) docs/tui-numerics-160x48.png
+    and docs/tui-bisect-160x48.png instead."""
     rec, folder = sys.argv[1], sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
+    if "--numerics" in sys.argv[3:]:
+        for name, bisect in (("numerics", False), ("bisect", True)):
+            svg = os.path.join(folder, f"tui-{name}-160x48.svg")
+            asyncio.run(shoot_numerics(rec, svg, (160, 48), bisect))
+            subprocess.run([sys.executable, os.path.join(here, "svg_to_png.py"), svg, svg[:-4] + ".png"], check=True)
+            os.remove(svg)
+            print("wrote", svg[:-4] + ".png")
+        return 0
     for (w, h), diff in (((80, 24), False), ((160, 48), True)):
         svg = os.path.join(folder, f"tui-{w}x{h}.svg")
         asyncio.run(shoot(rec, svg, (w, h), diff))

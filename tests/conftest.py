@@ -3,6 +3,9 @@ import os
 # Triton reads this when it is imported: set it before anything can import triton (CPU-only CI runs
 # Triton kernels under its interpreter).
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# The fast CPU path of the default executors runs regions through torch; trying Inductor on hot
+# regions costs seconds of C++ compiling per region, so tests opt in (tests/compiler/test_cpu_path.py).
+os.environ.setdefault("THUNDERVIS_CPU_INDUCTOR_MIN_US", "off")
 
 import importlib.util  # noqa: E402
 import pathlib  # noqa: E402

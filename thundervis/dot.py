@@ -6,24 +6,25 @@ from; kernel times, when given, colour fusions and ops from pale (fast) to red (
 keeps only the symbols of one module path (``model.layers.0`` keeps ``model.layers.0`` and
 ``model.layers.0.attn`` but not ``model.layers.01``) plus the values flowing into them.
 
-DOT is built with the ``graphviz`` package. Rendering uses a ``dot`` binary when one is on PATH,
-else ``pygraphviz``, whose wheels bundle Graphviz, so a pip-only install renders SVG and PNG.
+A model with repeated blocks (``model.layers.0`` ... ``model.layers.23``) is drawn one box per
+module block (:mod:`thundervis.dot_blocks`), each expanded on request (``expand``).
+
+DOT is built with the ``graphviz`` package. Rendering (:mod:`thundervis.dot_render`) uses a ``dot``
+binary when one is on PATH, else ``pygraphviz``, in a child process whose stderr is dropped.
 Recorded text reaches DOT through two functions only: :func:`dot_text` (quoted strings) and
 :func:`dot_html` (HTML-like labels); nothing from a recording is executed.
 """
 from __future__ import annotations
 
 import html
-import os
-import shutil
-import subprocess
-import sys
 from typing import Iterable, Optional
 
 from thundervis.present.units import format_us
 from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
 
+from thundervis import dot_blocks
+from thundervis.dot_render import FORMATS, RenderError, render, write_diagram  # noqa: F401  (this module's API)
 from thundervis.diff.lines import is_fusion
 from thundervis.safe_text import visible_line
 
@@ -38,9 +39,6 @@ _OTHER = ("#1f6fb4", "#e2eef9")
 # Collectives and their waits (compiler.collectives): drawn apart, fusion never crosses them.
 COMMUNICATION = ("#b03a2e", "#fdecea")
 _HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
-FORMATS = ("svg", "png", "dot", "pdf")
-
-
 # Graphviz's layout needs memory and time superlinear in the graph and can crash on huge ones:
 # a diagram holds at most this many op nodes (fusions drawn collapsed first when that fits).
 MAX_DIAGRAM_NODES = 5000
@@ -52,8 +50,6 @@ def diagram_nodes(symbols, collapse: bool) -> int:
     return sum(1 if collapse or not is_fusion(b) else max(1, len(b.subsymbols)) for b in symbols)
 
 
-class RenderError(Exception):
-    """The diagram cannot be rendered (no Graphviz available, or Graphviz failed); one sentence."""
 
 
 def executor_colors(executor: Optional[str]) -> tuple[str, str]:
@@ -161,16 +157,9 @@ def _tooltip_text(b: BoundSymbol) -> str:
     return _short(f"{b.sym}  {where}{mod}".strip(), 300)
 
 
-def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
-                timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40,
-                between: Optional[dict] = None):
-    """Return a ``graphviz.Digraph`` of ``trace`` (see module doc). ``timings`` maps a kernel name
-    or a symbol uid to its time in µs. ``between``: ``{"before": [lines], "after": [lines]}``, the
-    collectives run eagerly right before and after the chain (drawn as communication notes above
-    and below the graph). Raise ValueError naming the modules when ``module`` matches no symbol."""
-    import graphviz
-
-    timings = dict(timings or {})
+def _drawn_symbols(trace: Trace, module: Optional[str]) -> list[BoundSymbol]:
+    """The top-level symbols a diagram draws: all but ``del``, only ``module``'s when given
+    (ValueError naming the modules when it matches none)."""
     symbols = [b for b in trace.symbols if b.sym != "del"]
     if module:
         kept = [b for b in symbols if _matches(b, module)]
@@ -180,6 +169,42 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             raise ValueError(f"no symbol of graph {trace.graph} {trace.chain} comes from module {module!r} "
                              f"(modules: {shown or 'none recorded'})")
         symbols = kept
+    return symbols
+
+
+def _plan_blocks(symbols, blocks: Optional[bool], expand) -> tuple[list, set]:
+    """Return (the module blocks drawn, the paths of those expanded): none when ``blocks`` is
+    False, or None and the symbols repeat too few numbered blocks (and nothing is expanded)."""
+    found = dot_blocks.module_blocks(symbols)
+    if blocks is None:
+        blocks = dot_blocks.wants_blocks(found) or bool(expand)
+    found = found if blocks else []
+    return found, dot_blocks.expanded_paths(found, expand)
+
+
+def diagram_blocks(trace: Trace, *, module: Optional[str] = None, blocks: Optional[bool] = None,
+                   expand: Optional[Iterable[str]] = None) -> list[dict]:
+    """Return the module blocks :func:`trace_graph` draws with the same options, as
+    ``[{"id": SVG node id, "path": module path, "expanded": bool}]`` (empty: drawn op by op)."""
+    found, opened = _plan_blocks(_drawn_symbols(trace, module), blocks, expand)
+    return [{"id": b.node_id, "path": b.path, "expanded": b.path in opened} for b in found]
+
+
+def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
+                timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40,
+                between: Optional[dict] = None, blocks: Optional[bool] = None,
+                expand: Optional[Iterable[str]] = None):
+    """Return a ``graphviz.Digraph`` of ``trace`` (see module doc). ``timings`` maps a kernel name
+    or a symbol uid to its time in µs. ``between``: ``{"before": [lines], "after": [lines]}``, the
+    collectives run eagerly right before and after the chain (drawn as communication notes above
+    and below the graph). ``blocks``: group the symbols by module block (thundervis.dot_blocks),
+    each block one node unless ``expand`` names it (then a cluster of its ops); None: only when the
+    trace repeats numbered blocks. Raise ValueError naming the modules when ``module`` matches no
+    symbol, or the blocks when ``expand`` names none."""
+    import graphviz
+
+    timings = dict(timings or {})
+    symbols = _drawn_symbols(trace, module)
 
     n_nodes = diagram_nodes(symbols, collapse)
     if n_nodes > MAX_DIAGRAM_NODES and not collapse and diagram_nodes(symbols, True) <= MAX_DIAGRAM_NODES:
@@ -198,7 +223,14 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         t = timings.get(b.uid)
         return timings.get(b.sym) if t is None and is_fusion(b) else t
 
-    times = [t for t in (time_of(b) for b in symbols) if t is not None]
+    all_blocks, opened = _plan_blocks(symbols, blocks, expand)
+    block_of_uid = {b.uid: blk for blk in all_blocks for b in blk.symbols}
+    folded = {blk.path: blk for blk in all_blocks if blk.path not in opened}
+    block_time = {blk.path: sum(t for t in (time_of(b) for b in blk.symbols) if t is not None)
+                  for blk in folded.values()}
+    times = [t for t in (time_of(b) for b in symbols if block_of_uid.get(b.uid) is None
+                         or block_of_uid[b.uid].path in opened) if t is not None]
+    times += [t for t in block_time.values() if t > 0]
     t_max = max(times) if times else 0.0
 
     g = graphviz.Digraph(name=dot_text(f"{trace.chain}_{trace.graph}"))
@@ -245,16 +277,43 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                 seen_edges.add(key)
                 edges.append((src, nid, _type(p)))
 
+    # Folded blocks: one node each, standing for every value their symbols produce.
+    for blk in folded.values():
+        for b in blk.symbols:
+            for p in b.flat_outputs():
+                producer[p.name] = blk.node_id
+    folded_ids = {blk.node_id for blk in folded.values()}
+    returned = {p.name for p in trace.flat_outputs()}
+    block_graphs = {p: graphviz.Digraph(name=f"cluster_{blk.node_id}") for blk in all_blocks
+                    for p in (blk.path,) if p in opened}
+    drawn_blocks: set[str] = set()
+    sub_graphs: dict[tuple[str, str], object] = {}
+
     for b in symbols:
         ex = b.executor or ""
         if ex:
             used_executors.add(ex)
+        blk = block_of_uid.get(b.uid)
+        if blk is not None and blk.path in folded:
+            if blk.path not in drawn_blocks:  # the node is written once the values it reads are known
+                drawn_blocks.add(blk.path)
+                ends["n"].append(blk.node_id)
+                used_executors.update(blk.executors())
+            continue
+        target = g
+        if blk is not None:  # an expanded block: one nested cluster per submodule (self_attn, mlp ...)
+            sub = dot_blocks.submodule_of(b, blk.path)
+            target = block_graphs[blk.path]
+            if sub:
+                if (blk.path, sub) not in sub_graphs:
+                    sub_graphs[(blk.path, sub)] = graphviz.Digraph(name=f"cluster_{blk.node_id}_{len(sub_graphs)}")
+                target = sub_graphs[(blk.path, sub)]
         border, fill = executor_colors(ex or None)
         t = time_of(b)
         heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
         if is_fusion(b) and not collapse:
             name = dot_text(f"cluster_{b.uid}")
-            with g.subgraph(name=name) as c:
+            with target.subgraph(name=name) as c:
                 # On a heat fill the title must contrast with it: white on the red end.
                 title_color = border if heat is None else ("white" if t / t_max > 0.75 else "#222222")
                 c.attr(label=_fusion_title(b, t), style="rounded,filled", color=border,
@@ -282,17 +341,17 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             if t is not None:
                 lab.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(t))}</B></FONT>')
             hot = heat is not None and t / t_max > 0.75
-            g.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
+            target.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
                    penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
         elif is_communication(b.sym):
             used_executors.add("communication")
-            g.node(nid, label=_node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
+            target.node(nid, label=_node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
                    fillcolor=heat or COMMUNICATION[1], penwidth="2",
                    tooltip=_tooltip("communication: " + _tooltip_text(b)))
         else:
-            g.node(nid, label=_node_label(b, t, max_label), color=border,
-                   fillcolor=heat or ("white" if ex in ("", "torch") else fill),
-                   tooltip=_tooltip(_tooltip_text(b)))
+            target.node(nid, label=_node_label(b, t, max_label), color=border,
+                        fillcolor=heat or ("white" if ex in ("", "torch") else fill),
+                        tooltip=_tooltip(_tooltip_text(b)))
         connect(b, nid)
         for p in b.flat_outputs():
             producer[p.name] = nid
@@ -301,14 +360,30 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     # pull an edge from every corner of the graph).
     for p in dict.fromkeys(trace.flat_outputs()):
         src = producer.get(p.name)
-        if src is None:  # a trace input returned as it is
+        if src is None or src in folded_ids:  # a trace input returned as is; a block counts its own
             continue
         out = new_id("out")
         ends["out"].append(out)
         g.node(out, label=f"<<B>{dot_html(p.name)}</B> ⟶ out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
+    for (path, name), nested in sub_graphs.items():
+        nested.attr(label=f"<{html.escape(name[len(path) + 1:])}>", style="rounded,dotted", color="#7a93ad",
+                    fontsize="10", penwidth="1")
+        block_graphs[path].subgraph(nested)
+    for path, sub in block_graphs.items():
+        sub.attr(label=f"<<B>{html.escape(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
+                 fontsize="11", penwidth="1.5")
+        g.subgraph(sub)
     for src, dst, lab in edges:
+        g.edge(src, dst, label=dot_text(lab))
+    block_in, shared = _block_edges(folded.values(), producer, input_names)
+    for blk in folded.values():
+        t = block_time[blk.path] or None
+        heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
+        n_out = len({p.name for b in blk.symbols for p in b.flat_outputs() if p.name in returned})
+        g.node(blk.node_id, **_block_node(blk, t, heat, t_max, max_label, n_out, shared.get(blk.node_id)))
+    for src, dst, lab in block_in:
         g.edge(src, dst, label=dot_text(lab))
     for side in ("before", "after"):
         lines = (between or {}).get(side) or []
@@ -323,6 +398,69 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     if used_executors - {"torch"} or times:
         _legend(g, sorted(used_executors), bool(times), t_max)
     return g
+
+
+def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float, max_label: int,
+                n_out: int = 0, shared: Optional[list] = None) -> dict:
+    """Return the node attributes of a folded block: its path, what it holds, how many of the
+    trace's outputs it returns, the values it reads that many blocks share (``shared``: proxies),
+    its source lines grouped per file, its time; its SVG id is the block's node id (the widget
+    expands on click)."""
+    from thundervis.present.kernel_rows import group_sources
+    n_k, ops = len(blk.kernels), [b for b in blk.ops if b.sym != "del"]
+    n_torch = sum(1 for b in ops if (b.executor or "torch") == "torch")
+    held = [f"{n_k} kernel{'s' if n_k != 1 else ''}"] if n_k else []
+    if ops:
+        held.append(f"{len(ops)} op{'s' if len(ops) != 1 else ''}" + (f" ({n_torch} on torch)" if n_torch else ""))
+    rows = [f'<B>{html.escape(blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
+            f'<FONT POINT-SIZE="9">{html.escape(" · ".join(held) or "no ops")}</FONT>']
+    if shared:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">reads {len(shared)} shared value'
+                    f'{"s" if len(shared) != 1 else ""} ({html.escape(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
+    if n_out:
+        rows.append(f'<FONT POINT-SIZE="8">⟶ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
+    where = group_sources([{"file": f, "line": n} for f, n in blk.sources()], limit=12)
+    if where:
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(where)}</FONT>')
+    if time_us is not None:
+        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(time_us))}</B></FONT>')
+    border, _ = executor_colors((blk.executors() or [None])[0])
+    hot = heat is not None and t_max > 0 and time_us / t_max > 0.75
+    return {"label": "<" + "<BR/>".join(rows) + ">", "shape": "box", "style": "rounded,filled",
+            "color": border, "fillcolor": heat or "#eef2f8", "penwidth": "2.5", "margin": "0.15,0.08",
+            "fontcolor": "white" if hot else "black", "id": blk.node_id,
+            "tooltip": _tooltip(_short(f"{blk.path}: {' · '.join(held)}; expand it to see its ops", 300))}
+
+
+def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> tuple[list, dict]:
+    """Return ``(edges, shared)``: ``edges`` as ``(src, dst, label)``, one per (producer, folded
+    block) pair passing values into the block, labelled with the value's type or ``N values``;
+    ``shared`` maps a block's node id to the values it reads that more than ``fan_out`` blocks read
+    (masks, rotary tables: named in the block, not drawn as edges across the whole diagram). Trace
+    inputs (weights) are not drawn."""
+    into: dict[tuple[str, str], list] = {}
+    for blk in folded:
+        for b in blk.symbols:
+            for p in b.flat_inputs():
+                src = producer.get(p.name)
+                if src is None or src == blk.node_id or p.name in input_names:
+                    continue
+                values = into.setdefault((src, blk.node_id), [])
+                if p.name not in (v.name for v in values):
+                    values.append(p)
+    readers: dict[str, int] = {}
+    for vals in into.values():
+        for p in vals:
+            readers[p.name] = readers.get(p.name, 0) + 1
+    edges, shared = [], {}
+    for (src, dst), vals in into.items():
+        wide = [p for p in vals if readers[p.name] > fan_out]
+        if wide:
+            shared.setdefault(dst, []).extend(wide)
+        vals = [p for p in vals if readers[p.name] <= fan_out]
+        if vals:
+            edges.append((src, dst, _type(vals[0]) if len(vals) == 1 else f"{len(vals)} values"))
+    return edges, shared
 
 
 def _between_note(g, side: str, lines: list, max_lines: int = 12) -> str:
@@ -356,59 +494,6 @@ def trace_to_dot(trace: Trace, **options) -> str:
     return trace_graph(trace, **options).source
 
 
-def render(dot_source: str, fmt: str = "svg", timeout_s: float = 300) -> bytes:
-    """Return ``dot_source`` rendered to ``fmt`` (svg, png, pdf) by the ``dot`` binary when one is
-    on PATH, else by pygraphviz; raise :class:`RenderError` when neither works."""
-    if fmt == "dot":
-        return dot_source.encode()
-    if fmt not in FORMATS:
-        raise RenderError(f"unknown diagram format {fmt!r} (formats: {', '.join(FORMATS)})")
-    exe = shutil.which("dot")
-    if exe:
-        try:
-            proc = subprocess.run([exe, f"-T{fmt}"], input=dot_source.encode(), capture_output=True,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
-        if proc.returncode != 0:
-            msg = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise RenderError(f"Graphviz failed: {msg[-1] if msg else 'exit code ' + str(proc.returncode)}")
-        return proc.stdout
-    try:
-        import pygraphviz
-    except ImportError:
-        raise RenderError("rendering needs Graphviz: install pygraphviz (pip install pygraphviz) or the "
-                          "Graphviz 'dot' program, or write .dot") from None
-    # In a child process: Graphviz can crash (SIGSEGV) or exhaust memory on a pathological graph,
-    # which must be one sentence here, not the end of the command.
-    code = ("import sys, pygraphviz\n"
-            "data = pygraphviz.AGraph(string=sys.stdin.buffer.read().decode()).draw(format=sys.argv[1], prog='dot')\n"
-            "sys.stdout.buffer.write(data)\n")
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, fmt], input=dot_source.encode(), capture_output=True,
-                              timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise RenderError(f"Graphviz took longer than {timeout_s:.0f} s; try --collapse or --module") from None
-    if proc.returncode != 0:
-        msg = [ln for ln in proc.stderr.decode(errors="replace").strip().splitlines() if ln.strip()]
-        why = msg[-1] if msg else (f"killed by signal {-proc.returncode}" if proc.returncode < 0
-                                   else f"exit code {proc.returncode}")
-        raise RenderError(f"Graphviz failed: {visible_line(why)[:300]}")
-    return proc.stdout
-
-
 def trace_to_svg(trace: Trace, **options) -> str:
     """Return the diagram of ``trace`` as SVG text (same options as :func:`trace_graph`)."""
     return render(trace_to_dot(trace, **options), "svg").decode()
-
-
-def write_diagram(dot_source: str, path: str) -> str:
-    """Write ``dot_source`` to ``path`` in the format its suffix names (.svg, .png, .pdf, .dot);
-    return the format. Raise :class:`RenderError` for an unknown suffix."""
-    fmt = os.path.splitext(path)[1].lstrip(".").lower()
-    if fmt not in FORMATS:
-        raise RenderError(f"cannot tell the format from {path!r}: use a .svg, .png, .pdf or .dot file name")
-    data = render(dot_source, fmt)
-    with open(path, "wb") as f:
-        f.write(data)
-    return fmt

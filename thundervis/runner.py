@@ -182,12 +182,15 @@ def _routed_compile(original: Callable, backend) -> Callable:
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
                executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None,
-               notes: Sequence[tuple[str, object]] = ()) -> RunResult:
+               notes: Sequence[tuple[str, object]] = (), targets=None) -> RunResult:
     """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
     :func:`check_output` has validated). Return how it ended; the recording is closed.
     ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None.
     ``notes``: (event, JSON-able data) pairs recorded as events before the script starts (a
-    distributed worker records its rank this way)."""
+    distributed worker records its rank this way). ``targets``: GPU targets every Triton kernel is
+    compiled for ahead of time, in worker processes while the script runs (``"sm_80,sm_90"``;
+    ``"local"``: the local GPU's architecture, none without CUDA; None: none); the run waits for
+    pending builds at its end (bounded, ``$THUNDERVIS_AOT_WAIT_S``)."""
     import torch
     import torch._dynamo
     from thundervis.compiler import backend as backend_mod
@@ -204,7 +207,9 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         raise _Terminated()
 
     status, code, tb = "ok", 0, None
-    watcher = collectives = None
+    watcher = collectives = aot = progress = None
+    from thundervis.compiler.observer import MultiObserver
+    from thundervis.progress import progress_observer
     # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
     # try below, so no signal can leave a recording without its end (it would read as `killed`).
     held = _HeldSignals(in_main)
@@ -221,13 +226,19 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         held.raise_pending()
         for event, data in notes:
             recorder.note(event, data)
-        compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=recorder,
-                                                  profile=profile)
+        aot = backend_mod.ahead_of_time(targets, recorder)
+        if aot is not None:
+            recorder.note("aot_started", {"targets": [f"sm_{a}" for a in aot.targets], "workers": aot.workers})
+            aot.start()
+        progress = progress_observer(executors=executors)  # the live status line (a terminal only)
+        observer = recorder if progress is None else MultiObserver(recorder, progress)
+        compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
+                                                  profile=profile, aot=aot)
         watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
         collectives = _watch_collectives(recorder)
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
-        backend_mod.set_defaults(observer=recorder, executors=executors, debug=debug, profile=profile)
+        backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot)
         torch.compile = _routed_compile(saved_compile, compiler)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
@@ -250,6 +261,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         try:
             if in_main:  # a second SIGTERM while the end is written must not cut it short
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if progress is not None:
+                progress.close()
             if watcher is not None:
                 watcher.__exit__(None, None, None)
             if collectives is not None:
@@ -260,6 +273,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
             torch.compile = saved_compile
             sys.argv, sys.path[:] = saved_argv, saved_path
             backend_mod.set_defaults(**saved_defaults)
+            if aot is not None:
+                _finish_aot(aot, recorder, status)
             recorder.finish_run(status, code, tb)
             recorder.close()
         finally:
@@ -267,6 +282,20 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
                 signal.signal(signal.SIGTERM, saved_term)
                 signal.signal(signal.SIGINT, old_int)
     return RunResult(code, status, recorder.path)
+
+
+def _finish_aot(aot, recorder, status: str) -> None:
+    """Wait (bounded) for the ahead-of-time builds still running and record how they went; an
+    interrupted run does not wait."""
+    pending = aot.pending()
+    if pending and status != "interrupted":
+        print(f"thundervis: waiting for {pending} GPU kernel builds "
+              f"({', '.join(f'sm_{a}' for a in aot.targets)})...", file=sys.stderr, flush=True)
+    try:
+        stats = aot.finish(0.0 if status == "interrupted" else None)
+        recorder.note("aot_finished", stats)
+    except Exception as e:  # the run's end is recorded whatever the builds do
+        recorder.note("aot_failed", {"error": f"{type(e).__name__}: {e}"})
 
 
 class _HeldSignals:

@@ -36,6 +36,7 @@ from .navigation import PassNavigation
 from .palette import palette_entries
 from .rank_navigation import RankNavigation
 from .screens import HelpScreen, KernelsScreen, RunScreen, SearchScreen
+from .source_screen import SourceJump, SourceScreen
 
 NARROW = 110  # below this many columns the details pane goes under the trace
 SHORT = 34  # ... and below this many rows too it shows only when asked (i)
@@ -99,18 +100,21 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         Binding("g", "next_graph", "Graph", show=False),
         Binding("j", "jump", "Jump", show=False),
         Binding("k", "kernels", "Kernels"),
+        Binding("N", "numerics", "Numerics", show=False),
+        Binding("B", "bisect", "Bisect", show=False),
         Binding("slash", "search", "Search"),
         Binding("e", "edit", "Editor", show=False),
         Binding("i", "toggle_details", "Details"),
         Binding("t", "run_info", "Run", show=False),
         Binding("m", "communication", "Comm", show=False),
+        Binding("S", "source", "Source", show=False),
         Binding("question_mark", "help", "Help"),
     ]
 
     # Actions that act on the pass view; other screens (kernels, help ...) switch them off.
     MAIN_ONLY = {"step", "toggle_diff", "diff_against", "toggle_side", "toggle_fold", "toggle_unchanged",
                  "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info",
-                 "communication"}
+                 "communication", "source"}
 
     def check_action(self, action: str, parameters) -> Optional[bool]:
         """Pass-view actions only run (and show in the footer) on the main screen; rank actions
@@ -143,6 +147,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self._detail_timer = None
         self._prefetch_timer = None
         self._pending_line: Optional[int] = None  # a search hit to select once the trace is shown
+        self._pending_uid: Optional[str] = None  # a symbol to select once the trace is shown (Source)
         self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
 
     # -- layout ---------------------------------------------------------------------------------
@@ -385,7 +390,9 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         view = self.query_one(LinesView)
         if kind == "trace":
             self.lines = rows
-            view.set_trace(rows, keep_cursor)
+            from .numerics_screen import trace_marks
+            marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
+            view.set_trace(rows, keep_cursor, marks)
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
         else:
@@ -396,6 +403,9 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if pending is not None and kind == "trace":
             self._pending_line = None
             view.move_cursor(pending)
+        if self._pending_uid is not None and kind == "trace":
+            self._select_uid(self._pending_uid)
+            self._pending_uid = None
         self.loaded = True
 
     def _update_title(self, counts: Optional[dict] = None) -> None:
@@ -490,6 +500,18 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if self.overview is not None:
             self.push_screen(KernelsScreen(self.data, self.overview, kernel_id))
 
+    def action_numerics(self) -> None:
+        """Open the numerics screen: kernels by verdict."""
+        if self.overview is not None:
+            from .numerics_screen import NumericsScreen
+            self.push_screen(NumericsScreen(self.data, self.overview, self.overview.numerics))
+
+    def action_bisect(self) -> None:
+        """Bisect the chain shown (every pass on the same inputs, in a worker)."""
+        if self.overview is not None and self.graph is not None and self.chain:
+            from .numerics_screen import BisectScreen
+            self.push_screen(BisectScreen(self.data, self.graph, self.chain))
+
     def action_run_info(self) -> None:
         """Show the run: status, eager chains, fallbacks, traceback."""
         if self.overview is not None:
@@ -534,6 +556,55 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             self.query_one(LinesView).move_cursor(hit.line or 0)
             self.query_one(LinesView).focus()
         self.push_screen(SearchScreen(search), done)
+
+    def action_source(self) -> None:
+        """Open the Source screen on the selected line's file (else the run's script); enter there
+        comes back to that line's ops in the final pass of their chain."""
+        if self.overview is None:
+            return
+        file, line = self.selected_source or (None, None)
+        try:
+            files = self.data.source_files()
+            if file not in files:
+                file, line = self.data.default_source_file(), None
+        except DataError as e:
+            self.notify(visible_line(str(e)), severity="error")
+            return
+
+        def done(jump: Optional[SourceJump]) -> None:
+            if jump is not None:
+                self.show_ops(jump)
+        self.push_screen(SourceScreen(self.data.source_file, files, file=file, line=line), done)
+
+    def show_ops(self, jump: SourceJump) -> None:
+        """Show the final pass of ``jump``'s chain with the cursor on its first op (``to_kernel``:
+        the kernels table on its kernel)."""
+        if jump.to_kernel and jump.kernel_id is not None:
+            self.action_kernels(jump.kernel_id)
+            return
+        self.diff_from = None
+        c = self.overview.chain(jump.graph, jump.chain) if self.overview else None
+        if c is None or not c.passes:
+            return
+        last = c.passes[-1].index
+        if (jump.graph, jump.chain, last) == (self.graph, self.chain, self.index) and self.loaded:
+            self._select_uid(jump.uids[0])
+            return
+        self._pending_uid = jump.uids[0]
+        if (jump.graph, jump.chain) != (self.graph, self.chain):
+            self.go_to_chain(jump.graph, jump.chain)
+        if self.index != last:
+            self.go_to_pass(last)
+        else:
+            self.show_view()
+
+    def _select_uid(self, uid: str) -> None:
+        view = self.query_one(LinesView)
+        for i in range(view.line_count()):
+            if view.uid_at(i) == uid:
+                view.move_cursor(i)
+                view.focus()
+                return
 
     def action_edit(self) -> None:
         """Open the selected line's source in ``$EDITOR`` (``+LINE FILE``), then come back."""

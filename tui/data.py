@@ -65,6 +65,7 @@ class RecordingData:
         self._rec = rec
         self.path = rec.path
         self._traces = PassTraces(rec)  # the one trace cache, also for mapped lines and diff rows
+        self._roofline_costs: dict = {}  # final pass -> its roofline costs (present.roofline.chain_costs)
 
     def close(self) -> None:
         """Close the recording."""
@@ -86,6 +87,31 @@ class RecordingData:
         from thundervis.present.overview import read_overview
         return self._call(read_overview, self._rec)
 
+    def roofline(self) -> tuple[dict, Optional[str]]:
+        """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) for the
+        kernels table; reads the chains' final traces (cached per final pass): call it from a
+        worker. DataError when a trace cannot be read."""
+        from thundervis.present.roofline import chain_costs, roofline_rows, target_label
+
+        def read():
+            rows = roofline_rows(self._rec, None, chain_costs(self._rec, self._roofline_costs))
+            return {r.kernel_id: r for r in rows if r.kernel_id is not None}, target_label(self._rec)
+        return self._call(read)
+
+    def asm_targets(self, kernel_id: int) -> list[str]:
+        """Return the GPU targets kernel ``kernel_id`` was compiled for ahead of time ([] for a run
+        without ``--target``)."""
+        return [b.target for b in self._call(lambda: self._rec.kernel_builds(self._rec.kernel(kernel_id)))]
+
+    def asm_listing(self, kernel_id: int, target: Optional[str], stage: str):
+        """Return the annotated rows of one compiled stage of one kernel (``present.asm.AsmListing``);
+        DataError with one sentence when the build or stage is missing."""
+        from thundervis.present.asm import AsmUnavailable, asm_listing
+        try:
+            return self._call(lambda: asm_listing(self._rec, self._rec.kernel(kernel_id), target, stage))
+        except AsmUnavailable as e:
+            raise DataError(str(e)) from None
+
     def communication(self):
         """Return the run's communication (a ``tui.comm_data.CommunicationInfo``: the ops traced into
         the graphs, the collectives run between them per place; reads traces: call it from a worker)."""
@@ -96,6 +122,20 @@ class RecordingData:
         """Return (language, generated code) of one kernel (loaded on request)."""
         src = self._call(self._rec.kernel_source, kernel_id)
         return src.language, src.code
+
+    def source_files(self) -> list[str]:
+        """Return the user files the recording holds (the Source screen's list)."""
+        return self._call(self._rec.source_files)
+
+    def default_source_file(self) -> Optional[str]:
+        """Return the file the Source screen opens on (the run's script when recorded)."""
+        from thundervis.present.source_view import default_file
+        return self._call(default_file, self._rec)
+
+    def source_file(self, file: str):
+        """Return ``file`` annotated line by line (``thundervis.present.source_view.SourceFile``)."""
+        from thundervis.present.source_view import source_file
+        return self._call(source_file, self._rec, file)
 
     # -- traces ---------------------------------------------------------------------------------
 
@@ -163,6 +203,26 @@ class RecordingData:
         d = self._call(self._rec.symbol, PassRef(graph, chain, index), uid)
         lineage = self._call(self._rec.lineage_of_uid, graph, uid) if with_lineage else None
         return symbol_view(d, chain, lineage)
+
+    # -- numerics -------------------------------------------------------------------------------
+
+    def numerics(self):
+        """Return the run's numerics checks (``present.numerics.NumericsSummary``)."""
+        from thundervis.present.numerics import numerics_summary
+        return self._call(numerics_summary, self._rec)
+
+    def bisect(self, graph: int, chain: str, inputs: Optional[str] = None) -> tuple[list, Optional[str]]:
+        """Bisect one chain (:func:`thundervis.bisect.bisect`: runs every pass, imports torch; call
+        it from a worker); return (report lines, None) or ([], one sentence saying why not)."""
+        try:
+            from thundervis.compiler import triton_mode
+            triton_mode.set_for_torch()
+            from thundervis.bisect import bisect, report_lines
+            return report_lines(self._call(bisect, self._rec, graph, chain, inputs)), None
+        except DataError as e:
+            return [], str(e)
+        except Exception as e:  # BisectError, RerunError, torch missing: one sentence in the UI
+            return [], f"bisect is not available: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
 
     # -- kernels --------------------------------------------------------------------------------
 

@@ -84,10 +84,21 @@ class LinesView(ScrollView, can_focus=True):
         self.refresh()
         self.post_message(self.CursorMoved(self, self.cursor, self.uid_at(self.cursor)))
 
-    def set_trace(self, lines: Sequence, keep_cursor: bool = False) -> None:
-        """Show the printed lines of a trace (``compiler.printer.PrintedLine``)."""
+    def set_trace(self, lines: Sequence, keep_cursor: bool = False, marks: Optional[dict] = None) -> None:
+        """Show the printed lines of a trace (``compiler.printer.PrintedLine``); ``marks``:
+        ``{uid: (character, style)}`` put in the first column of that symbol's line (a numerics
+        verdict)."""
         width = max((len(ln.text) for ln in lines), default=0)
-        self._set("trace", len(lines), width, lambda i, w: styling.trace_line(lines[i]),
+
+        def render(i: int, w: int) -> Text:
+            t = styling.trace_line(lines[i])
+            mark = marks.get(lines[i].uid) if marks and lines[i].kind == "stmt" else None
+            if mark is None or not t.plain[:1].isspace():
+                return t
+            marked = Text(mark[0], style=mark[1], end="")
+            marked.append_text(t[1:])
+            return marked
+        self._set("trace", len(lines), width, render,
                   lambda i: lines[i].uid if 0 <= i < len(lines) else None, [ln.text for ln in lines], keep_cursor)
 
     def set_unified(self, rows: Sequence, keep_cursor: bool = False) -> None:
@@ -138,6 +149,25 @@ class LinesView(ScrollView, can_focus=True):
             right = f"{'  ' * s.right.depth}{s.right.text}" if s.right else ""
             return f"{left} | {right}   {s.note}".rstrip()
         self._set("side", len(rows), 0, render, uid, [text(s) for s in rows], keep_cursor)
+
+    def set_lines(self, texts: Sequence[str], render: Callable[[int, int], Text],
+                  uid: Callable[[int], Optional[str]], keep_cursor: bool = False) -> None:
+        """Show ``texts`` drawn by ``render(index, width)`` (a Text: recorded strings as data),
+        each line's symbol given by ``uid(index)`` (the asm view's stage and Triton source)."""
+        width = max((len(t) for t in texts), default=0)
+        self._set("lines", len(texts), width, render, uid, list(texts), keep_cursor)
+
+    def redraw(self) -> None:
+        """Draw every line again (what ``render`` returns changed, e.g. a new highlight)."""
+        self._cache.clear()
+        self.refresh()
+
+    def scroll_into_view(self, index: int) -> None:
+        """Scroll so that line ``index`` is on screen, without moving the cursor."""
+        top = self.scroll_offset.y
+        height = max(1, self.scrollable_content_region.height)
+        if index < top or index >= top + height:
+            self.scroll_to(y=max(0, index - height // 3), animate=False, immediate=True)
 
     def uid_at(self, index: int) -> Optional[str]:
         """Return the uid of the symbol shown on line ``index`` (None for other lines)."""

@@ -15,9 +15,10 @@ from thundervis.safe_text import capped, visible, visible_line
 from . import styling
 from thundervis.present.kernel_rows import KernelRow
 from thundervis.present.overview import ViewOverview
+from thundervis.present.progress import chain_progress
 from thundervis.present.status import ChainStatus
 from thundervis.present.symbol_detail import SymbolView
-from thundervis.present.units import format_error, format_gbps, format_share, format_us
+from thundervis.present.units import format_bytes, format_error, format_gbps, format_roofline_us, format_share, format_us
 
 OK = "#98c379"
 BAD = "#e06c75"
@@ -55,6 +56,9 @@ def chain_row(c, status: Optional[ChainStatus]) -> Text:
         t.append("  ✗ eager", style=Style(color=BAD, bold=True))
     elif c.status == "compiling":
         t.append("  … live", style=Style(color=WARN))
+        progress = chain_progress(c)
+        if progress is not None:  # where the live compile is (present.progress)
+            t.append(f" · {progress.pass_text()}", style=DIM)
     return t
 
 
@@ -192,6 +196,12 @@ def kernel_summary(k: KernelRow) -> Text:
         share = f" · {format_share(k.share)} of step" if k.share is not None else ""
         t.append(f"median {format_us(k.median_us)} over {k.calls} calls{share}"
                  + (f" · {format_gbps(k.gbps)}" if k.gbps else "") + "\n")
+    if k.roofline_us is not None:
+        pct = f" · measured at {k.pct_of_roofline:.0f}% of roofline" if k.pct_of_roofline is not None else \
+            (" · measured time is not a GPU time: no % of roofline" if k.median_us is not None else "")
+        t.append(f"roofline {format_roofline_us(k.roofline_us)} µs ({k.roofline_bound}-bound) · "
+                 f"{format_bytes(k.bytes_moved)} moved · "
+                 f"{k.flops:,} FLOPs{pct}\n")
     t.append(f"{k.n_ops} ops: ", style=HEAD)
     t.append(", ".join(visible_line(o).removeprefix("prims.") for o in k.ops[:40])
              + (" …" if len(k.ops) > 40 else "") + "\n")

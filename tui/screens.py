@@ -20,9 +20,10 @@ from thundervis.safe_text import visible, visible_line
 from . import panels
 from thundervis.present.kernel_rows import KernelRow, group_sources
 from thundervis.present.overview import ViewOverview
-from thundervis.present.units import format_share, format_us
+from thundervis.present.units import format_roofline_us, format_share, format_us
 
-from .data import SearchHit
+from .data import DataError, SearchHit
+from .numerics_screen import verdict_text
 
 _CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
@@ -32,11 +33,14 @@ SORT_KEYS = {
     "ops": lambda k: -k.n_ops,
     "calls": lambda k: -(k.calls or 0),
     "median": lambda k: -(k.median_us or 0.0),
+    "roofline µs": lambda k: -(k.roofline_us or 0.0),
+    "% roof": lambda k: -(k.pct_of_roofline or 0.0),
     "share": lambda k: -(k.share or 0.0),
     "GB/s": lambda k: -(k.gbps or 0.0),
     "sources": lambda k: (k.source_lines[:1], k.id),
 }
 COLUMNS = tuple(SORT_KEYS)
+NUMERICS_COLUMN = "numerics"  # shown when the run was checked (run --check-numerics); sorts by verdict
 
 
 class KernelsScreen(Screen):
@@ -47,6 +51,7 @@ class KernelsScreen(Screen):
         Binding("s", "cycle_sort", "Sort"),
         Binding("r", "rerun", "Re-run"),
         Binding("R", "repro", "Repro script"),
+        Binding("a", "asm", "Asm"),
         Binding("enter", "open", "Open", show=False),
         Binding("question_mark", "app.help", "Help"),
     ]
@@ -64,11 +69,13 @@ class KernelsScreen(Screen):
         super().__init__()
         self.data = data
         self.overview = overview
+        self.roofline_loaded = False
         self.sort = "median" if any(k.median_us is not None for k in overview.kernels) else "chain"
         self.focus_kernel = focus_kernel
         self.kernels: list[KernelRow] = []
         self.last_rerun: dict[int, Text] = {}
         self.busy = False
+        self.checked = False
 
     def compose(self) -> ComposeResult:
         """Build the screen's widgets."""
@@ -84,17 +91,41 @@ class KernelsScreen(Screen):
     def on_mount(self) -> None:
         """Fill the screen and focus its main widget."""
         table = self.query_one(DataTable)
-        for c in COLUMNS:
+        self.checked = self.overview.numerics is not None and self.overview.numerics.checked > 0
+        for c in COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ()):
             table.add_column(c, key=c)
         self.fill()
         table.focus()
+        self.load_roofline()
+
+    @work(thread=True, exclusive=True, group="roofline")
+    def load_roofline(self) -> None:
+        """Worker: model every kernel on the run's target (reads the final traces) and show it."""
+        try:
+            roofline, target = self.data.roofline()
+        except DataError:
+            roofline, target = {}, None
+        self.app.call_from_thread(self._set_roofline, roofline, target)
+
+    def _set_roofline(self, roofline: dict, target: Optional[str]) -> None:
+        from thundervis.present.overview import with_roofline
+        self.overview = with_roofline(self.overview, roofline, target)
+        self.roofline_loaded = True
+        self.fill()
 
     def fill(self) -> None:
         """(Re)fill the table in the current sort order, keeping the selected kernel."""
         table = self.query_one(DataTable)
         current = self.selected()
         keep = current.id if current is not None else self.focus_kernel
-        self.kernels = sorted(self.overview.kernels, key=SORT_KEYS[self.sort])
+        numerics = self.overview.numerics
+        check = (lambda k: numerics.verdict_of(k.graph, k.chain, k.name)) if numerics is not None else (lambda k: None)
+        if self.sort == NUMERICS_COLUMN:
+            from thundervis.present.numerics import VERDICT_ORDER
+            key = lambda k: (VERDICT_ORDER.index(check(k).verdict) if check(k) else 9, k.id)  # noqa: E731
+        else:
+            key = SORT_KEYS[self.sort]
+        self.kernels = sorted(self.overview.kernels, key=key)
         table.clear()
         for k in self.kernels:
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
@@ -102,17 +133,21 @@ class KernelsScreen(Screen):
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
             # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
             table.add_row(name, *(Text(visible_line(c)) for c in (
-                k.executor, f"g{k.graph} {k.chain}", str(k.n_ops),
+                k.executor + (f" · {k.ran_on}" if k.ran_on else ""), f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
-                format_us(k.median_us), format_share(k.share),
+                format_us(k.median_us), format_roofline_us(k.roofline_us),
+                "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
                 group_sources(k.source_lines, limit=6))),
-                key=str(k.id))
+                *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)
         timed = "" if any(k.median_us is not None for k in self.kernels) else \
             " · not profiled (thundervis run --profile records times)"
-        self.query_one("#ktitle", Static).update(Text(
-            f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True)))
+        roof = f" · roofline on {self.overview.roofline_target}" if self.overview.roofline_target else \
+            ("" if self.roofline_loaded else " · modelling the roofline …")
+        title = Text(f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True))
+        title.append(visible_line(roof), style=Style(dim=True))
+        self.query_one("#ktitle", Static).update(title)
         if keep is not None:
             for row, k in enumerate(self.kernels):
                 if k.id == keep:
@@ -200,12 +235,20 @@ class KernelsScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         """Sort by the next column."""
-        self.sort = COLUMNS[(COLUMNS.index(self.sort) + 1) % len(COLUMNS)]
+        cols = COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ())
+        self.sort = cols[(cols.index(self.sort) + 1) % len(cols)] if self.sort in cols else cols[0]
         self.fill()
 
     def action_open(self) -> None:
         """Move focus to the selected kernel's detail (members, code)."""
         self.query_one("#kdetail").focus()
+
+    def action_asm(self) -> None:
+        """Open the selected kernel's machine code (stages per GPU target, with line provenance)."""
+        from .asm_screen import AsmScreen
+        k = self.selected()
+        if k is not None:
+            self.app.push_screen(AsmScreen(self.data, k))
 
     def action_rerun(self) -> None:
         """Re-run the selected kernel with every executor, in a worker."""
@@ -383,7 +426,13 @@ HELP = [
                         ("↑ ↓ PgUp PgDn", "select a line (or click)"), ("← →", "scroll sideways")]),
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
-                 ("R", "write a repro script")]),
+                 ("R", "write a repro script"), ("a", "machine code per GPU target: [ ] stage, t target, u symbol, tab pane")]),
+    ("Numerics", [("N", "kernels by verdict (run --check-numerics); enter: kernel + bisect"),
+                  ("B", "bisect the chain shown: the pass and symbol that change the numbers")]),
+    ("Source", [("S", "your files line by line: ops, kernels, torch fallbacks, time share"),
+                ("enter", "show that line's ops in their pass"), ("k", "that line's kernel in the kernels table"),
+                ("n / p", "next / previous line with ops"),
+                ("f", "next file")]),
     ("Ranks (a group folder)", [("ctrl+r", "switch rank: status, variant, host, times"),
                                 ("=", "compare ranks: variants, differing passes (enter: diff), kernel skew")]),
     ("Anywhere", [("/", "search"), ("t", "run info and traceback"),

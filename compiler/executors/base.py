@@ -35,6 +35,10 @@ class Executor:
         """Return the Python callable that runs ``b`` with its arguments."""
         raise NotImplementedError
 
+    def chosen_by_default(self, device: str) -> None:
+        """Hear that this executor comes from the default order for ``device`` (not named by the
+        user); the Triton executor then runs CPU regions through the fast CPU path."""
+
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ class FusionExecutor(Executor):
             if problem is not None:
                 return problem
         return None
+
+    def see_decomposed(self, parents: dict) -> None:
+        """Hear, before the ``fuse`` pass builds kernels, which decomposed ATen symbols were
+        flattened into the prims it fuses (``{uid: symbol}``; a prim's ``origin`` names its parent)."""
 
     def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
         """Build the kernel of ``fusion`` and return what was built. Raise

@@ -29,8 +29,10 @@ helpers and value kinds are :mod:`.triton_region` (re-exported here).
 from __future__ import annotations
 
 import math
+import re
 from typing import Optional
 
+from .. import faults
 from ..ir import BoundSymbol, TensorProxy
 from ..values import torch_dtype
 from . import triton_ops as ops
@@ -38,10 +40,15 @@ from .triton_index import (Index, broadcast_index, linear, numel, offset, out_st
                            strides_of)
 from .triton_region import (ATEN_OPS, FREE_OPS, Const, Tile, Unfusable, Virtual, bind, block_sizes,  # noqa: F401
                             prim_name, reduce_dims, reduction_domain, slice_params)
+from .triton_loop import LoopedReductions
 from .triton_reindex import ReindexOps
 
 
-class Part(ReindexOps):
+# The source text ops.literal writes for a number: 1.5, -3e+38, 7, float('-inf'), float('nan').
+_LITERAL = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|float\('(-?inf|nan)'\)")
+
+
+class Part(ReindexOps, LoopedReductions):
     """Generates the body of one kernel part over one iteration domain; raises Unfusable on anything
     it cannot express. ``prefix`` starts every name it emits (parameters ``{prefix}in{i}`` /
     ``{prefix}out{k}``, tile variables, indices), ``read_strides`` gives the layout of values that
@@ -55,12 +62,20 @@ class Part(ReindexOps):
         self.read_strides = read_strides or {}
         self.allow_index_put = index_put
         self.lines: list[str] = []
+        # The member symbol each line of ``lines`` was emitted for (its uid; None: set-up lines),
+        # so a compiled instruction can be traced back to the op it came from.
+        self.line_uids: list = []
+        self.current_uid = None
+        self.indent = ""  # inside a looped reduction's chunk loop: one more level
         self.env: dict[str, object] = {}
         self.cache: dict = {}
         self.count = 0
         self.inputs: list[TensorProxy] = []
         self._domain()
-        self.sizes = block_sizes(self.kind, self.M, self.N, self.T, device_kind)
+        self.sizes = block_sizes(self.kind, self.M, self.N, self.T, device_kind, self.layout)
+        # Rows longer than one block (GPU plans): walked in chunks (triton_loop).
+        self.looped = bool(self.sizes.get("looped"))
+        self._acc = None
 
     # ------------------------------------------------------------------ domain and tiles
     def _domain(self) -> None:
@@ -90,8 +105,8 @@ class Part(ReindexOps):
                                 f"reduces {self.N} x {self.M} ({self.layout})")
         if self.M * self.N == 0:
             raise Unfusable("the region reduces an empty tensor")
-        limit = 16384 if self.device_kind == "cuda" else 65536
-        if self.N > limit:
+        limit = None if self.device_kind == "cuda" else 65536  # GPU rows longer than a block are looped
+        if limit is not None and self.N > limit:
             raise Unfusable(f"a reduction over {self.N} elements exceeds the persistent-reduction limit {limit}")
 
     def level(self, n: int) -> str:
@@ -126,8 +141,13 @@ class Part(ReindexOps):
 
     def emit(self, expr: str, prefix: str = "v") -> str:
         var = self.fresh(prefix)
-        self.lines.append(f"    {var} = {expr}")
+        self.line(f"    {var} = {expr}")
         return var
+
+    def line(self, text: str) -> None:
+        """Append one body line, tagged with the member symbol being generated."""
+        self.lines.append(self.indent + text)
+        self.line_uids.append(self.current_uid)
 
     def head(self, pid: str) -> list[str]:
         """Return the lines that set up this part's indices and masks for program ``pid``."""
@@ -136,6 +156,9 @@ class Part(ReindexOps):
         if self.kind == "pointwise":
             lines += [f"    {p}offs = {p}pid * {sizes['BLOCK']} + tl.arange(0, {sizes['BLOCK']})",
                       f"    {p}mask = {p}offs < {self.T}"]
+        elif self.looped:  # the chunk loops set n, mask and L (triton_loop)
+            lines += [f"    {p}m = {p}pid * {sizes['BM']} + tl.arange(0, {sizes['BM']})[:, None]",
+                      f"    {p}mask_m = {p}m < {self.M}"]
         else:
             L = f"{p}m * {self.N} + {p}n" if self.layout == "inner" else f"{p}n * {self.M} + {p}m"
             bm, bn = sizes["BM"], sizes["BN"]
@@ -147,7 +170,8 @@ class Part(ReindexOps):
     def describe(self) -> str:
         """Return the iteration domain in words."""
         if self.kind == "reduction":
-            return f"reduction, {self.M} rows x {self.N} ({self.layout})"
+            how = f", looped in chunks of {self.sizes['BN']}" if self.looped else ""
+            return f"reduction, {self.M} rows x {self.N} ({self.layout}{how})"
         return f"pointwise, {self.T} elements"
 
     # ------------------------------------------------------------------ reading values
@@ -169,6 +193,8 @@ class Part(ReindexOps):
 
     def lookup(self, x: TensorProxy):
         v = self.env.get(x.name)
+        if v is None and self.looped and any(x.name == p.name for b in self.members for p in b.flat_outputs()):
+            raise Unfusable(f"{x.name} is computed chunk by chunk in a looped reduction and read outside the loop")
         return self._input(x) if v is None else v
 
     def _input(self, p: TensorProxy) -> Virtual:
@@ -197,6 +223,10 @@ class Part(ReindexOps):
     def cast(self, expr: str, src: str, dst: str) -> str:
         if src == "number":
             return ops.literal(expr, dst)
+        m = _LITERAL.fullmatch(expr) if src != dst else None
+        if m:  # a constant of a half type: a Python number has no .to(); write it in the target dtype
+            text = m.group(1) or m.group(2)
+            return ops.literal(int(text) if text.lstrip("-").isdigit() else float(text), dst)
         if src == dst:
             return expr
         if dst == "bool":
@@ -212,8 +242,14 @@ class Part(ReindexOps):
 
     # ------------------------------------------------------------------ ops
     def run(self) -> None:
+        if self.looped:  # reductions chunk by chunk, then the stores (store() is then a no-op)
+            self._run_looped()
+            self._store_looped(self.outputs)
+            return
         for b in self.members:
+            self.current_uid = b.uid
             self.op(b)
+        self.current_uid = None
 
     def op(self, b: BoundSymbol) -> None:
         name = prim_name(b)
@@ -322,10 +358,15 @@ class Part(ReindexOps):
         C = ops.compute_dtype(out.dtype)
         e, dt = self.value(x, "full", x.shape)
         xv = self.emit(self.cast(e, dt, C))
+        if self.looped:
+            self._reduce_chunk(xv)
+            return
         N = self.N
         mask = self.mask("full")
         if name in ("sum", "mean"):
             r = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True)")
+            if faults.active("triton_sum_init"):  # a test fault: the sum starts at 1.0
+                r = self.emit(f"{r} + 1.0")
             if name == "mean":
                 r = self.emit(f"{r} / {float(N)!r}")
         elif name in ("amax", "amin"):
@@ -356,6 +397,12 @@ class Part(ReindexOps):
 
     # ------------------------------------------------------------------ outputs
     def store(self, k: int, p: TensorProxy) -> None:
+        """Store output ``k`` (``p``) of the part (a looped part stored its outputs in run())."""
+        if not self.looped:
+            self._store_one(k, p)
+
+    def _store_one(self, k: int, p: TensorProxy) -> None:
+        self.current_uid = next((b.uid for b in self.members if any(q.name == p.name for q in b.flat_outputs())), None)
         level = self.level(numel(p.shape))
         v = self.env.get(p.name)
         if v is None:
@@ -374,7 +421,8 @@ class Part(ReindexOps):
         strides = out_strides(p)
         off = offset(self.index(level), p.shape, strides)
         if level == "scalar":
-            self.lines.append(f"    tl.store({self.p}out{k} + {off}, {var}, mask={self.p}pid == 0)")
+            self.line(f"    tl.store({self.p}out{k} + {off}, {var}, mask={self.p}pid == 0)")
         else:
-            self.lines.append(f"    tl.store({self.p}out{k} + ({off}), {var}, mask={self.mask(level)})")
+            self.line(f"    tl.store({self.p}out{k} + ({off}), {var}, mask={self.mask(level)})")
+        self.current_uid = None
 

@@ -42,6 +42,8 @@ from ..prims import PRIMS  # noqa: E402
 from . import triton_ops as ops  # noqa: E402
 from .arguments import dropped_argument
 from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
+from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_event, report_path
+from .inductor_executor import inductor_unavailable_reason
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
 from .triton_plan import PHASE_LIMIT, generate
 
@@ -78,10 +80,39 @@ class TritonExecutor(FusionExecutor):
 
     def __init__(self):
         self._built: dict[str, Callable] = {}
+        # True: CPU regions run through the fast CPU path (cpu_path), their kernels generated but
+        # not launched; False: they run in Triton's interpreter (an explicit ``triton`` executor).
+        self.cpu_fast = False
+        self._parents: dict = {}
+
+    def see_decomposed(self, parents: dict) -> None:
+        self._parents = dict(parents)
+
+    def chosen_by_default(self, device: str) -> None:
+        """The executor comes from the default order for ``device``: without CUDA its regions run
+        through the fast CPU path (torch or Inductor), not Triton's interpreter."""
+        self.cpu_fast = device == "cpu" and not torch.cuda.is_available()
+
+    def run_path(self, device: str) -> str:
+        """Return how a kernel of this executor runs on ``device`` (a :mod:`.cpu_path` ``VIA_*``;
+        on the fast CPU path the first call picks ``torch`` or ``inductor``, ``torch`` is the plan)."""
+        if device == "cuda":
+            return VIA_TRITON
+        return VIA_TORCH if self.cpu_fast else VIA_INTERPRETER
+
+    def device_kind_of(self, device: str) -> str:
+        """Return the device kind kernels for tensors on ``device`` are planned for (``cpu``/``cuda``)."""
+        return _device_kind(device)
+
+    def interpreter_mode(self) -> bool:
+        """Return whether kernels run in Triton's interpreter here."""
+        return interpreting()
 
     def available(self) -> Optional[str]:
         if importlib.util.find_spec("triton") is None:
             return "triton is not installed"
+        if self.cpu_fast:  # kernels are generated, not launched: no interpreter needed
+            return None
         if not torch.cuda.is_available() and not interpreting():
             return "no CUDA device and TRITON_INTERPRET is not set"
         if _IMPORTED_TOO_EARLY:
@@ -109,12 +140,12 @@ class TritonExecutor(FusionExecutor):
         devices = {p.device for p in b.flat_inputs() + outs}
         if len(devices) > 1:
             return f"{b.sym} mixes devices {sorted(devices)}"
-        device = _device_kind(outs[0].device)
-        if device == "cpu" and not interpreting():
+        device = self.device_kind_of(outs[0].device)
+        if device == "cpu" and not self.interpreter_mode() and not self.cpu_fast:
             return "CPU tensors run in Triton only in interpreter mode (TRITON_INTERPRET=1)"
         if device not in ("cpu", "cuda"):
             return f"device {device} is not supported by Triton"
-        if device == "cuda" and interpreting():
+        if device == "cuda" and self.interpreter_mode():
             return "Triton is in interpreter mode; CUDA tensors are left to torch"
         for p in b.flat_inputs() + outs:
             if p.dtype not in ops.TL_DTYPE:
@@ -135,8 +166,8 @@ class TritonExecutor(FusionExecutor):
                 _, N, _ = reduction_domain(b)
             except Unfusable as e:
                 return str(e)
-            limit = 16384 if device == "cuda" else 65536
-            if N > limit:
+            limit = None if device == "cuda" else 65536  # GPU rows longer than a block are looped
+            if limit is not None and N > limit:
                 return f"a reduction over {N} elements exceeds the persistent-reduction limit {limit}"
             if name == "var" and not isinstance(a.get("correction") if a.get("correction") is not None else 1, (int, float)):
                 return "var with a non-numeric correction"
@@ -149,7 +180,7 @@ class TritonExecutor(FusionExecutor):
         if name == "sign" and outs[0].dtype == "bool":
             return "sign of bool is left to torch"
         if name == "convert_element_type" and a.get("device") is not None and str(a["device"]) != outs[0].device \
-                and _device_kind(str(a["device"])) != device:
+                and self.device_kind_of(str(a["device"])) != device:
             return "device transfer is left to torch"
         if name in ops.FACTORY and not isinstance(a.get("fill_value", a.get("s")), (int, float, bool)):
             return "factory with a non-constant value"
@@ -177,7 +208,7 @@ class TritonExecutor(FusionExecutor):
         if not outputs:  # a dead prim left by flattening a decomposition: a kernel would write nothing
             return "nothing the region computes is read after it"
         try:
-            generate(members, outputs, _device_kind(next(iter(devices))), phase_limit=self.phase_limit)
+            generate(members, outputs, self.device_kind_of(next(iter(devices))), phase_limit=self.phase_limit)
         except Unfusable as e:
             return str(e)
         return None
@@ -192,11 +223,19 @@ class TritonExecutor(FusionExecutor):
             raise KernelBuildError(str(e)) from None
         key = structure_key(fusion, device)
         path = os.path.join(cache_dir(), f"k_{key}.py")
-        module = _import_kernel(key, path, ks.source)
-        launch = _guarded(module.launch, fusion)
+        via = self.run_path(device)
+        if via == VIA_TORCH:  # the fast CPU path runs the region; the kernel is written, not launched
+            _write_kernel(path, ks.source)
+            launch = CpuRegion(fusion, inductor=inductor_unavailable_reason() is None, parents=self._parents)
+        else:
+            module = _import_kernel(key, path, ks.source)
+            launch = _guarded(module.launch, fusion)
+        # What will run it, said now (the fast CPU path says again, with its times, at its first call).
+        report_path(fusion, device, via, planned=True)
         self._built[fusion.uid] = launch
         return BuiltKernel(ks.source, "python", ks.note,
-                           {"cache_path": path, "grid": ks.grid, "plan": ks.plan, "parts": ks.parts})
+                           {"cache_path": path, "grid": ks.grid, "plan": ks.plan, "parts": ks.parts,
+                            "ran_on": {"device": device, "via": via}})
 
     def callable_for(self, b: BoundSymbol) -> Callable:
         if b.uid not in self._built:
@@ -264,6 +303,9 @@ def structure_key(fusion: BoundSymbol, device: str) -> str:
     desc = {"v": CODEGEN_VERSION, "device": device, "inputs": [canon(p) for p in fusion.args],
             "ops": ops_desc, "outputs": [canon(p) for p in fusion.outputs],
             "triton": _triton_version(), "interpret": interpreting()}
+    from .. import faults
+    if faults.active_faults():  # a test fault changes the generated code: never share its kernels
+        desc["faults"] = list(faults.active_faults())
     text = json.dumps(desc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -276,23 +318,28 @@ def _triton_version() -> str:
         return "unknown"
 
 
+def _write_kernel(path: str, source: str) -> None:
+    """Write ``source`` to ``path`` unless it already holds it (atomically: rename of a temp file)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        with open(path, encoding="utf-8") as f:
+            current = f.read()
+    except OSError:
+        current = None
+    if current != source:
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(source)
+        os.replace(tmp, path)
+
+
 def _import_kernel(key: str, path: str, source: str):
     """Write ``source`` to ``path`` (unless it already holds it) and import it as a module."""
     with _LOCK:
         mod = _MODULES.get(path)
         if mod is not None and os.path.isfile(path):
             return mod
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        try:
-            with open(path, encoding="utf-8") as f:
-                current = f.read()
-        except OSError:
-            current = None
-        if current != source:
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(source)
-            os.replace(tmp, path)
+        _write_kernel(path, source)
         name = f"thundervis_triton_{key}"
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
@@ -341,6 +388,8 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
                           f"({error}); its region runs in torch instead")
             report("kernel_fallback", {"kernel": fusion.sym, "uid": fusion.uid, "executor": "triton",
                                        "error": error, "sources": _sources(fusion)})
+            report("kernel_path", path_event(fusion, _device_kind(fusion.outputs[0].device), VIA_TORCH,
+                                             why=f"the Triton kernel failed on its first launch: {error}"))
             state["fn"] = _reference(fusion)
             return state["fn"](*args)
         state["fn"] = launch

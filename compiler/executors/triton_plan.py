@@ -19,7 +19,8 @@ the region re-derives it from its sources instead of reading it from memory.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
 from .triton_codegen import FREE_OPS as FREE
@@ -31,14 +32,30 @@ from .triton_index import numel, strides_of
 PHASE_LIMIT = 1 << 16
 
 
+@dataclass(frozen=True)
+class KernelDef:
+    """One ``@triton.jit`` function of a kernel module: its name, its parameters as (name, dtype of
+    the tensor it points to), and how it is launched (warps, programs)."""
+    name: str
+    params: tuple
+    num_warps: int
+    grid: int
+
+
 @dataclass
 class KernelSource:
-    """Generated kernel module text and what the launcher needs to know."""
+    """Generated kernel module text and what the launcher needs to know. ``jit_source`` holds only
+    the ``@triton.jit`` functions (what ahead-of-time compilation compiles; identical regions give
+    identical text), ``jit_lines`` maps its 1-based line numbers to the index of the member symbol
+    the line was generated for, and ``kernels`` describes its functions in launch order."""
     source: str
     grid: int
     note: str
-    plan: str = "single"  # single | sections | phases
+    plan: str = "single"  # single | sections | phases | launches
     parts: int = 1
+    jit_source: str = ""
+    jit_lines: dict = field(default_factory=dict)
+    kernels: tuple = ()
 
 
 def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
@@ -49,6 +66,10 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
         part.run()
         for k, p in enumerate(outputs):
             part.store(k, p)
+        if part.looped and part.M == 1:  # one program would walk the whole tensor: split it
+            split = _split(members, outputs, device_kind)
+            if split is not None:
+                return split
         return _module([(part, members)], members, outputs, [], "single", device_kind)
     except Unfusable as e:
         first = e
@@ -61,6 +82,29 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
     if phase_limit and _small(members, phase_limit):
         return _phases(members, outputs, device_kind)
     raise first
+
+
+def _split(members, outputs, device_kind) -> Optional[KernelSource]:
+    """Return the two-launch plan of a whole-tensor reduction (:mod:`.triton_split`), or None."""
+    from .triton_split import split_region
+    plan = split_region(members, outputs)
+    if plan is None:
+        return None
+    first, first_outs, second, scratch = plan
+    try:
+        a = Part(first, first_outs, device_kind, prefix="p0_")
+        a.run()
+        for k, p in enumerate(first_outs):
+            a.store(k, p)
+        made = {p.name for b in first for p in b.flat_outputs()}
+        b_outs = [p for p in outputs if p.name not in made]
+        b = Part(second, b_outs, device_kind, prefix="p1_", read_strides={scratch.name: (1,)})
+        b.run()
+        for k, p in enumerate(b_outs):
+            b.store(k, p)
+        return _module([(a, first), (b, second)], first + second, outputs, [scratch], "launches", device_kind)
+    except Unfusable:
+        return None
 
 
 def components(members: list[BoundSymbol]) -> list[list[int]]:
@@ -193,7 +237,9 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
             if p.name not in out_names and p not in scratch:
                 scratch.append(p)
         parts.append((part, syms))
-    return _module(parts, members, outputs, scratch, "phases", device_kind)
+    # On a GPU one program runs phases only while each fits one block; else a phase per launch.
+    spread = device_kind == "cuda" and any(part.sizes["grid"] > 1 for part, _ in parts)
+    return _module(parts, members, outputs, scratch, "launches" if spread else "phases", device_kind)
 
 
 def _free_closure(b: BoundSymbol, producer: dict, free: set, members: list) -> list[int]:
@@ -226,9 +272,18 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
     param = {p.name: f"arg{i}" for i, p in enumerate(inputs)}
     param.update({p.name: f"res{k}" for k, p in enumerate(outputs)})
     param.update({p.name: f"tmp{j}" for j, p in enumerate(scratch)})
-    params = ", ".join([f"arg{i}" for i in range(len(inputs))] + [f"res{k}" for k in range(len(outputs))]
-                       + [f"tmp{j}" for j in range(len(scratch))])
-    body, grid, start = [], 0, 0
+    names = ([f"arg{i}" for i in range(len(inputs))] + [f"res{k}" for k in range(len(outputs))]
+             + [f"tmp{j}" for j in range(len(scratch))])
+    params = ", ".join(names)
+    dtypes = [p.dtype for p in inputs] + [p.dtype for p in outputs] + [p.dtype for p in scratch]
+    index = {b.uid: i for i, b in enumerate(members)}
+    # Each kernel function: (name, body lines, member index per line or None, grid, warps).
+    defs: list[tuple[str, list[str], list, int, int]] = []
+    body, tags, grid, start = [], [], 0, 0
+
+    def add(lines, part=None, indent=""):
+        body.extend(indent + line for line in lines)
+        tags.extend([None] * len(lines) if part is None else [index.get(u) for u in part.line_uids])
     for n, (part, _) in enumerate(parts):
         alias = [f"    {part.p}in{i} = {param[p.name]}" for i, p in enumerate(part.inputs)]
         alias += [f"    {part.p}out{k} = {param[p.name]}" for k, p in enumerate(part.outputs)]
@@ -236,29 +291,48 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
             alias.append(f"    {part.p}dst = {param[part.dst.name]}")
         g = part.sizes["grid"]
         big = part.T >= 2 ** 31 - 1
-        if mode == "single":
-            body += alias + part.head("tl.program_id(0)" + (".to(tl.int64)" if big else "")) + part.lines
+        if mode in ("single", "launches"):
+            add(alias + part.head("tl.program_id(0)" + (".to(tl.int64)" if big else "")))
+            add(part.lines, part)
             grid = g
+            if mode == "launches":  # one kernel per phase, launched one after another
+                defs.append((f"kernel_{n}", body, tags, g, part.sizes["num_warps"]))
+                body, tags = [], []
         elif mode == "sections":
             cond = f"pid < {start + g}" if start == 0 else f"(pid >= {start}) & (pid < {start + g})"
             pid = "pid" if start == 0 else f"(pid - {start})"
-            body.append(f"    if {cond}:")
-            body += ["    " + line for line in alias + part.head(pid + (".to(tl.int64)" if big else "")) + part.lines]
+            add([f"    if {cond}:"])
+            add(alias + part.head(pid + (".to(tl.int64)" if big else "")), indent="    ")
+            add(part.lines, part, indent="    ")
             start += g
             grid = start
         else:
             if n:
-                body.append("    tl.debug_barrier()")
-            body += alias
+                add(["    tl.debug_barrier()"])
+            add(alias)
             if g == 1:  # the only program: its id is 0
-                body += part.head("tl.program_id(0)") + part.lines
+                add(part.head("tl.program_id(0)"))
+                add(part.lines, part)
             else:
-                body.append(f"    for {part.p}it in range(0, {g}):")
-                body += ["    " + line for line in part.head(f"{part.p}it") + part.lines]
+                add([f"    for {part.p}it in range(0, {g}):"])
+                add(part.head(f"{part.p}it"), indent="    ")
+                add(part.lines, part, indent="    ")
             grid = 1
     if mode == "sections":
         body.insert(0, "    pid = tl.program_id(0)")
+        tags.insert(0, None)
     warps = max(part.sizes["num_warps"] for part, _ in parts)
+    if mode != "launches":
+        defs.append(("kernel", body, tags, grid, warps))
+    else:
+        grid = max(d[3] for d in defs)  # the widest launch
+    jit, jit_lines = ["import triton", "import triton.language as tl"], {}
+    for name, lines, line_tags, _, _ in defs:
+        jit += ["", "", "@triton.jit", f"def {name}({params}):"]
+        for line, tag in zip(lines, line_tags):
+            jit.append(line)
+            if tag is not None:
+                jit_lines[len(jit)] = tag
     launcher = [f"def launch({', '.join(f'arg{i}' for i in range(len(inputs)))}):"]
     for i, p in enumerate(inputs):
         launcher.append(f"    arg{i} = _layout(arg{i}, {tuple(p.shape)!r}, {tuple(strides_of(p))!r})")
@@ -267,11 +341,13 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
         for k, p in enumerate(group):
             launcher.append(f"    {name}{k} = torch.empty_strided({tuple(p.shape)!r}, {out_strides(p)!r}, "
                             f"dtype=torch.{p.dtype}, device={device})")
-    launcher.append(f"    kernel[({grid},)]({params}, num_warps={warps})")
+    for name, _, _, g, w in defs:
+        launcher.append(f"    {name}[({g},)]({params}, num_warps={w})")
     launcher.append(f"    return ({''.join(f'res{k}, ' for k in range(len(outputs)))})")
     kinds = "; ".join(part.describe() for part, _ in parts)
     title = {"single": kinds, "sections": f"{len(parts)} sections side by side ({kinds})",
-             "phases": f"{len(parts)} phases in one program ({kinds})"}[mode]
+             "phases": f"{len(parts)} phases in one program ({kinds})",
+             "launches": f"{len(parts)} phases launched in turn ({kinds})"}[mode]
     ops_text = "\n".join(f"#   {comment_text(call_text(b))}" for b in members)
     src = "\n".join([
         f'"""thundervis Triton kernel: {title}."""',
@@ -292,10 +368,7 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
         "            return False",
         "        expect *= s",
         "    return True",
-        "", "",
-        "@triton.jit",
-        f"def kernel({params}):",
-        *body, "", "",
+        *jit[2:], "", "",
         *launcher, "",
     ])
     note = ("inputs read in place by their recorded strides (broadcast, permuted and offset views "
@@ -303,6 +376,9 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
             "outputs written with their recorded strides when dense, else row-major")
     if mode == "phases":
         note += f"; {len(parts)} dependent phases run by one program, values between them in scratch memory"
+    elif mode == "launches":
+        note += f"; {len(parts)} dependent phases launched one after another, values between them in scratch memory"
     elif mode == "sections":
         note += f"; {len(parts)} independent sections share the grid (horizontal fusion)"
-    return KernelSource(src, grid, note, mode, len(parts))
+    kernels = tuple(KernelDef(name, tuple(zip(names, dtypes)), w, g) for name, _, _, g, w in defs)
+    return KernelSource(src, grid, note, mode, len(parts), "\n".join(jit) + "\n", jit_lines, kernels)

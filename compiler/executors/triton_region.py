@@ -110,13 +110,22 @@ def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
     return dim, start, int(a.get("step") or 1)
 
 
-def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str) -> dict:
+# On a GPU a row of up to this many elements is reduced in one tile; longer rows are looped.
+GPU_ROW_BLOCK = 4096
+
+
+def block_sizes(kind: str, M: int, N: int, T: int, device_kind: str, layout: str = "inner") -> dict:
     """Return the tile sizes and launch shape: few large programs on CPU (the interpreter costs
-    about 1 ms per program), GPU-sized tiles otherwise."""
+    about 1 ms per program), GPU-sized tiles otherwise; on a GPU a reduction whose rows exceed
+    :data:`GPU_ROW_BLOCK` walks them in chunks (``looped``): ``[1, 2048]`` tiles along contiguous
+    rows (inner), ``[128, 32]`` along contiguous columns (outer)."""
     p2 = lambda n: 1 << max(0, (n - 1).bit_length())  # noqa: E731
     if kind == "pointwise":
         block = min(p2(T), 1 << 16) if device_kind != "cuda" else min(1024, p2(T))
         return {"BLOCK": block, "grid": -(-T // block), "num_warps": 4 if block <= 1024 else 8}
+    if device_kind == "cuda" and p2(N) > GPU_ROW_BLOCK:
+        bm, bn = (1, 2048) if layout == "inner" else (min(p2(M), 128), 32)
+        return {"BM": bm, "BN": bn, "grid": -(-M // bm), "num_warps": 8 if layout == "inner" else 4, "looped": True}
     bn = p2(N)
     cap = (1 << 16) if device_kind != "cuda" else 4096
     bm = max(1, min(p2(M), cap // bn))

@@ -135,4 +135,4 @@ class ReindexOps:
         e, dt = self.value(values, "full", values.shape)
         off = offset(("dims", [idx] + dims[k:]), out.shape, out_strides(out))
         fn = "tl.atomic_add" if accumulate else "tl.store"
-        self.lines.append(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")
+        self.line(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")

@@ -3,7 +3,8 @@
 Executors are tried in order. An executor that can run a symbol claims it. A decomposed symbol that
 the first executors cannot run whole is flattened into its prims when one of them can run some of
 those prims (so fusion executors see prims); each prim then goes to the first executor that can run
-it. ``torch`` comes last and runs anything, recording why the others did not.
+it. ``torch`` comes last and runs anything, recording why the others did not. The flattened
+symbols stay reachable in memory under ``trace.meta[DECOMPOSED]`` (see below).
 """
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from ..ir import BoundSymbol, Trace
 from .cse import _is_random
 
 NAME = "claim"
+# ``trace.meta`` key: {uid: the decomposed ATen symbol} of the symbols flattened into their prims
+# (in memory only: meta values that are not plain scalars are never serialized or recorded). The
+# fast CPU path runs a region holding all of such a symbol's prims as the one ATen call.
+DECOMPOSED = "decomposed"
 
 
 def _claim_one(b: BoundSymbol, executors: Sequence[Executor]) -> list[BoundSymbol]:
@@ -42,6 +47,7 @@ def claim(trace: Trace, executors: Sequence[Executor]) -> Trace:
     executors run prims."""
     out: list[BoundSymbol] = []
     flattened: set[int] = set()  # ids of prims taken out of a decomposed symbol
+    parents: dict[str, BoundSymbol] = {}
     for b in trace.symbols:
         if b.sym == "del":
             out.append(b)
@@ -49,8 +55,11 @@ def claim(trace: Trace, executors: Sequence[Executor]) -> Trace:
             claimed = _claim_one(b, executors)
             if len(claimed) != 1 or claimed[0].uid != b.uid:
                 flattened.update(id(s) for s in claimed)
+                if b.subsymbols and b.sym.startswith("aten."):
+                    parents[b.uid] = b
             out.extend(claimed)
-    return trace.replace(symbols=_without_dead(out, flattened, trace))
+    meta = {**trace.meta, DECOMPOSED: parents} if parents else trace.meta
+    return trace.replace(symbols=_without_dead(out, flattened, trace), meta=meta)
 
 
 def _without_dead(symbols: list[BoundSymbol], flattened: set[int], trace: Trace) -> tuple:

@@ -35,6 +35,7 @@ from typing import Optional
 
 from ..collectives import is_communication
 from ..executors.base import BuiltKernel, FusionExecutor
+from .claim import DECOMPOSED
 from ..ir import BoundSymbol, KernelRecord, Minter, SourceLine, Trace, TensorProxy, kernel_name
 
 NAME = "fuse"
@@ -261,6 +262,7 @@ def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
     replaced: dict[int, BoundSymbol] = {}  # node id -> new symbol
     records: list[KernelRecord] = []
     count = sum(1 for b in syms if b.fusion)  # fusions of an earlier fusion executor keep their names
+    executor.see_decomposed(trace.meta.get(DECOMPOSED) or {})
     for node in sorted(g.members, key=lambda n: g.members[n][0]):
         members = g.members[node]
         head = syms[members[0]]

@@ -48,6 +48,12 @@ function fmtUs(us) {
   return us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`;
 }
 
+// a roofline time: 3 significant digits, like the TUI and `thundervis ls`
+function fmtRoof(us) {
+  if (typeof us !== "number") return "–";
+  return us >= 1000 ? `${Math.round(us).toLocaleString("en-US")}` : `${Number(us.toPrecision(3))}`;
+}
+
 function baseName(path) {
   const s = String(path || "?");
   const i = s.lastIndexOf("/");

@@ -14,7 +14,7 @@ function renderRecording(model, el, ask, shared) {
   const lineTable = data.lines || []; // [uid, depth, text, info]; each pass lists indexes into it
   const diffCache = new Map();
   const diagramCache = new Map();
-  const fusionsState = { module: "", collapse: null, kernel: model.get("selected_kernel") || "" };
+  const fusionsState = { module: "", collapse: null, expand: [], kernel: model.get("selected_kernel") || "" };
   let pickedPass = null; // the pass a clicked diff cell belongs to (the before side: the compared pass)
 
   const comm = data.communication || null;
@@ -37,14 +37,19 @@ function renderRecording(model, el, ask, shared) {
   const chainSel = h("select", { class: "tv-chain", "aria-label": "chain" });
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
+  const tabSource = h("button", { class: "tv-tab", "data-tab": "source", text: "Source" });
+  const sourceState = { file: null, line: null, onlyOps: false, cache: new Map() };
   const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
+  const numerics = data.numerics || null;
+  const numericsState = { key: null, row: null, bisects: new Map() };
+  const tabNumerics = hasNumericsTab(numerics) ? h("button", { class: "tv-tab", "data-tab": "numerics", text: "Numerics" }) : null;
   const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
     "div",
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabComm, tabRanks),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabSource, tabComm, tabNumerics, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
@@ -102,7 +107,9 @@ function renderRecording(model, el, ask, shared) {
   });
   tabPasses.addEventListener("click", () => set({ tab: "passes" }));
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
+  tabSource.addEventListener("click", () => set({ tab: "source" }));
   if (tabComm) tabComm.addEventListener("click", () => set({ tab: "comm" }));
+  if (tabNumerics) tabNumerics.addEventListener("click", () => set({ tab: "numerics" }));
   if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
   // -- passes tab ---------------------------------------------------------------------------------
@@ -378,8 +385,10 @@ function renderRecording(model, el, ask, shared) {
   // -- fusions tab --------------------------------------------------------------------------------
 
   function diagramFor(c) {
-    const key = `${model.get("graph")}/${c.kind}/${fusionsState.module}/${fusionsState.collapse}`;
-    if (!fusionsState.module && fusionsState.collapse === null && c.diagram) return Promise.resolve(c.diagram);
+    const key = JSON.stringify([model.get("graph"), c.kind, fusionsState.module, fusionsState.collapse, fusionsState.expand]);
+    if (!fusionsState.module && fusionsState.collapse === null && !fusionsState.expand.length && c.diagram) {
+      return Promise.resolve(c.diagram);
+    }
     if (diagramCache.has(key)) return diagramCache.get(key);
     const p = ask({
       what: "diagram",
@@ -387,6 +396,7 @@ function renderRecording(model, el, ask, shared) {
       chain: c.kind,
       module: fusionsState.module || null,
       collapse: fusionsState.collapse,
+      expand: fusionsState.expand,
     }).then((r) => (r.ok ? r.data : { svg: null, error: r.error, modules: [] }));
     diagramCache.set(key, p);
     return p;
@@ -427,15 +437,18 @@ function renderRecording(model, el, ask, shared) {
     const zoomIn = h("button", { text: "+", title: "zoom in" });
     const zoomOut = h("button", { text: "−", title: "zoom out" });
     const fitBtn = h("button", { text: "fit", title: "fit to width" });
+    // Module blocks (model.layers.3): one box each; a click expands one, this list folds it back.
+    const blockSel = h("select", { class: "tv-blocks", "aria-label": "blocks" });
+    const blockBox = h("label", { class: "tv-block-tools", hidden: true }, "blocks ", blockSel);
     const tools = h("div", { class: "tv-diagram-tools" },
-      h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), zoomIn, zoomOut, fitBtn);
+      h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
     const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
     const table = h("table", { class: "tv-kernels" });
     const kdetail = h("div", { class: "tv-kernel-detail" });
     frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
 
     table.appendChild(
-      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "share", "source lines"].map((t) => h("th", { text: t })))),
+      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"].map((t) => h("th", { text: t })))),
     );
     const tb = h("tbody");
     table.appendChild(tb);
@@ -450,7 +463,7 @@ function renderRecording(model, el, ask, shared) {
         return;
       }
       kdetail.append(
-        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}] · ${k.n_ops} ops` }),
+        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}${k.ran_on ? " · " + k.ran_on : ""}] · ${k.n_ops} ops` }),
         h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
       );
       if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
@@ -464,15 +477,18 @@ function renderRecording(model, el, ask, shared) {
         );
       }
       kdetail.appendChild(srcs);
+      if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
     };
     for (const k of kernels) {
       const tr = h(
         "tr",
         { class: "tv-kernel-row", "data-kernel": k.name },
         h("td", { text: k.name }),
-        h("td", { text: k.executor }),
+        h("td", { text: k.ran_on ? `${k.executor} · ${k.ran_on}` : k.executor }),
         h("td", { text: k.n_ops }),
         h("td", { text: k.median || "–" }),
+        h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
+        h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
         h("td", { text: k.share_text || "–" }),
         h("td", { text: k.sources }),
       );
@@ -483,7 +499,7 @@ function renderRecording(model, el, ask, shared) {
       });
       tb.appendChild(tr);
     }
-    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no kernels in this chain" })));
+    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 8, class: "tv-muted", text: "no kernels in this chain" })));
 
     diagramFor(c).then((d) => {
       clear(viewport);
@@ -492,6 +508,13 @@ function renderRecording(model, el, ask, shared) {
       for (const m of d.modules || []) modSel.appendChild(h("option", { value: m, text: m }));
       modSel.value = fusionsState.module;
       collapse.checked = !!d.collapsed;
+      const blocks = d.blocks || [];
+      clear(blockSel);
+      blockBox.hidden = !blocks.length;
+      blockSel.appendChild(h("option", { value: "", text: blocks.some((b) => b.expanded) ? "expanded: fold…" : "click a box to expand it" }));
+      for (const b of blocks.filter((x) => x.expanded)) blockSel.appendChild(h("option", { value: b.path, text: `fold ${b.path}` }));
+      if (blocks.some((b) => b.expanded)) blockSel.appendChild(h("option", { value: "*", text: "fold all" }));
+      for (const b of blocks.filter((x) => !x.expanded)) blockSel.appendChild(h("option", { value: "+" + b.path, text: `expand ${b.path}` }));
       const svg = d.svg ? safeSvg(d.svg) : null;
       if (!svg) {
         viewport.appendChild(h("div", { class: "tv-muted", text: d.error || "no diagram" }));
@@ -505,6 +528,17 @@ function renderRecording(model, el, ask, shared) {
       zoomOut.addEventListener("click", () => pz.zoom(0.8));
       fitBtn.addEventListener("click", () => pz.fit());
       requestAnimationFrame(() => pz.fit());
+      for (const b of blocks) {
+        if (b.expanded || !/^block_\d+$/.test(b.id)) continue;
+        const node = svg.querySelector(`g.node[id="${b.id}"]`);
+        if (!node) continue;
+        node.classList.add("tv-clickable", "tv-block");
+        node.addEventListener("click", (e) => {
+          e.stopPropagation();
+          fusionsState.expand = [...fusionsState.expand, b.path];
+          render();
+        });
+      }
       for (const k of kernels) {
         for (const g2 of Array.from(svg.querySelectorAll("g.cluster, g.node"))) {
           const title = g2.querySelector("title");
@@ -524,10 +558,19 @@ function renderRecording(model, el, ask, shared) {
     });
     modSel.addEventListener("change", () => {
       fusionsState.module = modSel.value;
+      fusionsState.expand = [];
       render();
     });
     collapse.addEventListener("change", () => {
       fusionsState.collapse = collapse.checked;
+      render();
+    });
+    blockSel.addEventListener("change", () => {
+      const v = blockSel.value;
+      if (!v) return;
+      if (v === "*") fusionsState.expand = [];
+      else if (v.startsWith("+")) fusionsState.expand = [...fusionsState.expand, v.slice(1)];
+      else fusionsState.expand = fusionsState.expand.filter((p) => p !== v);
       render();
     });
     showKernel();
@@ -538,10 +581,13 @@ function renderRecording(model, el, ask, shared) {
     if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
     const wanted = model.get("tab");
-    const tab = wanted === "fusions" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ? wanted : "passes";
+    const tab = wanted === "fusions" || wanted === "source" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ||
+      (wanted === "numerics" && tabNumerics) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
+    tabSource.classList.toggle("tv-tab-on", tab === "source");
     if (tabComm) tabComm.classList.toggle("tv-tab-on", tab === "comm");
+    if (tabNumerics) tabNumerics.classList.toggle("tv-tab-on", tab === "numerics");
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
     if (tab === "ranks") {
@@ -550,6 +596,14 @@ function renderRecording(model, el, ask, shared) {
     }
     if (tab === "comm") {
       body.appendChild(commTab(comm));
+      return;
+    }
+    if (tab === "numerics") {
+      body.appendChild(numericsTab(numerics, ask, numericsState, render));
+      return;
+    }
+    if (tab === "source") {
+      body.appendChild(sourceTab(model, ask, data, set, sourceState));
       return;
     }
     const c = chainOf();

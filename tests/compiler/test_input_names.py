@@ -164,3 +164,61 @@ def test_wrapping_keeps_an_overlong_name_on_its_own_line():
     assert lines[1] == f"def forward({long},"
     assert lines[2].strip() == "b):"
     ast.parse(print_trace(t))
+
+
+@pytest.mark.parametrize("source, name", [
+    ("L['kwargs']['input_ids']", "input_ids"),  # a wrapper(*args, **kwargs) around forward
+    ("L['args'][0]._modules['model']._modules['layers']._modules['0']._modules['input_layernorm']"
+     "._parameters['weight']", "model_layers_0_input_layernorm_weight"),
+    ("L['kwargs']['past'][0]", "past_0"),
+    ("L['args'][1]", "args_1"),  # a positional tensor of such a wrapper keeps its position
+])
+def test_wrapper_frames_name_inputs_like_plain_forward_calls(source, name):
+    assert source_path_name(source) == name
+
+
+def test_placeholders_of_wrapper_frames_are_cleaned_the_same_way():
+    assert placeholder_name("l_kwargs_input_ids_") == "input_ids"
+    assert placeholder_name("l_args_0_modules_model_modules_norm_parameters_weight_") == "model_norm_weight"
+    assert placeholder_name("l_args_0_") == "args_0"
+
+
+def _hf_models():
+    """A tiny Llama and GPT-2 built from configs (no download)."""
+    transformers = pytest.importorskip("transformers")
+    import importlib.util
+    import pathlib
+    import sys
+    zoo = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "model_zoo.py"
+    spec = importlib.util.spec_from_file_location("thundervis_bench_model_zoo", zoo)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, mod)
+    spec.loader.exec_module(mod)
+    mod.import_torchvision()  # transformers imports torchvision, whose C ops cannot load beside CPU torch
+    torch.manual_seed(0)
+    llama = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=32))
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=32, bos_token_id=0, eos_token_id=0))
+    return {"llama": (llama, "model_layers_0_input_layernorm_weight"),
+            "gpt2": (gpt2, "transformer_h_0_ln_1_weight")}
+
+
+@pytest.mark.parametrize("which", ["llama", "gpt2"])
+def test_transformers_models_called_with_kwargs_name_inputs_alike(recorder_cls, which):
+    model, weight = _hf_models()[which]
+    ids = torch.randint(0, 64, (2, 8))
+    torch._dynamo.reset()
+    reset_graph_ids()
+    rec = recorder_cls()
+    compiled = torch.compile(model, backend=ThundervisCompiler(executors=["torch"], observer=rec))
+    compiled(input_ids=ids, labels=ids).loss.backward()
+    torch._dynamo.reset()
+    assert not rec.failures, rec.failures
+    dyn = rec.traces("dynamo", graph=0)["acquire"]
+    fw = rec.traces("forward", graph=0)["acquire"]
+    for trace in (dyn, fw):
+        names = [p.name for p in trace.inputs]
+        assert "input_ids" in names and weight in names, names
+        assert not [n for n in names if n.startswith(("kwargs_", "args_0_", "self_"))], names

@@ -93,8 +93,8 @@ def test_malformed_error_is_a_sentence_not_a_traceback_dump(sample):
 
 @pytest.fixture(scope="module")
 def fused_run(recorder_cls):
-    """A small model compiled with the default executors (Triton under its interpreter): every
-    pass of its chains, fuse included."""
+    """A small model compiled with the default executors (Triton kernels generated; without CUDA
+    the regions run the fast CPU path): every pass of its chains, fuse included."""
     import torch
     from thundervis.compiler import ThundervisCompiler
     from thundervis.compiler.backend import reset_graph_ids

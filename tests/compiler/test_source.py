@@ -114,3 +114,46 @@ def test_sequential_keeps_user_source_lines(recorder_cls):
 def _this_line() -> int:
     import inspect
     return inspect.currentframe().f_back.f_lineno
+
+
+def test_a_notebook_cell_reads_cell_n_with_its_text_in_linecache():
+    pytest.importorskip("IPython")
+    import linecache
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from thundervis.compiler.source import cell_file, parse_stack_trace
+    shell = InteractiveShell.instance()
+    path = shell.compile.cache("import torch\ny = torch.tanh(x)  # the cell's line 2\n", number=7)
+    assert cell_file(path) == "cell [7]"
+    assert linecache.getline("cell [7]", 2).strip() == "y = torch.tanh(x)  # the cell's line 2"
+    info = parse_stack_trace(f'  File "{path}", line 2, in <module>\n    y = torch.tanh(x)\n')
+    assert (info.file, info.line) == ("cell [7]", 2)
+    assert cell_file("/work/train.py") == "/work/train.py"  # not a cell: unchanged
+
+
+def test_ops_compiled_in_a_notebook_cell_point_at_cell_n(tmp_path):
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from thundervis.recording import open_recording
+    shell = InteractiveShell.instance()
+    shell.user_ns["_tv_out"] = str(tmp_path / "cell.tvrec")
+    result = shell.run_cell(
+        "import torch\n"
+        "from thundervis.compiler import ThundervisCompiler\n"
+        "from thundervis.recording.writer import RecordingObserver\n"
+        "_w = RecordingObserver(_tv_out)\n"
+        "_w.start_run(script='notebook', module=None, argv=[], cwd='.', executors=['torch'])\n"
+        "def f(x):\n"
+        "    return torch.tanh(x) * 2\n"
+        "torch._dynamo.reset()\n"
+        "torch.compile(f, backend=ThundervisCompiler(executors=['torch'], observer=_w))(torch.randn(3))\n"
+        "torch._dynamo.reset()\n"
+        "_w.finish_run('ok', 0)\n"
+        "_w.close()\n", store_history=True)
+    assert result.success, result.error_in_exec
+    cell = f"cell [{result.execution_count}]"
+    with open_recording(str(tmp_path / "cell.tvrec")) as rec:
+        files = {s.source.file for g in rec.graphs() for c in g.chains for s in rec.chain_symbols(g.id, c.kind)
+                 if s.source is not None}
+        assert files == {cell}, files
+        assert "torch.tanh(x) * 2" in (rec.source_text(cell) or "")

@@ -115,7 +115,8 @@ def test_ls_shows_the_summary_and_every_fallback(fallback_run, capsys):
     assert f"{eager} of {total} chains ran eagerly" in out
     assert "fallback eager: graph 0 backward · backward ran eagerly · train_fb.py:" in out
     assert "fallback kernel: " in out and KERNEL_ERROR in out and failed[0] in out
-    assert f"fusion {failed[0]} [triton -> torch at run time]" in out  # no longer listed as plain [triton]
+    # no longer listed as plain [triton]
+    assert f"fusion {failed[0]} [triton · ran on cpu via torch after its kernel failed]" in out
     assert "fallback recompile limit: Dynamo runs scaled eagerly · train_fb.py:" in out
     assert "ops run by torch (why not lowered / not fused):" in out
     assert "not lowered: its decomposition uses aten.sort.default" in out

@@ -41,15 +41,19 @@ def test_ls_json_is_the_overview(recorded, capsys):
         ov = rec.overview()
     assert code == 0 and isinstance(ov, Overview)
     doc = json.loads(out)
-    # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch) and
-    # the communication (collectives)
-    added = ("chains_eager", "chains_total", "fallbacks", "collectives")
+    # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch), the
+    # communication (collectives) and the roofline model (modelled_step, roofline; each fusion's
+    # roofline and targets)
+    added = ("chains_eager", "chains_total", "fallbacks", "collectives", "modelled_step", "roofline", "numerics")
     assert set(added) <= set(doc)
     assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
     base = {k: v for k, v in doc.items() if k not in added}
     for g in base["graphs"]:
         for k in g["fusions"]:
             assert k.pop("ran_in_torch") is None
+            k.pop("roofline"), k.pop("targets"), k.pop("numerics")
+            ran = k.pop("ran_on")
+            assert ran is None or ran["text"].startswith(("ran on", "runs on"))
     assert base == json.loads(json.dumps(ov.as_json()))
     assert ov.status == ov.run.status == "ok" and ov.revision.status == "ok"
     # The keys documented in docs/recording.md are all there.

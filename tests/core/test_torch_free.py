@@ -43,6 +43,7 @@ def _commands(path, script, tmp_path):
         ("diff", path, "--chain", "forward"), ("diff", path, path),
         ("dot", path, "-o", tmp_path / "g.dot"),
         ("export", path, "--perfetto", tmp_path / "p.json"),  # exit 2: not profiled; still no torch
+        ("source", path, os.path.basename(script)), ("source", path, script, "--json"),
         ("--help",), ("ls", "--help"),
     ]
 

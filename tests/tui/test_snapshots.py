@@ -78,3 +78,17 @@ def test_snapshot_80x24_rank_comparison(snap_compare, variant_group):
 def test_snapshot_160x48_rank_comparison(snap_compare, variant_group):
     from tui_helpers import open_group_app
     assert snap_compare(open_group_app(variant_group), terminal_size=(160, 48), run_before=_comparison())
+
+
+def test_snapshot_100x30_source(snap_compare, small_rec):
+    async def run_before(pilot):
+        await settle(pilot.app, pilot)
+        await pilot.press("S")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if getattr(pilot.app.screen, "view", None) is not None:
+                break
+        assert type(pilot.app.screen).__name__ == "SourceScreen"
+        await pilot.press("n")
+        await pilot.pause(0.1)
+    assert snap_compare(open_app(small_rec), terminal_size=(100, 30), run_before=run_before)

@@ -146,13 +146,14 @@ def test_bad_group_exits_2_before_the_ui(kind, tmp_path, identical_group, capsys
 
 
 def test_view_runs_the_app_on_a_group(identical_group, monkeypatch):
-    import thundervis.tui.app as app
+    import thundervis.api as api
     seen = {}
 
     def fake_run_app(data, poll_s, group=None, rank=None):
         seen.update(path=data.path, group=group.path, rank=rank)
         group.close()
-    monkeypatch.setattr(app, "run_app", fake_run_app)
+        return 0
+    monkeypatch.setattr(api, "run_tui", fake_run_app)
     monkeypatch.setattr(sys, "stdout", _TTY(sys.stdout))
     monkeypatch.setattr(sys, "stdin", _TTY(sys.stdin))
     assert main(["view", identical_group, "--rank", "1"]) == 0

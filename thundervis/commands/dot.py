@@ -1,5 +1,6 @@
-"""``thundervis dot REC [--graph G] [--chain C] [--pass P] [--collapse] [--module M] -o OUT``:
-the fusion diagram of one recorded trace, written as SVG, PNG, PDF or DOT (by OUT's suffix)."""
+"""``thundervis dot REC [--graph G] [--chain C] [--pass P] [--collapse] [--module M] [--blocks |
+--flat] [--expand BLOCK ...] -o OUT``: the fusion diagram of one recorded trace, written as SVG,
+PNG, PDF or DOT (by OUT's suffix); a model with repeated blocks is drawn one box per block."""
 from __future__ import annotations
 
 from thundervis.errors import UserError
@@ -45,8 +46,9 @@ def cmd_dot(args) -> int:
     finally:
         rec.close()
     try:
+        blocks = True if args.blocks else (False if args.flat else None)
         source = dot.trace_to_dot(trace, collapse=args.collapse, module=args.module, timings=timings,
-                                  between=between,
+                                  between=between, blocks=blocks, expand=args.expand,
                                   title=f"graph {g.id} · {c.kind} · after {p.index} {p.name}"
                                         + (f" · module {args.module}" if args.module else ""))
     except ValueError as e:
@@ -73,5 +75,12 @@ def register(subparsers) -> None:
     p.add_argument("--collapse", action="store_true", help="draw each fusion as one node")
     p.add_argument("--module", "-m", default=None, metavar="M",
                    help="only symbols from this module path (e.g. model.layers.0) and their inputs")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--blocks", action="store_true",
+                       help="one box per module block (model.layers.3) even for a small model (default: "
+                            "when the trace repeats 3 or more numbered blocks)")
+    group.add_argument("--flat", action="store_true", help="draw every op, without module blocks")
+    p.add_argument("--expand", "-e", action="append", default=None, metavar="BLOCK",
+                   help="draw this block's ops (e.g. model.layers.3; model.layers: every layer; '*': all); repeatable")
     p.add_argument("-o", "--out", required=True, metavar="OUT", help="output file: .svg, .png, .pdf or .dot")
     p.set_defaults(func=cmd_dot)

@@ -44,19 +44,58 @@ def readable(path: str, rank=None):
         rec.close()
 
 
-def summary_dict(rec) -> dict:
+def summary_dict(rec, gpus=None) -> dict:
     """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
-    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks`` and each fusion's ``ran_in_torch``."""
-    from thundervis.present.status import chain_counts, fallback_reasons, fallbacks
+    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks``, each fusion's ``ran_in_torch`` and
+    ``ran_on`` (what ran it, ``present.status.KernelRun.as_json()``; None when not recorded), and the
+    roofline model (``modelled_step``, each fusion's ``roofline`` and ``targets.<sm>``) on the
+    recorded targets or the GPUs ``gpus`` names."""
+    from thundervis.present.status import chain_counts, fallback_reasons, fallbacks, kernel_runs
     d = rec.overview().as_json()
     fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
+    runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
+    from thundervis.present.asm import target_summaries
+    targets = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     for g in d["graphs"]:
         for k in g["fusions"]:
             k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
+            run = runs.get((g["id"], k["chain"], k["name"]))
+            k["ran_on"] = run.as_json() if run is not None else None
+            k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
+    add_roofline(d, rec, gpus)
+    from thundervis.present.numerics import numerics_summary
+    numerics = numerics_summary(rec)
+    d["numerics"] = numerics.as_json()
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            row = numerics.verdict_of(g["id"], k["chain"], k["name"])
+            k["numerics"] = None if row is None or row.verdict == "not checked" else row.verdict
     return d
+
+
+def add_roofline(d: dict, rec, gpus=None) -> None:
+    """Merge the roofline model into the ``ls --json`` document ``d``: ``modelled_step.<target>``,
+    ``roofline`` (a row per kernel and torch matmul/attention/convolution on the first target), and
+    per fusion ``roofline`` (bytes, FLOPs) and ``targets.<target>.roofline_us`` (merged beside
+    what other per-target producers put there). An unknown GPU name is a UserError."""
+    from thundervis.gpus import UnknownGPU
+    from thundervis.present.roofline import chain_costs, fusion_model, fusion_targets, roofline_rows, step_models
+    try:
+        costs = chain_costs(rec)
+        d["modelled_step"] = {s.target: s.as_json() for s in step_models(rec, gpus, costs)}
+        d["roofline"] = [r.as_json() for r in roofline_rows(rec, (gpus or [None])[0], costs)]
+        per_target, model = fusion_targets(rec, costs, gpus), fusion_model(costs)
+    except UnknownGPU as e:
+        raise UserError(str(e) + ".") from None
+    for g in d["graphs"]:
+        for k in g["fusions"]:
+            key = (g["id"], k["chain"], k["uid"])
+            k["roofline"] = model.get(key)
+            for target, values in per_target.get(key, {}).items():
+                k.setdefault("targets", {}).setdefault(target, {}).update(values)
 
 
 def collectives_dict(rec) -> dict:
@@ -125,9 +164,29 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     return lines
 
 
-def summary_text(rec, passes: bool = True) -> str:
-    """Return the human-readable summary of an open recording (``passes``: list every pass)."""
-    d = summary_dict(rec)
+def modelled_step_lines(d: dict) -> list[str]:
+    """Return the ``modelled step`` lines of an ``ls --json`` document ``d``: one per target."""
+    from thundervis.present.roofline import StepModel
+    out = []
+    for target, m in (d.get("modelled_step") or {}).items():
+        chains = tuple((c["graph"], c["chain"], c["us"]) for c in m["chains"])
+        left_out = tuple((x["graph"], x["chain"], x["why"]) for x in m.get("left_out", []))
+        out.append(StepModel(target, m["gpu"], m["us"], chains, m["kernels"], m["torch_ops"], m["assumed"],
+                             left_out).text())
+    return out
+
+
+def numerics_lines(rec) -> list[str]:
+    """Return the ``run --check-numerics`` / ``--compare-eager`` lines of a summary (none when the
+    run was not checked)."""
+    from thundervis.present.numerics import ls_lines, numerics_summary
+    return ls_lines(numerics_summary(rec))
+
+
+def summary_text(rec, passes: bool = True, gpus=None) -> str:
+    """Return the human-readable summary of an open recording (``passes``: list every pass; ``gpus``:
+    the GPUs the step is modelled on, default the recorded targets)."""
+    d = summary_dict(rec, gpus)
     r = d["run"]
     lines = []
     took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
@@ -159,13 +218,37 @@ def summary_text(rec, passes: bool = True) -> str:
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
-            ex = k["executor"] if k.get("ran_in_torch") is None else f"{k['executor']} -> torch at run time"
-            lines.append(f"  fusion {k['name']} [{ex}] {k['chain']} · {k['n_ops']} ops · {src}")
+            checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
+            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops{checked} · {src}")
+            builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
+            if builds:
+                from thundervis.present.asm import target_line
+                lines.append(f"         {target_line(builds)}")
         for f in g["failures"]:
             lines.append(f"  failed {f['chain'] or 'graph'}: {visible_line((f['error'].splitlines() or [''])[0])}")
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
+    lines.extend(modelled_step_lines(d))
+    lines.extend(numerics_lines(rec))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
+
+
+def fusion_label(k: dict) -> str:
+    """Return ``name [executor sm_90 · ran on DEVICE via PATH]`` for an ``ls --json`` fusion
+    (``present.status.kernel_label``: the targets it compiled for, then what ran it; a run-time
+    fallback without a path reads ``-> torch at run time``)."""
+    from thundervis.present.status import KernelRun, kernel_label, run_from_event
+    ran = k.get("ran_on")
+    run = None
+    if isinstance(ran, dict):
+        run = run_from_event({**ran, "kernel": k["name"], "planned": not ran.get("measured")})
+        if run is not None and ran.get("fell_back") is True:
+            run = KernelRun(run.device, run.via, run.measured, run.torch_us, run.inductor_us, run.why, True)
+    if run is None and k.get("ran_in_torch") is not None:
+        return f"{k['name']} [{k['executor']} -> torch at run time]"
+    targets = k.get("targets") if isinstance(k.get("targets"), dict) else {}
+    built = sorted(str(t) for t, b in targets.items() if isinstance(b, dict) and b.get("status") == "ok")
+    return kernel_label(k["name"], k["executor"], run, built)
 
 
 def group_summary_text(ov) -> str:
@@ -183,8 +266,9 @@ def cmd_ls(args) -> int:
         from thundervis.commands.ls_group import cmd_ls_group
         return cmd_ls_group(args)
     with readable(args.recording, args.rank) as rec:
-        text = (json.dumps(summary_dict(rec), indent=2) + "\n") if args.json else \
-            summary_text(rec, passes=not args.brief)
+        gpus = [x for x in (args.gpu or "").split(",") if x.strip()] or None
+        text = (json.dumps(summary_dict(rec, gpus), indent=2) + "\n") if args.json else \
+            summary_text(rec, passes=not args.brief, gpus=gpus)
     sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
     return 0
 
@@ -196,4 +280,7 @@ def register(subparsers) -> None:
     p.add_argument("--rank", type=int, default=None, help="in a group folder: summarize this rank's recording")
     p.add_argument("--json", action="store_true", help="print the stable JSON form (see docs/recording.md)")
     p.add_argument("--brief", action="store_true", help="do not list every pass")
+    p.add_argument("--gpu", metavar="LIST", default=None,
+                   help="model the step on these GPUs, e.g. sm_80,h200 (default: the run's targets, else sm_90; "
+                        "docs/targets.md lists the table)")
     p.set_defaults(func=cmd_ls)

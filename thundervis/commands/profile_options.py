@@ -2,7 +2,8 @@
 
 ``--profile [--warmup N] [--steps K]`` times each compiled chain kernel by kernel after N warm-up
 calls, over its next K calls; ``--capture-inputs [--capture-limit-mb N]`` stores each fusion's real
-inputs from its first call next to the recording.
+inputs from its first call next to the recording; ``--check-numerics`` / ``--compare-eager
+[--check-steps K]`` check the first K calls of each chain (see thundervis/numerics_check.py).
 """
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ def add_profile_arguments(p) -> None:
                    help="store each fusion's inputs from its first call as safetensors next to the recording")
     g.add_argument("--capture-limit-mb", type=float, default=256.0, metavar="N",
                    help="total size of captured inputs (default 256 MB); fusions beyond it are skipped")
+    n = p.add_argument_group("numerics")
+    n.add_argument("--check-numerics", action="store_true",
+                   help="check every kernel's outputs against a float64 reference of its region during the "
+                        "first K calls of each chain, relative to eager float32's own error")
+    n.add_argument("--check-steps", type=int, default=None, metavar="K",
+                   help="calls of each chain that --check-numerics / --compare-eager check (default 1)")
+    n.add_argument("--compare-eager", action="store_true",
+                   help="also run each compiled chain's ATen graph eagerly on the same inputs during its "
+                        "first K calls and record the output and gradient deltas")
 
 
 def profile_settings(args):
@@ -38,7 +48,8 @@ def profile_settings(args):
         print(f"thundervis: {' and '.join(given)} only apply with --profile; ignored.", file=sys.stderr)
     args.warmup = DEFAULT_WARMUP if args.warmup is None else args.warmup
     args.steps = DEFAULT_STEPS if args.steps is None else args.steps
-    if not (args.profile or args.capture_inputs):
+    check_steps = numerics_steps(args)
+    if not (args.profile or args.capture_inputs or check_steps):
         return None
     if args.warmup < 0:
         raise UserError("--warmup must be 0 or more.")
@@ -48,5 +59,30 @@ def profile_settings(args):
         raise UserError("--capture-limit-mb must be 0 or more.")
     from thundervis.compiler.profiling import ProfileSettings
     limit = int(args.capture_limit_mb * 2**20) if args.capture_inputs else None
+    checker = None
+    if getattr(args, "check_numerics", False):
+        from thundervis.numerics_check import KernelChecker
+        checker = KernelChecker()
     return ProfileSettings(timing=bool(args.profile), warmup=args.warmup, steps=args.steps,
-                           capture_limit_bytes=limit)
+                           capture_limit_bytes=limit, check_steps=check_steps if checker else 0,
+                           checker=checker,
+                           compare_steps=check_steps if getattr(args, "compare_eager", False) else 0)
+
+
+DEFAULT_CHECK_STEPS = 1
+
+
+def numerics_steps(args) -> int:
+    """Return K, the calls of each chain that ``--check-numerics`` / ``--compare-eager`` check (0 when
+    neither is on); UserError for a bad ``--check-steps``."""
+    on = getattr(args, "check_numerics", False) or getattr(args, "compare_eager", False)
+    steps = getattr(args, "check_steps", None)
+    if steps is not None and not on:
+        print("thundervis: --check-steps only applies with --check-numerics or --compare-eager; ignored.",
+              file=sys.stderr)
+    if not on:
+        return 0
+    steps = DEFAULT_CHECK_STEPS if steps is None else steps
+    if steps < 1 or steps > 1000:
+        raise UserError("--check-steps must be between 1 and 1000.")
+    return steps

@@ -10,8 +10,8 @@ import argparse
 import shlex
 import sys
 
-from thundervis.commands.run_options import (check_run_options, parse_executors, shown_path,
-                                           target_stem)
+from thundervis.commands.run_options import (add_target_argument, check_run_options, parse_executors,
+                                           parse_target_option, shown_path, target_stem)
 from thundervis.errors import UserError
 
 # The executor-list parser's old name (other modules import it from here).
@@ -52,6 +52,11 @@ def _say_once_about_cpu(executors) -> None:
     import torch
     if torch.cuda.is_available() or (executors is not None and "triton" not in executors):
         return
+    if executors is None:
+        print("thundervis: no CUDA device here: Triton kernels are generated and recorded, and each "
+              "fusion runs on the CPU through torch or Inductor, whichever its first call measures "
+              "faster; any timings are CPU timings, not GPU timings.", file=sys.stderr)
+        return
     print("thundervis: no CUDA device here: Triton kernels run in Triton's interpreter on the CPU, "
           "and any timings are CPU timings, not GPU timings.", file=sys.stderr)
 
@@ -64,6 +69,8 @@ def _print_fallbacks(path: str) -> None:
     try:
         with open_recording(path, check=False) as rec:
             lines = fallback_lines(summary_dict(rec), ops_limit=5)
+            from thundervis.commands.ls import numerics_lines
+            lines += numerics_lines(rec)
     except (RecordingError, OSError) as e:
         print(f"thundervis: could not read the fallbacks back: {e}")
         return
@@ -101,10 +108,11 @@ def cmd_run(args) -> int:
         return cmd_run_group(args, script, module, script_args, open_viewer=open_viewer,
                              say_about_cpu=_say_once_about_cpu)
     executors, profile = check_run_options(args, script, module)  # before the output folder is made
+    targets = parse_target_option(getattr(args, "gpu_targets", None))
     out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
     _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
-                               executors=executors, debug=args.debug, profile=profile)
+                               executors=executors, debug=args.debug, profile=profile, targets=targets)
     shown = shown_path(result.path)
     sys.stdout.flush()
     if result.status == "ok":
@@ -136,6 +144,7 @@ def register(subparsers) -> None:
     p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
     p.add_argument("--no-view", action="store_true", help="do not open the viewer at the end")
     p.add_argument("--debug", action="store_true", help="check every trace after every pass")
+    add_target_argument(p)
     from thundervis.commands.profile_options import add_profile_arguments
     add_profile_arguments(p)
     from thundervis.commands.torchrun_options import add_torchrun_arguments

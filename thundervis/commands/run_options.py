@@ -30,6 +30,28 @@ def parse_executors(text: Optional[str]) -> Optional[list[str]]:
     return names
 
 
+def parse_target_option(text: Optional[str]):
+    """Return the ``--target`` value for the runner: ``"local"`` when not given (the local GPU's
+    architecture, none without CUDA), None for ``--target none``, else the validated list text;
+    UserError for an unknown architecture."""
+    if text is None:
+        return "local"
+    if text.strip().lower() in ("", "none"):
+        return None
+    from thundervis.compiler.aot.targets import TargetError, parse_targets
+    try:
+        return ",".join(f"sm_{a}" for a in parse_targets(text))
+    except TargetError as e:
+        raise UserError(f"--target: {e}.") from None
+
+
+def add_target_argument(p) -> None:
+    """Add ``--target LIST`` to a ``run`` parser."""
+    p.add_argument("--target", dest="gpu_targets", metavar="LIST", default=None,
+                   help="GPU targets every Triton kernel is compiled for ahead of time, e.g. sm_80,sm_90 "
+                        "(default: the local GPU's architecture; none without CUDA; 'none': off)")
+
+
 def check_run_options(args, script: Optional[str], module: Optional[str], *,
                       check_target: bool = True) -> tuple:
     """Validate the parsed ``run`` options for ``script`` or ``module``: the executors, the target

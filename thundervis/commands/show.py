@@ -37,7 +37,7 @@ def pick_pass(rec, graph, chain, pass_):
 def note_comments(rec, graph: int, chain: str):
     """Return the ``PrintOptions.notes`` function of ``show`` (``present.status.note_function``)."""
     from thundervis.present.status import note_function
-    return note_function(rec.events("kernel_fallback"), graph, chain)
+    return note_function(rec.events("kernel_fallback") + rec.events("kernel_path"), graph, chain)
 
 
 def collectives_comment(rec, graph: int, chain: str) -> str:

@@ -15,5 +15,11 @@ data), the widget sends their ``as_json()``. Import the modules directly
 - :mod:`.symbol_detail`: what a details pane shows about one symbol;
 - :mod:`.kernel_rows`: the kernel table (source column grouped per file);
 - :mod:`.overview`: a recording's overview with statuses and kernel rows, read once;
-- :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans).
+- :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans);
+- :mod:`.asm`: a kernel's GPU builds (``run --target``): stage lines annotated with op, uid and
+  user line, and the per-target resources ``ls`` shows;
+- :mod:`.roofline`: bytes, FLOPs and roofline µs per kernel and torch matmul/attention, the modelled
+  step time per target;
+- :mod:`.numerics`: ``run --check-numerics`` verdicts per kernel and ``--compare-eager`` deltas;
+- :mod:`.source_view`: a user file line by line with its ops, kernels, torch fallbacks, time share.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .status import ran_on_text
 from .units import format_gbps, format_share, format_us
 
 
@@ -62,6 +63,14 @@ class KernelRow:
     share: Optional[float] = None
     gbps: Optional[float] = None
     fallback: Optional[str] = None
+    ran_on: str = ""  # what ran it: ``ran on cpu via torch`` (present.status.ran_on_text); "" unknown
+    # The roofline model (present.roofline) on the overview's ``roofline_target``; ``pct_of_roofline``
+    # only for a time measured on a GPU.
+    roofline_us: Optional[float] = None
+    roofline_bound: Optional[str] = None
+    bytes_moved: Optional[int] = None
+    flops: Optional[int] = None
+    pct_of_roofline: Optional[float] = None
 
     @property
     def status(self) -> str:
@@ -75,9 +84,12 @@ class KernelRow:
                 "members": list(self.members), "source_lines": list(self.source_lines), "sources": self.sources,
                 "language": self.language, "note": self.note, "calls": self.calls, "median_us": self.median_us,
                 "share": self.share, "gbps": self.gbps, "fallback": self.fallback, "status": self.status,
+                "ran_on": self.ran_on,
                 "median": format_us(self.median_us) if self.median_us is not None else "",
                 "share_text": format_share(self.share) if self.share is not None else "",
-                "gbps_text": format_gbps(self.gbps) if self.gbps else ""}
+                "gbps_text": format_gbps(self.gbps) if self.gbps else "", "roofline_us": self.roofline_us,
+                "roofline_bound": self.roofline_bound, "bytes_moved": self.bytes_moved, "flops": self.flops,
+                "pct_of_roofline": self.pct_of_roofline}
 
 
 def _labels(source_lines) -> tuple[str, ...]:
@@ -89,17 +101,36 @@ def _labels(source_lines) -> tuple[str, ...]:
     return tuple(out)
 
 
-def kernel_row(k, fallback: Optional[str] = None) -> KernelRow:
+def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None) -> KernelRow:
     """Return the :class:`KernelRow` of ``k`` (a ``recording.model.KernelInfo``); ``fallback``: why
-    it ran in torch at run time (``present.status.fallback_reasons``)."""
+    it ran in torch at run time (``present.status.fallback_reasons``); ``run``: what ran it (a
+    ``present.status.KernelRun``, None when not recorded); ``roofline``: its
+    ``present.roofline.RooflineRow`` (None: not modelled)."""
     t = k.timing
-    return KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops, tuple(str(o) for o in k.ops),
-                     tuple(str(m) for m in k.members), _labels(k.source_lines), group_sources(k.source_lines),
-                     k.language, k.note, t.calls if t else None, t.median_us if t else None,
-                     t.share if t else None, t.gbps if t else None, fallback)
+    return with_roofline(KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
+                                   tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
+                                   _labels(k.source_lines), group_sources(k.source_lines), k.language, k.note,
+                                   t.calls if t else None, t.median_us if t else None, t.share if t else None,
+                                   t.gbps if t else None, fallback, ran_on_text(run)), roofline)
 
 
-def kernel_rows(kernels, fallbacks: dict) -> tuple[KernelRow, ...]:
+def with_roofline(row: KernelRow, roofline=None) -> KernelRow:
+    """Return ``row`` with the roofline fields of ``roofline`` (a ``present.roofline.RooflineRow``;
+    None: unchanged)."""
+    if roofline is None:
+        return row
+    from dataclasses import replace
+    r = roofline
+    return replace(row, roofline_us=r.roofline_us, roofline_bound=r.bound, bytes_moved=r.bytes_read + r.bytes_written,
+                   flops=r.flops, pct_of_roofline=r.pct_of_roofline)
+
+
+def kernel_rows(kernels, fallbacks: dict, runs: Optional[dict] = None,
+                roofline: Optional[dict] = None) -> tuple[KernelRow, ...]:
     """Return the rows of ``kernels`` (``KernelInfo``), each with its run-time fallback from
-    ``fallbacks`` (``{(graph, chain, name): reason}``)."""
-    return tuple(kernel_row(k, fallbacks.get((k.graph, k.chain, k.name))) for k in kernels)
+    ``fallbacks`` (``{(graph, chain, name): reason}``), what ran it from ``runs``
+    (``present.status.kernel_runs``) and its roofline row from ``roofline`` (``{kernel id:
+    RooflineRow}``)."""
+    runs, roofline = runs or {}, roofline or {}
+    return tuple(kernel_row(k, fallbacks.get((k.graph, k.chain, k.name)), runs.get((k.graph, k.chain, k.name)),
+                            roofline.get(k.id)) for k in kernels)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .kernel_rows import KernelRow, kernel_rows
-from .status import ChainStatus, chain_counts, chain_status, fallback_reasons, graph_eager
+from .status import ChainStatus, chain_counts, chain_status, fallback_reasons, graph_eager, kernel_runs
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class ViewOverview:
     eager_graphs: tuple[tuple[int, str], ...]
     kernels: tuple[KernelRow, ...]
     collectives_between: int = 0
+    roofline_target: Optional[str] = None  # what the kernel rows' roofline µs are modelled on
+    numerics: object = None  # present.numerics.NumericsSummary (run --check-numerics), or None
 
     @property
     def path(self) -> str:
@@ -70,11 +72,23 @@ class ViewOverview:
 
 def read_overview(rec) -> ViewOverview:
     """Return the :class:`ViewOverview` of ``rec`` (an open ``Recording``): overview and events
-    read once; raises what the reader raises."""
+    read once; raises what the reader raises. The kernel rows' roofline is left out (it reads the
+    chains' final traces): :func:`with_roofline` adds it."""
     from thundervis.recording.collectives import count_between
     ov = rec.overview()
     events = rec.events()
     statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
-    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events))
-    return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events))
+    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), kernel_runs(events))
+    from .numerics import numerics_summary
+    return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
+                        numerics=numerics_summary(rec))
+
+
+def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:
+    """Return ``view`` with each kernel row's roofline from ``roofline`` (``{kernel id:
+    present.roofline.RooflineRow}``) and ``roofline_target`` set to ``target``."""
+    from dataclasses import replace
+    from .kernel_rows import with_roofline as row_with
+    return replace(view, kernels=tuple(row_with(k, roofline.get(k.id)) for k in view.kernels),
+                   roofline_target=target)

@@ -16,12 +16,20 @@ a generated kernel:
 :func:`chain_eager` / :func:`graph_eager` say whether (and why) a chain or graph ran eagerly;
 :func:`kernel_fallbacks` is the one reader of run-time fallback events; :func:`fallbacks` lists them
 all through the reader API; :func:`chain_counts` counts eager chains.
+
+What ran each kernel, where (:func:`kernel_runs`, :func:`ran_on_text`, :func:`kernel_label`): a
+Triton fusion's kernel is generated (and, with ``--target``, compiled) for a GPU, but what runs it
+depends on the machine: a compiled Triton kernel on a GPU, Triton's interpreter, or, without CUDA
+and with the default executors, the fast CPU path (the region's ATen ops through torch, or Inductor),
+chosen by measuring (``kernel_path`` events; a ``kernel_fallback`` means torch ran it):
+``fw_fusion_3 [triton · ran on cpu via torch]``, ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]``.
+:func:`clock_label` names what a profiled time measured, so a CPU time never reads as a GPU time.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional
 
 from thundervis.recording import Recording, RecordingError, UnknownItem
 
@@ -226,18 +234,119 @@ def symbol_note(executor: Optional[str], note: Optional[str]) -> Optional[str]:
 
 def note_function(events, graph: int, chain: str):
     """Return the ``PrintOptions.notes`` function every view prints traces with: next to each
-    symbol, why it runs where it runs (``torch: not lowered: ...``, recorded notes) and, for a kernel
-    that fell back at run time, ``ran in torch at run time: <error>``; ``events``: the recording's
-    ``kernel_fallback`` events. Recorded text is made terminal-safe."""
+    symbol, why it runs where it runs (``torch: not lowered: ...``, recorded notes), for a kernel
+    that fell back at run time, ``ran in torch at run time: <error>``, and for another kernel what
+    ran it (``ran on cpu via torch``); ``events``: the recording's ``kernel_fallback`` and
+    ``kernel_path`` events. Recorded text is made terminal-safe."""
     from thundervis.safe_text import visible_line
+    events = list(events)
     fell_back = {f.kernel: f.error for f in kernel_fallbacks(events) if f.graph == graph and f.chain == chain}
+    runs = {name: run for (g, c, name), run in kernel_runs(events).items() if g == graph and c == chain}
 
     def note(b) -> Optional[str]:
         parts = []
         if b.sym in fell_back:
             parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
+        elif getattr(b, "fusion", False) and b.sym in runs:
+            parts.append(ran_on_text(runs[b.sym]))
         text = symbol_note(b.executor, b.note)
         if text and not getattr(b, "fusion", False):  # a kernel's own note describes the kernel
             parts.append(text)
         return visible_line("  # ".join(parts)) if parts else None
     return note
+
+
+# ---------------------------------------------------------------- what ran each kernel, where
+
+# The paths the compiler reports (compiler/executors/cpu_path.py VIA_*); anything else is shown as
+# "unknown" (recordings are untrusted input).
+PATHS = ("triton", "triton-interpreter", "torch", "inductor", "nvfuser")
+DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """How one kernel ran: ``device`` (``cpu``, ``cuda``), ``via`` (one of :data:`PATHS`),
+    ``measured`` (False: only the plan made at build time is known, the kernel never ran),
+    ``torch_us``/``inductor_us`` (the fast CPU path's first-call measurements, µs per call, None
+    when not measured) and ``why`` (the reason of the choice, or of a run-time fallback)."""
+
+    device: str
+    via: str
+    measured: bool = False
+    torch_us: Optional[float] = None
+    inductor_us: Optional[float] = None
+    why: str = ""
+    fell_back: bool = False  # its kernel failed at run time and torch ran the region instead
+
+    def as_json(self) -> dict:
+        """Return the ``ran_on`` object of ``ls --json``: device, via, measured, torch_us,
+        inductor_us, why and ``text`` (what views print)."""
+        return {"device": self.device, "via": self.via, "measured": self.measured, "torch_us": self.torch_us,
+                "inductor_us": self.inductor_us, "why": self.why, "fell_back": self.fell_back,
+                "text": ran_on_text(self)}
+
+
+def _number(v) -> Optional[float]:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0 else None
+
+
+def _choice(v, allowed: tuple) -> str:
+    return v if isinstance(v, str) and v in allowed else "unknown"
+
+
+def run_from_event(data) -> Optional[KernelRun]:
+    """Return the :class:`KernelRun` a ``kernel_path`` event's data says (None when it is not an
+    object naming a kernel); every field is validated, unknown values read ``unknown``."""
+    if not isinstance(data, dict) or not isinstance(data.get("kernel"), str):
+        return None
+    why = data.get("why")
+    return KernelRun(_choice(data.get("device"), DEVICES), _choice(data.get("via"), PATHS),
+                     data.get("planned") is not True, _number(data.get("torch_us")),
+                     _number(data.get("inductor_us")), " ".join(why.split())[:300] if isinstance(why, str) else "")
+
+
+def kernel_runs(events) -> dict:
+    """Return {(graph, chain, kernel name): KernelRun} from a recording's ``events``
+    (``Recording.events()``): the last ``kernel_path`` event of each kernel (a measured one beats a
+    plan), and torch for a kernel that fell back at run time (:func:`kernel_fallbacks`). Kernels
+    with neither (older recordings, other executors) are absent."""
+    out: dict = {}
+    for e in events:
+        if e.event != "kernel_path":
+            continue
+        run = run_from_event(e.data)
+        if run is not None:
+            key = (e.graph, e.chain, e.data["kernel"])
+            if run.measured or not (key in out and out[key].measured):
+                out[key] = run
+    for f in kernel_fallbacks(events):
+        key = (f.graph, f.chain, f.kernel)
+        device = out[key].device if key in out else "unknown"
+        out[key] = KernelRun(device, "torch", True, why=f"fell back at run time: {f.error[:300]}", fell_back=True)
+    return out
+
+
+def ran_on_text(run: Optional[KernelRun]) -> str:
+    """Return ``ran on cpu via torch`` (``runs on ...`` for a plan never run, ``... after its kernel
+    failed`` for a run-time fallback; "" for None)."""
+    if run is None:
+        return ""
+    verb = "ran on" if run.measured else "runs on"
+    return f"{verb} {run.device} via {run.via}" + (" after its kernel failed" if run.fell_back else "")
+
+
+def kernel_label(name: str, executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
+    """Return how views name a kernel: ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]``
+    (``targets``: the GPU archs it was compiled for; ``run``: how it ran, see :func:`kernel_runs`)."""
+    head = " ".join([executor, *targets])
+    where = ran_on_text(run)
+    return f"{name} [{head}{' · ' + where if where else ''}]"
+
+
+def clock_label(device: Optional[str], clock: Optional[str] = None) -> str:
+    """Return what a profiled time measured: ``GPU`` only for a device clock on CUDA, else ``CPU``
+    (host clock, or a CPU run): nothing is called a GPU time that a GPU did not measure."""
+    if isinstance(device, str) and device.startswith("cuda") and clock == "device":
+        return "GPU"
+    return "CPU"

@@ -32,6 +32,23 @@ def format_gbps(gbps: Optional[float]) -> str:
     return f"{gbps:.3g} GB/s" if gbps else "-"
 
 
+def format_bytes(n: Optional[int]) -> str:
+    """Return a byte count as ``12.7 KB`` / ``3.1 MB`` (decimal units, like bandwidths; ``-`` for None)."""
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def format_roofline_us(us: Optional[float]) -> str:
+    """Return a roofline time in µs with three significant digits (``0.0881``, ``69.4``; ``-`` for None)."""
+    if us is None:
+        return "-"
+    return f"{us:.3g}" if us < 1000 else f"{us:,.0f}"
+
+
 def format_error(v: Optional[float]) -> str:
     """Return a numeric error as ``1.23e-07`` (``-`` for None)."""
     return "-" if v is None else f"{v:.2e}"

@@ -382,6 +382,18 @@ class Recording:
         """Return the timing of one kernel (None when not profiled)."""
         return self.kernel(kernel.id).timing
 
+    def kernel_numerics(self) -> list:
+        """Return the ``run --check-numerics`` results, one ``KernelNumerics`` per kernel (empty:
+        the run was not checked)."""
+        from .numerics import read_kernel_numerics
+        return read_kernel_numerics(self.store)
+
+    def eager_comparisons(self) -> list:
+        """Return the ``run --compare-eager`` results, one ``EagerComparison`` per chain (empty:
+        the run did not compare)."""
+        from .numerics import read_eager_comparisons
+        return read_eager_comparisons(self.store)
+
     def rerun_results(self, kernel_id: Optional[int] = None) -> list[RerunResult]:
         """Return the stored re-run results (of one kernel, or all), oldest first."""
         from .results import read_rerun_results
@@ -420,3 +432,28 @@ class Recording:
         """Return the lineage of every symbol from ``file:line``, one per graph that has some."""
         from .lineage import lineage_of_source
         return lineage_of_source(self, file, line, graph)
+
+    # -- kernels compiled ahead of time for GPU targets -------------------------------------------
+
+    def kernel_builds(self, kernel: Optional[KernelInfo] = None, target: Optional[str] = None) -> list:
+        """Return the ``KernelBuild`` s (recording/builds.py) of one kernel, or of every kernel, per
+        GPU target (``target``: only ``sm_90``); empty for a run without ``--target``."""
+        from .builds import read_builds
+        with self.snapshot():
+            out = (read_builds(self, kernel.graph, kernel.chain, kernel.name) if kernel is not None
+                   else read_builds(self))
+        return [b for b in out if target is None or b.target == target]
+
+    def roofline_costs(self) -> dict:
+        """Return the roofline costs stored with each chain's final pass: {(graph, chain): [Cost]}
+        in call order (``compiler.roofline_cost.Cost``; recording/costs.py); {} for recordings
+        written before the table."""
+        from .costs import read_costs
+        with self.snapshot():
+            return read_costs(self)
+
+    def build_stages(self, build) -> Optional[object]:
+        """Return the ``BuildStages`` (compiled stage texts and line maps) of a ``KernelBuild``,
+        None when it has none (failed, unplanned or unfinished)."""
+        from .builds import read_stages
+        return read_stages(self, build)

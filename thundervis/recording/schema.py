@@ -24,9 +24,21 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``kernel_timings``: aggregated per-kernel / per-op timings (filled by profiling; empty for now).
 - ``graph_timings``: aggregated per-chain call times (filled by profiling; empty for now).
 - ``rerun_results``: results of re-running one kernel on its own (empty for now).
+- ``kernel_numerics`` / ``eager_comparisons``: ``run --check-numerics`` / ``--compare-eager``
+  results (recording/numerics.py); older recordings lack them and read as "not checked".
 - ``sources``: the text of each user source file the recorded symbols point at, as it was when the
   run compiled it (views show a symbol's line with context from it; never executed). Recordings
   written before it existed lack the table; readers treat that as "not stored".
+- ``kernel_builds``: one row per Triton kernel and GPU target compiled ahead of time (``--target``):
+  status (``ok``, ``failed``, ``unplanned``, ``unfinished``), the error (ptxas's message), resources,
+  occupancy, and a JSON summary (plan, instruction mix, per-function resources, Triton line -> symbol
+  uid); ``kernel_build_stages``: the compiled stages of each distinct build, stored once per build
+  and target (zlib-compressed JSON: the Triton source compiled, TTIR, TTGIR, LLVM IR, PTX, SASS and
+  each stage's line map). Older recordings lack both tables; readers treat that as "no builds".
+- ``symbol_costs``: the roofline cost (bytes read and written, FLOPs, precision) of every top-level
+  symbol of each chain's final (``codegen``) pass, in call order (``compiler/roofline_cost.py``),
+  written with that pass; views model it on a GPU without reading the trace. Older recordings lack
+  the table; readers then cost the final traces themselves.
 """
 from __future__ import annotations
 
@@ -227,12 +239,85 @@ CREATE TABLE rerun_results (
     at            REAL NOT NULL
 );
 
+-- run --check-numerics: one row per checked kernel (worst over its first K calls). max_* : the
+-- kernel against the float64 reference of its region on the same inputs; eager_* : eager float32
+-- of the same region against that reference; ratio = max_rel / eager_rel (tolerance-floored).
+-- Recordings without it read as "not checked" (recording/numerics.py).
+CREATE TABLE IF NOT EXISTS kernel_numerics (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    kernel        TEXT NOT NULL,              -- kernel name (kernels.name)
+    uid           TEXT,
+    executor      TEXT,
+    calls         INTEGER NOT NULL,
+    max_abs_error REAL, max_rel_error REAL,
+    eager_abs_error REAL, eager_rel_error REAL,
+    ratio         REAL,
+    tolerance     REAL,                       -- the rel error above which the kernel is flagged
+    verdict       TEXT NOT NULL,              -- ok | flagged | skipped | error
+    detail        TEXT,
+    PRIMARY KEY (graph_id, chain, kernel)
+);
+
+-- run --compare-eager: one row per chain: compiled outputs (forward) or gradients (backward)
+-- against the chain's ATen graph run eagerly on the same inputs, worst over the first K calls.
+CREATE TABLE IF NOT EXISTS eager_comparisons (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    calls         INTEGER NOT NULL,
+    max_abs_delta REAL, max_rel_delta REAL,
+    outputs       TEXT,                       -- JSON list: {index, max_abs, max_rel} per output
+    detail        TEXT,
+    PRIMARY KEY (graph_id, chain)
+);
+
 -- The user's source files the symbols point at (text as compiled; data, never executed).
 CREATE TABLE sources (
     file   TEXT PRIMARY KEY,                  -- path as in symbols.file
     text   TEXT,                              -- NULL: could not be read, or larger than the limit
     size   INTEGER,
     sha256 TEXT
+);
+""" + """
+-- Kernels compiled ahead of time for GPU targets (compiler/aot); data only, never executed.
+CREATE TABLE IF NOT EXISTS kernel_builds (
+    graph_id     INTEGER NOT NULL,
+    chain        TEXT NOT NULL,
+    kernel       TEXT NOT NULL,               -- kernels.name
+    target       TEXT NOT NULL,               -- sm_90
+    build_key    TEXT,                        -- kernel_build_stages.build_key (shared by identical kernels)
+    status       TEXT NOT NULL,               -- ok | failed | unplanned | unfinished
+    error        TEXT,
+    seconds      REAL,
+    registers    INTEGER,
+    spills       INTEGER,                     -- local memory per thread in 4-byte words (Triton's n_spills)
+    shared_bytes INTEGER,
+    local_bytes  INTEGER,
+    occupancy    REAL,                        -- theoretical, 0..1
+    summary      TEXT NOT NULL,               -- JSON: plan, resources, occupancy, mix, functions, line_uids
+    PRIMARY KEY (graph_id, chain, kernel, target)
+);
+
+CREATE TABLE IF NOT EXISTS kernel_build_stages (
+    build_key TEXT NOT NULL,
+    target    TEXT NOT NULL,
+    stages    BLOB NOT NULL,                  -- zlib(JSON {source, stages: {stage: text}, lines: {stage: [...]}})
+    PRIMARY KEY (build_key, target)
+);
+
+-- The roofline cost of each top-level symbol of a chain's final pass (compiler/roofline_cost.py).
+CREATE TABLE IF NOT EXISTS symbol_costs (
+    graph_id      INTEGER NOT NULL,
+    chain         TEXT NOT NULL,
+    position      INTEGER NOT NULL,           -- call order in the final trace
+    uid           TEXT NOT NULL,
+    name          TEXT NOT NULL,              -- the symbol (fw_fusion_3, prims.mm ...)
+    kind          TEXT NOT NULL,              -- fusion | matmul | attention | conv | op | view
+    bytes_read    INTEGER NOT NULL,
+    bytes_written INTEGER NOT NULL,
+    flops         INTEGER NOT NULL,
+    precision     TEXT NOT NULL,              -- fp32 | bf16 | fp8 | fp64
+    PRIMARY KEY (graph_id, chain, position)
 );
 """
 

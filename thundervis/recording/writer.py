@@ -15,6 +15,7 @@ must never break the user's training: a failed write is counted, noted once on s
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import sqlite3
 import sys
@@ -288,10 +289,14 @@ class RecordingObserver(CompileObserver):
                     self._note_error(f"graph {graph} {chain} pass {index} {name}", e)
             return
         n_symbols = len(trace.symbols)
+        costs = self._final_costs(graph, chain, name, trace)
 
         def fn(c):
             c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'compiling')",
                       (graph, chain))
+            if costs is not None:
+                from .costs import store_costs
+                store_costs(c, graph, chain, costs)
             c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
                       " n_symbols, symbols_from, trace_json, printed, meta, recorded_at)"
                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -313,6 +318,20 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def _final_costs(self, graph: int, chain: str, name: str, trace: Trace):
+        """Return the roofline costs of a forward/backward/inference chain's final (``codegen``)
+        trace, else None; a failing cost model is noted, and the pass is recorded anyway."""
+        if name != "codegen" or chain not in ("forward", "backward", "inference"):
+            return None
+        try:
+            from thundervis.compiler.roofline_cost import trace_costs
+            return trace_costs(trace)
+        except Exception as e:
+            with self._lock:
+                if self._conn is not None:
+                    self._note_error(f"the roofline costs of graph {graph} {chain}", e)
+            return None
 
     def record_sources(self, trace: Trace) -> None:
         """Store the text of every user source file ``trace``'s symbols point at that is not
@@ -340,6 +359,11 @@ class RecordingObserver(CompileObserver):
                         import hashlib
                         digest = hashlib.sha256(data).hexdigest()
                         text = data.decode("utf-8", errors="replace")
+                elif f in linecache.cache:  # a notebook cell (``cell [N]``, compiler.source.cell_file)
+                    data = "".join(linecache.getlines(f)).encode("utf-8")[:MAX_SOURCE_BYTES]
+                    import hashlib
+                    size, digest = len(data), hashlib.sha256(data).hexdigest()
+                    text = data.decode("utf-8", errors="replace")
             except OSError:
                 pass
             rows.append((f, compress_text(text), size, digest))
@@ -396,6 +420,12 @@ class RecordingObserver(CompileObserver):
                            _json({key: v for key, v in k.items() if key not in KERNEL_COLUMN_KEYS})))
         self._write(f"kernels of graph {graph} {chain}", fn)
 
+    def kernel_compiled(self, graph: int, chain: str, kernel: str, target: str, build: dict) -> None:
+        """Record a kernel compiled ahead of time for ``target`` (or its failure); see recording/builds.py."""
+        from .builds import store_build
+        self._write(f"the {target} build of {kernel}",
+                    lambda c: store_build(c, graph, chain, kernel, target, build))
+
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Record a compile (or first-call) failure; the chain or graph ran eagerly."""
         if chain is not None:
@@ -424,12 +454,18 @@ class RecordingObserver(CompileObserver):
             from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
-        if event == "inputs":
+        if event in ("numerics", "eager_compare") and isinstance(data, dict):
+            from .numerics import store_eager_comparison, store_kernel_numerics
+            store = store_kernel_numerics if event == "numerics" else store_eager_comparison
+            self._write(f"{event} of graph {graph} {chain}", lambda c: store(c, graph, chain, data))
+            return
+        if event in ("inputs", "chain_inputs"):  # a fusion's inputs, or a whole chain's (bisect)
             from .capture import save_captured_inputs
             try:
                 data = save_captured_inputs(self.path, graph, chain, data)
             except Exception as e:  # capture is best effort
                 data = {"kernel": data.get("kernel"), "skipped": f"{type(e).__name__}: {e}"}
-            self.note("captured_inputs", data, graph=graph, chain=chain)
+            self.note("captured_inputs" if event == "inputs" else "captured_chain_inputs", data,
+                      graph=graph, chain=chain)
             return
         self.note(event, data, graph=graph, chain=chain)

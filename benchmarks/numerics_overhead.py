@@ -1,0 +1,88 @@
+"""Overhead of ``thundervis run --check-numerics`` on the GPT example's training step, on this machine.
+
+Two copies of the same model are compiled in this one run with the same (default) executors and a
+recording each: one plain, one with the numerics checks on for the first K = 2 calls of each chain
+(``ProfileSettings(check_steps=2, checker=KernelChecker())``, what ``--check-numerics --check-steps
+2`` builds). Step 0 compiles (both), step 1 is a checked step without compiling, steps 2.. run after
+the checks. Prints the median step times and two ratios measured here:
+
+- checked step / plain step (target: at most 3x on CPU),
+- step after the checks / plain step (target: within noise, about 1.0x).
+
+Usage: ``python benchmarks/numerics_overhead.py [--steps N] [--repeats R]``. Informative: prints the
+ratios and whether they meet the targets; exit 1 when the first one is above 3.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def _timed_steps(check: bool, steps: int, folder: str, tag: str) -> list[float]:
+    """Compile a fresh model (checked or plain) and return the seconds of each of ``steps`` steps."""
+    import torch
+    from _gpt_model import build, train_step
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.compiler.profiling import ProfileSettings
+    from thundervis.recording import RecordingObserver
+    model, batches, _ = build(0)
+    rec = RecordingObserver(os.path.join(folder, f"{tag}.tvrec"))
+    rec.start_run(script=None, module="numerics_overhead", argv=[], cwd=folder, executors=None)
+    profile = None
+    if check:
+        from thundervis.numerics_check import KernelChecker
+        profile = ProfileSettings(timing=False, check_steps=2, checker=KernelChecker())
+    torch._dynamo.reset()
+    run = torch.compile(model, backend=ThundervisCompiler(observer=rec, profile=profile), dynamic=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
+    for i in range(steps):
+        t0 = time.perf_counter()
+        train_step(run, model, opt, batches[i % len(batches)])
+        times.append(time.perf_counter() - t0)
+    rec.finish_run("ok", 0)
+    rec.close()
+    if check:
+        from thundervis.recording import open_recording
+        with open_recording(os.path.join(folder, f"{tag}.tvrec")) as r:
+            checks = r.kernel_numerics()
+        flagged = [k.kernel for k in checks if k.flagged]
+        print(f"  ({tag}: {len(checks)} kernels checked, {len(flagged)} flagged)")
+    return times
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=8, help="training steps per model (default 8, at least 4)")
+    p.add_argument("--repeats", type=int, default=2, help="plain/checked pairs, interleaved (default 2)")
+    args = p.parse_args(argv)
+    steps = max(4, args.steps)
+    plain, checked, after = [], [], []
+    with tempfile.TemporaryDirectory(prefix="thundervis-numerics-") as folder:
+        for r in range(args.repeats):
+            base = _timed_steps(False, steps, folder, f"plain{r}")
+            chk = _timed_steps(True, steps, folder, f"checked{r}")
+            plain += base[2:]          # steady state without checks
+            checked.append(chk[1])     # the checked step that does not compile
+            after += chk[2:]           # after the K = 2 checked calls
+    p_med, c_med, a_med = statistics.median(plain), statistics.median(checked), statistics.median(after)
+    spread = (max(plain) - min(plain)) / p_med if p_med else 0.0
+    print(f"plain step (median of {len(plain)}):          {p_med * 1e3:9.1f} ms")
+    print(f"checked step (median of {len(checked)}):         {c_med * 1e3:9.1f} ms")
+    print(f"step after the checks (median of {len(after)}): {a_med * 1e3:9.1f} ms")
+    r1, r2 = c_med / p_med, a_med / p_med
+    print(f"checked / plain:        {r1:.2f}x  (target <= 3x: {'met' if r1 <= 3 else 'NOT met'})")
+    print(f"after checks / plain:   {r2:.2f}x  (target: within noise; plain steps spread {spread:.0%})")
+    return 0 if r1 <= 3 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Ahead-of-time compilation while the user's script runs: :class:`AheadOfTime`.
+
+The compiler hands it every chain's kernel records as the fuse pass builds them
+(:meth:`AheadOfTime.submit`). Each Triton kernel is planned for the GPU targets in this process
+(:mod:`.plan`), deduplicated by its compiled text (identical layers share one build) and compiled
+once per target in spawned worker processes (:mod:`.worker`); each finished build (or failure) is
+reported to the compile observer's ``kernel_compiled`` as soon as it arrives. :meth:`finish` waits
+for what is pending, at most a bounded time, reports what did not finish as ``unfinished`` and stops
+the workers. Nothing here ever raises into the user's run.
+"""
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import contextlib
+import multiprocessing
+import os
+import sys
+import threading
+import time
+import types
+from typing import Optional, Sequence
+
+from ..ir import KernelRecord
+from ..observer import CompileObserver
+from .targets import occupancy, target_name
+
+DEFAULT_WAIT_S = 300.0
+# Test-only: extra ptxas options for every build (a bad one makes ptxas reject every kernel).
+PTXAS_TEST_HOOK = "THUNDERVIS_AOT_TEST_PTXAS_OPTIONS"
+
+
+def default_workers() -> int:
+    """Return how many compile workers to start: ``$THUNDERVIS_AOT_WORKERS`` or half the cores (1 to 4)."""
+    env = os.environ.get("THUNDERVIS_AOT_WORKERS", "")
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), 32)
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
+def default_wait_s() -> float:
+    """Return how long :meth:`AheadOfTime.finish` waits: ``$THUNDERVIS_AOT_WAIT_S`` or 300 s."""
+    try:
+        return max(0.0, float(os.environ.get("THUNDERVIS_AOT_WAIT_S", DEFAULT_WAIT_S)))
+    except ValueError:
+        return DEFAULT_WAIT_S
+
+
+@contextlib.contextmanager
+def _plain_main():
+    """While workers are spawned, ``__main__`` is a bare module: a spawned child re-imports the
+    parent's main module, which during ``thundervis run`` is the user's script."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+class AheadOfTime:
+    """Compiles every distinct Triton kernel for ``targets`` (capabilities, e.g. ``(80, 90)``) in
+    worker processes and reports each build to ``observer.kernel_compiled``."""
+
+    def __init__(self, targets: Sequence[int], observer: Optional[CompileObserver] = None,
+                 workers: Optional[int] = None):
+        self.targets = tuple(targets)
+        self.observer = observer or CompileObserver()
+        self.workers = workers or default_workers()
+        self._pool: Optional[cf.ProcessPoolExecutor] = None
+        self._lock = threading.Lock()
+        self._futures: dict[tuple[str, int], cf.Future] = {}
+        self._waiting: dict[tuple[str, int], list[tuple]] = {}  # build -> [(graph, chain, name, plan)]
+        self._reported: set = set()
+        self._closed = False
+        self.started_at = time.perf_counter()
+        self.stats = {"kernels": 0, "distinct": 0, "builds": 0, "failed": 0, "unfinished": 0}
+        atexit.register(self._stop_workers)
+
+    # ------------------------------------------------------------------ workers
+    def start(self) -> None:
+        """Spawn the workers now (each imports Triton), before the user's script runs."""
+        if not self.targets or self._closed:
+            return
+        pool = self._ensure_pool()
+        if pool is not None:
+            with _plain_main():
+                for _ in range(self.workers):
+                    pool.submit(_warm)
+
+    def _ensure_pool(self) -> Optional[cf.ProcessPoolExecutor]:
+        if self._pool is None and not self._closed:
+            from .worker import prepare_worker
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=prepare_worker)
+        return self._pool
+
+    # ------------------------------------------------------------------ submitting
+    def submit(self, graph: int, chain: str, records: Sequence[KernelRecord]) -> None:
+        """Plan and queue the Triton kernels among ``records`` for every target (never raises)."""
+        if not self.targets or self._closed:
+            return
+        for r in records:
+            if getattr(r, "executor", None) != "triton":
+                continue
+            try:
+                self._submit_one(graph, chain, r)
+            except Exception as e:  # noqa: BLE001 - planning a target must not break the run
+                self._report_all(graph, chain, r.name, None, "unplanned", f"{type(e).__name__}: {e}")
+
+    def _submit_one(self, graph: int, chain: str, record: KernelRecord) -> None:
+        from ..executors.triton_codegen import Unfusable
+        from .plan import job, plan_for_gpu
+        self.stats["kernels"] += 1
+        try:
+            plan = plan_for_gpu(record)
+        except Unfusable as e:
+            self._report_all(graph, chain, record.name, None, "unplanned", f"no GPU plan: {e}")
+            return
+        hook = os.environ.get(PTXAS_TEST_HOOK, "")
+        for arch in self.targets:
+            key = (plan.build_key, arch)
+            with self._lock:
+                self._waiting.setdefault(key, []).append((graph, chain, record.name, plan))
+                fut = self._futures.get(key)
+                if fut is None:
+                    self.stats["distinct"] += 1 if arch == self.targets[0] else 0
+                    pool = self._ensure_pool()
+                    with _plain_main():
+                        fut = pool.submit(_compile, job(plan, arch, hook))
+                    self._futures[key] = fut
+            fut.add_done_callback(lambda f, key=key: self._done(key, f))
+
+    # ------------------------------------------------------------------ results
+    def _done(self, key: tuple[str, int], fut: cf.Future) -> None:
+        if fut.cancelled():
+            return
+        try:
+            result = fut.result()
+        except Exception as e:  # noqa: BLE001 - a dead worker is a failed build
+            result = {"ok": False, "error": f"the compile worker failed ({type(e).__name__}: {e})"}
+        with self._lock:
+            waiting = self._waiting.get(key, [])
+            todo = [w for w in waiting if (w[0], w[1], w[2], key[1]) not in self._reported]
+            for w in todo:
+                self._reported.add((w[0], w[1], w[2], key[1]))
+        for graph, chain, name, plan in todo:
+            self._report(graph, chain, name, key[1], plan, result)
+
+    def _report(self, graph, chain, name, arch, plan, result: dict) -> None:
+        build = _build_record(arch, plan, result)
+        if build["status"] == "ok":
+            self.stats["builds"] += 1
+        else:
+            self.stats["failed" if build["status"] == "failed" else "unfinished"] += 1
+        try:
+            self.observer.kernel_compiled(graph, chain, name, target_name(arch), build)
+        except Exception:  # recording is best effort
+            pass
+
+    def _report_all(self, graph, chain, name, plan, status: str, error: str) -> None:
+        for arch in self.targets:
+            with self._lock:
+                if (graph, chain, name, arch) in self._reported:
+                    continue
+                self._reported.add((graph, chain, name, arch))
+            self._report(graph, chain, name, arch, plan, {"ok": False, "status": status, "error": error})
+
+    def pending(self) -> int:
+        """Return how many builds are not finished yet."""
+        with self._lock:
+            return sum(1 for f in self._futures.values() if not f.done())
+
+    def finish(self, wait_s: Optional[float] = None) -> dict:
+        """Wait up to ``wait_s`` seconds (default :func:`default_wait_s`) for pending builds, report
+        the rest as unfinished, stop the workers; return the counts (kernels, distinct, builds,
+        failed, unfinished, seconds since start)."""
+        if self._closed:
+            return dict(self.stats)
+        wait_s = default_wait_s() if wait_s is None else wait_s
+        with self._lock:
+            futures = list(self._futures.values())
+        if futures:
+            cf.wait(futures, timeout=wait_s)
+        self._closed = True
+        with self._lock:
+            late = [(k, w) for k, ws in self._waiting.items() if not self._futures[k].done() for w in ws]
+        for (key, arch), (graph, chain, name, plan) in late:
+            with self._lock:
+                if (graph, chain, name, arch) in self._reported:
+                    continue
+                self._reported.add((graph, chain, name, arch))
+            self._report(graph, chain, name, arch, plan,
+                         {"ok": False, "status": "unfinished",
+                          "error": f"not finished when the run ended (waited {wait_s:g} s)"})
+        self._stop_workers()
+        out = dict(self.stats)
+        out["seconds"] = round(time.perf_counter() - self.started_at, 3)
+        return out
+
+    def _stop_workers(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:  # our own workers: a build still running is abandoned
+            with contextlib.suppress(Exception):
+                if p.is_alive():
+                    p.terminate()
+        for p in procs:
+            with contextlib.suppress(Exception):
+                p.join(timeout=5)
+
+
+def _warm() -> None:
+    """Import Triton's CUDA backend in a worker before the first build needs it."""
+    import triton  # noqa: F401
+    from triton.backends.nvidia import compiler  # noqa: F401
+
+
+def _compile(job: dict) -> dict:
+    from .worker import compile_job
+    return compile_job(job)
+
+
+def _build_record(arch: int, plan, result: dict) -> dict:
+    """Return what the observer records for one kernel and target."""
+    status = "ok" if result.get("ok") else result.get("status", "failed")
+    out = {"target": target_name(arch), "status": status, "error": result.get("error"),
+           "seconds": result.get("seconds"), "build_key": plan.build_key if plan is not None else None}
+    if plan is not None:
+        ks = plan.kernel
+        out["plan"] = {"plan": ks.plan, "grid": ks.grid, "parts": ks.parts,
+                       "kernels": [{"name": k.name, "grid": k.grid, "num_warps": k.num_warps} for k in ks.kernels]}
+        out["line_uids"] = {str(k): v for k, v in plan.line_uids.items()}
+        out["members"] = plan.members
+        out["source"] = ks.jit_source
+    if status == "ok":
+        res = dict(result["resources"])
+        occ = occupancy(arch, res["registers"], res["shared_bytes"], res["num_warps"])
+        out.update(resources=res, occupancy=occ, mix=result.get("mix"), functions=result.get("functions"),
+                   stages=result.get("stages"), lines=result.get("lines"), triton=result.get("triton"))
+    return out

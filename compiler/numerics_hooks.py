@@ -1,0 +1,124 @@
+"""Run-time numerics hooks for the first K calls of a compiled chain (``run --check-numerics`` and
+``run --compare-eager``); after K calls they are gone and the plain callable runs.
+
+The compiler only calls and reports: what a check computes is the ``checker`` the caller puts in
+``ProfileSettings`` (``thundervis.numerics_check`` for ``thundervis run``), called with the fusion
+symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given and
+what it returned. Its JSON-able result goes to ``observer.runtime(graph, chain, "numerics", data)``.
+``--compare-eager`` runs the chain's ATen graph eagerly on the same inputs as the compiled call and
+reports the output deltas (``"eager_compare"``). A failing check is reported as such and never
+breaks the user's training.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .ir import BoundSymbol
+
+
+def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], None]) -> tuple:
+    """Return codegen's plan ``(namespace, calls)`` with each fusion's callable wrapped so that,
+    after it returns, ``checker(symbol, inputs, outputs)`` runs and its result is reported as a
+    ``numerics`` event. The kernels themselves are shared, not rebuilt."""
+    namespace, calls = plan
+    ns = dict(namespace)
+    for b, callee in calls:
+        if callee is not None and b.fusion:
+            ns[callee] = _checked(b, namespace[callee], checker, report)
+    return ns, calls
+
+
+def _checked(b: BoundSymbol, fn: Callable, checker: Callable, report: Callable) -> Callable:
+    def run(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        try:
+            data = checker(b, args, out)
+        except Exception as e:  # a check that fails is a result, never a broken training step
+            data = {"kernel": b.sym, "uid": b.uid, "executor": b.executor, "verdict": "error",
+                    "detail": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+        if data is not None:
+            report("numerics", data)
+        return out
+    return run
+
+
+def _flat_tensors(x) -> list:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _flat_tensors(v)]
+    return []
+
+
+def output_deltas(outs, eager_outs) -> dict:
+    """Return ``{"max_abs": .., "max_rel": .., "outputs": [{"index", "max_abs", "max_rel"}]}``: the
+    differences between the compiled and the eager outputs (rel: divided by the largest |eager|)."""
+    a, b = _flat_tensors(outs), _flat_tensors(eager_outs)
+    rows, max_abs, max_rel = [], 0.0, 0.0
+    if len(a) != len(b):
+        return {"max_abs": float("inf"), "max_rel": float("inf"), "outputs": [],
+                "detail": f"{len(a)} outputs, eager has {len(b)}"}
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x.shape != y.shape:
+            rows.append({"index": i, "max_abs": float("inf"), "max_rel": float("inf")})
+            max_abs = max_rel = float("inf")
+            continue
+        if not x.numel() or not (x.is_floating_point() or y.is_floating_point()):
+            d = 0.0 if torch.equal(x.cpu(), y.cpu()) else float("inf")
+            rows.append({"index": i, "max_abs": d, "max_rel": d})
+            max_abs, max_rel = max(max_abs, d), max(max_rel, d)
+            continue
+        x64, y64 = x.detach().to("cpu", torch.float64), y.detach().to("cpu", torch.float64)
+        same = (x64 == y64) | (x64.isnan() & y64.isnan())
+        diff = torch.nan_to_num(torch.where(same, torch.zeros_like(x64), (x64 - y64).abs()),
+                                nan=float("inf"), posinf=float("inf"))
+        d = float(diff.max())
+        finite = y64[torch.isfinite(y64)]
+        scale = float(finite.abs().max()) if finite.numel() else 0.0
+        r = d / scale if scale > 0 else d
+        rows.append({"index": i, "max_abs": d, "max_rel": r})
+        max_abs, max_rel = max(max_abs, d), max(max_rel, r)
+    return {"max_abs": max_abs, "max_rel": max_rel, "outputs": rows}
+
+
+def compared_with_eager(fn: Callable, eager: Callable, steps: int, report: Callable[[str, Any], None]) -> Callable:
+    """Return a boxed callable running ``fn``; for its first ``steps`` calls the eager ATen graph
+    ``eager`` also runs on the same inputs and the deltas are reported (``"eager_compare"``: call
+    number and :func:`output_deltas`). Later calls go straight to ``fn``."""
+    state = {"calls": 0}
+
+    def run(args):
+        n = state["calls"]
+        if n >= steps:
+            return fn(args)
+        state["calls"] = n + 1
+        saved = list(args)
+        out = fn(args)
+        try:
+            with torch.no_grad():
+                ref = eager(list(saved))
+            data = {"call": n, **output_deltas(out, ref)}
+        except Exception as e:  # the comparison is best effort
+            data = {"call": n, "max_abs": None, "max_rel": None, "outputs": [],
+                    "detail": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
+        del saved
+        report("eager_compare", data)
+        return out
+    run._boxed_call = True
+    if hasattr(fn, "state"):
+        run.state = fn.state
+    return run
+
+
+def reporter(observer, graph: int, chain: str) -> Callable[[str, Any], None]:
+    """Return ``report(event, data)`` sending a runtime event of ``chain``; a failing observer is
+    ignored (recording is best effort)."""
+    def report(event: str, data: Any) -> None:
+        try:
+            observer.runtime(graph, chain, event, data)
+        except Exception:
+            pass
+    return report
+

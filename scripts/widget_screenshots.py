@@ -1,0 +1,132 @@
+"""Take the README screenshots of the notebook widget's Source and Fusions tabs without JupyterLab:
+
+    python scripts/widget_screenshots.py REC OUT.png --tab source [--file train.py]
+    python scripts/widget_screenshots.py REC OUT.png --tab fusions [--chain forward] [--click-block N]
+
+Builds the widget in Python (``thundervis.show``), answers the requests the tab will make in
+Python beforehand, and loads the shipped front end in headless Chromium (Playwright, Debian's
+chromium) on a page whose stand-in model replays those answers; ``--click-block N`` clicks the N-th
+module block box of the diagram (the front end then asks for it expanded) before the screenshot.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+_PAGE = """<!doctype html><html><head><meta charset="utf-8"><style>{css}
+body {{ font-family: sans-serif; margin: 8px; background: white; }}</style></head>
+<body><div id="host"></div><script type="module">
+{js}
+const TRAITS = {traits};
+window.__tv_traits = TRAITS;
+const ANSWERS = {answers};
+const handlers = {{}};
+const keyOf = (r) => JSON.stringify([r.what, r.file || null, r.expand || [], r.module || null,
+                                     r.collapse === undefined ? null : r.collapse]);
+const model = {{
+  get: (k) => TRAITS[k],
+  set: (k, v) => {{ TRAITS[k] = v; for (const f of handlers["change:" + k] || []) f(); }},
+  save_changes: () => {{}},
+  on: (ev, f) => {{ (handlers[ev] = handlers[ev] || []).push(f); }},
+  off: (ev, f) => {{ handlers[ev] = (handlers[ev] || []).filter((x) => x !== f); }},
+  send: (content) => {{
+    const key = keyOf(content.request);
+    window.__tv_asked = (window.__tv_asked || []).concat([key]);
+    const reply = ANSWERS[key] || {{ ok: false, error: "no answer prepared for " + key }};
+    setTimeout(() => {{ for (const f of handlers["msg:custom"] || []) f({{ id: content.id, ...reply }}); }}, 0);
+  }},
+}};
+__tv_widget.render({{ model, el: document.getElementById("host") }});
+</script></body></html>"""
+
+
+def _key(what, file=None, expand=(), module=None, collapse=None) -> str:
+    return json.dumps([what, file, list(expand), module, collapse], separators=(",", ":"))
+
+
+def widget_page(w, tab: str, answers: dict) -> str:
+    """Return an HTML page that renders widget ``w`` (its traits, ``tab`` open) with the shipped
+    front end; the stand-in model answers requests from ``answers`` ({request key: reply}, see
+    :func:`request_key`), records each request key in ``window.__tv_asked`` and exposes the traits
+    as ``window.__tv_traits``."""
+    from thundervis.notebook_ext.widget import _STATIC, front_end
+    traits = {k: getattr(w, k) for k in ("data", "graph", "chain", "pass_index", "compare_index",
+                                         "selected_uid", "selected_kernel")}
+    traits.update(tab=tab, group={})
+    js = front_end().replace("export default { render };", "window.__tv_widget = { render };")
+    js = js.replace("</script", "<\\/script")
+    return _PAGE.format(css=(_STATIC / "widget.css").read_text(encoding="utf-8"), js=js,
+                        traits=json.dumps(traits).replace("</", "<\\/"),
+                        answers=json.dumps(answers).replace("</", "<\\/"))
+
+
+def request_key(what, file=None, expand=(), module=None, collapse=None) -> str:
+    """Return the key the page's stand-in model looks a request up by."""
+    return _key(what, file, expand, module, collapse)
+
+
+def main() -> int:
+    """Write the screenshot; return the exit code."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("recording")
+    p.add_argument("out")
+    p.add_argument("--tab", choices=("source", "fusions"), default="source")
+    p.add_argument("--chain", default=None)
+    p.add_argument("--click-block", type=int, default=None)
+    p.add_argument("--click", default=None, metavar="SELECTOR",
+                   help="click the first element matching this CSS selector, then print the synced traits")
+    p.add_argument("--width", type=int, default=1400)
+    p.add_argument("--height", type=int, default=900)
+    args = p.parse_args()
+
+    import thundervis
+    w = thundervis.show(args.recording, chain=args.chain) if args.chain else thundervis.show(args.recording)
+    answers, clicked = {}, None
+    if args.tab == "source":
+        answers[_key("source")] = w.request({"what": "source"})
+    else:
+        d = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
+        answers[_key("diagram")] = d
+        blocks = d.get("data", {}).get("blocks") or []
+        if args.click_block is not None and args.click_block < len(blocks):
+            path, clicked = blocks[args.click_block]["path"], blocks[args.click_block]["id"]
+            answers[_key("diagram", expand=[path])] = w.request(
+                {"what": "diagram", "graph": w.graph, "chain": w.chain, "expand": [path]})
+    page_html = widget_page(w, args.tab, answers)
+    folder = tempfile.mkdtemp(prefix="tv-widget-shot-")
+    page_path = pathlib.Path(folder) / "widget.html"
+    page_path.write_text(page_html, encoding="utf-8")
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "notebook"))
+    from jupyter_helpers import chromium_page
+    with chromium_page(args.width, args.height) as page:
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(page_path.as_uri())
+        page.wait_for_timeout(800)
+        if clicked is not None:
+            page.locator(f'g.node.tv-block[id="{clicked}"]').click()
+            page.wait_for_timeout(800)
+        if args.click:
+            page.locator(args.click).first.click()
+            page.wait_for_timeout(500)
+            traits_now = page.evaluate("({tab: __tv_traits.tab, graph: __tv_traits.graph, chain: __tv_traits.chain, "
+                                       "pass_index: __tv_traits.pass_index, selected_uid: __tv_traits.selected_uid, "
+                                       "selected_kernel: __tv_traits.selected_kernel})")
+            print(f"after the click: {traits_now}")
+        page.screenshot(path=args.out, timeout=120_000)
+        asked = page.evaluate("window.__tv_asked || []")
+    print(f"screenshot written to {args.out}; requests: {asked}")
+    if errors:
+        print("page errors: " + "; ".join(errors), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("THUNDERVIS_NO_WIDGET_CHECK", "1")
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""What ran each kernel, where: the ``kernel_path`` events a run records, read by
+``present.kernel_runs`` and said by every view (``ls`` text and JSON, ``show``, the TUI and the
+widget's kernel tables)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from core_helpers import run_cli, write_script
+from thundervis.present.status import (KernelRun, clock_label, kernel_label, kernel_runs, ran_on_text,
+                                            run_from_event)
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    """A run of a small script with the default executors (no CUDA: the fast CPU path)."""
+    from thundervis.runner import check_output, run_target
+    folder = tmp_path_factory.mktemp("ranon")
+    script = write_script(folder, "train_ranon.py", """
+        for _ in range(2):
+            model(torch.randn(4, 8)).backward()
+    """)
+    result = run_target(script=script, module=None, args=[], out=check_output(os.path.join(str(folder), "r.tvrec")))
+    assert result.exit_code == 0, result
+    return result.path
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the fast CPU path is for machines without CUDA")
+def test_a_default_cpu_run_records_that_its_fusions_ran_on_cpu_via_torch(default_run, capsys):
+    from thundervis.recording import open_recording
+    with open_recording(default_run) as rec:
+        runs = kernel_runs(rec.events())
+        kernels = rec.kernels()
+    assert kernels
+    for k in kernels:
+        run = runs[(k.graph, k.chain, k.name)]
+        assert (run.device, run.via, run.measured) == ("cpu", "torch", True)
+        assert run.torch_us is not None and run.torch_us > 0
+    code, out, _ = run_cli(capsys, "ls", "--json", default_run)
+    assert code == 0
+    fusions = [f for g in json.loads(out)["graphs"] for f in g["fusions"]]
+    assert fusions and all(f["ran_on"]["text"] == "ran on cpu via torch" for f in fusions)
+    code, out, _ = run_cli(capsys, "ls", default_run)
+    assert f"fusion {kernels[0].name} [triton · ran on cpu via torch]" in out
+    code, out, _ = run_cli(capsys, "show", default_run, "--chain", "forward")
+    assert code == 0 and "ran on cpu via torch" in out
+
+
+def test_labels():
+    run = KernelRun("cpu", "torch", True, 12.0, None, "")
+    assert kernel_label("fw_fusion_3", "triton", run, ["sm_90"]) == "fw_fusion_3 [triton sm_90 · ran on cpu via torch]"
+    assert kernel_label("fw_fusion_3", "triton") == "fw_fusion_3 [triton]"
+    assert ran_on_text(KernelRun("cpu", "triton-interpreter")) == "runs on cpu via triton-interpreter"
+    assert ran_on_text(None) == ""
+    assert clock_label("cpu", "host") == "CPU" and clock_label("cuda:0", "host") == "CPU"
+    assert clock_label("cuda:0", "device") == "GPU"
+
+
+def test_events_are_validated():
+    assert run_from_event("nope") is None and run_from_event({"via": "torch"}) is None
+    run = run_from_event({"kernel": "k", "device": "[red]gpu", "via": "magic", "torch_us": -3,
+                          "inductor_us": "fast", "why": 7, "planned": False})
+    assert (run.device, run.via, run.torch_us, run.inductor_us, run.why, run.measured) == \
+        ("unknown", "unknown", None, None, "", True)
+
+
+class _Rec:
+    def __init__(self, events):
+        self._events = events
+
+    def events(self, name=None):
+        from thundervis.recording.model import Event
+        return [Event(g, c, e, d, 0.0) for g, c, e, d in self._events if name is None or e == name]
+
+
+def test_the_last_measured_event_wins_and_a_runtime_fallback_means_torch():
+    rec = _Rec([(0, "forward", "kernel_path", {"kernel": "a", "device": "cpu", "via": "torch", "planned": True}),
+                (0, "forward", "kernel_path", {"kernel": "a", "device": "cpu", "via": "inductor", "planned": False}),
+                (0, "forward", "kernel_path", {"kernel": "b", "device": "cpu", "via": "triton-interpreter",
+                                               "planned": True}),
+                (0, "forward", "kernel_fallback", {"kernel": "b", "error": "boom"})])
+    runs = kernel_runs(rec.events())
+    assert runs[(0, "forward", "a")].via == "inductor"
+    b = runs[(0, "forward", "b")]
+    assert (b.device, b.via, b.measured) == ("cpu", "torch", True) and "boom" in b.why
+
+
+def test_ls_label_names_the_targets_built_then_what_ran_it():
+    from thundervis.commands.ls import fusion_label
+    k = {"name": "fw_fusion_3", "executor": "triton", "ran_in_torch": None,
+         "ran_on": KernelRun("cpu", "torch", True).as_json(),
+         "targets": {"sm_90": {"status": "ok"}, "sm_80": {"status": "failed"}}}
+    assert fusion_label(k) == "fw_fusion_3 [triton sm_90 · ran on cpu via torch]"
+    assert fusion_label({**k, "ran_on": None, "targets": {}}) == "fw_fusion_3 [triton]"
+    assert fusion_label({**k, "ran_on": None, "targets": {}, "ran_in_torch": "boom"}) == \
+        "fw_fusion_3 [triton -> torch at run time]"

@@ -1,0 +1,296 @@
+"""run --check-numerics, --compare-eager, thundervis numerics and thundervis bisect: clean runs say
+0 flagged / no divergence, and the test-only faults (compiler/faults.py) are found exactly: the
+faulty kernel flagged, the faulty pass, symbol and source line named."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+
+import pytest
+
+from core_helpers import line_of, run_cli
+
+MODEL = """\
+import torch
+import torch.nn.functional as F
+
+
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.ln = torch.nn.LayerNorm(32)
+        self.fc2 = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        h = F.gelu(self.fc1(x))  # LINE_GELU
+        h = self.ln(h)  # LINE_LN
+        return torch.tanh(self.fc2(h))  # LINE_OUT
+
+
+torch.manual_seed(0)
+model = torch.compile(M())
+x = torch.randn(8, 16)
+for step in range(3):
+    model(x).square().mean().backward()
+"""
+
+
+def _record(tmp_path, capsys, name: str, *flags: str) -> tuple[str, str, str]:
+    """Run MODEL under thundervis run with the triton executor and ``flags``; return
+    (recording, script, run's stdout)."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(MODEL)
+    rec = tmp_path / f"{name}.tvrec"
+    code, out, err = run_cli(capsys, "run", "--no-view", "--executors", "triton", "--out", rec, *flags, script)
+    assert code == 0, out + err
+    return str(rec), str(script), out
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """A clean run with every numerics flag on, K = 2."""
+    from thundervis.cli import main
+    folder = tmp_path_factory.mktemp("numerics")
+    script = folder / "clean.py"
+    script.write_text(MODEL)
+    rec = folder / "clean.tvrec"
+    assert main(["run", "--no-view", "--executors", "triton", "--out", str(rec), "--check-numerics",
+                 "--check-steps", "2", "--compare-eager", "--capture-inputs", str(script)]) == 0
+    return str(rec), str(script)
+
+
+# ------------------------------------------------------------------------------------ verdicts
+
+def test_verdict_is_relative_to_eager_and_never_flags_rounding():
+    from thundervis.numerics_check import FLOOR_ULPS, judge, verdict
+    import torch
+    eps = torch.finfo(torch.float32).eps
+    assert verdict(3e-7, 1e-7, eps)[0] == "ok"             # another reduction order
+    assert verdict(0.0, 0.0, eps)[0] == "ok"
+    assert verdict(FLOOR_ULPS * eps * 0.9, 0.0, eps)[0] == "ok"  # exact eager: a few ulps allowed
+    assert verdict(1e-3, 1e-7, eps)[0] == "flagged"        # gelu's 0.5005
+    assert verdict(1e-3, 1e-4, eps)[0] == "ok"             # eager itself is that far off
+    assert verdict(float("nan"), 0.0, eps)[0] == "flagged"
+    # Output by output: a wrong small output is not hidden by a large exact one.
+    ref = [torch.full((4,), 1000.0, dtype=torch.float64), torch.ones(4, dtype=torch.float64)]
+    good = [r.float() for r in ref]
+    bad = [good[0], good[1] * 1.001]
+    assert judge(good, ref, good)["verdict"] == "ok"
+    j = judge(bad, ref, good)
+    assert j["verdict"] == "flagged" and j["max_rel"] == pytest.approx(1e-3, rel=1e-2)
+
+
+def test_faults_are_off_unless_the_environment_names_them(monkeypatch):
+    from thundervis.compiler import faults
+    monkeypatch.delenv(faults.ENV, raising=False)
+    assert faults.active_faults() == ()
+    monkeypatch.setenv(faults.ENV, "gelu_constant,nonsense")
+    assert faults.active_faults() == ("gelu_constant",)
+
+
+# ---------------------------------------------------------------------------------- clean run
+
+def test_clean_run_checks_every_kernel_and_flags_none(clean, capsys):
+    rec, _ = clean
+    from thundervis.recording import open_recording
+    with open_recording(rec) as r:
+        kernels = {(k.graph, k.chain, k.name) for k in r.kernels()}
+        checks = r.kernel_numerics()
+        eager = r.eager_comparisons()
+    assert kernels and {(c.graph, c.chain, c.kernel) for c in checks} == kernels
+    assert all(c.verdict == "ok" and c.calls == 2 for c in checks), checks
+    assert all(c.max_rel_error is not None and c.max_rel_error < 1e-5 for c in checks)
+    assert {e.chain for e in eager} == {"forward", "backward"}
+    assert all(e.calls == 2 and e.max_rel_delta < 1e-5 and e.outputs for e in eager), eager
+    code, out, err = run_cli(capsys, "numerics", rec)
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[-1].endswith(" 0 flagged") and lines[-1].startswith(f"{len(kernels)} kernels checked")
+    for _, _, name in kernels:
+        assert re.search(rf"^. {name} .* ok$", out, re.M), out
+    assert "gradients vs eager" in out and "outputs vs eager" in out
+    code, out, _ = run_cli(capsys, "ls", rec)
+    assert f"numerics  {len(kernels)} kernels checked against float64 · 0 flagged" in out
+    assert "numerics ok" in out
+
+
+def test_bisect_clean_forward_and_backward_print_every_pass(clean, capsys):
+    rec, _ = clean
+    from thundervis.recording import open_recording
+    for chain in ("forward", "backward"):
+        with open_recording(rec) as r:
+            names = [p.name for p in r.graph(0).chain(chain).passes]
+        code, out, err = run_cli(capsys, "bisect", rec, "--chain", chain)
+        assert code == 0, out + err
+        assert "captured inputs" in out.splitlines()[0]
+        for i, name in enumerate(names):
+            assert re.search(rf"^\s+{i} {name}\s+max rel ", out, re.M), out
+        assert out.strip().splitlines()[-1] == "no divergence"
+    code, out, _ = run_cli(capsys, "bisect", rec, "--chain", "forward", "--inputs", "random")
+    assert code == 0 and "random inputs" in out and "no divergence" in out
+
+
+# ------------------------------------------------------------------------------------- faults
+
+def test_triton_reduction_fault_is_flagged_exactly_and_bisected_to_codegen(tmp_path, capsys, monkeypatch):
+    from thundervis.compiler import faults
+    monkeypatch.setenv(faults.ENV, "triton_sum_init")
+    rec, script, out = _record(tmp_path, capsys, "sumfault", "--check-numerics", "--capture-inputs")
+    from thundervis.recording import open_recording
+    with open_recording(rec) as r:
+        codes = {k.name: r.kernel_source(k).code for k in r.kernels()}
+        flagged = {c.kernel for c in r.kernel_numerics() if c.flagged}
+        fw = [k for k in r.kernels() if k.chain == "forward" and k.name in flagged]
+    faulty = {name for name, code in codes.items() if "tl.sum(" in code}
+    assert faulty and faulty != set(codes)  # the model has kernels with and without sums
+    assert flagged == faulty
+    assert f"· {len(faulty)} flagged" in out  # the run's summary says so
+    code, text, _ = run_cli(capsys, "numerics", rec, "--flagged")
+    assert code == 0 and text.strip().endswith(f"{len(faulty)} flagged")
+    code, text, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
+    assert code == 1, text + err
+    assert "first divergence: pass 8 codegen" in text
+    kernel = fw[0]
+    assert f"  kernel  {kernel.name} [triton]" in text
+    assert re.search(rf"symbol  {kernel.name} \(", text)
+    shown = re.search(r"  source  (\S+):(\d+)", text)
+    assert shown and os.path.basename(shown.group(1)) == "sumfault.py"
+    # the kernel's diverging output is computed by its LayerNorm members: that line is named
+    assert int(shown.group(2)) == line_of(script, "LINE_LN")
+
+
+def test_gelu_constant_fault_is_bisected_to_decompose_with_its_line(tmp_path, capsys, monkeypatch):
+    from thundervis.compiler import faults
+    monkeypatch.setenv(faults.ENV, "gelu_constant")
+    rec, script, _ = _record(tmp_path, capsys, "gelufault", "--capture-inputs", "--compare-eager")
+    monkeypatch.delenv(faults.ENV)
+    code, text, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
+    assert code == 1, text + err
+    lines = text.splitlines()
+    assert re.search(r"^\s+0 acquire\s+max rel 0\.0$", text, re.M)
+    assert "first divergence: pass 1 decompose" in text
+    assert re.search(r"  symbol  aten\.gelu\.default \(\w+\) -> \w+: max rel 1\.0\d?e-03", text), text
+    assert f"gelufault.py:{line_of(script, 'LINE_GELU')}" in text and "F.gelu(self.fc1(x))" in text
+    assert re.search(r"  kernel  fw_fusion_\d+ \[triton\]", text)
+    assert any("<- diverges" in ln for ln in lines if " decompose " in ln)
+    # compare-eager sees the same drift in the outputs (the kernel matches its own faulty region).
+    from thundervis.recording import open_recording
+    with open_recording(rec) as r:
+        fw = [e for e in r.eager_comparisons() if e.chain == "forward"][0]
+    assert fw.max_rel_delta > 1e-4
+
+
+# ---------------------------------------------------------------------------------- bad input
+
+def test_bad_requests_are_one_sentence_and_exit_2(clean, recorded, tmp_path, capsys):
+    rec, _ = clean
+    plain, _ = recorded  # recorded without numerics checks or captured inputs
+    cases = [
+        (("bisect", rec, "--chain", "joint"), "bisect takes a compiled chain"),
+        (("bisect", rec, "--chain", "sideways"), "bisect takes a compiled chain"),
+        (("bisect", rec, "--chain", "forward", "--graph", "42"), "graph"),
+        (("bisect", plain, "--chain", "forward", "--inputs", "captured"), "has no captured inputs"),
+        (("numerics", plain), "holds no numerics checks"),
+        (("bisect", str(tmp_path / "missing.tvrec"), "--chain", "forward"), "missing.tvrec"),
+    ]
+    for argv, fragment in cases:
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2, (argv, out, err)
+        assert fragment in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_bisect_refuses_a_chain_that_ran_eagerly(tmp_path, capsys, monkeypatch):
+    from thundervis.compiler import backend
+
+    def broken(trace, options):
+        raise RuntimeError("no compiler today")
+    monkeypatch.setattr(backend, "compile_chain", broken)
+    rec, _, _ = _record(tmp_path, capsys, "eager")
+    code, out, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
+    assert code == 2 and "ran eagerly" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_bisect_without_captured_inputs_uses_random_ones_with_a_note(recorded, capsys):
+    plain, _ = recorded
+    code, out, err = run_cli(capsys, "bisect", plain, "--chain", "forward")
+    assert code == 0, out + err
+    assert "random inputs" in out and "note: no captured inputs" in out and "no divergence" in out
+
+
+# ----------------------------------------------------------------------------- the recording
+
+def test_recordings_without_the_numerics_tables_read_as_not_checked(clean, tmp_path):
+    rec, _ = clean
+    old = tmp_path / "old.tvrec"
+    shutil.copy(rec, old)
+    with sqlite3.connect(old) as c:
+        c.execute("DROP TABLE kernel_numerics")
+        c.execute("DROP TABLE eager_comparisons")
+    c.close()
+    from thundervis.recording import open_recording
+    with open_recording(str(old)) as r:
+        assert r.kernel_numerics() == [] and r.eager_comparisons() == []
+
+
+def test_tampered_numerics_rows_are_one_sentence(clean, tmp_path, capsys):
+    rec, _ = clean
+    from thundervis.recording import RecordingError, open_recording
+    for i, sql in enumerate(["UPDATE kernel_numerics SET verdict='<b>evil</b>'",
+                             "UPDATE kernel_numerics SET calls='many'",
+                             "UPDATE eager_comparisons SET outputs='{not json'"]):
+        bad = tmp_path / f"bad{i}.tvrec"
+        shutil.copy(rec, bad)
+        with sqlite3.connect(bad) as c:
+            c.execute(sql)
+        c.close()
+        with open_recording(str(bad)) as r:
+            with pytest.raises(RecordingError, match="corrupted"):
+                r.kernel_numerics() if "kernel" in sql else r.eager_comparisons()
+        code, out, err = run_cli(capsys, "numerics", bad)
+        assert code == 2 and "corrupted" in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------------------- what users run
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.slow
+def test_readme_example_checks_28_kernels_and_bisects_clean(tmp_path, capsys):
+    """The issue's done-when: the example, checked and captured, has 0 flagged of its 28 kernels
+    and its forward chain bisects through all 9 passes with no divergence."""
+    rec = tmp_path / "gpt.tvrec"
+    code, out, err = run_cli(capsys, "run", "--no-view", "--check-numerics", "--capture-inputs", "--out", rec,
+                             os.path.join(REPO, "examples", "train_gpt.py"))
+    assert code == 0, out + err
+    code, out, err = run_cli(capsys, "numerics", rec)
+    assert code == 0 and out.strip().splitlines()[-1] == "28 kernels checked · 0 flagged", out + err
+    code, out, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
+    assert code == 0, out + err
+    assert len(re.findall(r"^\s+\d+ \w+\s+max rel ", out, re.M)) == 9
+    assert out.strip().splitlines()[-1] == "no divergence"
+
+
+@pytest.mark.slow
+def test_no_kernel_of_the_model_zoo_is_flagged(tmp_path):
+    """No false positives on models we did not write (benchmarks/model_zoo.py --check-numerics)."""
+    pytest.importorskip("transformers")
+    import json
+    import subprocess
+    import sys
+    out = tmp_path / "zoo.json"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("THUNDERVIS_TEST_FAULTS", None)
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "model_zoo.py"), "--check-numerics",
+                           "--json", str(out), "--keep", str(tmp_path / "runs")],
+                          capture_output=True, text=True, env=env, timeout=3600, cwd=tmp_path)
+    assert out.exists(), proc.stdout + proc.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) >= 8
+    for r in rows:
+        assert r["error"] is None, r
+        assert r["numerics_checked"], r["model"]
+        assert r["numerics_flagged"] == [], r["model"]

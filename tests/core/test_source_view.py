@@ -1,0 +1,165 @@
+"""The Source view (thundervis.present.source_view, ``thundervis source``): every line of a recorded
+user file with the ops it became in the final passes (forward and backward), the kernels they ended
+in, the ops torch runs and why, and its share of the profiled time."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from thundervis.present.source_view import file_label, resolve_file, source_file
+from thundervis.recording import UnknownItem, open_recording
+
+from core_helpers import line_of, run_cli, write_script
+from test_fallback_views import KERNEL_ERROR, fallback_run  # noqa: F401  (a fixture)
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """A profiled run of the small model with the default executors (Triton fusions, matmuls on
+    torch); its script carries an escape sequence and a bidi control in a comment."""
+    folder = tmp_path_factory.mktemp("source_view")
+    script = write_script(folder, "train_src.py", """
+        # recorded text is data: \x1b[31mred\x1b[0m \u202eevil
+        for _ in range(4):
+            model(torch.randn(4, 8)).backward()
+    """)
+    out = os.path.join(str(folder), "src.tvrec")
+    from thundervis.cli import main
+    assert main(["run", "--profile", "--warmup", "1", "--steps", "2", "--out", out, "--no-view", script]) == 0
+    return out, script
+
+
+def test_every_line_with_its_ops_kernels_and_torch_fallbacks(profiled):
+    path, script = profiled
+    with open_recording(path) as rec:
+        view = source_file(rec, "train_src.py")
+        kernels = rec.kernels()
+        text = rec.source_text(script)
+    assert view.file == script and view.label == "train_src.py" and view.recorded
+    assert [x.text for x in view.lines] == text.splitlines()  # every line of the recorded text
+    tanh = view.line(line_of(script, "LINE_TANH"))
+    assert {o.chain for o in tanh.ops} == {"forward", "backward"}
+    assert any(o.op == "tanh" and o.kernel for o in tanh.ops)
+    # the fc matmul of that line stays with torch, with the reason recorded for it
+    mm = [o for o in tanh.ops if o.op == "mm" and o.chain == "forward"]
+    assert mm and all(o.kernel is None and o.executor == "torch" and "matmul" in o.fallback for o in mm)
+    assert ("mm", mm[0].fallback) in tanh.fallbacks
+    # every kernel's recorded source lines of this file show that kernel on that line
+    for k in kernels:
+        for s in k.source_lines:
+            if s["file"] == script:
+                assert k.name in view.line(s["line"]).kernels, (k.name, s)
+    # lines without ops are plain
+    assert not view.line(1).ops and view.line(1).time_us is None
+    fw = [n for n in tanh.notes() if n.chain == "forward"][0]
+    assert fw.text().startswith("forward ") and "on torch: " in fw.text() and "mm (" in fw.text()
+
+
+def test_time_shares_add_up_over_the_file(profiled):
+    path, script = profiled
+    with open_recording(path) as rec:
+        view = source_file(rec, script)
+        timings = rec.timings()
+    assert view.profiled and view.total_us == pytest.approx(sum(c.median_us for c in timings.chains))
+    timed = [x for x in view.lines if x.time_us is not None]
+    assert timed and all(0 < x.share <= 1 for x in timed)
+    # every measured kernel and op of this file is spread over its lines, nothing counted twice
+    measured = sum(k.median_us for k in timings.kernels)
+    assert sum(x.time_us for x in timed) == pytest.approx(measured, rel=1e-6)
+    assert "%" in timed[0].time_text()
+
+
+def test_fallbacks_eager_chain_and_run_time_kernel_fallback(fallback_run):  # noqa: F811
+    path, script, failed = fallback_run
+    with open_recording(path) as rec:
+        view = source_file(rec, os.path.basename(script), graph=0)
+    sort = view.line(line_of(script, "LINE_SORT"))
+    fw_sort = [o for o in sort.ops if o.chain == "forward" and o.op.startswith("sort")]
+    assert fw_sort and fw_sort[0].fallback.startswith("not lowered:")
+    # the backward chain failed to compile: its ops ran eagerly, with the error
+    bw = [o for o in sort.ops if o.chain == "backward"]
+    assert bw and all(o.fallback.startswith("ran eagerly: ") and "a compiler bug in backward with a second line" in o.fallback for o in bw)
+    # the kernel that failed on its first launch ran its region in torch at run time
+    hit = [o for x in view.lines for o in x.ops if o.kernel == failed[0]]
+    assert hit and all(KERNEL_ERROR in o.fallback and "ran in torch at run time" in o.fallback for o in hit)
+
+
+def test_file_text_not_recorded_shows_the_recorded_code_lines(profiled, monkeypatch):
+    path, script = profiled
+    with open_recording(path) as rec:
+        monkeypatch.setattr(rec, "source_text", lambda file: None)
+        view = source_file(rec, script)
+    assert not view.recorded and view.lines and all(x.ops for x in view.lines)
+    tanh = view.line(line_of(script, "LINE_TANH"))
+    assert "torch.tanh(self.fc(x))" in tanh.text
+    assert "file text not recorded" in view.summary()
+
+
+class _Files:
+    def __init__(self, files):
+        self._files = files
+
+    def source_files(self):
+        return list(self._files)
+
+
+def test_file_names_match_by_basename_or_path_suffix():
+    rec = _Files(["/home/a/proj/train.py", "/home/a/proj/lib/model.py", "/opt/x/model.py", "cell [3]"])
+    assert resolve_file(rec, "train.py") == "/home/a/proj/train.py"
+    assert resolve_file(rec, "proj/lib/model.py") == "/home/a/proj/lib/model.py"
+    assert resolve_file(rec, "./lib/model.py") == "/home/a/proj/lib/model.py"
+    assert resolve_file(rec, "cell [3]") == "cell [3]"
+    with pytest.raises(UnknownItem, match="matches 2 recorded files"):
+        resolve_file(rec, "model.py")
+    with pytest.raises(UnknownItem, match="recorded files: .*train.py"):
+        resolve_file(rec, "rain.py")  # a suffix matches whole path components only
+    with pytest.raises(UnknownItem, match="no user source files"):
+        resolve_file(_Files([]), "train.py")
+    assert file_label("/tmp/ipykernel_1/1422955898.py") == "1422955898.py" and file_label("cell [3]") == "cell [3]"
+    # a notebook cell, recorded as "cell [N]" (compiler.source), reads cell [N]:LINE
+    from thundervis.present.source_view import SourceLine
+    assert SourceLine("cell [3]", 16, "y = f(x)", (), None, None).label == "cell [3]:16"
+
+
+def test_cli_prints_the_annotated_file(profiled, capsys):
+    path, script = profiled
+    code, out, _ = run_cli(capsys, "source", path, "train_src.py")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("train_src.py · ") and "profiled:" in lines[0]
+    n = line_of(script, "LINE_TANH")
+    (row,) = [x for x in lines if x.lstrip().startswith(f"{n} ●")]
+    assert "torch.tanh(self.fc(x))" in row and "%" in row
+    after = lines[lines.index(row) + 1:lines.index(row) + 12]
+    assert any("↳ forward" in x for x in after) and any("↳ backward" in x for x in after)
+    # recorded text is data: control characters shown, never sent to the terminal
+    assert "\x1b" not in out and "\u202e" not in out and "\\x1b[31m" in out
+    code, default, _ = run_cli(capsys, "source", path)  # the run's script
+    assert code == 0 and default == out
+    code, short, _ = run_cli(capsys, "source", path, "train_src.py", "--annotated")
+    assert code == 0 and len(short.splitlines()) < len(lines) and "..." in short
+
+
+def test_cli_json_is_the_rows(profiled, capsys):
+    path, script = profiled
+    code, out, _ = run_cli(capsys, "source", path, script, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    with open_recording(path) as rec:
+        assert doc == json.loads(json.dumps(source_file(rec, script).as_json()))
+    row = doc["lines"][line_of(script, "LINE_TANH") - 1]
+    assert row["kernels"] and row["notes"][0]["text"] and row["share"] > 0
+
+
+def test_cli_bad_input_is_one_sentence(profiled, capsys, tmp_path):
+    path, _ = profiled
+    code, out, err = run_cli(capsys, "source", path, "nope.py")
+    assert code == 2 and not out
+    assert err.startswith("thundervis: no recorded file matches 'nope.py'; recorded files: ")
+    assert "train_src.py" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, "source", path, "train_src.py", "--graph", "9")
+    assert code == 2 and "no graph 9" in err
+    code, _, err = run_cli(capsys, "source", tmp_path / "missing.tvrec", "a.py")
+    assert code == 2 and len(err.strip().splitlines()) == 1

@@ -1,0 +1,41 @@
+"""The widget's roofline columns: each kernel of the payload carries its roofline row (from
+thundervis.present.roofline), % of roofline only for GPU-measured times, and the static page shows
+them as escaped text."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("anywidget")
+
+from roofline_fixtures import FUSION, roofline_recording  # noqa: E402
+
+from thundervis.gpus import GPUS  # noqa: E402
+from thundervis.notebook_ext import RecordingData, show  # noqa: E402
+from thundervis.recording import open_recording  # noqa: E402
+
+from notebook_helpers import HtmlTags  # noqa: E402
+
+
+@pytest.mark.parametrize("clock", ["device", "host"])
+def test_payload_kernels_carry_their_roofline(tmp_path, clock):
+    path = roofline_recording(str(tmp_path / "r.tvrec"), clock, fusion_us=5.0)
+    with open_recording(path) as rec:
+        payload = RecordingData(rec).payload(with_diagrams=False)
+    (k,) = payload["graphs"][0]["kernels"]
+    r = k["roofline"]
+    roof = (FUSION[1] + FUSION[2]) / GPUS["h100"].hbm_bytes_per_s * 1e6
+    assert r["roofline_us"] == pytest.approx(roof) and r["flops"] == FUSION[0] and r["target"] == "sm_90"
+    assert r["bytes_read"] == FUSION[1] and r["bound"] == "memory" and r["measured_us"] == 5.0
+    assert (r["pct_of_roofline"] is not None) == (clock == "device")
+    assert payload["roofline_target"].startswith("sm_90 H100 SXM")
+
+
+def test_static_page_shows_the_roofline_columns(tmp_path):
+    path = roofline_recording(str(tmp_path / "r.tvrec"), "device", fusion_us=5.0)
+    page = show(path, chain="forward")._repr_html_()
+    parser = HtmlTags()
+    parser.feed(page)
+    assert parser.handlers == []
+    roof = (FUSION[1] + FUSION[2]) / GPUS["h100"].hbm_bytes_per_s * 1e6
+    assert "roofline µs" in parser.texts and "% roof" in parser.texts
+    assert f"{roof:.3g}" in parser.texts and f"{roof / 5.0 * 100:.0f}%" in parser.texts

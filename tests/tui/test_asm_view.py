@@ -1,0 +1,101 @@
+"""The asm view of the kernels screen (``a``): stage tabs, a Triton line highlights its
+instructions, an instruction shows its symbol and source line, recorded text stays data."""
+from __future__ import annotations
+
+import pytest
+from roofline_fixtures import SASS, roofline_recording
+from tui_helpers import open_app, settle
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _asm(pilot, app):
+    await pilot.press("k")
+    await pilot.pause()
+    await pilot.press("a")
+    for _ in range(100):
+        await pilot.pause(0.05)
+        if type(app.screen).__name__ == "AsmScreen" and app.screen.listing is not None or \
+                getattr(app.screen, "error", None):
+            break
+    return app.screen
+
+
+def _styles(text):
+    return {str(s.style) for s in text.spans}
+
+
+async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
+    path = roofline_recording(str(tmp_path / "r.tvrec"), build=True)
+    app = open_app(path)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _asm(pilot, app)
+        assert type(screen).__name__ == "AsmScreen" and screen.error is None
+        title = str(screen.query_one("#atitle").render())
+        assert "fw_fusion_0 · sm_90 · SASS · 6 lines · 32 regs · 0 spills · occupancy 100%" in title
+        assert [t.id for t in screen.query("Tab")] == ["ttir", "ttgir", "llir", "ptx", "sass"]
+        # It opens on the first Triton line that became instructions: line 3, symbol f3.
+        assert (screen.triton_line, screen.symbol) == (3, "f3")
+        info = str(screen.query_one("#ainfo").render())
+        assert "triton line 3: 2 SASS lines" in info and "symbol f3 prims.add" in info and "model.py:7" in info
+        hl = [i for i in range(len(SASS)) if any("on #4b3d12" in s for s in _styles(screen._code_line(i, 100)))]
+        assert hl == [1, 2]  # the LDG and the FADD
+        # Selecting Triton line 4 (the tanh) moves the highlight to its instruction.
+        src = screen.query_one("#asrc")
+        src.focus()
+        await pilot.press("down")
+        await pilot.pause()
+        assert (screen.triton_line, screen.symbol) == (4, "f4")
+        hl = [i for i in range(len(SASS)) if any("on #4b3d12" in s for s in _styles(screen._code_line(i, 100)))]
+        assert hl == [3]
+        # u steps through the symbols: f3 (line 3) again after f4.
+        await pilot.press("u")
+        await pilot.pause()
+        assert (screen.triton_line, screen.symbol) == (3, "f3")
+        await pilot.press("u")
+        await pilot.pause()
+        assert (screen.triton_line, screen.symbol) == (4, "f4")
+        # Selecting an instruction shows its symbol and user source line, and marks its Triton line.
+        code = screen.query_one("#acode")
+        code.focus()
+        await pilot.pause()
+        code.move_cursor(2)
+        await pilot.pause()
+        info = str(screen.query_one("#ainfo").render())
+        assert "SASS line 3: symbol f3 prims.add · model.py:7 · triton line 3" in info
+        assert screen.triton_line == 3
+        code.move_cursor(5)
+        await pilot.pause()
+        assert "no symbol" in str(screen.query_one("#ainfo").render())
+        # Recorded text is data: markup and control characters are shown, not interpreted.
+        line = screen._code_line(4, 200)
+        assert "[bold red]pwned[/] <script>x()</script>" in line.plain and "\x1b" not in line.plain
+        assert not any("bold" in s or "red" in s for s in _styles(line))
+        # Stage tabs: the next stage is PTX (recorded), then a stage this build lacks is one sentence.
+        await pilot.press("left_square_bracket")
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if screen.stage == "ptx" and screen.listing is not None and screen.listing.stage == "ptx":
+                break
+        assert screen.listing.stage == "ptx" and "PTX · 2 lines" in str(screen.query_one("#atitle").render())
+        await pilot.press("left_square_bracket")
+        for _ in range(60):
+            await pilot.pause(0.05)
+            if screen.error:
+                break
+        assert screen.stage == "llir" and "has no llir stage recorded" in screen.error
+        assert app.is_running
+        await pilot.press("escape")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "KernelsScreen"
+
+
+async def test_asm_view_of_a_run_without_targets_says_so(tmp_path):
+    path = roofline_recording(str(tmp_path / "r.tvrec"))
+    app = open_app(path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(app, pilot)
+        screen = await _asm(pilot, app)
+        assert screen.listing is None and "was not compiled for any GPU target" in screen.error
+        assert "--target sm_90" in str(screen.query_one("#ainfo").render())

@@ -1,0 +1,133 @@
+"""Module blocks of a trace, for diagrams that read like Model Explorer: one box per block.
+
+A block is the module path up to its first numbered component (``model.layers.3`` for
+``model.layers.3.self_attn.q_proj``, ``transformer.h.0`` for ``transformer.h.0.ln_1``); a module
+without a numbered component is its own block (``model.embed_tokens``, ``lm_head``). A top-level
+symbol belongs to the block most of its ops come from (a fusion's members vote; ties go to the
+first); a symbol with no recorded module belongs to no block and is drawn on its own.
+
+:func:`module_blocks` groups the top-level symbols of a trace; the diagram (``thundervis.dot``)
+draws each block collapsed to one node unless it is expanded. Pure functions over the IR: no
+Graphviz, nothing executed.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from thundervis.compiler.ir import BoundSymbol
+
+# Below this many numbered blocks a trace is drawn op by op (auto mode): a 2-block model reads
+# fine in full, a 24-layer one does not.
+AUTO_MIN_BLOCKS = 3
+
+
+def block_of(module: str) -> str:
+    """Return the block of a module path (see the module docstring); ``""`` for no module."""
+    parts = module.split(".") if module else []
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[:i + 1])
+    return module
+
+
+def _modules(b: BoundSymbol) -> list[str]:
+    if b.fusion and b.subsymbols:
+        return [s.source.module if s.source is not None else "" for s in b.subsymbols]
+    if b.source is not None and b.source.module:
+        return [b.source.module]
+    return [s.source.module for s in b.subsymbols if s.source is not None and s.source.module][:1] or [""]
+
+
+def symbol_block(b: BoundSymbol) -> str:
+    """Return the block of one top-level symbol (``""``: none)."""
+    votes = Counter(block_of(m) for m in _modules(b) if m)
+    if not votes:
+        return ""
+    top = max(votes.values())
+    return next(blk for blk in (block_of(m) for m in _modules(b) if m) if votes[blk] == top)
+
+
+def submodule_of(b: BoundSymbol, block: str) -> str:
+    """Return the submodule of ``block`` one level down that most of ``b``'s ops come from
+    (``model.layers.3.self_attn`` for ``model.layers.3.self_attn.q_proj``); ``""`` when they come
+    from the block itself. An expanded block draws one nested cluster per submodule."""
+    votes = Counter()
+    for m in _modules(b):
+        if m.startswith(block + "."):
+            votes[block + "." + m[len(block) + 1:].split(".", 1)[0]] += 1
+        elif m:
+            votes[""] += 1
+    return votes.most_common(1)[0][0] if votes else ""
+
+
+def is_numbered(block: str) -> bool:
+    """Whether ``block`` ends in a numbered component (a repeated layer)."""
+    return block.rsplit(".", 1)[-1].isdigit()
+
+
+@dataclass(frozen=True)
+class Block:
+    """One block of a trace: its module ``path``, a stable ``node_id`` (``block_N``, N in order of
+    first appearance), and its top-level ``symbols`` in trace order."""
+
+    path: str
+    node_id: str
+    symbols: tuple
+
+    @property
+    def kernels(self) -> tuple:
+        """Its fusion symbols."""
+        return tuple(b for b in self.symbols if b.fusion)
+
+    @property
+    def ops(self) -> tuple:
+        """Its top-level symbols that are not fusions."""
+        return tuple(b for b in self.symbols if not b.fusion)
+
+    def sources(self) -> list[tuple[str, int]]:
+        """Return the (file, line) of every op of the block (members of its fusions included)."""
+        out = []
+        for b in self.symbols:
+            for s in (b.subsymbols if b.fusion else (b,)):
+                if s.source is not None and s.source.line:
+                    out.append((s.source.file, s.source.line))
+        return out
+
+    def executors(self) -> list[str]:
+        """Return the executors of its symbols, most used first."""
+        return [ex for ex, _ in Counter(b.executor or "torch" for b in self.symbols).most_common()]
+
+
+def module_blocks(symbols: Sequence[BoundSymbol]) -> list[Block]:
+    """Return the blocks of ``symbols`` (top-level symbols of one trace) in order of first
+    appearance; symbols without a module are in none."""
+    members: dict[str, list] = {}
+    for b in symbols:
+        blk = symbol_block(b)
+        if blk:
+            members.setdefault(blk, []).append(b)
+    return [Block(path, f"block_{i}", tuple(syms)) for i, (path, syms) in enumerate(members.items())]
+
+
+def wants_blocks(blocks: Sequence[Block]) -> bool:
+    """Auto mode: group when the trace repeats at least ``AUTO_MIN_BLOCKS`` numbered blocks."""
+    return sum(1 for b in blocks if is_numbered(b.path)) >= AUTO_MIN_BLOCKS
+
+
+def expanded_paths(blocks: Sequence[Block], expand: Optional[Iterable[str]]) -> set[str]:
+    """Return the block paths ``expand`` names: a block path, a prefix of block paths on whole
+    components (``model.layers`` expands every layer), a module inside a block (its block), or
+    ``*`` (all). Raise ValueError naming the blocks when a name matches none."""
+    out: set[str] = set()
+    paths = [b.path for b in blocks]
+    for name in expand or ():
+        if name == "*":
+            return set(paths)
+        hit = {p for p in paths if p == name or p.startswith(name + ".") or name.startswith(p + ".")}
+        if not hit:
+            shown = ", ".join(paths[:12]) + (", …" if len(paths) > 12 else "")
+            raise ValueError(f"no block {name!r} to expand (blocks: {shown or 'none'})")
+        out |= hit
+    return out

@@ -1,0 +1,121 @@
+"""``thundervis run --check-numerics``: each fusion's outputs against a float64 reference of its
+region on the same inputs, judged against what eager float32 itself gets wrong.
+
+The compiler calls :class:`KernelChecker` after each fusion of the first K calls of every chain
+(``compiler/numerics_hooks.py``) with the fusion symbol, the tensors the kernel was given and what it
+returned, i.e. whatever actually ran (Triton, Inductor, torch). The region (the fusion's member
+prims) runs in the reference interpreter twice on those inputs: raised to float64 (the reference,
+:func:`thundervis.rerun.reference_outputs`) and as is (eager, in the inputs' own dtypes). Errors are
+:func:`thundervis.kernel_numerics.errors` (max abs error, and that over the largest |reference|).
+
+The verdict (:func:`verdict` per output, :func:`judge` over a kernel's outputs; ``thundervis bisect``
+uses both): a kernel is ``flagged`` when the error of one of its outputs (max abs error over that
+output's largest |reference|) exceeds ``RATIO`` times eager's error of that output and
+``FLOOR_ULPS`` units of its dtype's epsilon,
+so a different reduction order alone (an error of the order of eager's) never flags it; regions
+that draw random numbers are ``skipped`` (no reference can draw the same ones).
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional, Sequence
+
+import torch
+
+from thundervis.compiler.interpreter import run_trace
+from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
+from thundervis.kernel_numerics import errors
+from thundervis.rerun import reference_outputs
+
+RATIO = 16.0
+FLOOR_ULPS = 64.0
+_RANDOM = re.compile(r"(^|\.)(rand\w*|randn\w*|normal\w*|uniform|log_normal|multinomial|bernoulli\w*|"
+                     r"native_dropout\w*|philox\w*)$")
+
+
+def output_eps(outputs: Sequence) -> float:
+    """Return the largest machine epsilon among the floating ``outputs`` (tensors or proxies;
+    float32's when none is floating)."""
+    eps = 0.0
+    for o in outputs:
+        dtype = o.dtype if isinstance(o, torch.Tensor) else None
+        if dtype is not None and dtype.is_floating_point:
+            eps = max(eps, torch.finfo(dtype).eps)
+    return eps or torch.finfo(torch.float32).eps
+
+
+def verdict(rel: float, eager_rel: float, eps: float) -> tuple[str, float, float]:
+    """Return (``ok`` | ``flagged``, ratio to eager's error, tolerance) for a relative error
+    ``rel`` where eager float32 has ``eager_rel`` against the same float64 reference."""
+    tolerance = max(RATIO * eager_rel, FLOOR_ULPS * eps)
+    ratio = rel / max(eager_rel, eps)
+    return ("flagged" if not rel <= tolerance else "ok"), ratio, tolerance
+
+
+def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optional[Sequence] = None) -> dict:
+    """Judge ``outs`` against the float64 ``refs`` output by output, each relative to what
+    ``eager`` (float32 on the same inputs) gets wrong for that output, so a small output is not
+    hidden by a large one. Return the worst output's ``max_abs``, ``max_rel``, ``eager_abs``,
+    ``eager_rel``, ``ratio``, ``tolerance`` and the ``verdict`` (``flagged`` if any output is);
+    ValueError when the numbers or shapes of outputs differ. ``eager_errors``: eager's
+    ``errors`` per output when already known (bisect judges many passes against one eager)."""
+    if not (len(outs) == len(refs) == len(eager)):
+        raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)} and eager {len(eager)}")
+    worst = {"max_abs": 0.0, "max_rel": 0.0, "eager_abs": 0.0, "eager_rel": 0.0, "ratio": 0.0,
+             "tolerance": verdict(0.0, 0.0, output_eps(outs))[2], "verdict": "ok"}
+    for i, (o, r, e) in enumerate(zip(outs, refs, eager)):
+        a, rel = errors([o], [r])
+        ea, erel = eager_errors[i] if eager_errors is not None else errors([e], [r])
+        v, ratio, tol = verdict(rel, erel, output_eps([o]))
+        key = (v == "flagged", ratio)
+        if key > (worst["verdict"] == "flagged", worst["ratio"]):
+            worst = {"max_abs": a, "max_rel": rel, "eager_abs": ea, "eager_rel": erel, "ratio": ratio,
+                     "tolerance": tol, "verdict": v}
+    return worst
+
+
+def region_of(symbol: BoundSymbol) -> Trace:
+    """Return the trace of a fusion symbol's region: its arguments -> its member prims -> its outputs."""
+    inputs = tuple(symbol.args)
+    if not all(isinstance(p, TensorProxy) for p in inputs):
+        raise ValueError("a fusion argument is not a tensor")
+    outputs = tuple(symbol.flat_outputs())
+    return Trace(name=symbol.sym, inputs=inputs, symbols=tuple(symbol.subsymbols), outputs=outputs,
+                 chain="numerics")
+
+
+def is_random(symbol: BoundSymbol) -> bool:
+    """True when the region draws random numbers."""
+    return any(_RANDOM.search(s.sym) for s in symbol.subsymbols)
+
+
+def _tensors(x) -> list:
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in _tensors(v)]
+    return []
+
+
+def check_region(symbol: BoundSymbol, inputs: Sequence, outputs) -> dict:
+    """Return the JSON-able result of one checked kernel call (``kernel``, ``uid``, ``executor``,
+    ``max_abs``/``max_rel`` of the kernel and ``eager_abs``/``eager_rel`` of eager float32 against
+    float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``)."""
+    base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
+    if is_random(symbol):
+        return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
+    region = region_of(symbol)
+    args = [t.detach() for t in inputs]
+    outs = _tensors(outputs)
+    with torch.no_grad():
+        refs = reference_outputs(region, args)
+        eager = _tensors(run_trace(region, args))
+    return {**base, **judge(outs, refs, eager), "detail": ""}
+
+
+class KernelChecker:
+    """The ``checker`` of ``ProfileSettings`` for ``--check-numerics``: a callable
+    ``(symbol, inputs, outputs) -> dict`` (:func:`check_region`)."""
+
+    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs) -> Optional[dict]:
+        return check_region(symbol, inputs, outputs)

@@ -1,0 +1,181 @@
+"""Numerics rows: what ``thundervis numerics``, ``ls``, the TUI and the widget show of
+``run --check-numerics`` and ``run --compare-eager`` (one owner for the rows, the order and the
+wording). Reads only through the reader; no torch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+# Worst first: how the numerics screen orders kernels.
+VERDICT_ORDER = ("flagged", "error", "ok", "skipped", "not checked")
+MARKS = {"flagged": "✗", "error": "!", "ok": "✓", "skipped": "~", "not checked": " "}
+
+
+@dataclass(frozen=True)
+class NumericsRow:
+    """One recorded kernel with its check: ``verdict`` is ``not checked`` when the run did not
+    check it (not called in the first K steps, or the run was not checked)."""
+
+    kernel_id: Optional[int]
+    graph: int
+    chain: str
+    kernel: str
+    executor: str
+    calls: int
+    max_rel: Optional[float]
+    eager_rel: Optional[float]
+    ratio: Optional[float]
+    tolerance: Optional[float]
+    max_abs: Optional[float]
+    verdict: str
+    detail: str
+    sources: tuple = ()
+    uid: Optional[str] = None  # the fusion symbol (its trace line gets the verdict's mark)
+
+    @property
+    def mark(self) -> str:
+        """One character for a table column or a trace line marker."""
+        return MARKS.get(self.verdict, "?")
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict."""
+        from thundervis.recording.numerics import _json_number
+        return {k: (_json_number(v) if not isinstance(v, tuple) else list(v)) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class NumericsSummary:
+    """Every kernel row, the compare-eager rows (``EagerComparison``) and the counts."""
+
+    rows: tuple
+    eager: tuple
+
+    @property
+    def checked(self) -> int:
+        """Kernels that were checked."""
+        return sum(1 for r in self.rows if r.verdict != "not checked")
+
+    @property
+    def flagged(self) -> int:
+        """Kernels whose error is beyond eager's."""
+        return sum(1 for r in self.rows if r.verdict == "flagged")
+
+    def by_verdict(self) -> list:
+        """Rows worst verdict first, then as recorded."""
+        return sorted(self.rows, key=lambda r: VERDICT_ORDER.index(r.verdict) if r.verdict in VERDICT_ORDER else 9)
+
+    def verdict_of(self, graph: int, chain: str, kernel: str) -> Optional[NumericsRow]:
+        """The row of one kernel, or None."""
+        for r in self.rows:
+            if (r.graph, r.chain, r.kernel) == (graph, chain, kernel):
+                return r
+        return None
+
+    def as_json(self) -> dict:
+        """Return a JSON-able dict: kernels, eager comparisons, checked and flagged counts."""
+        return {"kernels": [r.as_json() for r in self.rows], "eager": [e.as_json() for e in self.eager],
+                "checked": self.checked, "flagged": self.flagged}
+
+
+def numerics_summary(rec) -> NumericsSummary:
+    """Return the numerics of an open recording: one row per recorded kernel (checked or not, in
+    the recording's order; checked kernels the recording no longer lists come last)."""
+    checks = {(k.graph, k.chain, k.kernel): k for k in rec.kernel_numerics()}
+    rows = []
+    kernels = rec.kernels() if checks else []
+    for k in kernels:
+        c = checks.pop((k.graph, k.chain, k.name), None)
+        rows.append(_row(k.id, k.graph, k.chain, k.name, k.executor, c, tuple(k.sources)))
+    for (g, chain, name), c in checks.items():
+        rows.append(_row(None, g, chain, name, c.executor, c, ()))
+    return NumericsSummary(tuple(rows), tuple(rec.eager_comparisons()))
+
+
+def _row(kid, graph, chain, name, executor, c, sources) -> NumericsRow:
+    if c is None:
+        return NumericsRow(kid, graph, chain, name, executor, 0, None, None, None, None, None, "not checked", "",
+                           sources)
+    return NumericsRow(kid, graph, chain, name, executor or c.executor, c.calls, c.max_rel_error,
+                       c.eager_rel_error, c.ratio, c.tolerance, c.max_abs_error, c.verdict, c.detail, sources,
+                       c.uid)
+
+
+def fmt_err(v: Optional[float]) -> str:
+    """An error as shown in tables: ``-`` for none, ``0`` for exact, else 3 significant digits."""
+    if v is None:
+        return "-"
+    return "0" if v == 0 else f"{v:.2e}"
+
+
+def fmt_ratio(v: Optional[float]) -> str:
+    """A ratio to eager's error."""
+    if v is None:
+        return "-"
+    return f"{v:.1f}x" if v < 1e4 else f"{v:.1e}x"
+
+
+def row_line(r: NumericsRow) -> str:
+    """One table line of a kernel row (recorded strings not yet made visible: callers do)."""
+    detail = f"  {r.detail}" if r.detail else ""
+    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.executor:<9} {fmt_err(r.max_rel):>9} "
+            f"{fmt_err(r.eager_rel):>9} {fmt_ratio(r.ratio):>8}  {r.verdict}{detail}")
+
+
+HEADER = f"  {'kernel':<16} {'g':>2} {'chain':<9} {'executor':<9} {'max rel':>9} {'eager rel':>9} {'ratio':>8}  verdict"
+
+
+def eager_line(e) -> str:
+    """One line of a compare-eager result."""
+    what = "gradients" if e.chain == "backward" else "outputs"
+    extra = f" ({e.detail})" if e.detail else ""
+    return (f"graph {e.graph} {e.chain:<9} {what} vs eager: max abs {fmt_err(e.max_abs_delta)} · "
+            f"max rel {fmt_err(e.max_rel_delta)} over {e.calls} call{'s' if e.calls != 1 else ''}{extra}")
+
+
+def summary_lines(s: NumericsSummary, flagged_only: bool = False) -> list[str]:
+    """The lines ``thundervis numerics`` prints: a header, one line per kernel, the compare-eager
+    lines, and last ``K kernels checked · N flagged``."""
+    lines = []
+    if s.rows:
+        lines.append(HEADER)
+        lines += [row_line(r) for r in s.rows if not flagged_only or r.verdict == "flagged"]
+    if s.eager:
+        lines.append("compiled vs eager ATen graph on the same inputs:")
+        lines += ["  " + eager_line(e) for e in s.eager]
+    not_checked = len(s.rows) - s.checked
+    tail = f" · {not_checked} not checked" if not_checked else ""
+    lines.append(f"{s.checked} kernels checked{tail} · {s.flagged} flagged")
+    return lines
+
+
+def ls_lines(s: NumericsSummary) -> list[str]:
+    """The lines ``ls`` (and the run summary) show: the count, each flagged kernel, compare-eager."""
+    if not s.rows and not s.eager:
+        return []
+    lines = []
+    if s.checked:
+        lines.append(f"numerics  {s.checked} kernels checked against float64 · {s.flagged} flagged")
+        for r in s.rows:
+            if r.verdict in ("flagged", "error"):
+                lines.append("  " + row_line(r))
+    for e in s.eager:
+        lines.append("  " + eager_line(e))
+    return lines
+
+
+def numerics_json(s: NumericsSummary) -> Optional[dict]:
+    """Return what the widget's Numerics tab shows (None when the run was not checked): a header,
+    the rows worst first with their cells as text, the compare-eager lines, the counts."""
+    if not s.checked and not s.eager:
+        return None
+    rows = []
+    for r in s.by_verdict():
+        d = r.as_json()
+        d.update(mark=r.mark, max_rel_text=fmt_err(r.max_rel), eager_rel_text=fmt_err(r.eager_rel),
+                 ratio_text=fmt_ratio(r.ratio))
+        rows.append(d)
+    header = f"{s.checked} kernels checked against float64 · {s.flagged} flagged" if s.checked else \
+        "kernels not checked (thundervis run --check-numerics)"
+    return {"header": header, "rows": rows, "eager": [eager_line(e) for e in s.eager], "checked": s.checked,
+            "flagged": s.flagged}
