@@ -368,11 +368,11 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
     for (path, name), nested in sub_graphs.items():
-        nested.attr(label=f"<{html.escape(name[len(path) + 1:])}>", style="rounded,dotted", color="#7a93ad",
+        nested.attr(label=f"<{dot_html(name[len(path) + 1:])}>", style="rounded,dotted", color="#7a93ad",
                     fontsize="10", penwidth="1")
         block_graphs[path].subgraph(nested)
     for path, sub in block_graphs.items():
-        sub.attr(label=f"<<B>{html.escape(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
+        sub.attr(label=f"<<B>{dot_html(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
                  fontsize="11", penwidth="1.5")
         g.subgraph(sub)
     for src, dst, lab in edges:
@@ -412,18 +412,18 @@ def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float
     held = [f"{n_k} kernel{'s' if n_k != 1 else ''}"] if n_k else []
     if ops:
         held.append(f"{len(ops)} op{'s' if len(ops) != 1 else ''}" + (f" ({n_torch} on torch)" if n_torch else ""))
-    rows = [f'<B>{html.escape(blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
-            f'<FONT POINT-SIZE="9">{html.escape(" · ".join(held) or "no ops")}</FONT>']
+    rows = [f'<B>{dot_html(blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
+            f'<FONT POINT-SIZE="9">{dot_html(" · ".join(held) or "no ops")}</FONT>']
     if shared:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">reads {len(shared)} shared value'
-                    f'{"s" if len(shared) != 1 else ""} ({html.escape(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
+                    f'{"s" if len(shared) != 1 else ""} ({dot_html(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
     if n_out:
         rows.append(f'<FONT POINT-SIZE="8">⟶ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
     where = group_sources([{"file": f, "line": n} for f, n in blk.sources()], limit=12)
     if where:
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{html.escape(where)}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(where)}</FONT>')
     if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{html.escape(format_us(time_us))}</B></FONT>')
+        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(time_us))}</B></FONT>')
     border, _ = executor_colors((blk.executors() or [None])[0])
     hot = heat is not None and t_max > 0 and time_us / t_max > 0.75
     return {"label": "<" + "<BR/>".join(rows) + ">", "shape": "box", "style": "rounded,filled",
