@@ -9,7 +9,7 @@ the checks. Prints the median step times and two ratios measured here:
 - checked step / plain step (target: at most 3x on CPU),
 - step after the checks / plain step (target: within noise, about 1.0x).
 
-Usage: ``python benchmarks/numerics_overhead.py [--steps N] [--repeats R]``. Informative: prints the
+Usage: ``python benchmarks/numerics_overhead.py [--steps N] [--repeats R] [--threads T]``. Informative: prints the
 ratios and whether they meet the targets; exit 1 when the first one is above 3.
 """
 from __future__ import annotations
@@ -63,7 +63,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=8, help="training steps per model (default 8, at least 4)")
     p.add_argument("--repeats", type=int, default=2, help="plain/checked pairs, interleaved (default 2)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads for both (default: torch's; 1 is steadier on a shared machine)")
     args = p.parse_args(argv)
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch threads: {torch.get_num_threads()}")
     steps = max(4, args.steps)
     plain, checked, after = [], [], []
     with tempfile.TemporaryDirectory(prefix="thundervis-numerics-") as folder:

@@ -27,6 +27,15 @@ TARGET = 1.0
 SCRIPT = textwrap.dedent('''
     import sys
     import torch
+
+    try:  # PyPI's torchvision beside the CPU torch wheel: declare the two ops its import registers
+        import torchvision  # noqa: F401  (transformers imports it)
+    except RuntimeError:
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        lib = torch.library.Library("torchvision", "FRAGMENT")
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
     import transformers
 
     torch.manual_seed(0)

@@ -136,6 +136,24 @@ def svg_img(svg: str, alt: str) -> str:
     return f'<img class="tv-diagram" alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
+def source_html(view: Optional[dict]) -> str:
+    """Return the Source section of the static page: the lines of ``view`` (``SourceFile.as_json()``)
+    that made ops, each with its time share and every chain's note (all text escaped)."""
+    if not view or not view.get("lines"):
+        return ""
+    rows = []
+    for row in view["lines"]:
+        if not row.get("ops"):
+            continue
+        notes = "".join(f'<div class="tv-src-note">g{_e(n["graph"])} {_e(n["text"])}</div>' for n in row["notes"])
+        share = f"{row['share'] * 100:.1f}%" if row.get("share") is not None else ""
+        rows.append(f'<div class="tv-src-row tv-src-ops"><span class="tv-lno">{_e(row["line"])} </span>'
+                    f'<span class="tv-src-share">{_e(share)}</span> <span class="tv-src-code">{_e(row["text"])}</span>'
+                    f"</div>{notes}")
+    return (f"<h4>source · {_e(view.get('label'))}</h4><p class=\"tv-muted\">{_e(view.get('summary'))}</p>"
+            f'<div class="tv-source-lines">{"".join(rows)}</div>')
+
+
 def numerics_html(num: Optional[dict]) -> str:
     """Return the static Numerics section (``run --check-numerics`` verdicts, worst first; empty
     when the run was not checked). Every recorded string is escaped."""
@@ -152,12 +170,13 @@ def numerics_html(num: Optional[dict]) -> str:
 
 
 def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None,
-                   note: Optional[str] = None) -> str:
+                   note: Optional[str] = None, source: Optional[dict] = None) -> str:
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
     passes of the selected chain, the trace at the selected pass, the diff of each changed pass
     against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
     kernel table, the fusion diagram and the run's communication (:func:`communication_html`).
-    ``note`` (plain text) is said under the title (a group's widget says which rank this is)."""
+    ``note`` (plain text) is said under the title (a group's widget says which rank this is);
+    ``source``: the Source tab's view of the run's script (:func:`source_html`)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
              f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
              f' · static view (run the notebook for the interactive widget)</p>']
@@ -197,6 +216,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
             parts.append(svg_img(diagram["svg"], f"fusion diagram of graph {graph} {chain}"))
         elif diagram and diagram.get("error"):
             parts.append(f'<p class="tv-muted">no fusion diagram: {_e(diagram["error"])}</p>')
+    parts.append(source_html(source))
     return _page("".join(parts))
 
 

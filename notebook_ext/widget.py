@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pathlib
 import traceback
+from typing import Optional
 
 import anywidget
 import traitlets
@@ -80,7 +81,13 @@ class RecordingWidget(_Base):
 
     def _static_html(self) -> str:
         diffs = recording_diffs_html(self._source, self.data, self.graph, self.chain)
-        return recording_html(self.data, self.graph, self.chain, self.pass_index, diffs)
+        return recording_html(self.data, self.graph, self.chain, self.pass_index, diffs, source=self._static_source())
+
+    def _static_source(self) -> Optional[dict]:
+        try:
+            return self._source.source_json()
+        except DataError:  # a damaged file: the static page goes without its Source section
+            return None
 
     def request(self, request: dict) -> dict:
         """Answer one front-end request (also callable from Python): ``{"ok": True, "data": ...}``

@@ -57,10 +57,11 @@ def build_record() -> dict:
 
 
 def roofline_recording(path: str, clock: Optional[str] = None, fusion_us: float = 5.0, mm_us: float = 8.0,
-                       build: bool = False) -> str:
+                       build: bool = False, targets: Optional[list] = None) -> str:
     """Write the recording at ``path``; ``clock`` ``device`` (timed on cuda:0) or ``host`` (on cpu)
     adds a profiler summary with the given medians; ``build`` records an sm_90 build of the fusion
-    (:func:`build_record`, an ``aot_started`` event naming sm_90). Return ``path``."""
+    (:func:`build_record`, an ``aot_started`` event naming sm_90); ``targets``: an ``aot_started``
+    event naming them (no builds). Return ``path``."""
     from thundervis.compiler.serialize import _proxy_json, trace_to_dict
     from thundervis.recording import RecordingObserver
     x, w, b = P("x", (64, 128)), P("w", (128, 256), (1, 128)), P("b", (256,))
@@ -80,6 +81,8 @@ def roofline_recording(path: str, clock: Optional[str] = None, fusion_us: float 
         rec.graph_started(0, {"n_inputs": 3, "n_nodes": 4})
         rec.pass_done(0, "forward", 0, "codegen", final, 0.001, True)
         rec.kernels_built(0, "forward", [record])
+        if targets:
+            rec.note("aot_started", {"targets": list(targets), "workers": 1})
         if build:
             rec.note("aot_started", {"targets": ["sm_90"], "workers": 1})
             rec.kernel_compiled(0, "forward", "fw_fusion_0", "sm_90", build_record())

@@ -81,32 +81,14 @@ def open_tui_data(path: str, rank: Optional[int] = None, group: bool = False):
 
 def run_tui(data, poll_s: float, group=None, rank: Optional[int] = None) -> int:
     """Run the terminal UI on ``data`` (from :func:`open_tui_data`) until the user quits and close
-    it; return 0. A recording found unreadable while the UI runs (a worker reading a damaged pass)
-    ends the UI and raises :class:`~thundervis.recording.RecordingError` (one sentence, exit 2 at
-    the CLI) instead of Textual's traceback screen."""
-    from thundervis.recording import RecordingError
-    from thundervis.tui.app import ThundervisApp
-    from thundervis.tui.data import DataError
-
-    class App(ThundervisApp):
-        refused: Optional[str] = None
-
-        def _handle_exception(self, error: Exception) -> None:
-            cause = getattr(error, "error", error)  # a worker's failure wraps the exception
-            if isinstance(cause, (RecordingError, DataError)):
-                if self.refused is None:
-                    self.refused = str(cause)
-                self.exit(return_code=2)
-                return
-            super()._handle_exception(error)
-
-    app = App(data, poll_s=poll_s, group=group, rank=rank)
-    try:
-        app.run()
-    finally:
-        (group if group is not None else data).close()
-    if app.refused is not None:
-        raise RecordingError(app.refused)
+    it; return 0. A recording found unreadable while the UI runs ends the UI and raises
+    :class:`~thundervis.recording.RecordingError` (one sentence, exit 2 at the CLI) instead of
+    Textual's traceback screen (``thundervis.tui.app.run_app``)."""
+    from thundervis.tui.app import run_app
+    if group is None:
+        run_app(data, poll_s=poll_s)
+    else:
+        run_app(data, poll_s=poll_s, group=group, rank=rank)
     return 0
 
 

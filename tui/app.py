@@ -651,13 +651,36 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             yield SystemCommand(title, help_text, callback)
 
 
+class _RefusingApp(ThundervisApp):
+    """The app as ``run_app`` runs it: a recording found unreadable while it runs (an exception no
+    view caught) ends it quietly; ``run_app`` then raises that one sentence (exit 2 at the CLI)
+    instead of Textual's traceback screen and exit 0."""
+
+    refused: Optional[str] = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        from thundervis.recording import RecordingError
+        cause = getattr(error, "error", error)  # a worker's failure wraps the exception
+        if isinstance(cause, (RecordingError, DataError)):
+            if self.refused is None:
+                self.refused = str(cause)
+            self.exit(return_code=2)
+            return
+        super()._handle_exception(error)
+
+
 def run_app(data: RecordingData, poll_s: float = 1.0, group=None, rank: Optional[int] = None) -> None:
     """Run the TUI on an open recording (rank ``rank`` of ``group`` when given) until the user
-    quits, then close it (with a group: every rank opened)."""
+    quits, then close it (with a group: every rank opened). Raises ``RecordingError`` (one sentence)
+    when the recording turned out unreadable while the UI ran."""
+    app = _RefusingApp(data, poll_s=poll_s, group=group, rank=rank)
     try:
-        ThundervisApp(data, poll_s=poll_s, group=group, rank=rank).run()
+        app.run()
     finally:
         (group if group is not None else data).close()
+    if app.refused is not None:
+        from thundervis.recording import RecordingError
+        raise RecordingError(app.refused)
 
 
 def view_recording(path: str, poll_s: float = 1.0, rank: Optional[int] = None) -> None:

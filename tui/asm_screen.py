@@ -8,6 +8,7 @@ data, drawn as ``Text`` (control characters made visible), never as markup.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from rich.style import Style
@@ -31,6 +32,11 @@ LINE_HL = Style(bgcolor="#4b3d12")  # instructions of the selected Triton line
 SYMBOL_HL = Style(bgcolor="#2a3320")  # instructions of the selected line's symbol
 NOTE = Style(color=styling.DIM)
 STAGE_NAMES = {"ttir": "TTIR", "ttgir": "TTGIR", "llir": "LLVM IR", "ptx": "PTX", "sass": "SASS"}
+
+
+def _compact(line: str) -> str:
+    """Return a SASS line without nvdisasm's column padding (runs of blanks become two)."""
+    return re.sub(r"\s{3,}", "  ", line.strip())
 
 
 class AsmScreen(Screen):
@@ -65,6 +71,7 @@ class AsmScreen(Screen):
         self.target = target
         self.targets: list[str] = []
         self.listing = None
+        self.shown: list[str] = []  # the stage lines as drawn
         self.error: Optional[str] = None
         self.triton_line = 0  # the selected Triton source line (1-based; 0: none)
         self.symbol: Optional[str] = None  # its symbol
@@ -122,7 +129,8 @@ class AsmScreen(Screen):
             return
         uids = listing.build.line_uids
         src.set_lines(listing.triton_source, self._source_line, lambda i: uids.get(i + 1))
-        code.set_lines([r.text for r in listing.rows], self._code_line,
+        self.shown = [_compact(r.text) if listing.stage == "sass" else r.text for r in listing.rows]
+        code.set_lines(self.shown, self._code_line,
                        lambda i: listing.rows[i].uid if 0 <= i < len(listing.rows) else None)
         if not self.triton_line:  # start on the first Triton line that became a symbol's instructions
             self.triton_line = min((r.triton_line for r in listing.rows if r.triton_line and r.uid), default=1)
@@ -147,7 +155,7 @@ class AsmScreen(Screen):
     def _code_line(self, i: int, width: int) -> Text:
         r = self.listing.rows[i]
         t = Text(no_wrap=True, end="")
-        t.append(r.text)
+        t.append(self.shown[i])
         note = " ".join(x for x in (r.uid, r.where) if x)
         if note:
             t.append(f"   # {note}", style=NOTE)

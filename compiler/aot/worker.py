@@ -116,15 +116,7 @@ def _compile(job: dict) -> dict:
         with contextlib.redirect_stdout(log):
             compiled = triton.compile(ASTSource(fn, signature(params), {}, attrs),
                                       target=GPUTarget("cuda", arch, 32), options=options)
-        with tempfile.NamedTemporaryFile(suffix=".cubin", dir=folder, delete=False) as f:
-            f.write(compiled.asm["cubin"])
-            cubin = f.name
-        try:
-            sass = _tool([_bin("nvdisasm"), "-gi", "-c", cubin])
-            usage = mc.resource_usage(_tool([_bin("cuobjdump"), "-res-usage", cubin]))
-        finally:
-            os.remove(cubin)
-        report = mc.ptxas_report(log.getvalue())
+        sass, usage, report = _read_cubin(compiled.asm["cubin"], log.getvalue(), folder)
         meta = compiled.metadata
         dynamic_shared = int(getattr(meta, "shared", 0) or 0)
         functions.append({
@@ -154,6 +146,46 @@ def _ask_for_ptxas_log() -> None:
         knobs.nvidia.dump_ptxas_log = True
     except (ImportError, AttributeError):  # older Triton: the environment variable
         os.environ["TRITON_DUMP_PTXAS_LOG"] = "1"
+
+
+def _tool_cache() -> str:
+    root = os.environ.get("THUNDERVIS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "thundervis")
+    return os.path.join(root, "aot")
+
+
+def _read_cubin(cubin: bytes, ptxas_log: str, folder: str) -> tuple[str, dict, dict]:
+    """Return (SASS from ``nvdisasm -gi``, ``cuobjdump -res-usage`` figures, ptxas report) of a
+    cubin. Kept per cubin hash in ``$THUNDERVIS_CACHE_DIR/aot``: when Triton's own cache answers,
+    ptxas does not run again (no report) and the two tools would cost more than the build."""
+    import json
+    key = hashlib.sha256(cubin).hexdigest()
+    cached = os.path.join(_tool_cache(), f"{key}.json")
+    try:
+        with open(cached, encoding="utf-8") as f:
+            d = json.load(f)
+        if isinstance(d, dict) and isinstance(d.get("sass"), str):
+            return d["sass"], d.get("usage") or {}, d.get("report") or {}
+    except (OSError, ValueError):
+        pass
+    with tempfile.NamedTemporaryFile(suffix=".cubin", dir=folder, delete=False) as f:
+        f.write(cubin)
+        path = f.name
+    try:
+        sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
+        usage = mc.resource_usage(_tool([_bin("cuobjdump"), "-res-usage", path]))
+    finally:
+        os.remove(path)
+    report = mc.ptxas_report(ptxas_log)
+    if report:  # only a build whose ptxas ran has the spill report worth keeping
+        try:
+            os.makedirs(_tool_cache(), exist_ok=True)
+            tmp = f"{cached}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"sass": sass, "usage": usage, "report": report}, f)
+            os.replace(tmp, cached)
+        except OSError:
+            pass
+    return sass, usage, report
 
 
 def _joined(parts: list[str], stage: str, names: list[str]) -> str:

@@ -299,6 +299,13 @@ def test_the_recorded_targets_are_modelled_and_merged_beside_the_builds(tmp_path
     assert "sm_90: 32 regs · 0 spills" in out and "modelled step  sm_90 H100 SXM" in out and "assumed" not in out
 
 
+def test_recorded_targets_outside_the_table_say_so(tmp_path, capsys):
+    path = roofline_recording(str(tmp_path / "a.tvrec"), targets=["sm_89"])
+    code, out, _ = run_cli(capsys, "ls", "--brief", path)
+    line = next(x for x in out.splitlines() if x.startswith("modelled step"))
+    assert "recorded targets sm_89 are not in the GPU table: sm_90 assumed" in line
+
+
 def test_costs_are_stored_with_the_final_pass_and_old_recordings_cost_their_traces(tmp_path, capsys, recorded):
     """The writer stores each final pass's costs (symbol_costs); ls reads them without the trace,
     and a recording without the table (written before it) gives the same document."""

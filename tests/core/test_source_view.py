@@ -54,6 +54,13 @@ def test_every_line_with_its_ops_kernels_and_torch_fallbacks(profiled):
     # lines without ops are plain
     assert not view.line(1).ops and view.line(1).time_us is None
     fw = [n for n in tanh.notes() if n.chain == "forward"][0]
+    # where each kernel ran, when the run recorded it (the CPU fast path: "ran on cpu via torch")
+    from thundervis.present.status import kernel_runs
+    with open_recording(path) as rec:
+        runs = kernel_runs(rec.events())
+    for o in tanh.ops:
+        run = runs.get((o.graph, o.chain, o.kernel)) if o.kernel else None
+        assert (run is not None) == bool(o.ran_on) and (not o.ran_on or o.ran_on in fw.text() or o.chain != "forward")
     assert fw.text().startswith("forward ") and "on torch: " in fw.text() and "mm (" in fw.text()
 
 

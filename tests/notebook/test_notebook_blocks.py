@@ -110,3 +110,12 @@ def test_front_end_source_tab_writes_text_only():
     assert 'data-tab": "source"' in js and "sourceTab(model, ask, data, set, sourceState)" in js
     assert 'set({ graph: note.graph, chain: note.chain, tab: "fusions", selected_kernel: k.name })' in part
     assert 'h("span", { class: "tv-src-kernel tv-clickable", text: ` ${k.name}`' in part
+
+
+def test_static_page_has_the_source_section(hostile):
+    from notebook_helpers import HOSTILE_CODE, HtmlTags
+    page = show(hostile)._repr_html_()
+    assert "<h4>source · " in page and "tv-src-ops" in page
+    parser = HtmlTags()
+    parser.feed(page)
+    assert parser.handlers == [] and HOSTILE_CODE in "".join(parser.texts) and HOSTILE_CODE not in page

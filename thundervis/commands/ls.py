@@ -172,7 +172,7 @@ def modelled_step_lines(d: dict) -> list[str]:
         chains = tuple((c["graph"], c["chain"], c["us"]) for c in m["chains"])
         left_out = tuple((x["graph"], x["chain"], x["why"]) for x in m.get("left_out", []))
         out.append(StepModel(target, m["gpu"], m["us"], chains, m["kernels"], m["torch_ops"], m["assumed"],
-                             left_out).text())
+                             left_out, m.get("assumed_why") or "").text())
     return out
 
 

@@ -1,8 +1,9 @@
 """Roofline rows every view shows: per kernel and torch matmul/attention its bytes, FLOPs and
 roofline µs on a target GPU next to its measured time, and the modelled step time per target.
 
-Reads through the reader API only (the chains' final traces, kernels, timings, events) and models
-with :mod:`thundervis.roofline` on the GPUs of :mod:`thundervis.gpus`; torch-free. A measured time
+Reads through the reader API only (the costs stored with each chain's final pass, else its final
+trace; kernels, timings, events) and models them (``compiler/roofline_cost.py``) on the GPUs of
+:mod:`thundervis.gpus`; torch-free. A measured time
 is compared with the roofline (``% of roofline``) only when it was measured on a GPU: nothing here
 calls a CPU time a GPU time.
 """
@@ -43,17 +44,25 @@ def recorded_targets(rec) -> list[str]:
 
 def model_targets(rec, gpus: Optional[Iterable[str]] = None) -> tuple[dict[str, GPU], bool]:
     """Return ({target: GPU} to model on, assumed): the recorded targets (each on its table GPU),
-    else ``sm_90`` with ``assumed`` True. ``gpus`` (``h200``, ``sm_80`` ...) picks the GPUs
-    instead; raises :class:`thundervis.gpus.UnknownGPU` for a name the table lacks."""
+    else ``sm_90`` with ``assumed`` True (:func:`assumption` says why). ``gpus`` (``h200``,
+    ``sm_80`` ...) picks the GPUs instead; raises :class:`thundervis.gpus.UnknownGPU` for a name the
+    table lacks."""
     if gpus:
         chosen = [gpu_for(s) for s in gpus]
         return {g.arch if g.key == TARGET_GPU.get(g.arch) or _alone(g, chosen) else f"{g.arch}:{g.key}": g
                 for g in chosen}, False
-    targets = [t for t in recorded_targets(rec)]
-    known = {t: gpu_for(t) for t in targets if t in TARGET_GPU}
+    known = {t: gpu_for(t) for t in recorded_targets(rec) if t in TARGET_GPU}
     if known:
         return known, False
     return {DEFAULT_TARGET: gpu_for(DEFAULT_TARGET)}, True
+
+
+def assumption(rec) -> str:
+    """Return why ``sm_90`` is assumed: no target recorded, or none of the recorded ones in the table."""
+    targets = recorded_targets(rec)
+    if not targets:
+        return "no target recorded: sm_90 assumed"
+    return f"recorded targets {', '.join(targets)} are not in the GPU table: sm_90 assumed"
 
 
 def _alone(g: GPU, chosen: list[GPU]) -> bool:
@@ -176,7 +185,7 @@ def target_label(rec, gpu: Optional[str] = None) -> str:
         return f"{g.arch} {g.name}"
     targets, assumed = model_targets(rec)
     t, g = next(iter(targets.items()))
-    return f"{t} {g.name}" + (" (no target recorded: sm_90 assumed)" if assumed else "")
+    return f"{t} {g.name}" + (f" ({assumption(rec)})" if assumed else "")
 
 
 # ------------------------------------------------------------------------ per fusion, per step
@@ -218,10 +227,12 @@ class StepModel:
     torch_ops: int
     assumed: bool = False
     left_out: tuple = ()  # (graph, chain, why) of the chains not modelled
+    why: str = ""  # why sm_90 was assumed (``assumption``)
 
     def as_json(self) -> dict:
         """Return the ``modelled_step.<target>`` object of ``ls --json``."""
-        return {"gpu": self.gpu, "us": self.total_us, "assumed": self.assumed, "kernels": self.kernels,
+        return {"gpu": self.gpu, "us": self.total_us, "assumed": self.assumed, "assumed_why": self.why,
+                "kernels": self.kernels,
                 "torch_ops": self.torch_ops,
                 "chains": [{"graph": g, "chain": c, "us": us} for g, c, us in self.chains],
                 "left_out": [{"graph": g, "chain": c, "why": why} for g, c, why in self.left_out]}
@@ -232,7 +243,8 @@ class StepModel:
         for _, c, us in self.chains:
             by_chain[c] = by_chain.get(c, 0.0) + us
         parts = " + ".join(f"{c} {format_roofline_us(us)}" for c, us in by_chain.items())
-        note = " · no target recorded: sm_90 assumed (run --target, or ls --gpu)" if self.assumed else ""
+        note = f" · {self.why or 'no target recorded: sm_90 assumed'} (run --target, or ls --gpu)" \
+            if self.assumed else ""
         if self.left_out:
             note += f" · {len(self.left_out)} chains not modelled ({', '.join(f'graph {g} {c}' for g, c, _ in self.left_out[:3])}" \
                     + (" ..." if len(self.left_out) > 3 else "") + ")"
@@ -251,5 +263,5 @@ def step_models(rec, gpus: Optional[Iterable[str]] = None, costs=None) -> list[S
     for t, g in targets.items():
         chains = tuple((graph, chain, sum(c.roofline_us(g) for c in cs)) for (graph, chain), cs in costs.items())
         out.append(StepModel(t, g.name, sum(us for _, _, us in chains), chains, kernels, len(moving) - kernels,
-                             assumed, tuple(getattr(costs, "left_out", ()))))
+                             assumed, tuple(getattr(costs, "left_out", ())), assumption(rec) if assumed else ""))
     return out

@@ -28,7 +28,7 @@ from typing import Optional
 
 from thundervis.recording import UnknownItem
 
-from .status import EXECUTED_CHAINS, chain_eager, fallback_reasons, graph_eager
+from .status import EXECUTED_CHAINS, chain_eager, fallback_reasons, graph_eager, kernel_runs, ran_on_text
 from .units import format_share, format_us
 
 _CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
@@ -60,8 +60,9 @@ def _one_line(text) -> str:
 @dataclass(frozen=True)
 class LineOp:
     """One op of a chain's final pass whose source is a given line: ``kernel`` (name, id) when it
-    ended in a generated kernel, ``fallback`` (why it runs on torch, one line) when it does not run
-    as compiled, ``time_us`` its share of the measured time (None when not profiled)."""
+    ended in a generated kernel (``ran_on``: where and how that kernel ran, ``ran on cpu via torch``,
+    when recorded), ``fallback`` (why it runs on torch, one line) when it does not run as compiled,
+    ``time_us`` its share of the measured time (None when not profiled)."""
 
     graph: int
     chain: str
@@ -72,12 +73,13 @@ class LineOp:
     kernel_id: Optional[int]
     fallback: Optional[str]
     time_us: Optional[float]
+    ran_on: str = ""
 
     def as_json(self) -> dict:
         """Return a JSON-ready dict."""
         return {"graph": self.graph, "chain": self.chain, "uid": self.uid, "op": self.op,
                 "executor": self.executor, "kernel": self.kernel, "kernel_id": self.kernel_id,
-                "fallback": self.fallback, "time_us": self.time_us}
+                "fallback": self.fallback, "time_us": self.time_us, "ran_on": self.ran_on}
 
 
 # A line of a repeated block (a 24-layer model) ends in one kernel per layer: the note names this many.
@@ -187,7 +189,8 @@ class SourceLine:
             groups.setdefault((o.graph, o.chain), []).append(o)
         out = []
         for (graph, chain), ops in groups.items():
-            kernels = tuple(dict.fromkeys((o.kernel, o.executor) for o in ops if o.kernel))
+            kernels = tuple(dict.fromkeys((o.kernel, f"{o.executor} · {o.ran_on}" if o.ran_on else o.executor)
+                                          for o in ops if o.kernel))
             torch = Counter((o.op, o.fallback or "") for o in ops if not o.kernel and o.executor in ("torch", None)
                             and (o.executor == "torch" or o.fallback))
             other = Counter((o.op, o.executor) for o in ops if not o.kernel
@@ -305,7 +308,7 @@ def resolve_file(rec, query: str) -> str:
     raise UnknownItem(f"no recorded file matches {query!r}; recorded files: {shown}")
 
 
-def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict):
+def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict, runs: dict):
     """Yield (symbol, LineOp) for every op of ``chain``'s final pass (see the module doc)."""
     symbols = rec.symbols(graph.id, chain.kind, chain.passes[-1].index)
     kernels = {k.uid: k for k in rec.kernels(graph.id, chain.kind)}
@@ -327,7 +330,7 @@ def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict):
             error = fell_back.get((graph.id, chain.kind, k.name))
             reason = f"kernel {k.name} ran in torch at run time: {error}" if error is not None else None
             yield s, LineOp(graph.id, chain.kind, s.uid, op_name(s.sym), k.executor, k.name, k.id, reason,
-                            share)
+                            share, ran_on_text(runs.get((graph.id, chain.kind, k.name))))
 
 
 def _eager_ops(rec, graph, chain_kind: Optional[str], error: str):
@@ -355,7 +358,8 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     file = resolve_file(rec, file)
     graphs = rec.graphs() if graph is None else [rec.graph(graph)]
     timings = rec.timings()
-    fell_back = fallback_reasons(rec.events("kernel_fallback"))
+    events = rec.events()
+    fell_back, runs = fallback_reasons(events), kernel_runs(events)
     by_line: dict[int, list] = {}
     codes: dict[int, str] = {}
     total = 0.0
@@ -383,7 +387,7 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
             if timing and not profiled:
                 total += sum(timing.values())
                 profiled = True
-            found.extend(_chain_ops(rec, g, c, fell_back, timing))
+            found.extend(_chain_ops(rec, g, c, fell_back, timing, runs))
         for s, op in found:
             src = s.source
             if src is None or not src.line or src.file != file:

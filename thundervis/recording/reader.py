@@ -332,7 +332,7 @@ class Recording:
                                              (ref.graph, ref.chain))]
         try:
             trace = trace_from_json(trace_json, kernel_names)
-        except (TraceFormatError, ValueError, TypeError) as e:
+        except (TraceFormatError, ValueError, TypeError, RecursionError) as e:
             raise RecordingError(f"{self.path} holds a damaged trace for graph {ref.graph} {ref.chain} "
                                  f"pass {ref.index} ({e}).") from None
         if held != ref.index:
