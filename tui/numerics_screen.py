@@ -84,8 +84,9 @@ class NumericsScreen(Screen):
             table.add_column(c, key=c)
         for i, r in enumerate(self.rows):
             table.add_row(verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
-                          visible_line(f"g{r.graph} {r.chain}"), fmt_err(r.max_rel), fmt_err(r.eager_rel),
-                          fmt_ratio(r.ratio), visible_line(r.executor), key=str(i))
+                          *(Text(visible_line(c)) for c in (  # str cells would be read as markup
+                              f"g{r.graph} {r.chain}", fmt_err(r.max_rel), fmt_err(r.eager_rel),
+                              fmt_ratio(r.ratio), r.executor)), key=str(i))
         s = self.summary
         if s is None or not s.checked:
             title = "numerics · not checked (record with thundervis run --check-numerics)"
