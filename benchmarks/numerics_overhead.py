@@ -61,7 +61,7 @@ def _timed_steps(check: bool, steps: int, folder: str, tag: str, profile_step: i
         if prof is not None:
             prof.disable()
             import pstats
-            pstats.Stats(prof).sort_stats(os.environ.get("NUMFAST_SORT", "cumulative")).print_stats(40)
+            pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
     rec.finish_run("ok", 0)
     rec.close()
     if check:
