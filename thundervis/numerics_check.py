@@ -4,8 +4,13 @@ region on the same inputs, judged against what eager float32 itself gets wrong.
 The compiler calls :class:`KernelChecker` after each fusion of the first K calls of every chain
 (``compiler/numerics_hooks.py``) with the fusion symbol, the tensors the kernel was given and what it
 returned, i.e. whatever actually ran (Triton, Inductor, torch). The region (the fusion's member
-prims) runs in the reference interpreter twice on those inputs: raised to float64 (the reference,
-:func:`thundervis.rerun.reference_outputs`) and as is (eager, in the inputs' own dtypes). Errors are
+prims) runs twice on those inputs: raised to float64 with its floating dtype constants raised too
+(the reference, what :func:`thundervis.rerun.reference_outputs` computes) and as is (eager, in the
+inputs' own dtypes). Both run through functions generated once per kernel that call each member's
+exact ATen overload (:func:`thundervis.compiler.executors.cpu_path.torch_region`, what the CPU path
+runs; the members one by one, never folded), so a check costs about two eager runs of the region
+instead of two passes of the Python reference interpreter; a region those functions cannot be built
+for runs in the reference interpreter as before. Errors are
 :func:`thundervis.kernel_numerics.errors` (max abs error, and that over the largest |reference|).
 
 The verdict (:func:`verdict` per output, :func:`judge` over a kernel's outputs; ``thundervis bisect``
@@ -17,6 +22,7 @@ that draw random numbers are ``skipped`` (no reference can draw the same ones).
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Optional, Sequence
 
@@ -25,7 +31,7 @@ import torch
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
 from thundervis.kernel_numerics import errors
-from thundervis.rerun import reference_outputs
+from thundervis.rerun import float64_region, reference_outputs
 
 RATIO = 16.0
 FLOOR_ULPS = 64.0
@@ -64,14 +70,37 @@ def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optiona
     worst = {"max_abs": 0.0, "max_rel": 0.0, "eager_abs": 0.0, "eager_rel": 0.0, "ratio": 0.0,
              "tolerance": verdict(0.0, 0.0, output_eps(outs))[2], "verdict": "ok"}
     for i, (o, r, e) in enumerate(zip(outs, refs, eager)):
-        a, rel = errors([o], [r])
-        ea, erel = eager_errors[i] if eager_errors is not None else errors([e], [r])
+        quick = _quick_errors(o, e, r) if eager_errors is None else None
+        if quick is not None:
+            a, rel, ea, erel = quick
+        else:
+            a, rel = errors([o], [r])
+            ea, erel = eager_errors[i] if eager_errors is not None else errors([e], [r])
         v, ratio, tol = verdict(rel, erel, output_eps([o]))
         key = (v == "flagged", ratio)
         if key > (worst["verdict"] == "flagged", worst["ratio"]):
             worst = {"max_abs": a, "max_rel": rel, "eager_abs": ea, "eager_rel": erel, "ratio": ratio,
                      "tolerance": tol, "verdict": v}
     return worst
+
+
+def _quick_errors(o, e, r) -> Optional[tuple]:
+    """Return (abs, rel) errors of ``o`` and of ``e`` against ``r`` as :func:`errors` would, in a
+    few fused ops with one read back (the common case: same shapes and devices, floating, all
+    finite); None when :func:`errors` must decide (it handles every other case)."""
+    if not (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)):
+        return None
+    if not (o.shape == e.shape == r.shape and o.numel() and o.device == e.device == r.device
+            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point()):
+        return None
+    r64 = r.detach().to(torch.float64)
+    # Subtracting from a float64 tensor promotes the other operand exactly (no rounding).
+    maxima = torch.stack([(r64 - o.detach()).abs().max(), (r64 - e.detach()).abs().max(),
+                          r64.abs().max()]).tolist()
+    a, ea, scale = maxima
+    if not (math.isfinite(a) and math.isfinite(ea) and math.isfinite(scale)):
+        return None
+    return a, (a / scale if scale > 0 else a), ea, (ea / scale if scale > 0 else ea)
 
 
 def region_of(symbol: BoundSymbol) -> Trace:
@@ -97,29 +126,61 @@ def _tensors(x) -> list:
     return []
 
 
-def check_region(symbol: BoundSymbol, inputs: Sequence, outputs) -> dict:
+def region_functions(symbol: BoundSymbol) -> Optional[tuple]:
+    """Return ``(eager, reference)`` for a fusion symbol: functions of the kernel's input tensors
+    returning the region's outputs, ``eager`` running its member prims as they are and
+    ``reference`` the same prims with floating dtype constants raised to float64 (to be called on
+    inputs raised to float64); each calls the members' exact ATen overloads
+    (:func:`~thundervis.compiler.executors.cpu_path.torch_region`). None when they cannot be built
+    (the caller then uses the reference interpreter)."""
+    from thundervis.compiler.executors.cpu_path import torch_region
+    try:
+        raised = symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
+        return torch_region(symbol), torch_region(raised)
+    except Exception:  # an op without a torch binding, a name the generator refuses: interpret
+        return None
+
+
+def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None) -> dict:
     """Return the JSON-able result of one checked kernel call (``kernel``, ``uid``, ``executor``,
     ``max_abs``/``max_rel`` of the kernel and ``eager_abs``/``eager_rel`` of eager float32 against
-    float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``)."""
+    float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``). ``functions``: the region's
+    :func:`region_functions` (built here when None; empty: use the reference interpreter)."""
     base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
     if is_random(symbol):
         return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
-    region = region_of(symbol)
     args = [t.detach() for t in inputs]
     outs = _tensors(outputs)
     # The check runs inside the compiled chain, under AOTAutograd's dispatch mode; its own ops need
     # none of it (plain tensors in, plain numbers out), so they run without it: several times faster.
     from torch.utils._python_dispatch import _disable_current_modes
     with torch.no_grad(), _disable_current_modes():
-        refs = reference_outputs(region, args)
-        eager = _tensors(run_trace(region, args))
+        if functions is None:
+            functions = region_functions(symbol)
+        if functions:
+            eager_fn, reference_fn = functions
+            raised = [t.double() if t.is_floating_point() else t for t in args]
+            refs = _tensors(reference_fn(*raised))
+            eager = _tensors(eager_fn(*args))
+        else:
+            region = region_of(symbol)
+            refs = reference_outputs(region, args)
+            eager = _tensors(run_trace(region, args))
         judged = judge(outs, refs, eager)
     return {**base, **judged, "detail": ""}
 
 
 class KernelChecker:
     """The ``checker`` of ``ProfileSettings`` for ``--check-numerics``: a callable
-    ``(symbol, inputs, outputs) -> dict`` (:func:`check_region`)."""
+    ``(symbol, inputs, outputs) -> dict`` (:func:`check_region`). It builds each kernel's
+    :func:`region_functions` on its first check and keeps them for the later checked calls."""
+
+    def __init__(self) -> None:
+        self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol))
 
     def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs) -> Optional[dict]:
-        return check_region(symbol, inputs, outputs)
+        known = self._functions.get(id(symbol))
+        if known is None or known[0] is not symbol:
+            known = (symbol, region_functions(symbol))
+            self._functions[id(symbol)] = known
+        return check_region(symbol, inputs, outputs, known[1] or ())
