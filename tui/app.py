@@ -25,6 +25,7 @@ from thundervis.safe_text import visible, visible_line
 from . import panels
 from .comm_screen import CommunicationScreen
 from .editor import open_in_editor
+from .folding import FoldedLines, fold_signature
 from thundervis.present.default_view import default_view
 from thundervis.present.overview import ViewOverview
 
@@ -141,6 +142,8 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.hide_unchanged = False
         self.details_hidden = False
         self.lines = []  # PrintedLine of the pass shown (search reads them)
+        self.signature_folded = True  # the def + inputs block shows as one line until opened
+        self.shown: Optional[FoldedLines] = None  # the trace lines on screen (the block folded or not)
         self.selected_uid: Optional[str] = None
         self.selected_source: Optional[tuple[str, int]] = None
         self._token = 0
@@ -320,6 +323,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if fast and self.diff_base() is None:
             try:
                 text = self.data.pass_text(self.graph, self.chain, self.index)
+                self.shown = None
                 view.set_trace(text_lines(text.splitlines()), keep_cursor)
             except DataError as e:
                 self.notify(visible_line(str(e)), severity="error")
@@ -390,9 +394,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         view = self.query_one(LinesView)
         if kind == "trace":
             self.lines = rows
-            from .numerics_screen import trace_marks
-            marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
-            view.set_trace(rows, keep_cursor, marks)
+            self._show_trace(keep_cursor)
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
         else:
@@ -402,11 +404,35 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         pending = self._pending_line
         if pending is not None and kind == "trace":
             self._pending_line = None
-            view.move_cursor(pending)
+            self.select_printed_line(pending)
         if self._pending_uid is not None and kind == "trace":
             self._select_uid(self._pending_uid)
             self._pending_uid = None
         self.loaded = True
+
+    def _show_trace(self, keep_cursor: bool) -> None:
+        """Show ``self.lines`` (the pass's printed lines) with the signature block folded or not."""
+        from .numerics_screen import trace_marks
+        self.shown = fold_signature(self.lines, self.signature_folded)
+        marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
+        self.query_one(LinesView).set_trace(self.shown.lines, keep_cursor, marks)
+
+    def select_printed_line(self, printed: int) -> None:
+        """Move the cursor to line ``printed`` of the pass's printed lines (a search hit),
+        opening the signature block first when the line is inside it."""
+        view = self.query_one(LinesView)
+        if self.shown is not None and self.shown.hides(printed):
+            self.signature_folded = False
+            self._show_trace(keep_cursor=True)
+        view.move_cursor(self.shown.shown_index(printed) if self.shown is not None else printed)
+
+    @on(LinesView.Activated)
+    def _line_activated(self, event: LinesView.Activated) -> None:
+        """Enter or a click on the fold line opens or closes the signature block."""
+        if event.view.id != "lines" or event.view.mode != "trace" or self.shown is None or not self.shown.is_fold_line(event.index):
+            return
+        self.signature_folded = not self.signature_folded
+        self._show_trace(keep_cursor=True)
 
     def _update_title(self, counts: Optional[dict] = None) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -553,7 +579,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
                 self._pending_line = hit.line
                 self.show_view()
                 return
-            self.query_one(LinesView).move_cursor(hit.line or 0)
+            self.select_printed_line(hit.line or 0)
             self.query_one(LinesView).focus()
         self.push_screen(SearchScreen(search), done)
 
