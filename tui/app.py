@@ -41,6 +41,8 @@ from .source_screen import SourceJump, SourceScreen
 
 NARROW = 110  # below this many columns the details pane goes under the trace
 SHORT = 34  # ... and below this many rows too it shows only when asked (i)
+NARROW_PASS_ROWS = 4  # the pass band's least height on a narrow terminal ...
+PASS_ROWS = 9  # ... and the passes it always has room for (a compiled chain's)
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
 IDLE_S = 0.25  # the user stayed this long on a pass or line: prepare its neighbours / details
 # Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
@@ -207,6 +209,20 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.screen.set_class(width < NARROW, "-narrow")
         # A small terminal keeps its rows for the trace; `i` shows the details under it.
         self.screen.set_class(width < NARROW and height < SHORT, "-short")
+        self._size_pass_list(width, height)
+
+    def _size_pass_list(self, width: Optional[int] = None, height: Optional[int] = None) -> None:
+        """On a narrow terminal the chains and passes sit in a band above the trace: make it tall
+        enough for every pass of the chain (9 in a compiled chain) so none hides at 80x24, up to a
+        third of a taller terminal."""
+        width = self.size.width if width is None else width
+        height = self.size.height if height is None else height
+        left = self.query_one("#left")
+        if width >= NARROW:
+            left.styles.height = None  # the CSS's: the full height beside the trace
+            return
+        rows = min(max(NARROW_PASS_ROWS, len(getattr(self, "_pass_keys", ()))), max(PASS_ROWS, height // 3))
+        left.styles.height = rows + 1  # (+ its bottom border)
 
     # -- overview -------------------------------------------------------------------------------
 
@@ -269,6 +285,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         for i, idx in enumerate(self._pass_keys):
             if idx == self.index:
                 ol.highlighted = i
+        self._size_pass_list()
 
     def current_chain(self):
         """Return the chain shown (a ``recording.model.Chain``) or None."""
