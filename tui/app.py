@@ -57,36 +57,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
     TITLE = "thundervis"
     ENABLE_COMMAND_PALETTE = True
 
-    CSS = """
-    Screen { layout: vertical; }
-    #topbar { height: 1; background: $panel; padding: 0 1; }
-    #banner { height: auto; max-height: 3; background: $error 30%; padding: 0 1; display: none; }
-    #banner.-shown { display: block; }
-    #body { height: 1fr; }
-    #left { width: 30; border-right: solid $panel-lighten-2; }
-    #chains { height: auto; max-height: 8; border: none; padding: 0; }
-    #passes { height: 1fr; border: none; padding: 0; }
-    #left .label { height: 1; color: $text-muted; background: $boost; padding: 0 1; }
-    #center { width: 1fr; }
-    #tracetitle { height: 1; padding: 0 1; background: $boost; }
-    #lines { height: 1fr; }
-    #details { width: 38%; max-width: 64; border-left: solid $panel-lighten-2; padding: 0 1; }
-    #details.-hidden { display: none; }
-    .-narrow #body { layout: vertical; }
-    .-narrow #left { width: 100%; height: 5; border-right: none; border-bottom: solid $panel-lighten-2;
-                     layout: horizontal; }
-    .-narrow LinesView { scrollbar-size-horizontal: 0; }
-    .-short #details { display: none; }
-    .-short #details.-shown { display: block; height: 10; }
-    .-narrow #left .label { display: none; }
-    .-narrow #chains { width: 24; height: 1fr; max-height: 100%; }
-    .-narrow #passes { width: 1fr; }
-    .-narrow #center { height: 1fr; }
-    .-narrow #details { width: 100%; max-width: 100%; height: 9; border-left: none;
-                        border-top: solid $panel-lighten-2; }
-    OptionList > .option-list--option-highlighted { background: #3e4451; }
-    OptionList:focus > .option-list--option-highlighted { background: #2f4a6d; }
-    """
+    CSS_PATH = "app.tcss"  # the layout; shipped as package data
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
