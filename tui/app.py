@@ -114,7 +114,8 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.folded = True
         self.hide_unchanged = False
         self.details_hidden = False
-        self.lines = []  # PrintedLine of the pass shown (search reads them)
+        self.lines = []  # PrintedLine on screen, one per view line (the signature folded or not)
+        self.printed_lines = []  # every PrintedLine of the pass shown (search reads them)
         self.signature_folded = True  # the def + inputs block shows as one line until opened
         self.shown: Optional[FoldedLines] = None  # the trace lines on screen (the block folded or not)
         self.selected_uid: Optional[str] = None
@@ -193,7 +194,10 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
             left.styles.height = None  # the CSS's: the full height beside the trace
             return
         rows = min(max(NARROW_PASS_ROWS, len(getattr(self, "_pass_keys", ()))), max(PASS_ROWS, height // 3))
-        left.styles.height = rows + 1  # (+ its bottom border)
+        # a short terminal drops the band's bottom border (the trace title below separates them)
+        short = self.screen.has_class("-short")
+        left.styles.border_bottom = ("none", "black") if short else None
+        left.styles.height = rows + (0 if short else 1)
 
     # -- overview -------------------------------------------------------------------------------
 
@@ -381,7 +385,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         kind, rows, counts = content
         view = self.query_one(LinesView)
         if kind == "trace":
-            self.lines = rows
+            self.printed_lines = rows
             self._show_trace(keep_cursor)
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
@@ -399,9 +403,10 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.loaded = True
 
     def _show_trace(self, keep_cursor: bool) -> None:
-        """Show ``self.lines`` (the pass's printed lines) with the signature block folded or not."""
+        """Show ``self.printed_lines`` (the pass's) with the signature block folded or not."""
         from .numerics_screen import trace_marks
-        self.shown = fold_signature(self.lines, self.signature_folded)
+        self.shown = fold_signature(self.printed_lines, self.signature_folded)
+        self.lines = self.shown.lines
         marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
         self.query_one(LinesView).set_trace(self.shown.lines, keep_cursor, marks)
 
@@ -546,7 +551,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if self.overview is None:
             return
 
-        lines = self.lines
+        lines = self.printed_lines if self.lines else []
         if self.diff_from is not None and self.graph is not None:  # search the pass's trace, not the diff
             try:
                 lines = self.data.trace_lines(self.graph, self.chain, self.index)

@@ -45,7 +45,7 @@ async def _toggle_and_check(small_rec, toggle):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         view = app.query_one("LinesView")
-        n_block = sum(1 for ln in app.lines if ln.kind in ("def", "meta"))
+        n_block = sum(1 for ln in app.printed_lines if ln.kind in ("def", "meta"))
         assert n_block > 1
         fold = next(i for i in range(view.line_count()) if view.texts[i].strip().endswith("inputs ▸"))
         assert not any(ln.kind == "meta" for ln in app.shown.lines)
@@ -85,16 +85,17 @@ async def test_search_for_an_input_opens_the_block_and_selects_it(small_rec):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         view = app.query_one("LinesView")
-        meta = next(n for n, ln in enumerate(app.lines) if ln.kind == "meta")
+        meta = next(n for n, ln in enumerate(app.printed_lines) if ln.kind == "meta")
         app.select_printed_line(meta)
         await pilot.pause()
         assert not app.signature_folded
-        assert view.texts[view.cursor] == app.lines[meta].text
+        assert view.texts[view.cursor] == app.printed_lines[meta].text
         # a line after the block maps through the fold, closed or open
-        stmt = next(n for n, ln in enumerate(app.lines) if ln.kind == "stmt")
+        stmt = next(n for n, ln in enumerate(app.printed_lines) if ln.kind == "stmt")
         app.select_printed_line(stmt)
         await pilot.pause()
-        assert view.uid_at(view.cursor) == app.lines[stmt].uid
+        assert view.uid_at(view.cursor) == app.printed_lines[stmt].uid
+        assert app.lines[view.cursor] == app.printed_lines[stmt]  # app.lines: the lines on screen
 
 
 @pytest.mark.asyncio
