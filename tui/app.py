@@ -57,7 +57,9 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
     TITLE = "thundervis"
     ENABLE_COMMAND_PALETTE = True
 
-    CSS_PATH = "app.tcss"  # the layout; shipped as package data
+    # The layout, shipped as package data. An absolute path: Textual reads a relative one beside the
+    # module of the running app's class, which for a subclass (the live view) is another folder.
+    CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.tcss")
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
