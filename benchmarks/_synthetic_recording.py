@@ -157,11 +157,12 @@ def _liveness(t: Trace, prefix: str) -> Trace:
     return t.replace(symbols=tuple(out), next_uid=uid)
 
 
-def chain_passes(n_symbols: int, n_lines: int, chain: str, prefix: str, script: str):
-    """Yield ``(pass name, trace, changed, kernels or None)`` for the 12 passes of one chain."""
+def chain_passes(n_symbols: int, n_lines: int, chain: str, prefix: str, script: str, names=PASSES):
+    """Yield ``(pass name, trace, changed, kernels or None)`` for the passes of one chain (``names``,
+    a subsequence of ``PASSES``: the 12 passes by default)."""
     t = _acquired(n_symbols, n_lines, chain, prefix, script)
     kernels: Optional[list] = None
-    for name in PASSES:
+    for name in names:
         new, built = t, None
         if name == "decompose":
             new = _decompose(t, prefix)
@@ -176,7 +177,7 @@ def chain_passes(n_symbols: int, n_lines: int, chain: str, prefix: str, script: 
             kernels = built
         elif name == "liveness":
             new = _liveness(t, prefix)
-        changed = name == PASSES[0] or new is not t
+        changed = name == names[0] or new is not t
         t = new.replace(pass_name=name)
         yield name, t, changed, built
     del kernels
@@ -184,12 +185,13 @@ def chain_passes(n_symbols: int, n_lines: int, chain: str, prefix: str, script: 
 
 def write_recording(path: str, n_symbols: int = 10_000, n_lines: int = 40, backward: bool = True,
                     status: str = "ok", traceback_text: Optional[str] = None, script: str = SCRIPT,
-                    finish: bool = True, also=None, compile_s: float = 1.25) -> str:
+                    finish: bool = True, also=None, compile_s: float = 1.25, passes=PASSES) -> str:
     """Write a synthetic recording to ``path`` (must not exist) and return ``path``.
 
     ``status``/``traceback_text`` set how the run ended (``failed`` with a traceback, ...);
     ``finish=False`` leaves it ``running`` (a live or killed run); ``also(observer)`` records more
-    events before the end (failures, fallbacks); ``compile_s``: the graph's compile time."""
+    events before the end (failures, fallbacks); ``compile_s``: the graph's compile time;
+    ``passes``: the names of each chain's passes (a subsequence of ``PASSES``)."""
     obs = RecordingObserver(path)
     try:
         obs.start_run(script=script, module=None, argv=[script, "--steps", "1"], cwd="/work",
@@ -198,7 +200,7 @@ def write_recording(path: str, n_symbols: int = 10_000, n_lines: int = 40, backw
         chains = [("forward", "f", n_symbols)] + ([("backward", "b", max(8, n_symbols // 2))] if backward else [])
         for chain, prefix, n in chains:
             for index, (name, trace, changed, kernels) in enumerate(
-                    chain_passes(n, n_lines, chain, prefix, script)):
+                    chain_passes(n, n_lines, chain, prefix, script, passes)):
                 duration_s = 0.0004 + 0.0011 * ((index * 7 + len(chain)) % 13)
                 obs.pass_done(0, chain, index, name, trace, duration_s, changed)
                 if kernels:

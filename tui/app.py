@@ -25,6 +25,7 @@ from thundervis.safe_text import visible, visible_line
 from . import panels
 from .comm_screen import CommunicationScreen
 from .editor import open_in_editor
+from .folding import FoldedLines, fold_signature
 from thundervis.present.default_view import default_view
 from thundervis.present.overview import ViewOverview
 
@@ -40,6 +41,8 @@ from .source_screen import SourceJump, SourceScreen
 
 NARROW = 110  # below this many columns the details pane goes under the trace
 SHORT = 34  # ... and below this many rows too it shows only when asked (i)
+NARROW_PASS_ROWS = 4  # the pass band's least height on a narrow terminal ...
+PASS_ROWS = 9  # ... and the passes it always has room for (a compiled chain's)
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
 IDLE_S = 0.25  # the user stayed this long on a pass or line: prepare its neighbours / details
 # Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
@@ -54,36 +57,9 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
     TITLE = "thundervis"
     ENABLE_COMMAND_PALETTE = True
 
-    CSS = """
-    Screen { layout: vertical; }
-    #topbar { height: 1; background: $panel; padding: 0 1; }
-    #banner { height: auto; max-height: 3; background: $error 30%; padding: 0 1; display: none; }
-    #banner.-shown { display: block; }
-    #body { height: 1fr; }
-    #left { width: 30; border-right: solid $panel-lighten-2; }
-    #chains { height: auto; max-height: 8; border: none; padding: 0; }
-    #passes { height: 1fr; border: none; padding: 0; }
-    #left .label { height: 1; color: $text-muted; background: $boost; padding: 0 1; }
-    #center { width: 1fr; }
-    #tracetitle { height: 1; padding: 0 1; background: $boost; }
-    #lines { height: 1fr; }
-    #details { width: 38%; max-width: 64; border-left: solid $panel-lighten-2; padding: 0 1; }
-    #details.-hidden { display: none; }
-    .-narrow #body { layout: vertical; }
-    .-narrow #left { width: 100%; height: 5; border-right: none; border-bottom: solid $panel-lighten-2;
-                     layout: horizontal; }
-    .-narrow LinesView { scrollbar-size-horizontal: 0; }
-    .-short #details { display: none; }
-    .-short #details.-shown { display: block; height: 10; }
-    .-narrow #left .label { display: none; }
-    .-narrow #chains { width: 24; height: 1fr; max-height: 100%; }
-    .-narrow #passes { width: 1fr; }
-    .-narrow #center { height: 1fr; }
-    .-narrow #details { width: 100%; max-width: 100%; height: 9; border-left: none;
-                        border-top: solid $panel-lighten-2; }
-    OptionList > .option-list--option-highlighted { background: #3e4451; }
-    OptionList:focus > .option-list--option-highlighted { background: #2f4a6d; }
-    """
+    # The layout, shipped as package data. An absolute path: Textual reads a relative one beside the
+    # module of the running app's class, which for a subclass (the live view) is another folder.
+    CSS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app.tcss")
 
     BINDINGS = [
         Binding("q", "quit", "Quit"),
@@ -140,7 +116,10 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.folded = True
         self.hide_unchanged = False
         self.details_hidden = False
-        self.lines = []  # PrintedLine of the pass shown (search reads them)
+        self.lines = []  # PrintedLine on screen, one per view line (the signature folded or not)
+        self.printed_lines = []  # every PrintedLine of the pass shown (search reads them)
+        self.signature_folded = True  # the def + inputs block shows as one line until opened
+        self.shown: Optional[FoldedLines] = None  # the trace lines on screen (the block folded or not)
         self.selected_uid: Optional[str] = None
         self.selected_source: Optional[tuple[str, int]] = None
         self._token = 0
@@ -204,6 +183,23 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         self.screen.set_class(width < NARROW, "-narrow")
         # A small terminal keeps its rows for the trace; `i` shows the details under it.
         self.screen.set_class(width < NARROW and height < SHORT, "-short")
+        self._size_pass_list(width, height)
+
+    def _size_pass_list(self, width: Optional[int] = None, height: Optional[int] = None) -> None:
+        """On a narrow terminal the chains and passes sit in a band above the trace: make it tall
+        enough for every pass of the chain (9 in a compiled chain) so none hides at 80x24, up to a
+        third of a taller terminal."""
+        width = self.size.width if width is None else width
+        height = self.size.height if height is None else height
+        left = self.query_one("#left")
+        if width >= NARROW:
+            left.styles.height = None  # the CSS's: the full height beside the trace
+            return
+        rows = min(max(NARROW_PASS_ROWS, len(getattr(self, "_pass_keys", ()))), max(PASS_ROWS, height // 3))
+        # a short terminal drops the band's bottom border (the trace title below separates them)
+        short = self.screen.has_class("-short")
+        left.styles.border_bottom = ("none", "black") if short else None
+        left.styles.height = rows + (0 if short else 1)
 
     # -- overview -------------------------------------------------------------------------------
 
@@ -266,6 +262,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         for i, idx in enumerate(self._pass_keys):
             if idx == self.index:
                 ol.highlighted = i
+        self._size_pass_list()
 
     def current_chain(self):
         """Return the chain shown (a ``recording.model.Chain``) or None."""
@@ -320,6 +317,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if fast and self.diff_base() is None:
             try:
                 text = self.data.pass_text(self.graph, self.chain, self.index)
+                self.shown = None
                 view.set_trace(text_lines(text.splitlines()), keep_cursor)
             except DataError as e:
                 self.notify(visible_line(str(e)), severity="error")
@@ -389,10 +387,8 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         kind, rows, counts = content
         view = self.query_one(LinesView)
         if kind == "trace":
-            self.lines = rows
-            from .numerics_screen import trace_marks
-            marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
-            view.set_trace(rows, keep_cursor, marks)
+            self.printed_lines = rows
+            self._show_trace(keep_cursor)
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
         else:
@@ -402,11 +398,36 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         pending = self._pending_line
         if pending is not None and kind == "trace":
             self._pending_line = None
-            view.move_cursor(pending)
+            self.select_printed_line(pending)
         if self._pending_uid is not None and kind == "trace":
             self._select_uid(self._pending_uid)
             self._pending_uid = None
         self.loaded = True
+
+    def _show_trace(self, keep_cursor: bool) -> None:
+        """Show ``self.printed_lines`` (the pass's) with the signature block folded or not."""
+        from .numerics_screen import trace_marks
+        self.shown = fold_signature(self.printed_lines, self.signature_folded)
+        self.lines = self.shown.lines
+        marks = trace_marks(self.overview.numerics if self.overview is not None else None, self.graph, self.chain)
+        self.query_one(LinesView).set_trace(self.shown.lines, keep_cursor, marks)
+
+    def select_printed_line(self, printed: int) -> None:
+        """Move the cursor to line ``printed`` of the pass's printed lines (a search hit),
+        opening the signature block first when the line is inside it."""
+        view = self.query_one(LinesView)
+        if self.shown is not None and self.shown.hides(printed):
+            self.signature_folded = False
+            self._show_trace(keep_cursor=True)
+        view.move_cursor(self.shown.shown_index(printed) if self.shown is not None else printed)
+
+    @on(LinesView.Activated)
+    def _line_activated(self, event: LinesView.Activated) -> None:
+        """Enter or a click on the fold line opens or closes the signature block."""
+        if event.view.id != "lines" or event.view.mode != "trace" or self.shown is None or not self.shown.is_fold_line(event.index):
+            return
+        self.signature_folded = not self.signature_folded
+        self._show_trace(keep_cursor=True)
 
     def _update_title(self, counts: Optional[dict] = None) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -532,7 +553,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
         if self.overview is None:
             return
 
-        lines = self.lines
+        lines = self.printed_lines if self.lines else []
         if self.diff_from is not None and self.graph is not None:  # search the pass's trace, not the diff
             try:
                 lines = self.data.trace_lines(self.graph, self.chain, self.index)
@@ -553,7 +574,7 @@ class ThundervisApp(PassNavigation, RankNavigation, App):
                 self._pending_line = hit.line
                 self.show_view()
                 return
-            self.query_one(LinesView).move_cursor(hit.line or 0)
+            self.select_printed_line(hit.line or 0)
             self.query_one(LinesView).focus()
         self.push_screen(SearchScreen(search), done)
 

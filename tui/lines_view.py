@@ -38,6 +38,7 @@ class LinesView(ScrollView, can_focus=True):
         Binding("end", "jump(-1)", "Bottom", show=False),
         Binding("left", "scroll_left", "Left", show=False),
         Binding("right", "scroll_right", "Right", show=False),
+        Binding("enter", "activate", "Open", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -52,6 +53,15 @@ class LinesView(ScrollView, can_focus=True):
             self.view = view
             self.index = index
             self.uid = uid
+
+    class Activated(Message):
+        """Line ``index`` was activated (enter, or a click on it): the app opens or closes what
+        it stands for (the signature fold)."""
+
+        def __init__(self, view: "LinesView", index: int):
+            super().__init__()
+            self.view = view
+            self.index = index
 
     def __init__(self, *, id: Optional[str] = None):
         super().__init__(id=id)
@@ -266,8 +276,16 @@ class LinesView(ScrollView, can_focus=True):
         offset = event.get_content_offset(self)
         if offset is None:
             return
-        self.move_cursor(self.scroll_offset.y + offset.y)
+        index = self.scroll_offset.y + offset.y
+        self.move_cursor(index)
         self.focus()
+        if 0 <= index < self._count:
+            self.post_message(self.Activated(self, index))
+
+    def action_activate(self) -> None:
+        """Activate the cursor line (enter)."""
+        if self._count:
+            self.post_message(self.Activated(self, self.cursor))
 
 
 def _row_uid(row) -> Optional[str]:

@@ -194,7 +194,8 @@ def kernel_summary(k: KernelRow) -> Text:
         t.append(visible(k.note) + "\n", style=Style(color=DIM, italic=True))
     if k.median_us is not None:
         share = f" · {format_share(k.share)} of step" if k.share is not None else ""
-        t.append(f"median {format_us(k.median_us)} over {k.calls} calls{share}"
+        clock = f" ({k.clock} time)" if k.clock else ""
+        t.append(f"median {format_us(k.median_us)}{clock} over {k.calls} calls{share}"
                  + (f" · {format_gbps(k.gbps)}" if k.gbps else "") + "\n")
     if k.roofline_us is not None:
         pct = f" · measured at {k.pct_of_roofline:.0f}% of roofline" if k.pct_of_roofline is not None else \

@@ -43,6 +43,11 @@ COLUMNS = tuple(SORT_KEYS)
 NUMERICS_COLUMN = "numerics"  # shown when the run was checked (run --check-numerics); sorts by verdict
 
 
+def timing_clocks(kernels) -> list[str]:
+    """Return the clocks (``CPU``, ``GPU``) that measured the timed ``kernels`` (``KernelRow``), sorted."""
+    return sorted({k.clock for k in kernels if k.median_us is not None and k.clock})
+
+
 class KernelsScreen(Screen):
     """Every kernel in a sortable table; the selected one's members, code and re-runs below."""
 
@@ -92,8 +97,10 @@ class KernelsScreen(Screen):
         """Fill the screen and focus its main widget."""
         table = self.query_one(DataTable)
         self.checked = self.overview.numerics is not None and self.overview.numerics.checked > 0
+        clocks = timing_clocks(self.overview.kernels)
         for c in COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ()):
-            table.add_column(c, key=c)
+            # the measured time's column says which clock measured it (never a GPU time a GPU did not measure)
+            table.add_column(f"{c} {clocks[0]}" if c == "median" and len(clocks) == 1 else c, key=c)
         self.fill()
         table.focus()
         self.load_roofline()
@@ -126,6 +133,7 @@ class KernelsScreen(Screen):
         else:
             key = SORT_KEYS[self.sort]
         self.kernels = sorted(self.overview.kernels, key=key)
+        clocks = timing_clocks(self.kernels)
         table.clear()
         for k in self.kernels:
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
@@ -135,13 +143,14 @@ class KernelsScreen(Screen):
             table.add_row(name, *(Text(visible_line(c)) for c in (
                 k.executor + (f" · {k.ran_on}" if k.ran_on else ""), f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
-                format_us(k.median_us), format_roofline_us(k.roofline_us),
+                format_us(k.median_us) + (f" {k.clock}" if k.clock and len(clocks) > 1 else ""),
+                format_roofline_us(k.roofline_us),
                 "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),
                 "-" if not k.gbps else f"{k.gbps:.3g}",
                 group_sources(k.source_lines, limit=6))),
                 *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)
-        timed = "" if any(k.median_us is not None for k in self.kernels) else \
+        timed = (" · " + " and ".join(f"{c} times" for c in clocks)) if clocks else \
             " · not profiled (thundervis run --profile records times)"
         roof = f" · roofline on {self.overview.roofline_target}" if self.overview.roofline_target else \
             ("" if self.roofline_loaded else " · modelling the roofline …")

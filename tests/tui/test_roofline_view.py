@@ -27,8 +27,13 @@ async def test_kernels_table_shows_roofline_and_pct_only_for_gpu_times(tmp_path,
             if screen.roofline_loaded:
                 break
         table = screen.query_one("DataTable")
-        cols = [str(c.label) for c in table.columns.values()]
+        cols = [c.key.value for c in table.columns.values()]
         assert cols.index("roofline µs") == cols.index("median") + 1 and "% roof" in cols
+        # the measured time's column and the kernel's details say which clock measured it
+        label = str(list(table.columns.values())[cols.index("median")].label)
+        clock_name = {"device": "GPU", "host": "CPU"}.get(clock)
+        assert label == (f"median {clock_name}" if clock_name else "median")
+        assert ("GPU" in label) == (clock == "device")
         (k,) = screen.kernels
         roof = (FUSION[1] + FUSION[2]) / GPUS["h100"].hbm_bytes_per_s * 1e6
         assert k.roofline_us == pytest.approx(roof) and k.roofline_bound == "memory" and k.flops == FUSION[0]
@@ -38,6 +43,8 @@ async def test_kernels_table_shows_roofline_and_pct_only_for_gpu_times(tmp_path,
         assert "roofline on sm_90 H100 SXM" in title and "sm_90 assumed" in title
         info = str(screen.query_one("#kinfo").render())
         assert f"roofline {roof:.3g} µs (memory-bound)" in info
+        if clock_name:
+            assert f"({clock_name} time)" in info and f"{clock_name} times" in title
         if clock == "device":
             assert row[cols.index("% roof")] == f"{roof / 5.0 * 100:.0f}%" and "% of roofline" in info
         else:

@@ -30,6 +30,11 @@ def test_snapshot_80x24_last_pass(snap_compare, small_rec):
     assert snap_compare(open_app(small_rec), terminal_size=(80, 24), run_before=_before())
 
 
+def test_snapshot_80x24_nine_passes(snap_compare, nine_pass_rec):
+    """Every pass of a compiled chain (9) shows at 80x24, and the trace's first ops below them."""
+    assert snap_compare(open_app(nine_pass_rec), terminal_size=(80, 24), run_before=_before())
+
+
 def test_snapshot_80x24_diff(snap_compare, small_rec):
     assert snap_compare(open_app(small_rec), terminal_size=(80, 24),
                         run_before=_before(press=("d",), pass_name="fuse", select_line=True))

@@ -23,6 +23,13 @@ def small_rec(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def nine_pass_rec(tmp_path_factory) -> str:
+    """A finished run whose chains have the 9 passes of a compiled chain (acquire ... codegen)."""
+    names = ("acquire", "decompose", "cse", "simplify", "dce", "claim", "fuse", "liveness", "codegen")
+    return write_recording(str(tmp_path_factory.mktemp("tui") / "nine.tvrec"), n_symbols=40, passes=names)
+
+
+@pytest.fixture(scope="session")
 def failed_rec(tmp_path_factory) -> str:
     """A run whose script raised after compiling."""
     tb = ('Traceback (most recent call last):\n  File "synthetic_model.py", line 30, in <module>\n'

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .status import ran_on_text
+from .status import clock_label, ran_on_text
 from .units import format_gbps, format_share, format_us
 
 
@@ -71,6 +71,7 @@ class KernelRow:
     bytes_moved: Optional[int] = None
     flops: Optional[int] = None
     pct_of_roofline: Optional[float] = None
+    clock: str = ""  # what measured ``median_us``: "CPU" or "GPU" (present.status.clock_label); "" not profiled
 
     @property
     def status(self) -> str:
@@ -111,7 +112,8 @@ def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None) -> Ke
                                    tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
                                    _labels(k.source_lines), group_sources(k.source_lines), k.language, k.note,
                                    t.calls if t else None, t.median_us if t else None, t.share if t else None,
-                                   t.gbps if t else None, fallback, ran_on_text(run)), roofline)
+                                   t.gbps if t else None, fallback, ran_on_text(run),
+                                   clock=clock_label(t.device, t.clock) if t else ""), roofline)
 
 
 def with_roofline(row: KernelRow, roofline=None) -> KernelRow:
