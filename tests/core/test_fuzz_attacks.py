@@ -281,6 +281,9 @@ def run_cases(cases: list[tuple[str, str, list]], work) -> list[dict]:
     while pending:
         batch = pending[:25]
         spec.write_text(json.dumps([[name, [c for _, c in cmds]] for name, cmds in batch]))
+        # The driver numbers a case's commands from 0 in the order sent; a case resent after an
+        # interrupted batch holds only its remaining commands, so map the driver's numbers back.
+        index_of = {name: [i for i, _ in cmds] for name, cmds in batch}
         env = {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", ""),
                "TRITON_INTERPRET": "1"}
         proc = subprocess.Popen([sys.executable, os.path.join(HERE, "fuzz_driver.py"), str(spec)],
@@ -300,8 +303,10 @@ def run_cases(cases: list[tuple[str, str, list]], work) -> list[dict]:
                 break
             msg = json.loads(line)
             if "start" in msg:
-                current = tuple(msg["start"])
+                name, i = msg["start"]
+                current = (name, index_of[name][i])
                 continue
+            msg["i"] = index_of[msg["case"]][msg["i"]]
             current = None
             msg["verdict"], msg["why"] = _verdict(msg, rss_seen)
             rss_seen = max(rss_seen, msg["rss_mb"])
