@@ -29,6 +29,22 @@ def _limit_memory(limit: int = 4 << 30) -> None:
         pass
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak resident size in MiB.
+
+    ``VmHWM`` of /proc/self/status, not ``ru_maxrss``: Linux carries the peak of the address space
+    an ``execve`` replaced into ``ru_maxrss``, so a child spawned (vfork + exec) by a big pytest
+    process reports the parent's peak before it has allocated anything."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 class _Capped(io.StringIO):
     """A StringIO that keeps the first and last 4000 characters (a command may print megabytes)."""
 
@@ -97,7 +113,7 @@ def main() -> int:
             real.flush()
             t0 = time.monotonic()
             code, out, err, tb = run_one(argv)
-            rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            rss_mb = _peak_rss_mb()
             real.write(json.dumps({"case": name, "i": i, "argv": [str(a) for a in argv], "code": code,
                                    "out": out[-1500:], "err": err[-3000:], "secs": time.monotonic() - t0,
                                    "rss_mb": rss_mb, "traceback": tb}) + "\n")

@@ -27,10 +27,10 @@ GPT = os.path.join(ROOT, "examples", "train_gpt.py")
 
 
 def _start(out: str) -> subprocess.Popen:
-    """Start ``thundervis run examples/train_gpt.py`` for many steps (it outlives every kill)."""
+    """Start ``thundervis run examples/train_gpt.py`` for a million steps (it outlives every kill, even at eager speed)."""
     env = dict(os.environ, TRITON_INTERPRET="1")
     return subprocess.Popen([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, GPT,
-                             "--steps", "500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--steps", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
 
 

@@ -242,7 +242,7 @@ def test_group_rank_picker_and_comparison(lab, profiled_group):
         assert "traces differ: 3 variants" in bar.text_content() and "failed" in bar.text_content()
         options = w.locator(".tv-rank-picker option")
         texts = options.all_text_contents()
-        assert len(texts) == 5 and HOSTILE_HOST in texts[1] and "variant 1" in texts[1]
+        assert len(texts) == 5 and HOSTILE_HOST in texts[1] and "variant A" in texts[1] and "variant B" in texts[2]
         assert options.nth(4).is_disabled() and "absent" in texts[4]
 
         # -- another rank: the same chain and pass stay selected
