@@ -184,7 +184,7 @@ function textWithSpans(text, spans, cls) {
   return frag;
 }
 
-// rows: [status, left, right, note] or, for unchanged lines Python folded (notebook_ext/data.py
+// rows: [status, left, right, note] or, for unchanged lines Python folded (notebook_ext/diff_data.py
 // diff_json), ["fold", null, null, text, rows]; cell: [marker, depth, text, spans, uid, source]
 function diffTable(diff, { onPick = null, selected = null, sources = [] } = {}) {
   const table = h("table", { class: "tv-diff-table" });

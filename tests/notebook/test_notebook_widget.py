@@ -19,7 +19,7 @@ import thundervis.api as tv  # noqa: E402
 from thundervis.compiler.printer import print_lines  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
-from thundervis.notebook_ext.data import unfolded  # noqa: E402
+from thundervis.notebook_ext.diff_data import unfolded  # noqa: E402
 from thundervis.notebook_ext import DataError, RecordingData, show  # noqa: E402
 from thundervis.present.trace_lines import print_options  # noqa: E402
 from thundervis.recording import PassRef, open_recording  # noqa: E402
