@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 3 of 5: the Communication tab of the recording widget. The
+// thundervis notebook widget, the Communication tab of the recording widget. The
 // payload's `communication` (notebook_ext/comm_data.py) holds the collectives run eagerly between
 // the compiled graphs (DDP's reducer, FSDP2's hooks, the script's own torch.distributed calls),
 // grouped per place in the order they ran, and the counts over the whole run. Collectives traced

@@ -1,7 +1,6 @@
-// thundervis notebook widget, part 1 of 5: DOM helpers, requests to the kernel, the SVG diagram's
-// sanitising and pan/zoom, and the side-by-side diff table. widget.py joins common.js,
-// recording_view.js, comm_view.js, group_view.js and widget.js (in that order) into the one ES module anywidget
-// loads.
+// thundervis notebook widget, the helpers every part uses: DOM helpers, requests to the kernel, the
+// SVG diagram's sanitising and pan/zoom, and the side-by-side diff table. widget.py joins the parts
+// (its FRONT_END_PARTS, this one first and widget.js last) into the one ES module anywidget loads.
 //
 // Plain ES module, shipped as is (no build step, nothing loaded from the network). Everything from
 // a recording reaches the page through textContent / attribute setters, never as markup; the

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 4 of 5: a group of rank recordings (thundervis.api.show of a
+// thundervis notebook widget, a group of rank recordings (thundervis.api.show of a
 // *.tvgroup folder): the group bar with the rank picker, and the Ranks tab (identical or not, the
 // passes where each variant differs with the cross-rank diff of any of them, per-kernel skew).
 //

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 5 of 5: the diff widget (thundervis.diff) and the entry point.
+// thundervis notebook widget, the last part: the diff widget (thundervis.diff) and the entry point.
 
 // -- the diff widget -----------------------------------------------------------------------------
 

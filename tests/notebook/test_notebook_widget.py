@@ -240,7 +240,8 @@ def test_wheel_contains_the_front_end(tmp_path):
     import zipfile
     wheel = next(tmp_path.glob("thundervis-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for part in ("common.js", "recording_view.js", "comm_view.js", "group_view.js", "widget.js"):
+    from thundervis.notebook_ext.widget import FRONT_END_PARTS
+    for part in FRONT_END_PARTS:
         assert f"thundervis/notebook_ext/static/{part}" in names
     assert "thundervis/notebook_ext/static/widget.css" in names
 
