@@ -126,11 +126,14 @@ def build(seed: int = 0, dropout: float = 0.0, batches: int = 8, batch_size: int
 
 
 def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[Callable] = None,
-          lr: float = 3e-3, seed: int = 0, log: Optional[Callable[[str], None]] = None) -> list[float]:
+          lr: float = 3e-3, seed: int = 0, log: Optional[Callable[[str], None]] = None,
+          loss_of: Optional[Callable] = None) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps over ``batches`` (cycled); return the loss per step.
 
     ``compile_fn(model)`` returns the callable to run (None: eager). The global RNG is seeded with
     ``seed`` first, so runs with dropout draw the same masks. ``log`` receives ``step N loss X`` lines.
+    ``loss_of(run, x, y)`` returns a step's loss (default: the GPT's own, ``run(x, y)`` returns
+    ``(logits, loss)``); ``train_mlp.py`` trains its MLP with this loop.
     """
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     run = compile_fn(model) if compile_fn is not None else model
@@ -139,7 +142,7 @@ def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[
     losses = []
     for step in range(steps):
         x, y = batches[step % len(batches)]
-        _, loss = run(x, y)
+        loss = run(x, y)[1] if loss_of is None else loss_of(run, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
