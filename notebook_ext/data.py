@@ -62,11 +62,8 @@ class RecordingData:
     def overview(self):
         """Return the recording's :class:`~thundervis.recording.Overview` (read once, cached)."""
         if self._overview is None:
-            try:
-                with self._lock:
-                    self._overview = self.rec.overview()
-            except RecordingError as e:
-                raise DataError(str(e)) from None
+            with self._lock:
+                self._overview = data_errors(self.rec.overview)
         return self._overview
 
     def graphs(self) -> list:

@@ -36,6 +36,12 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
+// A table of class `cls` with one header row of `headers`; returns [table, tbody] (the body is in the table).
+function headedTable(cls, headers) {
+  const body = h("tbody");
+  return [h("table", { class: cls }, h("thead", {}, h("tr", {}, ...headers.map((t) => h("th", { text: t })))), body), body];
+}
+
 function clear(el) {
   while (el.firstChild) el.removeChild(el.firstChild);
 }

@@ -73,15 +73,10 @@ function fusionsTab(view, c) {
   const tools = h("div", { class: "tv-diagram-tools" },
     h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
   const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
-  const table = h("table", { class: "tv-kernels" });
+  const [table, tb] = headedTable("tv-kernels", ["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"]);
   const kdetail = h("div", { class: "tv-kernel-detail" });
   frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
 
-  table.appendChild(
-    h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"].map((t) => h("th", { text: t })))),
-  );
-  const tb = h("tbody");
-  table.appendChild(tb);
   const sel = () => kernels.find((k) => k.name === state.kernel);
   const showKernel = () => {
     for (const tr of Array.from(tb.children)) tr.classList.toggle("tv-selected", tr.dataset.kernel === state.kernel);

@@ -28,7 +28,7 @@ from typing import Optional
 
 from thundervis.recording import UnknownItem
 
-from .status import EXECUTED_CHAINS, chain_eager, fallback_reasons, graph_eager, kernel_runs, ran_on_text
+from .status import EXECUTED_CHAINS, chain_eager, chains_with_passes, fallback_reasons, graph_eager, kernel_runs, ran_on_text
 from .units import format_share, format_us
 
 _CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
@@ -337,17 +337,11 @@ def _eager_ops(rec, graph, chain_kind: Optional[str], error: str):
     """Yield (symbol, LineOp) for the ops of a chain (or graph) that ran eagerly: the top-level
     symbols of the first recorded pass of that chain (or of the graph's first chain with passes)."""
     kinds = (chain_kind,) if chain_kind else ("forward", "inference", "dynamo")
-    for kind in kinds:
-        try:
-            c = graph.chain(kind)
-        except UnknownItem:
-            continue
-        if not c.passes:
-            continue
+    for c in chains_with_passes(graph, kinds):
         reason = f"ran eagerly: {error}" if error else "ran eagerly"
-        for s in rec.symbols(graph.id, kind, c.passes[0].index):
+        for s in rec.symbols(graph.id, c.kind, c.passes[0].index):
             if s.parent is None and s.sym != "del":
-                yield s, LineOp(graph.id, kind, s.uid, op_name(s.sym), s.executor, None, None, reason, None)
+                yield s, LineOp(graph.id, c.kind, s.uid, op_name(s.sym), s.executor, None, None, reason, None)
         return
 
 
