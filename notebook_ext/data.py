@@ -308,14 +308,16 @@ class RecordingData:
 
     def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
         """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
-        first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
-        kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
+        first recorded file) annotated line by line with the ops of ``graph`` (None: every graph)
+        (``SourceFile.as_json()``: per line the ops, kernels, fallbacks, notes, time share and
+        status); ``files`` lists the recorded files, ``graph_options`` the graph picker's choices."""
         from thundervis.present.source_view import default_file, source_file
         try:
             with self._lock:
                 file = file or default_file(self.rec)
                 if file is None:
-                    return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
+                    return {"file": None, "files": [], "lines": [], "graph_options": [],
+                            "summary": "this recording holds no user source files"}
                 return source_file(self.rec, file, graph).as_json()
         except (UnknownItem, RecordingError) as e:
             raise DataError(str(e).rstrip(".") + ".") from None

@@ -39,7 +39,7 @@ function renderRecording(model, el, ask, shared) {
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
   const tabSource = h("button", { class: "tv-tab", "data-tab": "source", text: "Source" });
-  const sourceState = { file: null, line: null, onlyOps: false, cache: new Map() };
+  const sourceState = { file: null, graph: null, line: null, onlyOps: false, cache: new Map() };
   const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
   const numerics = data.numerics || null;
   const numericsState = { key: null, row: null, bisects: new Map() };
