@@ -162,13 +162,20 @@ def compile_fn_for(eager: bool, backend: Optional[str]) -> Optional[Callable]:
     return lambda model: torch.compile(model)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Parse the command line, train, print one line per step; return the exit code."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the model, the data and dropout")
+def example_parser(description: str, steps: int) -> argparse.ArgumentParser:
+    """Return a parser with the options every example takes: ``--steps`` (default ``steps``),
+    ``--seed``, ``--backend`` and ``--eager`` (see :func:`compile_fn_for`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=steps, help=f"training steps (default {steps})")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the model, the data and dropout (default 0)")
     parser.add_argument("--backend", default=None, help="torch.compile backend (default: torch's default)")
     parser.add_argument("--eager", action="store_true", help="run without torch.compile")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse the command line, train, print one line per step; return the exit code."""
+    parser = example_parser(__doc__.splitlines()[0], steps=10)
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="dropout probability (default 0.0, which keeps compiled == eager exactly)")
     parser.add_argument("--data", default=DATA, help="text file to train on (default: the shipped one)")

@@ -6,12 +6,11 @@ thundervis, and ``--backend thundervis`` asks for it explicitly. ``--eager`` run
 Each step prints one parseable line, ``step N loss X.XXXXXX`` (steps counted from 0).
 
 Tests and benchmarks import :func:`build` and :func:`train` from this file. The training loop and
-the command line's compile choice are ``train_gpt.py``'s, imported from beside this file (copy the
-two files together).
+the command line (its options and compile choice) are ``train_gpt.py``'s, imported from beside this
+file (copy the two files together).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from typing import Callable, Optional, Sequence
@@ -23,7 +22,7 @@ import torch.nn.functional as F
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # run as a script, this folder is already there; loaded by path, it may not be
     sys.path.insert(0, _HERE)
-from train_gpt import compile_fn_for, train as train_loop  # noqa: E402
+from train_gpt import compile_fn_for, example_parser, train as train_loop  # noqa: E402
 
 IN_FEATURES, HIDDEN, CLASSES = 16, 64, 4
 
@@ -76,12 +75,7 @@ def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse the command line, train, print one line per step; return the exit code."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the model and the data")
-    parser.add_argument("--backend", default=None, help="torch.compile backend (default: torch's default)")
-    parser.add_argument("--eager", action="store_true", help="run without torch.compile")
-    args = parser.parse_args(argv)
+    args = example_parser(__doc__.splitlines()[0], steps=20).parse_args(argv)
     model, batches = build(args.seed)
     train(model, batches, args.steps, compile_fn_for(args.eager, args.backend), log=print)
     return 0
