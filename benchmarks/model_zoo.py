@@ -58,33 +58,24 @@ def _hf_loss(out):
     return out.loss
 
 
-def _causal_lm(config_cls_name: str, model_cls_name: str, **extra):
+def _causal_lm(config_cls_name: str, model_cls_name: str, config: dict = _TINY_DECODER, **extra):
+    """Return a builder of a tiny ``model_cls_name`` (a transformers causal LM) configured by
+    ``config`` updated with ``extra``, with its token batch and loss."""
     def build():
         import transformers
-        cfg = getattr(transformers, config_cls_name)(**{**_TINY_DECODER, **extra})
+        cfg = getattr(transformers, config_cls_name)(**{**config, **extra})
         model = getattr(transformers, model_cls_name)(cfg)
         ids = _tokens(2, 8, cfg.vocab_size)
         return model, {"input_ids": ids, "labels": ids}, _hf_loss
     return build
 
 
-def _phi():
-    import transformers
-    cfg = transformers.PhiConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0,
-                                 embd_pdrop=0.0, attention_dropout=0.0)
-    model = transformers.PhiForCausalLM(cfg)
-    ids = _tokens(2, 8, cfg.vocab_size)
-    return model, {"input_ids": ids, "labels": ids}, _hf_loss
-
-
-def _gpt2():
-    import transformers
-    cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, resid_pdrop=0.0,
-                                  embd_pdrop=0.0, attn_pdrop=0.0)
-    model = transformers.GPT2LMHeadModel(cfg)
-    ids = _tokens(2, 8, cfg.vocab_size)
-    return model, {"input_ids": ids, "labels": ids}, _hf_loss
+# Phi and GPT-2 name their sizes and dropouts their own way (no dropout: compiled == eager).
+_phi = _causal_lm("PhiConfig", "PhiForCausalLM", dict(
+    vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+    max_position_embeddings=64, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0))
+_gpt2 = _causal_lm("GPT2Config", "GPT2LMHeadModel", dict(
+    vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
 
 
 def _t5():

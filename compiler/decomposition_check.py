@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .ir import TensorProxy, short_dtype
+from .values import is_dense
 
 
 @dataclass
@@ -43,19 +44,6 @@ STATS = CheckStats()
 
 def _describe(shape, dtype: str, device: str) -> str:
     return f"{device} {short_dtype(dtype)}[{', '.join(str(int(s)) for s in shape)}]"
-
-
-def is_dense(shape, strides: Sequence[int]) -> bool:
-    """Return True when ``strides`` lay a tensor of ``shape`` out densely (every element once, no
-    gaps, in some dim order), the layouts a functional op can produce; views such as a diagonal
-    (stride ``n + 1``) or an unfold (overlapping windows) are not dense."""
-    dims = sorted((int(st), int(sz)) for sz, st in zip(shape, strides) if int(sz) > 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
 
 
 def layout_differs(shape, recorded: Optional[Sequence[int]], computed: Optional[Sequence[int]]) -> bool:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import torch
 
+from .values import contiguous_strides
+
 aten = torch.ops.aten
 tprims = torch.ops.prims
 
@@ -257,7 +259,7 @@ def _as_strided(x, size, stride, storage_offset=None):
     numel = 1
     for s in size:
         numel *= s
-    if offset == 0 and numel == x.numel() and all(a == b for a, b, s in zip(stride, _contiguous(size), size) if s > 1):
+    if offset == 0 and numel == x.numel() and all(a == b for a, b, s in zip(stride, contiguous_strides(size), size) if s > 1):
         return aten.view.default(x, size)
     return aten.index.Tensor(aten.view.default(x, [-1]), [_strided_index(x, size, stride, offset)])
 
@@ -283,14 +285,6 @@ def _strided_index(x, size, stride, offset):
             aten.full.default([n], 0, dtype=torch.int64, device=x.device)
         index = aten.add.Tensor(index, aten.view.default(step, shape))
     return aten.expand.default(index, size) if size else aten.view.default(index, [])
-
-
-def _contiguous(size) -> list[int]:
-    strides, acc = [], 1
-    for s in reversed(size):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(strides))
 
 
 def _max_dim(reduce, arg):

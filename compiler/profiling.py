@@ -195,38 +195,31 @@ class ChainProfiler:
         """Fusion ``i`` is about to run on ``tensors``: copy them to the CPU within the run's capture
         budget and report them (``runtime(..., "inputs", ...)``), or report why they were skipped."""
         s = self.symbols[i]
-        ts = [t for t in tensors if isinstance(t, torch.Tensor)]
-        nbytes = sum(t.numel() * t.element_size() for t in ts)
-        data = {"kernel": s.name, "uid": s.uid, "names": list(s.input_names), "bytes": nbytes,
-                "tensors": None, "skipped": None}
-        if len(ts) != len(tensors) or len(ts) != len(s.input_names):
-            data["skipped"] = "inputs are not all tensors"
-        elif not self.settings.reserve(nbytes):
-            limit = (self.settings.capture_limit_bytes or 0) / 2**20
-            data["skipped"] = f"{nbytes / 2**20:.2f} MB would exceed the capture limit of {limit:g} MB"
-        else:
-            data["tensors"] = [t.detach().to("cpu", copy=True).contiguous() for t in ts]
-        try:
-            self.observer.runtime(self.graph, self.chain, "inputs", data)
-        except Exception:  # capture is best effort; never break the user's run
-            pass
+        self._capture("inputs", s.name, s.uid, s.input_names, tensors, None)
 
     def capture_chain_inputs(self, names: Sequence[str], tensors: Sequence) -> None:
         """The chain is about to run on ``tensors`` (its inputs ``names``): capture them like a
         fusion's, under the name ``<chain>_inputs`` (what ``thundervis bisect --inputs captured``
         reads)."""
+        self._capture("chain_inputs", f"{self.chain}_inputs", None, names, tensors,
+                      "the chain's inputs would exceed the capture limit")
+
+    def _capture(self, what: str, kernel: str, uid, names: Sequence[str], tensors: Sequence, too_big) -> None:
+        """Copy ``tensors`` (named ``names``) to the CPU within the capture budget and report them as
+        ``runtime(graph, chain, what, ...)`` under ``kernel``; or report why not (``too_big``: the
+        reason when over budget, None: say by how much)."""
         ts = [t for t in tensors if isinstance(t, torch.Tensor)]
         nbytes = sum(t.numel() * t.element_size() for t in ts)
-        data = {"kernel": f"{self.chain}_inputs", "uid": None, "names": list(names), "bytes": nbytes,
-                "tensors": None, "skipped": None}
+        data = {"kernel": kernel, "uid": uid, "names": list(names), "bytes": nbytes, "tensors": None, "skipped": None}
         if len(ts) != len(tensors) or len(ts) != len(names):
             data["skipped"] = "inputs are not all tensors"
         elif not self.settings.reserve(nbytes):
-            data["skipped"] = "the chain's inputs would exceed the capture limit"
+            limit = (self.settings.capture_limit_bytes or 0) / 2**20
+            data["skipped"] = too_big or f"{nbytes / 2**20:.2f} MB would exceed the capture limit of {limit:g} MB"
         else:
             data["tensors"] = [t.detach().to("cpu", copy=True).contiguous() for t in ts]
         try:
-            self.observer.runtime(self.graph, self.chain, "chain_inputs", data)
+            self.observer.runtime(self.graph, self.chain, what, data)
         except Exception:  # capture is best effort; never break the user's run
             pass
 

@@ -28,3 +28,31 @@ def is_operator_name(name: str) -> bool:
     """Return True when ``name`` names a registry or live operator overload (``aten.add.Tensor``,
     ``myns.my_op.default`` once the compiler met it)."""
     return isinstance(name, str) and name.count(".") == 2 and is_registered_op(name)
+
+
+def recorded_overload(b):
+    """Return the ATen overload recorded on the bound symbol ``b`` (its ``aten``), or None when it
+    has none or the name does not resolve (the caller falls back to the prim's own)."""
+    if b.aten:
+        try:
+            return resolve_overload(b.aten)
+        except UnknownSymbol:
+            pass
+    return None
+
+
+def schema_arguments(op, args, kwargs) -> dict:
+    """Return ``{schema argument name: value}`` for a call of the ATen overload ``op`` with ``args``
+    and ``kwargs``: positional then keyword values, the schema's defaults for the rest (None where
+    it has none)."""
+    out: dict = {}
+    for i, a in enumerate(op._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            out[a.name] = args[i]
+        elif a.name in kwargs:
+            out[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            out[a.name] = a.default_value
+        else:
+            out[a.name] = None
+    return out

@@ -173,6 +173,28 @@ def contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def is_dense(shape, strides) -> bool:
+    """Return True when ``strides`` lay a tensor of ``shape`` out densely (every element once, no
+    gaps, in some dim order), the layouts a functional op can produce; views such as a diagonal
+    (stride ``n + 1``) or an unfold (overlapping windows) are not dense."""
+    dims = sorted((int(st), int(sz)) for sz, st in zip(shape, strides) if int(sz) > 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
+
+def float_source(v: float) -> str:
+    """Return Python source for the float ``v`` (``float('nan')``, ``float('inf')`` or its repr)."""
+    if math.isnan(v):
+        return "float('nan')"
+    if math.isinf(v):
+        return "float('inf')" if v > 0 else "float('-inf')"
+    return repr(v)
+
+
 def is_valid_name(name: str) -> bool:
     """Return True when ``name`` is a plain Python identifier that is not a keyword (proxy names
     must be: they are printed into generated code). ``fullmatch``, because ``$`` would accept a

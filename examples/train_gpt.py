@@ -126,11 +126,14 @@ def build(seed: int = 0, dropout: float = 0.0, batches: int = 8, batch_size: int
 
 
 def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[Callable] = None,
-          lr: float = 3e-3, seed: int = 0, log: Optional[Callable[[str], None]] = None) -> list[float]:
+          lr: float = 3e-3, seed: int = 0, log: Optional[Callable[[str], None]] = None,
+          loss_of: Optional[Callable] = None) -> list[float]:
     """Train ``model`` for ``steps`` AdamW steps over ``batches`` (cycled); return the loss per step.
 
     ``compile_fn(model)`` returns the callable to run (None: eager). The global RNG is seeded with
     ``seed`` first, so runs with dropout draw the same masks. ``log`` receives ``step N loss X`` lines.
+    ``loss_of(run, x, y)`` returns a step's loss (default: the GPT's own, ``run(x, y)`` returns
+    ``(logits, loss)``); ``train_mlp.py`` trains its MLP with this loop.
     """
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     run = compile_fn(model) if compile_fn is not None else model
@@ -139,7 +142,7 @@ def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[
     losses = []
     for step in range(steps):
         x, y = batches[step % len(batches)]
-        _, loss = run(x, y)
+        loss = run(x, y)[1] if loss_of is None else loss_of(run, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -159,13 +162,20 @@ def compile_fn_for(eager: bool, backend: Optional[str]) -> Optional[Callable]:
     return lambda model: torch.compile(model)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Parse the command line, train, print one line per step; return the exit code."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10, help="training steps (default 10)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the model, the data and dropout")
+def example_parser(description: str, steps: int) -> argparse.ArgumentParser:
+    """Return a parser with the options every example takes: ``--steps`` (default ``steps``),
+    ``--seed``, ``--backend`` and ``--eager`` (see :func:`compile_fn_for`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=steps, help=f"training steps (default {steps})")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the model, the data and dropout (default 0)")
     parser.add_argument("--backend", default=None, help="torch.compile backend (default: torch's default)")
     parser.add_argument("--eager", action="store_true", help="run without torch.compile")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Parse the command line, train, print one line per step; return the exit code."""
+    parser = example_parser(__doc__.splitlines()[0], steps=10)
     parser.add_argument("--dropout", type=float, default=0.0,
                         help="dropout probability (default 0.0, which keeps compiled == eager exactly)")
     parser.add_argument("--data", default=DATA, help="text file to train on (default: the shipped one)")

@@ -5,16 +5,24 @@ Plain PyTorch: ``python examples/train_mlp.py`` compiles with torch's default ba
 thundervis, and ``--backend thundervis`` asks for it explicitly. ``--eager`` runs without compiling.
 Each step prints one parseable line, ``step N loss X.XXXXXX`` (steps counted from 0).
 
-Tests and benchmarks import :func:`build` and :func:`train` from this file.
+Tests and benchmarks import :func:`build` and :func:`train` from this file. The training loop and
+the command line (its options and compile choice) are ``train_gpt.py``'s, imported from beside this
+file (copy the two files together).
 """
 from __future__ import annotations
 
-import argparse
+import os
+import sys
 from typing import Callable, Optional, Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # run as a script, this folder is already there; loaded by path, it may not be
+    sys.path.insert(0, _HERE)
+from train_gpt import compile_fn_for, example_parser, train as train_loop  # noqa: E402
 
 IN_FEATURES, HIDDEN, CLASSES = 16, 64, 4
 
@@ -55,44 +63,19 @@ def build(seed: int = 0, batches: int = 8, batch_size: int = 32) -> tuple[nn.Mod
 
 def train(model: nn.Module, batches: Sequence, steps: int, compile_fn: Optional[Callable] = None,
           lr: float = 1e-2, log: Optional[Callable[[str], None]] = None) -> list[float]:
-    """Train ``model`` for ``steps`` AdamW steps over ``batches`` (cycled); return the loss per step.
+    """Train ``model`` for ``steps`` AdamW steps over ``batches`` (cycled) with cross-entropy; return
+    the loss per step (the training loop of ``train_gpt.py``).
 
     ``compile_fn(model)`` returns the callable to run (None: eager). ``log`` receives one
     ``step N loss X`` line per step.
     """
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    run = compile_fn(model) if compile_fn is not None else model
-    losses = []
-    for step in range(steps):
-        x, y = batches[step % len(batches)]
-        loss = F.cross_entropy(run(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if log is not None:
-            log(f"step {step} loss {losses[-1]:.6f}")
-    return losses
-
-
-def compile_fn_for(eager: bool, backend: Optional[str]) -> Optional[Callable]:
-    """Return how to compile the model for the command-line options (None: run eagerly)."""
-    if eager:
-        return None
-    if backend:
-        return lambda model: torch.compile(model, backend=backend)
-    # No backend argument on purpose: `thundervis run` routes this call through thundervis.
-    return lambda model: torch.compile(model)
+    return train_loop(model, batches, steps, compile_fn, lr=lr, log=log,
+                      loss_of=lambda run, x, y: F.cross_entropy(run(x), y))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Parse the command line, train, print one line per step; return the exit code."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="training steps (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for the model and the data")
-    parser.add_argument("--backend", default=None, help="torch.compile backend (default: torch's default)")
-    parser.add_argument("--eager", action="store_true", help="run without torch.compile")
-    args = parser.parse_args(argv)
+    args = example_parser(__doc__.splitlines()[0], steps=20).parse_args(argv)
     model, batches = build(args.seed)
     train(model, batches, args.steps, compile_fn_for(args.eager, args.backend), log=print)
     return 0

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from .data import (DataError, RecordingData, is_pass_spec, label_of, open_source,  # noqa: F401
-                   passes_diff_json, runs_diff_json)
+from .data import DataError, RecordingData
+from .sources import is_pass_spec, label_of, open_source, passes_diff_json, runs_diff_json
 
 
 def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_=None, compare=None,

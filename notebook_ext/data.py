@@ -1,8 +1,8 @@
 """Everything the widgets read from a recording, as JSON-ready values: with :mod:`.group_data` (a
-group of rank recordings, built on this module) and :mod:`.comm_data` (the run's communication)
-the only modules of the notebook extension that
-touch the reader API (``thundervis.recording``), the diff engine (``thundervis.diff``) and the
-fusion diagrams (``thundervis.dot``).
+group of rank recordings, built on this module), :mod:`.comm_data` (the run's communication),
+:mod:`.diff_data` (a diff's rows) and :mod:`.sources` (what ``show`` and ``diff`` accept) the only
+modules of the notebook extension that touch the reader API (``thundervis.recording``), the diff
+engine (``thundervis.diff``) and the fusion diagrams (``thundervis.dot``).
 
 :class:`RecordingData` builds the payload sent to the browser once (:meth:`~RecordingData.payload`:
 graphs, chains, passes, each pass's trace lines, the diff of every pass against the one before,
@@ -12,75 +12,29 @@ were recorded; the browser shows them with ``textContent`` and the static HTML e
 """
 from __future__ import annotations
 
-import os
-import sys
 import threading
 from typing import Optional
 
 from thundervis.diff import diff_traces
 from thundervis.diff.lines import is_fusion
-from thundervis.diff.render import fold_runs, side_rows
 from thundervis.present import default_view
-from thundervis.present.diff_labels import labelled, pass_label
+from thundervis.present.diff_labels import labelled
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
 from thundervis.present.status import chain_eager, fallback_reasons, kernel_runs
 from thundervis.present.symbol_detail import symbol_view
-from thundervis.recording import PassRef, RecordingError, UnknownItem, open_recording
+from thundervis.recording import PassRef, RecordingError, UnknownItem
 
 from .comm_data import communication_json, diagram_notes, is_communication_op
+from .diff_data import Interner, diff_json
 
 # Above this many top-level symbols the fusion diagram starts collapsed (one node per kernel).
 COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
-# Unchanged diff rows kept around each change; the rest is folded (in Python, once).
-DIFF_CONTEXT = 3
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
-
-
-def open_source(obj):
-    """Return (Recording, graph ids to show or None for all) for ``obj``: a recording path, an open
-    recording, or a function/module compiled with ``thundervis.jit`` in this process. Raise
-    :class:`DataError` (one sentence) for anything else."""
-    from thundervis.recording import Recording
-    if isinstance(obj, RecordingData):
-        return obj.rec, obj.graph_ids
-    if isinstance(obj, Recording):
-        return obj, None
-    if isinstance(obj, (str, os.PathLike)):
-        try:
-            return open_recording(os.fspath(obj)), None
-        except RecordingError as e:
-            raise DataError(str(e)) from None
-    if "thundervis.session" not in sys.modules:  # nothing was compiled in this process (and no torch needed)
-        raise DataError(_NOT_A_SOURCE.format(type(obj).__name__))
-    from thundervis.session import flush, recording_of
-    found = recording_of(obj)
-    if found is not None:
-        path, graphs = found
-        if not graphs:
-            raise DataError("this object was compiled with thundervis.jit but has not run yet: call it once, "
-                            "then show it.")
-        flush()
-        return open_recording(path, check=False), graphs
-    raise DataError(_NOT_A_SOURCE.format(type(obj).__name__))
-
-
-_NOT_A_SOURCE = ("cannot show a {}: give a recording path, an open recording, or a function or module compiled "
-                 "with thundervis.jit in this kernel.")
-
-
-def label_of(obj) -> Optional[str]:
-    """Return a title for an object compiled in this process (None for recordings and paths)."""
-    from thundervis.recording import Recording
-    if isinstance(obj, (str, os.PathLike, Recording, RecordingData)):
-        return None
-    inner = getattr(obj, "_orig_mod", obj)  # torch.compile's wrapper of a module
-    name = getattr(inner, "__qualname__", None) or type(inner).__name__
-    return f"{name} · compiled in this kernel"
 
 
 def _source_json(s) -> Optional[dict]:
@@ -108,11 +62,8 @@ class RecordingData:
     def overview(self):
         """Return the recording's :class:`~thundervis.recording.Overview` (read once, cached)."""
         if self._overview is None:
-            try:
-                with self._lock:
-                    self._overview = self.rec.overview()
-            except RecordingError as e:
-                raise DataError(str(e)) from None
+            with self._lock:
+                self._overview = data_errors(self.rec.overview)
         return self._overview
 
     def graphs(self) -> list:
@@ -131,8 +82,8 @@ class RecordingData:
 
     # -- JSON pieces --------------------------------------------------------------------------
 
-    def lines_json(self, graph: int, chain: str, index: int, infos: Optional["_Interner"] = None,
-                   table: Optional["_Interner"] = None) -> list:
+    def lines_json(self, graph: int, chain: str, index: int, infos: Optional[Interner] = None,
+                   table: Optional[Interner] = None) -> list:
         """Return the printed lines of one pass (``present.trace_lines``: the lines every view
         shows) as ``[uid, depth, text, info, kind, spans]`` (info: the symbol's op, source, module,
         executor, note, kernel and ``comm``: whether it is a communication op; None for lines that
@@ -164,7 +115,7 @@ class RecordingData:
     def diff(self, graph: int, chain: str, a: int, b: int):
         """Return the :class:`~thundervis.diff.TraceDiff` of passes ``a`` -> ``b`` of one chain."""
         c = self._chain(graph, chain)
-        pa, pb = self._pass(c, a), self._pass(c, b)
+        pa, pb = self.pass_in(c, a), self.pass_in(c, b)
         d = diff_traces(self.trace(graph, chain, pa.index), self.trace(graph, chain, pb.index))
         return labelled(d, graph, chain, pa, pb)
 
@@ -179,7 +130,8 @@ class RecordingData:
             raise DataError(str(e) + ".") from None
 
     @staticmethod
-    def _pass(c, which):
+    def pass_in(c, which):
+        """Return the pass ``which`` (index or name) of chain ``c``; DataError (one sentence) if none."""
         try:
             return c.find_pass(which)
         except UnknownItem as e:
@@ -230,7 +182,7 @@ class RecordingData:
         c = self._chain(graph, chain)
         if not c.passes:
             return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
-        p = c.passes[-1] if index is None else self._pass(c, index)
+        p = c.passes[-1] if index is None else self.pass_in(c, index)
         trace = self.trace(graph, chain, p.index)
         n = len(trace.symbols)
         collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
@@ -295,7 +247,7 @@ class RecordingData:
         hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
         a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``).
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
-        infos, table, sources = _Interner(), _Interner(), _Interner()
+        infos, table, sources = Interner(), Interner(), Interner()
         run = self.overview().run
         roofline, roofline_target = self.roofline()
         with self._lock:
@@ -356,14 +308,16 @@ class RecordingData:
 
     def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:
         """Return the Source tab's data: ``file`` (default: the run's script when recorded, else the
-        first recorded file) annotated line by line (``SourceFile.as_json()``: per line the ops,
-        kernels, fallbacks, notes, time share and status); ``files`` lists the recorded files."""
+        first recorded file) annotated line by line with the ops of ``graph`` (None: every graph)
+        (``SourceFile.as_json()``: per line the ops, kernels, fallbacks, notes, time share and
+        status); ``files`` lists the recorded files, ``graph_options`` the graph picker's choices."""
         from thundervis.present.source_view import default_file, source_file
         try:
             with self._lock:
                 file = file or default_file(self.rec)
                 if file is None:
-                    return {"file": None, "files": [], "lines": [], "summary": "this recording holds no user source files"}
+                    return {"file": None, "files": [], "lines": [], "graph_options": [],
+                            "summary": "this recording holds no user source files"}
                 return source_file(self.rec, file, graph).as_json()
         except (UnknownItem, RecordingError) as e:
             raise DataError(str(e).rstrip(".") + ".") from None
@@ -404,111 +358,3 @@ class RecordingData:
         if what == "bisect":
             return self.bisect_json(g, c, request.get("inputs"))
         raise DataError(f"unknown request {what!r}")
-
-
-class _Interner:
-    """Numbers equal JSON-able items so each distinct one is sent once; ``key`` (hashable, made
-    from the item's values) names the item, so nothing is JSON-encoded to compare: the payload
-    is encoded once, when it is sent."""
-
-    def __init__(self):
-        self.items: list = []
-        self._index: dict = {}
-
-    def add(self, item, key) -> int:
-        """Return the number of the item named ``key`` (``item`` appended when it is new)."""
-        n = self._index.get(key)
-        if n is None:
-            n = self._index[key] = len(self.items)
-            self.items.append(item)
-        return n
-
-
-def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional["_Interner"] = None) -> dict:
-    """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
-    :func:`thundervis.diff.render.side_rows`, folded (:func:`~thundervis.diff.render.fold_runs`,
-    :data:`DIFF_CONTEXT` rows of context: a run of unchanged rows becomes ``["fold", None, None,
-    text, [rows]]``), as ``[status, left, right, note]`` with each cell
-    ``[marker, depth, text, spans, uid, source]`` or None (``source``: the text, or with
-    ``sources`` its index there, so a payload holding many diffs sends each source line once)."""
-    def cell(r):
-        if r is None:
-            return None
-        src = sources.add(r.source, key=r.source) if sources is not None else r.source
-        return [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, src]
-    def row(s):
-        return [s.status, cell(s.left), cell(s.right), s.note]
-    rows = []
-    for x in fold_runs(side_rows(d), DIFF_CONTEXT):  # folded here, once: the browser only draws
-        if isinstance(x, list):
-            n = len(x)
-            rows.append(["fold", None, None, f"… {n} unchanged line{'s' if n != 1 else ''} (click to show) …",
-                         [row(s) for s in x]])
-        else:
-            rows.append(row(x))
-    return {"graph": graph, "chain": chain, "a": a, "b": b, "before": d.before, "after": d.after,
-            "counts": d.counts(), "summary": d.summary(), "rows": rows}
-
-
-def unfolded(rows: list) -> list:
-    """Return the rows of a :func:`diff_json` with its folds opened (every side-by-side row)."""
-    out = []
-    for r in rows:
-        out.extend(r[4] if r[0] == "fold" else [r])
-    return out
-
-
-# -- thundervis.api.diff(a, b): two passes, or two recordings -----------------------------------------
-
-def _pass_spec(spec, graph: Optional[int], chain: Optional[str]):
-    """Split a pass selector ``(source, pass)``, ``(source, chain, pass)`` or ``(source, graph,
-    chain, pass)`` into (RecordingData, graph id, chain kind, PassInfo)."""
-    parts = list(spec)
-    if not 2 <= len(parts) <= 4:
-        raise DataError("a pass is (source, pass), (source, chain, pass) or (source, graph, chain, pass).")
-    source, which = parts[0], parts[-1]
-    if len(parts) >= 3:
-        chain = parts[-2]
-    if len(parts) == 4:
-        graph = parts[1]
-    data = RecordingData(*open_source(source), label=label_of(source))
-    g, c = data_errors(default_view.pick_chain, data.graphs(), None if graph is None else int(graph), chain,
-                       data.rec.path)
-    return data, g.id, c.kind, data._pass(c, which)
-
-
-def passes_diff_json(a, b, *, graph: Optional[int] = None, chain: Optional[str] = None):
-    """Return (payload, TraceDiff) for the diff of two passes, each ``(source, [graph,] [chain,]
-    pass)``; the sources may be different recordings (the traces align by uid, then by text)."""
-    da, ga, ca, pa = _pass_spec(a, graph, chain)
-    db, gb, cb, pb = _pass_spec(b, graph, chain)
-    if da.rec.path == db.rec.path and (ga, ca) == (gb, cb):
-        d = da.diff(ga, ca, pa.index, pb.index)
-    else:
-        d = diff_traces(da.trace(ga, ca, pa.index), db.trace(gb, cb, pb.index))
-        d.before = pass_label(ga, ca, pa, title=da.title())
-        d.after = pass_label(gb, cb, pb, title=db.title())
-    out = diff_json(d, ga, ca, pa.index, pb.index)
-    return {"schema": 1, "kind": "passes", "title": f"{d.before} → {d.after}", "diff": out}, d
-
-
-def runs_diff_json(a, b) -> dict:
-    """Return the comparison of two recordings (fusions added, removed, split, merged; kernel time
-    deltas) from :mod:`thundervis.diff.runs`."""
-    from thundervis.diff.runs import compare_runs, run_side_from_recording
-    sides = []
-    for src in (a, b):
-        data = RecordingData(*open_source(src), label=label_of(src))
-        try:
-            label = f"{data.title()} ({os.path.basename(data.rec.path)})"
-            sides.append(run_side_from_recording(data.rec, label=label))
-        except RecordingError as e:
-            raise DataError(str(e)) from None
-    comp = compare_runs(*sides)
-    return {"schema": 1, "kind": "runs", "title": f"{comp.a} → {comp.b}", "comparison": comp.as_json(),
-            "text": comp.render_text()}
-
-
-def is_pass_spec(x) -> bool:
-    """Return True when ``x`` selects a pass (a tuple or list), not a whole recording."""
-    return isinstance(x, (tuple, list))

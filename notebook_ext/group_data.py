@@ -24,7 +24,8 @@ from thundervis.recording.group import rank_ranges
 from thundervis.present.diff_labels import labelled
 from thundervis.present.variants import variant_labels
 
-from .data import DataError, RecordingData, diff_json
+from .data import DataError, RecordingData
+from .diff_data import diff_json
 
 # The browser gets at most this many differing passes per variant and kernels in the skew table
 # (with the total, so it can say how many were left out); ``thundervis diff --ranks --json`` has all.
@@ -218,7 +219,7 @@ class GroupData:
             return False
 
     def rank_diff_json(self, rank: int, graph: int, chain: str, index: int) -> dict:
-        """Return the side-by-side diff (:func:`~.data.diff_json`) of one pass from the reference
+        """Return the side-by-side diff (:func:`~.diff_data.diff_json`) of one pass from the reference
         rank (the lowest readable one) to ``rank``; DataError when either side lacks that pass."""
         key = (rank, graph, chain, index)
         if key not in self._rank_diffs:

@@ -26,7 +26,8 @@ window.__tv_traits = TRAITS;
 const ANSWERS = {answers};
 const handlers = {{}};
 const keyOf = (r) => JSON.stringify([r.what, r.file || null, r.expand || [], r.module || null,
-                                     r.collapse === undefined ? null : r.collapse]);
+                                     r.collapse === undefined ? null : r.collapse,
+                                     r.graph_filter === undefined ? null : r.graph_filter]);
 const model = {{
   get: (k) => TRAITS[k],
   set: (k, v) => {{ TRAITS[k] = v; for (const f of handlers["change:" + k] || []) f(); }},
@@ -44,8 +45,8 @@ __tv_widget.render({{ model, el: document.getElementById("host") }});
 </script></body></html>"""
 
 
-def _key(what, file=None, expand=(), module=None, collapse=None) -> str:
-    return json.dumps([what, file, list(expand), module, collapse], separators=(",", ":"))
+def _key(what, file=None, expand=(), module=None, collapse=None, graph=None) -> str:
+    return json.dumps([what, file, list(expand), module, collapse, graph], separators=(",", ":"))
 
 
 def widget_page(w, tab: str, answers: dict) -> str:
@@ -64,9 +65,10 @@ def widget_page(w, tab: str, answers: dict) -> str:
                         answers=json.dumps(answers).replace("</", "<\\/"))
 
 
-def request_key(what, file=None, expand=(), module=None, collapse=None) -> str:
-    """Return the key the page's stand-in model looks a request up by."""
-    return _key(what, file, expand, module, collapse)
+def request_key(what, file=None, expand=(), module=None, collapse=None, graph=None) -> str:
+    """Return the key the page's stand-in model looks a request up by (``graph``: a Source
+    request's ``graph_filter``)."""
+    return _key(what, file, expand, module, collapse, graph)
 
 
 def main() -> int:

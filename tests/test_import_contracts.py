@@ -167,6 +167,8 @@ def test_graph_covers_every_part(report):
     ("thundervis.compiler.ir", "thundervis.compiler.serialize", "compiler-layers"),
     ("thundervis.compiler.printer", "thundervis.compiler.serialize", "compiler-layers"),  # siblings
     ("thundervis.compiler.pipeline", "thundervis.compiler.passes.fuse", None),  # downwards is fine
+    ("thundervis.compiler.trace_encoder", "thundervis.compiler.serialize", "compiler-layers"),  # the encoder is below
+    ("thundervis.compiler.serialize", "thundervis.compiler.trace_encoder", None),
     # the modules split out of the reader, the view model and two executors keep their layers
     ("thundervis.recording.file_store", "thundervis.commands.show", "core-layers"),
     ("thundervis.recording.symbol_rows", "thundervis.diff.runs", "core-layers"),

@@ -18,7 +18,7 @@ import torch
 from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy
 from thundervis.compiler.prims import PRIMS
 from thundervis.compiler.resolve import UnknownSymbol, resolve_overload
-from thundervis.compiler.values import dtype_name
+from thundervis.compiler.values import contiguous_strides, dtype_name
 from thundervis.rerun import (RerunError, choose_device, find_kernel, float64_region, get_fusion_executor,
                               kernel_device, kernel_symbol_name, random_inputs_or_refuse, reference_or_refuse,
                               region_trace)
@@ -241,7 +241,7 @@ def repro_source(region: Trace, kernel_name: str, executor_name: str, where: str
         names(p)
     reference = reference_source(float64_region(region), names)
     kernel_src, run_src = kernel_section(region, kernel_name, executor_name)
-    inputs = [(list(p.shape), list(p.strides) if p.strides is not None else _contiguous(p.shape), p.dtype)
+    inputs = [(list(p.shape), list(p.strides) if p.strides is not None else list(contiguous_strides(p.shape)), p.dtype)
               for p in region.inputs]
     if executor_name not in ("triton", "nvfuser"):
         raise ReproError(f"repro scripts support the triton and nvfuser executors, not {executor_name!r}")
@@ -262,14 +262,6 @@ def _numerics_source() -> str:
     from thundervis import kernel_numerics
     text = inspect.getsource(kernel_numerics)
     return text[text.index("\ndef make_inputs"):]
-
-
-def _contiguous(shape) -> list[int]:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return list(reversed(strides))
 
 
 def write_repro(path: str, kernel: str, out: str, executor: Optional[str] = None, device: Optional[str] = None,

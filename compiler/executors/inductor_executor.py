@@ -21,7 +21,7 @@ from ..ir import BoundSymbol, Trace, TensorProxy, map_structure
 from ..observer import runtime_reporter
 from ..printer import PrintOptions, print_trace
 from ..prims import PRIMS
-from ..resolve import UnknownSymbol, resolve_overload, resolve_symbol
+from ..resolve import UnknownSymbol, recorded_overload, resolve_symbol
 from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 
 # Prim kinds Inductor gets: everything that computes values in place. Matmuls stay with torch like
@@ -63,12 +63,7 @@ def inductor_unavailable_reason() -> Optional[str]:
 
 def _callable(b: BoundSymbol):
     """The reference implementation of one prim: its exact recorded ATen overload."""
-    if b.aten:
-        try:
-            return resolve_overload(b.aten)
-        except UnknownSymbol:
-            pass
-    return resolve_symbol(b.sym)
+    return recorded_overload(b) or resolve_symbol(b.sym)
 
 
 def region_function(fusion: BoundSymbol) -> Callable:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import BoundSymbol, TensorProxy
 from ..prims import PRIMS
-from ..resolve import UnknownSymbol, resolve_overload
+from ..resolve import recorded_overload, schema_arguments
 from .arguments import honoured_table
 
 # torch dtype name -> nvFuser DataType member. Complex and 8/16-bit integer types are left out:
@@ -90,11 +90,9 @@ class NvFuserLoweringError(Exception):
 
 def overload_of(b: BoundSymbol):
     """Return the ATen overload a prim symbol stands for (its recorded ``aten``, else the default)."""
-    if b.aten:
-        try:
-            return resolve_overload(b.aten)
-        except UnknownSymbol:
-            pass
+    ov = recorded_overload(b)
+    if ov is not None:
+        return ov
     prim = PRIMS.get(b.sym.removeprefix("prims."))
     if prim is None:
         raise NvFuserLoweringError(f"{b.sym} is not a prim")
@@ -107,18 +105,7 @@ def overload_of(b: BoundSymbol):
 def bind_arguments(b: BoundSymbol) -> tuple[str, dict]:
     """Return (overload name, {schema argument name: value}) with ATen defaults filled in."""
     ov = overload_of(b)
-    schema = ov._schema
-    bound: dict = {}
-    for i, a in enumerate(schema.arguments):
-        if i < len(b.args) and not a.kwarg_only:
-            bound[a.name] = b.args[i]
-        elif a.name in b.kwargs:
-            bound[a.name] = b.kwargs[a.name]
-        elif a.has_default_value():
-            bound[a.name] = a.default_value
-        else:
-            bound[a.name] = None
-    return ov._overloadname, bound
+    return ov._overloadname, schema_arguments(ov, b.args, b.kwargs)
 
 
 def _is_cuda(p: TensorProxy) -> bool:

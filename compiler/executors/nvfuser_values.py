@@ -5,14 +5,13 @@ dim normalisation and the names a program may not use.
 from __future__ import annotations
 
 import keyword
-import math
 from dataclasses import dataclass
 
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from ..ir import TensorProxy
-from ..values import torch_dtype
+from ..values import float_source, torch_dtype
 from .nvfuser_support import _FLOATING, _LOW_PRECISION, DATATYPE, NvFuserLoweringError
 
 
@@ -38,12 +37,7 @@ def _literal(value, dtype: str) -> str:
     if dtype == "bool":
         return repr(bool(value))
     if dtype in _FLOATING:
-        v = float(value)
-        if math.isnan(v):
-            return "float('nan')"
-        if math.isinf(v):
-            return "float('inf')" if v > 0 else "float('-inf')"
-        return repr(v)
+        return float_source(float(value))
     if isinstance(value, float) and not value.is_integer():
         raise NvFuserLoweringError(f"scalar {value!r} cannot be an integer operand")
     return repr(int(value))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ..ir import TensorProxy
-from ..values import contiguous_strides
+from ..values import contiguous_strides, is_dense
 
 
 def numel(shape) -> int:
@@ -78,17 +78,6 @@ def broadcast_index(idx: Index, shape, out_shape) -> Index:
 
 def _same_layout(shape, a, b) -> bool:
     return all(x == y for s, x, y in zip(shape, a, b) if s != 1)
-
-
-def is_dense(shape, strides) -> bool:
-    """Return True when ``strides`` lay ``shape`` out densely without overlap (any dim order)."""
-    dims = sorted((st, s) for s, st in zip(shape, strides) if s != 1)
-    expect = 1
-    for st, s in dims:
-        if st != expect:
-            return False
-        expect *= s
-    return True
 
 
 def strides_of(p: TensorProxy) -> tuple:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..values import torch_dtype
+from ..values import float_source, torch_dtype
 from .arguments import honoured_table
 
 TL_DTYPE = {"float32": "tl.float32", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
@@ -96,12 +96,7 @@ def literal(v, dtype: str) -> str:
     if isinstance(v, bool):
         v = int(v)
     if dtype in FLOATS or dtype == "float64":
-        v = float(v)
-        if math.isnan(v):
-            return "float('nan')"
-        if math.isinf(v):
-            return "float('inf')" if v > 0 else "float('-inf')"
-        return repr(v)
+        return float_source(float(v))
     if dtype == "bool":
         return "1" if v else "0"
     return repr(int(v))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from ..ir import BoundSymbol, TensorProxy
-from ..resolve import resolve_overload
+from ..resolve import resolve_overload, schema_arguments
 from . import triton_ops as ops
 from .triton_index import numel
 
@@ -25,18 +25,7 @@ class Unfusable(Exception):
 
 def bind(b: BoundSymbol) -> dict:
     """Return ``b``'s arguments by schema name (defaults filled) using its ATen overload."""
-    op = resolve_overload(b.aten)
-    out, args = {}, list(b.args)
-    for i, a in enumerate(op._schema.arguments):
-        if i < len(args) and not a.kwarg_only:
-            out[a.name] = args[i]
-        elif a.name in b.kwargs:
-            out[a.name] = b.kwargs[a.name]
-        elif a.has_default_value():
-            out[a.name] = a.default_value
-        else:
-            out[a.name] = None
-    return out
+    return schema_arguments(resolve_overload(b.aten), b.args, b.kwargs)
 
 
 # ATen ops the executor runs without a decomposition (named like prims in the generator).

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 3 of 5: the Communication tab of the recording widget. The
+// thundervis notebook widget, the Communication tab of the recording widget. The
 // payload's `communication` (notebook_ext/comm_data.py) holds the collectives run eagerly between
 // the compiled graphs (DDP's reducer, FSDP2's hooks, the script's own torch.distributed calls),
 // grouped per place in the order they ran, and the counts over the whole run. Collectives traced
@@ -28,11 +28,7 @@ function commTab(comm) {
     }),
   );
   for (const place of comm.places) {
-    const table = h("table", { class: "tv-kernels tv-comm-table" });
-    table.appendChild(
-      h("thead", {}, h("tr", {}, ...["#", "step", "op", "bytes", "group", "issued by", "source", "time"].map((t) => h("th", { text: t })))),
-    );
-    const tb = h("tbody");
+    const [table, tb] = headedTable("tv-kernels tv-comm-table", ["#", "step", "op", "bytes", "group", "issued by", "source", "time"]);
     for (const r of place.rows) {
       tb.appendChild(
         h("tr", { class: "tv-comm-row", title: r.text },
@@ -46,7 +42,6 @@ function commTab(comm) {
           h("td", { text: r.duration_ms === null ? "–" : `${r.duration_ms.toFixed(2)} ms` })),
       );
     }
-    table.appendChild(tb);
     frag.append(
       h("div", { class: "tv-comm-place" },
         h("b", { text: place.where }), h("span", { class: "tv-muted", text: ` · ${place.rows.length} collective${place.rows.length === 1 ? "" : "s"}` })),

@@ -1,7 +1,6 @@
-// thundervis notebook widget, part 1 of 5: DOM helpers, requests to the kernel, the SVG diagram's
-// sanitising and pan/zoom, and the side-by-side diff table. widget.py joins common.js,
-// recording_view.js, comm_view.js, group_view.js and widget.js (in that order) into the one ES module anywidget
-// loads.
+// thundervis notebook widget, the helpers every part uses: DOM helpers, requests to the kernel, the
+// SVG diagram's sanitising and pan/zoom, and the side-by-side diff table. widget.py joins the parts
+// (its FRONT_END_PARTS, this one first and widget.js last) into the one ES module anywidget loads.
 //
 // Plain ES module, shipped as is (no build step, nothing loaded from the network). Everything from
 // a recording reaches the page through textContent / attribute setters, never as markup; the
@@ -35,6 +34,12 @@ function h(tag, attrs, ...children) {
     el.appendChild(c instanceof Node ? c : document.createTextNode(visible(c)));
   }
   return el;
+}
+
+// A table of class `cls` with one header row of `headers`; returns [table, tbody] (the body is in the table).
+function headedTable(cls, headers) {
+  const body = h("tbody");
+  return [h("table", { class: cls }, h("thead", {}, h("tr", {}, ...headers.map((t) => h("th", { text: t })))), body), body];
 }
 
 function clear(el) {
@@ -184,7 +189,7 @@ function textWithSpans(text, spans, cls) {
   return frag;
 }
 
-// rows: [status, left, right, note] or, for unchanged lines Python folded (notebook_ext/data.py
+// rows: [status, left, right, note] or, for unchanged lines Python folded (notebook_ext/diff_data.py
 // diff_json), ["fold", null, null, text, rows]; cell: [marker, depth, text, spans, uid, source]
 function diffTable(diff, { onPick = null, selected = null, sources = [] } = {}) {
   const table = h("table", { class: "tv-diff-table" });

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 4 of 5: a group of rank recordings (thundervis.api.show of a
+// thundervis notebook widget, a group of rank recordings (thundervis.api.show of a
 // *.tvgroup folder): the group bar with the rank picker, and the Ranks tab (identical or not, the
 // passes where each variant differs with the cross-rank diff of any of them, per-kernel skew).
 //
@@ -150,9 +150,7 @@ function drawComparison(box, model, shared, comp) {
         : `traces differ: ${comp.variants.length} variants; reference rank ${comp.reference_rank}`;
   box.appendChild(h("div", { class: `tv-summary ${comp.identical ? "tv-identical" : "tv-differ"}`, text: summary }));
 
-  const vt = h("table", { class: "tv-kernels tv-variants" });
-  vt.appendChild(h("thead", {}, h("tr", {}, ...["variant", "ranks", "passes that differ", ""].map((t) => h("th", { text: t })))));
-  const vb = h("tbody");
+  const [vt, vb] = headedTable("tv-kernels tv-variants", ["variant", "ranks", "passes that differ", ""]);
   for (const v of comp.variants) {
     const open = h("button", {
       class: "tv-open-rank",
@@ -171,7 +169,6 @@ function drawComparison(box, model, shared, comp) {
         h("td", {}, open)),
     );
   }
-  vt.appendChild(vb);
   box.appendChild(vt);
 
   // each variant: per chain, its differing passes as chips; a click shows that pass's diff from
@@ -256,11 +253,8 @@ function drawComparison(box, model, shared, comp) {
     box.appendChild(h("div", { class: "tv-muted tv-skew-note", text: comp.skew_note }));
     return;
   }
-  const st = h("table", { class: "tv-kernels tv-skew-table" });
-  st.appendChild(
-    h("thead", {}, h("tr", {}, ...["kernel", "graph · chain", "slowest rank", "median", "fastest rank", "median", "median of ranks", "skew"].map((t) => h("th", { text: t })))),
-  );
-  const sb = h("tbody");
+  const [st, sb] = headedTable("tv-kernels tv-skew-table",
+    ["kernel", "graph · chain", "slowest rank", "median", "fastest rank", "median", "median of ranks", "skew"]);
   for (const k of comp.skew) {
     sb.appendChild(
       h("tr", { class: "tv-skew-row", "data-kernel": k.name },
@@ -274,7 +268,6 @@ function drawComparison(box, model, shared, comp) {
         h("td", { text: `${k.skew.toFixed(2)}×` })),
     );
   }
-  st.appendChild(sb);
   box.appendChild(st);
   if (comp.n_skews > comp.skew.length) {
     box.appendChild(h("div", { class: "tv-muted", text: `… ${comp.n_skews - comp.skew.length} more kernels` }));

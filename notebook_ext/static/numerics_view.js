@@ -11,11 +11,7 @@ function numericsTab(num, ask, state, redraw) {
   const frag = h("div", { class: "tv-numtab" });
   frag.appendChild(h("div", { class: "tv-summary", text: num.header }));
   for (const line of num.eager || []) frag.appendChild(h("div", { class: "tv-muted", text: line }));
-  const table = h("table", { class: "tv-kernels tv-num-table" });
-  table.appendChild(
-    h("thead", {}, h("tr", {}, ...["", "verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "executor"].map((t) => h("th", { text: t })))),
-  );
-  const tb = h("tbody");
+  const [table, tb] = headedTable("tv-kernels tv-num-table", ["", "verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "executor"]);
   for (const r of num.rows) {
     const key = `${r.graph}/${r.chain}/${r.kernel}`;
     const tr = h("tr", { class: `tv-num-row tv-num-${r.verdict.replace(/[^a-z]/g, "")}${state.key === key ? " tv-selected" : ""}`, title: r.detail || "" },
@@ -42,7 +38,6 @@ function numericsTab(num, ask, state, redraw) {
     });
     tb.appendChild(tr);
   }
-  table.appendChild(tb);
   frag.appendChild(table);
   if (state.row) {
     const r = state.row;

@@ -1,8 +1,10 @@
-// thundervis notebook widget, part 2 of 5: the recording widget (thundervis.api.show): pickers, pass
-// stepper, trace or diff, symbol details and lineage, the fusions tab and the Communication tab
-// (comm_view.js, when collectives ran between the graphs); for a group of ranks
-// also the group bar and the Ranks tab (group_view.js). Drawn again whenever "data" changes (a
-// rank switch): `shared` holds what outlives one drawing (requests, the rank comparison).
+// thundervis notebook widget, the recording widget (thundervis.api.show): graph and chain pickers,
+// tabs, the pass stepper, the trace or the diff of two passes, and a symbol's details and lineage.
+// The other tabs are drawn by their own files: Fusions (fusions_view.js), Source (source_view.js),
+// Communication (comm_view.js, when collectives ran between the graphs), Numerics
+// (numerics_view.js) and, for a group of ranks, the group bar and the Ranks tab (group_view.js).
+// Drawn again whenever "data" changes (a rank switch): `shared` holds what outlives one drawing
+// (requests, the rank comparison).
 
 // -- the recording widget ------------------------------------------------------------------------
 
@@ -13,7 +15,6 @@ function renderRecording(model, el, ask, shared) {
   const infos = data.infos || [];
   const lineTable = data.lines || []; // [uid, depth, text, info, kind, spans]; each pass lists indexes into it
   const diffCache = new Map();
-  const diagramCache = new Map();
   const fusionsState = { module: "", collapse: null, expand: [], kernel: model.get("selected_kernel") || "" };
   let pickedPass = null; // the pass a clicked diff cell belongs to (the before side: the compared pass)
 
@@ -38,7 +39,7 @@ function renderRecording(model, el, ask, shared) {
   const tabPasses = h("button", { class: "tv-tab", "data-tab": "passes", text: "Passes" });
   const tabFusions = h("button", { class: "tv-tab", "data-tab": "fusions", text: "Fusions" });
   const tabSource = h("button", { class: "tv-tab", "data-tab": "source", text: "Source" });
-  const sourceState = { file: null, line: null, onlyOps: false, cache: new Map() };
+  const sourceState = { file: null, graph: null, line: null, onlyOps: false, cache: new Map() };
   const tabComm = hasCommTab(comm) ? h("button", { class: "tv-tab", "data-tab": "comm", text: "Communication" }) : null;
   const numerics = data.numerics || null;
   const numericsState = { key: null, row: null, bisects: new Map() };
@@ -66,6 +67,8 @@ function renderRecording(model, el, ask, shared) {
     for (const [k, v] of Object.entries(changes)) model.set(k, v);
     model.save_changes();
   };
+  // what the Fusions tab (fusions_view.js) reads and keeps across drawings
+  const fusionsView = { model, ask, data, set, graphOf, render: () => render(), fusions: fusionsState, diagrams: new Map() };
 
   function fillPickers() {
     clear(graphSel);
@@ -386,201 +389,6 @@ function renderRecording(model, el, ask, shared) {
     return frag;
   }
 
-  // -- fusions tab --------------------------------------------------------------------------------
-
-  function diagramFor(c) {
-    const key = JSON.stringify([model.get("graph"), c.kind, fusionsState.module, fusionsState.collapse, fusionsState.expand]);
-    if (!fusionsState.module && fusionsState.collapse === null && !fusionsState.expand.length && c.diagram) {
-      return Promise.resolve(c.diagram);
-    }
-    if (diagramCache.has(key)) return diagramCache.get(key);
-    const p = ask({
-      what: "diagram",
-      graph: model.get("graph"),
-      chain: c.kind,
-      module: fusionsState.module || null,
-      collapse: fusionsState.collapse,
-      expand: fusionsState.expand,
-    }).then((r) => (r.ok ? r.data : { svg: null, error: r.error, modules: [] }));
-    diagramCache.set(key, p);
-    return p;
-  }
-
-  // Graphviz draws a cluster or node as a <g> whose shapes may sit inside a tooltip <a>; nodes
-  // inside a cluster are separate <g>s, so a cluster's own path/polygon descendants are its frame.
-  function highlightKernel(svgHost, k) {
-    for (const el of Array.from(svgHost.querySelectorAll(".tv-hl"))) {
-      el.classList.remove("tv-hl");
-      for (const shape of Array.from(el.querySelectorAll("path, polygon"))) {
-        shape.setAttribute("stroke", shape.dataset.tvStroke || "");
-        shape.setAttribute("stroke-width", shape.dataset.tvWidth || "1");
-      }
-    }
-    if (!k) return;
-    for (const g of Array.from(svgHost.querySelectorAll("g.cluster, g.node"))) {
-      const title = g.querySelector("title");
-      const texts = Array.from(g.querySelectorAll("text")).map((t) => t.textContent);
-      if ((title && title.textContent === `cluster_${k.uid}`) || (g.classList.contains("node") && texts[0] === k.name)) {
-        g.classList.add("tv-hl");
-        for (const shape of Array.from(g.querySelectorAll("path, polygon"))) {
-          shape.dataset.tvStroke = shape.getAttribute("stroke") || "";
-          shape.dataset.tvWidth = shape.getAttribute("stroke-width") || "1";
-          shape.setAttribute("stroke", "#d1242f");
-          shape.setAttribute("stroke-width", "6");
-        }
-      }
-    }
-  }
-
-  function fusionsTab(c) {
-    const frag = h("div", { class: "tv-fusions" });
-    const g = graphOf();
-    const kernels = g.kernels.filter((k) => k.chain === c.kind);
-    const modSel = h("select", { class: "tv-module", "aria-label": "module" }, h("option", { value: "", text: "all modules" }));
-    const collapse = h("input", { type: "checkbox", class: "tv-collapse" });
-    const zoomIn = h("button", { text: "+", title: "zoom in" });
-    const zoomOut = h("button", { text: "−", title: "zoom out" });
-    const fitBtn = h("button", { text: "fit", title: "fit to width" });
-    // Module blocks (model.layers.3): one box each; a click expands one, this list folds it back.
-    const blockSel = h("select", { class: "tv-blocks", "aria-label": "blocks" });
-    const blockBox = h("label", { class: "tv-block-tools", hidden: true }, "blocks ", blockSel);
-    const tools = h("div", { class: "tv-diagram-tools" },
-      h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
-    const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
-    const table = h("table", { class: "tv-kernels" });
-    const kdetail = h("div", { class: "tv-kernel-detail" });
-    frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
-
-    table.appendChild(
-      h("thead", {}, h("tr", {}, ...["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"].map((t) => h("th", { text: t })))),
-    );
-    const tb = h("tbody");
-    table.appendChild(tb);
-    const sel = () => kernels.find((k) => k.name === fusionsState.kernel);
-    const showKernel = () => {
-      for (const tr of Array.from(tb.children)) tr.classList.toggle("tv-selected", tr.dataset.kernel === fusionsState.kernel);
-      highlightKernel(viewport, sel());
-      clear(kdetail);
-      const k = sel();
-      if (!k) {
-        kdetail.appendChild(h("div", { class: "tv-muted", text: "Click a kernel to highlight its cluster and source lines." }));
-        return;
-      }
-      kdetail.append(
-        h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}${k.ran_on ? " · " + k.ran_on : ""}] · ${k.n_ops} ops` }),
-        h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
-      );
-      if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
-      const srcs = h("div", { class: "tv-kernel-sources" });
-      for (const s of k.source_lines || []) {
-        srcs.appendChild(
-          h("div", { class: "tv-src-line tv-kernel-hl" },
-            h("span", { class: "tv-lno", text: `${baseName(s.file)}:${s.line}  ` }), s.code || "",
-            s.module ? h("span", { class: "tv-muted", text: `  [${s.module}]` }) : null,
-            s.direction ? h("span", { class: "tv-muted", text: `  (${s.direction})` }) : null),
-        );
-      }
-      kdetail.appendChild(srcs);
-      if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
-    };
-    for (const k of kernels) {
-      const tr = h(
-        "tr",
-        { class: "tv-kernel-row", "data-kernel": k.name },
-        h("td", { text: k.name }),
-        h("td", { text: k.ran_on ? `${k.executor} · ${k.ran_on}` : k.executor }),
-        h("td", { text: k.n_ops }),
-        h("td", { text: k.median || "–" }),
-        h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
-        h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
-        h("td", { text: k.share_text || "–" }),
-        h("td", { text: k.sources }),
-      );
-      tr.addEventListener("click", () => {
-        fusionsState.kernel = fusionsState.kernel === k.name ? "" : k.name;
-        set({ selected_kernel: fusionsState.kernel });
-        showKernel();
-      });
-      tb.appendChild(tr);
-    }
-    if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 8, class: "tv-muted", text: "no kernels in this chain" })));
-
-    diagramFor(c).then((d) => {
-      clear(viewport);
-      clear(modSel);
-      modSel.appendChild(h("option", { value: "", text: "all modules" }));
-      for (const m of d.modules || []) modSel.appendChild(h("option", { value: m, text: m }));
-      modSel.value = fusionsState.module;
-      collapse.checked = !!d.collapsed;
-      const blocks = d.blocks || [];
-      clear(blockSel);
-      blockBox.hidden = !blocks.length;
-      blockSel.appendChild(h("option", { value: "", text: blocks.some((b) => b.expanded) ? "expanded: fold…" : "click a box to expand it" }));
-      for (const b of blocks.filter((x) => x.expanded)) blockSel.appendChild(h("option", { value: b.path, text: `fold ${b.path}` }));
-      if (blocks.some((b) => b.expanded)) blockSel.appendChild(h("option", { value: "*", text: "fold all" }));
-      for (const b of blocks.filter((x) => !x.expanded)) blockSel.appendChild(h("option", { value: "+" + b.path, text: `expand ${b.path}` }));
-      const svg = d.svg ? safeSvg(d.svg) : null;
-      if (!svg) {
-        viewport.appendChild(h("div", { class: "tv-muted", text: d.error || "no diagram" }));
-        showKernel();
-        return;
-      }
-      svg.classList.add("tv-svg");
-      viewport.appendChild(svg);
-      const pz = panZoom(viewport, svg);
-      zoomIn.addEventListener("click", () => pz.zoom(1.25));
-      zoomOut.addEventListener("click", () => pz.zoom(0.8));
-      fitBtn.addEventListener("click", () => pz.fit());
-      requestAnimationFrame(() => pz.fit());
-      for (const b of blocks) {
-        if (b.expanded || !/^block_\d+$/.test(b.id)) continue;
-        const node = svg.querySelector(`g.node[id="${b.id}"]`);
-        if (!node) continue;
-        node.classList.add("tv-clickable", "tv-block");
-        node.addEventListener("click", (e) => {
-          e.stopPropagation();
-          fusionsState.expand = [...fusionsState.expand, b.path];
-          render();
-        });
-      }
-      for (const k of kernels) {
-        for (const g2 of Array.from(svg.querySelectorAll("g.cluster, g.node"))) {
-          const title = g2.querySelector("title");
-          const texts = Array.from(g2.querySelectorAll("text")).map((t) => t.textContent);
-          if ((title && title.textContent === `cluster_${k.uid}`) || (g2.classList.contains("node") && texts[0] === k.name)) {
-            g2.classList.add("tv-clickable");
-            g2.addEventListener("click", (e) => {
-              e.stopPropagation();
-              fusionsState.kernel = k.name;
-              set({ selected_kernel: k.name });
-              showKernel();
-            });
-          }
-        }
-      }
-      showKernel();
-    });
-    modSel.addEventListener("change", () => {
-      fusionsState.module = modSel.value;
-      fusionsState.expand = [];
-      render();
-    });
-    collapse.addEventListener("change", () => {
-      fusionsState.collapse = collapse.checked;
-      render();
-    });
-    blockSel.addEventListener("change", () => {
-      const v = blockSel.value;
-      if (!v) return;
-      if (v === "*") fusionsState.expand = [];
-      else if (v.startsWith("+")) fusionsState.expand = [...fusionsState.expand, v.slice(1)];
-      else fusionsState.expand = fusionsState.expand.filter((p) => p !== v);
-      render();
-    });
-    showKernel();
-    return frag;
-  }
-
   function render() {
     if (model.get("data") !== data) return; // a new rank's payload came: the view is drawn again
     fillPickers();
@@ -615,7 +423,7 @@ function renderRecording(model, el, ask, shared) {
       body.appendChild(h("div", { class: "tv-muted", text: "this recording holds no compiled graph" }));
       return;
     }
-    body.appendChild(tab === "fusions" ? fusionsTab(c) : passesTab(c));
+    body.appendChild(tab === "fusions" ? fusionsTab(fusionsView, c) : passesTab(c));
   }
 
   const rerender = () => render();

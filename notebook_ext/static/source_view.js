@@ -2,26 +2,30 @@
 // RecordingData.source_json): the user's file line by line, each line with its time share, how its
 // ops run (fused, partly torch, fell back) and, under it, what each chain made of it. A click on a
 // line with ops opens that op in the Passes tab (its chain's final pass), a kernel name under it that
-// kernel in the Fusions tab. Recorded text only ever
-// goes into textContent.
+// kernel in the Fusions tab. A graph picker (present.source_view's graph_options: every graph with
+// its op count from the file) limits the ops to one graph. Recorded text only ever goes into
+// textContent.
 
 const SOURCE_MARKS = { compiled: ["●", "tv-src-ok"], "partly torch": ["●", "tv-src-torch"], "fell back": ["▲", "tv-src-bad"] };
 
 function sourceTab(model, ask, data, set, state) {
   const frag = h("div", { class: "tv-source" });
   const fileSel = h("select", { class: "tv-source-file", "aria-label": "source file" });
+  const graphSel = h("select", { class: "tv-source-graph", "aria-label": "graph" });
   const onlyOps = h("input", { type: "checkbox", class: "tv-source-only" });
   const summary = h("span", { class: "tv-muted tv-source-summary" });
   const list = h("div", { class: "tv-source-lines" }, h("div", { class: "tv-muted", text: "loading…" }));
-  frag.append(h("div", { class: "tv-diagram-tools" }, h("label", {}, "file ", fileSel),
+  frag.append(h("div", { class: "tv-diagram-tools" }, h("label", {}, "file ", fileSel), h("label", {}, "ops of ", graphSel),
     h("label", {}, onlyOps, " only lines with ops"), summary), list);
   onlyOps.checked = !!state.onlyOps;
 
-  const load = (file) => {
-    const key = file || "";
+  // one answer per (file, graph); graph null: every graph's ops
+  const keyOf = (file, graph) => JSON.stringify([file || "", graph]);
+  const load = (file, graph) => {
+    const key = keyOf(file, graph);
     if (!state.cache.has(key)) {
-      state.cache.set(key, ask({ what: "source", file: file || null, graph: model.get("graph"), chain: model.get("chain") })
-        .then((r) => (r.ok ? r.data : { error: r.error, lines: [], files: [] })));
+      state.cache.set(key, ask({ what: "source", file: file || null, graph_filter: graph })
+        .then((r) => (r.ok ? r.data : { error: r.error, lines: [], files: [], graph_options: [] })));
     }
     return state.cache.get(key);
   };
@@ -39,6 +43,9 @@ function sourceTab(model, ask, data, set, state) {
     clear(fileSel);
     for (const f of view.files || []) fileSel.appendChild(h("option", { value: f, text: baseName(f) }));
     if (view.file) fileSel.value = view.file;
+    clear(graphSel);
+    for (const o of view.graph_options || []) graphSel.appendChild(h("option", { value: o.graph === null ? "" : String(o.graph), text: o.label }));
+    graphSel.value = state.graph === null ? "" : String(state.graph);
     summary.textContent = view.error || view.summary || "";
     const width = String((view.lines || []).length).length;
     let gap = false;
@@ -80,20 +87,26 @@ function sourceTab(model, ask, data, set, state) {
     if (target) requestAnimationFrame(() => { list.scrollTop = target.offsetTop - list.offsetTop; });
   };
 
-  const first = load(state.file);
+  const first = load(state.file, state.graph);
   first.then((view) => {
-    if (view.file && !state.cache.has(view.file)) state.cache.set(view.file, first);  // the default, by name
+    const named = keyOf(view.file, state.graph);
+    if (view.file && !state.cache.has(named)) state.cache.set(named, first);  // the default, by name
     state.file = view.file || state.file;
     draw(view);
   });
   fileSel.addEventListener("change", () => {
     state.file = fileSel.value;
     state.line = null;
-    load(state.file).then(draw);
+    load(state.file, state.graph).then(draw);
+  });
+  graphSel.addEventListener("change", () => {
+    state.graph = graphSel.value === "" ? null : Number(graphSel.value);
+    state.line = null;
+    load(state.file, state.graph).then(draw);
   });
   onlyOps.addEventListener("change", () => {
     state.onlyOps = onlyOps.checked;
-    load(state.file).then(draw);
+    load(state.file, state.graph).then(draw);
   });
   return frag;
 }

@@ -1,4 +1,4 @@
-// thundervis notebook widget, part 5 of 5: the diff widget (thundervis.diff) and the entry point.
+// thundervis notebook widget, the last part: the diff widget (thundervis.diff) and the entry point.
 
 // -- the diff widget -----------------------------------------------------------------------------
 
@@ -19,9 +19,7 @@ function renderDiff(model, el) {
     .map(([k, n]) => `${n} ${k}`)
     .join(", ");
   root.appendChild(h("div", { class: "tv-summary", text: `fusions: ${counts || "none"}` }));
-  const table = h("table", { class: "tv-kernels" });
-  table.appendChild(h("thead", {}, h("tr", {}, ...["change", "graph", "chain", "A", "B", "time A → B"].map((t) => h("th", { text: t })))));
-  const tb = h("tbody");
+  const [table, tb] = headedTable("tv-kernels", ["change", "graph", "chain", "A", "B", "time A → B"]);
   for (const d of comp.differences) {
     tb.appendChild(
       h("tr", { class: `tv-run-${d.kind}` },
@@ -34,7 +32,6 @@ function renderDiff(model, el) {
     );
   }
   if (!comp.differences.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no fusion differences" })));
-  table.appendChild(tb);
   root.append(table, h("pre", { class: "tv-trace", text: data.text }));
 }
 

@@ -73,3 +73,37 @@ def test_gpt_attention_avoids_sdpa(gpt_run):
     forward = gpt_run.recorder.traces("forward")["decompose"]
     prims = {s.sym for b in forward.symbols for s in (b, *b.subsymbols)}
     assert {"prims.bmm", "prims.exp"} <= prims  # attention's matmuls and softmax, as prims
+
+
+def _copy_examples(folder):
+    """Copy train_mlp.py and the train_gpt.py it takes its training loop from into ``folder``, as a user would."""
+    import pathlib
+    import shutil
+    examples = pathlib.Path(__file__).resolve().parents[2] / "examples"
+    for name in ("train_mlp.py", "train_gpt.py"):
+        shutil.copy(examples / name, folder / name)
+    return folder / "train_mlp.py"
+
+
+def test_mlp_runs_as_a_script_beside_train_gpt(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "ex").mkdir()
+    script = _copy_examples(tmp_path / "ex")
+    proc = subprocess.run([sys.executable, str(script), "--eager", "--steps", "2"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [line.split()[:2] for line in proc.stdout.splitlines()] == [["step", "0"], ["step", "1"]]
+
+
+@pytest.mark.slow
+def test_thundervis_run_of_the_mlp_example(tmp_path, capsys):
+    from thundervis.cli import main
+    from thundervis.recording import open_recording
+    script = _copy_examples(tmp_path)
+    rec = tmp_path / "mlp.tvrec"
+    code = main(["run", "--executors", "torch", "--no-view", "-o", str(rec), str(script), "--steps", "2"])
+    out = capsys.readouterr().out
+    assert code == 0 and "step 1 loss" in out
+    with open_recording(str(rec)) as r:
+        assert any(c.kind == "forward" for g in r.overview().graphs for c in g.chains)

@@ -73,7 +73,7 @@ def test_diagram_has_one_box_per_block_and_expands_on_request(layered):
 def test_front_end_expands_blocks_by_id_and_sends_the_expand_list():
     from thundervis.notebook_ext.widget import front_end
     js = front_end()
-    assert "expand: fusionsState.expand" in js
+    assert "expand: state.expand" in js  # fusions_view.js
     assert 'svg.querySelector(`g.node[id="${b.id}"]`)' in js and "/^block_\\d+$/.test(b.id)" in js
 
 

@@ -14,7 +14,7 @@ pytest.importorskip("anywidget")
 import thundervis.api as tv  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
-from thundervis.notebook_ext.data import unfolded  # noqa: E402
+from thundervis.notebook_ext.diff_data import unfolded  # noqa: E402
 from thundervis.notebook_ext import DataError, show  # noqa: E402
 from thundervis.notebook_ext.group_data import NOT_PROFILED  # noqa: E402
 from thundervis.notebook_ext.widget import GroupWidget  # noqa: E402

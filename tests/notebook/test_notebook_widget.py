@@ -19,7 +19,7 @@ import thundervis.api as tv  # noqa: E402
 from thundervis.compiler.printer import print_lines  # noqa: E402
 from thundervis.diff import diff_traces  # noqa: E402
 from thundervis.diff.render import side_rows  # noqa: E402
-from thundervis.notebook_ext.data import unfolded  # noqa: E402
+from thundervis.notebook_ext.diff_data import unfolded  # noqa: E402
 from thundervis.notebook_ext import DataError, RecordingData, show  # noqa: E402
 from thundervis.present.trace_lines import print_options  # noqa: E402
 from thundervis.recording import PassRef, open_recording  # noqa: E402
@@ -240,7 +240,8 @@ def test_wheel_contains_the_front_end(tmp_path):
     import zipfile
     wheel = next(tmp_path.glob("thundervis-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for part in ("common.js", "recording_view.js", "comm_view.js", "group_view.js", "widget.js"):
+    from thundervis.notebook_ext.widget import FRONT_END_PARTS
+    for part in FRONT_END_PARTS:
         assert f"thundervis/notebook_ext/static/{part}" in names
     assert "thundervis/notebook_ext/static/widget.css" in names
 

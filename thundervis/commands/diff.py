@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Optional
 
-from thundervis.errors import UserError
+from thundervis.errors import UserError, writing
 from thundervis.safe_text import visible, visible_line
 
 
@@ -118,11 +118,8 @@ def cmd_diff(args) -> int:
     from thundervis.diff import render
     if args.html:
         body = render.side_by_side_html(d, context) if args.side_by_side else render.unified_html(d, context)
-        try:
-            with open(args.html, "w", encoding="utf-8") as f:
-                f.write(render.html_page(body, f"{d.before} → {d.after}"))
-        except OSError as e:
-            raise UserError(f"cannot write {args.html}: {e.strerror or e}.") from None
+        with writing(args.html), open(args.html, "w", encoding="utf-8") as f:
+            f.write(render.html_page(body, f"{d.before} → {d.after}"))
         print(f"thundervis: diff written to {args.html}")
     elif args.json:
         rows = [{"status": r.status, "a": r.a.text if r.a else None, "b": r.b.text if r.b else None,

@@ -3,7 +3,8 @@
 PNG, PDF or DOT (by OUT's suffix); a model with repeated blocks is drawn one box per block."""
 from __future__ import annotations
 
-from thundervis.errors import UserError
+from thundervis.commands.read_options import add_pass_arguments, add_recording_arguments
+from thundervis.errors import UserError, as_user_errors, writing
 
 
 def timings_for(rec, graph: int, chain: str) -> dict:
@@ -53,12 +54,8 @@ def cmd_dot(args) -> int:
                                         + (f" · module {args.module}" if args.module else ""))
     except ValueError as e:
         raise UserError(str(e) + ".") from None
-    try:
+    with as_user_errors(dot.RenderError), writing(args.out):
         dot.write_diagram(source, args.out)
-    except dot.RenderError as e:
-        raise UserError(str(e).rstrip(".") + ".") from None
-    except OSError as e:
-        raise UserError(f"cannot write {args.out}: {e.strerror or e}.") from None
     print(f"thundervis: diagram written to {args.out}")
     return 0
 
@@ -66,12 +63,8 @@ def cmd_dot(args) -> int:
 def register(subparsers) -> None:
     """Add the ``dot`` subcommand."""
     p = subparsers.add_parser("dot", help="draw the dataflow graph of a trace with its fusions (Graphviz)")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
-    p.add_argument("--rank", type=int, default=None, help="in a group folder: the rank to draw (default: the lowest)")
-    p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
-    p.add_argument("--chain", "-c", default=None, help="forward, backward, inference, ... (default: forward)")
-    p.add_argument("--pass", "-p", dest="pass_", default=None, metavar="P",
-                   help="pass index or name (default: the last pass)")
+    add_recording_arguments(p, "in a group folder: the rank to draw (default: the lowest)")
+    add_pass_arguments(p)
     p.add_argument("--collapse", action="store_true", help="draw each fusion as one node")
     p.add_argument("--module", "-m", default=None, metavar="M",
                    help="only symbols from this module path (e.g. model.layers.0) and their inputs")

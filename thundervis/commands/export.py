@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from thundervis.errors import UserError
+from thundervis.errors import UserError, writing
 
 
 def cmd_export(args) -> int:
@@ -21,11 +21,8 @@ def cmd_export(args) -> int:
     if not tm.kernels:
         raise UserError(f"{args.recording} holds no timings; record it with thundervis run --profile.")
     doc = perfetto_trace(tm, os.path.basename(args.recording))
-    try:
-        with open(args.perfetto, "w") as f:
-            json.dump(doc, f)
-    except OSError as e:
-        raise UserError(f"cannot write {args.perfetto} ({e.strerror}).") from None
+    with writing(args.perfetto), open(args.perfetto, "w") as f:
+        json.dump(doc, f)
     n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") != "call")
     print(f"thundervis: wrote {n} kernel slices to {args.perfetto} (open it in https://ui.perfetto.dev)")
     return 0

@@ -9,6 +9,7 @@ import contextlib
 import json
 import sys
 
+from thundervis.commands.read_options import add_recording_arguments
 from thundervis.errors import UserError
 from thundervis.present.kernel_rows import group_sources
 from thundervis.safe_text import visible, visible_line
@@ -276,8 +277,7 @@ def cmd_ls(args) -> int:
 def register(subparsers) -> None:
     """Add the ``ls`` subcommand."""
     p = subparsers.add_parser("ls", help="summarize a recording: run, graphs, chains, passes, fusions")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
-    p.add_argument("--rank", type=int, default=None, help="in a group folder: summarize this rank's recording")
+    add_recording_arguments(p, "in a group folder: summarize this rank's recording")
     p.add_argument("--json", action="store_true", help="print the stable JSON form (see docs/recording.md)")
     p.add_argument("--brief", action="store_true", help="do not list every pass")
     p.add_argument("--gpu", metavar="LIST", default=None,

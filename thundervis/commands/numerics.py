@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from thundervis.commands.read_options import add_recording_arguments
 from thundervis.errors import UserError
 from thundervis.safe_text import visible
 
@@ -31,8 +32,7 @@ def cmd_numerics(args) -> int:
 def register(subparsers) -> None:
     """Add the ``numerics`` subcommand."""
     p = subparsers.add_parser("numerics", help="kernels checked by run --check-numerics, with verdicts")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording (or a group folder: --rank)")
-    p.add_argument("--rank", type=int, default=None, help="in a group folder: this rank's recording")
+    add_recording_arguments(p)
     p.add_argument("--flagged", action="store_true", help="list only the flagged kernels")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_numerics)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from thundervis.errors import UserError
+from thundervis.errors import UserError, as_user_errors, writing
 
 
 def cmd_repro(args) -> int:
@@ -14,13 +14,9 @@ def cmd_repro(args) -> int:
     from thundervis.rerun import RerunError
     if os.path.isdir(args.output):
         raise UserError(f"{args.output} is a directory; give a file name such as repro.py.")
-    try:
+    with as_user_errors(RerunError, RecordingError), writing(args.output):
         out = write_repro(args.recording, args.kernel, args.output, executor=args.executor, device=args.device,
                           graph=args.graph, chain=args.chain, iters=args.iters)
-    except (RerunError, RecordingError) as e:
-        raise UserError(str(e).rstrip(".") + ".") from None
-    except OSError as e:
-        raise UserError(f"cannot write {args.output} ({e.strerror}).") from None
     print(f"thundervis: wrote {out}; run it with: python {out}")
     return 0
 

@@ -10,6 +10,7 @@ import sys
 from thundervis.errors import UserError
 from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
+from thundervis.commands.read_options import add_pass_arguments, add_recording_arguments
 
 
 def pick_chain(rec, graph, chain):
@@ -81,13 +82,8 @@ def cmd_show(args) -> int:
 def register(subparsers) -> None:
     """Add the ``show`` subcommand."""
     p = subparsers.add_parser("show", help="print one recorded trace (a pass of a chain of a graph)")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording, or a group folder (one recording per rank)")
-    p.add_argument("--rank", type=int, default=None, help="in a group folder: the rank to show (default: the lowest)")
-    p.add_argument("--graph", "-g", type=int, default=None, help="graph id (default: the first with a forward chain)")
-    p.add_argument("--chain", "-c", default=None,
-                   help="dynamo, joint, forward, backward or inference (default: forward)")
-    p.add_argument("--pass", "-p", dest="pass_", default=None, metavar="P",
-                   help="pass index or name (default: the last pass)")
+    add_recording_arguments(p, "in a group folder: the rank to show (default: the lowest)")
+    add_pass_arguments(p)
     p.add_argument("--uids", action="store_true", help="annotate every symbol with its uid and origin")
     p.add_argument("--no-source", action="store_true", help="omit the source-line comments")
     p.add_argument("--no-shapes", action="store_true", help="omit the tensor metadata comments")

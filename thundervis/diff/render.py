@@ -213,22 +213,26 @@ def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
     table.add_column(Text(visible_line(diff.after)), ratio=5, overflow="fold")
     table.add_column("", ratio=3, overflow="fold", style="dim italic")
 
-    def cell(r: Optional[Row], marker: str):
-        if r is None:
-            return Text("")
-        base = _RICH_STYLE.get(r.status, "")
-        if r.status == CHANGED:
-            base = "red" if marker == "-" else "green"
-        t = Text("  " * r.depth, style=base)
-        t.append(_rich_text(r.text, r.spans, base, marker))
-        return t
-
     for s in side_rows(diff, context):
         if s.status == FOLD:
             table.add_row(Text(s.note, style="dim"), Text(s.note, style="dim"), "")
             continue
-        table.add_row(cell(s.left, "-"), cell(s.right, "+"), Text(visible(s.note or "")))
+        table.add_row(_rich_cell(s.left, "-"), _rich_cell(s.right, "+"), Text(visible(s.note or "")))
     return table
+
+
+def _rich_cell(r: Optional[Row], marker: str):
+    """Return one side of a diff row as rich Text (indented, styled by status; ``marker`` ``-`` or
+    ``+`` says which side a changed row is on)."""
+    from rich.text import Text
+    if r is None:
+        return Text("")
+    base = _RICH_STYLE.get(r.status, "")
+    if r.status == CHANGED:
+        base = "red" if marker == "-" else "green"
+    t = Text("  " * r.depth, style=base)
+    t.append(_rich_text(r.text, r.spans, base, marker))
+    return t
 
 
 def _folded(t, width: int) -> list:
@@ -249,16 +253,6 @@ def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int
     wa = usable * 5 // 13
     widths = (wa, wa, usable - 2 * wa)
 
-    def cell(r: Optional[Row], marker: str):
-        if r is None:
-            return Text("")
-        base = _RICH_STYLE.get(r.status, "")
-        if r.status == CHANGED:
-            base = "red" if marker == "-" else "green"
-        t = Text("  " * r.depth, style=base)
-        t.append(_rich_text(r.text, r.spans, base, marker))
-        return t
-
     out = Text(no_wrap=True, overflow="ignore")
 
     def emit(cells) -> None:
@@ -277,7 +271,7 @@ def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int
         if s.status == FOLD:
             emit((Text(s.note, style="dim"), Text(s.note, style="dim"), Text("")))
             continue
-        emit((cell(s.left, "-"), cell(s.right, "+"), Text(visible(s.note or ""), style="dim italic")))
+        emit((_rich_cell(s.left, "-"), _rich_cell(s.right, "+"), Text(visible(s.note or ""), style="dim italic")))
     return out
 
 

@@ -331,18 +331,13 @@ def compare_fusions(fa: list[FusionInfo], fb: list[FusionInfo], chain: str,
                 parent[find(o)] = find(f"b{j}")
     groups: dict[str, tuple[list, list]] = {}
     order: list[str] = []
-    for i, f in enumerate(rest_a):
-        r = find(f"a{i}")
-        if r not in groups:
-            groups[r] = ([], [])
-            order.append(r)
-        groups[r][0].append(f)
-    for j, g in enumerate(rest_b):
-        r = find(f"b{j}")
-        if r not in groups:
-            groups[r] = ([], [])
-            order.append(r)
-        groups[r][1].append(g)
+    for side, (prefix, fusions) in enumerate((("a", rest_a), ("b", rest_b))):
+        for i, f in enumerate(fusions):
+            r = find(f"{prefix}{i}")
+            if r not in groups:
+                groups[r] = ([], [])
+                order.append(r)
+            groups[r][side].append(f)
     for r in order:
         ga, gb = groups[r]
         if not gb:

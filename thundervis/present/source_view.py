@@ -28,7 +28,7 @@ from typing import Optional
 
 from thundervis.recording import UnknownItem
 
-from .status import EXECUTED_CHAINS, chain_eager, fallback_reasons, graph_eager, kernel_runs, ran_on_text
+from .status import EXECUTED_CHAINS, chain_eager, chains_with_passes, fallback_reasons, graph_eager, kernel_runs, ran_on_text
 from .units import format_share, format_us
 
 _CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
@@ -221,7 +221,8 @@ class SourceFile:
     """One recorded user file annotated line by line. ``recorded`` False: the recording holds no
     text for it, so ``lines`` holds only the lines ops came from, with the code the compiler
     recorded. ``graph``: the graph shown (None: all). ``total_us``: the profiled time shares are
-    relative to (None: not profiled)."""
+    relative to (None: not profiled). ``graph_ops``: (graph id, ops made from this file) for every
+    recorded graph, whichever is shown: what a graph picker offers."""
 
     file: str
     recorded: bool
@@ -229,6 +230,7 @@ class SourceFile:
     lines: tuple
     total_us: Optional[float]
     files: tuple
+    graph_ops: tuple = ()
 
     @property
     def label(self) -> str:
@@ -268,10 +270,20 @@ class SourceFile:
             parts.append(f"profiled: {format_us(self.total_us)} per step")
         return " · ".join(parts)
 
+    def graph_options(self) -> list[tuple[Optional[int], str]]:
+        """Return the graph picker's choices, (graph id or None for all, label): ``all graphs · 496
+        ops``, then ``graph 0 · 480 ops`` per graph (``no ops from this file`` where it made none)."""
+        def ops(n: int) -> str:
+            return f"{n} op{'s' if n != 1 else ''}" if n else "no ops from this file"
+        return [(None, f"all graphs · {ops(sum(n for _, n in self.graph_ops))}")] + \
+            [(g, f"graph {g} · {ops(n)}") for g, n in self.graph_ops]
+
     def as_json(self) -> dict:
-        """Return a JSON-ready dict (what ``thundervis source --json`` prints and the widget sends)."""
+        """Return a JSON-ready dict (what ``thundervis source --json`` prints and the widget sends;
+        ``graph_options``: :meth:`graph_options` as ``{"graph", "label"}``)."""
         return {"file": self.file, "label": self.label, "recorded": self.recorded, "graph": self.graph,
                 "total_us": self.total_us, "summary": self.summary(), "files": list(self.files),
+                "graph_options": [{"graph": g, "label": text} for g, text in self.graph_options()],
                 "lines": [x.as_json() for x in self.lines]}
 
 
@@ -337,26 +349,22 @@ def _eager_ops(rec, graph, chain_kind: Optional[str], error: str):
     """Yield (symbol, LineOp) for the ops of a chain (or graph) that ran eagerly: the top-level
     symbols of the first recorded pass of that chain (or of the graph's first chain with passes)."""
     kinds = (chain_kind,) if chain_kind else ("forward", "inference", "dynamo")
-    for kind in kinds:
-        try:
-            c = graph.chain(kind)
-        except UnknownItem:
-            continue
-        if not c.passes:
-            continue
+    for c in chains_with_passes(graph, kinds):
         reason = f"ran eagerly: {error}" if error else "ran eagerly"
-        for s in rec.symbols(graph.id, kind, c.passes[0].index):
+        for s in rec.symbols(graph.id, c.kind, c.passes[0].index):
             if s.parent is None and s.sym != "del":
-                yield s, LineOp(graph.id, kind, s.uid, op_name(s.sym), s.executor, None, None, reason, None)
+                yield s, LineOp(graph.id, c.kind, s.uid, op_name(s.sym), s.executor, None, None, reason, None)
         return
 
 
 def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     """Return ``file`` (a recorded file, see :func:`resolve_file`) annotated line by line with the
-    ops of every graph (or of ``graph``): :class:`SourceFile`. :class:`UnknownItem` for a file or
-    graph the recording does not hold."""
+    ops of every graph (or of ``graph``): :class:`SourceFile`, whose ``graph_ops`` counts every
+    graph's ops from the file whichever is shown. :class:`UnknownItem` for a file or graph the
+    recording does not hold."""
     file = resolve_file(rec, file)
-    graphs = rec.graphs() if graph is None else [rec.graph(graph)]
+    if graph is not None:
+        rec.graph(graph)  # UnknownItem naming the graphs
     timings = rec.timings()
     events = rec.events()
     fell_back, runs = fallback_reasons(events), kernel_runs(events)
@@ -364,36 +372,23 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     codes: dict[int, str] = {}
     total = 0.0
     profiled = False
-    for g in graphs:
-        chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: _CHAIN_ORDER[c.kind])
-        found = []
-        whole = graph_eager(g)
-        if whole is not None:
-            found.extend(_eager_ops(rec, g, None, _one_line(whole)))
-        for c in chains:
-            why = chain_eager(g, c)
-            if why is not None or c.status != "compiled" or not c.passes:
-                if whole is None:
-                    found.extend(_eager_ops(rec, g, c.kind, _one_line(why or "")))
-                continue
-            timing = {}
-            for t in timings.for_chain(g.id, c.kind):
-                if t.uid:
-                    timing[t.uid] = t.median_us
-            for ct in timings.chains:
-                if ct.graph == g.id and ct.chain == c.kind:
-                    total += ct.median_us
-                    profiled = True
-            if timing and not profiled:
-                total += sum(timing.values())
-                profiled = True
-            found.extend(_chain_ops(rec, g, c, fell_back, timing, runs))
+    graph_ops = []
+    for g in rec.graphs():
+        shown = graph is None or g.id == graph
+        found, g_total, g_profiled = _graph_ops(rec, g, timings, fell_back, runs)
+        if shown and g_profiled:
+            total += g_total
+            profiled = True
+        n = 0
         for s, op in found:
             src = s.source
             if src is None or not src.line or src.file != file:
                 continue
-            by_line.setdefault(src.line, []).append(op)
-            codes.setdefault(src.line, src.code or "")
+            n += 1
+            if shown:
+                by_line.setdefault(src.line, []).append(op)
+                codes.setdefault(src.line, src.code or "")
+        graph_ops.append((g.id, n))
     text = rec.source_text(file)
     recorded = text is not None
     numbers = range(1, len(text.splitlines()) + 1) if recorded else sorted(by_line)
@@ -408,4 +403,34 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
             t = None
         rows.append(SourceLine(file, n, code, ops, t, (t / total) if t is not None and total > 0 else None))
     return SourceFile(file, recorded, graph, tuple(rows), total if profiled else None,
-                      tuple(recorded_files(rec)))
+                      tuple(recorded_files(rec)), tuple(graph_ops))
+
+
+def _graph_ops(rec, g, timings, fell_back: dict, runs: dict) -> tuple[list, float, bool]:
+    """Return ([(symbol, LineOp)] of graph ``g``'s executed chains, the profiled time of its
+    chains in µs, whether any was profiled)."""
+    chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: _CHAIN_ORDER[c.kind])
+    found: list = []
+    total, profiled = 0.0, False
+    whole = graph_eager(g)
+    if whole is not None:
+        found.extend(_eager_ops(rec, g, None, _one_line(whole)))
+    for c in chains:
+        why = chain_eager(g, c)
+        if why is not None or c.status != "compiled" or not c.passes:
+            if whole is None:
+                found.extend(_eager_ops(rec, g, c.kind, _one_line(why or "")))
+            continue
+        timing = {}
+        for t in timings.for_chain(g.id, c.kind):
+            if t.uid:
+                timing[t.uid] = t.median_us
+        for ct in timings.chains:
+            if ct.graph == g.id and ct.chain == c.kind:
+                total += ct.median_us
+                profiled = True
+        if timing and not profiled:
+            total += sum(timing.values())
+            profiled = True
+        found.extend(_chain_ops(rec, g, c, fell_back, timing, runs))
+    return found, total, profiled

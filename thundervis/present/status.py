@@ -74,20 +74,25 @@ def _first_source(rec: Recording, graph: int, chains) -> Optional[str]:
         g = rec.graph(graph)
     except UnknownItem:
         return None
-    for kind in chains:
+    for c in chains_with_passes(g, chains):
         try:
-            c = g.chain(kind)
-        except UnknownItem:
-            continue
-        if not c.passes:
-            continue
-        try:
-            for s in rec.symbols(graph, kind, c.passes[0].index):
+            for s in rec.symbols(graph, c.kind, c.passes[0].index):
                 if s.source is not None and s.source.line:
                     return _label(s.source.file, s.source.line)
         except RecordingError:
             continue
     return None
+
+
+def chains_with_passes(graph, kinds: Iterable[str]):
+    """Yield the chains of ``graph`` named in ``kinds``, in that order, that hold recorded passes."""
+    for kind in kinds:
+        try:
+            c = graph.chain(kind)
+        except UnknownItem:
+            continue
+        if c.passes:
+            yield c
 
 
 def graph_eager(graph) -> Optional[str]:

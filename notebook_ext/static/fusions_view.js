@@ -1,0 +1,199 @@
+// thundervis notebook widget, the Fusions tab of the recording widget: the fusion diagram of a
+// chain's last pass (module filter, one node per kernel, module blocks folded to one box each that a
+// click expands, pan and zoom) beside the kernel table (executor, median, roofline, share, source
+// lines); a kernel picked in either is highlighted in both, with its asm panel (asm_view.js).
+// `view` is what recording_view.js shares with it: { model, ask, data, set, graphOf, render,
+// fusions: {module, collapse, expand, kernel}, diagrams: the diagrams asked for, by selection }.
+
+function diagramFor(view, c) {
+  const { model, ask } = view;
+  const state = view.fusions;
+  const key = JSON.stringify([model.get("graph"), c.kind, state.module, state.collapse, state.expand]);
+  if (!state.module && state.collapse === null && !state.expand.length && c.diagram) {
+    return Promise.resolve(c.diagram);
+  }
+  if (view.diagrams.has(key)) return view.diagrams.get(key);
+  const p = ask({
+    what: "diagram",
+    graph: model.get("graph"),
+    chain: c.kind,
+    module: state.module || null,
+    collapse: state.collapse,
+    expand: state.expand,
+  }).then((r) => (r.ok ? r.data : { svg: null, error: r.error, modules: [] }));
+  view.diagrams.set(key, p);
+  return p;
+}
+
+// Graphviz draws a cluster or node as a <g> whose shapes may sit inside a tooltip <a>; nodes
+// inside a cluster are separate <g>s, so a cluster's own path/polygon descendants are its frame.
+function highlightKernel(svgHost, k) {
+  for (const el of Array.from(svgHost.querySelectorAll(".tv-hl"))) {
+    el.classList.remove("tv-hl");
+    for (const shape of Array.from(el.querySelectorAll("path, polygon"))) {
+      shape.setAttribute("stroke", shape.dataset.tvStroke || "");
+      shape.setAttribute("stroke-width", shape.dataset.tvWidth || "1");
+    }
+  }
+  if (!k) return;
+  for (const g of kernelShapes(svgHost, k)) {
+    g.classList.add("tv-hl");
+    for (const shape of Array.from(g.querySelectorAll("path, polygon"))) {
+      shape.dataset.tvStroke = shape.getAttribute("stroke") || "";
+      shape.dataset.tvWidth = shape.getAttribute("stroke-width") || "1";
+      shape.setAttribute("stroke", "#d1242f");
+      shape.setAttribute("stroke-width", "6");
+    }
+  }
+}
+
+// The <g>s that draw kernel k: its cluster (titled cluster_<uid>) or, collapsed, its node (named k.name).
+function kernelShapes(svgHost, k) {
+  return Array.from(svgHost.querySelectorAll("g.cluster, g.node")).filter((g) => {
+    const title = g.querySelector("title");
+    const first = g.querySelector("text");
+    return (title && title.textContent === `cluster_${k.uid}`) || (g.classList.contains("node") && first && first.textContent === k.name);
+  });
+}
+
+function fusionsTab(view, c) {
+  const { model, ask, data, set, render } = view;
+  const state = view.fusions;
+  const frag = h("div", { class: "tv-fusions" });
+  const g = view.graphOf();
+  const kernels = g.kernels.filter((k) => k.chain === c.kind);
+  const modSel = h("select", { class: "tv-module", "aria-label": "module" }, h("option", { value: "", text: "all modules" }));
+  const collapse = h("input", { type: "checkbox", class: "tv-collapse" });
+  const zoomIn = h("button", { text: "+", title: "zoom in" });
+  const zoomOut = h("button", { text: "−", title: "zoom out" });
+  const fitBtn = h("button", { text: "fit", title: "fit to width" });
+  // Module blocks (model.layers.3): one box each; a click expands one, this list folds it back.
+  const blockSel = h("select", { class: "tv-blocks", "aria-label": "blocks" });
+  const blockBox = h("label", { class: "tv-block-tools", hidden: true }, "blocks ", blockSel);
+  const tools = h("div", { class: "tv-diagram-tools" },
+    h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
+  const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
+  const [table, tb] = headedTable("tv-kernels", ["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"]);
+  const kdetail = h("div", { class: "tv-kernel-detail" });
+  frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
+
+  const sel = () => kernels.find((k) => k.name === state.kernel);
+  const showKernel = () => {
+    for (const tr of Array.from(tb.children)) tr.classList.toggle("tv-selected", tr.dataset.kernel === state.kernel);
+    highlightKernel(viewport, sel());
+    clear(kdetail);
+    const k = sel();
+    if (!k) {
+      kdetail.appendChild(h("div", { class: "tv-muted", text: "Click a kernel to highlight its cluster and source lines." }));
+      return;
+    }
+    kdetail.append(
+      h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}${k.ran_on ? " · " + k.ran_on : ""}] · ${k.n_ops} ops` }),
+      h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
+    );
+    if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
+    const srcs = h("div", { class: "tv-kernel-sources" });
+    for (const s of k.source_lines || []) {
+      srcs.appendChild(
+        h("div", { class: "tv-src-line tv-kernel-hl" },
+          h("span", { class: "tv-lno", text: `${baseName(s.file)}:${s.line}  ` }), s.code || "",
+          s.module ? h("span", { class: "tv-muted", text: `  [${s.module}]` }) : null,
+          s.direction ? h("span", { class: "tv-muted", text: `  (${s.direction})` }) : null),
+      );
+    }
+    kdetail.appendChild(srcs);
+    if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
+  };
+  for (const k of kernels) {
+    const tr = h(
+      "tr",
+      { class: "tv-kernel-row", "data-kernel": k.name },
+      h("td", { text: k.name }),
+      h("td", { text: k.ran_on ? `${k.executor} · ${k.ran_on}` : k.executor }),
+      h("td", { text: k.n_ops }),
+      h("td", { text: k.median || "–" }),
+      h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
+      h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
+      h("td", { text: k.share_text || "–" }),
+      h("td", { text: k.sources }),
+    );
+    tr.addEventListener("click", () => {
+      state.kernel = state.kernel === k.name ? "" : k.name;
+      set({ selected_kernel: state.kernel });
+      showKernel();
+    });
+    tb.appendChild(tr);
+  }
+  if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 8, class: "tv-muted", text: "no kernels in this chain" })));
+
+  diagramFor(view, c).then((d) => {
+    clear(viewport);
+    clear(modSel);
+    modSel.appendChild(h("option", { value: "", text: "all modules" }));
+    for (const m of d.modules || []) modSel.appendChild(h("option", { value: m, text: m }));
+    modSel.value = state.module;
+    collapse.checked = !!d.collapsed;
+    const blocks = d.blocks || [];
+    clear(blockSel);
+    blockBox.hidden = !blocks.length;
+    blockSel.appendChild(h("option", { value: "", text: blocks.some((b) => b.expanded) ? "expanded: fold…" : "click a box to expand it" }));
+    for (const b of blocks.filter((x) => x.expanded)) blockSel.appendChild(h("option", { value: b.path, text: `fold ${b.path}` }));
+    if (blocks.some((b) => b.expanded)) blockSel.appendChild(h("option", { value: "*", text: "fold all" }));
+    for (const b of blocks.filter((x) => !x.expanded)) blockSel.appendChild(h("option", { value: "+" + b.path, text: `expand ${b.path}` }));
+    const svg = d.svg ? safeSvg(d.svg) : null;
+    if (!svg) {
+      viewport.appendChild(h("div", { class: "tv-muted", text: d.error || "no diagram" }));
+      showKernel();
+      return;
+    }
+    svg.classList.add("tv-svg");
+    viewport.appendChild(svg);
+    const pz = panZoom(viewport, svg);
+    zoomIn.addEventListener("click", () => pz.zoom(1.25));
+    zoomOut.addEventListener("click", () => pz.zoom(0.8));
+    fitBtn.addEventListener("click", () => pz.fit());
+    requestAnimationFrame(() => pz.fit());
+    for (const b of blocks) {
+      if (b.expanded || !/^block_\d+$/.test(b.id)) continue;
+      const node = svg.querySelector(`g.node[id="${b.id}"]`);
+      if (!node) continue;
+      node.classList.add("tv-clickable", "tv-block");
+      node.addEventListener("click", (e) => {
+        e.stopPropagation();
+        state.expand = [...state.expand, b.path];
+        render();
+      });
+    }
+    for (const k of kernels) {
+      for (const g2 of kernelShapes(svg, k)) {
+        g2.classList.add("tv-clickable");
+        g2.addEventListener("click", (e) => {
+          e.stopPropagation();
+          state.kernel = k.name;
+          set({ selected_kernel: k.name });
+          showKernel();
+        });
+      }
+    }
+    showKernel();
+  });
+  modSel.addEventListener("change", () => {
+    state.module = modSel.value;
+    state.expand = [];
+    render();
+  });
+  collapse.addEventListener("change", () => {
+    state.collapse = collapse.checked;
+    render();
+  });
+  blockSel.addEventListener("change", () => {
+    const v = blockSel.value;
+    if (!v) return;
+    if (v === "*") state.expand = [];
+    else if (v.startsWith("+")) state.expand = [...state.expand, v.slice(1)];
+    else state.expand = state.expand.filter((p) => p !== v);
+    render();
+  });
+  showKernel();
+  return frag;
+}
