@@ -117,14 +117,16 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         eager_error = (r64 - e.detach()).abs_().amax()
         # Most outputs are bit for bit eager's (one read of both): then so are their errors.
         same = o.dtype == e.dtype and torch.equal(o, e)
-        maxima += [eager_error if same else (r64 - o.detach()).abs_().amax(), eager_error, r64.abs().amax()]
+        # max |r| = max(-min r, max r): one read of r, no buffer.
+        maxima += [eager_error if same else (r64 - o.detach()).abs_().amax(), eager_error, *torch.aminmax(r64)]
         picked.append(i)
     if not picked:
         return {}
     values = torch.stack(maxima).tolist()
     found = {}
     for n, i in enumerate(picked):
-        a, ea, scale = values[3 * n: 3 * n + 3]
+        a, ea, low, high = values[4 * n: 4 * n + 4]
+        scale = max(-low, high)
         if math.isfinite(a) and math.isfinite(ea) and math.isfinite(scale):
             found[i] = (a, (a / scale if scale > 0 else a), ea, (ea / scale if scale > 0 else ea))
     return found
