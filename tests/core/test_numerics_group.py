@@ -136,3 +136,38 @@ def test_check_numerics_under_torchrun_checks_every_rank(tmp_path, capsys):
             rec.close()
     code, out, _ = run_cli(capsys, "numerics", group)
     assert code == 0 and out.rstrip().endswith(" 0 flagged") and out.startswith("rank 0")
+
+
+def test_a_chain_calls_checks_are_written_together_even_when_it_raises(tmp_path):
+    from thundervis.compiler.numerics_hooks import flushed_after
+    from thundervis.recording import RecordingObserver
+    path = str(tmp_path / "batched.tvrec")
+    obs = RecordingObserver(path)
+    obs.start_run(script=None, module="m", argv=[], cwd=str(tmp_path), executors=None)
+    pending = []
+
+    def flush():
+        if pending:
+            obs.runtime(0, "forward", "numerics", list(pending))
+            pending.clear()
+
+    def chain(args):
+        pending.extend({"kernel": k, "verdict": "ok", "max_abs": args[0], "max_rel": args[0]}
+                       for k in ("fw_fusion_0", "fw_fusion_1"))
+        if args[0] > 1:
+            raise RuntimeError("the user's step failed after the kernels ran")
+        return args[0]
+
+    run = flushed_after(chain, flush)
+    assert run([0.5]) == 0.5 and not pending
+    with pytest.raises(RuntimeError):
+        run([2.0])
+    assert not pending, "what was checked before the error is recorded"
+    obs.runtime(0, "forward", "numerics", [{"kernel": "fw_fusion_1", "verdict": "flagged", "max_rel": 0.1}, 7])
+    obs.finish_run("ok", 0)
+    obs.close()
+    with open_recording(path) as rec:
+        rows = {k.kernel: k for k in rec.kernel_numerics()}
+    assert set(rows) == {"fw_fusion_0", "fw_fusion_1"}
+    assert rows["fw_fusion_0"].calls == 2 and rows["fw_fusion_0"].max_abs_error == 2.0
+    assert rows["fw_fusion_1"].calls == 3 and rows["fw_fusion_1"].verdict == "flagged"
