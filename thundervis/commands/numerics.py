@@ -75,7 +75,7 @@ def register(subparsers) -> None:
     """Add the ``numerics`` subcommand."""
     p = subparsers.add_parser("numerics", help="kernels checked by run --check-numerics, with verdicts")
     p.add_argument("recording", metavar="REC", help="a .tvrec recording (or a group folder: --rank)")
-    p.add_argument("--rank", type=int, default=None, help="in a group folder: this rank's table (default: one line per rank)")
+    p.add_argument("--rank", type=int, default=None, help="in a group folder: this rank's recording")
     p.add_argument("--flagged", action="store_true", help="list only the flagged kernels")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_numerics)
