@@ -1,10 +1,11 @@
 """Overhead of ``thundervis run --check-numerics`` on the GPT example's training step, on this machine.
 
 Two copies of the same model are compiled in this one run with the same (default) executors and a
-recording each: one plain, one with the numerics checks on for the first K = 2 calls of each chain
-(``ProfileSettings(check_steps=2, checker=KernelChecker())``, what ``--check-numerics --check-steps
-2`` builds). Step 0 compiles (both), step 1 is a checked step without compiling, steps 2.. run after
-the checks. Prints the median step times and two ratios measured here:
+recording each: one plain, one with the numerics checks on for the first K = 3 calls of each chain
+(``ProfileSettings(check_steps=3, checker=KernelChecker())``, what ``--check-numerics --check-steps
+3`` builds). Their steps run in turn (plain, checked, plain, ...), so both see the same load of a
+shared machine. Step 0 compiles (both), steps 1 and 2 are checked steps without compiling (two samples
+per repeat), steps 3.. run after the checks. Prints the median step times and two ratios measured here:
 
 - checked step / plain step (target: at most 3x on CPU),
 - step after the checks / plain step (target: within noise, about 1.0x).
@@ -27,55 +28,79 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 os.environ.setdefault("TRITON_INTERPRET", "1")
+CHECK_STEPS = 3  # step 0 compiles; steps 1 .. CHECK_STEPS - 1 are the measured checked steps
 
 
-def _timed_steps(check: bool, steps: int, folder: str, tag: str, profile_step: int = -1) -> tuple[list, list]:
-    """Compile a fresh model (checked or plain) and return (wall seconds, process CPU seconds) of
-    each of ``steps`` steps; ``profile_step``: print a cProfile of that step."""
-    import torch
-    from _gpt_model import build, train_step
-    from thundervis.compiler import ThundervisCompiler
-    from thundervis.compiler.profiling import ProfileSettings
-    from thundervis.recording import RecordingObserver
-    model, batches, _ = build(0)
-    rec = RecordingObserver(os.path.join(folder, f"{tag}.tvrec"))
-    rec.start_run(script=None, module="numerics_overhead", argv=[], cwd=folder, executors=None)
-    profile = None
-    if check:
-        from thundervis.numerics_check import KernelChecker
-        profile = ProfileSettings(timing=False, check_steps=2, checker=KernelChecker())
-    torch._dynamo.reset()
-    run = torch.compile(model, backend=ThundervisCompiler(observer=rec, profile=profile), dynamic=False)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    times, cpu = [], []
-    for i in range(steps):
+class _Model:
+    """One compiled copy of the model (plain or checked) with its recording and optimizer."""
+
+    def __init__(self, check: bool, folder: str, tag: str):
+        import torch
+        from _gpt_model import build
+        from thundervis.compiler import ThundervisCompiler
+        from thundervis.compiler.profiling import ProfileSettings
+        from thundervis.recording import RecordingObserver
+        self.tag, self.check, self.path = tag, check, os.path.join(folder, f"{tag}.tvrec")
+        self.model, self.batches, _ = build(0)
+        self.rec = RecordingObserver(self.path)
+        self.rec.start_run(script=None, module="numerics_overhead", argv=[], cwd=folder, executors=None)
+        profile = None
+        if check:
+            from thundervis.numerics_check import KernelChecker
+            profile = ProfileSettings(timing=False, check_steps=CHECK_STEPS, checker=KernelChecker())
+        self.run = torch.compile(self.model, backend=ThundervisCompiler(observer=self.rec, profile=profile),
+                                 dynamic=False)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.times, self.cpu = [], []
+
+    def step(self, i: int, profile: bool = False) -> None:
+        """Run training step ``i`` and keep its wall and process CPU time; ``profile``: print a
+        cProfile of it."""
+        from _gpt_model import train_step
         prof = None
-        if i == profile_step:
+        if profile:
             import cProfile
             prof = cProfile.Profile()
             prof.enable()
         t0, c0 = time.perf_counter(), time.process_time()
-        train_step(run, model, opt, batches[i % len(batches)])
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
+        train_step(self.run, self.model, self.opt, self.batches[i % len(self.batches)])
+        self.times.append(time.perf_counter() - t0)
+        self.cpu.append(time.process_time() - c0)
         if prof is not None:
             prof.disable()
             import pstats
             pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
-    rec.finish_run("ok", 0)
-    rec.close()
-    if check:
-        from thundervis.recording import open_recording
-        with open_recording(os.path.join(folder, f"{tag}.tvrec")) as r:
-            checks = r.kernel_numerics()
-        flagged = [k.kernel for k in checks if k.flagged]
-        print(f"  ({tag}: {len(checks)} kernels checked, {len(flagged)} flagged)")
-    return times, cpu
+
+    def close(self) -> None:
+        self.rec.finish_run("ok", 0)
+        self.rec.close()
+        if self.check:
+            from thundervis.recording import open_recording
+            with open_recording(self.path) as r:
+                checks = r.kernel_numerics()
+            flagged = [k.kernel for k in checks if k.flagged]
+            print(f"  ({self.tag}: {len(checks)} kernels checked, {len(flagged)} flagged)")
+
+
+def _paired_steps(steps: int, folder: str, r: int, profile: bool) -> tuple:
+    """Compile a plain and a checked copy of the model and run their steps in turn (plain i,
+    checked i, plain i + 1, ...), so both see the same load of a shared machine; return
+    ``((plain wall, plain cpu), (checked wall, checked cpu))`` per step."""
+    import torch
+    torch._dynamo.reset()
+    plain, checked = _Model(False, folder, f"plain{r}"), _Model(True, folder, f"checked{r}")
+    for i in range(steps):
+        first, second = (plain, checked) if i % 2 == 0 else (checked, plain)
+        first.step(i, profile and first is checked and i == 1)
+        second.step(i, profile and second is checked and i == 1)
+    plain.close()
+    checked.close()
+    return (plain.times, plain.cpu), (checked.times, checked.cpu)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=8, help="training steps per model (default 8, at least 4)")
+    p.add_argument("--steps", type=int, default=8, help="training steps per model (default 8, at least 5)")
     p.add_argument("--repeats", type=int, default=2, help="plain/checked pairs, interleaved (default 2)")
     p.add_argument("--profile", action="store_true", help="print a cProfile of the first checked step")
     p.add_argument("--threads", type=int, default=None,
@@ -85,20 +110,18 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch threads: {torch.get_num_threads()}")
-    steps = max(4, args.steps)
+    steps = max(CHECK_STEPS + 2, args.steps)
     plain, checked, after = [], [], []
     plain_cpu, checked_cpu, after_cpu = [], [], []
     with tempfile.TemporaryDirectory(prefix="thundervis-numerics-") as folder:
         for r in range(args.repeats):
-            base, base_cpu = _timed_steps(False, steps, folder, f"plain{r}")
-            chk, chk_cpu = _timed_steps(True, steps, folder, f"checked{r}",
-                                        profile_step=1 if args.profile and r == 0 else -1)
-            plain += base[2:]          # steady state without checks
-            checked.append(chk[1])     # the checked step that does not compile
-            after += chk[2:]           # after the K = 2 checked calls
+            (base, base_cpu), (chk, chk_cpu) = _paired_steps(steps, folder, r, args.profile and r == 0)
+            plain += base[2:]                      # steady state without checks
+            checked += chk[1:CHECK_STEPS]          # the checked steps that do not compile
+            after += chk[CHECK_STEPS:]             # after the K checked calls
             plain_cpu += base_cpu[2:]
-            checked_cpu.append(chk_cpu[1])
-            after_cpu += chk_cpu[2:]
+            checked_cpu += chk_cpu[1:CHECK_STEPS]
+            after_cpu += chk_cpu[CHECK_STEPS:]
     p_med, c_med, a_med = statistics.median(plain), statistics.median(checked), statistics.median(after)
     spread = (max(plain) - min(plain)) / p_med if p_med else 0.0
     print(f"plain step (median of {len(plain)}):          {p_med * 1e3:9.1f} ms")

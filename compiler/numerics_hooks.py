@@ -4,7 +4,8 @@
 The compiler only calls and reports: what a check computes is the ``checker`` the caller puts in
 ``ProfileSettings`` (``thundervis.numerics_check`` for ``thundervis run``), called with the fusion
 symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given and
-what it returned. Its JSON-able result goes to ``observer.runtime(graph, chain, "numerics", data)``.
+what it returned. Its JSON-able results go to ``observer.runtime(graph, chain, "numerics", [data, ...])``,
+once per chain call (one list of the call's kernels).
 ``--compare-eager`` runs the chain's ATen graph eagerly on the same inputs as the compiled call and
 reports the output deltas (``"eager_compare"``). A failing check is reported as such and never
 breaks the user's training.
@@ -19,18 +20,38 @@ from .ir import BoundSymbol
 
 
 def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], None]) -> tuple:
-    """Return codegen's plan ``(namespace, calls)`` with each fusion's callable wrapped so that,
-    after it returns, ``checker(symbol, inputs, outputs)`` runs and its result is reported as a
-    ``numerics`` event. The kernels themselves are shared, not rebuilt."""
+    """Return ``((namespace, calls), flush)``: codegen's plan ``(namespace, calls)`` with each
+    fusion's callable wrapped so that, after it returns, ``checker(symbol, inputs, outputs)`` runs,
+    and ``flush()``, which reports the results gathered since the last flush as one ``numerics``
+    event (a list of results: one transaction for a whole chain call, not one per kernel; see
+    :func:`flushed_after`). The kernels themselves are shared, not rebuilt."""
     namespace, calls = plan
     ns = dict(namespace)
+    pending: list = []
     for b, callee in calls:
         if callee is not None and b.fusion:
-            ns[callee] = _checked(b, namespace[callee], checker, report)
-    return ns, calls
+            ns[callee] = _checked(b, namespace[callee], checker, pending.append)
+
+    def flush() -> None:
+        if pending:
+            rows = list(pending)
+            pending.clear()
+            report("numerics", rows)
+    return (ns, calls), flush
 
 
-def _checked(b: BoundSymbol, fn: Callable, checker: Callable, report: Callable) -> Callable:
+def flushed_after(fn: Callable, flush: Callable[[], None]) -> Callable:
+    """Return the boxed callable ``fn`` calling ``flush()`` after each call, returned or raised."""
+    def run(args):
+        try:
+            return fn(args)
+        finally:
+            flush()
+    run._boxed_call = True
+    return run
+
+
+def _checked(b: BoundSymbol, fn: Callable, checker: Callable, keep: Callable[[dict], None]) -> Callable:
     def run(*args, **kwargs):
         out = fn(*args, **kwargs)
         try:
@@ -39,7 +60,7 @@ def _checked(b: BoundSymbol, fn: Callable, checker: Callable, report: Callable) 
             data = {"kernel": b.sym, "uid": b.uid, "executor": b.executor, "verdict": "error",
                     "detail": f"{type(e).__name__}: {e}".splitlines()[0][:300]}
         if data is not None:
-            report("numerics", data)
+            keep(data)
         return out
     return run
 

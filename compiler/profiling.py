@@ -343,11 +343,11 @@ def build_profiled_chain(trace: Trace, executors: Sequence, settings: ProfileSet
     if settings.capture_limit_bytes is not None:
         captured = instrumented_callable(trace, plan, profiler, capture=fusions)
     if settings.check_steps > 0 and settings.checker is not None:
-        from .numerics_hooks import checked_plan, reporter
-        checked_ns = checked_plan(plan, settings.checker, reporter(observer, trace.graph, trace.chain))
-        checked = instrumented_callable(trace, checked_ns, profiler)
+        from .numerics_hooks import checked_plan, flushed_after, reporter
+        checked_ns, flush = checked_plan(plan, settings.checker, reporter(observer, trace.graph, trace.chain))
+        checked = flushed_after(instrumented_callable(trace, checked_ns, profiler), flush)
         if captured is not None:
-            checked_first = instrumented_callable(trace, checked_ns, profiler, capture=fusions)
+            checked_first = flushed_after(instrumented_callable(trace, checked_ns, profiler, capture=fusions), flush)
     if timed is None and captured is None and checked is None:
         return plain  # nothing to do at run time (--compare-eager alone is the backend's)
     return ProfiledChain(plain, profiler, timed, captured, checked, checked_first,

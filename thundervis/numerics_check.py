@@ -27,6 +27,7 @@ import re
 from typing import Optional, Sequence
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
@@ -37,6 +38,7 @@ RATIO = 16.0
 FLOOR_ULPS = 64.0
 _RANDOM = re.compile(r"(^|\.)(rand\w*|randn\w*|normal\w*|uniform|log_normal|multinomial|bernoulli\w*|"
                      r"native_dropout\w*|philox\w*)$")
+_EPS: dict = {}
 
 
 def output_eps(outputs: Sequence) -> float:
@@ -46,8 +48,16 @@ def output_eps(outputs: Sequence) -> float:
     for o in outputs:
         dtype = o.dtype if isinstance(o, torch.Tensor) else None
         if dtype is not None and dtype.is_floating_point:
-            eps = max(eps, torch.finfo(dtype).eps)
-    return eps or torch.finfo(torch.float32).eps
+            eps = max(eps, _eps(dtype))
+    return eps or _eps(torch.float32)
+
+
+def _eps(dtype) -> float:
+    """``torch.finfo(dtype).eps``, looked up once per dtype (finfo costs microseconds a call)."""
+    eps = _EPS.get(dtype)
+    if eps is None:
+        eps = _EPS[dtype] = torch.finfo(dtype).eps
+    return eps
 
 
 def verdict(rel: float, eager_rel: float, eps: float) -> tuple[str, float, float]:
@@ -69,10 +79,10 @@ def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optiona
         raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)} and eager {len(eager)}")
     worst = {"max_abs": 0.0, "max_rel": 0.0, "eager_abs": 0.0, "eager_rel": 0.0, "ratio": 0.0,
              "tolerance": verdict(0.0, 0.0, output_eps(outs))[2], "verdict": "ok"}
+    quick = _quick_errors(outs, eager, refs) if eager_errors is None else {}
     for i, (o, r, e) in enumerate(zip(outs, refs, eager)):
-        quick = _quick_errors(o, e, r) if eager_errors is None else None
-        if quick is not None:
-            a, rel, ea, erel = quick
+        if i in quick:
+            a, rel, ea, erel = quick[i]
         else:
             a, rel = errors([o], [r])
             ea, erel = eager_errors[i] if eager_errors is not None else errors([e], [r])
@@ -84,23 +94,42 @@ def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optiona
     return worst
 
 
-def _quick_errors(o, e, r) -> Optional[tuple]:
-    """Return (abs, rel) errors of ``o`` and of ``e`` against ``r`` as :func:`errors` would, in a
-    few fused ops with one read back (the common case: same shapes and devices, floating, all
-    finite); None when :func:`errors` must decide (it handles every other case)."""
-    if not (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)):
-        return None
-    if not (o.shape == e.shape == r.shape and o.numel() and o.device == e.device == r.device
-            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point()):
-        return None
-    r64 = r.detach().to(torch.float64)
-    # Subtracting from a float64 tensor promotes the other operand exactly (no rounding).
-    maxima = torch.stack([(r64 - o.detach()).abs().max(), (r64 - e.detach()).abs().max(),
-                          r64.abs().max()]).tolist()
-    a, ea, scale = maxima
-    if not (math.isfinite(a) and math.isfinite(ea) and math.isfinite(scale)):
-        return None
-    return a, (a / scale if scale > 0 else a), ea, (ea / scale if scale > 0 else ea)
+def _quick(o, e, r) -> bool:
+    """True when output ``o``, eager's ``e`` and the reference ``r`` take the fast path of
+    :func:`_quick_errors`: tensors of one shape and device, floating, not empty."""
+    return (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)
+            and o.shape == e.shape == r.shape and o.numel() > 0 and o.device == e.device == r.device
+            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point())
+
+
+def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
+    """Return ``{index: (abs, rel, eager abs, eager rel)}``: the errors of each output and of
+    eager's against the reference as :func:`errors` computes them, for every output where that
+    is cheap (see :func:`_quick`) and all values are finite; the others are for :func:`errors`.
+    All outputs' maxima come back in one read (one ``tolist`` per kernel, not one per output)."""
+    picked, maxima = [], []
+    for i, (o, e, r) in enumerate(zip(outs, eager, refs)):
+        if not _quick(o, e, r):
+            continue
+        r64 = r.detach().to(torch.float64)
+        # Subtracting from a float64 tensor promotes the other operand exactly (no rounding);
+        # amax, not max: torch's full max() is an unvectorized loop, several times slower.
+        eager_error = (r64 - e.detach()).abs_().amax()
+        # Most outputs are bit for bit eager's (one read of both): then so are their errors.
+        same = o.dtype == e.dtype and torch.equal(o, e)
+        # max |r| = max(-min r, max r): one read of r, no buffer.
+        maxima += [eager_error if same else (r64 - o.detach()).abs_().amax(), eager_error, *torch.aminmax(r64)]
+        picked.append(i)
+    if not picked:
+        return {}
+    values = torch.stack(maxima).tolist()
+    found = {}
+    for n, i in enumerate(picked):
+        a, ea, low, high = values[4 * n: 4 * n + 4]
+        scale = max(-low, high)
+        if math.isfinite(a) and math.isfinite(ea) and math.isfinite(scale):
+            found[i] = (a, (a / scale if scale > 0 else a), ea, (ea / scale if scale > 0 else ea))
+    return found
 
 
 def region_of(symbol: BoundSymbol) -> Trace:
@@ -141,20 +170,22 @@ def region_functions(symbol: BoundSymbol) -> Optional[tuple]:
         return None
 
 
-def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None) -> dict:
+def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None,
+                 random: Optional[bool] = None) -> dict:
     """Return the JSON-able result of one checked kernel call (``kernel``, ``uid``, ``executor``,
     ``max_abs``/``max_rel`` of the kernel and ``eager_abs``/``eager_rel`` of eager float32 against
     float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``). ``functions``: the region's
-    :func:`region_functions` (built here when None; empty: use the reference interpreter)."""
+    :func:`region_functions` (built here when None; empty: use the reference interpreter);
+    ``random``: :func:`is_random` of the symbol when already known."""
     base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
-    if is_random(symbol):
+    if (is_random(symbol) if random is None else random):
         return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
     args = [t.detach() for t in inputs]
     outs = _tensors(outputs)
     # The check runs inside the compiled chain, under AOTAutograd's dispatch mode; its own ops need
-    # none of it (plain tensors in, plain numbers out), so they run without it: several times faster.
-    from torch.utils._python_dispatch import _disable_current_modes
-    with torch.no_grad(), _disable_current_modes():
+    # none of it (plain tensors in, plain numbers out), so they run without it: several times faster;
+    # inference mode, not no_grad: its ops skip autograd's bookkeeping (version counters, views).
+    with torch.inference_mode(), _disable_current_modes():
         if functions is None:
             functions = region_functions(symbol)
         if functions:
@@ -176,11 +207,12 @@ class KernelChecker:
     :func:`region_functions` on its first check and keeps them for the later checked calls."""
 
     def __init__(self) -> None:
-        self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol))
+        self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol), is_random(symbol))
 
     def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs) -> Optional[dict]:
         known = self._functions.get(id(symbol))
         if known is None or known[0] is not symbol:
-            known = (symbol, region_functions(symbol))
+            random = is_random(symbol)
+            known = (symbol, None if random else region_functions(symbol), random)
             self._functions[id(symbol)] = known
-        return check_region(symbol, inputs, outputs, known[1] or ())
+        return check_region(symbol, inputs, outputs, known[1] or (), known[2])

@@ -1,6 +1,8 @@
 """``thundervis numerics REC [--json] [--flagged]``: the kernels ``run --check-numerics`` checked,
 with their error against float64, eager float32's error on the same inputs, the ratio and the
 verdict; ends with ``N flagged``. ``run --compare-eager`` deltas per chain follow when recorded.
+A group folder (``run --nproc-per-node``, every rank checks its own kernels): one line per rank
+and the totals, or ``--rank R``'s table.
 """
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ from thundervis.safe_text import visible
 
 
 def cmd_numerics(args) -> int:
-    """Print the numerics table of the recording ``args.recording``; exit 2 when it holds none."""
+    """Print the numerics table of the recording ``args.recording`` (of a group folder: one line
+    per rank, or rank ``args.rank``'s table); exit 2 when it holds none."""
     from thundervis.commands.ls import readable
     from thundervis.present.numerics import numerics_summary, summary_lines
-    with readable(args.recording, getattr(args, "rank", None)) as rec:
+    from thundervis.recording.group import is_group
+    rank = getattr(args, "rank", None)
+    if rank is None and is_group(args.recording):
+        return _group_numerics(args)
+    with readable(args.recording, rank) as rec:
         summary = numerics_summary(rec)
     if not summary.rows and not summary.eager:
         raise UserError(f"{args.recording} holds no numerics checks; record them with "
@@ -26,6 +33,42 @@ def cmd_numerics(args) -> int:
     else:
         text = "\n".join(summary_lines(summary, flagged_only=args.flagged)) + "\n"
     sys.stdout.write(visible(text))
+    return 0
+
+
+def _group_numerics(args) -> int:
+    """Print one line per rank of the group folder ``args.recording`` (kernels checked, flagged,
+    the flagged kernels' names) and the totals; ``--json``: each rank's summary."""
+    from thundervis.commands.ls import readable
+    from thundervis.present.numerics import numerics_summary
+    from thundervis.recording import RecordingError
+    from thundervis.recording.group import open_group
+    try:
+        ranks = open_group(args.recording).ranks()
+    except RecordingError as e:
+        raise UserError(str(e).rstrip(".") + ".") from None
+    per_rank = []
+    for r in ranks:
+        with readable(args.recording, r) as rec:
+            per_rank.append((r, numerics_summary(rec)))
+    if not any(s.rows or s.eager for _, s in per_rank):
+        raise UserError(f"no rank of {args.recording} holds numerics checks; record them with "
+                        "thundervis run --nproc-per-node N --check-numerics (or --compare-eager).")
+    checked, flagged = sum(s.checked for _, s in per_rank), sum(s.flagged for _, s in per_rank)
+    if args.json:
+        doc = {"ranks": [{"rank": r, **s.as_json()} for r, s in per_rank], "checked": checked, "flagged": flagged}
+        sys.stdout.write(visible(json.dumps(doc, indent=2) + "\n"))
+        return 0
+    lines = []
+    for r, s in per_rank:
+        if args.flagged and not s.flagged:
+            continue
+        names = [row.kernel for row in s.rows if row.verdict == "flagged"]
+        shown = f": {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else ""
+        lines.append(f"rank {r:<5} {s.checked} kernels checked · {s.flagged} flagged{shown}")
+    lines.append(f"thundervis numerics {args.recording} --rank R lists one rank's kernels")
+    lines.append(f"{len(per_rank)} ranks · {checked} kernels checked · {flagged} flagged")
+    sys.stdout.write(visible("\n".join(lines) + "\n"))
     return 0
 
 

@@ -86,3 +86,16 @@ def numerics_steps(args) -> int:
     if steps < 1 or steps > 1000:
         raise UserError("--check-steps must be between 1 and 1000.")
     return steps
+
+
+def numerics_run_args(args) -> list[str]:
+    """Return the numerics flags of ``args`` as ``thundervis run`` arguments (what each worker of
+    ``run --nproc-per-node`` parses again, so every rank checks its own kernels)."""
+    out = []
+    if getattr(args, "check_numerics", False):
+        out.append("--check-numerics")
+    if getattr(args, "compare_eager", False):
+        out.append("--compare-eager")
+    if out and getattr(args, "check_steps", None) is not None:
+        out += ["--check-steps", str(args.check_steps)]
+    return out

@@ -14,12 +14,13 @@ import os
 import shlex
 import sys
 
+from thundervis.commands.profile_options import numerics_run_args
 from thundervis.errors import UserError
 
 
 def worker_run_args(args, script, module, script_args) -> list[str]:
     """Return the ``thundervis run`` arguments each worker parses again: executors, debug,
-    profiling and capture flags, then ``--`` and the target with its arguments."""
+    profiling, capture and numerics flags, then ``--`` and the target with its arguments."""
     out = []
     if args.executors:
         out += ["--executors", args.executors]
@@ -29,6 +30,7 @@ def worker_run_args(args, script, module, script_args) -> list[str]:
         out += ["--profile", "--warmup", str(args.warmup), "--steps", str(args.steps)]
     if args.capture_inputs:
         out += ["--capture-inputs", "--capture-limit-mb", str(args.capture_limit_mb)]
+    out += numerics_run_args(args)
     if module:
         return out + ["-m", module, *script_args]
     return out + ["--", os.path.abspath(script), *script_args]

@@ -120,6 +120,14 @@ def store_kernel_numerics(conn: sqlite3.Connection, graph: int, chain: str, data
                   _text(data.get("executor"), 40), calls, *new.values(), verdict, detail))
 
 
+def store_kernel_numerics_rows(conn: sqlite3.Connection, graph: int, chain: str, rows: list) -> None:
+    """Merge the checked kernel calls of one chain call (``runtime(..., "numerics", [data, ...])``)
+    as :func:`store_kernel_numerics` does each; items that are not dicts are ignored."""
+    for data in rows[:100_000]:
+        if isinstance(data, dict):
+            store_kernel_numerics(conn, graph, chain, data)
+
+
 def store_eager_comparison(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
     """Merge one compared chain call (``runtime(..., "eager_compare", data)``) into its row."""
     outs = [o for o in data.get("outputs") or [] if isinstance(o, dict)][:10_000]

@@ -19,7 +19,7 @@ import zlib
 from typing import Optional
 
 from .packed_store import ref_fp
-from .rank_store import FORMAT, MAGIC, OWN_TABLES, RUN_COLUMNS, is_rank_file, read_rank_file  # noqa: F401
+from .rank_store import FORMAT, MAGIC, OPTIONAL_TABLES, OWN_TABLES, RUN_COLUMNS, is_rank_file, read_rank_file  # noqa: F401
 
 
 def variant_fingerprint(conn: sqlite3.Connection) -> str:
@@ -51,6 +51,10 @@ def _rows(conn: sqlite3.Connection, table: str) -> tuple[list, list]:
     return [d[0] for d in cur.description], [list(r) for r in cur.fetchall()]
 
 
+def _has_table(conn: sqlite3.Connection, table: str) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone() is not None
+
+
 def _meta_delta(meta: Optional[str], base: Optional[str]) -> Optional[dict]:
     """Return the keys of a pass's meta that differ from the variant's (None: none differ)."""
     try:
@@ -76,7 +80,8 @@ def write_rank_file(conn: sqlite3.Connection, variant: sqlite3.Connection, out_p
                       in conn.execute("SELECT graph_id, chain, idx, duration_ms, recorded_at, trace_json, meta"
                                       " FROM passes ORDER BY graph_id, chain, idx")],
            "graphs": [list(r) for r in conn.execute("SELECT id, started_at, compile_s FROM graphs ORDER BY id")],
-           "tables": {t: dict(zip(("columns", "rows"), _rows(conn, t))) for t in OWN_TABLES}}
+           "tables": {t: dict(zip(("columns", "rows"), _rows(conn, t))) for t in OWN_TABLES
+                      if t not in OPTIONAL_TABLES or _has_table(conn, t)}}
     data = MAGIC + zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 9)
     tmp = f"{out_path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:

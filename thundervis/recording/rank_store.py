@@ -4,7 +4,7 @@ After :func:`~.group_store.pack_group`, ranks that compiled the same graphs into
 (one *variant*) keep one packed recording between them; every other rank of the variant is a
 ``rank-NNNNN.tvrank``: a small zlib-compressed JSON document (magic line ``TVRANK1``) holding what
 differs between ranks (run row, events, pass durations and ``seq_nr`` offsets, graph compile times,
-timings and re-run results) and the name of the variant recording it stands on (written by
+timings, re-run results and numerics checks) and the name of the variant recording it stands on (written by
 :mod:`.rank_file`, group code).
 
 :class:`RankStore` opens the variant recording read-only and lays the rank's part over it on each
@@ -36,7 +36,9 @@ _MAX_DEPTH = 8
 RUN_COLUMNS = ("id", "script", "module", "argv", "cwd", "python", "torch", "triton", "thundervis", "device",
                "executors", "started_at", "ended_at", "status", "exit_code", "traceback", "pid", "host",
                "process_start")
-OWN_TABLES = ("events", "kernel_timings", "graph_timings", "rerun_results")
+OWN_TABLES = ("events", "kernel_timings", "graph_timings", "rerun_results", "kernel_numerics", "eager_comparisons")
+# Tables a recording may lack (older than them): a rank file carries them only when they exist.
+OPTIONAL_TABLES = ("kernel_numerics", "eager_comparisons")
 
 
 def is_rank_file(path: str) -> bool:
@@ -105,6 +107,9 @@ def _overlay(conn: sqlite3.Connection, doc: dict) -> None:
     for table in OWN_TABLES:
         spec = doc["tables"].get(table) or {}
         columns, rows = spec.get("columns") or [], spec.get("rows") or []
+        if table in OPTIONAL_TABLES and not conn.execute(
+                "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+            continue
         conn.execute(f"CREATE TEMP TABLE {table} AS SELECT * FROM main.{table} WHERE 0")
         known = {r[1] for r in conn.execute(f"PRAGMA temp.table_info({table})")}
         if not isinstance(columns, list) or not isinstance(rows, list) or not columns or not all(

@@ -454,6 +454,10 @@ class RecordingObserver(CompileObserver):
             from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
+        if event == "numerics" and isinstance(data, list):  # a chain call's checks: one transaction
+            from .numerics import store_kernel_numerics_rows
+            self._write(f"numerics of graph {graph} {chain}", lambda c: store_kernel_numerics_rows(c, graph, chain, data))
+            return
         if event in ("numerics", "eager_compare") and isinstance(data, dict):
             from .numerics import store_eager_comparison, store_kernel_numerics
             store = store_kernel_numerics if event == "numerics" else store_eager_comparison
