@@ -13,11 +13,9 @@ import sys
 from dataclasses import replace
 from typing import Iterable, Optional
 
-from rich.style import Style
-from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
@@ -25,24 +23,24 @@ from textual.widgets import Footer, OptionList, Static
 from thundervis.present.overview import ViewOverview
 from thundervis.safe_text import visible, visible_line
 
-from . import navigation, panels
+from . import jumps, navigation, panels
 from .comm_screen import CommunicationScreen
 from .data import DataError, RecordingData, SearchHit
+from .details_pane import DetailsPane
 from .editor import open_in_editor
 from .lines_view import LinesView
 from .palette import bindings, palette_entries
 from .rank_navigation import RankSwitcher
-from .screens import HelpScreen, KernelsScreen, PassPicker, RunScreen, SearchScreen
-from .source_screen import SourceJump, SourceScreen
+from .screens import HelpScreen, KernelsScreen, PassPicker, RunScreen
+from .source_screen import SourceJump
 from .stepper import NARROW, Stepper
-from .trace_pane import IDLE_S, TracePane, content_ready
+from .trace_pane import TracePane
 from .view_state import ViewState, content_key, diff_base, keeps_cursor, settle, visible_passes
 
 SHORT = 34  # below NARROW columns and this many rows the details show only when asked (i)
 # Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
 # terminal; a short GIL switch interval lets the UI thread back in quickly when a key arrives.
 SWITCH_INTERVAL_S = 0.0005
-__all__ = ["ThundervisApp", "run_app", "view_recording", "IDLE_S", "content_ready"]
 
 
 class ThundervisApp(App):
@@ -58,8 +56,7 @@ class ThundervisApp(App):
     BINDINGS = bindings()
 
     # Actions that act on the pass view; other screens (kernels, help ...) switch them off.
-    MAIN_ONLY = {"step", "toggle_diff", "diff_against", "toggle_side", "toggle_fold", "toggle_unchanged",
-                 "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info",
+    MAIN_ONLY = {"step", "toggle", "diff_against", "next_chain", "next_graph", "jump", "edit", "toggle_details", "search", "kernels", "run_info",
                  "communication", "source"}
 
     state: var[ViewState] = var(ViewState())  # what is shown; replaced whole, never mutated
@@ -82,8 +79,6 @@ class ThundervisApp(App):
         self.poll_s = poll_s
         self.overview: Optional[ViewOverview] = None
         self.set_reactive(ThundervisApp.state, ViewState(rank=rank))
-        self.selected_source: Optional[tuple[str, int]] = None
-        self._detail_timer = None
         self._pending_line: Optional[int] = None  # a search hit to select once the trace is shown
         self._pending_uid: Optional[str] = None  # a symbol to select once the trace is shown (Source)
         self.loaded = False  # the current view's content is on screen (tests and benchmarks wait on it)
@@ -106,11 +101,6 @@ class ThundervisApp(App):
             return None
         return self.overview.chain(self.state.graph, self.state.chain)
 
-    def current_pass(self):
-        """Return the pass shown (a ``recording.model.PassInfo``) or None."""
-        c = self.current_chain()
-        return next((p for p in c.passes if p.index == self.state.index), None) if c else None
-
     def visible_passes(self) -> list:
         """Return the passes of the current chain shown in the stepper."""
         return visible_passes(self.state, self.current_chain())
@@ -118,11 +108,6 @@ class ThundervisApp(App):
     def diff_base(self) -> Optional[int]:
         """Return the pass the diff compares against (None when no diff is shown)."""
         return diff_base(self.state, self.current_chain())
-
-    def content_ready(self, graph: int, chain: str, index: int, base: Optional[int], side: bool,
-                      folded: bool) -> bool:
-        """Return whether a view's content is memoised (then showing it needs no worker)."""
-        return content_ready(self.data, graph, chain, index, base, side, folded)
 
     # -- layout ---------------------------------------------------------------------------------
 
@@ -141,8 +126,7 @@ class ThundervisApp(App):
         with Horizontal(id="body"):
             yield Stepper(id="left")
             yield TracePane(self._trace_shown, id="center")
-            with VerticalScroll(id="details"):
-                yield Static(id="detailtext")
+            yield DetailsPane(id="details")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -200,7 +184,7 @@ class ThundervisApp(App):
         (plain lines), then load the trace's structured lines in a worker (cold start)."""
         self.loaded = False
         if self.state.graph is None and self.overview is not None and self.overview.run.traceback:
-            self.query_one("#detailtext", Static).update(panels.run_summary(self.overview))
+            self.query_one(DetailsPane).show_text(panels.run_summary(self.overview))
         self.trace.show(self.data, self.overview, self.state, fast, keep_cursor)
 
     def _trace_shown(self, kind: str) -> None:
@@ -282,39 +266,12 @@ class ThundervisApp(App):
         self.state = replace(self.state, selected_uid=event.uid)
 
     def _selection_changed(self, state: ViewState) -> None:
-        """Show the hint when no line is selected, else the symbol's details once the cursor rests."""
-        if self._detail_timer is not None:
-            self._detail_timer.stop()
-        if state.selected_uid is None:
-            self.selected_source = None
-            if self.overview is not None:
-                hint = Text("select a line to see where it came from, what it became and where it runs\n\n",
-                            style=Style(dim=True, italic=True))
-                self.query_one("#detailtext", Static).update(hint + panels.run_summary(self.overview, versions=False))
-            return
-        self._detail_timer = self.set_timer(2 * IDLE_S, lambda: self.load_details(state))
+        self.query_one(DetailsPane).select(self.data, self.overview, state)
 
-    @work(thread=True, exclusive=True, group="details")
-    def load_details(self, state: ViewState) -> None:
-        """Worker: gather the details of ``state``'s selected symbol."""
-        uid = state.selected_uid
-        try:
-            d = self.data.symbol_detail(state.graph, state.chain, state.index, uid, with_lineage=False)
-            src = (d.source_file, d.source_line) if d.source_file and d.source_line else None
-            # What is quick first; the lineage (every pass of every chain) follows.
-            waiting = panels.symbol_details(d) + Text("\nlineage …\n", style=Style(dim=True))
-            self.call_from_thread(self._show_details, state, waiting, src)
-            d = replace(d, lineage=self.data.lineage(state.graph, uid))
-        except DataError as e:
-            self.call_from_thread(self._show_details, state, Text(visible_line(str(e)), style=Style(dim=True)), None)
-            return
-        self.call_from_thread(self._show_details, state, panels.symbol_details(d), src)
-
-    def _show_details(self, state: ViewState, text: Text, src) -> None:
-        if (state.rank, state.selected_uid) != (self.state.rank, self.state.selected_uid):
-            return  # the user has selected another line since
-        self.selected_source = src
-        self.query_one("#detailtext", Static).update(text)
+    @property
+    def selected_source(self) -> Optional[tuple[str, int]]:
+        """The selected symbol's source (file, line), None when it has none."""
+        return self.query_one(DetailsPane).source
 
     @on(OptionList.OptionSelected, "#passes")
     @on(OptionList.OptionHighlighted, "#passes")
@@ -364,29 +321,15 @@ class ThundervisApp(App):
         """Pick the pass to diff against."""
         self._pick_pass("diff against pass", self.diff_base(), "diff_from")
 
-    def action_toggle_unchanged(self) -> None:
-        """Hide (or show again) the passes that changed nothing."""
-        self.state = navigation.toggled(self.state, "unchanged")
-        self.notify("passes that changed nothing are " + ("hidden" if self.state.hide_unchanged else "shown"), timeout=2)
-
-    def action_toggle_diff(self) -> None:
-        """Diff against the previous pass, or back to the plain trace."""
-        self.state = navigation.toggled(self.state, "diff")
-
-    def action_toggle_side(self) -> None:
-        """Unified or side-by-side diff (turns the diff on)."""
-        self.state = navigation.toggled(self.state, "side")
-
-    def action_toggle_fold(self) -> None:
-        """Fold unchanged diff lines to a few around each change, or show them all."""
-        self.state = navigation.toggled(self.state, "fold")
-
-    def action_toggle_details(self) -> None:
-        """Show or hide the details pane."""
-        if self.screen.has_class("-short"):
+    def action_toggle(self, setting: str) -> None:
+        """Flip one setting of the view (see ``navigation.toggled``); ``details`` on a short
+        terminal shows the details pane under the trace for a while instead."""
+        if setting == "details" and self.screen.has_class("-short"):
             self.query_one("#details").toggle_class("-shown")
-        else:
-            self.state = navigation.toggled(self.state, "details")
+            return
+        self.state = navigation.toggled(self.state, setting)
+        if setting == "unchanged":
+            self.notify("passes that changed nothing are " + ("hidden" if self.state.hide_unchanged else "shown"), timeout=2)
 
     # -- actions: screens -----------------------------------------------------------------------
 
@@ -424,50 +367,25 @@ class ThundervisApp(App):
 
     def action_search(self) -> None:
         """Search symbols and source lines of the pass shown, and kernel names."""
-        if self.overview is None:
-            return
-        state = self.state
-        lines = self.trace.printed_lines if self.trace.lines else []
-        if state.diff_from is not None and state.graph is not None:  # search the pass's trace, not the diff
-            try:
-                lines = self.data.trace_lines(state.graph, state.chain, state.index)
-            except DataError:
-                lines = []
+        if self.overview is not None:
+            printed = self.trace.printed_lines if self.trace.lines else []
+            jumps.open_search(self, self.data, self.overview, self.state, printed, self._search_hit)
 
-        def search(q: str):
-            return self.data.search(q, state.graph, state.chain, state.index, lines, self.overview.kernels)
-
-        def done(hit: Optional[SearchHit]):
-            if hit is None:
-                return
-            if hit.kind == "kernel":
-                self.action_kernels(hit.kernel_id)
-            elif self.state.diff_from is not None:
-                self._pending_line = hit.line
-                self.state = replace(self.state, diff_from=None)
-            else:
-                self.select_printed_line(hit.line or 0)
-                self.query_one(LinesView).focus()
-        self.push_screen(SearchScreen(search), done)
+    def _search_hit(self, hit: SearchHit) -> None:
+        if hit.kind == "kernel":
+            self.action_kernels(hit.kernel_id)
+        elif self.state.diff_from is not None:  # the hit is in the pass's trace: leave the diff
+            self._pending_line = hit.line
+            self.state = replace(self.state, diff_from=None)
+        else:
+            self.select_printed_line(hit.line or 0)
+            self.query_one(LinesView).focus()
 
     def action_source(self) -> None:
         """Open the Source screen on the selected line's file (else the run's script); enter there
         comes back to that line's ops in the final pass of their chain."""
-        if self.overview is None:
-            return
-        file, line = self.selected_source or (None, None)
-        try:
-            files = self.data.source_files()
-            if file not in files:
-                file, line = self.data.default_source_file(), None
-        except DataError as e:
-            self.notify(visible_line(str(e)), severity="error")
-            return
-
-        def done(jump: Optional[SourceJump]) -> None:
-            if jump is not None:
-                self.show_ops(jump)
-        self.push_screen(SourceScreen(self.data.source_file, files, file=file, line=line), done)
+        if self.overview is not None:
+            jumps.open_source(self, self.data, self.selected_source, self.show_ops)
 
     def show_ops(self, jump: SourceJump) -> None:
         """Show the final pass of ``jump``'s chain with the cursor on its first op (``to_kernel``:
@@ -507,18 +425,14 @@ class ThundervisApp(App):
         """Show rank ``rank``'s recording (opened in a worker), keeping the position or going to
         ``position`` (graph, chain, pass index) when given."""
         self.loaded = False
+        self.ranks.open(rank, self.state, position, self._rank_opened, self._rank_failed)
 
-        def opened(rank: int, data, ov) -> None:
-            # Everything shown so far belongs to the old rank: the new rank's views are built afresh
-            # (the old recording stays open in the group: a worker may still be reading it).
-            self.data, self.selected_source = data, None
-            state = replace(self.state, rank=rank, selected_uid=None)
-            if position is not None:
-                graph, chain, index = position
-                state = replace(state, graph=graph, chain=chain, index=index, diff_from=None)
-            self._set_overview(ov, state=state)
-            self.ranks.load_info(self._update_topbar)
-        self.ranks.open(rank, opened, self._rank_failed)
+    def _rank_opened(self, data, ov: ViewOverview, state: ViewState) -> None:
+        # Everything shown so far belongs to the old rank: the new rank's views are built afresh
+        # (the old recording stays open in the group: a worker may still be reading it).
+        self.data = data
+        self._set_overview(ov, state=state)
+        self.ranks.load_info(self._update_topbar)
 
     def _rank_failed(self, rank: int, why: str) -> None:
         self.loaded = True
@@ -545,12 +459,7 @@ class ThundervisApp(App):
     def _live_update(self, ov: ViewOverview) -> None:
         if self.group is not None:  # a rank changed: so may the group's status
             self.ranks.load_info(self._update_topbar)
-        before = self.current_chain()
-        state = self.state
-        if before is not None and before.passes and state.index == before.passes[-1].index:
-            c = ov.chain(state.graph, state.chain)  # on the last pass: follow the live run
-            state = replace(state, index=c.passes[-1].index) if c is not None and c.passes else state
-        self._set_overview(ov, state=state)
+        self._set_overview(ov, state=navigation.following(self.state, self.current_chain(), ov))
 
     # -- command palette ------------------------------------------------------------------------
 
@@ -559,53 +468,3 @@ class ThundervisApp(App):
         yield from super().get_system_commands(screen)
         for title, help_text, callback in palette_entries(self):
             yield SystemCommand(title, help_text, callback)
-
-
-class _RefusingApp(ThundervisApp):
-    """The app as ``run_app`` runs it: a recording found unreadable while it runs (an exception no
-    view caught) ends it quietly; ``run_app`` then raises that one sentence (exit 2 at the CLI)
-    instead of Textual's traceback screen and exit 0."""
-
-    refused: Optional[str] = None
-
-    def _handle_exception(self, error: Exception) -> None:
-        from thundervis.recording import RecordingError
-        cause = getattr(error, "error", error)  # a worker's failure wraps the exception
-        if isinstance(cause, (RecordingError, DataError)):
-            if self.refused is None:
-                self.refused = str(cause)
-            self.exit(return_code=2)
-            return
-        super()._handle_exception(error)
-
-
-def run_app(data: RecordingData, poll_s: float = 1.0, group=None, rank: Optional[int] = None) -> None:
-    """Run the TUI on an open recording (rank ``rank`` of ``group`` when given) until the user
-    quits, then close it (with a group: every rank opened). Raises ``RecordingError`` (one sentence)
-    when the recording turned out unreadable while the UI ran."""
-    app = _RefusingApp(data, poll_s=poll_s, group=group, rank=rank)
-    try:
-        app.run()
-    finally:
-        (group if group is not None else data).close()
-    if app.refused is not None:
-        from thundervis.recording import RecordingError
-        raise RecordingError(app.refused)
-
-
-def view_recording(path: str, poll_s: float = 1.0, rank: Optional[int] = None) -> None:
-    """Open the recording or group folder at ``path`` (a group on ``rank``, default its lowest)
-    in the TUI, blocking until the user quits; raises ``tui.data.DataError`` (one sentence) when
-    it is not a readable recording or group."""
-    if os.path.isdir(path):
-        from .group_data import open_group_data
-        group = open_group_data(path)
-        try:
-            rank, data = group.start(rank)
-        except DataError:
-            group.close()
-            raise
-        run_app(data, poll_s, group=group, rank=rank)
-        return
-    from .data import open_data
-    run_app(open_data(path), poll_s)

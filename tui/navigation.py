@@ -59,3 +59,12 @@ def toggled(state: ViewState, setting: str) -> ViewState:
     field = {"fold": "folded", "unchanged": "hide_unchanged", "signature": "signature_folded",
              "details": "details_hidden"}[setting]
     return replace(state, **{field: not getattr(state, field)})
+
+
+def following(state: ViewState, before, overview) -> ViewState:
+    """Return the state after a live run recorded more: on the last pass of its chain (``before``,
+    the chain as it was) it moves to the chain's new last pass in ``overview``."""
+    if before is None or not before.passes or state.index != before.passes[-1].index:
+        return state
+    c = overview.chain(state.graph, state.chain)
+    return replace(state, index=c.passes[-1].index) if c is not None and c.passes else state

@@ -3,6 +3,7 @@ group's summary for the top bar, the rank picker, opening another rank's recordi
 the rank comparison screen. It changes nothing on the app: results go to the callbacks given."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Optional
 
 from thundervis.safe_text import visible_line
@@ -11,6 +12,7 @@ from .data import DataError
 from .group_data import GroupData, GroupInfo
 from .rank_panels import group_bar
 from .rank_screens import RankComparisonScreen, RankPicker
+from .view_state import ViewState
 
 GROUP_ACTIONS = ("pick_rank", "compare_ranks")
 
@@ -62,9 +64,16 @@ class RankSwitcher:
                 on_pick(chosen)
         self.app.push_screen(RankPicker(self.group, rank), done)
 
-    def open(self, rank: int, on_opened: Callable, on_failed: Callable[[int, str], None]) -> None:
-        """Open rank ``rank``'s recording and read its overview in a worker; then
-        ``on_opened(rank, data, overview)`` or ``on_failed(rank, why)`` on the UI thread."""
+    def open(self, rank: int, state: ViewState, position: Optional[tuple], on_opened: Callable,
+             on_failed: Callable[[int, str], None]) -> None:
+        """Open rank ``rank``'s recording and read its overview in a worker; then, on the UI
+        thread, ``on_opened(data, overview, state)`` with ``state`` moved to the rank (and to
+        ``position``, (graph, chain, pass index), when given), or ``on_failed(rank, why)``."""
+        new = replace(state, rank=rank, selected_uid=None)
+        if position is not None:
+            graph, chain, index = position
+            new = replace(new, graph=graph, chain=chain, index=index, diff_from=None)
+
         def read() -> None:
             try:
                 data = self.group.rank_data(rank)
@@ -72,7 +81,7 @@ class RankSwitcher:
             except DataError as e:
                 self.app.call_from_thread(on_failed, rank, str(e))
                 return
-            self.app.call_from_thread(on_opened, rank, data, ov)
+            self.app.call_from_thread(on_opened, data, ov, new)
         self.app.run_worker(read, thread=True, exclusive=True, group="rank")
 
     def compare(self) -> None:

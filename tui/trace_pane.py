@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from rich.style import Style
-from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Vertical

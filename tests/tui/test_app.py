@@ -218,11 +218,11 @@ async def test_editor_opens_the_source_line(small_rec, monkeypatch, tmp_path):
     async with app.run_test(size=(160, 48)) as pilot:
         monkeypatch.setattr(app, "suspend", contextlib.nullcontext)
         await settle(app, pilot)
-        app.selected_source = (str(src), 12)
+        app.query_one("#details").source = (str(src), 12)
         await pilot.press("e")
         await pilot.pause()
         assert calls == [["myeditor", "--wait", "+12", str(src)]]
-        app.selected_source = ("/nonexistent/file.py", 3)
+        app.query_one("#details").source = ("/nonexistent/file.py", 3)
         await pilot.press("e")
         await pilot.pause()
         assert len(calls) == 1  # not on this machine: a notice, no editor
