@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -23,19 +23,20 @@ from textual.widgets import Footer, OptionList, Static
 from thundervis.present.overview import ViewOverview
 from thundervis.safe_text import visible, visible_line
 
-from . import jumps, navigation, panels
-from .comm_screen import CommunicationScreen
+from . import navigation, panels
 from .data import DataError, RecordingData, SearchHit
 from .details_pane import DetailsPane
-from .editor import open_in_editor
 from .lines_view import LinesView
 from .palette import bindings, palette_entries
 from .rank_navigation import RankSwitcher
-from .screens import HelpScreen, KernelsScreen, PassPicker, RunScreen
-from .source_screen import SourceJump
 from .stepper import NARROW, Stepper
 from .trace_pane import TracePane
 from .view_state import ViewState, content_key, diff_base, keeps_cursor, settle, visible_passes
+
+# The screens the main view opens are imported when first opened: the first paint waits for every
+# module imported here.
+if TYPE_CHECKING:
+    from .source_screen import SourceJump
 
 SHORT = 34  # below NARROW columns and this many rows the details show only when asked (i)
 # Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
@@ -306,6 +307,7 @@ class ThundervisApp(App):
 
     def _pick_pass(self, title: str, current: Optional[int], field: str) -> None:
         """Open the pass picker on the current chain; set ``field`` of the state to the pass chosen."""
+        from .screens import PassPicker
         c = self.current_chain()
         if c is not None:
             def done(index):  # the picker's answer (None: cancelled)
@@ -335,6 +337,7 @@ class ThundervisApp(App):
 
     def action_kernels(self, kernel_id: Optional[int] = None) -> None:
         """Open the kernels table (on ``kernel_id`` when given)."""
+        from .screens import KernelsScreen
         if self.overview is not None:
             self.push_screen(KernelsScreen(self.data, self.overview, kernel_id))
 
@@ -352,21 +355,25 @@ class ThundervisApp(App):
 
     def action_run_info(self) -> None:
         """Show the run: status, eager chains, fallbacks, traceback."""
+        from .screens import RunScreen
         if self.overview is not None:
             self.push_screen(RunScreen(self.overview))
 
     def action_communication(self) -> None:
         """Show the run's collectives: traced into the graphs, and run between them per place."""
+        from .comm_screen import CommunicationScreen
         if self.overview is not None:
             self.push_screen(CommunicationScreen(self.data))
 
     def action_help(self) -> None:
         """Show every key binding."""
+        from .screens import HelpScreen
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_search(self) -> None:
         """Search symbols and source lines of the pass shown, and kernel names."""
+        from . import jumps
         if self.overview is not None:
             printed = self.trace.printed_lines if self.trace.lines else []
             jumps.open_search(self, self.data, self.overview, self.state, printed, self._search_hit)
@@ -384,6 +391,7 @@ class ThundervisApp(App):
     def action_source(self) -> None:
         """Open the Source screen on the selected line's file (else the run's script); enter there
         comes back to that line's ops in the final pass of their chain."""
+        from . import jumps
         if self.overview is not None:
             jumps.open_source(self, self.data, self.selected_source, self.show_ops)
 
@@ -408,6 +416,7 @@ class ThundervisApp(App):
 
     def action_edit(self) -> None:
         """Open the selected line's source in ``$EDITOR`` (``+LINE FILE``), then come back."""
+        from .editor import open_in_editor
         open_in_editor(self, self.selected_source)
 
     # -- actions: ranks of a group --------------------------------------------------------------

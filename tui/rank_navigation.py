@@ -11,7 +11,6 @@ from thundervis.safe_text import visible_line
 from .data import DataError
 from .group_data import GroupData, GroupInfo
 from .rank_panels import group_bar
-from .rank_screens import RankComparisonScreen, RankPicker
 from .view_state import ViewState
 
 GROUP_ACTIONS = ("pick_rank", "compare_ranks")
@@ -35,6 +34,7 @@ class RankSwitcher:
             return False
         if len(self.app.screen_stack) == 1:
             return True
+        from .rank_screens import RankComparisonScreen
         return action == "pick_rank" and isinstance(self.app.screen, RankComparisonScreen)
 
     def bar(self, rank: Optional[int]):
@@ -62,6 +62,7 @@ class RankSwitcher:
         def done(chosen):  # the picker's answer (None: cancelled)
             if chosen is not None and chosen != rank:
                 on_pick(chosen)
+        from .rank_screens import RankPicker
         self.app.push_screen(RankPicker(self.group, rank), done)
 
     def open(self, rank: int, state: ViewState, position: Optional[tuple], on_opened: Callable,
@@ -87,4 +88,5 @@ class RankSwitcher:
     def compare(self) -> None:
         """Open the rank comparison (identical or not, variants, differing passes, kernel skew)."""
         if self.group is not None:
+            from .rank_screens import RankComparisonScreen
             self.app.push_screen(RankComparisonScreen(self.group))
