@@ -173,8 +173,10 @@ class ThundervisApp(App):
         chain = self.current_chain()
         if content_key(old, chain) != content_key(new, chain):
             self.show_view(keep_cursor=keeps_cursor(old, new))
-        elif old.signature_folded != new.signature_folded:
-            self.trace.refold(new)
+        else:  # the same lines: the title and the neighbours to prepare may still differ
+            if old.signature_folded != new.signature_folded:
+                self.trace.refold(new)
+            self.trace.restate(new)
         if old.details_hidden != new.details_hidden:
             self.query_one("#details").set_class(new.details_hidden, "-hidden")
         if old.selected_uid != new.selected_uid:

@@ -55,6 +55,7 @@ class TracePane(Vertical):
         self.printed_lines: list = []  # every PrintedLine of the pass shown (search reads them)
         self.shown: Optional[FoldedLines] = None  # the trace lines on screen (the block folded or not)
         self._prefetch_timer = None
+        self._counts: Optional[dict] = None  # the diff's change counts shown in the title
 
     def compose(self) -> ComposeResult:
         """The title line and the lines view."""
@@ -67,7 +68,7 @@ class TracePane(Vertical):
     def show(self, data, overview, state: ViewState, fast: bool = False, keep_cursor: bool = False) -> None:
         """Show ``state``'s pass (or diff) of ``data`` (``overview`` its ``ViewOverview``).
         ``fast``: draw the stored text at once (plain lines), then the structured lines (cold start)."""
-        self.data, self.state = data, state
+        self.data, self.state, self._counts = data, state, None
         self.numerics = overview.numerics if overview is not None else None
         self.chain = overview.chain(state.graph, state.chain) if overview is not None and state.graph is not None else None
         view = self.query_one(LinesView)
@@ -112,11 +113,12 @@ class TracePane(Vertical):
         view = self.query_one(LinesView)
         if kind == "trace":
             self.printed_lines = rows
-            self.refold(state, keep_cursor)
+            self.refold(self.state, keep_cursor)  # the state shown now: the same lines, newer settings
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
         else:
             view.set_unified(rows, keep_cursor)
+        self._counts = counts
         self.update_title(counts)
         self._schedule_prefetch()
         self._on_shown(kind)
@@ -129,6 +131,16 @@ class TracePane(Vertical):
         self.lines = self.shown.lines
         marks = trace_marks(self.numerics, state.graph, state.chain)
         self.query_one(LinesView).set_trace(self.shown.lines, keep_cursor, marks)
+
+    def restate(self, state: ViewState) -> None:
+        """Take ``state``, which shows the same lines as the state shown (say a diff turned on
+        for the first pass): redraw the title, prepare the neighbours with its settings."""
+        settings = ("diff_from", "side_by_side", "folded", "hide_unchanged")
+        changed = any(getattr(state, f) != getattr(self.state, f) for f in settings)
+        self.state = state
+        if changed:
+            self.update_title(self._counts)
+            self._schedule_prefetch()
 
     def hides(self, printed: int) -> bool:
         """Return whether printed line ``printed`` is inside the folded signature block."""
