@@ -21,39 +21,50 @@ class Key(NamedTuple):
     group: bool = False  # only on a group of ranks
 
 
-KEYS = [
-    Key("q", "quit", "Quit"),
-    # the two group keys first, so 80 columns show them
-    Key("ctrl+r", "pick_rank", "Rank", True, "Switch rank",
-        "Pick a rank of the group: status, variant, host, times (ctrl+r)", group=True),
-    Key("equals_sign", "compare_ranks", "Compare", True, "Compare ranks",
-        "Identical traces? Variants, differing passes, kernel skew (=)", group=True),
-    Key("n", "step", "Next", True, "Next pass", "Step to the next pass (n)", (1,)),
-    Key("p", "step", "Prev", True, "Previous pass", "Step to the previous pass (p)", (-1,)),
-    Key("d", "toggle", "Diff", True, "Toggle diff", "Diff against the previous pass (d)", ("diff",)),
-    Key("D", "diff_against", "Diff vs…", False, "Diff against pass", "Diff against a chosen pass (D)"),
-    Key("s", "toggle", "Side", True, "Toggle side by side", "Unified or side-by-side diff (s)", ("side",)),
-    Key("f", "toggle", "Fold", False, "Toggle folding", "Fold unchanged diff lines or show all (f)", ("fold",)),
-    Key("u", "toggle", "Hide unchanged", False, "Hide unchanged passes",
-        "Hide passes that changed nothing (u)", ("unchanged",)),
-    Key("c", "next_chain", "Chain", True, "Next chain", "Forward, backward, ... (c)"),
-    Key("g", "next_graph", "Graph", False, "Next graph", "The next compiled graph (g)"),
-    Key("j", "jump", "Jump", False, "Jump to pass", "Pick a pass of this chain (j)"),
-    Key("k", "kernels", "Kernels", True, "Kernels", "The kernels table: sort, re-run, repro (k)"),
-    Key("N", "numerics", "Numerics", False, "Numerics",
-        "Kernels by verdict of run --check-numerics; enter: kernel + bisect (N)"),
-    Key("B", "bisect", "Bisect", False, "Bisect",
-        "Run every pass of the chain shown on the same inputs: which pass changes the numbers (B)"),
-    Key("slash", "search", "Search", True, "Search", "Symbols, source lines, kernels (/)"),
-    Key("e", "edit", "Editor", False, "Open in editor", "The selected line's source in $EDITOR (e)"),
-    Key("i", "toggle", "Details", True, "Toggle details", "Show or hide the details pane (i)", ("details",)),
-    Key("t", "run_info", "Run", False, "Run info", "Run status, eager chains, traceback (t)"),
-    Key("m", "communication", "Comm", False, "Communication",
-        "Collectives in the traces and between graphs, per place (m)"),
-    Key("S", "source", "Source", False, "Source",
-        "Your files line by line: ops, kernels, torch fallbacks, time share (S)"),
-    Key("question_mark", "help", "Help", True, "Keys", "Every key binding (?)"),
-]
+# key | action(args) | footer label | flags (footer: shown in the footer, group: only on a group of
+# ranks) | palette title (none: not in the palette) | palette help. The two group keys come first, so
+# 80 columns show them.
+TABLE = """
+q             | quit                | Quit           | footer       |                       |
+ctrl+r        | pick_rank           | Rank           | footer group | Switch rank           | Pick a rank of the group: status, variant, host, times (ctrl+r)
+equals_sign   | compare_ranks       | Compare        | footer group | Compare ranks         | Identical traces? Variants, differing passes, kernel skew (=)
+n             | step(1)             | Next           | footer       | Next pass             | Step to the next pass (n)
+p             | step(-1)            | Prev           | footer       | Previous pass         | Step to the previous pass (p)
+d             | toggle('diff')      | Diff           | footer       | Toggle diff           | Diff against the previous pass (d)
+D             | diff_against        | Diff vs…       |              | Diff against pass     | Diff against a chosen pass (D)
+s             | toggle('side')      | Side           | footer       | Toggle side by side   | Unified or side-by-side diff (s)
+f             | toggle('fold')      | Fold           |              | Toggle folding        | Fold unchanged diff lines or show all (f)
+u             | toggle('unchanged') | Hide unchanged |              | Hide unchanged passes | Hide passes that changed nothing (u)
+c             | next_chain          | Chain          | footer       | Next chain            | Forward, backward, ... (c)
+g             | next_graph          | Graph          |              | Next graph            | The next compiled graph (g)
+j             | jump                | Jump           |              | Jump to pass          | Pick a pass of this chain (j)
+k             | kernels             | Kernels        | footer       | Kernels               | The kernels table: sort, re-run, repro (k)
+N             | numerics            | Numerics       |              | Numerics              | Kernels by verdict of run --check-numerics; enter: kernel + bisect (N)
+B             | bisect              | Bisect         |              | Bisect                | Run every pass of the chain shown on the same inputs: which pass changes the numbers (B)
+slash         | search              | Search         | footer       | Search                | Symbols, source lines, kernels (/)
+e             | edit                | Editor         |              | Open in editor        | The selected line's source in $EDITOR (e)
+i             | toggle('details')   | Details        | footer       | Toggle details        | Show or hide the details pane (i)
+t             | run_info            | Run            |              | Run info              | Run status, eager chains, traceback (t)
+m             | communication       | Comm           |              | Communication         | Collectives in the traces and between graphs, per place (m)
+S             | source              | Source         |              | Source                | Your files line by line: ops, kernels, torch fallbacks, time share (S)
+question_mark | help                | Help           | footer       | Keys                  | Every key binding (?)
+"""
+
+
+def _parse(table: str) -> list[Key]:
+    """Return the :class:`Key` of each row of ``table`` (our own constant, read once)."""
+    import ast
+    keys = []
+    for row in table.strip().splitlines():
+        key, action, label, flags, title, help_text = (c.strip() for c in row.split("|", 5))
+        name, _, args = action.partition("(")
+        parsed = ast.literal_eval(f"({args.rstrip(')')},)") if args else ()
+        keys.append(Key(key, name, label, "footer" in flags.split(), title, help_text, parsed,
+                        "group" in flags.split()))
+    return keys
+
+
+KEYS = _parse(TABLE)
 
 
 def bindings() -> list[Binding]:
