@@ -111,12 +111,13 @@ async def steps(rec: str, rounds: int) -> tuple[list[float], list[float]]:
     """Return (warm step seconds, cold step seconds) for next-pass-with-diff."""
     from thundervis.tui.app import ThundervisApp
     from thundervis.tui.data import open_data
+    from thundervis.tui.trace_pane import content_ready
 
     app = ThundervisApp(open_data(rec), poll_s=0)
 
     async def idle(pilot):
         # A user reading the pass: the app's idle timers fire and its workers finish.
-        from thundervis.tui.app import IDLE_S
+        from thundervis.tui.details_pane import IDLE_S
         await pilot.pause(2 * IDLE_S + 0.1)
         while not app.loaded or any(w.is_running for w in app.workers):
             await pilot.pause(0.01)
@@ -128,20 +129,20 @@ async def steps(rec: str, rounds: int) -> tuple[list[float], list[float]]:
         for r in range(2 * rounds):
             is_cold = r % 2 == 1
             app.go_to_pass(passes[r % (len(passes) - 1)])
-            if app.diff_from is None:
+            if app.state.diff_from is None:
                 await pilot.press("d")
             await idle(pilot)
             target = passes[r % (len(passes) - 1) + 1]
             if is_cold:
                 app.data.forget()
             else:  # the user read the pass long enough for the app to prepare the next one
-                while not app.content_ready(app.graph, app.chain, target, app.index, False, True):
+                while not content_ready(app.data, app.state.graph, app.state.chain, target, app.state.index, False, True):
                     await pilot.pause(0.01)
                 await idle(pilot)  # the rest of the preparation (the previous pass) finishes too
             view = app.query_one("LinesView")
             t0, c0 = time.perf_counter(), time.thread_time()
             await pilot.press("n")
-            while not (app.loaded and app.index == target and view.painted_at is not None
+            while not (app.loaded and app.state.index == target and view.painted_at is not None
                        and view.painted_at > t0):
                 await pilot.pause(0.001)
             # wall: key to the new diff drawn (its last screen line); CPU: the UI thread's, until the

@@ -83,8 +83,8 @@ def run_tui(data, poll_s: float, group=None, rank: Optional[int] = None) -> int:
     """Run the terminal UI on ``data`` (from :func:`open_tui_data`) until the user quits and close
     it; return 0. A recording found unreadable while the UI runs ends the UI and raises
     :class:`~thundervis.recording.RecordingError` (one sentence, exit 2 at the CLI) instead of
-    Textual's traceback screen (``thundervis.tui.app.run_app``)."""
-    from thundervis.tui.app import run_app
+    Textual's traceback screen (``thundervis.tui.launch.run_app``)."""
+    from thundervis.tui.launch import run_app
     if group is None:
         run_app(data, poll_s=poll_s)
     else:

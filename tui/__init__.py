@@ -9,5 +9,5 @@ def view_recording(path: str, poll_s: float = 1.0, rank=None) -> None:
     """Open the recording (or group folder, on ``rank``: default its lowest) at ``path`` in the
     terminal UI and return when the user quits; raises ``thundervis.tui.data.DataError`` (one
     sentence) when it is not a readable recording or group."""
-    from .app import view_recording as run_app
+    from .launch import view_recording as run_app
     run_app(path, poll_s=poll_s, rank=rank)

@@ -66,6 +66,7 @@ class RecordingData:
         self.path = rec.path
         self._traces = PassTraces(rec)  # the one trace cache, also for mapped lines and diff rows
         self._roofline_costs: dict = {}  # final pass -> its roofline costs (present.roofline.chain_costs)
+        self._overview: Optional[ViewOverview] = None  # the last overview read (for its revision)
 
     def close(self) -> None:
         """Close the recording."""
@@ -83,9 +84,14 @@ class RecordingData:
 
     def overview(self) -> ViewOverview:
         """Return the run, graphs (chains, passes), chain statuses, kernel rows and the count of
-        collectives run between graphs (``present.overview.read_overview``)."""
+        collectives run between graphs (``present.overview.read_overview``); read again only
+        when the recording's revision changed (``thundervis view`` validates it, then shows it)."""
         from thundervis.present.overview import read_overview
-        return self._call(read_overview, self._rec)
+        last = self._overview
+        if last is not None and self.revision() == last.revision:
+            return last
+        self._overview = self._call(read_overview, self._rec)
+        return self._overview
 
     def roofline(self) -> tuple[dict, Optional[str]]:
         """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) for the

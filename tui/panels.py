@@ -276,3 +276,27 @@ def banner(r) -> Optional[Text]:
         t.append(f": {visible_line(last[0])}")
     t.append("  — t: traceback", style=Style(dim=True))
     return t
+
+
+def trace_title(p, diff: bool, base: Optional[int], side: bool, counts: Optional[dict]) -> Text:
+    """Return the trace pane's title line for pass ``p`` (a ``PassInfo`` or None): graph, chain,
+    pass; with a ``diff`` its ``base`` pass and change ``counts``, else time and symbol count."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if p is None:
+        return t
+    t.append(f"g{p.graph} {visible_line(p.chain)} ", style=Style(dim=True))
+    t.append(f"{p.index} {visible_line(p.name)}", style=Style(bold=True, color="#e5c07b"))
+    if diff:
+        if base is None:
+            t.append("  diff: no earlier pass", style=Style(color=WARN))
+        else:
+            t.append(f"  vs {base}", style=Style(color="#56b6c2", bold=True))
+            t.append(" side by side" if side else "", style=Style(color="#56b6c2"))
+            if counts is not None:
+                bits = [f"{v} {k}" for k, v in counts.items() if v and k != "unchanged"]
+                t.append(("  " + ", ".join(bits)) if bits else "  no change", style=Style(dim=True))
+    else:
+        t.append(f"  {p.duration_ms:.1f} ms · {p.n_symbols} symbols", style=Style(dim=True))
+        if not p.changed:
+            t.append(" · changed nothing", style=Style(dim=True))
+    return t

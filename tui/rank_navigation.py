@@ -1,103 +1,92 @@
-"""Moving between the ranks of a group (a mixin of the app, which provides ``data``, ``overview``,
-``_set_overview``, ``show_view`` and the top bar): the rank picker, switching the whole UI to another
-rank's recording at the same graph, chain and pass, and the rank comparison screen."""
+"""The group a :class:`ThundervisApp` shows one rank of (a focused helper the app holds): the
+group's summary for the top bar, the rank picker, opening another rank's recording in a worker and
+the rank comparison screen. It changes nothing on the app: results go to the callbacks given."""
 from __future__ import annotations
 
-from typing import Optional
-
-from textual import work
+from dataclasses import replace
+from typing import Callable, Optional
 
 from thundervis.safe_text import visible_line
 
 from .data import DataError
 from .group_data import GroupData, GroupInfo
 from .rank_panels import group_bar
-from .rank_screens import RankComparisonScreen, RankPicker
+from .view_state import ViewState
+
+GROUP_ACTIONS = ("pick_rank", "compare_ranks")
 
 
-class RankNavigation:
-    """The app's group actions; ``group`` is None when the app shows a single recording."""
+class RankSwitcher:
+    """Rank actions of ``app`` (a Textual ``App``) over ``group`` (a ``GroupData``, None for a
+    single recording); ``info`` is the group's summary once read."""
 
-    group: Optional[GroupData] = None
-    rank: Optional[int] = None
-    group_info: Optional[GroupInfo] = None
+    def __init__(self, app, group: Optional[GroupData]) -> None:
+        self.app, self.group = app, group
+        self.info: Optional[GroupInfo] = None
 
-    def rank_action_allowed(self, action: str) -> Optional[bool]:
-        """Return whether a group action can run on the current screen (None: not a group
+    def action_allowed(self, action: str) -> Optional[bool]:
+        """Return whether a group action can run on the app's current screen (None: not a group
         action): the picker from the main view or the comparison, the comparison from the main
         view, both only on a group."""
-        if action not in ("pick_rank", "compare_ranks"):
+        if action not in GROUP_ACTIONS:
             return None
         if self.group is None:
             return False
-        if len(self.screen_stack) == 1:
+        if len(self.app.screen_stack) == 1:
             return True
-        return action == "pick_rank" and isinstance(self.screen, RankComparisonScreen)
+        from .rank_screens import RankComparisonScreen
+        return action == "pick_rank" and isinstance(self.app.screen, RankComparisonScreen)
 
-    def group_bar(self):
+    def bar(self, rank: Optional[int]):
         """Return the top bar's group part (``rich.text.Text``), None when not a group."""
-        if self.group is None:
-            return None
-        return group_bar(self.group_info, self.group.name(), self.rank)
+        return None if self.group is None else group_bar(self.info, self.group.name(), rank)
 
-    @work(thread=True, exclusive=True, group="groupinfo")
-    def load_group_info(self) -> None:
-        """Worker: read the group's summary (every rank's status and variant) for the top bar."""
-        try:
-            info = self.group.info(fresh=True)
-        except DataError as e:
-            self.call_from_thread(self.notify, visible_line(str(e)), severity="error")
-            return
-        self.call_from_thread(self._set_group_info, info)
+    def load_info(self, on_info: Callable[[], None]) -> None:
+        """Read the group's summary (every rank's status and variant) in a worker, then call
+        ``on_info()`` on the UI thread."""
+        def read() -> None:
+            try:
+                info = self.group.info(fresh=True)
+            except DataError as e:
+                self.app.call_from_thread(self.app.notify, visible_line(str(e)), severity="error")
+                return
+            self.app.call_from_thread(self._set_info, info, on_info)
+        self.app.run_worker(read, thread=True, exclusive=True, group="groupinfo")
 
-    def _set_group_info(self, info: GroupInfo) -> None:
-        self.group_info = info
-        if self.overview is not None:
-            self._update_topbar()
+    def _set_info(self, info: GroupInfo, on_info: Callable[[], None]) -> None:
+        self.info = info
+        on_info()
 
-    def action_pick_rank(self) -> None:
-        """Open the rank picker; the rank chosen is shown at the same graph, chain and pass."""
-        if self.group is None:
-            return
+    def pick(self, rank: Optional[int], on_pick: Callable[[int], None]) -> None:
+        """Open the rank picker; ``on_pick(rank)`` when another rank than ``rank`` is chosen."""
+        def done(chosen):  # the picker's answer (None: cancelled)
+            if chosen is not None and chosen != rank:
+                on_pick(chosen)
+        from .rank_screens import RankPicker
+        self.app.push_screen(RankPicker(self.group, rank), done)
 
-        def done(rank):  # the picker's answer (None: cancelled)
-            if rank is not None and rank != self.rank:
-                self.switch_rank(rank)
-        self.push_screen(RankPicker(self.group, self.rank), done)
-
-    def switch_rank(self, rank: int, position: Optional[tuple] = None) -> None:
-        """Show rank ``rank``'s recording (opened in a worker), keeping the position or going to
-        ``position`` (graph, chain, pass index) when given."""
-        self.loaded = False
-        self.open_rank(rank, position)
-
-    @work(thread=True, exclusive=True, group="rank")
-    def open_rank(self, rank: int, position: Optional[tuple] = None) -> None:
-        """Worker: open the rank's recording and read its overview."""
-        try:
-            data = self.group.rank_data(rank)
-            ov = data.overview()
-        except DataError as e:
-            self.call_from_thread(self._rank_failed, rank, str(e))
-            return
-        self.call_from_thread(self._rank_opened, rank, data, ov, position)
-
-    def _rank_failed(self, rank: int, why: str) -> None:
-        self.loaded = True
-        self.notify(f"rank {rank} cannot be shown: {visible_line(why)}", severity="error")
-
-    def _rank_opened(self, rank: int, data, ov, position: Optional[tuple] = None) -> None:
-        # Everything shown so far belongs to the old rank: the new rank's views are built afresh
-        # (the old recording stays open in the group: a worker may still be reading it).
-        self.data, self.rank = data, rank
+    def open(self, rank: int, state: ViewState, position: Optional[tuple], on_opened: Callable,
+             on_failed: Callable[[int, str], None]) -> None:
+        """Open rank ``rank``'s recording and read its overview in a worker; then, on the UI
+        thread, ``on_opened(data, overview, state)`` with ``state`` moved to the rank (and to
+        ``position``, (graph, chain, pass index), when given), or ``on_failed(rank, why)``."""
+        new = replace(state, rank=rank, selected_uid=None)
         if position is not None:
-            (self.graph, self.chain, self.index), self.diff_from = position, None
-        self.lines, self.selected_uid, self.selected_source = [], None, None
-        self._set_overview(ov)
-        self.show_view(keep_cursor=True)
-        self.load_group_info()
+            graph, chain, index = position
+            new = replace(new, graph=graph, chain=chain, index=index, diff_from=None)
 
-    def action_compare_ranks(self) -> None:
+        def read() -> None:
+            try:
+                data = self.group.rank_data(rank)
+                ov = data.overview()
+            except DataError as e:
+                self.app.call_from_thread(on_failed, rank, str(e))
+                return
+            self.app.call_from_thread(on_opened, data, ov, new)
+        self.app.run_worker(read, thread=True, exclusive=True, group="rank")
+
+    def compare(self) -> None:
         """Open the rank comparison (identical or not, variants, differing passes, kernel skew)."""
         if self.group is not None:
-            self.push_screen(RankComparisonScreen(self.group))
+            from .rank_screens import RankComparisonScreen
+            self.app.push_screen(RankComparisonScreen(self.group))

@@ -28,14 +28,14 @@ async def test_opens_on_the_last_pass_of_the_forward_chain(small_rec):
     app = open_app(small_rec)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(app, pilot)
-        assert (app.graph, app.chain, app.index) == (g.id, "forward", fwd.passes[-1].index)
+        assert (app.state.graph, app.state.chain, app.state.index) == (g.id, "forward", fwd.passes[-1].index)
         view = app.query_one("LinesView")
         assert view.mode == "trace"
         assert view.texts[0].startswith("# graph 0 · forward")
         # every statement line is mapped to its symbol
         with open_recording(small_rec) as rec:
             uids = {s.uid for s in rec.symbols(g.id, "forward", fwd.passes[-1].index)}
-        mapped = {ln.uid for ln in app.lines if ln.uid}
+        mapped = {ln.uid for ln in app.trace.lines if ln.uid}
         assert mapped and mapped <= uids
         assert len(app.query_one("#passes").options) == len(fwd.passes)
         text = screen_text(app)
@@ -50,11 +50,11 @@ async def test_step_next_and_previous_pass(small_rec):
         last = fwd.passes[-1]
         await pilot.press("p")
         await settle(app, pilot)
-        assert app.index == fwd.passes[-2].index
+        assert app.state.index == fwd.passes[-2].index
         assert f'after "{fwd.passes[-2].name}"' in app.query_one("LinesView").texts[0]
         await pilot.press("n")
         await settle(app, pilot)
-        assert app.index == last.index
+        assert app.state.index == last.index
         title = str(app.query_one("#tracetitle").render())
         assert last.name in title and str(last.n_symbols) in title
 
@@ -69,7 +69,7 @@ async def test_jump_to_a_pass_with_the_picker(small_rec):
         assert type(app.screen).__name__ == "PassPicker"
         await pilot.press("home", "down", "enter")
         await settle(app, pilot)
-        assert app.index == fwd.passes[1].index
+        assert app.state.index == fwd.passes[1].index
 
 
 async def test_chain_and_graph_switching(small_rec):
@@ -78,11 +78,11 @@ async def test_chain_and_graph_switching(small_rec):
         await settle(app, pilot)
         await pilot.press("c")
         await settle(app, pilot)
-        assert app.chain == "backward"
+        assert app.state.chain == "backward"
         assert app.query_one("LinesView").texts[0].startswith("# graph 0 · backward")
         await pilot.press("g")  # one graph: stays on it
         await settle(app, pilot)
-        assert app.graph == 0
+        assert app.state.graph == 0
 
 
 async def test_hide_unchanged_passes(small_rec):
@@ -93,7 +93,7 @@ async def test_hide_unchanged_passes(small_rec):
         await pilot.press("u")
         await pilot.pause()
         shown = [p.index for p in app.visible_passes()]
-        expected = [p.index for p in fwd.passes if p.changed or p.index in (app.index, fwd.passes[0].index)]
+        expected = [p.index for p in fwd.passes if p.changed or p.index in (app.state.index, fwd.passes[0].index)]
         assert shown == expected and len(shown) < len(fwd.passes)
         assert len(app.query_one("#passes").options) == len(shown)
         await pilot.press("u")
@@ -176,10 +176,10 @@ async def test_selecting_a_line_shows_its_details(small_rec):
         app.go_to_pass(fuse.index - 1)  # before fusion: plain prims
         await settle(app, pilot)
         view = app.query_one("LinesView")
-        target = next(i for i, ln in enumerate(app.lines) if ln.kind == "stmt")
+        target = next(i for i, ln in enumerate(app.trace.lines) if ln.kind == "stmt")
         view.move_cursor(target)
         text = await details_for(app, pilot)
-        uid = app.lines[target].uid
+        uid = app.trace.lines[target].uid
         with open_recording(small_rec) as rec:
             sym = next(s for s in rec.symbols(g.id, "forward", fuse.index - 1) if s.uid == uid)
         assert f"{os.path.basename(sym.source.file)}:{sym.source.line}" in text
@@ -199,7 +199,7 @@ async def test_mouse_click_selects_pass_and_line(small_rec):
         passes = app.query_one("#passes")
         await pilot.click("#passes", offset=(5, 2))
         await settle(app, pilot)
-        assert app.index == fwd.passes[2].index
+        assert app.state.index == fwd.passes[2].index
         assert passes.highlighted == 2
         await pilot.click("LinesView", offset=(10, 4))
         await pilot.pause()
@@ -218,11 +218,11 @@ async def test_editor_opens_the_source_line(small_rec, monkeypatch, tmp_path):
     async with app.run_test(size=(160, 48)) as pilot:
         monkeypatch.setattr(app, "suspend", contextlib.nullcontext)
         await settle(app, pilot)
-        app.selected_source = (str(src), 12)
+        app.query_one("#details").source = (str(src), 12)
         await pilot.press("e")
         await pilot.pause()
         assert calls == [["myeditor", "--wait", "+12", str(src)]]
-        app.selected_source = ("/nonexistent/file.py", 3)
+        app.query_one("#details").source = ("/nonexistent/file.py", 3)
         await pilot.press("e")
         await pilot.pause()
         assert len(calls) == 1  # not on this machine: a notice, no editor
@@ -285,7 +285,7 @@ async def test_search_jumps_to_symbols_and_kernels(small_rec):
         await settle(app, pilot)
         await pilot.press("slash")
         await pilot.pause()
-        target = next(ln for ln in app.lines[5:] if ln.kind == "stmt")
+        target = next(ln for ln in app.trace.lines[5:] if ln.kind == "stmt")
         name = target.text.split("=")[0].strip()
         await pilot.press(*list(name + " ="))
         await pilot.pause()
@@ -328,10 +328,10 @@ async def test_command_palette_has_every_action(small_rec):
                       "Diff against pass", "Toggle side by side", "Toggle folding", "Hide unchanged passes",
                       "Kernels", "Search", "Open in editor", "Toggle details", "Run info", "Keys"):
             assert title in commands
-        index = app.index
+        index = app.state.index
         commands["Previous pass"].callback()
         await settle(app, pilot)
-        assert app.index < index
+        assert app.state.index < index
         await pilot.press("ctrl+p")
         await pilot.pause()
         assert type(app.screen).__name__ == "CommandPalette"
@@ -400,7 +400,7 @@ async def test_live_recording_grows_while_viewed(tmp_path):
         app = open_app(path, poll_s=0.1)
         async with app.run_test(size=(160, 48)) as pilot:
             await settle(app, pilot)
-            assert len(app.query_one("#passes").options) == 3 and app.index == 2
+            assert len(app.query_one("#passes").options) == 3 and app.state.index == 2
             assert "running" in str(app.query_one("#topbar").render())
             for i, (name, trace, changed, _) in enumerate(passes[3:6], start=3):
                 obs.pass_done(0, "forward", i, name, trace, 0.001, changed)
@@ -410,7 +410,7 @@ async def test_live_recording_grows_while_viewed(tmp_path):
                     break
             assert len(app.query_one("#passes").options) == 6
             await settle(app, pilot)
-            assert app.index == 5  # it follows the newest pass when the user was on the last one
+            assert app.state.index == 5  # it follows the newest pass when the user was on the last one
             assert f'after "{passes[5][0]}"' in app.query_one("LinesView").texts[0]
             obs.finish_run("interrupted", 130, "Traceback (most recent call last):\nKeyboardInterrupt\n")
             for _ in range(100):

@@ -22,11 +22,11 @@ async def test_communication_ops_are_marked_and_explained(comm_rec):
         await settle(app, pilot)
         view = app.query_one("LinesView")
         line = _comm_line(app)
-        drawn = styling.trace_line(app.lines[line])
+        drawn = styling.trace_line(app.trace.lines[line])
         assert drawn.plain.startswith(styling.COMM_MARK) and drawn.style == styling.S_COMM_ROW
-        wait = next(ln for ln in app.lines if "wait_tensor" in ln.text)
+        wait = next(ln for ln in app.trace.lines if "wait_tensor" in ln.text)
         assert styling.trace_line(wait).plain.startswith(styling.COMM_MARK)
-        plain = [ln for ln in app.lines if "aten.mul" in ln.text and ln.kind == "stmt"]
+        plain = [ln for ln in app.trace.lines if "aten.mul" in ln.text and ln.kind == "stmt"]
         assert plain and not styling.trace_line(plain[0]).plain.startswith(styling.COMM_MARK)
         view.move_cursor(line)
         text = await details_for(app, pilot)
@@ -81,7 +81,7 @@ async def test_a_run_without_collectives_shows_no_communication(small_rec):
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(app, pilot)
         assert "comm" not in str(app.query_one("#topbar").render())
-        assert not any(styling.trace_line(ln).plain.startswith(styling.COMM_MARK) for ln in app.lines)
+        assert not any(styling.trace_line(ln).plain.startswith(styling.COMM_MARK) for ln in app.trace.lines)
         await pilot.press("m")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "CommunicationScreen" and app.screen.loaded)
         assert "no collective in this run" in screen_text(app)

@@ -105,8 +105,8 @@ def test_rerun_and_repro_of_a_real_kernel(gpt_session, tmp_path, monkeypatch):
             await settle(app, pilot)
             # every statement of the real trace is mapped to its symbol (details work)
             with open_recording(rec) as r:
-                top = [s.uid for s in r.symbols(app.graph, app.chain, app.index) if s.parent is None]
-            assert [ln.uid for ln in app.lines if ln.kind == "stmt"] == top
+                top = [s.uid for s in r.symbols(app.state.graph, app.state.chain, app.state.index) if s.parent is None]
+            assert [ln.uid for ln in app.trace.lines if ln.kind == "stmt"] == top
             await pilot.press("k")
             await pilot.pause(0.3)
             screen = app.screen

@@ -75,7 +75,7 @@ async def test_every_screen_shows_recorded_markup_as_text(hostile_rec, monkeypat
         assert app.is_running
         # The editor key on a file that is not here: the toast quotes the recorded file name.
         monkeypatch.setattr(app, "suspend", contextlib.nullcontext)
-        app.selected_source = ("/nope/[@click=app.screenshot('x.svg','.')]CLICKME[/] x.py", 3)
+        app.query_one("#details").source = ("/nope/[@click=app.screenshot('x.svg','.')]CLICKME[/] x.py", 3)
         await pilot.press("e")
         await pilot.pause(0.1)
         toasts = _toasts(app)

@@ -88,9 +88,9 @@ async def test_kernels_table_has_a_verdict_column_and_the_trace_line_a_marker(ch
     async with app.run_test(size=(200, 48)) as pilot:
         await settle(app, pilot)
         view = app.query_one("LinesView")
-        row = next(i for i, ln in enumerate(app.lines) if ln.uid == uid and ln.kind == "stmt")
+        row = next(i for i, ln in enumerate(app.trace.lines) if ln.uid == uid and ln.kind == "stmt")
         assert view._render(row, 200).plain.startswith("✗")
-        others = [i for i, ln in enumerate(app.lines) if ln.kind == "stmt" and ln.uid != uid]
+        others = [i for i, ln in enumerate(app.trace.lines) if ln.kind == "stmt" and ln.uid != uid]
         assert all(not view._render(i, 200).plain.startswith("✗") for i in others)
         await pilot.press("k")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "KernelsScreen")

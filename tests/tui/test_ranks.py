@@ -32,7 +32,7 @@ async def test_a_group_opens_on_its_lowest_rank_with_the_group_in_the_top_bar(va
     app = open_group_app(variant_group)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
-        assert app.rank == 0 and app.data.path == open_group(variant_group).rank_path(0)
+        assert app.state.rank == 0 and app.data.path == open_group(variant_group).rank_path(0)
         bar = _topbar(app)
         assert "job.tvgroup" in bar and "rank 0/3 ranks" in bar and " ok" in bar and "2 variants" in bar
         assert app.query_one("LinesView").texts[0].startswith("# graph 0 · forward")
@@ -42,7 +42,7 @@ async def test_identical_ranks_say_so_and_a_given_rank_opens_first(identical_gro
     app = open_group_app(identical_group, rank=1)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
-        assert app.rank == 1
+        assert app.state.rank == 1
         bar = _topbar(app)
         assert "rank 1/2 ranks" in bar and "identical" in bar
 
@@ -79,8 +79,8 @@ async def test_the_rank_picker_lists_every_rank_and_switches_keeping_the_positio
         await pilot.press("down", "enter")
         await _ready(app, pilot)
         assert type(app.screen).__name__ != "RankPicker"
-        assert app.rank == 1 and app.data.path == open_group(variant_group).rank_path(1)
-        assert (app.chain, app.index) == ("forward", cse)  # same graph, chain and pass
+        assert app.state.rank == 1 and app.data.path == open_group(variant_group).rank_path(1)
+        assert (app.state.chain, app.state.index) == ("forward", cse)  # same graph, chain and pass
         rank1 = list(app.query_one("LinesView").texts)
         assert rank1 != rank0 and len(rank1) > len(rank0)  # rank 1 compiled 4 more ops
         assert "rank 1/3" in _topbar(app)
@@ -89,7 +89,7 @@ async def test_the_rank_picker_lists_every_rank_and_switches_keeping_the_positio
         await wait_for(pilot, lambda: type(app.screen).__name__ == "RankPicker" and app.screen.loaded)
         await pilot.press("down", "enter")
         await _ready(app, pilot)
-        assert app.rank == 2 and app.data.path.endswith(".tvrank") and app.index == cse
+        assert app.state.rank == 2 and app.data.path.endswith(".tvrank") and app.state.index == cse
         assert list(app.query_one("LinesView").texts) == rank0
 
 
@@ -212,7 +212,7 @@ async def test_leaving_the_group_screens_before_their_workers_end_is_harmless(va
         await pilot.press("ctrl+r", "escape", "equals_sign", "escape")
         await wait_for(pilot, lambda: not any(w.is_running for w in app.workers))
         await pilot.pause(0.2)
-        assert len(app.screen_stack) == 1 and app.rank == 0
+        assert len(app.screen_stack) == 1 and app.state.rank == 0
         await pilot.press("n")  # still alive and responding
         await pilot.pause(0.1)
 
@@ -223,7 +223,7 @@ async def test_a_pass_on_one_side_only_opens_on_the_rank_that_has_it(tmp_path):
     app = open_group_app(group)
     async with app.run_test(size=(160, 48)) as pilot:
         await _ready(app, pilot)
-        assert app.rank == 0 and app.chain == "forward"
+        assert app.state.rank == 0 and app.state.chain == "forward"
         await _open_comparison(app, pilot)
         rows = [str(o.prompt) for o in app.screen.query_one("OptionList").options]
         pos = next(i for i, r in enumerate(rows) if "backward" in r and " 3 simplify" in r)
@@ -232,5 +232,5 @@ async def test_a_pass_on_one_side_only_opens_on_the_rank_that_has_it(tmp_path):
         await pilot.press("enter")
         await _ready(app, pilot)
         assert len(app.screen_stack) == 1
-        assert (app.rank, app.chain, app.index) == (1, "backward", 3)
+        assert (app.state.rank, app.state.chain, app.state.index) == (1, "backward", 3)
         assert app.query_one("LinesView").texts[0].startswith('# graph 0 · backward · after "simplify"')

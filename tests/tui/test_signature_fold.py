@@ -45,10 +45,10 @@ async def _toggle_and_check(small_rec, toggle):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         view = app.query_one("LinesView")
-        n_block = sum(1 for ln in app.printed_lines if ln.kind in ("def", "meta"))
+        n_block = sum(1 for ln in app.trace.printed_lines if ln.kind in ("def", "meta"))
         assert n_block > 1
         fold = next(i for i in range(view.line_count()) if view.texts[i].strip().endswith("inputs ▸"))
-        assert not any(ln.kind == "meta" for ln in app.shown.lines)
+        assert not any(ln.kind == "meta" for ln in app.trace.shown.lines)
         # the first screen shows ops
         height = view.scrollable_content_region.height
         assert any(view.uid_at(i) for i in range(height))
@@ -85,17 +85,17 @@ async def test_search_for_an_input_opens_the_block_and_selects_it(small_rec):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         view = app.query_one("LinesView")
-        meta = next(n for n, ln in enumerate(app.printed_lines) if ln.kind == "meta")
+        meta = next(n for n, ln in enumerate(app.trace.printed_lines) if ln.kind == "meta")
         app.select_printed_line(meta)
         await pilot.pause()
-        assert not app.signature_folded
-        assert view.texts[view.cursor] == app.printed_lines[meta].text
+        assert not app.state.signature_folded
+        assert view.texts[view.cursor] == app.trace.printed_lines[meta].text
         # a line after the block maps through the fold, closed or open
-        stmt = next(n for n, ln in enumerate(app.printed_lines) if ln.kind == "stmt")
+        stmt = next(n for n, ln in enumerate(app.trace.printed_lines) if ln.kind == "stmt")
         app.select_printed_line(stmt)
         await pilot.pause()
-        assert view.uid_at(view.cursor) == app.printed_lines[stmt].uid
-        assert app.lines[view.cursor] == app.printed_lines[stmt]  # app.lines: the lines on screen
+        assert view.uid_at(view.cursor) == app.trace.printed_lines[stmt].uid
+        assert app.trace.lines[view.cursor] == app.trace.printed_lines[stmt]  # app.trace.lines: the lines on screen
 
 
 @pytest.mark.asyncio
@@ -109,4 +109,4 @@ async def test_diff_views_are_not_folded(small_rec):
         assert view.mode == "unified"
         await pilot.press("enter")  # not a trace: nothing to open, nothing breaks
         await pilot.pause()
-        assert view.mode == "unified" and app.signature_folded
+        assert view.mode == "unified" and app.state.signature_folded

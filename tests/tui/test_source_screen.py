@@ -110,8 +110,8 @@ async def test_S_opens_the_source_and_enter_shows_the_line_ops_in_their_pass(sma
         await pilot.press("enter")
         await settle(app, pilot)
         first = row.ops[0]
-        assert (app.graph, app.chain) == (first.graph, first.chain)
-        assert app.index == app.current_chain().passes[-1].index and app.diff_from is None
+        assert (app.state.graph, app.state.chain) == (first.graph, first.chain)
+        assert app.state.index == app.current_chain().passes[-1].index and app.state.diff_from is None
         view = app.query_one("LinesView")
         assert view.uid_at(view.cursor) == first.uid
 

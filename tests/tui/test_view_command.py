@@ -28,7 +28,7 @@ class _TTY:
 @pytest.fixture
 def no_ui(monkeypatch):
     """Fail the test if the UI would start."""
-    import thundervis.tui.app as app
+    import thundervis.tui.launch as app
 
     def boom(*a, **k):
         raise AssertionError("the UI started")

@@ -105,7 +105,7 @@ async def details_for(app, pilot, timeout: float = 20.0) -> str:
     while time.monotonic() < end:
         await pilot.pause(0.05)
         text = str(app.query_one("#detailtext").render())
-        if app.selected_uid and app.selected_uid in text and "lineage …" not in text:
+        if app.state.selected_uid and app.state.selected_uid in text and "lineage …" not in text:
             return text
     raise AssertionError("the details did not load")
 

@@ -1,0 +1,79 @@
+"""What the TUI shows, as one value: :class:`ViewState` (frozen, slotted), held in one reactive on
+the app and replaced whole on every change. The app's watcher compares the old and new values and
+repaints only what changed; workers are handed the state they compute for, and a result whose
+:func:`content_key` no longer matches the current state is dropped."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True, slots=True)
+class ViewState:
+    """The view: which rank, graph, chain and pass; the diff settings; the selected line."""
+
+    rank: Optional[int] = None  # the rank of a group shown (None: a single recording)
+    graph: Optional[int] = None
+    chain: Optional[str] = None
+    index: Optional[int] = None  # the pass shown
+    diff_from: Optional[int] = None  # None: no diff; -1: the previous pass shown; else that pass
+    side_by_side: bool = False
+    folded: bool = True  # unchanged diff lines folded to a few around each change
+    hide_unchanged: bool = False  # the stepper hides passes that changed nothing
+    signature_folded: bool = True  # the def + inputs block shows as one line until opened
+    details_hidden: bool = False
+    selected_uid: Optional[str] = None
+
+
+def visible_passes(state: ViewState, chain) -> list:
+    """Return the passes of ``chain`` (a ``Chain`` or None) the stepper shows for ``state``
+    (unchanged ones hidden when asked; the first pass and the current one always stay)."""
+    if chain is None:
+        return []
+    if not state.hide_unchanged:
+        return list(chain.passes)
+    return [p for p in chain.passes if p.changed or p.index == state.index or p is chain.passes[0]]
+
+
+def diff_base(state: ViewState, chain, index: Optional[int] = None) -> Optional[int]:
+    """Return the pass the diff of pass ``index`` (default the state's) compares against: the
+    chosen one, else the previous visible pass of ``chain``; None when no diff is shown."""
+    index = state.index if index is None else index
+    if state.diff_from is None or index is None:
+        return None
+    if state.diff_from >= 0:
+        return state.diff_from
+    earlier = [p.index for p in visible_passes(state, chain) if p.index < index]
+    return earlier[-1] if earlier else None
+
+
+def content_key(state: ViewState, chain) -> tuple:
+    """Return what the middle view's content depends on (two states with the same key show the
+    same lines): rank, graph, chain, pass, diff base, side by side, folded."""
+    return (state.rank, state.graph, state.chain, state.index, diff_base(state, chain),
+            state.side_by_side, state.folded)
+
+
+def keeps_cursor(old: ViewState, new: ViewState) -> bool:
+    """Return whether going from ``old`` to ``new`` keeps the trace cursor where it is: stepping,
+    switching rank, side by side; not a new chain, diff on or off, or refolding."""
+    if old.rank != new.rank:
+        return True
+    if (old.graph, old.chain) != (new.graph, new.chain) or old.folded != new.folded:
+        return False
+    return old.diff_from == new.diff_from or old.side_by_side != new.side_by_side
+
+
+def settle(state: ViewState, overview) -> ViewState:
+    """Return ``state`` made valid for ``overview`` (a ``ViewOverview``): the default chain when
+    its chain is gone, the chain's last pass when its pass is gone."""
+    from dataclasses import replace
+    from thundervis.present.default_view import default_view
+    graph, chain, index = state.graph, state.chain, state.index
+    if graph is None or overview.chain(graph, chain or "") is None:
+        dv = default_view(overview.graphs)
+        graph, chain = (dv.graph, dv.chain) if dv is not None else (None, None)
+    c = overview.chain(graph, chain) if graph is not None else None
+    if c is not None and c.passes and (index is None or index not in {p.index for p in c.passes}):
+        index = c.passes[-1].index
+    return replace(state, graph=graph, chain=chain, index=index)
