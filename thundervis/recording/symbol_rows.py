@@ -9,10 +9,13 @@ rows that unchanged passes share. Every row read is checked for its column types
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from typing import Optional
 
+from .errors import RecordingError
 from .model import Symbol
+from .pass_deltas import decode_ids
 from .pass_refs import PassLike, _pass_key
 from .typed import load_json, row_checker
 
@@ -27,6 +30,15 @@ _SHARED_SOURCE_SELECT = (
 _CHECK_SYMBOLS = row_checker("symbols", _SYMBOL_COLUMNS.split(", "),
                              ("int", "text", "nat", "nat", "text", "text?", "text", "text?", "text?", "int?",
                               "text?", "text?", "text?", "int?", "text?", "text?", "text?"))
+# Schema 4: symbol rows stored once per distinct content, listed per pass (pass_symbols).
+_CONTENT_SELECT = ("SELECT r.id, r.uid, r.parent, r.sym, r.origin, ss.file, r.line, ss.code, ss.module, ss.function,"
+                   " r.seq_nr, r.aten, r.executor, r.note FROM symbol_rows r LEFT JOIN symbol_sources ss"
+                   " ON ss.id = r.source_id")
+_CHECK_CONTENT = row_checker("symbol_rows", ("id", "uid", "parent", "sym", "origin", "file", "line", "code", "module",
+                                             "function", "seq_nr", "aten", "executor", "note"),
+                             ("int", "text", "text?", "text", "text", "text?", "int?", "text?", "text?", "text?",
+                              "int?", "text?", "text?", "text?"))
+_CHECK_PASS_LIST = row_checker("pass_symbols", ("graph_id", "chain", "pass_idx"), ("int", "text", "nat"))
 _CHECK_UNINDEXED = row_checker("passes", ("graph_id", "chain", "idx"), ("int", "text", "nat"))
 _CHECK_SHARED = row_checker("passes", ("graph_id", "chain", "idx", "symbols_from"), ("int", "text", "nat", "nat"))
 
@@ -55,14 +67,54 @@ class SymbolIndex:
             out.setdefault((g, c, src), []).append(i)
         return out
 
+    @property
+    def _compact(self) -> bool:
+        """True for schema 4 (content-addressed rows listed per pass), False for one row per symbol."""
+        return self.store.has_table("pass_symbols")
+
+    def _content_rows(self, where: str, params: tuple) -> dict[int, tuple]:
+        """Return {row id: checked symbol_rows row (with its source location)} matching ``where``."""
+        rows = _CHECK_CONTENT(self.store.rows(f"{_CONTENT_SELECT} WHERE {where}", params), self.store.path)
+        return {r[0]: r for r in rows}
+
+    def _compact_symbols(self, pass_where: str, pass_params: tuple, row_where: Optional[str],
+                         row_params: tuple) -> list[Symbol]:
+        """The symbols of the listed passes matching ``pass_where`` (SQL over pass_symbols) whose
+        row matches ``row_where`` (SQL over symbol_rows; None: every row of those passes)."""
+        lists = self.store.rows(f"SELECT graph_id, chain, pass_idx, rows FROM pass_symbols WHERE {pass_where}",
+                                pass_params)
+        _CHECK_PASS_LIST([r[:3] for r in lists], self.store.path)
+        decoded = [(g, c, i, decode_ids(blob, f"the symbol list of graph {g} {c} pass {i}", self.store.path))
+                   for g, c, i, blob in lists]
+        if row_where is None:
+            wanted = sorted({rid for *_, ids in decoded for rid in ids})
+            rows = {}
+            for k in range(0, len(wanted), 20_000):
+                rows.update(self._content_rows("r.id IN (SELECT value FROM json_each(?))",
+                                               (json.dumps(wanted[k:k + 20_000]),)))
+            missing = len(wanted) - len(rows)
+            if missing:
+                raise RecordingError(f"{self.store.path} is corrupted (its pass symbol lists name {missing} "
+                                     "symbol rows that are missing).")
+        else:
+            rows = self._content_rows(row_where, row_params)
+        out = []
+        for g, c, i, ids in decoded:
+            for position, rid in enumerate(ids):
+                r = rows.get(rid)
+                if r is not None:
+                    out.append(self._symbol_from_row((g, c, i, position) + r[1:]))
+        return out
+
     def _unindexed_passes(self) -> list[tuple]:
         """Return (graph, chain, pass) of every pass holding its own trace but no ``symbols`` rows
         (the writer indexes them when the run ends; a live or killed run lacks some)."""
         if self._rows_complete:
             return []
+        table, pass_col = ("pass_symbols", "pass_idx") if self._compact else ("symbols", "pass_idx")
         missing = _CHECK_UNINDEXED(self.store.rows(
             "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
-            " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
+            f" (SELECT 1 FROM {table} s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.{pass_col} = p.idx)"
             " ORDER BY graph_id, chain, idx"), self.store.path)
         if not missing and self.rec.run().status not in ("running", "killed"):
             self._rows_complete = True
@@ -92,15 +144,20 @@ class SymbolIndex:
                       src, r[13], r[14], r[15], r[16])
 
     def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
-                 expand: bool = True) -> list[Symbol]:
+                 expand: bool = True, compact: tuple = ("1", (), None, ())) -> list[Symbol]:
         """Return the symbols matching ``where`` (SQL over the stored rows) and ``keep`` (the same
         test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
-        passes repeated for each of them; ordered by graph, chain, pass and position."""
+        passes repeated for each of them; ordered by graph, chain, pass and position. ``compact``
+        is the same query for schema 4: (SQL over pass_symbols, params, SQL over symbol_rows or
+        None for all rows, params)."""
         with self.store.snapshot():
-            select = (_SHARED_SOURCE_SELECT if self.store.has_table("symbol_sources")
-                      else f"SELECT {_SYMBOL_COLUMNS} FROM symbols")
-            out = [self._symbol_from_row(r) for r in _CHECK_SYMBOLS(self.store.rows(
-                f"{select} WHERE {where}", params), self.store.path)]
+            if self._compact:
+                out = self._compact_symbols(*compact)
+            else:
+                select = (_SHARED_SOURCE_SELECT if self.store.has_table("symbol_sources")
+                          else f"SELECT {_SYMBOL_COLUMNS} FROM symbols")
+                out = [self._symbol_from_row(r) for r in _CHECK_SYMBOLS(self.store.rows(
+                    f"{select} WHERE {where}", params), self.store.path)]
             for key in self._unindexed_passes():
                 out.extend(s for s in self._derived_rows(key) if keep(s))
             shared = self._shared_passes(graph) if expand else {}
@@ -118,7 +175,8 @@ class SymbolIndex:
         held = rows[0][0] if rows and rows[0][0].__class__ is int else ref.index
         g, c = ref.graph, ref.chain
         found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
-                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False)
+                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False,
+                              compact=("graph_id=? AND chain=? AND pass_idx=?", (g, c, held), None, ()))
         if held != ref.index:
             found = [dataclasses.replace(s, pass_index=ref.index) for s in found]
         return found
@@ -126,17 +184,20 @@ class SymbolIndex:
     def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
         """Return the symbols of every pass of one chain, by pass then position."""
         return self._symbols("graph_id=? AND chain=?", (graph, chain),
-                             lambda s: s.graph == graph and s.chain == chain, graph)
+                             lambda s: s.graph == graph and s.chain == chain, graph,
+                             compact=("graph_id=? AND chain=?", (graph, chain), None, ()))
 
     def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
         """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""
         def at(s):
             return s.source is not None and s.source.line == line and (graph is None or s.graph == graph)
         if graph is None:
-            return self._symbols("line=?", (line,), at)
-        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph)
+            return self._symbols("line=?", (line,), at, compact=("1", (), "r.line=?", (line,)))
+        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph,
+                             compact=("graph_id=?", (graph,), "r.line=?", (line,)))
 
     def symbols_with_uid(self, graph: int, uid: str) -> list[Symbol]:
         """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
         return self._symbols("graph_id=? AND uid=?", (graph, uid),
-                             lambda s: s.graph == graph and s.uid == uid, graph)
+                             lambda s: s.graph == graph and s.uid == uid, graph,
+                             compact=("graph_id=?", (graph,), "r.uid=?", (uid,)))
