@@ -8,7 +8,6 @@ rows that unchanged passes share. Every row read is checked for its column types
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from typing import Optional
@@ -43,6 +42,15 @@ _CHECK_UNINDEXED = row_checker("passes", ("graph_id", "chain", "idx"), ("int", "
 _CHECK_SHARED = row_checker("passes", ("graph_id", "chain", "idx", "symbols_from"), ("int", "text", "nat", "nat"))
 
 
+_PASS_CACHE = 64  # passes whose symbols a SymbolIndex keeps
+
+
+def _at_pass(s: Symbol, index: int) -> Symbol:
+    """``s`` as a symbol of pass ``index`` (a pass sharing the rows of the pass that holds them)."""
+    return Symbol(s.graph, s.chain, index, s.position, s.uid, s.parent, s.sym, s.origin, s.source, s.seq_nr,
+                  s.aten, s.executor, s.note)
+
+
 class SymbolIndex:
     """The symbol rows of one recording ``rec`` (a :class:`~.reader.Recording`: its store, its
     run's status and its pass traces)."""
@@ -56,6 +64,7 @@ class SymbolIndex:
         # untouched and every thread sees the same rows.
         self._derived: dict[tuple, tuple[Symbol, ...]] = {}
         self._rows_complete = False
+        self._pass_cache: dict[tuple, tuple[Symbol, ...]] = {}  # (graph, chain, pass) -> its symbols
 
     def _shared_passes(self, graph: Optional[int] = None) -> dict[tuple, list[int]]:
         """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
@@ -98,12 +107,16 @@ class SymbolIndex:
                                      "symbol rows that are missing).")
         else:
             rows = self._content_rows(row_where, row_params)
+        parts = {}  # row id -> the Symbol fields after (graph, chain, pass, position), parsed once
+        for rid, r in rows.items():
+            s = self._symbol_from_row((0, "", 0, 0) + r[1:])
+            parts[rid] = (s.uid, s.parent, s.sym, s.origin, s.source, s.seq_nr, s.aten, s.executor, s.note)
         out = []
         for g, c, i, ids in decoded:
             for position, rid in enumerate(ids):
-                r = rows.get(rid)
-                if r is not None:
-                    out.append(self._symbol_from_row((g, c, i, position) + r[1:]))
+                f = parts.get(rid)
+                if f is not None:
+                    out.append(Symbol(g, c, i, position, *f))
         return out
 
     def _unindexed_passes(self) -> list[tuple]:
@@ -162,14 +175,18 @@ class SymbolIndex:
                 out.extend(s for s in self._derived_rows(key) if keep(s))
             shared = self._shared_passes(graph) if expand else {}
         if shared:
-            out.extend(dataclasses.replace(s, pass_index=i) for s in list(out)
-                       for i in shared.get((s.graph, s.chain, s.pass_index), ()))
+            out.extend(_at_pass(s, i) for s in list(out) for i in shared.get((s.graph, s.chain, s.pass_index), ()))
         out.sort(key=lambda s: (s.graph, s.chain, s.pass_index, s.position))
         return out
 
     def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
         """Return the symbols of one pass (top level and subsymbols, in walk order)."""
         ref = _pass_key(ref, chain, index)
+        key = (ref.graph, ref.chain, ref.index)
+        with self._lock:  # a pass's symbols never change once it has any (ls and views ask twice)
+            hit = self._pass_cache.get(key)
+        if hit is not None:
+            return list(hit)
         rows = self.store.rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
                                (ref.graph, ref.chain, ref.index))
         held = rows[0][0] if rows and rows[0][0].__class__ is int else ref.index
@@ -178,7 +195,12 @@ class SymbolIndex:
                               lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False,
                               compact=("graph_id=? AND chain=? AND pass_idx=?", (g, c, held), None, ()))
         if held != ref.index:
-            found = [dataclasses.replace(s, pass_index=ref.index) for s in found]
+            found = [_at_pass(s, ref.index) for s in found]
+        if found:
+            with self._lock:
+                if len(self._pass_cache) >= _PASS_CACHE:
+                    self._pass_cache.pop(next(iter(self._pass_cache)))
+                self._pass_cache[key] = tuple(found)
         return found
 
     def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
