@@ -127,12 +127,13 @@ def decode_ids(blob, what: str, path: str) -> list[int]:
 
 
 def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, trace_json, printed,
-                       what: str) -> tuple[Optional[str], Optional[str]]:
+                       what: str, want: str = "both") -> tuple[Optional[str], Optional[str]]:
     """Return the stored (trace JSON, printed text) of the pass ``index`` of a chain whose row
     holds ``trace_json`` / ``printed`` (as stored) and ``delta_base``: the texts as they were
     before compression (a packed store's references resolved). Follows the chain of deltas down to
     a full snapshot, at most :data:`MAX_DELTA_CHAIN` deep; a chain that loops, runs longer, or
-    names a base that is missing, later than the pass or itself a shared pass is one sentence."""
+    names a base that is missing, later than the pass or itself a shared pass is one sentence.
+    ``want`` ("both", "json" or "printed") names the texts to build; the other comes back None."""
     links = [(index, trace_json, printed)]
     seen = {index}
     base = delta_base
@@ -156,12 +157,14 @@ def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, tr
         links.append((base,) + tuple(rows[0][:2]))
         base = rows[0][2]
     _, tj, pr = links[-1]
-    j_text = store.text(tj, f"the trace of {what}")
-    p_text = store.text(pr, f"the printed trace of {what}")
+    j_text = store.text(tj, f"the trace of {what}") if want != "printed" else None
+    p_text = store.text(pr, f"the printed trace of {what}") if want != "json" else None
     for i, tj, pr in reversed(links[:-1]):
         step = f"{what} (delta of pass {i})"
-        j_text = apply_delta(j_text or "", store.text(tj, f"the trace delta of {step}") or "[]",
-                             JSON_SEPARATOR, f"the trace delta of {step}", store.path)
-        p_text = apply_delta(p_text or "", store.text(pr, f"the printed delta of {step}") or "[]",
-                             TEXT_SEPARATOR, f"the printed delta of {step}", store.path)
+        if j_text is not None:
+            j_text = apply_delta(j_text, store.text(tj, f"the trace delta of {step}") or "[]",
+                                 JSON_SEPARATOR, f"the trace delta of {step}", store.path)
+        if p_text is not None:
+            p_text = apply_delta(p_text, store.text(pr, f"the printed delta of {step}") or "[]",
+                                 TEXT_SEPARATOR, f"the printed delta of {step}", store.path)
     return j_text, p_text

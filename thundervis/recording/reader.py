@@ -278,9 +278,10 @@ class Recording:
 
     # -- passes ---------------------------------------------------------------------------------
 
-    def _pass_row(self, ref: PassRef) -> tuple:
+    def _pass_row(self, ref: PassRef, want: str = "both") -> tuple:
         """Return (name, symbols_from, trace_json, printed, meta) of one pass as texts, following a
-        shared pass to the pass that holds its JSON and text."""
+        shared pass to the pass that holds its JSON and text; ``want`` "json" or "printed" leaves
+        the other text of a delta-stored pass (schema 4) unbuilt (None)."""
         graph, chain, index = ref.graph, ref.chain, ref.index
         what = f"graph {graph} {chain} pass {index}"
         store = self.store
@@ -301,7 +302,8 @@ class Recording:
                 trace_json, printed, delta = src[0]
                 rebuild = True
             if delta is not None:  # schema 4: a delta against an earlier pass of the chain
-                trace_json, printed = resolve_pass_texts(store, graph, chain, held, delta, trace_json, printed, what)
+                trace_json, printed = resolve_pass_texts(store, graph, chain, held, delta, trace_json, printed, what,
+                                                         want)
             else:
                 rebuild = rebuild or store.is_reference(trace_json) or store.is_reference(printed)
                 trace_json, printed = store.pass_texts(trace_json, printed, meta, what)
@@ -320,18 +322,18 @@ class Recording:
 
     def pass_text(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> str:
         """Return the printed trace of one pass (a PassRef, or graph, chain, index)."""
-        return self._pass_row(_pass_key(ref, chain, index))[3]
+        return self._pass_row(_pass_key(ref, chain, index), "printed")[3]
 
     def pass_json(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> str:
         """Return the trace JSON text of one pass as stored (see compiler/serialize.py)."""
-        return self._pass_row(_pass_key(ref, chain, index))[2]
+        return self._pass_row(_pass_key(ref, chain, index), "json")[2]
 
     def pass_trace(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None):
         """Return the trace (``thundervis.compiler.ir.Trace``) of one pass, loaded from its JSON by
         the validating loader."""
         from thundervis.compiler.serialize import TraceFormatError, trace_from_json
         ref = _pass_key(ref, chain, index)
-        name, held, trace_json, _, meta = self._pass_row(ref)
+        name, held, trace_json, _, meta = self._pass_row(ref, "json")
         def kernel_names():  # older recordings: their kernels say which symbols are fusions
             return [r[0] for r in self.store.rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
                                              (ref.graph, ref.chain))]
