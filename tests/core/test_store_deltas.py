@@ -223,3 +223,16 @@ def test_packed_groups_expand_deltas_and_read_the_same(chain_recording, tmp_path
             assert rec.pass_text(0, "forward", i).split("\n", 1)[1] == print_trace(t).split("\n", 1)[1]
         assert len(rec.symbols_with_uid(0, "f0")) == N_PASSES
     assert os.path.getsize(packed) < os.path.getsize(path)
+
+
+def test_rank_comparison_sees_a_difference_inside_a_delta(chain_recording, tmp_path):
+    from thundervis.recording.group_texts import trace_hashes
+    path, traces = chain_recording
+    last = traces[-1]
+    changed = traces[:-1] + [last.replace(symbols=last.symbols[:-1] + (last.symbols[-1].replace(sym="prims.exp"),))]
+    other = _record(str(tmp_path / "other.tvrec"), changed)
+    with open_recording(path) as a, open_recording(other) as b:
+        assert a.store.rows("SELECT delta_base FROM passes WHERE idx=?", (N_PASSES - 1,))[0][0] is not None
+        ha, hb = trace_hashes(a), trace_hashes(b)
+    assert [h[4] for h in ha[:-1]] == [h[4] for h in hb[:-1]] and "damaged" not in {h[4] for h in ha}
+    assert ha[-1][4] != hb[-1][4]
