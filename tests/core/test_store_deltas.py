@@ -86,6 +86,10 @@ def test_passes_are_stored_as_bounded_deltas_and_read_exactly(chain_recording):
             assert rec.pass_text(0, "forward", i) == print_trace(t)
             assert [(s.uid, s.sym, s.executor, s.origin, s.position) for s in rec.symbols(0, "forward", i)] == \
                    [(b.uid, b.sym, b.executor, tuple(b.origin), k) for k, b in enumerate(t.symbols)]
+    with open_recording(path) as rec:  # any order: texts built earlier serve as bases, or not
+        for i in [N_PASSES - 1, 3, N_PASSES - 2, 0, 9, 9, 10, 5]:
+            assert (rec.pass_json(0, "forward", i), rec.pass_text(0, "forward", i)) == \
+                   (trace_to_json(traces[i]), print_trace(traces[i]))
         # content-addressed rows: 40 symbols at first, then one new row per pass
         assert rec.store.rows("SELECT COUNT(*) FROM symbol_rows")[0][0] <= 40 + N_PASSES
         assert {s.pass_index for s in rec.symbols_with_uid(0, "f0")} == set(range(N_PASSES))

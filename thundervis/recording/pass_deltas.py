@@ -127,16 +127,24 @@ def decode_ids(blob, what: str, path: str) -> list[int]:
 
 
 def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, trace_json, printed,
-                       what: str, want: str = "both") -> tuple[Optional[str], Optional[str]]:
+                       what: str, want: str = "both", cache: Optional[dict] = None) -> tuple[Optional[str], Optional[str]]:
     """Return the stored (trace JSON, printed text) of the pass ``index`` of a chain whose row
     holds ``trace_json`` / ``printed`` (as stored) and ``delta_base``: the texts as they were
     before compression (a packed store's references resolved). Follows the chain of deltas down to
     a full snapshot, at most :data:`MAX_DELTA_CHAIN` deep; a chain that loops, runs longer, or
     names a base that is missing, later than the pass or itself a shared pass is one sentence.
-    ``want`` ("both", "json" or "printed") names the texts to build; the other comes back None."""
+    ``want`` ("both", "json" or "printed") names the texts to build; the other comes back None.
+    ``cache`` ({(graph, chain, pass, "json" | "printed"): text}, bounded by the caller's
+    :func:`remember`) holds texts built before: a pass read after its base applies one delta."""
+    kinds = ("json", "printed") if want == "both" else (want,)
+
+    def cached(i):
+        got = {k: cache.get((graph, chain, i, k)) for k in kinds} if cache is not None else {}
+        return got if got and all(v is not None for v in got.values()) else None
+
     links = [(index, trace_json, printed)]
     seen = {index}
-    base = delta_base
+    base, start = delta_base, None
     while base is not None:
         if base.__class__ is not int or base < 0:
             raise RecordingError(f"{store.path} is corrupted ({what} names {describe(base)} as its delta base).")
@@ -149,6 +157,9 @@ def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, tr
             raise RecordingError(f"{store.path} is refused ({what} is a chain of more than {MAX_DELTA_CHAIN} "
                                  "deltas, which thundervis never writes).")
         seen.add(base)
+        start = cached(base)
+        if start is not None:
+            break
         rows = store.rows("SELECT trace_json, printed, delta_base FROM passes WHERE graph_id=? AND chain=? AND idx=?",
                           (graph, chain, base))
         if not rows or rows[0][0] is None or rows[0][1] is None:
@@ -156,10 +167,12 @@ def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, tr
                                  "which holds no trace).")
         links.append((base,) + tuple(rows[0][:2]))
         base = rows[0][2]
-    _, tj, pr = links[-1]
-    j_text = store.text(tj, f"the trace of {what}") if want != "printed" else None
-    p_text = store.text(pr, f"the printed trace of {what}") if want != "json" else None
-    for i, tj, pr in reversed(links[:-1]):
+    if start is None:  # the last link is a whole snapshot
+        _, tj, pr = links.pop()
+        start = {"json": store.text(tj, f"the trace of {what}") if "json" in kinds else None,
+                 "printed": store.text(pr, f"the printed trace of {what}") if "printed" in kinds else None}
+    j_text, p_text = start.get("json"), start.get("printed")
+    for i, tj, pr in reversed(links):
         step = f"{what} (delta of pass {i})"
         if j_text is not None:
             j_text = apply_delta(j_text, store.text(tj, f"the trace delta of {step}") or "[]",
@@ -167,4 +180,22 @@ def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, tr
         if p_text is not None:
             p_text = apply_delta(p_text, store.text(pr, f"the printed delta of {step}") or "[]",
                                  TEXT_SEPARATOR, f"the printed delta of {step}", store.path)
+    if cache is not None:
+        remember(cache, (graph, chain, index, "json"), j_text)
+        remember(cache, (graph, chain, index, "printed"), p_text)
     return j_text, p_text
+
+
+TEXT_CACHE = 6  # texts a reader keeps for the next delta (a 24-layer joint trace's JSON is ~1 MB)
+
+
+def remember(cache: dict, key: tuple, text: Optional[str]) -> None:
+    """Keep ``text`` in ``cache`` under ``key`` (None: nothing), dropping the oldest beyond TEXT_CACHE."""
+    if text is None:
+        return
+    cache[key] = text
+    while len(cache) > TEXT_CACHE:
+        try:
+            cache.pop(next(iter(cache)))
+        except (StopIteration, KeyError, RuntimeError):  # another thread changed it: fine
+            break

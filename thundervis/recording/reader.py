@@ -89,6 +89,7 @@ class Recording:
         self._lock = threading.Lock()  # guards the caches
         self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
         self._symbol_index = SymbolIndex(self)
+        self._texts: dict = {}  # pass texts built from deltas, for the next pass's delta (pass_deltas)
 
     # -- the store --------------------------------------------------------------------------------
 
@@ -303,7 +304,7 @@ class Recording:
                 rebuild = True
             if delta is not None:  # schema 4: a delta against an earlier pass of the chain
                 trace_json, printed = resolve_pass_texts(store, graph, chain, held, delta, trace_json, printed, what,
-                                                         want)
+                                                         want, self._texts)
             else:
                 rebuild = rebuild or store.is_reference(trace_json) or store.is_reference(printed)
                 trace_json, printed = store.pass_texts(trace_json, printed, meta, what)
