@@ -142,6 +142,9 @@ def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, tr
         got = {k: cache.get((graph, chain, i, k)) for k in kinds} if cache is not None else {}
         return got if got and all(v is not None for v in got.values()) else None
 
+    hit = cached(index)
+    if hit is not None:  # built before (a view reads a pass's JSON, then its trace)
+        return hit.get("json"), hit.get("printed")
     links = [(index, trace_json, printed)]
     seen = {index}
     base, start = delta_base, None
