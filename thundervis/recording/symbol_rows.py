@@ -152,9 +152,19 @@ class SymbolIndex:
             from thundervis.compiler.ir import SourceInfo
             src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
                              function=r[12] or "")
-        origin = load_json(r[7], "a symbol's origin", self.store.path, list, [])
-        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in origin),
-                      src, r[13], r[14], r[15], r[16])
+        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], self._origin(r[7]), src, r[13], r[14], r[15], r[16])
+
+    def _origin(self, text) -> tuple[str, ...]:
+        """A stored origin (JSON list of uids) as a tuple; the writer's plain form (``["f1", "f2"]``,
+        nothing escaped) without the JSON parser, anything else through :func:`load_json`."""
+        if (text.__class__ is str and len(text) >= 4 and text.startswith('["') and text.endswith('"]')
+                and "\\" not in text and text.isprintable()):
+            parts = text[2:-2].split('", "')
+            if not any('"' in p for p in parts):
+                return tuple(parts)
+        if text == "[]":
+            return ()
+        return tuple(str(o) for o in load_json(text, "a symbol's origin", self.store.path, list, []))
 
     def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
                  expand: bool = True, compact: tuple = ("1", (), None, ())) -> list[Symbol]:
