@@ -240,3 +240,24 @@ def test_rank_comparison_sees_a_difference_inside_a_delta(chain_recording, tmp_p
         ha, hb = trace_hashes(a), trace_hashes(b)
     assert [h[4] for h in ha[:-1]] == [h[4] for h in hb[:-1]] and "damaged" not in {h[4] for h in ha}
     assert ha[-1][4] != hb[-1][4]
+
+
+@pytest.mark.parametrize("codegen_changes", [False, True])
+def test_a_chains_final_pass_is_stored_whole(tmp_path, codegen_changes):
+    """Views, ls and source open the final pass first: it never needs a delta chain."""
+    traces = _chain_traces()[:5]
+    final = traces[-1].replace(pass_name="codegen", meta={"source": "def f(): pass"}) if codegen_changes else traces[-1]
+    path = str(tmp_path / "final.tvrec")
+    with RecordingObserver(path) as w:
+        w.start_run(script="/x/m.py", module=None, argv=["/x/m.py"], cwd="/x")
+        for i, t in enumerate(traces):
+            w.pass_done(0, "forward", i, t.pass_name, t, 0.001, True)
+        w.pass_done(0, "forward", 5, "codegen", final, 0.001, codegen_changes)
+        w.finish_run("ok", 0)
+    with contextlib.closing(sqlite3.connect(path)) as c:
+        bases = dict(c.execute("SELECT idx, delta_base FROM passes"))
+    assert bases[5 if codegen_changes else 4] is None and any(b is not None for b in bases.values()), bases
+    with open_recording(path) as rec:
+        for i, t in enumerate(traces):
+            assert rec.pass_json(0, "forward", i) == trace_to_json(t)
+        assert rec.pass_trace(0, "forward", 5).symbols == final.symbols

@@ -258,9 +258,15 @@ class RecordingObserver(CompileObserver):
                 symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
                 own = symbols_from == index
                 trace_json = printed = delta_base = None
+                last = name == "codegen" or chain in ("dynamo", "joint")  # the chain's last pass
                 if own:
-                    trace_json, printed, delta_base = self._pass_texts(graph, chain, index, trace)
-                if name == "codegen" or chain in ("dynamo", "joint"):  # the chain's last pass
+                    trace_json, printed, delta_base = self._pass_texts(graph, chain, index, trace, whole=last)
+                # The final pass of a chain is what views open first and ls and source read: it is
+                # stored whole, also when it shares the texts of a pass stored as a delta.
+                held = self._delta_prev.get((graph, chain)) if last and not own else None
+                whole_held = ((held[0], compress_text(held[1]), compress_text(held[2]))
+                              if held is not None and held[0] == symbols_from and held[3] > 0 else None)
+                if last:
                     self._encoder.forget(graph, chain)
                     self._delta_prev.pop((graph, chain), None)
             meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
@@ -279,6 +285,9 @@ class RecordingObserver(CompileObserver):
             if costs is not None:
                 from .costs import store_costs
                 store_costs(c, graph, chain, costs)
+            if whole_held is not None:
+                c.execute("UPDATE passes SET trace_json=?, printed=?, delta_base=NULL WHERE graph_id=? AND chain=?"
+                          " AND idx=?", (whole_held[1], whole_held[2], graph, chain, whole_held[0]))
             c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
                       " n_symbols, symbols_from, trace_json, printed, meta, recorded_at, delta_base)"
                       " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -305,16 +314,17 @@ class RecordingObserver(CompileObserver):
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
 
-    def _pass_texts(self, graph: int, chain: str, index: int, trace: Trace) -> tuple:
+    def _pass_texts(self, graph: int, chain: str, index: int, trace: Trace, whole: bool = False) -> tuple:
         """Return a pass's stored (trace JSON, printed text, delta base): compressed deltas against
         the chain's previous stored pass when they are clearly smaller and the chain of deltas stays
-        within MAX_DELTA_CHAIN, else the compressed full texts (delta base None). Call under the lock."""
+        within MAX_DELTA_CHAIN, else (or with ``whole``) the compressed full texts (delta base None).
+        Call under the lock."""
         j_text, p_text = self._encoder.to_json(trace), self._encoder.print(trace)
         full_j, full_p = compress_text(j_text), compress_text(p_text)
         prev = self._delta_prev.get((graph, chain))
         stored = (full_j, full_p, None)
         depth = 0
-        if prev is not None and prev[0] < index and prev[3] < MAX_DELTA_CHAIN:
+        if not whole and prev is not None and prev[0] < index and prev[3] < MAX_DELTA_CHAIN:
             delta_j = compress_text(encode_delta(prev[1], j_text, JSON_SEPARATOR))
             delta_p = compress_text(encode_delta(prev[2], p_text, TEXT_SEPARATOR))
             if len(delta_j) + len(delta_p) < 0.8 * (len(full_j) + len(full_p)):
