@@ -108,9 +108,17 @@ class SymbolIndex:
         else:
             rows = self._content_rows(row_where, row_params)
         parts = {}  # row id -> the Symbol fields after (graph, chain, pass, position), parsed once
+        sources: dict = {}  # rows share source locations: one SourceInfo each
         for rid, r in rows.items():
-            s = self._symbol_from_row((0, "", 0, 0) + r[1:])
-            parts[rid] = (s.uid, s.parent, s.sym, s.origin, s.source, s.seq_nr, s.aten, s.executor, s.note)
+            src = None
+            if r[5] is not None or r[8]:
+                key = r[5:10]
+                src = sources.get(key)
+                if src is None:
+                    from thundervis.compiler.ir import SourceInfo
+                    src = sources[key] = SourceInfo(file=r[5] or "", line=r[6] or 0, code=r[7] or "",
+                                                    module=r[8] or "", function=r[9] or "")
+            parts[rid] = (r[1], r[2], r[3], self._origin(r[4]), src, r[10], r[11], r[12], r[13])
         out = []
         for g, c, i, ids in decoded:
             for position, rid in enumerate(ids):
