@@ -90,8 +90,10 @@ def recorded_traces(tmp_path_factory):
     out = check_output(os.path.join(str(folder), "m.tvrec"))
     result = run_target(script=script, module=None, args=[], out=out, executors=["torch"])
     assert result.exit_code == 0, result
+    from thundervis.recording import open_recording
+    with open_recording(result.path) as rec:  # whole texts (schema 4 stores most passes as deltas)
+        rows = [rec.pass_json(p.ref) for g in rec.graphs() for ch in g.chains if ch.kind != "dynamo" for p in ch.passes]
     with sqlite3.connect(result.path) as c:
-        rows = [r[0] for r in c.execute("SELECT trace_json FROM passes WHERE trace_json IS NOT NULL AND chain != 'dynamo'")]
         rows += [r[0] for r in c.execute("SELECT trace_json FROM kernels WHERE trace_json IS NOT NULL")]
     return [trace_from_dict(json.loads(zlib.decompress(r) if isinstance(r, bytes) else r)) for r in rows]
 

@@ -11,6 +11,8 @@ Classes (each case is one tampered copy):
 - ``bomb``: compressed blobs that expand to 1 GiB (a rank file, a text of ``traces.tvstore``);
 - ``fifo``: a FIFO named ``x.tvrec``, and one in place of a group's rank file;
 - ``schema``: ``passes`` replaced by a view over a recursive CTE, a trigger, an extra view;
+- ``delta`` (schema 4): a pass's delta chain that loops, runs longer than the writer's bound or
+  names a missing base, a delta that copies its base past the size cap, a symbol list bomb;
 - ``markup``: Textual/Rich markup, ESC, U+202E and HTML in every text column (and in all at once).
 
 Commands run in a child process (``fuzz_driver.py``, 10 s per command, memory watched), in
@@ -42,7 +44,7 @@ PER_COMMAND_S = 10.0
 MAX_RSS_MB = 1024
 DEEP = "[" * 100_000 + "]" * 100_000
 JSON_COLUMNS = [("run", "argv"), ("run", "executors"), ("graphs", "info"), ("passes", "trace_json"),
-                ("passes", "meta"), ("symbols", "origin"), ("kernels", "members"), ("kernels", "ops"),
+                ("passes", "meta"), ("symbol_rows", "origin"), ("kernels", "members"), ("kernels", "ops"),
                 ("kernels", "inputs"), ("kernels", "outputs"), ("kernels", "source_lines"),
                 ("kernels", "trace_json"), ("kernels", "record"), ("events", "data"),
                 ("kernel_timings", "samples"), ("kernel_timings", "starts"), ("graph_timings", "call_starts"),
@@ -202,6 +204,27 @@ def build_cases(rec: str, group: str, work) -> list[tuple[str, str, list]]:
             except sqlite3.Error:
                 continue
         cases.append(("schema", f"schema {name}", _rec_commands(path, os.path.dirname(path), name == "trigger")))
+    # schema 4's delta chains and symbol lists
+    with contextlib.closing(sqlite3.connect(rec)) as c:
+        delta = c.execute("SELECT graph_id, chain, idx, delta_base FROM passes WHERE delta_base IS NOT NULL"
+                          " ORDER BY idx DESC LIMIT 1").fetchone()
+    if delta is not None:
+        g, ch, i, b = delta
+        key = f"WHERE graph_id={g} AND chain='{ch}' AND idx={i}"
+        from thundervis.recording import open_recording
+        with open_recording(rec) as r:  # a delta copying its whole base again and again
+            base_json = r.pass_json(g, ch, b)
+        n = len(base_json.split('{"'))
+        copies = zlib.compress(json.dumps([[0, n]] * ((300 << 20) // max(1, len(base_json)))).encode())
+        for name, sql, params in [
+                ("loops", f"UPDATE passes SET delta_base={i} {key}", ()),
+                ("longer than the bound", "UPDATE passes SET delta_base = idx - 1 WHERE idx > 0", ()),
+                ("missing base", f"DELETE FROM passes WHERE graph_id={g} AND chain='{ch}' AND idx={b}", ()),
+                ("copies past the cap", f"UPDATE passes SET trace_json=? {key}", (copies,)),
+                ("symbol list bomb", "UPDATE pass_symbols SET rows=?", (_bomb(),))]:
+            path = copy("x.tvrec")
+            if _update(path, sql, params):
+                cases.append(("delta", f"delta {name}", _rec_commands(path, os.path.dirname(path), name == "loops")))
     # FIFOs
     d = work / "fifo"
     d.mkdir()

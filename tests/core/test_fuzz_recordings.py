@@ -24,6 +24,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -31,6 +32,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
 from core_helpers import stored_text, write_script  # noqa: E402
+from thundervis.recording import open_recording  # noqa: E402
 
 TINY = """
     import torch
@@ -60,8 +62,9 @@ def base(tmp_path_factory):
     assert result.exit_code == 0, result
     with sqlite3.connect(result.path) as c:
         kernels = c.execute("SELECT name FROM kernels").fetchall()
-        uid, line = c.execute("SELECT uid, line FROM symbols WHERE chain='forward' AND line IS NOT NULL"
-                              " ORDER BY pass_idx, position LIMIT 1").fetchone()
+    with open_recording(result.path) as rec:  # schema 4: symbol rows are listed per pass
+        uid, line = next((s.uid, s.source.line) for s in rec.symbols(rec.graphs()[0].id, "forward", 0)
+                         if s.source is not None and s.source.line)
     assert kernels, "the tiny run built no kernel"
     canary = str(folder / "canary")
     return result.path, canary, uid, f"tiny.py:{line}"
@@ -166,12 +169,13 @@ def _mutate(data, path: str, canary: str) -> None:
     strings = st.one_of(st.sampled_from(injections(canary)), st.text(max_size=12))
     # Kernel IR weighs most: it is what rerun and repro turn into code.
     where = data.draw(st.sampled_from(["kernel_json", "pass_json", "kernel_json", "kernel_name", "kernel_json",
-                                       "printed", "symbols", "run", "kernel_code", "pass_json", "json_column"]),
+                                       "printed", "symbols", "run", "kernel_code", "pass_json", "json_column",
+                                       "delta", "symbol_list"]),
                       label="where")
     with contextlib.closing(sqlite3.connect(path)) as c, c:
         if where == "pass_json":
             rows = c.execute("SELECT graph_id, chain, idx, trace_json FROM passes WHERE trace_json IS NOT NULL"
-                             " ORDER BY graph_id, chain, idx").fetchall()
+                             " AND delta_base IS NULL ORDER BY graph_id, chain, idx").fetchall()
             g, ch, i, text = rows[data.draw(st.integers(0, len(rows) - 1), label="pass")]
             text = stored_text(text)
             c.execute("UPDATE passes SET trace_json=? WHERE graph_id=? AND chain=? AND idx=?",
@@ -193,9 +197,31 @@ def _mutate(data, path: str, canary: str) -> None:
             c.execute("UPDATE kernels SET code=?", (data.draw(strings, label="code"),))
         elif where == "printed":
             c.execute("UPDATE passes SET printed=? WHERE printed IS NOT NULL", (data.draw(strings, label="text"),))
-        elif where == "symbols":
+        elif where == "symbols":  # schema 4: rows stored once (symbol_rows), locations in symbol_sources
             col = data.draw(st.sampled_from(["sym", "code", "file", "module", "uid", "note"]), label="column")
-            c.execute(f"UPDATE symbols SET {col}=?", (data.draw(strings, label="value"),))
+            table = "symbol_sources" if col in ("code", "file", "module") else "symbol_rows"
+            c.execute(f"UPDATE {table} SET {col}=?", (data.draw(strings, label="value"),))
+        elif where == "delta":  # a pass's delta chain: loops, later or missing bases, broken operations
+            rows = c.execute("SELECT graph_id, chain, idx, delta_base FROM passes WHERE delta_base IS NOT NULL"
+                             " ORDER BY graph_id, chain, idx").fetchall()
+            if rows:
+                g, ch, i, b = rows[data.draw(st.integers(0, len(rows) - 1), label="delta pass")]
+                how = data.draw(st.sampled_from(["self", "later", "negative", "drop base", "ops", "text"]), label="how")
+                key = "WHERE graph_id=? AND chain=? AND idx=?"
+                if how == "drop base":
+                    c.execute(f"DELETE FROM passes {key}", (g, ch, b))
+                elif how in ("ops", "text"):
+                    value = data.draw(st.sampled_from(['[[0, 5000000]]', '[[-1, 2]]', '[5]', '{"a": 1}', "[[0]]",
+                                                       json.dumps([injections(canary)[0]])]), label="delta")
+                    c.execute(f"UPDATE passes SET {'trace_json' if how == 'ops' else 'printed'}=? {key}",
+                              (zlib.compress(value.encode()), g, ch, i))
+                else:
+                    c.execute(f"UPDATE passes SET delta_base=? {key}",
+                              ({"self": i, "later": i + 1, "negative": -3}[how], g, ch, i))
+        elif where == "symbol_list":  # a pass's list of symbol row ids
+            value = data.draw(st.sampled_from([b"", b"x", zlib.compress(b"1,2,x"), zlib.compress(b"0,-5"),
+                                               zlib.compress(b"99999999"), zlib.compress(b"1," * 1000)]), label="ids")
+            c.execute("UPDATE pass_symbols SET rows=? WHERE rowid=(SELECT min(rowid) FROM pass_symbols)", (value,))
         else:
             col = data.draw(st.sampled_from(["script", "argv", "traceback", "device", "status"]), label="run column")
             value = data.draw(strings, label="value")
@@ -207,7 +233,7 @@ def _mutate(data, path: str, canary: str) -> None:
 
 JSON_COLUMNS = [("run", "argv"), ("run", "executors"), ("kernels", "inputs"), ("kernels", "outputs"),
                 ("kernels", "source_lines"), ("kernels", "members"), ("kernels", "ops"), ("kernels", "record"),
-                ("passes", "meta"), ("graphs", "info"), ("symbols", "origin"), ("events", "data")]
+                ("passes", "meta"), ("graphs", "info"), ("symbol_rows", "origin"), ("events", "data")]
 
 
 def _cli(*argv) -> tuple[int, str, str]:

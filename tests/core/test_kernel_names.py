@@ -76,14 +76,14 @@ def test_an_older_recording_gets_its_fusion_flags_from_its_kernel_rows(rec, tmp_
     with open_recording(old) as r:
         fuse = next(p.index for p in r.graph(0).chain("forward").passes if p.name == "fuse")
         names = [k.name for k in r.kernels() if k.chain == "forward"]
+        text = r.pass_json(0, "forward", fuse)  # whole texts (schema 4 may store deltas)
+        printed = zlib.compress(r.pass_text(0, "forward", fuse).encode())
     with sqlite3.connect(old) as c:  # what a recording written before format 2 holds
-        (text,) = c.execute("SELECT trace_json FROM passes WHERE graph_id=0 AND chain='forward' AND idx=?",
-                            (fuse,)).fetchone()
-        d = json.loads(zlib.decompress(text) if isinstance(text, bytes) else text)
+        d = json.loads(text)
         d["format"] = 1
         for s in d["symbols"]:
             s.pop("fusion", None)
-        c.execute("UPDATE passes SET trace_json=? WHERE graph_id=0 AND chain='forward' AND idx=?",
-                  (json.dumps(d), fuse))
+        c.execute("UPDATE passes SET trace_json=?, printed=?, delta_base=NULL WHERE graph_id=0 AND chain='forward'"
+                  " AND idx=?", (json.dumps(d), printed, fuse))
     with open_recording(old) as r:
         assert [b.sym for b in r.pass_trace(0, "forward", fuse).symbols if b.fusion] == names

@@ -219,7 +219,7 @@ def test_schema_is_marked_and_versioned(recorded):
     conn = sqlite3.connect(recorded[0])
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"run", "graphs", "chains", "passes", "symbols", "kernels", "kernel_timings",
+    assert {"run", "graphs", "chains", "passes", "symbol_rows", "pass_symbols", "kernels", "kernel_timings",
             "rerun_results", "failures", "events"} <= tables
     assert conn.execute("SELECT COUNT(*) FROM kernel_timings").fetchone()[0] == 0
     conn.close()
@@ -285,8 +285,12 @@ def test_unchanged_passes_share_symbol_rows(recorded):
         assert {s.pass_index for s in mine} == {p.index}
         everything = rec.chain_symbols(0, "forward")
         assert {s.pass_index for s in everything} == {q.index for q in chain.passes}
-        stored = rec.store.rows("SELECT COUNT(*) FROM symbols WHERE graph_id=0 AND chain='forward'")[0][0]
-        assert stored < len(everything)
+        # Schema 4: each distinct symbol row once, each pass a list of row ids (shared passes none).
+        lists = rec.store.rows("SELECT COUNT(*) FROM pass_symbols WHERE graph_id=0 AND chain='forward'")[0][0]
+        assert lists < len(chain.passes)
+        stored = rec.store.rows("SELECT COUNT(*) FROM symbol_rows")[0][0]
+        total = sum(len(rec.chain_symbols(g.id, c.kind)) for g in rec.graphs() for c in g.chains)
+        assert stored < total / 2
 
 
 def _symbol_tuples(symbols):
@@ -306,7 +310,7 @@ def test_symbol_rows_are_written_when_the_run_ends_and_derived_for_a_killed_run(
     f = jit(lambda x, w: torch.tanh(x @ w).sum(), executors=["torch"], observer=writer)
     f(torch.randn(4, 8, requires_grad=True), torch.randn(8, 8)).backward()
     with open_recording(path) as rec:  # as a reader sees it if the writer's process dies now
-        assert rec.store.rows("SELECT COUNT(*) FROM main.symbols")[0][0] == 0
+        assert rec.store.rows("SELECT COUNT(*) FROM main.pass_symbols")[0][0] == 0
         (g,) = rec.graphs()
         derived = {c.kind: _symbol_tuples(rec.chain_symbols(g.id, c.kind)) for c in g.chains}
         for c in g.chains:
@@ -325,7 +329,7 @@ def test_symbol_rows_are_written_when_the_run_ends_and_derived_for_a_killed_run(
     writer.finish_run("ok", 0)
     writer.close()
     with open_recording(path) as rec:
-        assert rec.store.rows("SELECT COUNT(*) FROM main.symbols")[0][0] > 0
+        assert rec.store.rows("SELECT COUNT(*) FROM main.pass_symbols")[0][0] > 0
         assert rec.store.rows("SELECT name FROM sqlite_temp_master") == []  # nothing left to derive
         assert {c.kind: _symbol_tuples(rec.chain_symbols(g.id, c.kind)) for c in g.chains} == derived
         assert rec.chain_symbols(g2.id, "backward")
@@ -344,5 +348,5 @@ def test_kept_traces_are_written_out_when_too_many_wait(tmp_path, monkeypatch):
         w.start_run(script=None, module="m", argv=["m"], cwd="/")
         w.pass_done(0, "forward", 0, "acquire", trace, 0.001, True)
         with open_recording(path) as rec:  # the run is still going
-            assert rec.store.rows("SELECT COUNT(*) FROM main.symbols")[0][0] == stored
+            assert rec.store.rows("SELECT COUNT(*) FROM main.pass_symbols")[0][0] == stored
         w.close()

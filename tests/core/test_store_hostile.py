@@ -51,10 +51,12 @@ def _copy(base: str, tmp_path, name: str = "x.tvrec") -> str:
 
 def _sql(path: str, *statements, params=()) -> None:
     conn = sqlite3.connect(path)
-    for s in statements:
-        conn.execute(s, params) if params else conn.execute(s)
-    conn.commit()
-    conn.close()
+    try:  # a refused statement must not leave the connection (and its lock on the file) open
+        for s in statements:
+            conn.execute(s, params) if params else conn.execute(s)
+        conn.commit()
+    finally:
+        conn.close()
 
 
 def _one_sentence(code: int, err: str) -> None:

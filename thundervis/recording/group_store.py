@@ -29,7 +29,9 @@ import zlib
 from typing import Optional
 from urllib.parse import quote
 
+from .errors import RecordingError
 from .group_texts import canonical_trace
+from .pass_deltas import JSON_SEPARATOR, TEXT_SEPARATOR, apply_delta
 from .typed import decompress
 from .schema import KERNEL_COLUMN_KEYS
 from .packed_store import PACKED_KEY, STORE_APPLICATION_ID, STORE_NAME, fingerprint, make_ref  # noqa: F401
@@ -90,11 +92,21 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
             return False
         store.execute("BEGIN")
         conn.execute("BEGIN IMMEDIATE")
-        for g, c, i, tj, pr in conn.execute(
-                "SELECT graph_id, chain, idx, trace_json, printed FROM passes").fetchall():
+        deltas = any(r[1] == "delta_base" for r in conn.execute("PRAGMA table_info(passes)"))
+        full: dict[tuple, tuple] = {}  # (graph, chain, idx) -> its full texts (schema 4 deltas applied)
+        for g, c, i, tj, pr, base in conn.execute(
+                "SELECT graph_id, chain, idx, trace_json, printed, " + ("delta_base" if deltas else "NULL") +
+                " FROM passes ORDER BY graph_id, chain, idx").fetchall():
             if tj is None and pr is None:
                 continue
             tj, pr = _plain(tj, path), _plain(pr, path)
+            if base is not None:  # the group store keeps whole texts, deduplicated across ranks
+                if (g, c, base) not in full or tj is None or pr is None:
+                    raise ValueError(f"graph {g} {c} pass {i} is a delta against a missing pass")
+                what = f"the delta of graph {g} {c} pass {i}"
+                tj = apply_delta(full[(g, c, base)][0], tj, JSON_SEPARATOR, what, path)
+                pr = apply_delta(full[(g, c, base)][1], pr, TEXT_SEPARATOR, what, path)
+            full[(g, c, i)] = (tj, pr)
             new_tj = None
             if tj is not None:
                 canonical, offset = canonical_trace(tj)
@@ -102,6 +114,8 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
             new_pr = _put(store, _printed_body(pr), seen) if pr is not None else None
             conn.execute("UPDATE passes SET trace_json=?, printed=? WHERE graph_id=? AND chain=? AND idx=?",
                          (new_tj, new_pr, g, c, i))
+        if deltas:
+            conn.execute("UPDATE passes SET delta_base=NULL")
         for kid, code, tj in conn.execute("SELECT id, code, trace_json FROM kernels").fetchall():
             code, tj = _plain(code, path), _plain(tj, path)
             conn.execute("UPDATE kernels SET code=?, trace_json=? WHERE id=?",
@@ -122,8 +136,9 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
                 if text:
                     conn.execute("UPDATE sources SET text=? WHERE file=?", (_put(store, text, seen), f))
         conn.execute("DELETE FROM symbols")  # an index over the trace JSON: the reader derives it
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='symbol_sources'").fetchone():
-            conn.execute("DELETE FROM symbol_sources")
+        for table in ("symbol_sources", "symbol_rows", "pass_symbols"):  # schema 3 and 4 symbol tables
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+                conn.execute(f"DELETE FROM {table}")
         conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (PACKED_KEY, STORE_NAME))
         store.execute("COMMIT")  # the texts are safe in the store before the rank file refers to them
         conn.execute("COMMIT")
@@ -161,7 +176,7 @@ def pack_group(group_dir: str) -> tuple[int, int]:
         for _, p in files:
             try:
                 ok = pack_rank(p, store, seen)
-            except (sqlite3.Error, ValueError, OSError):
+            except (sqlite3.Error, ValueError, OSError, RecordingError):
                 ok = False
             packed, left = packed + ok, left + (not ok)
         store.execute("PRAGMA journal_mode=DELETE")

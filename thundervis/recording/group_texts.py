@@ -39,15 +39,18 @@ def trace_hashes(rec) -> list[tuple]:
     pass of the recording ``rec``, packed or not: equal lists mean identical traces."""
     store = rec.store
     out, held = [], {}
-    rows = store.rows("SELECT graph_id, chain, idx, name, symbols_from, trace_json FROM passes"
+    delta = ", delta_base" if rec.schema_version >= 4 else ", NULL"
+    rows = store.rows(f"SELECT graph_id, chain, idx, name, symbols_from, trace_json{delta} FROM passes"
                       " ORDER BY graph_id, chain, idx")
-    for g, c, i, name, src, tj in rows:
+    for g, c, i, name, src, tj, base in rows:
         fp = None
         if tj is not None:
             fp = ref_fp(tj) if store.is_reference(tj) else None
             if fp is None:
-                try:
-                    fp = fingerprint(canonical_trace_json(store.text(tj, f"the trace of graph {g} {c} pass {i}")))
+                try:  # schema 4: a delta-stored pass's whole JSON comes from the reader
+                    text = (rec.pass_json(g, c, i) if base is not None
+                            else store.text(tj, f"the trace of graph {g} {c} pass {i}"))
+                    fp = fingerprint(canonical_trace_json(text))
                 except (ValueError, RecursionError):
                     fp = "damaged"
             held[(g, c, i)] = fp

@@ -30,6 +30,7 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
 from .liveness import last_recorded, run_status
+from .pass_deltas import resolve_pass_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
 from .store import Store, open_store
 from .symbol_rows import SymbolIndex
@@ -88,6 +89,7 @@ class Recording:
         self._lock = threading.Lock()  # guards the caches
         self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
         self._symbol_index = SymbolIndex(self)
+        self._texts: dict = {}  # pass texts built from deltas, for the next pass's delta (pass_deltas)
 
     # -- the store --------------------------------------------------------------------------------
 
@@ -277,29 +279,35 @@ class Recording:
 
     # -- passes ---------------------------------------------------------------------------------
 
-    def _pass_row(self, ref: PassRef) -> tuple:
+    def _pass_row(self, ref: PassRef, want: str = "both") -> tuple:
         """Return (name, symbols_from, trace_json, printed, meta) of one pass as texts, following a
-        shared pass to the pass that holds its JSON and text."""
+        shared pass to the pass that holds its JSON and text; ``want`` "json" or "printed" leaves
+        the other text of a delta-stored pass (schema 4) unbuilt (None)."""
         graph, chain, index = ref.graph, ref.chain, ref.index
         what = f"graph {graph} {chain} pass {index}"
         store = self.store
+        delta_col = ", delta_base" if self.schema_version >= 4 else ", NULL"
         with self.snapshot():
-            rows = store.rows("SELECT name, symbols_from, trace_json, printed, meta FROM passes"
+            rows = store.rows(f"SELECT name, symbols_from, trace_json, printed, meta{delta_col} FROM passes"
                               " WHERE graph_id=? AND chain=? AND idx=?", (graph, chain, index))
             if not rows:
                 raise UnknownItem(f"graph {graph} {chain} has no pass {index}")
-            name, held, trace_json, printed, meta = rows[0]
+            name, held, trace_json, printed, meta, delta = rows[0]
             _CHECK_PASS_ROW([(name, held, meta)], self.path)
             rebuild = False
             if trace_json is None or printed is None:
-                src = store.rows("SELECT trace_json, printed FROM passes WHERE graph_id=? AND chain=? AND idx=?",
-                                 (graph, chain, held))
+                src = store.rows(f"SELECT trace_json, printed{delta_col} FROM passes WHERE graph_id=? AND chain=?"
+                                 " AND idx=?", (graph, chain, held))
                 if not src or held == index or src[0][0] is None or src[0][1] is None:
                     raise RecordingError(f"{self.path} is corrupted ({what} shares a trace that is missing).")
-                trace_json, printed = src[0]
+                trace_json, printed, delta = src[0]
                 rebuild = True
-            rebuild = rebuild or store.is_reference(trace_json) or store.is_reference(printed)
-            trace_json, printed = store.pass_texts(trace_json, printed, meta, what)
+            if delta is not None:  # schema 4: a delta against an earlier pass of the chain
+                trace_json, printed = resolve_pass_texts(store, graph, chain, held, delta, trace_json, printed, what,
+                                                         want, self._texts)
+            else:
+                rebuild = rebuild or store.is_reference(trace_json) or store.is_reference(printed)
+                trace_json, printed = store.pass_texts(trace_json, printed, meta, what)
             if rebuild and printed is not None and printed.startswith("# graph "):
                 from thundervis.compiler.ir import Trace
                 from thundervis.compiler.printer import header_line
@@ -315,18 +323,18 @@ class Recording:
 
     def pass_text(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> str:
         """Return the printed trace of one pass (a PassRef, or graph, chain, index)."""
-        return self._pass_row(_pass_key(ref, chain, index))[3]
+        return self._pass_row(_pass_key(ref, chain, index), "printed")[3]
 
     def pass_json(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> str:
         """Return the trace JSON text of one pass as stored (see compiler/serialize.py)."""
-        return self._pass_row(_pass_key(ref, chain, index))[2]
+        return self._pass_row(_pass_key(ref, chain, index), "json")[2]
 
     def pass_trace(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None):
         """Return the trace (``thundervis.compiler.ir.Trace``) of one pass, loaded from its JSON by
         the validating loader."""
         from thundervis.compiler.serialize import TraceFormatError, trace_from_json
         ref = _pass_key(ref, chain, index)
-        name, held, trace_json, _, meta = self._pass_row(ref)
+        name, held, trace_json, _, meta = self._pass_row(ref, "json")
         def kernel_names():  # older recordings: their kernels say which symbols are fusions
             return [r[0] for r in self.store.rows("SELECT name FROM kernels WHERE graph_id=? AND chain=?",
                                              (ref.graph, ref.chain))]

@@ -12,8 +12,11 @@ Tables (see docs/recording.md for the meaning of each column):
 - ``graphs``: one row per compiled Dynamo graph, with why it was compiled (graph break, recompile).
 - ``chains``: the chains of a graph (dynamo, joint, forward, backward, inference) and their status.
 - ``passes``: every pass of every chain: name, duration, changed, symbol count, trace JSON, text
-  (both compressed, see :func:`compress_text`).
-- ``symbols``: every bound symbol of every pass (top level and subsymbols), for lineage queries;
+  (both compressed, see :func:`compress_text`; from schema 4 possibly a delta against an earlier
+  pass of the chain, ``delta_base``, see pass_deltas.py).
+- ``symbol_rows`` / ``pass_symbols`` (schema 4): every distinct bound symbol once, and each pass's
+  list of them in walk order; ``symbols`` (schema 1-3, empty from 4): one row per symbol per pass.
+  Either way, for lineage queries;
   a pass that changed nothing shares the rows, JSON and text of the pass before it
   (``passes.symbols_from``; the reader gives it its own name, header and meta back). The rows are
   an index over each pass's trace JSON: the writer stores them when the run ends, and the reader
@@ -54,7 +57,12 @@ APPLICATION_ID = 0x54565243  # "TVRC"
 # sources.text) are zlib-compressed UTF-8 blobs (:func:`compress_text`), and kernels.record keeps
 # only the fields without a column. Readers take text or blob in those columns (the store's
 # ``text()``), so versions 1 and 2 read as they are.
-SCHEMA_VERSION = 3
+# 4: pass traces stored compactly: symbol rows content-addressed (``symbol_rows``, one row per
+# distinct symbol, and ``pass_symbols``, each pass's list of row ids), and a pass's trace JSON and
+# printed text stored as a compressed delta against an earlier pass of its chain
+# (``passes.delta_base``, a full snapshot at least every MAX_DELTA_CHAIN passes). Readers take
+# versions 1 to 3 as they are (their ``symbols`` rows, full texts).
+SCHEMA_VERSION = 4
 FORMAT_NAME = "thundervis-recording"
 
 TABLES = """
@@ -118,6 +126,9 @@ CREATE TABLE passes (
     printed     TEXT,                         -- compiler.printer.print_trace (NULL: shared)
     meta        TEXT NOT NULL,                -- JSON: the trace's own meta (duration, codegen source)
     recorded_at REAL NOT NULL,
+    delta_base  INTEGER,                      -- schema 4: NULL, or the earlier pass of the chain whose
+                                              -- texts trace_json and printed are deltas against
+                                              -- (recording/pass_deltas.py; at most MAX_DELTA_CHAIN deep)
     PRIMARY KEY (graph_id, chain, idx)
 );
 
@@ -138,6 +149,32 @@ CREATE TABLE symbols (
     source_id INTEGER,                        -- schema 3: symbol_sources row holding file, code,
                                               -- module, function (then NULL here)
     PRIMARY KEY (graph_id, chain, pass_idx, position)
+);
+
+-- Schema 4: symbol rows stored once per distinct content (uid, parent, op, origin, line, seq_nr,
+-- aten, executor, note, source location), shared by every pass (and graph) holding that symbol
+-- unchanged; ``pass_symbols`` lists each pass's rows in walk order. ``symbols`` stays empty.
+CREATE TABLE symbol_rows (
+    id        INTEGER PRIMARY KEY,
+    uid       TEXT NOT NULL,
+    parent    TEXT,
+    sym       TEXT NOT NULL,
+    origin    TEXT NOT NULL,                  -- JSON list of uids in the previous pass
+    line      INTEGER,
+    seq_nr    INTEGER,
+    aten      TEXT,
+    executor  TEXT,
+    note      TEXT,
+    source_id INTEGER                         -- symbol_sources row: file, code, module, function
+);
+
+CREATE TABLE pass_symbols (
+    graph_id  INTEGER NOT NULL,
+    chain     TEXT NOT NULL,
+    pass_idx  INTEGER NOT NULL,
+    rows      BLOB NOT NULL,                  -- zlib of the symbol_rows ids in walk order, as
+                                              -- comma-separated differences (first id, then steps)
+    PRIMARY KEY (graph_id, chain, pass_idx)
 );
 
 -- Schema 3: the source location of symbols (file, code line, module path, function), stored once
@@ -328,6 +365,8 @@ INDEXES = """
 CREATE INDEX IF NOT EXISTS symbols_by_uid ON symbols (graph_id, uid);
 CREATE INDEX IF NOT EXISTS symbols_by_line ON symbols (line, file);
 CREATE INDEX IF NOT EXISTS symbols_by_seq ON symbols (graph_id, seq_nr);
+CREATE INDEX IF NOT EXISTS symbol_rows_by_uid ON symbol_rows (uid);
+CREATE INDEX IF NOT EXISTS symbol_rows_by_line ON symbol_rows (line);
 """
 
 
@@ -341,6 +380,9 @@ KERNEL_COLUMN_KEYS = frozenset(("name", "executor", "uid", "pass", "language", "
 INSERT_SYMBOL_ROW = ("INSERT OR REPLACE INTO symbols(graph_id, chain, pass_idx, position, uid, parent, sym,"
                      " origin, file, line, code, module, function, seq_nr, aten, executor, note, source_id)"
                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+INSERT_SYMBOL_CONTENT = ("INSERT INTO symbol_rows(id, uid, parent, sym, origin, line, seq_nr, aten, executor, note,"
+                         " source_id) VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+INSERT_PASS_SYMBOLS = "INSERT OR REPLACE INTO pass_symbols(graph_id, chain, pass_idx, rows) VALUES (?,?,?,?)"
 INSERT_SYMBOL_SOURCE = "INSERT INTO symbol_sources(id, file, code, module, function) VALUES (?,?,?,?,?)"
 
 

@@ -8,11 +8,13 @@ rows that unchanged passes share. Every row read is checked for its column types
 """
 from __future__ import annotations
 
-import dataclasses
+import json
 import threading
 from typing import Optional
 
+from .errors import RecordingError
 from .model import Symbol
+from .pass_deltas import decode_ids
 from .pass_refs import PassLike, _pass_key
 from .typed import load_json, row_checker
 
@@ -27,8 +29,26 @@ _SHARED_SOURCE_SELECT = (
 _CHECK_SYMBOLS = row_checker("symbols", _SYMBOL_COLUMNS.split(", "),
                              ("int", "text", "nat", "nat", "text", "text?", "text", "text?", "text?", "int?",
                               "text?", "text?", "text?", "int?", "text?", "text?", "text?"))
+# Schema 4: symbol rows stored once per distinct content, listed per pass (pass_symbols).
+_CONTENT_SELECT = ("SELECT r.id, r.uid, r.parent, r.sym, r.origin, ss.file, r.line, ss.code, ss.module, ss.function,"
+                   " r.seq_nr, r.aten, r.executor, r.note FROM symbol_rows r LEFT JOIN symbol_sources ss"
+                   " ON ss.id = r.source_id")
+_CHECK_CONTENT = row_checker("symbol_rows", ("id", "uid", "parent", "sym", "origin", "file", "line", "code", "module",
+                                             "function", "seq_nr", "aten", "executor", "note"),
+                             ("int", "text", "text?", "text", "text", "text?", "int?", "text?", "text?", "text?",
+                              "int?", "text?", "text?", "text?"))
+_CHECK_PASS_LIST = row_checker("pass_symbols", ("graph_id", "chain", "pass_idx"), ("int", "text", "nat"))
 _CHECK_UNINDEXED = row_checker("passes", ("graph_id", "chain", "idx"), ("int", "text", "nat"))
 _CHECK_SHARED = row_checker("passes", ("graph_id", "chain", "idx", "symbols_from"), ("int", "text", "nat", "nat"))
+
+
+_PASS_CACHE = 64  # passes whose symbols a SymbolIndex keeps
+
+
+def _at_pass(s: Symbol, index: int) -> Symbol:
+    """``s`` as a symbol of pass ``index`` (a pass sharing the rows of the pass that holds them)."""
+    return Symbol(s.graph, s.chain, index, s.position, s.uid, s.parent, s.sym, s.origin, s.source, s.seq_nr,
+                  s.aten, s.executor, s.note)
 
 
 class SymbolIndex:
@@ -44,6 +64,7 @@ class SymbolIndex:
         # untouched and every thread sees the same rows.
         self._derived: dict[tuple, tuple[Symbol, ...]] = {}
         self._rows_complete = False
+        self._pass_cache: dict[tuple, tuple[Symbol, ...]] = {}  # (graph, chain, pass) -> its symbols
 
     def _shared_passes(self, graph: Optional[int] = None) -> dict[tuple, list[int]]:
         """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
@@ -55,14 +76,66 @@ class SymbolIndex:
             out.setdefault((g, c, src), []).append(i)
         return out
 
+    @property
+    def _compact(self) -> bool:
+        """True for schema 4 (content-addressed rows listed per pass), False for one row per symbol."""
+        return self.store.has_table("pass_symbols")
+
+    def _content_rows(self, where: str, params: tuple) -> dict[int, tuple]:
+        """Return {row id: checked symbol_rows row (with its source location)} matching ``where``."""
+        rows = _CHECK_CONTENT(self.store.rows(f"{_CONTENT_SELECT} WHERE {where}", params), self.store.path)
+        return {r[0]: r for r in rows}
+
+    def _compact_symbols(self, pass_where: str, pass_params: tuple, row_where: Optional[str],
+                         row_params: tuple) -> list[Symbol]:
+        """The symbols of the listed passes matching ``pass_where`` (SQL over pass_symbols) whose
+        row matches ``row_where`` (SQL over symbol_rows; None: every row of those passes)."""
+        lists = self.store.rows(f"SELECT graph_id, chain, pass_idx, rows FROM pass_symbols WHERE {pass_where}",
+                                pass_params)
+        _CHECK_PASS_LIST([r[:3] for r in lists], self.store.path)
+        decoded = [(g, c, i, decode_ids(blob, f"the symbol list of graph {g} {c} pass {i}", self.store.path))
+                   for g, c, i, blob in lists]
+        if row_where is None:
+            wanted = sorted({rid for *_, ids in decoded for rid in ids})
+            rows = {}
+            for k in range(0, len(wanted), 20_000):
+                rows.update(self._content_rows("r.id IN (SELECT value FROM json_each(?))",
+                                               (json.dumps(wanted[k:k + 20_000]),)))
+            missing = len(wanted) - len(rows)
+            if missing:
+                raise RecordingError(f"{self.store.path} is corrupted (its pass symbol lists name {missing} "
+                                     "symbol rows that are missing).")
+        else:
+            rows = self._content_rows(row_where, row_params)
+        parts = {}  # row id -> the Symbol fields after (graph, chain, pass, position), parsed once
+        sources: dict = {}  # rows share source locations: one SourceInfo each
+        for rid, r in rows.items():
+            src = None
+            if r[5] is not None or r[8]:
+                key = r[5:10]
+                src = sources.get(key)
+                if src is None:
+                    from thundervis.compiler.ir import SourceInfo
+                    src = sources[key] = SourceInfo(file=r[5] or "", line=r[6] or 0, code=r[7] or "",
+                                                    module=r[8] or "", function=r[9] or "")
+            parts[rid] = (r[1], r[2], r[3], self._origin(r[4]), src, r[10], r[11], r[12], r[13])
+        out = []
+        for g, c, i, ids in decoded:
+            for position, rid in enumerate(ids):
+                f = parts.get(rid)
+                if f is not None:
+                    out.append(Symbol(g, c, i, position, *f))
+        return out
+
     def _unindexed_passes(self) -> list[tuple]:
         """Return (graph, chain, pass) of every pass holding its own trace but no ``symbols`` rows
         (the writer indexes them when the run ends; a live or killed run lacks some)."""
         if self._rows_complete:
             return []
+        table, pass_col = ("pass_symbols", "pass_idx") if self._compact else ("symbols", "pass_idx")
         missing = _CHECK_UNINDEXED(self.store.rows(
             "SELECT graph_id, chain, idx FROM passes p WHERE symbols_from = idx AND n_symbols > 0 AND NOT EXISTS"
-            " (SELECT 1 FROM symbols s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.pass_idx = p.idx)"
+            f" (SELECT 1 FROM {table} s WHERE s.graph_id = p.graph_id AND s.chain = p.chain AND s.{pass_col} = p.idx)"
             " ORDER BY graph_id, chain, idx"), self.store.path)
         if not missing and self.rec.run().status not in ("running", "killed"):
             self._rows_complete = True
@@ -87,56 +160,84 @@ class SymbolIndex:
             from thundervis.compiler.ir import SourceInfo
             src = SourceInfo(file=r[8] or "", line=r[9] or 0, code=r[10] or "", module=r[11] or "",
                              function=r[12] or "")
-        origin = load_json(r[7], "a symbol's origin", self.store.path, list, [])
-        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(str(o) for o in origin),
-                      src, r[13], r[14], r[15], r[16])
+        return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], r[6], self._origin(r[7]), src, r[13], r[14], r[15], r[16])
+
+    def _origin(self, text) -> tuple[str, ...]:
+        """A stored origin (JSON list of uids) as a tuple; the writer's plain form (``["f1", "f2"]``,
+        nothing escaped) without the JSON parser, anything else through :func:`load_json`."""
+        if (text.__class__ is str and len(text) >= 4 and text.startswith('["') and text.endswith('"]')
+                and "\\" not in text and text.isprintable()):
+            parts = text[2:-2].split('", "')
+            if not any('"' in p for p in parts):
+                return tuple(parts)
+        if text == "[]":
+            return ()
+        return tuple(str(o) for o in load_json(text, "a symbol's origin", self.store.path, list, []))
 
     def _symbols(self, where: str, params: tuple, keep, graph: Optional[int] = None,
-                 expand: bool = True) -> list[Symbol]:
+                 expand: bool = True, compact: tuple = ("1", (), None, ())) -> list[Symbol]:
         """Return the symbols matching ``where`` (SQL over the stored rows) and ``keep`` (the same
         test in Python, for rows derived in memory); with ``expand``, the rows shared by unchanged
-        passes repeated for each of them; ordered by graph, chain, pass and position."""
+        passes repeated for each of them; ordered by graph, chain, pass and position. ``compact``
+        is the same query for schema 4: (SQL over pass_symbols, params, SQL over symbol_rows or
+        None for all rows, params)."""
         with self.store.snapshot():
-            select = (_SHARED_SOURCE_SELECT if self.store.has_table("symbol_sources")
-                      else f"SELECT {_SYMBOL_COLUMNS} FROM symbols")
-            out = [self._symbol_from_row(r) for r in _CHECK_SYMBOLS(self.store.rows(
-                f"{select} WHERE {where}", params), self.store.path)]
+            if self._compact:
+                out = self._compact_symbols(*compact)
+            else:
+                select = (_SHARED_SOURCE_SELECT if self.store.has_table("symbol_sources")
+                          else f"SELECT {_SYMBOL_COLUMNS} FROM symbols")
+                out = [self._symbol_from_row(r) for r in _CHECK_SYMBOLS(self.store.rows(
+                    f"{select} WHERE {where}", params), self.store.path)]
             for key in self._unindexed_passes():
                 out.extend(s for s in self._derived_rows(key) if keep(s))
             shared = self._shared_passes(graph) if expand else {}
         if shared:
-            out.extend(dataclasses.replace(s, pass_index=i) for s in list(out)
-                       for i in shared.get((s.graph, s.chain, s.pass_index), ()))
+            out.extend(_at_pass(s, i) for s in list(out) for i in shared.get((s.graph, s.chain, s.pass_index), ()))
         out.sort(key=lambda s: (s.graph, s.chain, s.pass_index, s.position))
         return out
 
     def symbols(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> list[Symbol]:
         """Return the symbols of one pass (top level and subsymbols, in walk order)."""
         ref = _pass_key(ref, chain, index)
+        key = (ref.graph, ref.chain, ref.index)
+        with self._lock:  # a pass's symbols never change once it has any (ls and views ask twice)
+            hit = self._pass_cache.get(key)
+        if hit is not None:
+            return list(hit)
         rows = self.store.rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
                                (ref.graph, ref.chain, ref.index))
         held = rows[0][0] if rows and rows[0][0].__class__ is int else ref.index
         g, c = ref.graph, ref.chain
         found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
-                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False)
+                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False,
+                              compact=("graph_id=? AND chain=? AND pass_idx=?", (g, c, held), None, ()))
         if held != ref.index:
-            found = [dataclasses.replace(s, pass_index=ref.index) for s in found]
+            found = [_at_pass(s, ref.index) for s in found]
+        if found:
+            with self._lock:
+                if len(self._pass_cache) >= _PASS_CACHE:
+                    self._pass_cache.pop(next(iter(self._pass_cache)))
+                self._pass_cache[key] = tuple(found)
         return found
 
     def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
         """Return the symbols of every pass of one chain, by pass then position."""
         return self._symbols("graph_id=? AND chain=?", (graph, chain),
-                             lambda s: s.graph == graph and s.chain == chain, graph)
+                             lambda s: s.graph == graph and s.chain == chain, graph,
+                             compact=("graph_id=? AND chain=?", (graph, chain), None, ()))
 
     def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
         """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""
         def at(s):
             return s.source is not None and s.source.line == line and (graph is None or s.graph == graph)
         if graph is None:
-            return self._symbols("line=?", (line,), at)
-        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph)
+            return self._symbols("line=?", (line,), at, compact=("1", (), "r.line=?", (line,)))
+        return self._symbols("line=? AND graph_id=?", (line, graph), at, graph,
+                             compact=("graph_id=?", (graph,), "r.line=?", (line,)))
 
     def symbols_with_uid(self, graph: int, uid: str) -> list[Symbol]:
         """Return every stored occurrence of ``uid`` in ``graph`` (one per pass it survives)."""
         return self._symbols("graph_id=? AND uid=?", (graph, uid),
-                             lambda s: s.graph == graph and s.uid == uid, graph)
+                             lambda s: s.graph == graph and s.uid == uid, graph,
+                             compact=("graph_id=?", (graph,), "r.uid=?", (uid,)))

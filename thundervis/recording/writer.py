@@ -28,39 +28,14 @@ from thundervis.compiler.observer import CompileObserver
 from thundervis.compiler.serialize import kernel_to_dict
 
 from .dynamo_info import DynamoReasons
+from .environment import device_name as _device, versions as _versions
 from .liveness import host_name, process_token
-from .schema import INSERT_SYMBOL_ROW, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text, create_indexes, create_schema
+from .pass_deltas import JSON_SEPARATOR, MAX_DELTA_CHAIN, TEXT_SEPARATOR, encode_delta, encode_ids
+from .schema import (INSERT_PASS_SYMBOLS, INSERT_SYMBOL_CONTENT, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text,
+                     create_indexes, create_schema)
 from .trace_text import TraceTextCache
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
-
-
-def _versions() -> dict:
-    import platform
-    out = {"python": platform.python_version(), "torch": None, "triton": None, "thundervis": None}
-    try:
-        import torch
-        out["torch"] = torch.__version__
-    except Exception:
-        pass
-    try:
-        from importlib.metadata import version
-        out["triton"] = version("triton")
-    except Exception:
-        pass
-    from thundervis._version import __version__
-    out["thundervis"] = __version__
-    return out
-
-
-def _device() -> str:
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return torch.cuda.get_device_name(0)
-    except Exception:
-        pass
-    return "cpu"
 
 
 # The user's source files are stored up to this size each (bigger ones: path only).
@@ -132,6 +107,10 @@ class RecordingObserver(CompileObserver):
         self._pending_symbols = 0
         self._sources_seen: set[str] = set()
         self._symbol_sources: dict[tuple, int] = {}  # (file, code, module, function) -> symbol_sources id
+        self._symbol_ids: dict[tuple, int] = {}  # a symbol row's content -> its symbol_rows id
+        # (graph, chain) -> (index, trace JSON, printed text, deltas down to a full snapshot) of
+        # the chain's last stored pass: the base of the next pass's deltas.
+        self._delta_prev: dict[tuple, tuple] = {}
         self.write_errors = 0
 
     # -- transactions -------------------------------------------------------------------------
@@ -278,13 +257,22 @@ class RecordingObserver(CompileObserver):
                 prev = self._latest.get((graph, chain))
                 symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
                 own = symbols_from == index
-                trace_json = compress_text(self._encoder.to_json(trace)) if own else None
-                printed = compress_text(self._encoder.print(trace)) if own else None
-                if name == "codegen" or chain in ("dynamo", "joint"):  # the chain's last pass
+                trace_json = printed = delta_base = None
+                last = name == "codegen" or chain in ("dynamo", "joint")  # the chain's last pass
+                if own:
+                    trace_json, printed, delta_base = self._pass_texts(graph, chain, index, trace, whole=last)
+                # The final pass of a chain is what views open first and ls and source read: it is
+                # stored whole, also when it shares the texts of a pass stored as a delta.
+                held = self._delta_prev.get((graph, chain)) if last and not own else None
+                whole_held = ((held[0], compress_text(held[1]), compress_text(held[2]))
+                              if held is not None and held[0] == symbols_from and held[3] > 0 else None)
+                if last:
                     self._encoder.forget(graph, chain)
+                    self._delta_prev.pop((graph, chain), None)
             meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
         except Exception as e:
             with self._lock:
+                self._delta_prev.pop((graph, chain), None)
                 if self._conn is not None:
                     self._note_error(f"graph {graph} {chain} pass {index} {name}", e)
             return
@@ -297,17 +285,24 @@ class RecordingObserver(CompileObserver):
             if costs is not None:
                 from .costs import store_costs
                 store_costs(c, graph, chain, costs)
+            if whole_held is not None:
+                c.execute("UPDATE passes SET trace_json=?, printed=?, delta_base=NULL WHERE graph_id=? AND chain=?"
+                          " AND idx=?", (whole_held[1], whole_held[2], graph, chain, whole_held[0]))
             c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
-                      " n_symbols, symbols_from, trace_json, printed, meta, recorded_at)"
-                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                      " n_symbols, symbols_from, trace_json, printed, meta, recorded_at, delta_base)"
+                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                       (graph, chain, index, name, duration_s * 1e3, int(bool(changed)), n_symbols,
-                       symbols_from, trace_json, printed, meta, time.time()))
+                       symbols_from, trace_json, printed, meta, time.time(), delta_base))
             if name == "codegen" or chain in ("dynamo", "joint"):
                 c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                           (graph, chain))
         if index == 0:
             self.record_sources(trace)
-        if self._write(f"graph {graph} {chain} pass {index} {name}", fn):
+        written = self._write(f"graph {graph} {chain} pass {index} {name}", fn)
+        if not written:
+            with self._lock:  # the next pass of the chain must not be a delta against this one
+                self._delta_prev.pop((graph, chain), None)
+        if written:
             if name == "codegen" or chain in ("dynamo", "joint"):
                 self.checkpoint()  # each finished chain in the main file: a copy of it alone holds it
             with self._lock:
@@ -318,6 +313,24 @@ class RecordingObserver(CompileObserver):
                 flush = self._pending_symbols > MAX_PENDING_SYMBOLS
             if flush:  # a long run with many graphs: bound the memory the kept traces take
                 self.write_symbol_rows()
+
+    def _pass_texts(self, graph: int, chain: str, index: int, trace: Trace, whole: bool = False) -> tuple:
+        """Return a pass's stored (trace JSON, printed text, delta base): compressed deltas against
+        the chain's previous stored pass when they are clearly smaller and the chain of deltas stays
+        within MAX_DELTA_CHAIN, else (or with ``whole``) the compressed full texts (delta base None).
+        Call under the lock."""
+        j_text, p_text = self._encoder.to_json(trace), self._encoder.print(trace)
+        full_j, full_p = compress_text(j_text), compress_text(p_text)
+        prev = self._delta_prev.get((graph, chain))
+        stored = (full_j, full_p, None)
+        depth = 0
+        if not whole and prev is not None and prev[0] < index and prev[3] < MAX_DELTA_CHAIN:
+            delta_j = compress_text(encode_delta(prev[1], j_text, JSON_SEPARATOR))
+            delta_p = compress_text(encode_delta(prev[2], p_text, TEXT_SEPARATOR))
+            if len(delta_j) + len(delta_p) < 0.8 * (len(full_j) + len(full_p)):
+                stored, depth = (delta_j, delta_p, prev[0]), prev[3] + 1
+        self._delta_prev[(graph, chain)] = (index, j_text, p_text, depth)
+        return stored
 
     def _final_costs(self, graph: int, chain: str, name: str, trace: Trace):
         """Return the roofline costs of a forward/backward/inference chain's final (``codegen``)
@@ -378,11 +391,12 @@ class RecordingObserver(CompileObserver):
             return
         rows_of = TraceTextCache()  # shares the rows of symbols a pass kept across a chain's passes
 
-        ids = self._symbol_sources
+        ids, content_ids = self._symbol_sources, self._symbol_ids
         new: list[tuple] = []
-        batches = []
+        new_rows: list[tuple] = []
+        lists = []
         for graph, chain, index, trace in pending:
-            rows = []
+            row_ids = []
             for r in rows_of.symbol_rows(graph, chain, index, trace):
                 key = (r[8], r[10], r[11], r[12])
                 sid = None
@@ -391,16 +405,23 @@ class RecordingObserver(CompileObserver):
                     if sid is None:
                         sid = ids[key] = len(ids) + 1
                         new.append((sid,) + key)
-                rows.append(r[:8] + (None, r[9], None, None, None) + r[13:] + (sid,))
-            batches.append(rows)
+                content = (r[4], r[5], r[6], r[7], r[9], r[13], r[14], r[15], r[16], sid)
+                rid = content_ids.get(content)
+                if rid is None:
+                    rid = content_ids[content] = len(content_ids) + 1
+                    new_rows.append((rid,) + content)
+                row_ids.append(rid)
+            lists.append((graph, chain, index, compress_text(encode_ids(row_ids))))
 
         def fn(c):
             c.executemany(INSERT_SYMBOL_SOURCE, new)
-            for rows in batches:
-                c.executemany(INSERT_SYMBOL_ROW, rows)
+            c.executemany(INSERT_SYMBOL_CONTENT, new_rows)
+            c.executemany(INSERT_PASS_SYMBOLS, lists)
         if not self._write("the symbol rows", fn):
             for row in new:  # rolled back: those ids were not stored
                 ids.pop(row[1:], None)
+            for row in new_rows:
+                content_ids.pop(row[1:], None)
 
     def kernels_built(self, graph: int, chain: str, kernels: list) -> None:
         """Record the kernels a fusion executor built (``KernelRecord``s, or their JSON dicts)."""
@@ -431,6 +452,7 @@ class RecordingObserver(CompileObserver):
         if chain is not None:
             with self._lock:
                 self._encoder.forget(graph, chain)
+                self._delta_prev.pop((graph, chain), None)
         def fn(c):
             c.execute("INSERT INTO failures(graph_id, chain, error, traceback, at) VALUES (?,?,?,?,?)",
                       (graph, chain, error, tb, time.time()))
