@@ -18,7 +18,8 @@ from thundervis.present.overview import ViewOverview
 from thundervis.present.progress import chain_progress
 from thundervis.present.status import ChainStatus
 from thundervis.present.symbol_detail import SymbolView
-from thundervis.present.units import format_bytes, format_error, format_gbps, format_roofline_us, format_share, format_us
+from thundervis.present.units import (format_bytes, format_error, format_gbps, format_ms, format_roofline_us,
+                                      format_share, format_us)
 
 OK = "#98c379"
 BAD = "#e06c75"
@@ -37,12 +38,9 @@ def short_path(path: str) -> str:
 
 
 def ms_text(ms: Optional[float]) -> str:
-    """Return a duration in a fixed 7-character form (``  0.8ms``, ``695.7ms``, ``  12.3s``)."""
-    if ms is None:
-        return "      -"
-    if ms < 1000:
-        return f"{ms:5.1f}ms"
-    return f"{ms / 1000:5.1f}s "
+    """Return a duration right-aligned to 9 characters for the TUI's columns; the text itself is
+    :func:`thundervis.present.units.format_ms` (one rule for every view)."""
+    return format_ms(ms).rjust(9)
 
 
 def chain_row(c, status: Optional[ChainStatus]) -> Text:
@@ -296,7 +294,7 @@ def trace_title(p, diff: bool, base: Optional[int], side: bool, counts: Optional
                 bits = [f"{v} {k}" for k, v in counts.items() if v and k != "unchanged"]
                 t.append(("  " + ", ".join(bits)) if bits else "  no change", style=Style(dim=True))
     else:
-        t.append(f"  {p.duration_ms:.1f} ms · {p.n_symbols} symbols", style=Style(dim=True))
+        t.append(f"  {format_ms(p.duration_ms)} · {p.n_symbols} symbols", style=Style(dim=True))
         if not p.changed:
             t.append(" · changed nothing", style=Style(dim=True))
     return t
