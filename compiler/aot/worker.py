@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 from . import machine_code as mc
 
@@ -104,7 +105,7 @@ def _compile(job: dict) -> dict:
     arch = int(job["arch"])
     _ask_for_ptxas_log()
     stages = {s: [] for s in mc.STAGES}
-    functions = []
+    functions, built = [], []
     for k in job["kernels"]:
         fn = getattr(mod, k["name"])
         params = [tuple(p) for p in k["params"]]
@@ -116,7 +117,10 @@ def _compile(job: dict) -> dict:
         with contextlib.redirect_stdout(log):
             compiled = triton.compile(ASTSource(fn, signature(params), {}, attrs),
                                       target=GPUTarget("cuda", arch, 32), options=options)
-        sass, usage, report = _read_cubin(compiled.asm["cubin"], log.getvalue(), folder)
+        built.append((k, compiled, log.getvalue()))
+    sass_of = _disassembled_together(built, arch, folder)
+    for k, compiled, ptxas_log in built:
+        sass, usage, report = _read_cubin(compiled.asm["cubin"], ptxas_log, folder, sass_of.get(k["name"]))
         meta = compiled.metadata
         dynamic_shared = int(getattr(meta, "shared", 0) or 0)
         functions.append({
@@ -153,25 +157,52 @@ def _tool_cache() -> str:
     return os.path.join(root, "aot")
 
 
-def _read_cubin(cubin: bytes, ptxas_log: str, folder: str) -> tuple[str, dict, dict]:
+def _cached_tools(cubin: bytes) -> Optional[dict]:
+    """Return what :func:`_read_cubin` kept for this cubin (``sass``, ``usage``, ``report``) or None."""
+    import json
+    try:
+        with open(os.path.join(_tool_cache(), f"{hashlib.sha256(cubin).hexdigest()}.json"), encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("sass"), str) else None
+
+
+def _disassembled_together(built: list, arch: int, folder: str) -> dict:
+    """Return ``{function name: SASS}`` for the functions of a multi-launch kernel not already in
+    the tool cache, from one ptxas and one nvdisasm run (:mod:`.sass_batch`); empty when there is
+    one function or the batch cannot be made (each cubin is then disassembled on its own)."""
+    todo = [(k, c) for k, c, _ in built if _cached_tools(c.asm["cubin"]) is None]
+    if len(todo) < 2:
+        return {}
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+    from .sass_batch import disassemble_together
+    meta = todo[0][1].metadata
+    ptxas = [get_ptxas(arch).path, "-lineinfo"] + ([] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"])
+    ptxas += ["--regAllocOptLevel=2", *(o for o in (getattr(meta, "ptx_options", None) or "").split(" ") if o),
+              f"--gpu-name={sm_arch_from_capability(arch)}"]
+    out = disassemble_together([c.asm["ptx"] for _, c in todo], [k["name"] for k, _ in todo], folder,
+                               _tool, ptxas, _bin("nvdisasm"))
+    return out or {}
+
+
+def _read_cubin(cubin: bytes, ptxas_log: str, folder: str, sass: Optional[str] = None) -> tuple[str, dict, dict]:
     """Return (SASS from ``nvdisasm -gi``, ``cuobjdump -res-usage`` figures, ptxas report) of a
-    cubin. Kept per cubin hash in ``$THUNDERVIS_CACHE_DIR/aot``: when Triton's own cache answers,
-    ptxas does not run again (no report) and the two tools would cost more than the build."""
+    cubin; ``sass``: its disassembly when already made (:func:`_disassembled_together`). Kept per
+    cubin hash in ``$THUNDERVIS_CACHE_DIR/aot``: when Triton's own cache answers, ptxas does not run
+    again (no report) and nvdisasm would cost more than the build."""
     import json
     key = hashlib.sha256(cubin).hexdigest()
     cached = os.path.join(_tool_cache(), f"{key}.json")
-    try:
-        with open(cached, encoding="utf-8") as f:
-            d = json.load(f)
-        if isinstance(d, dict) and isinstance(d.get("sass"), str):
-            return d["sass"], d.get("usage") or {}, d.get("report") or {}
-    except (OSError, ValueError):
-        pass
+    d = _cached_tools(cubin)
+    if d is not None:
+        return d["sass"], d.get("usage") or {}, d.get("report") or {}
     with tempfile.NamedTemporaryFile(suffix=".cubin", dir=folder, delete=False) as f:
         f.write(cubin)
         path = f.name
     try:
-        sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
+        if sass is None:
+            sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
         usage = mc.resource_usage(_tool([_bin("cuobjdump"), "-res-usage", path]))
     finally:
         os.remove(path)

@@ -4,14 +4,17 @@ real builds in worker processes: deduplicated, failures recorded, never raising.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from thundervis.compiler import CompileObserver
 from thundervis.compiler.aot import machine_code as mc
-from thundervis.compiler.aot.plan import plan_for_gpu, region_members
+from thundervis.compiler.aot.plan import job, plan_for_gpu, region_members
 from thundervis.compiler.aot.pool import PTXAS_TEST_HOOK, AheadOfTime
 from thundervis.compiler.aot.targets import TargetError, occupancy, parse_targets
 from thundervis.compiler.backend import ThundervisCompiler, reset_graph_ids
@@ -249,3 +252,50 @@ def test_plan_from_shapes_alone_on_meta_tensors():
     assert all(r.details.get("planned_only") for r in records)
     assert any(p.dtype == "bfloat16" for r in records for p in r.inputs)
     assert any("looped in chunks" in plan_for_gpu(r).kernel.source for r in records)
+
+
+_COMPARE = r"""
+import json, os, sys
+from thundervis.compiler.aot import worker, machine_code as mc
+worker.prepare_worker()
+job = json.load(open(sys.argv[1]))
+calls = []
+tool = worker._tool
+worker._tool = lambda args: calls.append(os.path.basename(args[0])) or tool(args)
+os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/one"
+together = worker.compile_job(job)
+n_together = calls.count("nvdisasm")
+worker._disassembled_together = lambda *a: {}
+os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/each"
+each = worker.compile_job(job)
+def insns(r):
+    text = r["stages"]["sass"]
+    return [(m, n) for m, n in zip(text.splitlines(), r["lines"]["sass"]) if mc._SASS_INSN.match(m)]
+print(json.dumps({"ok": [together["ok"], each["ok"]], "nvdisasm": [n_together, calls.count("nvdisasm") - n_together],
+                  "same_sass": [mc._SASS_INSN.match(t).group(3) for t, _ in insns(together)]
+                               == [mc._SASS_INSN.match(t).group(3) for t, _ in insns(each)],
+                  "same_lines": [n for _, n in insns(together)] == [n for _, n in insns(each)],
+                  "lines_hit": sum(1 for _, n in insns(together) if n),
+                  "same_mix": together["mix"] == each["mix"], "same_resources": together["resources"] == each["resources"]}))
+"""
+
+
+def test_one_disassembly_gives_what_one_per_cubin_gives(tmp_path):
+    """A kernel planned as several launches, compiled for sm_90 by Triton's CUDA backend in a
+    fresh process: one nvdisasm for all its functions gives the same instructions, line map,
+    instruction mix and resources as one nvdisasm per function."""
+    (rec,) = triton_records(_softmax_colsum, torch.randn(256, 128))
+    plan = plan_for_gpu(rec)
+    assert len(plan.kernel.kernels) >= 2
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps({**job(plan, 90), "folder": str(tmp_path / "src")}))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    out = subprocess.run([sys.executable, "-c", _COMPARE, str(path), str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    n = len(plan.kernel.kernels)
+    assert got["ok"] == [True, True] and got["nvdisasm"] == [1, n]
+    assert got["same_sass"] and got["same_lines"] and got["lines_hit"] > 0
+    assert got["same_mix"] and got["same_resources"]
