@@ -31,11 +31,16 @@ PTXAS_TEST_HOOK = "THUNDERVIS_AOT_TEST_PTXAS_OPTIONS"
 
 
 def default_workers() -> int:
-    """Return how many compile workers to start: ``$THUNDERVIS_AOT_WORKERS`` or half the cores (1 to 4)."""
+    """Return how many compile workers to start: ``$THUNDERVIS_AOT_WORKERS``, or every core this
+    process may use but one (left to the script; the workers run at a lower priority), 1 to 8."""
     env = os.environ.get("THUNDERVIS_AOT_WORKERS", "")
     if env.isdigit() and int(env) > 0:
         return min(int(env), 32)
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 2
+    return max(1, min(8, cores - 1))
 
 
 def default_wait_s() -> float:

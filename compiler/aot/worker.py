@@ -33,9 +33,13 @@ _TOOL_TIMEOUT_S = 60
 
 
 def prepare_worker() -> None:
-    """Worker initializer: Triton must compile for real GPUs here, never interpret."""
+    """Worker initializer: Triton must compile for real GPUs here, never interpret; the builds run
+    at a lower priority than the user's script (on few cores a build competing with torch's own
+    threads slows the run more than the build gains)."""
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)
 
 
 def signature(params) -> dict:
