@@ -141,6 +141,7 @@ def test_gpu_plan_spreads_over_blocks():
     # a whole tensor to one value: split over 16 programs, then the partial results reduced
     (lambda x: (x * x).sum() * 0.5, (64, 1000), "split"),
     (lambda x: x.abs().amax(), (60000,), "split"),
+    (lambda x: torch.nn.functional.mse_loss(x, torch.zeros_like(x)) + 1.0, (64, 1000), "split"),  # mean
     (lambda x: (torch.tanh(x), x.sum(dim=(0, 1), keepdim=True) + 1), (128, 400), "split"),
 ])
 def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
