@@ -68,6 +68,8 @@ def main() -> int:
           f"{sum(1 for b in ok if b.spills)})")
     print(f"build seconds      {sum(b.seconds or 0 for b in builds):.1f} summed over builds; "
           f"AOT {stats.get('seconds')} s from start to the last build (cold run)")
+    print(f"at the script's end {stats.get('pending_at_end')} distinct builds were pending; the run waited "
+          f"{stats.get('waited_s')} s for them (cold run)")
     ratios = {}
     for cache in ("cold", "warm"):
         p, t = statistics.median(times["plain", cache]), statistics.median(times["target", cache])

@@ -52,15 +52,42 @@ def compile_job(job: dict) -> dict:
     ``ptx_options``) and return a dict: ``ok``, ``error``, ``seconds``, ``stages`` {stage: text},
     ``lines`` {stage: [triton line per stage line]}, ``functions`` [per-function resources],
     ``resources`` (the kernel's: max registers, total spills ...), ``mix``; never raises."""
+    return compile_jobs([job])[0]
+
+
+def compile_jobs(jobs: list) -> list:
+    """Return :func:`compile_job` of each of ``jobs`` (one target), their functions disassembled
+    together by one ptxas and one nvdisasm run (:func:`_disassembled_together`); never raises."""
+    started, out = [], []
+    for job in jobs:
+        t0 = time.perf_counter()
+        try:
+            path, done = _build(job)
+        except BaseException as e:  # noqa: BLE001 - a failed build is a recorded result, never a crash
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            path, done = None, {"ok": False, "error": _error_text(e)}
+        started.append((job, time.perf_counter() - t0, path, done))
     t0 = time.perf_counter()
+    built = [(i, b) for i, (_, _, path, done) in enumerate(started) if path is not None for b in done]
     try:
-        out = _compile(job)
-        out["ok"] = True
-    except BaseException as e:  # noqa: BLE001 - a failed build is a recorded result, never a crash
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        out = {"ok": False, "error": _error_text(e)}
-    out["seconds"] = round(time.perf_counter() - t0, 4)
+        sass_of = _disassembled_together(built, int(jobs[0]["arch"]), _folder(jobs[0])) if jobs else {}
+    except Exception:  # noqa: BLE001 - each cubin is then disassembled on its own
+        sass_of = {}
+    shared = (time.perf_counter() - t0) / max(1, len(jobs))  # the batch's disassembly, spread evenly
+    for i, (job, seconds, path, done) in enumerate(started):
+        t0 = time.perf_counter()
+        result = done
+        if path is not None:
+            try:
+                result = _finish(job, path, done, {k: t for (j, k), t in sass_of.items() if j == i})
+                result["ok"] = True
+            except BaseException as e:  # noqa: BLE001
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                result = {"ok": False, "error": _error_text(e)}
+        result["seconds"] = round(seconds + shared + time.perf_counter() - t0, 4)
+        out.append(result)
     return out
 
 
@@ -98,18 +125,23 @@ def _tool(args: list[str]) -> str:
     return r.stdout
 
 
-def _compile(job: dict) -> dict:
+def _folder(job: dict) -> str:
+    return job.get("folder") or os.path.join(tempfile.gettempdir(), "thundervis-aot")
+
+
+def _build(job: dict) -> tuple[str, list]:
+    """Compile every function of ``job`` with Triton; return (the source file, [(kernel entry,
+    compiled kernel, ptxas log)])."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    folder = job.get("folder") or os.path.join(tempfile.gettempdir(), "thundervis-aot")
+    folder = _folder(job)
     os.makedirs(folder, exist_ok=True)
     mod, path = _module(job["source"], folder)
     arch = int(job["arch"])
     _ask_for_ptxas_log()
-    stages = {s: [] for s in mc.STAGES}
-    functions, built = [], []
+    built = []
     for k in job["kernels"]:
         fn = getattr(mod, k["name"])
         params = [tuple(p) for p in k["params"]]
@@ -122,7 +154,16 @@ def _compile(job: dict) -> dict:
             compiled = triton.compile(ASTSource(fn, signature(params), {}, attrs),
                                       target=GPUTarget("cuda", arch, 32), options=options)
         built.append((k, compiled, log.getvalue()))
-    sass_of = _disassembled_together(built, arch, folder)
+    return path, built
+
+
+def _finish(job: dict, path: str, built: list, sass_of: dict) -> dict:
+    """Return the result of ``job`` from its compiled functions (:func:`_build`); ``sass_of``: the
+    SASS of some of them by name, already disassembled."""
+    import triton
+    folder = _folder(job)
+    stages = {s: [] for s in mc.STAGES}
+    functions = []
     for k, compiled, ptxas_log in built:
         sass, usage, report = _read_cubin(compiled.asm["cubin"], ptxas_log, folder, sass_of.get(k["name"]))
         meta = compiled.metadata
@@ -173,21 +214,27 @@ def _cached_tools(cubin: bytes) -> Optional[dict]:
 
 
 def _disassembled_together(built: list, arch: int, folder: str) -> dict:
-    """Return ``{function name: SASS}`` for the functions of a multi-launch kernel not already in
-    the tool cache, from one ptxas and one nvdisasm run (:mod:`.sass_batch`); empty when there is
-    one function or the batch cannot be made (each cubin is then disassembled on its own)."""
-    todo = [(k, c) for k, c, _ in built if _cached_tools(c.asm["cubin"]) is None]
+    """Return ``{(job index, kernel entry name): SASS}`` for the functions of ``built`` ([(job
+    index, (kernel entry, compiled, log))]) not already in the tool cache, from one ptxas and one
+    nvdisasm run (:mod:`.sass_batch`; entries renamed apart, ``j3_kernel_0``, and named back in
+    the text); empty when there are fewer than two or the batch cannot be made (each cubin is then
+    disassembled on its own)."""
+    todo = [(i, k, c) for i, (k, c, _) in built if _cached_tools(c.asm["cubin"]) is None]
     if len(todo) < 2:
         return {}
+    import re
     from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
     from .sass_batch import disassemble_together
-    meta = todo[0][1].metadata
+    meta = todo[0][2].metadata
     ptxas = [get_ptxas(arch).path, "-lineinfo"] + ([] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"])
     ptxas += ["--regAllocOptLevel=2", *(o for o in (getattr(meta, "ptx_options", None) or "").split(" ") if o),
               f"--gpu-name={sm_arch_from_capability(arch)}"]
-    out = disassemble_together([c.asm["ptx"] for _, c in todo], [k["name"] for k, _ in todo], folder,
-                               _tool, ptxas, _bin("nvdisasm"))
-    return out or {}
+    names = [f"j{i}_{k['name']}" for i, k, _ in todo]
+    ptxs = [re.sub(rf"\b{re.escape(k['name'])}(?=\b|_param_)", new, c.asm["ptx"])
+            for (_, k, c), new in zip(todo, names)]
+    out = disassemble_together(ptxs, names, folder, _tool, ptxas, _bin("nvdisasm")) or {}
+    return {(i, k["name"]): re.sub(rf"\b{re.escape(new)}\b", k["name"], out[new])
+            for (i, k, _), new in zip(todo, names) if new in out}
 
 
 def _read_cubin(cubin: bytes, ptxas_log: str, folder: str, sass: Optional[str] = None) -> tuple[str, dict, dict]:

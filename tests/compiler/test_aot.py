@@ -259,44 +259,46 @@ _COMPARE = r"""
 import json, os, sys
 from thundervis.compiler.aot import worker, machine_code as mc
 worker.prepare_worker()
-job = json.load(open(sys.argv[1]))
+jobs = json.load(open(sys.argv[1]))
 calls = []
 tool = worker._tool
 worker._tool = lambda args: calls.append(os.path.basename(args[0])) or tool(args)
 os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/one"
-together = worker.compile_job(job)
+together = worker.compile_jobs(jobs)
 n_together = calls.count("nvdisasm")
 worker._disassembled_together = lambda *a: {}
 os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/each"
-each = worker.compile_job(job)
+each = [worker.compile_job(j) for j in jobs]
 def insns(r):
     text = r["stages"]["sass"]
-    return [(m, n) for m, n in zip(text.splitlines(), r["lines"]["sass"]) if mc._SASS_INSN.match(m)]
-print(json.dumps({"ok": [together["ok"], each["ok"]], "nvdisasm": [n_together, calls.count("nvdisasm") - n_together],
-                  "same_sass": [mc._SASS_INSN.match(t).group(3) for t, _ in insns(together)]
-                               == [mc._SASS_INSN.match(t).group(3) for t, _ in insns(each)],
-                  "same_lines": [n for _, n in insns(together)] == [n for _, n in insns(each)],
-                  "lines_hit": sum(1 for _, n in insns(together) if n),
-                  "same_mix": together["mix"] == each["mix"], "same_resources": together["resources"] == each["resources"]}))
+    return [(mc._SASS_INSN.match(m).group(3), n) for m, n in zip(text.splitlines(), r["lines"]["sass"])
+            if mc._SASS_INSN.match(m)]
+print(json.dumps({"ok": [r["ok"] for r in together + each], "nvdisasm": [n_together, calls.count("nvdisasm") - n_together],
+                  "same_sass": [insns(a) == insns(b) for a, b in zip(together, each)],
+                  "lines_hit": [sum(1 for _, n in insns(r) if n) for r in together],
+                  "same_mix": [a["mix"] == b["mix"] for a, b in zip(together, each)],
+                  "same_resources": [a["resources"] == b["resources"] for a, b in zip(together, each)]}))
 """
 
 
 def test_one_disassembly_gives_what_one_per_cubin_gives(tmp_path):
-    """A kernel planned as several launches, compiled for sm_90 by Triton's CUDA backend in a
-    fresh process: one nvdisasm for all its functions gives the same instructions, line map,
-    instruction mix and resources as one nvdisasm per function."""
-    (rec,) = triton_records(_softmax_colsum, torch.randn(256, 128))
-    plan = plan_for_gpu(rec)
-    assert len(plan.kernel.kernels) >= 2
-    path = tmp_path / "job.json"
-    path.write_text(json.dumps({**job(plan, 90), "folder": str(tmp_path / "src")}))
+    """Two kernels, one planned as several launches, compiled together for sm_90 by Triton's CUDA
+    backend in a fresh process (one worker batch): one nvdisasm for all their functions gives each
+    kernel the same instructions, line map, instruction mix and resources as one nvdisasm per
+    function."""
+    (multi,) = triton_records(_softmax_colsum, torch.randn(256, 128))
+    (single,) = triton_records(lambda x: torch.tanh(x) * x + 1.0, torch.randn(4096))
+    plans = [plan_for_gpu(multi), plan_for_gpu(single)]
+    assert len(plans[0].kernel.kernels) >= 2 and len(plans[1].kernel.kernels) == 1
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps([{**job(p, 90), "folder": str(tmp_path / "src")} for p in plans]))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
     out = subprocess.run([sys.executable, "-c", _COMPARE, str(path), str(tmp_path)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    n = len(plan.kernel.kernels)
-    assert got["ok"] == [True, True] and got["nvdisasm"] == [1, n]
-    assert got["same_sass"] and got["same_lines"] and got["lines_hit"] > 0
-    assert got["same_mix"] and got["same_resources"]
+    n = sum(len(p.kernel.kernels) for p in plans)
+    assert got["ok"] == [True] * 4 and got["nvdisasm"] == [1, n]
+    assert got["same_sass"] == [True, True] and all(got["lines_hit"])
+    assert got["same_mix"] == [True, True] and got["same_resources"] == [True, True]

@@ -1,6 +1,7 @@
 """Every kernel of real models compiles for GPU targets ahead of time, with no GPU here (slow: real
 ptxas builds). The example for sm_80 and sm_90 with no failure and no spill; the model zoo and a
-24-layer tiny Llama for sm_90 with no failure; one Llama-7B layer at full size (hidden 4096, seq
+24-layer tiny Llama for sm_90 with no failure (the zoo with no single-program kernel over more than
+one block); one Llama-7B layer at full size (hidden 4096, seq
 2048, vocab 32000, bf16), planned from shapes alone on meta tensors, for sm_80 and sm_90 with no
 failure and no single-program kernel over more than one block (its spills are printed per target:
 the test report lists them)."""
@@ -106,6 +107,7 @@ def test_model_zoo_compiles_for_sm90(name):
     stats = aot.finish(3000)
     assert obs.records, name
     assert _failed(obs.builds) == [] and stats["unfinished"] == 0
+    assert [(r.name, n) for r in obs.records if (n := spans_one_program(r))] == []
 
 
 def _planned(step, *args):
