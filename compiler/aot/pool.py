@@ -75,7 +75,8 @@ class AheadOfTime:
         self.workers = workers or default_workers()
         self._pool: Optional[cf.ProcessPoolExecutor] = None
         self._lock = threading.Lock()
-        self._futures: dict[tuple[str, int], cf.Future] = {}
+        self._futures: dict[tuple[str, int], cf.Future] = {}  # build -> the future of its batch
+        self._index: dict[tuple[str, int], int] = {}  # build -> its place in that batch's results
         self._waiting: dict[tuple[str, int], list[tuple]] = {}  # build -> [(graph, chain, name, plan)]
         self._reported: set = set()
         self._closed = False
@@ -135,9 +136,14 @@ class AheadOfTime:
             key = (plan.build_key, arch)
             with self._lock:
                 self._waiting.setdefault(key, []).append((graph, chain, record.name, plan))
-                if key in self._futures or any(k == key for k, _ in new.get(arch, ())):
-                    continue
-                self.stats["distinct"] += 1 if arch == self.targets[0] else 0
+                fut = self._futures.get(key)
+                if fut is None and any(k == key for k, _ in new.get(arch, ())):
+                    continue  # reported with the build this call queues
+                if fut is None:
+                    self.stats["distinct"] += 1 if arch == self.targets[0] else 0
+            if fut is not None:  # queued by an earlier call, perhaps done: report this kernel too
+                fut.add_done_callback(lambda f, key=key: self._done(key, f, self._index[key]))
+                continue
             new.setdefault(arch, []).append((key, job(plan, arch, hook)))
 
     def _dispatch(self, batch: list) -> None:
@@ -150,8 +156,8 @@ class AheadOfTime:
             except Exception as e:  # noqa: BLE001 - no worker to take it: each build is a failure
                 fut = cf.Future()
                 fut.set_exception(e)
-            for key, _ in batch:
-                self._futures[key] = fut
+            for i, (key, _) in enumerate(batch):
+                self._futures[key], self._index[key] = fut, i
         for i, (key, _) in enumerate(batch):
             fut.add_done_callback(lambda f, key=key, i=i: self._done(key, f, i))
 

@@ -30,6 +30,7 @@ SIGNATURE_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "fl
                    "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
 
 _TOOL_TIMEOUT_S = 60
+DEFAULT_NICE = 10  # ``$THUNDERVIS_AOT_NICE``: how much lower the workers' priority is than the script's
 
 
 def prepare_worker() -> None:
@@ -38,8 +39,9 @@ def prepare_worker() -> None:
     threads slows the run more than the build gains)."""
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    nice = os.environ.get("THUNDERVIS_AOT_NICE", "")
     with contextlib.suppress(OSError, AttributeError):
-        os.nice(10)
+        os.nice(int(nice) if nice.isdigit() else DEFAULT_NICE)
 
 
 def signature(params) -> dict:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -171,7 +172,8 @@ def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_layer_builds():
-    """Two identical layers (one distinct kernel) compiled for sm_80 and sm_90 in a worker."""
+    """Two identical layers (one distinct kernel) compiled for sm_80 and sm_90 in a worker, the
+    second submitted after the first one's build is done (it is reported all the same)."""
     def layers(x, w):
         for _ in range(2):
             x = torch.tanh(x) * x + 1.0
@@ -180,7 +182,12 @@ def two_layer_builds():
     records = triton_records(layers, torch.randn(32, 64), torch.randn(64, 64))
     obs = Kernels()
     aot = AheadOfTime((80, 90), obs, workers=1)
-    aot.submit(0, "forward", records)
+    aot.submit(0, "forward", records[:1])
+    for _ in range(1200):  # the second layer comes after the first one's build is done
+        if not aot.pending():
+            break
+        time.sleep(0.5)
+    aot.submit(0, "forward", records[1:])
     stats = aot.finish(600)
     return records, obs.builds, stats
 
