@@ -77,6 +77,8 @@ class AheadOfTime:
         self._lock = threading.Lock()
         self._futures: dict[tuple[str, int], cf.Future] = {}  # build -> the future of its batch
         self._index: dict[tuple[str, int], int] = {}  # build -> its place in that batch's results
+        self._inflight = 0  # reports being written (a future's callbacks run after its waiters wake)
+        self._idle = threading.Condition(self._lock)
         self._waiting: dict[tuple[str, int], list[tuple]] = {}  # build -> [(graph, chain, name, plan)]
         self._reported: set = set()
         self._closed = False
@@ -174,8 +176,14 @@ class AheadOfTime:
             todo = [w for w in waiting if (w[0], w[1], w[2], key[1]) not in self._reported]
             for w in todo:
                 self._reported.add((w[0], w[1], w[2], key[1]))
-        for graph, chain, name, plan in todo:
-            self._report(graph, chain, name, key[1], plan, result)
+            self._inflight += 1
+        try:
+            for graph, chain, name, plan in todo:
+                self._report(graph, chain, name, key[1], plan, result)
+        finally:
+            with self._lock:
+                self._inflight -= 1
+                self._idle.notify_all()
 
     def _report(self, graph, chain, name, arch, plan, result: dict) -> None:
         build = _build_record(arch, plan, result)
@@ -215,6 +223,12 @@ class AheadOfTime:
         pending_at_end = sum(1 for f in futures if not f.done())
         if futures:
             cf.wait(futures, timeout=wait_s)
+        with self._lock:
+            done = [(k, f) for k, f in self._futures.items() if f.done()]
+        for key, fut in done:  # report here what the callbacks have not reported yet
+            self._done(key, fut, self._index.get(key, 0))
+        with self._lock:  # and let the callbacks writing a report finish it
+            self._idle.wait_for(lambda: self._inflight == 0, timeout=60)
         waited = time.perf_counter() - t0
         self._closed = True
         with self._lock:

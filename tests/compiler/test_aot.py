@@ -309,3 +309,26 @@ def test_one_disassembly_gives_what_one_per_cubin_gives(tmp_path):
     assert got["ok"] == [True] * 4 and got["nvdisasm"] == [1, n]
     assert got["same_sass"] == [True, True] and all(got["lines_hit"])
     assert got["same_mix"] == [True, True] and got["same_resources"] == [True, True]
+
+
+def test_finish_returns_after_every_build_of_a_batch_is_reported():
+    """A chain's kernels are built as one batch whose results are reported by callbacks that run
+    after ``finish``'s wait wakes: ``finish`` returns only once each of them is reported (a slow
+    observer, as a recording writing compressed stages is)."""
+    def three(x, w):
+        a = torch.tanh(x) * 2.0
+        b = torch.sigmoid(a @ w) + 1.0
+        return torch.exp(b @ w) * 3.0
+    records = triton_records(three, torch.randn(32, 64), torch.randn(64, 64))
+    assert len(records) == 3
+
+    class Slow(Kernels):
+        def kernel_compiled(self, *args):
+            time.sleep(0.3)
+            super().kernel_compiled(*args)
+    obs = Slow()
+    aot = AheadOfTime((90,), obs, workers=1)
+    aot.submit(0, "forward", records)
+    stats = aot.finish(600)
+    assert sorted(k for _, _, k, _, _ in obs.builds) == sorted(r.name for r in records)
+    assert stats["builds"] == 3 and stats["distinct"] == 3
