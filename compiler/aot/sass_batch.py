@@ -27,8 +27,6 @@ _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 _LOC = re.compile(r"^(\s*)\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:\s*,\s*function_name\s+[^,]+,\s*inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
 _DECL = re.compile(r"^\.(global|extern|const|shared)\b.*?([A-Za-z_$][\w$]*)\s*(\[|;|=)")
 _ENTRY = re.compile(r"^\.visible\s+\.entry\s+([\w$]+)\s*\(")
-_SECTION = re.compile(r"^//-+ \.text\.([\w$]+)\s+-+$")
-_SYMBOLS = re.compile(r"^//-+ SYMBOLS -+$")
 
 _TIMEOUT_S = 120
 
@@ -111,6 +109,10 @@ def merge_ptx(ptxs: list[str]) -> Optional[str]:
     return "\n".join(out) + "\n"
 
 
+# nvdisasm's banner before each function's section and before the symbol table
+_BANNERS = {"section": re.compile(r"^//-+ \.text\.([\w$]+)\s+-+$"), "symbols": re.compile(r"^//-+ SYMBOLS -+$")}
+
+
 def split_disassembly(text: str, names: list[str]) -> Optional[dict[str, str]]:
     """Return each function's part of ``nvdisasm -c`` output for a cubin holding ``names``: the
     module header, the function's own section and the symbol table, as ``nvdisasm`` prints a
@@ -119,11 +121,11 @@ def split_disassembly(text: str, names: list[str]) -> Optional[dict[str, str]]:
     head, sections, tail = [], {}, []
     current = None
     for line in lines:
-        m = _SECTION.match(line.strip())
+        m = _BANNERS["section"].match(line.strip())
         if m:
             current = m.group(1)
             sections[current] = [line]
-        elif _SYMBOLS.match(line.strip()):
+        elif _BANNERS["symbols"].match(line.strip()):
             current = "\0symbols"
             tail.append(line)
         elif current is None:
