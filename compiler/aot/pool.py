@@ -31,8 +31,10 @@ PTXAS_TEST_HOOK = "THUNDERVIS_AOT_TEST_PTXAS_OPTIONS"
 
 
 def default_workers() -> int:
-    """Return how many compile workers to start: ``$THUNDERVIS_AOT_WORKERS``, or every core this
-    process may use but one (left to the script; the workers run at a lower priority), 1 to 8."""
+    """Return how many compile workers to start: ``$THUNDERVIS_AOT_WORKERS``, or one per core this
+    process may use, 1 to 8: they run at a lower priority than the script (``worker.DEFAULT_NICE``),
+    so they take what it leaves, and every core once it has ended (measured on 2 cores: the wait for
+    the example's builds at the end went from 8.5 s with one worker to 6.5 s with two)."""
     env = os.environ.get("THUNDERVIS_AOT_WORKERS", "")
     if env.isdigit() and int(env) > 0:
         return min(int(env), 32)
@@ -40,7 +42,7 @@ def default_workers() -> int:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 2
-    return max(1, min(8, cores - 1))
+    return max(1, min(8, cores))
 
 
 def default_wait_s() -> float:
