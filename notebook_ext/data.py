@@ -22,7 +22,7 @@ from thundervis.present.diff_labels import labelled
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import chain_eager, fallback_reasons, kernel_runs
+from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.recording import PassRef, RecordingError, UnknownItem
 
@@ -154,18 +154,18 @@ class RecordingData:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
         (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
-        ``ran_on``: what ran it, e.g. ``ran on cpu via torch``)."""
+        ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label)."""
         if self._fallbacks is None:
             with self._lock:
-                self._runs = data_errors(lambda: kernel_runs(self.rec.events("kernel_fallback")
-                                                             + self.rec.events("kernel_path")))
-                self._fallbacks = data_errors(lambda: fallback_reasons(self.rec.events("kernel_fallback")))
+                self._runs, self._built, self._fallbacks = data_errors(lambda: (kernel_runs(
+                    self.rec.events("kernel_fallback") + self.rec.events("kernel_path")), built_targets(self.rec),
+                    fallback_reasons(self.rec.events("kernel_fallback"))))
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
-            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key)).as_json()
-            out.append({**k.as_json(), **{key: row[key] for key in
-                                          ("sources", "median", "share_text", "fallback", "status", "ran_on")}})
+            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), targets=self._built.get(key, ())).as_json()
+            out.append({**k.as_json(), **{key: row[key] for key in ("sources", "median", "share_text", "fallback",
+                                                                    "status", "ran_on", "tag", "label")}})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,

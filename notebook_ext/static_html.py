@@ -89,7 +89,7 @@ def _kernels_table(kernels: list) -> str:
         r = k.get("roofline") or {}
         roof = f"{r['roofline_us']:.3g}" if isinstance(r.get("roofline_us"), (int, float)) else "–"
         pct = f"{r['pct_of_roofline']:.0f}%" if isinstance(r.get("pct_of_roofline"), (int, float)) else "–"
-        executor = f"{k['executor']} · {k['ran_on']}" if isinstance(k.get("ran_on"), str) and k["ran_on"] else k["executor"]
+        executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
         rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
                     f"<td>{_e(srcs)}</td></tr>")

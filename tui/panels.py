@@ -185,7 +185,7 @@ def kernel_summary(k: KernelRow) -> Text:
     """Return the header of a kernel's detail: name, executor, where, ops, sources, timing."""
     t = Text()
     t.append(visible_line(k.name), style=styling.S_FUSION)
-    t.append(f"  [{visible_line(k.executor)}]  graph {k.graph} {visible_line(k.chain)}\n", style=DIM)
+    t.append(f"  [{visible_line(k.tag)}]  graph {k.graph} {visible_line(k.chain)}\n", style=DIM)
     if k.fallback:
         t.append(f"fell back to torch at run time: {visible_line(k.fallback)}\n", style=Style(color=WARN, bold=True))
     if k.note:

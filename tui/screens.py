@@ -141,7 +141,7 @@ class KernelsScreen(Screen):
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
             # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
             table.add_row(name, *(Text(visible_line(c)) for c in (
-                k.executor + (f" · {k.ran_on}" if k.ran_on else ""), f"g{k.graph} {k.chain}", str(k.n_ops),
+                k.tag, f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us) + (f" {k.clock}" if k.clock and len(clocks) > 1 else ""),
                 format_roofline_us(k.roofline_us),

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional
 
 from . import machine_code as mc
 
@@ -29,12 +30,18 @@ SIGNATURE_TYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "fl
                    "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "i1"}
 
 _TOOL_TIMEOUT_S = 60
+DEFAULT_NICE = 10  # ``$THUNDERVIS_AOT_NICE``: how much lower the workers' priority is than the script's
 
 
 def prepare_worker() -> None:
-    """Worker initializer: Triton must compile for real GPUs here, never interpret."""
+    """Worker initializer: Triton must compile for real GPUs here, never interpret; the builds run
+    at a lower priority than the user's script (on few cores a build competing with torch's own
+    threads slows the run more than the build gains)."""
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    nice = os.environ.get("THUNDERVIS_AOT_NICE", "")
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(int(nice) if nice.isdigit() else DEFAULT_NICE)
 
 
 def signature(params) -> dict:
@@ -47,15 +54,42 @@ def compile_job(job: dict) -> dict:
     ``ptx_options``) and return a dict: ``ok``, ``error``, ``seconds``, ``stages`` {stage: text},
     ``lines`` {stage: [triton line per stage line]}, ``functions`` [per-function resources],
     ``resources`` (the kernel's: max registers, total spills ...), ``mix``; never raises."""
+    return compile_jobs([job])[0]
+
+
+def compile_jobs(jobs: list) -> list:
+    """Return :func:`compile_job` of each of ``jobs`` (one target), their functions disassembled
+    together by one ptxas and one nvdisasm run (:func:`_disassembled_together`); never raises."""
+    started, out = [], []
+    for job in jobs:
+        t0 = time.perf_counter()
+        try:
+            path, done = _build(job)
+        except BaseException as e:  # noqa: BLE001 - a failed build is a recorded result, never a crash
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            path, done = None, {"ok": False, "error": _error_text(e)}
+        started.append((job, time.perf_counter() - t0, path, done))
     t0 = time.perf_counter()
+    built = [(i, b) for i, (_, _, path, done) in enumerate(started) if path is not None for b in done]
     try:
-        out = _compile(job)
-        out["ok"] = True
-    except BaseException as e:  # noqa: BLE001 - a failed build is a recorded result, never a crash
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        out = {"ok": False, "error": _error_text(e)}
-    out["seconds"] = round(time.perf_counter() - t0, 4)
+        sass_of = _disassembled_together(built, int(jobs[0]["arch"]), _folder(jobs[0])) if jobs else {}
+    except Exception:  # noqa: BLE001 - each cubin is then disassembled on its own
+        sass_of = {}
+    shared = (time.perf_counter() - t0) / max(1, len(jobs))  # the batch's disassembly, spread evenly
+    for i, (job, seconds, path, done) in enumerate(started):
+        t0 = time.perf_counter()
+        result = done
+        if path is not None:
+            try:
+                result = _finish(job, path, done, {k: t for (j, k), t in sass_of.items() if j == i})
+                result["ok"] = True
+            except BaseException as e:  # noqa: BLE001
+                if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                    raise
+                result = {"ok": False, "error": _error_text(e)}
+        result["seconds"] = round(seconds + shared + time.perf_counter() - t0, 4)
+        out.append(result)
     return out
 
 
@@ -93,18 +127,23 @@ def _tool(args: list[str]) -> str:
     return r.stdout
 
 
-def _compile(job: dict) -> dict:
+def _folder(job: dict) -> str:
+    return job.get("folder") or os.path.join(tempfile.gettempdir(), "thundervis-aot")
+
+
+def _build(job: dict) -> tuple[str, list]:
+    """Compile every function of ``job`` with Triton; return (the source file, [(kernel entry,
+    compiled kernel, ptxas log)])."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    folder = job.get("folder") or os.path.join(tempfile.gettempdir(), "thundervis-aot")
+    folder = _folder(job)
     os.makedirs(folder, exist_ok=True)
     mod, path = _module(job["source"], folder)
     arch = int(job["arch"])
     _ask_for_ptxas_log()
-    stages = {s: [] for s in mc.STAGES}
-    functions = []
+    built = []
     for k in job["kernels"]:
         fn = getattr(mod, k["name"])
         params = [tuple(p) for p in k["params"]]
@@ -116,7 +155,19 @@ def _compile(job: dict) -> dict:
         with contextlib.redirect_stdout(log):
             compiled = triton.compile(ASTSource(fn, signature(params), {}, attrs),
                                       target=GPUTarget("cuda", arch, 32), options=options)
-        sass, usage, report = _read_cubin(compiled.asm["cubin"], log.getvalue(), folder)
+        built.append((k, compiled, log.getvalue()))
+    return path, built
+
+
+def _finish(job: dict, path: str, built: list, sass_of: dict) -> dict:
+    """Return the result of ``job`` from its compiled functions (:func:`_build`); ``sass_of``: the
+    SASS of some of them by name, already disassembled."""
+    import triton
+    folder = _folder(job)
+    stages = {s: [] for s in mc.STAGES}
+    functions = []
+    for k, compiled, ptxas_log in built:
+        sass, usage, report = _read_cubin(compiled.asm["cubin"], ptxas_log, folder, sass_of.get(k["name"]))
         meta = compiled.metadata
         dynamic_shared = int(getattr(meta, "shared", 0) or 0)
         functions.append({
@@ -153,25 +204,58 @@ def _tool_cache() -> str:
     return os.path.join(root, "aot")
 
 
-def _read_cubin(cubin: bytes, ptxas_log: str, folder: str) -> tuple[str, dict, dict]:
+def _cached_tools(cubin: bytes) -> Optional[dict]:
+    """Return what :func:`_read_cubin` kept for this cubin (``sass``, ``usage``, ``report``) or None."""
+    import json
+    try:
+        with open(os.path.join(_tool_cache(), f"{hashlib.sha256(cubin).hexdigest()}.json"), encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("sass"), str) else None
+
+
+def _disassembled_together(built: list, arch: int, folder: str) -> dict:
+    """Return ``{(job index, kernel entry name): SASS}`` for the functions of ``built`` ([(job
+    index, (kernel entry, compiled, log))]) not already in the tool cache, from one ptxas and one
+    nvdisasm run (:mod:`.sass_batch`; entries renamed apart, ``j3_kernel_0``, and named back in
+    the text); empty when there are fewer than two or the batch cannot be made (each cubin is then
+    disassembled on its own)."""
+    todo = [(i, k, c) for i, (k, c, _) in built if _cached_tools(c.asm["cubin"]) is None]
+    if len(todo) < 2:
+        return {}
+    import re
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+    from .sass_batch import disassemble_together
+    meta = todo[0][2].metadata
+    ptxas = [get_ptxas(arch).path, "-lineinfo"] + ([] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"])
+    ptxas += ["--regAllocOptLevel=2", *(o for o in (getattr(meta, "ptx_options", None) or "").split(" ") if o),
+              f"--gpu-name={sm_arch_from_capability(arch)}"]
+    names = [f"j{i}_{k['name']}" for i, k, _ in todo]
+    ptxs = [re.sub(rf"\b{re.escape(k['name'])}(?=\b|_param_)", new, c.asm["ptx"])
+            for (_, k, c), new in zip(todo, names)]
+    out = disassemble_together(ptxs, names, folder, _tool, ptxas, _bin("nvdisasm")) or {}
+    return {(i, k["name"]): re.sub(rf"\b{re.escape(new)}\b", k["name"], out[new])
+            for (i, k, _), new in zip(todo, names) if new in out}
+
+
+def _read_cubin(cubin: bytes, ptxas_log: str, folder: str, sass: Optional[str] = None) -> tuple[str, dict, dict]:
     """Return (SASS from ``nvdisasm -gi``, ``cuobjdump -res-usage`` figures, ptxas report) of a
-    cubin. Kept per cubin hash in ``$THUNDERVIS_CACHE_DIR/aot``: when Triton's own cache answers,
-    ptxas does not run again (no report) and the two tools would cost more than the build."""
+    cubin; ``sass``: its disassembly when already made (:func:`_disassembled_together`). Kept per
+    cubin hash in ``$THUNDERVIS_CACHE_DIR/aot``: when Triton's own cache answers, ptxas does not run
+    again (no report) and nvdisasm would cost more than the build."""
     import json
     key = hashlib.sha256(cubin).hexdigest()
     cached = os.path.join(_tool_cache(), f"{key}.json")
-    try:
-        with open(cached, encoding="utf-8") as f:
-            d = json.load(f)
-        if isinstance(d, dict) and isinstance(d.get("sass"), str):
-            return d["sass"], d.get("usage") or {}, d.get("report") or {}
-    except (OSError, ValueError):
-        pass
+    d = _cached_tools(cubin)
+    if d is not None:
+        return d["sass"], d.get("usage") or {}, d.get("report") or {}
     with tempfile.NamedTemporaryFile(suffix=".cubin", dir=folder, delete=False) as f:
         f.write(cubin)
         path = f.name
     try:
-        sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
+        if sass is None:
+            sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
         usage = mc.resource_usage(_tool([_bin("cuobjdump"), "-res-usage", path]))
     finally:
         os.remove(path)

@@ -88,7 +88,7 @@ function fusionsTab(view, c) {
       return;
     }
     kdetail.append(
-      h("div", { class: "tv-detail-title", text: `${k.name} [${k.executor}${k.ran_on ? " · " + k.ran_on : ""}] · ${k.n_ops} ops` }),
+      h("div", { class: "tv-detail-title", text: `${k.label || k.name} · ${k.n_ops} ops` }),
       h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
     );
     if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
@@ -109,7 +109,7 @@ function fusionsTab(view, c) {
       "tr",
       { class: "tv-kernel-row", "data-kernel": k.name },
       h("td", { text: k.name }),
-      h("td", { text: k.ran_on ? `${k.executor} · ${k.ran_on}` : k.executor }),
+      h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
       h("td", { text: k.median || "–" }),
       h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),

@@ -4,14 +4,18 @@ real builds in worker processes: deduplicated, failures recorded, never raising.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 import torch
 
 from thundervis.compiler import CompileObserver
 from thundervis.compiler.aot import machine_code as mc
-from thundervis.compiler.aot.plan import plan_for_gpu, region_members
+from thundervis.compiler.aot.plan import job, plan_for_gpu, region_members
 from thundervis.compiler.aot.pool import PTXAS_TEST_HOOK, AheadOfTime
 from thundervis.compiler.aot.targets import TargetError, occupancy, parse_targets
 from thundervis.compiler.backend import ThundervisCompiler, reset_graph_ids
@@ -138,6 +142,7 @@ def test_gpu_plan_spreads_over_blocks():
     # a whole tensor to one value: split over 16 programs, then the partial results reduced
     (lambda x: (x * x).sum() * 0.5, (64, 1000), "split"),
     (lambda x: x.abs().amax(), (60000,), "split"),
+    (lambda x: torch.nn.functional.mse_loss(x, torch.zeros_like(x)) + 1.0, (64, 1000), "split"),  # mean
     (lambda x: (torch.tanh(x), x.sum(dim=(0, 1), keepdim=True) + 1), (128, 400), "split"),
 ])
 def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
@@ -167,7 +172,8 @@ def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_layer_builds():
-    """Two identical layers (one distinct kernel) compiled for sm_80 and sm_90 in a worker."""
+    """Two identical layers (one distinct kernel) compiled for sm_80 and sm_90 in a worker, the
+    second submitted after the first one's build is done (it is reported all the same)."""
     def layers(x, w):
         for _ in range(2):
             x = torch.tanh(x) * x + 1.0
@@ -176,7 +182,12 @@ def two_layer_builds():
     records = triton_records(layers, torch.randn(32, 64), torch.randn(64, 64))
     obs = Kernels()
     aot = AheadOfTime((80, 90), obs, workers=1)
-    aot.submit(0, "forward", records)
+    aot.submit(0, "forward", records[:1])
+    for _ in range(1200):  # the second layer comes after the first one's build is done
+        if not aot.pending():
+            break
+        time.sleep(0.5)
+    aot.submit(0, "forward", records[1:])
     stats = aot.finish(600)
     return records, obs.builds, stats
 
@@ -249,3 +260,75 @@ def test_plan_from_shapes_alone_on_meta_tensors():
     assert all(r.details.get("planned_only") for r in records)
     assert any(p.dtype == "bfloat16" for r in records for p in r.inputs)
     assert any("looped in chunks" in plan_for_gpu(r).kernel.source for r in records)
+
+
+_COMPARE = r"""
+import json, os, sys
+from thundervis.compiler.aot import worker, machine_code as mc
+worker.prepare_worker()
+jobs = json.load(open(sys.argv[1]))
+calls = []
+tool = worker._tool
+worker._tool = lambda args: calls.append(os.path.basename(args[0])) or tool(args)
+os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/one"
+together = worker.compile_jobs(jobs)
+n_together = calls.count("nvdisasm")
+worker._disassembled_together = lambda *a: {}
+os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/each"
+each = [worker.compile_job(j) for j in jobs]
+def insns(r):
+    text = r["stages"]["sass"]
+    return [(mc._SASS_INSN.match(m).group(3), n) for m, n in zip(text.splitlines(), r["lines"]["sass"])
+            if mc._SASS_INSN.match(m)]
+print(json.dumps({"ok": [r["ok"] for r in together + each], "nvdisasm": [n_together, calls.count("nvdisasm") - n_together],
+                  "same_sass": [insns(a) == insns(b) for a, b in zip(together, each)],
+                  "lines_hit": [sum(1 for _, n in insns(r) if n) for r in together],
+                  "same_mix": [a["mix"] == b["mix"] for a, b in zip(together, each)],
+                  "same_resources": [a["resources"] == b["resources"] for a, b in zip(together, each)]}))
+"""
+
+
+def test_one_disassembly_gives_what_one_per_cubin_gives(tmp_path):
+    """Two kernels, one planned as several launches, compiled together for sm_90 by Triton's CUDA
+    backend in a fresh process (one worker batch): one nvdisasm for all their functions gives each
+    kernel the same instructions, line map, instruction mix and resources as one nvdisasm per
+    function."""
+    (multi,) = triton_records(_softmax_colsum, torch.randn(256, 128))
+    (single,) = triton_records(lambda x: torch.tanh(x) * x + 1.0, torch.randn(4096))
+    plans = [plan_for_gpu(multi), plan_for_gpu(single)]
+    assert len(plans[0].kernel.kernels) >= 2 and len(plans[1].kernel.kernels) == 1
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps([{**job(p, 90), "folder": str(tmp_path / "src")} for p in plans]))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    out = subprocess.run([sys.executable, "-c", _COMPARE, str(path), str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    n = sum(len(p.kernel.kernels) for p in plans)
+    assert got["ok"] == [True] * 4 and got["nvdisasm"] == [1, n]
+    assert got["same_sass"] == [True, True] and all(got["lines_hit"])
+    assert got["same_mix"] == [True, True] and got["same_resources"] == [True, True]
+
+
+def test_finish_returns_after_every_build_of_a_batch_is_reported():
+    """A chain's kernels are built as one batch whose results are reported by callbacks that run
+    after ``finish``'s wait wakes: ``finish`` returns only once each of them is reported (a slow
+    observer, as a recording writing compressed stages is)."""
+    def three(x, w):
+        a = torch.tanh(x) * 2.0
+        b = torch.sigmoid(a @ w) + 1.0
+        return torch.exp(b @ w) * 3.0
+    records = triton_records(three, torch.randn(32, 64), torch.randn(64, 64))
+    assert len(records) == 3
+
+    class Slow(Kernels):
+        def kernel_compiled(self, *args):
+            time.sleep(0.3)
+            super().kernel_compiled(*args)
+    obs = Slow()
+    aot = AheadOfTime((90,), obs, workers=1)
+    aot.submit(0, "forward", records)
+    stats = aot.finish(600)
+    assert sorted(k for _, _, k, _, _ in obs.builds) == sorted(r.name for r in records)
+    assert stats["builds"] == 3 and stats["distinct"] == 3

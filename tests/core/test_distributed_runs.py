@@ -235,6 +235,43 @@ def test_collectives_traced_into_graphs_show_in_every_rank(tmp_path):
     assert "communication" in (tmp_path / "g.dot").read_text()
 
 
+TARGETED = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+f = torch.compile(lambda x: (torch.tanh(x) * 2 + 1).sum(-1))
+for i in range(2):
+    f(torch.randn(4, 64) + dist.get_rank())
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_every_rank_takes_the_gpu_target(tmp_path):
+    """``--target sm_90`` reaches every rank: each rank's recording holds an sm_90 build of every
+    Triton kernel it generated, like a single-process run."""
+    script = tmp_path / "targeted.py"
+    script.write_text(TARGETED)
+    group = tmp_path / "t.tvgroup"
+    r = _thundervis_run(group, "--target", "sm_90", script)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ov = open_group(str(group)).overview()
+    assert ov.status == "ok" and [x.rank for x in ov.ranks] == [0, 1]
+    for rank in ov.ranks:
+        with open_recording(rank.path) as rec:
+            triton = [k for k in rec.kernels() if k.executor == "triton"]
+            builds = rec.kernel_builds()
+            assert triton and {(b.kernel, b.target, b.status) for b in builds} == \
+                {(k.name, "sm_90", "ok") for k in triton}, [(b.kernel, b.status, b.error) for b in builds]
+
+
+def test_a_bad_target_stops_the_job_before_any_worker(tmp_path):
+    group = tmp_path / "bad.tvgroup"
+    r = subprocess.run([sys.executable, "-m", "thundervis", "run", "--nproc-per-node", "2", "--target", "sm_1",
+                        "--out", str(group), EXAMPLE], capture_output=True, text=True, env=_env(), cwd=ROOT)
+    assert r.returncode == 2 and "--target" in r.stderr and "Traceback" not in r.stderr
+    assert not group.exists()
+
+
 def test_a_killed_rank_leaves_both_recordings_readable_and_the_group_failed(tmp_path):
     group = tmp_path / "k.tvgroup"
     ready = tmp_path / "ready"

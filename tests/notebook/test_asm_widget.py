@@ -20,6 +20,7 @@ def test_payload_lists_build_targets_and_asm_answers_rows(tmp_path):
         data = RecordingData(rec)
         (k,) = data.payload(with_diagrams=False)["graphs"][0]["kernels"]
         assert k["asm_targets"] == ["sm_90"]
+        assert (k["tag"], k["label"]) == ("triton sm_90", "fw_fusion_0 [triton sm_90]")  # present.status.kernel_label
         d = data.handle({"what": "asm", "graph": 0, "chain": "forward", "kernel": "fw_fusion_0"})
         assert (d["kernel"], d["target"], d["stage"], d["targets"]) == ("fw_fusion_0", "sm_90", "sass", ["sm_90"])
         assert d["stages"] == ["ttir", "ttgir", "llir", "ptx", "sass"] and d["truncated"] == 0

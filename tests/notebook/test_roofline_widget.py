@@ -39,3 +39,11 @@ def test_static_page_shows_the_roofline_columns(tmp_path):
     roof = (FUSION[1] + FUSION[2]) / GPUS["h100"].hbm_bytes_per_s * 1e6
     assert "roofline µs" in parser.texts and "% roof" in parser.texts
     assert f"{roof:.3g}" in parser.texts and f"{roof / 5.0 * 100:.0f}%" in parser.texts
+
+
+def test_static_page_names_the_target_like_ls(tmp_path):
+    """The static page's kernel table reads ``triton sm_90`` (present.status.kernel_tag)."""
+    path = roofline_recording(str(tmp_path / "r.tvrec"), build=True)
+    parser = HtmlTags()
+    parser.feed(show(path, chain="forward")._repr_html_())
+    assert "triton sm_90" in parser.texts

@@ -9,9 +9,14 @@ from tui_helpers import open_app, settle
 pytestmark = pytest.mark.asyncio
 
 
-async def _asm(pilot, app):
+async def _kernels(pilot, app):
     await pilot.press("k")
     await pilot.pause()
+    return app.screen
+
+
+async def _asm(pilot, app):
+    await _kernels(pilot, app)
     await pilot.press("a")
     for _ in range(100):
         await pilot.pause(0.05)
@@ -99,3 +104,19 @@ async def test_asm_view_of_a_run_without_targets_says_so(tmp_path):
         screen = await _asm(pilot, app)
         assert screen.listing is None and "was not compiled for any GPU target" in screen.error
         assert "--target sm_90" in str(screen.query_one("#ainfo").render())
+
+
+async def test_kernels_table_and_details_name_the_target(tmp_path):
+    """The kernels table and a kernel's details read ``triton sm_90`` like ``ls`` (the one label of
+    present.status.kernel_label, through the kernel row)."""
+    app = open_app(roofline_recording(str(tmp_path / "r.tvrec"), build=True))
+    async with app.run_test(size=(140, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _kernels(pilot, app)
+        table = screen.query_one("DataTable")
+        assert "triton sm_90" in [str(v) for v in table.get_row_at(0)]
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if "[triton sm_90]" in str(screen.query_one("#kinfo").render()):
+                break
+        assert "fw_fusion_0  [triton sm_90]" in str(screen.query_one("#kinfo").render())

@@ -1,8 +1,8 @@
 """The entry point of each torchrun worker: ``python -m thundervis.commands.rank_worker --group DIR
 -- RUN-ARGS``.
 
-RUN-ARGS are ``thundervis run``'s own arguments (executors, profiling, the target and its
-arguments), parsed by the ``run`` parser. The worker records into ``DIR/rank-NNNNN.tvrec``
+RUN-ARGS are ``thundervis run``'s own arguments (executors, GPU targets, profiling, the target and
+its arguments), parsed by the ``run`` parser. The worker records into ``DIR/rank-NNNNN.tvrec``
 (``RANK`` from torchrun's environment; ``-restartK`` appended after an elastic restart) and notes
 its place in the job (rank, local rank, world size, node, restart) as a ``distributed`` event. It
 exits with the script's exit code, so torchrun sees failures as it would without thundervis.
@@ -55,18 +55,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from thundervis import runner
     from thundervis.cli import build_parser
     from thundervis.commands.run import resolve_target
-    from thundervis.commands.run_options import check_run_options
+    from thundervis.commands.run_options import check_run_options, parse_target_option
     try:
         args = build_parser().parse_args(["run", "--no-view", *run_args])
         script, module, script_args = resolve_target(args)
         executors, profile = check_run_options(args, script, module, check_target=False)
+        targets = parse_target_option(getattr(args, "gpu_targets", None))
         out = runner.check_output(os.path.join(group, rank_file_name(facts["rank"], facts.get("restart", 0))))
     except UserError as e:
         print(f"thundervis: rank {facts['rank']}: {e}", file=sys.stderr)
         return 2
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
                                executors=executors, debug=args.debug, profile=profile,
-                               notes=[("distributed", facts)])
+                               notes=[("distributed", facts)], targets=targets)
     return result.exit_code
 
 

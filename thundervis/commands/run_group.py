@@ -19,11 +19,14 @@ from thundervis.errors import UserError
 
 
 def worker_run_args(args, script, module, script_args) -> list[str]:
-    """Return the ``thundervis run`` arguments each worker parses again: executors, debug,
-    profiling, capture and numerics flags, then ``--`` and the target with its arguments."""
+    """Return the ``thundervis run`` arguments each worker parses again: executors, GPU targets
+    (``--target``, as given: each rank defaults to its own GPU's architecture like a single run),
+    debug, profiling, capture and numerics flags, then ``--`` and the target with its arguments."""
     out = []
     if args.executors:
         out += ["--executors", args.executors]
+    if getattr(args, "gpu_targets", None) is not None:
+        out += ["--target", args.gpu_targets]
     if args.debug:
         out.append("--debug")
     if args.profile:
@@ -41,11 +44,12 @@ def cmd_run_group(args, script, module, script_args, *, open_viewer, say_about_c
     launch's exit code. ``open_viewer`` and ``say_about_cpu`` are ``commands.run``'s, handed over so
     that this module never imports it (no import cycle)."""
     from thundervis import distributed, runner
-    from thundervis.commands.run_options import check_run_options, shown_path, target_stem
+    from thundervis.commands.run_options import check_run_options, parse_target_option, shown_path, target_stem
     from thundervis.commands.torchrun_options import torchrun_argv, torchrun_option
     if args.module is None and script is None:
         raise UserError("give a script to run (thundervis run --nproc-per-node N SCRIPT [ARGS...]).")
     executors, _ = check_run_options(args, script, module)  # the workers build their own settings
+    parse_target_option(getattr(args, "gpu_targets", None))  # a bad --target stops before any worker
     trargs = torchrun_argv(args)
     distributed.check_torchrun_args(trargs)
     node = torchrun_option(args, "node_rank")

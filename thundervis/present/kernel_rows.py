@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .status import clock_label, ran_on_text
+from .status import clock_label, ran_on_text, tag_text
 from .units import format_gbps, format_share, format_us
 
 
@@ -72,6 +72,17 @@ class KernelRow:
     flops: Optional[int] = None
     pct_of_roofline: Optional[float] = None
     clock: str = ""  # what measured ``median_us``: "CPU" or "GPU" (present.status.clock_label); "" not profiled
+    targets: tuple[str, ...] = ()  # the GPU targets it was compiled for (present.status.built_targets)
+
+    @property
+    def tag(self) -> str:
+        """What its label says in brackets: ``triton sm_90 · ran on cpu via torch`` (present.status.kernel_tag)."""
+        return tag_text(self.executor, self.ran_on, self.targets)
+
+    @property
+    def label(self) -> str:
+        """How views name it: ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]`` (present.status.kernel_label)."""
+        return f"{self.name} [{self.tag}]"
 
     @property
     def status(self) -> str:
@@ -85,7 +96,7 @@ class KernelRow:
                 "members": list(self.members), "source_lines": list(self.source_lines), "sources": self.sources,
                 "language": self.language, "note": self.note, "calls": self.calls, "median_us": self.median_us,
                 "share": self.share, "gbps": self.gbps, "fallback": self.fallback, "status": self.status,
-                "ran_on": self.ran_on,
+                "ran_on": self.ran_on, "targets": list(self.targets), "tag": self.tag, "label": self.label,
                 "median": format_us(self.median_us) if self.median_us is not None else "",
                 "share_text": format_share(self.share) if self.share is not None else "",
                 "gbps_text": format_gbps(self.gbps) if self.gbps else "", "roofline_us": self.roofline_us,
@@ -102,18 +113,20 @@ def _labels(source_lines) -> tuple[str, ...]:
     return tuple(out)
 
 
-def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None) -> KernelRow:
+def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None, targets=()) -> KernelRow:
     """Return the :class:`KernelRow` of ``k`` (a ``recording.model.KernelInfo``); ``fallback``: why
     it ran in torch at run time (``present.status.fallback_reasons``); ``run``: what ran it (a
     ``present.status.KernelRun``, None when not recorded); ``roofline``: its
-    ``present.roofline.RooflineRow`` (None: not modelled)."""
+    ``present.roofline.RooflineRow`` (None: not modelled); ``targets``: the GPU targets it was
+    compiled for (``present.status.built_targets``)."""
     t = k.timing
     return with_roofline(KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
                                    tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
                                    _labels(k.source_lines), group_sources(k.source_lines), k.language, k.note,
                                    t.calls if t else None, t.median_us if t else None, t.share if t else None,
                                    t.gbps if t else None, fallback, ran_on_text(run),
-                                   clock=clock_label(t.device, t.clock) if t else ""), roofline)
+                                   clock=clock_label(t.device, t.clock) if t else "", targets=tuple(targets)),
+                        roofline)
 
 
 def with_roofline(row: KernelRow, roofline=None) -> KernelRow:
@@ -128,11 +141,11 @@ def with_roofline(row: KernelRow, roofline=None) -> KernelRow:
 
 
 def kernel_rows(kernels, fallbacks: dict, runs: Optional[dict] = None,
-                roofline: Optional[dict] = None) -> tuple[KernelRow, ...]:
+                roofline: Optional[dict] = None, built: Optional[dict] = None) -> tuple[KernelRow, ...]:
     """Return the rows of ``kernels`` (``KernelInfo``), each with its run-time fallback from
     ``fallbacks`` (``{(graph, chain, name): reason}``), what ran it from ``runs``
-    (``present.status.kernel_runs``) and its roofline row from ``roofline`` (``{kernel id:
-    RooflineRow}``)."""
-    runs, roofline = runs or {}, roofline or {}
+    (``present.status.kernel_runs``), its roofline row from ``roofline`` (``{kernel id:
+    RooflineRow}``) and its GPU targets from ``built`` (``present.status.built_targets``)."""
+    runs, roofline, built = runs or {}, roofline or {}, built or {}
     return tuple(kernel_row(k, fallbacks.get((k.graph, k.chain, k.name)), runs.get((k.graph, k.chain, k.name)),
-                            roofline.get(k.id)) for k in kernels)
+                            roofline.get(k.id), built.get((k.graph, k.chain, k.name), ())) for k in kernels)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .kernel_rows import KernelRow, kernel_rows
-from .status import ChainStatus, chain_counts, chain_status, fallback_reasons, graph_eager, kernel_runs
+from .status import (ChainStatus, built_targets, chain_counts, chain_status, fallback_reasons, graph_eager,
+                     kernel_runs)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ def read_overview(rec) -> ViewOverview:
     events = rec.events()
     statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
-    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), kernel_runs(events))
+    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), kernel_runs(events),
+                          built=built_targets(rec, events))
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
                         numerics=numerics_summary(rec))

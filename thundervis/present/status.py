@@ -17,7 +17,8 @@ a generated kernel:
 :func:`kernel_fallbacks` is the one reader of run-time fallback events; :func:`fallbacks` lists them
 all through the reader API; :func:`chain_counts` counts eager chains.
 
-What ran each kernel, where (:func:`kernel_runs`, :func:`ran_on_text`, :func:`kernel_label`): a
+What ran each kernel, where (:func:`kernel_runs`, :func:`ran_on_text`, :func:`kernel_label`,
+:func:`kernel_tag`, :func:`built_targets`): a
 Triton fusion's kernel is generated (and, with ``--target``, compiled) for a GPU, but what runs it
 depends on the machine: a compiled Triton kernel on a GPU, Triton's interpreter, or, without CUDA
 and with the default executors, the fast CPU path (the region's ATen ops through torch, or Inductor),
@@ -341,12 +342,38 @@ def ran_on_text(run: Optional[KernelRun]) -> str:
     return f"{verb} {run.device} via {run.via}" + (" after its kernel failed" if run.fell_back else "")
 
 
+def kernel_tag(executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
+    """Return what a kernel's label says in brackets: ``triton sm_90 · ran on cpu via torch``
+    (``targets``: the GPU archs it was compiled for; ``run``: how it ran, see :func:`kernel_runs`)."""
+    return tag_text(executor, ran_on_text(run), targets)
+
+
+def tag_text(executor: str, ran_on: str = "", targets: Iterable[str] = ()) -> str:
+    """Return :func:`kernel_tag` from the ``ran_on`` text already made (:func:`ran_on_text`)."""
+    head = " ".join([executor, *targets])
+    return f"{head} · {ran_on}" if ran_on else head
+
+
 def kernel_label(name: str, executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
     """Return how views name a kernel: ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]``
-    (``targets``: the GPU archs it was compiled for; ``run``: how it ran, see :func:`kernel_runs`)."""
-    head = " ".join([executor, *targets])
-    where = ran_on_text(run)
-    return f"{name} [{head}{' · ' + where if where else ''}]"
+    (:func:`kernel_tag` in brackets)."""
+    return f"{name} [{kernel_tag(executor, run, targets)}]"
+
+
+def built_targets(rec, events=None) -> dict:
+    """Return ``{(graph, chain, kernel name): (target, ...)}``: the GPU targets each kernel was
+    compiled for ahead of time (``run --target``), successful builds only, in name order; empty for a
+    run without targets (``events``: the recording's events when already read, to skip the builds
+    table then)."""
+    if events is not None and not any(e.event == "aot_started" for e in events):
+        return {}
+    if not callable(getattr(rec, "kernel_builds", None)):
+        return {}
+    out: dict = {}
+    for b in rec.kernel_builds():
+        if b.status == "ok":
+            out.setdefault((b.graph, b.chain, b.kernel), set()).add(b.target)
+    return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
 def clock_label(device: Optional[str], clock: Optional[str] = None) -> str:
