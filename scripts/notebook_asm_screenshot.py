@@ -7,11 +7,11 @@ uses: the widget's JS and CSS, the kernel's replies computed here), clicks Trito
 the last line that loads data) and saves a PNG of the panel."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _screenshots import HERE, kernel_shot_parser
+
 sys.path[:0] = [os.path.join(HERE, "..", "tests", "notebook")]
 
 
@@ -22,11 +22,7 @@ def main() -> int:
     from thundervis.notebook_ext import RecordingData
     from thundervis.notebook_ext.widget import _answer
     from thundervis.recording import open_recording
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("recording")
-    p.add_argument("kernel")
-    p.add_argument("png")
-    p.add_argument("--target", default="sm_90")
+    p = kernel_shot_parser(__doc__)
     p.add_argument("--line", type=int, default=0)
     args = p.parse_args()
     with open_recording(args.recording) as rec:

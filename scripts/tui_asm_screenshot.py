@@ -7,24 +7,14 @@ on the target and stage, moves to the last Triton line that loads data, saves an
 it (scripts/svg_to_png.py, needs cairosvg)."""
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
-import subprocess
-import sys
+
+from _screenshots import headless_tui, kernel_shot_parser, svg_to_png
 
 
 async def shoot(rec: str, kernel: str, out_svg: str, target: str, stage: str, size=(160, 44)) -> None:
     """Save the screenshot of ``kernel``'s asm view."""
-    from thundervis.tui.app import ThundervisApp
-    from thundervis.tui.data import open_data
-    app = ThundervisApp(open_data(rec), poll_s=0)
-    async with app.run_test(size=size) as pilot:
-        async def idle():
-            await pilot.pause(0.5)
-            while not app.loaded or any(w.is_running for w in app.workers) or \
-                    any(w.is_running for w in app.screen.workers):
-                await pilot.pause(0.05)
+    async with headless_tui(rec, size, pause=0.5, poll=0.05) as (app, pilot, idle):
         await idle()
         await pilot.press("k")
         await idle()
@@ -49,19 +39,12 @@ async def shoot(rec: str, kernel: str, out_svg: str, target: str, stage: str, si
 
 def main() -> int:
     """Write the PNG; return the exit code."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("recording")
-    p.add_argument("kernel")
-    p.add_argument("png")
-    p.add_argument("--target", default="sm_90")
+    p = kernel_shot_parser(__doc__)
     p.add_argument("--stage", default="sass")
     args = p.parse_args()
     svg = args.png[:-4] + ".svg"
     asyncio.run(shoot(args.recording, args.kernel, svg, args.target, args.stage))
-    here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run([sys.executable, os.path.join(here, "svg_to_png.py"), svg, args.png], check=True)
-    os.remove(svg)
-    print("wrote", args.png)
+    svg_to_png(svg, args.png)
     return 0
 
 

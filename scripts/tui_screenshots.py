@@ -11,20 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
 import sys
+
+from _screenshots import headless_tui, svg_to_png
 
 
 async def shoot(rec: str, out_svg: str, size: tuple[int, int], diff: bool) -> None:
     """Save one screenshot of the app on ``rec`` at ``size``."""
-    from thundervis.tui.app import ThundervisApp
-    from thundervis.tui.data import open_data
-    app = ThundervisApp(open_data(rec), poll_s=0)
-    async with app.run_test(size=size) as pilot:
-        async def idle():
-            await pilot.pause(0.7)
-            while not app.loaded or any(w.is_running for w in app.workers):
-                await pilot.pause(0.05)
+    async with headless_tui(rec, size, pause=0.7, poll=0.05, screen_workers=False) as (app, pilot, idle):
         await idle()
         c = app.current_chain()
         fuse = next((p for p in c.passes if p.name == "fuse"), c.passes[-1])
@@ -46,15 +40,7 @@ async def shoot(rec: str, out_svg: str, size: tuple[int, int], diff: bool) -> No
 async def shoot_numerics(rec: str, out_svg: str, size: tuple[int, int], bisect: bool) -> None:
     """Save the numerics screen (N) of ``rec``, or with ``bisect`` the bisect screen its first
     (worst) kernel opens (enter), once the bisect worker has finished."""
-    from thundervis.tui.app import ThundervisApp
-    from thundervis.tui.data import open_data
-    app = ThundervisApp(open_data(rec), poll_s=0)
-    async with app.run_test(size=size) as pilot:
-        async def idle():
-            await pilot.pause(0.7)
-            while not app.loaded or any(w.is_running for w in app.workers) or \
-                    any(w.is_running for w in app.screen.workers):
-                await pilot.pause(0.1)
+    async with headless_tui(rec, size, pause=0.7, poll=0.1) as (app, pilot, idle):
         await idle()
         await pilot.press("N")
         await idle()
@@ -69,21 +55,16 @@ def main() -> int:
     recording made with ``run --check-numerics --capture-inputs``) docs/tui-numerics-160x48.png
     and docs/tui-bisect-160x48.png instead."""
     rec, folder = sys.argv[1], sys.argv[2]
-    here = os.path.dirname(os.path.abspath(__file__))
     if "--numerics" in sys.argv[3:]:
         for name, bisect in (("numerics", False), ("bisect", True)):
             svg = os.path.join(folder, f"tui-{name}-160x48.svg")
             asyncio.run(shoot_numerics(rec, svg, (160, 48), bisect))
-            subprocess.run([sys.executable, os.path.join(here, "svg_to_png.py"), svg, svg[:-4] + ".png"], check=True)
-            os.remove(svg)
-            print("wrote", svg[:-4] + ".png")
+            svg_to_png(svg, svg[:-4] + ".png")
         return 0
     for (w, h), diff in (((80, 24), False), ((160, 48), True)):
         svg = os.path.join(folder, f"tui-{w}x{h}.svg")
         asyncio.run(shoot(rec, svg, (w, h), diff))
-        subprocess.run([sys.executable, os.path.join(here, "svg_to_png.py"), svg, svg[:-4] + ".png"], check=True)
-        os.remove(svg)
-        print("wrote", svg[:-4] + ".png")
+        svg_to_png(svg, svg[:-4] + ".png")
     return 0
 
 

@@ -17,13 +17,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
-from textual.widgets import Footer, Static, Tab, Tabs
+from textual.widgets import Static, Tab, Tabs
 
 from thundervis.present.asm import STAGES
 from thundervis.safe_text import visible_line
 
 from . import styling
+from .base_screen import DetailScreen, detail_bindings
 from thundervis.present.errors import DataError
 from thundervis.present.kernel_rows import KernelRow
 from .lines_view import LinesView
@@ -39,23 +39,18 @@ def _compact(line: str) -> str:
     return re.sub(r"\s{3,}", "  ", line.strip())
 
 
-class AsmScreen(Screen):
+class AsmScreen(DetailScreen):
     """Machine code of one kernel: stage tabs, the Triton source (left) and the stage (right)."""
 
-    BINDINGS = [
-        Binding("escape,a", "app.pop_screen", "Back"),
-        Binding("t", "next_target", "Target"),
-        Binding("u", "next_symbol(1)", "Symbol"),
-        Binding("U", "next_symbol(-1)", "Prev symbol", show=False),
-        Binding("tab", "switch_pane", "Pane", show=False),
+    TITLE_ID = "atitle"
+    BINDINGS = detail_bindings(
+        "escape,a", Binding("t", "next_target", "Target"), Binding("u", "next_symbol(1)", "Symbol"),
+        Binding("U", "next_symbol(-1)", "Prev symbol", show=False), Binding("tab", "switch_pane", "Pane", show=False),
         Binding("left_square_bracket", "stage(-1)", "Prev stage"),
-        Binding("right_square_bracket", "stage(1)", "Next stage"),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+        Binding("right_square_bracket", "stage(1)", "Next stage"))
 
     DEFAULT_CSS = """
-    AsmScreen { layout: vertical; }
-    AsmScreen #atitle { height: 1; background: $panel; padding: 0 1; }
+    AsmScreen #atitle { background: $panel; }
     AsmScreen Tabs { height: 2; }
     AsmScreen #apanes { height: 1fr; }
     AsmScreen #asrc { width: 2fr; border-right: solid $primary-darken-2; }
@@ -76,19 +71,17 @@ class AsmScreen(Screen):
         self.triton_line = 0  # the selected Triton source line (1-based; 0: none)
         self.symbol: Optional[str] = None  # its symbol
 
-    def compose(self) -> ComposeResult:
-        """Build the title, stage tabs, the two panes and the info line."""
-        yield Static(id="atitle")
+    def compose_body(self) -> ComposeResult:
+        """The stage tabs, the two panes and the info line."""
         yield Tabs(*(Tab(STAGE_NAMES[s], id=s) for s in STAGES), active=self.stage, id="astages")
         with Horizontal(id="apanes"):
             yield LinesView(id="asrc")
             yield LinesView(id="acode")
         yield Static(id="ainfo")
-        yield Footer()
 
     def on_mount(self) -> None:
         """Load the targets and the first listing."""
-        self.query_one("#atitle", Static).update(Text(f"asm · {visible_line(self.kernel.name)} · loading …"))
+        self.set_title(Text(f"asm · {visible_line(self.kernel.name)} · loading …"))
         self.load()
 
     # -- loading --------------------------------------------------------------------------------
@@ -120,7 +113,7 @@ class AsmScreen(Screen):
                          f"occupancy {'?' if b.occupancy is None else f'{b.occupancy * 100:.0f}%'}")
             if others:
                 title.append(f"  (t: {', '.join(others)})", style=NOTE)
-        self.query_one("#atitle", Static).update(title)
+        self.set_title(title)
         src, code = self.query_one("#asrc", LinesView), self.query_one("#acode", LinesView)
         if listing is None:
             src.set_lines([], lambda i, w: Text(""), lambda i: None)

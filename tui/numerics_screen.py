@@ -15,14 +15,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from thundervis.present.numerics import (HEADER, NumericsRow, NumericsSummary, fmt_err, fmt_ratio, eager_line,
                                          row_line)
 from thundervis.safe_text import visible_line
 
 from . import panels
+from .base_screen import DetailScreen, detail_bindings
 
 VERDICT_STYLE = {"flagged": Style(color="#e06c75", bold=True), "error": Style(color="#e5c07b", bold=True),
                  "ok": Style(color="#98c379"), "skipped": Style(dim=True), "not checked": Style(dim=True)}
@@ -48,19 +48,15 @@ def trace_marks(summary: Optional[NumericsSummary], graph: int, chain: str) -> d
     return out
 
 
-class NumericsScreen(Screen):
+class NumericsScreen(DetailScreen):
     """Every kernel by verdict; enter opens the kernel and its bisect."""
 
-    BINDINGS = [
-        Binding("escape,N", "app.pop_screen", "Back"),
-        Binding("enter", "open", "Kernel + bisect"),
-        Binding("k", "kernel", "Kernels table"),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+    TITLE_ID = "ntitle"
+    BINDINGS = detail_bindings("escape,N", Binding("enter", "open", "Kernel + bisect"),
+                               Binding("k", "kernel", "Kernels table"))
 
     DEFAULT_CSS = """
-    NumericsScreen { layout: vertical; }
-    NumericsScreen #ntitle { height: 1; background: $panel; color: $text; padding: 0 1; }
+    NumericsScreen #ntitle { background: $panel; color: $text; }
     NumericsScreen DataTable { height: 1fr; min-height: 5; }
     NumericsScreen #nfoot { height: auto; max-height: 8; border-top: solid $primary-darken-2; padding: 0 1; }
     """
@@ -70,12 +66,10 @@ class NumericsScreen(Screen):
         self.data, self.overview, self.summary = data, overview, summary
         self.rows: list[NumericsRow] = list(summary.by_verdict()) if summary is not None else []
 
-    def compose(self) -> ComposeResult:
-        """Build the screen's widgets."""
-        yield Static(id="ntitle")
+    def compose_body(self) -> ComposeResult:
+        """The verdict table and the eager-error foot."""
         yield DataTable(id="ntable", cursor_type="row", zebra_stripes=True)
         yield Static(id="nfoot")
-        yield Footer()
 
     def on_mount(self) -> None:
         """Fill the table and focus it."""
@@ -92,7 +86,7 @@ class NumericsScreen(Screen):
             title = "numerics · not checked (record with thundervis run --check-numerics)"
         else:
             title = f"numerics · {s.checked} kernels checked against float64 · {s.flagged} flagged"
-        self.query_one("#ntitle", Static).update(Text(title, style=Style(bold=True)))
+        self.set_title(Text(title, style=Style(bold=True)))
         foot = Text()
         for e in (s.eager if s is not None else ()):
             foot.append(visible_line(eager_line(e)) + "\n")
@@ -123,19 +117,16 @@ class NumericsScreen(Screen):
         self.app.action_kernels(r.kernel_id if r is not None else None)
 
 
-class BisectScreen(Screen):
+class BisectScreen(DetailScreen):
     """One chain's bisect (every pass on the same inputs), computed in a worker; with the kernel
     it was opened from, that kernel's numerics on top."""
 
-    BINDINGS = [
-        Binding("escape,q", "app.pop_screen", "Back"),
-        Binding("k", "kernel", "Kernels table"),
-        Binding("r", "random", "Random inputs"),
-    ]
+    TITLE_ID = "btitle"
+    BINDINGS = detail_bindings("escape,q", Binding("k", "kernel", "Kernels table"),
+                               Binding("r", "random", "Random inputs"), help_key=False)
 
     DEFAULT_CSS = """
-    BisectScreen { layout: vertical; }
-    BisectScreen #btitle { height: 1; background: $panel; color: $text; padding: 0 1; }
+    BisectScreen #btitle { background: $panel; color: $text; }
     BisectScreen #bbody { height: 1fr; padding: 0 1; }
     """
 
@@ -143,18 +134,15 @@ class BisectScreen(Screen):
         super().__init__()
         self.data, self.graph, self.chain, self.row = data, graph, chain, row
 
-    def compose(self) -> ComposeResult:
-        """Build the screen's widgets."""
-        yield Static(id="btitle")
+    def compose_body(self) -> ComposeResult:
+        """The kernel's numerics and the bisect report, scrolling together."""
         with VerticalScroll(id="bbody"):
             yield Static(id="bkernel")
             yield Static(id="bresult")
-        yield Footer()
 
     def on_mount(self) -> None:
         """Show the kernel and start the bisect."""
-        self.query_one("#btitle", Static).update(Text(f"bisect · graph {self.graph} {visible_line(self.chain)}",
-                                                      style=Style(bold=True)))
+        self.set_title(Text(f"bisect · graph {self.graph} {visible_line(self.chain)}", style=Style(bold=True)))
         if self.row is not None:
             t = Text(HEADER + "\n", style=Style(dim=True))
             t.append(visible_line(row_line(self.row)) + "\n", style=VERDICT_STYLE.get(self.row.verdict, Style()))

@@ -19,6 +19,7 @@ from thundervis.present.variants import variant_labels
 from thundervis.safe_text import visible_line
 
 from . import rank_panels
+from .base_screen import DetailScreen, detail_bindings
 from .data import DataError
 from .group_data import GroupData, RankRow
 from .lines_view import LinesView
@@ -128,10 +129,7 @@ class RankComparisonScreen(Screen):
     variant differs from the reference rank (enter: its cross-rank diff), and the per-kernel timing
     skew across ranks."""
 
-    BINDINGS = [
-        Binding("escape,equals_sign", "app.pop_screen", "Back"),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+    BINDINGS = detail_bindings("escape,equals_sign")
 
     DEFAULT_CSS = """
     RankComparisonScreen { layout: vertical; }
@@ -221,20 +219,15 @@ class RankComparisonScreen(Screen):
         self.app.push_screen(RankDiffScreen(self.group, ref, rank, d.graph, d.chain, d.index, d.name))
 
 
-class RankDiffScreen(Screen):
+class RankDiffScreen(DetailScreen):
     """The diff of one pass from the reference rank to a variant's rank, unified or side by side
     (the same rows and view as the pass diffs)."""
 
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("s", "toggle_side", "Side"),
-        Binding("f", "toggle_fold", "Fold"),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+    TITLE_ID = "dtitle"
+    BINDINGS = detail_bindings("escape", Binding("s", "toggle_side", "Side"), Binding("f", "toggle_fold", "Fold"))
 
     DEFAULT_CSS = """
-    RankDiffScreen { layout: vertical; }
-    RankDiffScreen #dtitle { height: 1; background: $boost; padding: 0 1; }
+    RankDiffScreen #dtitle { background: $boost; }
     RankDiffScreen LinesView { height: 1fr; }
     """
 
@@ -249,11 +242,9 @@ class RankDiffScreen(Screen):
         self.loaded = False
         self._token = 0
 
-    def compose(self) -> ComposeResult:
-        """Build the screen's widgets."""
-        yield Static(id="dtitle")
+    def compose_body(self) -> ComposeResult:
+        """The diff's lines."""
         yield LinesView(id="ranklines")
-        yield Footer()
 
     def on_mount(self) -> None:
         """Show the diff."""
@@ -291,8 +282,8 @@ class RankDiffScreen(Screen):
 
     def _error(self, token: int, why: str) -> None:
         if token == self._token and self.is_attached:
-            self.query_one("#dtitle", Static).update(Text(f"this pass cannot be diffed: {visible_line(why)}",
-                                                          style=Style(color=rank_panels.BAD)))
+            self.set_title(Text(f"this pass cannot be diffed: {visible_line(why)}",
+                                style=Style(color=rank_panels.BAD)))
             self.loaded = True
 
     def _title(self, counts: Optional[dict]) -> None:
@@ -304,7 +295,7 @@ class RankDiffScreen(Screen):
         if counts is not None:
             bits = [f"{v} {k}" for k, v in counts.items() if v and k != "unchanged"]
             t.append(("  " + ", ".join(bits)) if bits else "  no change", style=Style(dim=True))
-        self.query_one("#dtitle", Static).update(t)
+        self.set_title(t)
 
     def on_lines_view_cursor_moved(self, event: LinesView.CursorMoved) -> None:
         """Keep the cursor to this screen (the main view's details follow its own trace only)."""

@@ -11,13 +11,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, OptionList, ProgressBar, Static
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
 from thundervis.safe_text import visible, visible_line
 
 from . import panels
+from .base_screen import DetailScreen, detail_bindings
 from thundervis.present.kernel_rows import KernelRow, group_sources
 from thundervis.present.overview import ViewOverview
 from thundervis.present.units import format_roofline_us, format_share, format_us
@@ -48,22 +49,16 @@ def timing_clocks(kernels) -> list[str]:
     return sorted({k.clock for k in kernels if k.median_us is not None and k.clock})
 
 
-class KernelsScreen(Screen):
+class KernelsScreen(DetailScreen):
     """Every kernel in a sortable table; the selected one's members, code and re-runs below."""
 
-    BINDINGS = [
-        Binding("escape,k", "app.pop_screen", "Back"),
-        Binding("s", "cycle_sort", "Sort"),
-        Binding("r", "rerun", "Re-run"),
-        Binding("R", "repro", "Repro script"),
-        Binding("a", "asm", "Asm"),
-        Binding("enter", "open", "Open", show=False),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+    TITLE_ID = "ktitle"
+    BINDINGS = detail_bindings("escape,k", Binding("s", "cycle_sort", "Sort"), Binding("r", "rerun", "Re-run"),
+                               Binding("R", "repro", "Repro script"), Binding("a", "asm", "Asm"),
+                               Binding("enter", "open", "Open", show=False))
 
     DEFAULT_CSS = """
-    KernelsScreen { layout: vertical; }
-    KernelsScreen #ktitle { height: 1; background: $panel; color: $text; padding: 0 1; }
+    KernelsScreen #ktitle { background: $panel; color: $text; }
     KernelsScreen DataTable { height: 1fr; min-height: 5; }
     KernelsScreen #kdetail { height: 2fr; border-top: solid $primary-darken-2; }
     KernelsScreen #kprogress { height: 1; display: none; }
@@ -82,16 +77,14 @@ class KernelsScreen(Screen):
         self.busy = False
         self.checked = False
 
-    def compose(self) -> ComposeResult:
-        """Build the screen's widgets."""
-        yield Static(id="ktitle")
+    def compose_body(self) -> ComposeResult:
+        """The kernels table, the re-run progress and the selected kernel's detail."""
         yield DataTable(id="ktable", cursor_type="row", zebra_stripes=True)
         yield ProgressBar(id="kprogress", show_eta=False)
         with VerticalScroll(id="kdetail"):
             yield Static(id="kinfo")
             yield Static(id="krerun")
             yield Static(id="kcode")
-        yield Footer()
 
     def on_mount(self) -> None:
         """Fill the screen and focus its main widget."""
@@ -156,7 +149,7 @@ class KernelsScreen(Screen):
             ("" if self.roofline_loaded else " · modelling the roofline …")
         title = Text(f"kernels · {n} · sorted by {self.sort}{timed}", style=Style(bold=True))
         title.append(visible_line(roof), style=Style(dim=True))
-        self.query_one("#ktitle", Static).update(title)
+        self.set_title(title)
         if keep is not None:
             for row, k in enumerate(self.kernels):
                 if k.id == keep:

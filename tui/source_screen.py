@@ -17,12 +17,13 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.screen import Screen
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from thundervis.present.source_view import COMPILED, FELL_BACK, PARTLY_TORCH, file_label
 from thundervis.safe_text import visible_line
+
+from .base_screen import DetailScreen, detail_bindings
 
 # The mark before each line: how its ops run (present.source_view.SourceLine.status).
 MARKS = {COMPILED: ("●", "green"), PARTLY_TORCH: ("●", "yellow"), FELL_BACK: ("▲", "red")}
@@ -78,21 +79,16 @@ def line_detail(row) -> Text:
     return out
 
 
-class SourceScreen(Screen):
+class SourceScreen(DetailScreen):
     """A recorded user file annotated line by line; ``f`` switches file, enter jumps to the ops."""
 
-    BINDINGS = [
-        Binding("escape,S", "app.pop_screen", "Back"),
-        Binding("f", "next_file", "File"),
-        Binding("k", "kernel", "Kernel"),
-        Binding("n", "next_annotated(1)", "Next op line"),
-        Binding("p", "next_annotated(-1)", "Prev op line"),
-        Binding("question_mark", "app.help", "Help"),
-    ]
+    TITLE_ID = "stitle"
+    BINDINGS = detail_bindings("escape,S", Binding("f", "next_file", "File"), Binding("k", "kernel", "Kernel"),
+                               Binding("n", "next_annotated(1)", "Next op line"),
+                               Binding("p", "next_annotated(-1)", "Prev op line"))
 
     DEFAULT_CSS = """
-    SourceScreen { layout: vertical; }
-    SourceScreen #stitle { height: 1; background: $panel; color: $text; padding: 0 1; }
+    SourceScreen #stitle { background: $panel; color: $text; }
     SourceScreen #sbody { height: 1fr; }
     SourceScreen #sfiles { width: 28; height: 1fr; max-height: 100%; display: none; border: none;
                            border-right: solid $primary-darken-2; }
@@ -112,14 +108,12 @@ class SourceScreen(Screen):
         self.start_line = line
         self.view = None
 
-    def compose(self) -> ComposeResult:
-        """Build the screen's widgets."""
-        yield Static(id="stitle")
+    def compose_body(self) -> ComposeResult:
+        """The files list (shown when there are several), the file's lines and the line's detail."""
         with Horizontal(id="sbody"):
             yield OptionList(id="sfiles")
             yield OptionList(id="slines")
         yield Static(id="sdetail")
-        yield Footer()
 
     def on_mount(self) -> None:
         """List the files and load the first."""
@@ -128,14 +122,14 @@ class SourceScreen(Screen):
         for f in self.files:
             files.add_option(Option(Text(visible_line(file_label(f))), id=None))
         if self.file is None:
-            self.query_one("#stitle", Static).update(Text("this recording holds no user source files"))
+            self.set_title(Text("this recording holds no user source files"))
             return
         self.open_file(self.file, self.start_line)
 
     def open_file(self, file: str, line: Optional[int] = None) -> None:
         """Show ``file`` (loaded in a worker), the cursor on ``line`` or its first line with ops."""
         self.file = file
-        self.query_one("#stitle", Static).update(Text(f"loading {visible_line(file_label(file))} …"))
+        self.set_title(Text(f"loading {visible_line(file_label(file))} …"))
         files = self.query_one("#sfiles", OptionList)
         if file in self.files and files.highlighted != self.files.index(file):
             with files.prevent(OptionList.OptionHighlighted):
@@ -152,12 +146,12 @@ class SourceScreen(Screen):
         self.app.call_from_thread(self.show_file, view, line)
 
     def _failed(self, message: str) -> None:
-        self.query_one("#stitle", Static).update(Text(visible_line(message), style="red"))
+        self.set_title(Text(visible_line(message), style="red"))
 
     def show_file(self, view, line: Optional[int] = None) -> None:
         """Fill the lines list from a ``SourceFile``."""
         self.view = view
-        self.query_one("#stitle", Static).update(Text(visible_line(view.summary())))
+        self.set_title(Text(visible_line(view.summary())))
         lines = self.query_one("#slines", OptionList)
         lines.clear_options()
         width = len(str(view.lines[-1].line)) if view.lines else 1
