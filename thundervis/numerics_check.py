@@ -22,11 +22,13 @@ that draw random numbers are ``skipped`` (no reference can draw the same ones).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from typing import Optional, Sequence
 
 import torch
+from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from thundervis.compiler.interpreter import run_trace
@@ -114,11 +116,14 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         r64 = r.detach().to(torch.float64)
         # Subtracting from a float64 tensor promotes the other operand exactly (no rounding);
         # amax, not max: torch's full max() is an unvectorized loop, several times slower.
-        eager_error = (r64 - e.detach()).abs_().amax()
+        # Raised first, then subtracted in place: a float64 - float32 subtraction takes torch's
+        # slower mixed-dtype loop; both ways are exact up to the same float64 rounding.
+        eager_error = e.detach().double().sub_(r64).abs_().amax()
         # Most outputs are bit for bit eager's (one read of both): then so are their errors.
         same = o.dtype == e.dtype and torch.equal(o, e)
         # max |r| = max(-min r, max r): one read of r, no buffer.
-        maxima += [eager_error if same else (r64 - o.detach()).abs_().amax(), eager_error, *torch.aminmax(r64)]
+        maxima += [eager_error if same else o.detach().double().sub_(r64).abs_().amax(), eager_error,
+                   *torch.aminmax(r64)]
         picked.append(i)
     if not picked:
         return {}
@@ -130,6 +135,14 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         if math.isfinite(a) and math.isfinite(ea) and math.isfinite(scale):
             found[i] = (a, (a / scale if scale > 0 else a), ea, (ea / scale if scale > 0 else ea))
     return found
+
+
+def _without_dispatch_modes():
+    """``_disable_current_modes()`` when a dispatch mode is active, else a no-op context: popping
+    and pushing the (usually empty) mode stacks costs tens of µs a call, once per checked kernel."""
+    if torch._C._len_torch_dispatch_stack() or _len_torch_dispatch_stack_pre_dispatch():
+        return _disable_current_modes()
+    return contextlib.nullcontext()
 
 
 def region_of(symbol: BoundSymbol) -> Trace:
@@ -185,7 +198,7 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
     # The check runs inside the compiled chain, under AOTAutograd's dispatch mode; its own ops need
     # none of it (plain tensors in, plain numbers out), so they run without it: several times faster;
     # inference mode, not no_grad: its ops skip autograd's bookkeeping (version counters, views).
-    with torch.inference_mode(), _disable_current_modes():
+    with torch.inference_mode(), _without_dispatch_modes():
         if functions is None:
             functions = region_functions(symbol)
         if functions:

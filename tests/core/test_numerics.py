@@ -83,6 +83,35 @@ def test_verdict_is_relative_to_eager_and_never_flags_rounding():
     assert j["verdict"] == "flagged" and j["max_rel"] == pytest.approx(1e-3, rel=1e-2)
 
 
+def test_judge_fast_path_matches_errors_and_non_finite_values():
+    """The fast judging path gives :func:`errors`' numbers; a non-finite value the reference shares
+    is no error, any other is an infinite one (flagged), whether in the kernel's output or eager's."""
+    import math
+
+    import torch
+
+    from thundervis.kernel_numerics import errors
+    from thundervis.numerics_check import judge
+    g = torch.Generator().manual_seed(0)
+    ref = [torch.randn(7, 5, generator=g, dtype=torch.float64), torch.randn(33, generator=g, dtype=torch.float64)]
+    eager = [r.float() for r in ref]
+    outs = [eager[0] * 1.0001, eager[1]]
+    j = judge(outs, ref, eager)
+    a, rel = errors(outs[:1], ref[:1])
+    ea, erel = errors(eager[:1], ref[:1])
+    assert (j["max_abs"], j["max_rel"], j["eager_abs"], j["eager_rel"]) == (a, rel, ea, erel)
+    nonfinite = torch.tensor([1.0, float("inf"), float("nan"), -float("inf")], dtype=torch.float64)
+    same = judge([nonfinite.float()], [nonfinite], [nonfinite.float()])
+    assert same["verdict"] == "ok" and same["max_abs"] == 0.0
+    for bad in ([1.0, float("nan"), float("nan"), -float("inf")], [1.0, float("inf"), float("nan"), 2.0]):
+        j = judge([torch.tensor(bad)], [nonfinite], [nonfinite.float()])
+        assert j["verdict"] == "flagged" and math.isinf(j["max_abs"])
+    finite = torch.ones(4, dtype=torch.float64)
+    for bad in (float("nan"), float("inf")):
+        j = judge([torch.tensor([1.0, bad, 1.0, 1.0])], [finite], [finite.float()])
+        assert j["verdict"] == "flagged" and math.isinf(j["max_abs"])
+
+
 def test_faults_are_off_unless_the_environment_names_them(monkeypatch):
     from thundervis.compiler import faults
     monkeypatch.delenv(faults.ENV, raising=False)
