@@ -28,8 +28,12 @@ import re
 from typing import Optional, Sequence
 
 import torch
-from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import _disable_current_modes
+
+try:  # private torch API: without it, every check pops the (usually empty) mode stacks
+    from torch._ops import _len_torch_dispatch_stack_pre_dispatch
+except ImportError:  # pragma: no cover - other torch versions
+    _len_torch_dispatch_stack_pre_dispatch = None
 
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
@@ -140,7 +144,8 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
 def _without_dispatch_modes():
     """``_disable_current_modes()`` when a dispatch mode is active, else a no-op context: popping
     and pushing the (usually empty) mode stacks costs tens of µs a call, once per checked kernel."""
-    if torch._C._len_torch_dispatch_stack() or _len_torch_dispatch_stack_pre_dispatch():
+    if (_len_torch_dispatch_stack_pre_dispatch is None or torch._C._len_torch_dispatch_stack()
+            or _len_torch_dispatch_stack_pre_dispatch()):
         return _disable_current_modes()
     return contextlib.nullcontext()
 

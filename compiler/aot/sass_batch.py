@@ -98,8 +98,11 @@ def merge_ptx(ptxs: list[str]) -> Optional[str]:
                 f, at = int(m.group(2)), m.group(5) and int(m.group(5))
                 if f not in number or (at and at not in number):
                     return None
-                line = f"{m.group(1)}.loc\t{number[f]} {m.group(3)} {m.group(4)}" + line[m.end(4):m.start(5)] \
-                    + f"{number[at]}{line[m.end(5):]}" if at else f"{m.group(1)}.loc\t{number[f]}{line[m.end(2):]}"
+                if at:  # renumber the file and the inlined-at file, keep the rest as written
+                    line = (f"{m.group(1)}.loc\t{number[f]} {m.group(3)} {m.group(4)}"
+                            f"{line[m.end(4):m.start(5)]}{number[at]}{line[m.end(5):]}")
+                else:
+                    line = f"{m.group(1)}.loc\t{number[f]}{line[m.end(2):]}"
             bodies.append(line.replace("$L__", f"$L__m{n}_"))
         strings += [line.replace("$L__", f"$L__m{n}_") for line in part_strings]
     out = [*header, "", *(decls[name] for name in order), "", *bodies]
