@@ -261,3 +261,46 @@ def test_a_chains_final_pass_is_stored_whole(tmp_path, codegen_changes):
         for i, t in enumerate(traces):
             assert rec.pass_json(0, "forward", i) == trace_to_json(t)
         assert rec.pass_trace(0, "forward", 5).symbols == final.symbols
+
+
+def _noted_traces() -> list[Trace]:
+    """Two passes whose symbols mix torch ops with and without notes, other executors, ``del`` and
+    names inside and just outside the collectives' namespaces."""
+    names = [_proxy(f"t{i}") for i in range(9)]
+    spec = [("prims.neg", "torch", "not lowered: x"), ("prims.abs", "torch", None), ("prims.exp", "triton", "fused"),
+            ("_c10d_functional.all_reduce.default", "torch", "communication op"), ("c10d", "torch", ""),
+            ("_c10d_functionalx.all_reduce", "torch", None), ("_c10d_functional.wait_tensor.default", None, None),
+            ("del", "torch", "freed")]
+    syms = tuple(BoundSymbol(sym=s, args=(names[i],), kwargs={}, outputs=names[i + 1], uid=f"f{i}", executor=e,
+                             note=n) for i, (s, e, n) in enumerate(spec))
+    return [Trace("forward", (names[0],), syms[:k], (names[k],), chain="forward", graph=0, pass_name=f"p{k}",
+                  next_uid=8, next_name=9) for k in (8, 6)]
+
+
+def test_symbol_rules_select_in_sql_what_the_python_rule_selects(recorded, tmp_path):
+    """``matching_symbols`` reads only the rows a rule selects; on either schema it returns exactly
+    the symbols the rule's Python test keeps, in walk order."""
+    from thundervis.compiler.collectives import COMMUNICATION_NAMESPACES
+    from thundervis.recording import TORCH_NOTED
+    from thundervis.recording.symbol_rows import top_level_in_namespaces
+    rules = (TORCH_NOTED, top_level_in_namespaces(COMMUNICATION_NAMESPACES), top_level_in_namespaces({"prims"}))
+    noted = _record(str(tmp_path / "noted.tvrec"), _noted_traces())
+    selected = {}
+    for k, src in enumerate((noted, recorded[0])):
+        for path in (src, _as_schema_3(src, str(tmp_path / f"old{k}.tvrec"))):
+            with open_recording(path) as rec:
+                for g in rec.graphs():
+                    for ch in g.chains:
+                        for p in ch.passes:
+                            for r, rule in enumerate(rules):
+                                want = [s for s in rec.symbols(p.ref) if rule.keep(s)]
+                                got = rec.matching_symbols(p.ref, rule)
+                                assert got == want, (path, p.ref, r)
+                                selected[k, r] = selected.get((k, r), 0) + len(got)
+    with open_recording(noted) as rec:
+        last = rec.graphs()[0].chains[0].passes[0].ref
+        assert [s.sym for s in rec.matching_symbols(last, rules[0])] == [
+            "prims.neg", "_c10d_functional.all_reduce.default"]
+        assert [s.sym for s in rec.matching_symbols(last, rules[1])] == [
+            "_c10d_functional.all_reduce.default", "_c10d_functional.wait_tensor.default"]
+    assert selected[0, 0] and selected[1, 2]  # not vacuous: both files have rows each rule selects

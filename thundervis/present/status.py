@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from thundervis.recording import Recording, RecordingError, UnknownItem
+from thundervis.recording import TORCH_NOTED, Recording, RecordingError, UnknownItem
 
 EXECUTED_CHAINS = ("forward", "backward", "inference")
 EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP = "eager", "kernel", "recompile limit", "torch op"
@@ -220,13 +220,12 @@ def fallbacks(rec: Recording, ops: bool = True) -> list[Fallback]:
                 if c.kind not in EXECUTED_CHAINS or c.status != "compiled" or not c.passes:
                     continue
                 try:
-                    symbols = rec.symbols(g.id, c.kind, c.passes[-1].index)
+                    symbols = rec.matching_symbols(c.passes[-1].ref, TORCH_NOTED)
                 except RecordingError:
                     continue
                 for s in symbols:
-                    if s.parent is None and s.executor == "torch" and s.note and s.sym != "del":
-                        src = _label(s.source.file, s.source.line) if s.source else None
-                        out.append(Fallback(TORCH_OP, g.id, c.kind, s.sym, _one_line(s.note), src, s.uid))
+                    src = _label(s.source.file, s.source.line) if s.source else None
+                    out.append(Fallback(TORCH_OP, g.id, c.kind, s.sym, _one_line(s.note), src, s.uid))
     return out
 
 

@@ -12,6 +12,7 @@ from .model import (Chain, ChainLineage, ChainTiming, Event, Failure, Graph, Ker
 from .reader import Recording, RecordingError, open_recording  # noqa: F401
 from .results import ResultsNotStored  # noqa: F401
 from .schema import SCHEMA_VERSION  # noqa: F401
+from .symbol_rows import TORCH_NOTED, SymbolRule  # noqa: F401
 
 
 def __getattr__(name: str):

@@ -234,15 +234,16 @@ def describe(r: Collective) -> str:
 def trace_communication_ops(rec: Recording) -> int:
     """Return how many communication ops (collectives and their waits) the last pass of every
     forward, backward and inference chain holds: the collectives traced into the graphs."""
-    from thundervis.compiler.collectives import is_communication
+    from thundervis.compiler.collectives import COMMUNICATION_NAMESPACES
+    from .symbol_rows import top_level_in_namespaces
+    rule = top_level_in_namespaces(COMMUNICATION_NAMESPACES)
     n = 0
     for g in rec.graphs():
         for c in g.chains:
             if c.kind not in EXECUTED_CHAINS or not c.passes:
                 continue
             try:
-                n += sum(1 for s in rec.symbols(g.id, c.kind, c.passes[-1].index)
-                         if s.parent is None and is_communication(s.sym))
+                n += len(rec.matching_symbols(c.passes[-1].ref, rule))
             except RecordingError:
                 continue
     return n

@@ -33,7 +33,7 @@ from .liveness import last_recorded, run_status
 from .pass_deltas import resolve_pass_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
 from .store import Store, open_store
-from .symbol_rows import SymbolIndex
+from .symbol_rows import SymbolIndex, SymbolRule
 from .typed import load_json, row_checker
 
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
@@ -416,6 +416,11 @@ class Recording:
     def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
         """Return the symbols of every pass of one chain, by pass then position."""
         return self._symbol_index.chain_symbols(graph, chain)
+
+    def matching_symbols(self, ref: PassLike, rule: SymbolRule) -> list[Symbol]:
+        """Return the symbols of pass ``ref`` that ``rule`` (a :class:`~.symbol_rows.SymbolRule`,
+        e.g. ``TORCH_NOTED``) selects, in walk order, reading only the matching rows."""
+        return self._symbol_index.matching_symbols(ref, rule)
 
     def symbols_at_line(self, line: int, graph: Optional[int] = None) -> list[Symbol]:
         """Return every symbol (any pass) whose source line is ``line``, optionally in one graph."""

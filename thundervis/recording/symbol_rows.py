@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from .errors import RecordingError
 from .model import Symbol
@@ -40,6 +41,36 @@ _CHECK_CONTENT = row_checker("symbol_rows", ("id", "uid", "parent", "sym", "orig
 _CHECK_PASS_LIST = row_checker("pass_symbols", ("graph_id", "chain", "pass_idx"), ("int", "text", "nat"))
 _CHECK_UNINDEXED = row_checker("passes", ("graph_id", "chain", "idx"), ("int", "text", "nat"))
 _CHECK_SHARED = row_checker("passes", ("graph_id", "chain", "idx", "symbols_from"), ("int", "text", "nat", "nat"))
+
+
+@dataclass(frozen=True)
+class SymbolRule:
+    """Which symbols of a pass to read: ``where`` (SQL over a row's own columns ``parent``, ``sym``,
+    ``executor``, ``note``; the same in either schema), its ``params``, and ``keep``, the same test
+    in Python for rows derived in memory from a live or killed run's traces."""
+
+    where: str
+    params: tuple
+    keep: Callable[[Symbol], bool]
+
+
+# The ops a compiled chain leaves to torch, with the compiler's note saying why.
+TORCH_NOTED = SymbolRule(
+    "parent IS NULL AND executor = 'torch' AND note IS NOT NULL AND note != '' AND sym != 'del'", (),
+    lambda s: s.parent is None and s.executor == "torch" and bool(s.note) and s.sym != "del")
+
+
+def top_level_in_namespaces(namespaces) -> SymbolRule:
+    """Return the rule selecting the top-level symbols whose name is ``<namespace>.<rest>`` for one
+    of ``namespaces`` (e.g. the collectives' ``_c10d_functional``)."""
+    names = tuple(sorted(namespaces))
+    sql = " OR ".join("(substr(sym, 1, ?) = ? AND length(sym) > ?)" for _ in names)
+    params = tuple(v for ns in names for v in (len(ns) + 1, ns + ".", len(ns) + 1))
+
+    def keep(s):
+        ns, dot, rest = s.sym.partition(".")
+        return s.parent is None and bool(dot and rest) and ns in names
+    return SymbolRule(f"parent IS NULL AND ({sql})", params, keep)
 
 
 _PASS_CACHE = 64  # passes whose symbols a SymbolIndex keeps
@@ -205,20 +236,34 @@ class SymbolIndex:
             hit = self._pass_cache.get(key)
         if hit is not None:
             return list(hit)
-        rows = self.store.rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
-                               (ref.graph, ref.chain, ref.index))
-        held = rows[0][0] if rows and rows[0][0].__class__ is int else ref.index
-        g, c = ref.graph, ref.chain
-        found = self._symbols("graph_id=? AND chain=? AND pass_idx=?", (g, c, held),
-                              lambda s: s.graph == g and s.chain == c and s.pass_index == held, expand=False,
-                              compact=("graph_id=? AND chain=? AND pass_idx=?", (g, c, held), None, ()))
-        if held != ref.index:
-            found = [_at_pass(s, ref.index) for s in found]
+        found = self._pass_symbols(ref, None, (), lambda s: True)
         if found:
             with self._lock:
                 if len(self._pass_cache) >= _PASS_CACHE:
                     self._pass_cache.pop(next(iter(self._pass_cache)))
                 self._pass_cache[key] = tuple(found)
+        return found
+
+    def matching_symbols(self, ref: PassLike, rule: SymbolRule) -> list[Symbol]:
+        """Return the symbols of one pass that ``rule`` selects, in walk order; selected in SQL, so
+        a big pass costs only its few matching rows."""
+        return self._pass_symbols(_pass_key(ref, None, None), rule.where, rule.params, rule.keep)
+
+    def _pass_symbols(self, ref, where: Optional[str], params: tuple, keep) -> list[Symbol]:
+        """The symbols of pass ``ref`` (a pass sharing another's rows reads that pass's) whose row
+        matches ``where`` (SQL over the row's own columns, either schema; None: all) and ``keep``
+        (the same test in Python, for rows derived in memory)."""
+        rows = self.store.rows("SELECT symbols_from FROM passes WHERE graph_id=? AND chain=? AND idx=?",
+                               (ref.graph, ref.chain, ref.index))
+        held = rows[0][0] if rows and rows[0][0].__class__ is int else ref.index
+        g, c = ref.graph, ref.chain
+        found = self._symbols("graph_id=? AND chain=? AND pass_idx=?" + (f" AND ({where})" if where else ""),
+                              (g, c, held, *params),
+                              lambda s: s.graph == g and s.chain == c and s.pass_index == held and keep(s),
+                              expand=False,
+                              compact=("graph_id=? AND chain=? AND pass_idx=?", (g, c, held), where, params))
+        if held != ref.index:
+            found = [_at_pass(s, ref.index) for s in found]
         return found
 
     def chain_symbols(self, graph: int, chain: str) -> list[Symbol]:
