@@ -14,9 +14,10 @@ from typing import Optional
 
 from thundervis.compiler.collectives import CLAIM_NOTE, is_communication
 from thundervis.recording import RecordingError
-from thundervis.recording.collectives import (bytes_text, collective_counts, collective_places, collectives,
-                                              describe, first_call_collectives, place_text, rows_by_place,
-                                              trace_communication_ops, where_text)
+from thundervis.present.collectives import describe, place_text, where_text
+from thundervis.present.units import format_size
+from thundervis.recording.collectives import (collective_counts, collective_places, collectives,
+                                              first_call_collectives, rows_by_place, trace_communication_ops)
 
 # What the details of a communication op say (the compiler's own claim note).
 COMM_NOTE = CLAIM_NOTE
@@ -34,7 +35,7 @@ def _side(v: Optional[tuple]) -> Optional[dict]:
 def _row_json(r) -> dict:
     out = r.as_json()
     out["text"] = describe(r)
-    out["bytes_text"] = bytes_text(r.bytes)
+    out["bytes_text"] = format_size(r.bytes)
     return out
 
 
@@ -65,7 +66,7 @@ def communication_json(rec) -> Optional[dict]:
         return None
     places = [{"after": _side(a), "before": _side(b), "where": where_text(a, b),
                "rows": [_row_json(r) for r in found]} for a, b, found in rows_by_place(rows)]
-    by_op = [[op, n, bytes_text(counts.bytes_by_op.get(op, 0))]
+    by_op = [[op, n, format_size(counts.bytes_by_op.get(op, 0))]
              for op, n in sorted(counts.by_op.items(), key=lambda kv: (-kv[1], kv[0]))]
     return {"in_traces": in_traces, "counts": counts.as_json(), "header": header_text(in_traces, counts.between_graphs),
             "places": places, "by_op": by_op, "run_places": [place_text(p) for p in run_places],

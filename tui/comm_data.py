@@ -42,9 +42,9 @@ class CommunicationInfo:
 def read_communication(rec) -> CommunicationInfo:
     """Return the :class:`CommunicationInfo` of an open ``thundervis.recording.Recording`` (reads
     the last pass of every executed chain: call it from a worker)."""
+    from thundervis.present.collectives import describe, place_text, where_text
     from thundervis.recording.collectives import (
-        collective_counts, collective_places, collectives, describe, place_text, rows_by_place,
-        trace_communication_ops, where_text)
+        collective_counts, collective_places, collectives, rows_by_place, trace_communication_ops)
     rows = collectives(rec)
     return CommunicationInfo(
         trace_communication_ops(rec), collective_counts(rec, rows),

@@ -22,7 +22,7 @@ from .data import DataError
 
 def communication_text(info: CommunicationInfo) -> Text:
     """Return the screen's text for a run's :class:`tui.comm_data.CommunicationInfo`."""
-    from thundervis.recording.collectives import bytes_text
+    from thundervis.present.units import format_size
     t = Text()
     t.append(f"{styling.COMM_MARK} communication\n", style=Style(bold=True, color=styling.COMM))
     if info.empty:
@@ -39,7 +39,7 @@ def communication_text(info: CommunicationInfo) -> Text:
         t.append(" (no summary of the run yet: counts of those recorded one by one)", style=panels.DIM)
     t.append("\n")
     for op, n in sorted(c.by_op.items(), key=lambda kv: (-kv[1], kv[0])):
-        t.append(f"  {visible_line(op):<22} {n:>6} ×  {bytes_text(c.bytes_by_op.get(op, 0)):>10} in all\n")
+        t.append(f"  {visible_line(op):<22} {n:>6} ×  {format_size(c.bytes_by_op.get(op, 0)):>10} in all\n")
     if c.in_graphs_run:
         t.append(f"  {c.in_graphs_run} more seen while a compiled chain ran (counted, not listed)\n", style=panels.DIM)
     if info.places:

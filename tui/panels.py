@@ -90,7 +90,7 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
         t.append("device  ", style=HEAD)
         t.append(visible_line(f"{r.device} · torch {r.torch}") + "\n")
     for g in ov.graphs:
-        took = f" · compiled in {g.compile_s * 1e3:.0f} ms" if g.compile_s is not None else " · compiling"
+        took = f" · compiled in {format_ms(g.compile_s * 1e3)}" if g.compile_s is not None else " · compiling"
         t.append(f"graph {g.id}", style=Style(bold=True))
         t.append(took + (f" · {visible_line(g.reason)}" if g.reason else "") + "\n", style=DIM)
         whole = ov.graph_eager(g.id)

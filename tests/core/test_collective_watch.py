@@ -16,9 +16,10 @@ import torch.distributed as dist
 from core_helpers import line_of, run_cli
 from thundervis.collective_watch import CollectiveWatcher, collective_name
 from thundervis.compiler import chain_calls
+from thundervis.present.collectives import describe
 from thundervis.recording import open_recording
 from thundervis.recording.collectives import (ChainCall, collective_counts, collective_places, collectives,
-                                              describe, issuer_kind)
+                                              issuer_kind)
 
 DDP_SCRIPT = textwrap.dedent("""\
     import json, sys

@@ -11,8 +11,9 @@ pytest.importorskip("anywidget")
 
 from thundervis.notebook_ext import RecordingData, show  # noqa: E402
 from thundervis.notebook_ext.static_html import recording_html  # noqa: E402
+from thundervis.present.collectives import describe  # noqa: E402
 from thundervis.recording import RecordingObserver, open_recording  # noqa: E402
-from thundervis.recording.collectives import collectives, describe  # noqa: E402
+from thundervis.recording.collectives import collectives  # noqa: E402
 
 from notebook_helpers import COMM_FILE, HtmlTags  # noqa: E402
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from tui_helpers import details_for, open_app, screen_text, settle, wait_for
 
+from thundervis.present.collectives import describe
 from thundervis.recording import open_recording
-from thundervis.recording.collectives import collectives, describe
+from thundervis.recording.collectives import collectives
+
 
 def _comm_line(app) -> int:
     return next(i for i, t in enumerate(app.query_one("LinesView").texts) if "_c10d_functional.all_reduce" in t)

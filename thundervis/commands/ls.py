@@ -12,6 +12,7 @@ import sys
 from thundervis.commands.read_options import add_recording_arguments
 from thundervis.errors import UserError
 from thundervis.present.kernel_rows import group_sources
+from thundervis.present.units import format_ms
 from thundervis.safe_text import visible, visible_line
 
 
@@ -112,14 +113,16 @@ def collectives_dict(rec) -> dict:
 def collective_lines(d: dict, places_limit: int = 8) -> list[str]:
     """Return the text lines about communication of an ``ls --json`` document ``d`` (none when the
     run had none): ops in the traces, collectives run between graphs per op, and where they ran."""
-    from thundervis.recording.collectives import CollectivePlace, bytes_text, place_text
+    from thundervis.present.collectives import place_text
+    from thundervis.present.units import format_size
+    from thundervis.recording.collectives import CollectivePlace
     c = d.get("collectives") or {}
     if not c.get("in_traces") and not c.get("between_graphs"):
         return []
     ops = ", ".join(f"{n} {op}" for op, n in sorted(c["by_op"].items(), key=lambda kv: (-kv[1], kv[0])))
     total = sum(c["bytes_by_op"].values())
     lines = [f"collectives  {c['in_traces']} communication ops in the traces · {c['between_graphs']} collectives "
-             f"run between compiled graphs" + (f" ({ops}; {bytes_text(total)})" if ops else "")
+             f"run between compiled graphs" + (f" ({ops}; {format_size(total)})" if ops else "")
              + ("" if c["complete"] else " so far")]
     for p in c["places"][:places_limit]:
         side = lambda v: None if v is None else (v["graph"], v["chain"])  # noqa: E731
@@ -205,17 +208,17 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     if not d["graphs"]:
         lines.append("no graphs were compiled")
     for g in d["graphs"]:
-        ms = f"compiled in {g['compile_ms']:.0f} ms" if g["compile_ms"] is not None else "compiling"
+        ms = f"compiled in {format_ms(g['compile_ms'])}" if g["compile_ms"] is not None else "compiling"
         reason = f" · {g['reason']}" if g["reason"] else ""
         lines.append(f"graph {g['id']}  {ms}{reason}")
         for c in g["chains"]:
             total = sum(p["ms"] for p in c["passes"])
             err = f": {visible_line(c['error'])}" if c["error"] else ""
-            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} passes · {total:.1f} ms")
+            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} passes · {format_ms(total)}")
             if passes:
                 for p in c["passes"]:
                     mark = "changed" if p["changed"] else "-"
-                    lines.append(f"    {p['index']:>2} {p['name']:<12} {p['ms']:>9.2f} ms  {mark:<7} "
+                    lines.append(f"    {p['index']:>2} {p['name']:<12} {format_ms(p['ms']):>10}  {mark:<7} "
                                  f"{p['n_symbols']:>5} symbols")
         for k in g["fusions"]:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20

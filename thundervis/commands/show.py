@@ -44,7 +44,7 @@ def note_comments(rec, graph: int, chain: str):
 def collectives_comment(rec, graph: int, chain: str) -> str:
     """Return the comment block ``show`` prints under a trace: the collectives run eagerly right
     before and after the chain's calls (recording.collectives), or '' when none did."""
-    from thundervis.recording.collectives import chain_collective_lines
+    from thundervis.present.collectives import chain_collective_lines
     from thundervis.safe_text import visible_line
     lines = chain_collective_lines(rec, graph, chain)
     return "".join(f"# {visible_line(line)}\n" for line in lines) if lines else ""

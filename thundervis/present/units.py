@@ -42,6 +42,14 @@ def format_bytes(n: Optional[int]) -> str:
     return f"{n} B"
 
 
+def format_size(n: int) -> str:
+    """Return a message or buffer size in binary units: ``512 B``, ``4.0 KiB``, ``1.5 MiB`` ..."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 def format_roofline_us(us: Optional[float]) -> str:
     """Return a roofline time in µs with three significant digits (``0.0881``, ``69.4``; ``-`` for None)."""
     if us is None:

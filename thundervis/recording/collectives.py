@@ -10,7 +10,7 @@ the counts of the whole run as one ``collective_summary`` event (see
 Everything here reads through the reader API and checks every recorded field (a recording is
 untrusted input): :func:`collectives` returns :class:`Collective` rows in the order they ran,
 :func:`collective_counts` the run's :class:`CollectiveCounts`, :func:`around_chain` the rows run
-right before and right after one chain, :func:`describe` one row as a line of text.
+right before and right after one chain. Their text is :mod:`thundervis.present.collectives`'.
 """
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ from .reader import Recording, RecordingError
 
 EVENT, SUMMARY = "collective", "collective_summary"
 EXECUTED_CHAINS = ("forward", "backward", "inference")
-_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int64": "i64",
-           "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "b8"}
 
 
 @dataclass(frozen=True, order=True)
@@ -205,32 +203,6 @@ def around_chain(rows: list, graph: int, chain: str) -> tuple[list, list]:
     return before, after
 
 
-def _tensor_text(items: tuple) -> str:
-    parts = [f"{_DTYPES.get(d, d)}[{', '.join(str(s) for s in shape)}]" for shape, d in items[:3]]
-    return ", ".join(parts) + (f" +{len(items) - 3}" if len(items) > 3 else "")
-
-
-def bytes_text(n: int) -> str:
-    """Return a byte count as ``512 B``, ``4.0 KiB``, ``1.5 MiB`` ..."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def describe(r: Collective) -> str:
-    """Return one line for a collective: op, group, tensors, bytes, duration and who issued it
-    (recorded text: make it terminal-safe or escape it before showing it)."""
-    group = f"group of {r.group_size}" if r.group_size is not None else "group ?"
-    same = r.inputs == r.outputs
-    tensors = _tensor_text(r.outputs) if same else f"{_tensor_text(r.inputs)} -> {_tensor_text(r.outputs)}"
-    took = f" · {r.duration_ms:.2f} ms" if r.duration_ms is not None else ""
-    by = r.issued_by
-    who = {"backward": "backward (DDP reducer)", "script": "the script"}.get(by, by)
-    where = f" at {r.source}" if r.source else ""
-    return f"{r.op} · {group} · {tensors} · {bytes_text(r.bytes)}{took} · by {who}{where}"
-
-
 def trace_communication_ops(rec: Recording) -> int:
     """Return how many communication ops (collectives and their waits) the last pass of every
     forward, backward and inference chain holds: the collectives traced into the graphs."""
@@ -285,56 +257,6 @@ def collective_places(rec: Recording) -> list[CollectivePlace]:
             out.append(CollectivePlace(_side(item.get("after")), _side(item.get("before")), item["op"],
                                        _int(item.get("count"), 0), _int(item.get("bytes"), 0)))
     return sorted(out, key=lambda p: (-p.count, str(p.after), str(p.before), p.op))
-
-
-def place_text(p: CollectivePlace) -> str:
-    """Return ``between graph 0 backward and graph 0 forward: 6 × all_reduce (1.1 KiB)``."""
-    return f"{where_text(p.after, p.before)}: {p.count} × {p.op} ({bytes_text(p.bytes)})"
-
-
-def where_text(after: Optional[tuple], before: Optional[tuple]) -> str:
-    """Return where collectives ran from the chains around them (``(graph, chain)`` or None):
-    ``between graph 0 backward and graph 0 forward``, ``before graph 0 forward, at the start of the
-    run`` ..."""
-    a = f"graph {after[0]} {after[1]}" if after else None
-    b = f"graph {before[0]} {before[1]}" if before else None
-    return (f"between {a} and {b}" if a and b else f"after {a}, at the end of the run" if a
-            else f"before {b}, at the start of the run" if b else "with no compiled chain run")
-
-
-def chain_collective_lines(rec: Recording, graph: int, chain: str, limit: int = 40) -> list[str]:
-    """Return the text a trace view shows under ``chain`` of ``graph``: the collectives recorded
-    run right before and right after its calls, call by call (at most ``limit`` rows), then the
-    counts over the whole run of those run next to it. Empty when none ran next to it. Recorded
-    text: make it terminal-safe or escape it before showing it."""
-    before, after = around_chain(collectives(rec), graph, chain)
-    places = [p for p in collective_places(rec) if (graph, chain) in (p.after, p.before)]
-    if not before and not after and not places:
-        return []
-    lines = [f"collectives run eagerly next to graph {graph} {chain} (between compiled graphs, not in this "
-             "trace; recorded at run time):"]
-    groups: dict = {}
-    for r in before:
-        groups.setdefault((r.before.call, 0, r.after), []).append(r)
-    for r in after:
-        groups.setdefault((r.after.call, 1, r.before), []).append(r)
-    shown = 0
-    for (call, side, other), rows in sorted(groups.items(), key=lambda kv: kv[0][:2]):
-        if shown >= limit:
-            break
-        around = f"since {other}" if side == 0 else (f"until {other}" if other else "until the end of the run")
-        if side == 0 and other is None:
-            around = "since the start of the run"
-        lines.append(f"{'before' if side == 0 else 'after'} call {call} ({around}):")
-        for r in rows[:limit - shown]:
-            lines.append(f"  {describe(r)}")
-        shown += len(rows)
-    if shown > limit:
-        lines.append(f"  ... {shown - limit} more (thundervis ls --json; the reader's collectives())")
-    if places:
-        lines.append("over the whole run:")
-        lines.extend(f"  {place_text(p)}" for p in places)
-    return lines
 
 
 def count_between(events) -> int:
