@@ -29,6 +29,7 @@ from .details_pane import DetailsPane
 from .lines_view import LinesView
 from .palette import bindings, palette_entries
 from .rank_navigation import RankSwitcher
+from .requests import OpenKernels, ShowRank
 from .stepper import NARROW, Stepper
 from .trace_pane import TracePane
 from .view_state import ViewState, content_key, diff_base, keeps_cursor, settle, visible_passes
@@ -431,6 +432,12 @@ class ThundervisApp(App):
     def action_compare_ranks(self) -> None:
         """Open the rank comparison (identical or not, variants, differing passes, kernel skew)."""
         self.ranks.compare()
+
+    def on_open_kernels(self, request: OpenKernels) -> None:
+        self.action_kernels(request.kernel_id)
+
+    def on_show_rank(self, request: ShowRank) -> None:
+        self.switch_rank(request.rank, request.position)
 
     def switch_rank(self, rank: int, position: Optional[tuple] = None) -> None:
         """Show rank ``rank``'s recording (opened in a worker), keeping the position or going to

@@ -23,6 +23,7 @@ from thundervis.safe_text import visible_line
 
 from . import panels
 from .base_screen import DetailScreen, detail_bindings
+from .requests import OpenKernels
 
 VERDICT_STYLE = {"flagged": Style(color="#e06c75", bold=True), "error": Style(color="#e5c07b", bold=True),
                  "ok": Style(color="#98c379"), "skipped": Style(dim=True), "not checked": Style(dim=True)}
@@ -114,7 +115,7 @@ class NumericsScreen(DetailScreen):
     def action_kernel(self) -> None:
         """Open the kernels table on the selected kernel."""
         r = self.selected()
-        self.app.action_kernels(r.kernel_id if r is not None else None)
+        self.app.post_message(OpenKernels(r.kernel_id if r is not None else None))
 
 
 class BisectScreen(DetailScreen):
@@ -179,4 +180,4 @@ class BisectScreen(DetailScreen):
 
     def action_kernel(self) -> None:
         """Open the kernels table on the kernel this screen was opened from."""
-        self.app.action_kernels(self.row.kernel_id if self.row is not None else None)
+        self.app.post_message(OpenKernels(self.row.kernel_id if self.row is not None else None))

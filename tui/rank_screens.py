@@ -23,6 +23,7 @@ from .base_screen import DetailScreen, detail_bindings
 from .data import DataError
 from .group_data import GroupData, RankRow
 from .lines_view import LinesView
+from .requests import ShowRank
 
 CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
@@ -213,7 +214,7 @@ class RankComparisonScreen(Screen):
         if d.only:  # nothing to diff: show the pass on the rank that has it
             where = ref if d.only == "reference" else rank
             self.app.pop_screen()
-            self.app.switch_rank(where, (d.graph, d.chain, d.index))
+            self.app.post_message(ShowRank(where, (d.graph, d.chain, d.index)))
             self.app.notify(f"graph {d.graph} {visible_line(d.chain)} pass {d.index} exists on rank {where} only")
             return
         self.app.push_screen(RankDiffScreen(self.group, ref, rank, d.graph, d.chain, d.index, d.name))
