@@ -8,10 +8,10 @@ previous pass on, selects the first fusion line (details pane) and saves SVGs, t
 (scripts/svg_to_png.py, needs cairosvg)."""
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
-import sys
 
 from _screenshots import headless_tui, svg_to_png
 
@@ -54,8 +54,14 @@ def main() -> int:
     """Write docs/tui-80x24.{svg,png} and docs/tui-160x48.{svg,png}; with ``--numerics`` (a
     recording made with ``run --check-numerics --capture-inputs``) docs/tui-numerics-160x48.png
     and docs/tui-bisect-160x48.png instead."""
-    rec, folder = sys.argv[1], sys.argv[2]
-    if "--numerics" in sys.argv[3:]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0].rstrip(":"))
+    ap.add_argument("rec", metavar="REC", help="a .tvrec recording")
+    ap.add_argument("folder", metavar="DIR", help="where to write the SVGs and PNGs (e.g. docs/)")
+    ap.add_argument("--numerics", action="store_true",
+                    help="the numerics and bisect screens (a recording made with --check-numerics --capture-inputs)")
+    args = ap.parse_args()
+    rec, folder = args.rec, args.folder
+    if args.numerics:
         for name, bisect in (("numerics", False), ("bisect", True)):
             svg = os.path.join(folder, f"tui-{name}-160x48.svg")
             asyncio.run(shoot_numerics(rec, svg, (160, 48), bisect))
