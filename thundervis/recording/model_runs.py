@@ -23,11 +23,18 @@ def source_label(file: Optional[str], line: Optional[int]) -> str:
 # ------------------------------------------------------------------------------------- places
 
 @dataclass(frozen=True, order=True)
-class PassRef:
-    """Where one pass is: graph id, chain kind, pass index."""
+class ChainRef:
+    """Which chain: graph id and chain kind. What :class:`PassRef` and
+    ``collectives.ChainCall`` (a place in that chain) start with."""
 
     graph: int
     chain: str
+
+
+@dataclass(frozen=True, order=True)
+class PassRef(ChainRef):
+    """Where one pass is: graph id, chain kind, pass index."""
+
     index: int
 
     def as_json(self) -> dict:
