@@ -25,10 +25,15 @@ class Prim:
     name: str
     kind: str
     packet: Callable
-    doc: str = ""
+
+    @property
+    def doc(self) -> str:
+        """What its kind of prim does (:data:`KINDS`)."""
+        return KINDS[self.kind]
 
     @property
     def overloads(self) -> list:
+        """The ATen overloads of its packet ([] for a Python function such as ``tensor_constant``)."""
         if not hasattr(self.packet, "overloads"):  # tensor_constant: a Python function, no ATen op
             return []
         return [getattr(self.packet, o) for o in self.packet.overloads()]
@@ -75,14 +80,14 @@ def _register(kind: str, names: list[str]) -> None:
     for n in names:
         packet = getattr(aten, n, None) or getattr(torch.ops.prims, n)
         name = _NAMES.get(n, n)
-        prim = PRIMS.get(name) or Prim(name, kind, packet, KINDS[kind])
+        prim = PRIMS.get(name) or Prim(name, kind, packet)
         PRIMS.setdefault(name, prim)
         for o in packet.overloads():
             ov = getattr(packet, o)
             # out= and in-place overloads are never prims: traces are functional.
             if o.startswith("out") or "_out" in o or n.endswith("_"):
                 continue
-            _BY_OVERLOAD[ov] = Prim(name, kind, packet, KINDS[kind])
+            _BY_OVERLOAD[ov] = Prim(name, kind, packet)
 
 
 for _kind, _names in [("unary", _UNARY), ("binary", _BINARY), ("ternary", _TERNARY),
@@ -91,7 +96,7 @@ for _kind, _names in [("unary", _UNARY), ("binary", _BINARY), ("ternary", _TERNA
                       ("indexing", _INDEXING)]:
     _register(_kind, _names)
 # The one prim that is no ATen operator: tensor data held by the trace (see constants.py).
-PRIMS["tensor_constant"] = Prim("tensor_constant", "constant", tensor_constant, KINDS["constant"])
+PRIMS["tensor_constant"] = Prim("tensor_constant", "constant", tensor_constant)
 # mean is a reduction prim too: decomposing it to sum/div changes rounding on low precision.
 _register("reduction", ["mean"])
 

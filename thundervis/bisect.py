@@ -17,7 +17,7 @@ pass's value is named, with its user source line, module and the kernel it ended
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 import torch
@@ -53,25 +53,36 @@ class PassResult:
 
 
 @dataclass(frozen=True)
+class DivergingSymbol:
+    """The first top-level symbol of a diverging pass whose ``output`` diverges from the previous
+    pass's value (``max_rel``; the previous pass's own ``previous_rel``), with its lineage: user
+    source line (``file:line``) and code, module path, and the kernel it ended in (None: unknown)."""
+
+    uid: str
+    sym: str
+    output: str
+    max_rel: float
+    previous_rel: float
+    source: Optional[str]
+    code: Optional[str]
+    module: Optional[str]
+    kernel: Optional[str]
+    kernel_executor: Optional[str]
+
+
+@dataclass(frozen=True)
 class Divergence:
-    """The first diverging pass and, inside it, the first diverging symbol with its lineage."""
+    """The first diverging pass and, inside it, the first diverging symbol (None when no single
+    symbol's output diverges, only the pass's outputs)."""
 
     index: int
     pass_name: str
-    uid: Optional[str] = None
-    sym: Optional[str] = None
-    output: Optional[str] = None
-    max_rel: Optional[float] = None
-    previous_rel: Optional[float] = None
-    source: Optional[str] = None  # file:line
-    code: Optional[str] = None
-    module: Optional[str] = None
-    kernel: Optional[str] = None
-    kernel_executor: Optional[str] = None
+    symbol: Optional[DivergingSymbol] = None
 
     def as_json(self) -> dict:
-        """Return a JSON-able dict."""
-        return dict(self.__dict__)
+        """Return a JSON-able dict: the pass, then the symbol's fields (each None without a symbol)."""
+        symbol = asdict(self.symbol) if self.symbol else dict.fromkeys(f.name for f in fields(DivergingSymbol))
+        return {"index": self.index, "pass_name": self.pass_name, **symbol}
 
 
 @dataclass
@@ -308,7 +319,8 @@ def _with_lineage(rec, graph, chain, p, b, output, rel, prev_rel) -> Divergence:
                     src, code = f"{first.get('file')}:{first.get('line')}", first.get("code")
             except LookupError:
                 pass
-    return Divergence(p.index, p.name, b.uid, b.sym, output, rel, prev_rel, src, code, module, kernel, kex)
+    return Divergence(p.index, p.name,
+                      DivergingSymbol(b.uid, b.sym, output, rel, prev_rel, src, code, module, kernel, kex))
 
 
 # ----------------------------------------------------------------------------------- text
@@ -332,15 +344,16 @@ def report_lines(r: BisectReport) -> list[str]:
         lines.append("no divergence")
         return lines
     lines.append(f"first divergence: pass {d.index} {d.pass_name}")
-    if d.uid is None:
+    s = d.symbol
+    if s is None:
         lines.append("  no single symbol's output diverges from the previous pass (the outputs do)")
         return lines
-    lines.append(f"  symbol  {d.sym} ({d.uid}) -> {d.output}: max rel {fmt_rel(d.max_rel or 0.0)} "
-                 f"(previous pass {fmt_rel(d.previous_rel or 0.0)})")
-    if d.source:
-        lines.append(f"  source  {d.source}  {(d.code or '').strip()}")
-    if d.module:
-        lines.append(f"  module  {d.module}")
-    if d.kernel:
-        lines.append(f"  kernel  {d.kernel} [{d.kernel_executor}]")
+    lines.append(f"  symbol  {s.sym} ({s.uid}) -> {s.output}: max rel {fmt_rel(s.max_rel)} "
+                 f"(previous pass {fmt_rel(s.previous_rel)})")
+    if s.source:
+        lines.append(f"  source  {s.source}  {(s.code or '').strip()}")
+    if s.module:
+        lines.append(f"  module  {s.module}")
+    if s.kernel:
+        lines.append(f"  kernel  {s.kernel} [{s.kernel_executor}]")
     return lines

@@ -10,6 +10,7 @@ import sys
 
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
+from thundervis.commands.read_options import add_kernel_arguments
 
 
 def cmd_asm(args) -> int:
@@ -61,8 +62,7 @@ def _lines_of(listing) -> str:
 def register(subparsers) -> None:
     """Add the ``asm`` subcommand."""
     p = subparsers.add_parser("asm", help="print a kernel's compiled GPU code (run --target) annotated with source lines")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording made with run --target")
-    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0")
+    add_kernel_arguments(p, "--target")
     p.add_argument("--target", "-t", default=None, help="GPU target, e.g. sm_90 (default: the first recorded)")
     p.add_argument("--stage", "-s", default="sass", choices=("ttir", "ttgir", "llir", "ptx", "sass"),
                    help="compiled stage to print (default: sass)")

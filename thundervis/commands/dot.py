@@ -3,7 +3,7 @@
 PNG, PDF or DOT (by OUT's suffix); a model with repeated blocks is drawn one box per block."""
 from __future__ import annotations
 
-from thundervis.commands.read_options import add_pass_arguments, add_recording_arguments
+from thundervis.commands.read_options import add_pass_command
 from thundervis.errors import UserError, as_user_errors, writing
 
 
@@ -63,9 +63,7 @@ def cmd_dot(args) -> int:
 
 def register(subparsers) -> None:
     """Add the ``dot`` subcommand."""
-    p = subparsers.add_parser("dot", help="draw the dataflow graph of a trace with its fusions (Graphviz)")
-    add_recording_arguments(p, "in a group folder: the rank to draw (default: the lowest)")
-    add_pass_arguments(p)
+    p = add_pass_command(subparsers, "dot", "draw the dataflow graph of a trace with its fusions (Graphviz)", "draw")
     p.add_argument("--collapse", action="store_true", help="draw each fusion as one node")
     p.add_argument("--module", "-m", default=None, metavar="M",
                    help="only symbols from this module path (e.g. model.layers.0) and their inputs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+from thundervis.commands.read_options import add_recording_file_argument
 from thundervis.errors import UserError, writing
 
 
@@ -31,6 +32,6 @@ def cmd_export(args) -> int:
 def register(subparsers) -> None:
     """Add the ``export`` subcommand."""
     p = subparsers.add_parser("export", help="export a recording's kernel timings (Perfetto trace)")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording made with run --profile")
+    add_recording_file_argument(p, "--profile")
     p.add_argument("--perfetto", metavar="OUT.json", help="write a Chrome/Perfetto trace-event JSON file")
     p.set_defaults(func=cmd_export)

@@ -9,6 +9,7 @@ import textwrap
 
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
+from thundervis.commands.read_options import add_recording_file_argument
 from thundervis.present.status import fallback_reasons, symbol_note
 from thundervis.safe_text import visible, visible_line
 
@@ -102,7 +103,7 @@ def cmd_lineage(args) -> int:
 def register(subparsers) -> None:
     """Add the ``lineage`` subcommand."""
     p = subparsers.add_parser("lineage", help="follow a symbol or a source line through the passes")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
+    add_recording_file_argument(p)
     p.add_argument("--graph", "-g", type=int, default=None,
                    help="graph id (default: 0 for --uid, every graph for --source)")
     p.add_argument("--uid", help="a symbol uid such as f12 (see `thundervis show --uids`)")

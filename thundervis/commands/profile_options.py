@@ -13,6 +13,14 @@ from thundervis.errors import UserError
 
 DEFAULT_WARMUP = 2
 DEFAULT_STEPS = 5
+DEFAULT_CHECK_STEPS = 1
+
+
+def _add_calls_option(group, flag: str, metavar: str, which: str, default: int, note: str = "") -> None:
+    """Add ``flag``, a number of calls of each chain (None when not given: the caller applies
+    ``default``, which the help states); ``which`` says which calls, ``note`` follows the default."""
+    group.add_argument(flag, type=int, default=None, metavar=metavar,
+                       help=f"calls of each chain {which} (default {default}{note})")
 
 
 def add_profile_arguments(p) -> None:
@@ -21,10 +29,8 @@ def add_profile_arguments(p) -> None:
     g.add_argument("--profile", action="store_true",
                    help="time every kernel and torch op of every compiled chain (device time on CUDA, "
                         "host time without)")
-    g.add_argument("--warmup", type=int, default=None, metavar="N",
-                   help="calls of each chain before profiling starts (default 2)")
-    g.add_argument("--steps", type=int, default=None, metavar="K",
-                   help="calls of each chain that are profiled (default 5; at most K samples are kept)")
+    _add_calls_option(g, "--warmup", "N", "before profiling starts", DEFAULT_WARMUP)
+    _add_calls_option(g, "--steps", "K", "that are profiled", DEFAULT_STEPS, "; at most K samples are kept")
     g.add_argument("--capture-inputs", action="store_true",
                    help="store each fusion's inputs from its first call as safetensors next to the recording")
     g.add_argument("--capture-limit-mb", type=float, default=256.0, metavar="N",
@@ -33,8 +39,7 @@ def add_profile_arguments(p) -> None:
     n.add_argument("--check-numerics", action="store_true",
                    help="check every kernel's outputs against a float64 reference of its region during the "
                         "first K calls of each chain, relative to eager float32's own error")
-    n.add_argument("--check-steps", type=int, default=None, metavar="K",
-                   help="calls of each chain that --check-numerics / --compare-eager check (default 1)")
+    _add_calls_option(n, "--check-steps", "K", "that --check-numerics / --compare-eager check", DEFAULT_CHECK_STEPS)
     n.add_argument("--compare-eager", action="store_true",
                    help="also run each compiled chain's ATen graph eagerly on the same inputs during its "
                         "first K calls and record the output and gradient deltas")
@@ -67,9 +72,6 @@ def profile_settings(args):
                            capture_limit_bytes=limit, check_steps=check_steps if checker else 0,
                            checker=checker,
                            compare_steps=check_steps if getattr(args, "compare_eager", False) else 0)
-
-
-DEFAULT_CHECK_STEPS = 1
 
 
 def numerics_steps(args) -> int:

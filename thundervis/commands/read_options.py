@@ -1,6 +1,7 @@
-"""The options of the commands that read one pass of a recording (``show``, ``dot``, ``ls``,
-``numerics``): which recording (a file, or a rank of a group folder) and which pass. One owner for
-their names, defaults and help; the defaults are the default view's (``present.default_view``)."""
+"""The options of the commands that read a recording: which recording (a file, or a rank of a
+group folder: ``show``, ``dot``, ``ls``, ``numerics``), which pass (``show``, ``dot``), and which
+kernel of one recording file (``asm``, ``repro``, ``rerun``). One owner for their names, defaults
+and help; the defaults are the default view's (``present.default_view``)."""
 from __future__ import annotations
 
 
@@ -17,3 +18,27 @@ def add_pass_arguments(p) -> None:
                    help="dynamo, joint, forward, backward or inference (default: forward)")
     p.add_argument("--pass", "-p", dest="pass_", default=None, metavar="P",
                    help="pass index or name (default: the last pass)")
+
+
+def add_pass_command(subparsers, name: str, help: str, verb: str):
+    """Add and return the parser of the subcommand ``name`` that reads one pass of a recording:
+    ``REC``, ``--rank`` (in a group folder: the rank to ``verb``, default the lowest) and the pass
+    options (:func:`add_pass_arguments`)."""
+    p = subparsers.add_parser(name, help=help)
+    add_recording_arguments(p, f"in a group folder: the rank to {verb} (default: the lowest)")
+    add_pass_arguments(p)
+    return p
+
+
+def add_recording_file_argument(p, made_with: str = "") -> None:
+    """Add ``REC``, one ``.tvrec`` recording file, to ``p``; ``made_with``: the ``run`` flag it must
+    have been recorded with (e.g. ``--profile``), or ''."""
+    p.add_argument("recording", metavar="REC",
+                   help="a .tvrec recording" + (f" made with run {made_with}" if made_with else ""))
+
+
+def add_kernel_arguments(p, made_with: str = "", kernel_hint: str = "") -> None:
+    """Add ``REC`` (:func:`add_recording_file_argument`) and ``KERNEL``, a kernel's name, to ``p``;
+    ``kernel_hint`` ends the name's help."""
+    add_recording_file_argument(p, made_with)
+    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0" + kernel_hint)

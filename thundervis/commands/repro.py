@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from thundervis.commands.read_options import add_kernel_arguments
 from thundervis.errors import UserError, as_user_errors, writing
 
 
@@ -24,8 +25,7 @@ def cmd_repro(args) -> int:
 def register(subparsers) -> None:
     """Add the ``repro`` subcommand."""
     p = subparsers.add_parser("repro", help="write a standalone script that re-runs one fusion")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
-    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0")
+    add_kernel_arguments(p)
     p.add_argument("-o", "--output", required=True, metavar="repro.py", help="the script to write")
     p.add_argument("--executor", choices=("triton", "nvfuser"), default=None,
                    help="executor of the script's kernel (default: the one that built it)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from thundervis.commands.read_options import add_kernel_arguments
 from thundervis.errors import UserError
 from thundervis.present.units import format_error, format_us
 from thundervis.safe_text import visible, visible_line
@@ -59,8 +60,7 @@ def cmd_rerun(args) -> int:
 def register(subparsers) -> None:
     """Add the ``rerun`` subcommand."""
     p = subparsers.add_parser("rerun", help="re-run one recorded fusion on its own, with a numerics check")
-    p.add_argument("recording", metavar="REC", help="a .tvrec recording")
-    p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0 (see thundervis ls)")
+    add_kernel_arguments(p, kernel_hint=" (see thundervis ls)")
     p.add_argument("--executor", default=None, metavar="triton|nvfuser|inductor|torch|all",
                    help="executor to rebuild the kernel with (default: the one that built it); all: compare every one")
     p.add_argument("--inputs", choices=("random", "captured"), default="random",

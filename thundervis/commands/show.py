@@ -10,7 +10,7 @@ import sys
 from thundervis.errors import UserError
 from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
-from thundervis.commands.read_options import add_pass_arguments, add_recording_arguments
+from thundervis.commands.read_options import add_pass_command
 
 
 def pick_chain(rec, graph, chain):
@@ -81,9 +81,7 @@ def cmd_show(args) -> int:
 
 def register(subparsers) -> None:
     """Add the ``show`` subcommand."""
-    p = subparsers.add_parser("show", help="print one recorded trace (a pass of a chain of a graph)")
-    add_recording_arguments(p, "in a group folder: the rank to show (default: the lowest)")
-    add_pass_arguments(p)
+    p = add_pass_command(subparsers, "show", "print one recorded trace (a pass of a chain of a graph)", "show")
     p.add_argument("--uids", action="store_true", help="annotate every symbol with its uid and origin")
     p.add_argument("--no-source", action="store_true", help="omit the source-line comments")
     p.add_argument("--no-shapes", action="store_true", help="omit the tensor metadata comments")

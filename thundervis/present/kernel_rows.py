@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from thundervis.recording.model import KernelRef
+
 from .status import clock_label, ran_on_text, tag_text
 from .units import format_gbps, format_share, format_us
 
@@ -41,16 +43,11 @@ def group_sources(source_lines, limit: Optional[int] = None) -> str:
 
 
 @dataclass(frozen=True)
-class KernelRow:
-    """One row of the kernel table: the kernel (``recording.model.KernelInfo`` fields a table
-    shows), its timing (None: not profiled) and ``fallback``, why it ran in torch at run time."""
+class KernelRow(KernelRef):
+    """One row of the kernel table: the kernel (which one: ``KernelRef``; the
+    ``recording.model.KernelInfo`` fields a table shows), its timing (None: not profiled) and
+    ``fallback``, why it ran in torch at run time."""
 
-    id: int
-    graph: int
-    chain: str
-    name: str
-    executor: str
-    uid: Optional[str]
     n_ops: int
     ops: tuple[str, ...]
     members: tuple[str, ...]

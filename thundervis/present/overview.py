@@ -4,6 +4,7 @@ run-time fallbacks, and how many collectives ran between the compiled graphs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Optional
 
 from .kernel_rows import KernelRow, kernel_rows
@@ -25,25 +26,11 @@ class ViewOverview:
     roofline_target: Optional[str] = None  # what the kernel rows' roofline µs are modelled on
     numerics: object = None  # present.numerics.NumericsSummary (run --check-numerics), or None
 
-    @property
-    def path(self) -> str:
-        """The recording's path."""
-        return self.overview.path
-
-    @property
-    def run(self):
-        """The recorded ``Run``."""
-        return self.overview.run
-
-    @property
-    def graphs(self) -> tuple:
-        """The recorded ``Graph`` objects."""
-        return self.overview.graphs
-
-    @property
-    def revision(self):
-        """The revision the overview was read at."""
-        return self.overview.revision
+    # Fields of the reader's ``Overview`` that views read from here as well.
+    path = property(attrgetter("overview.path"), doc="The recording's path (``str``).")
+    run = property(attrgetter("overview.run"), doc="The recorded ``Run``.")
+    graphs = property(attrgetter("overview.graphs"), doc="The recorded ``Graph`` objects (a tuple).")
+    revision = property(attrgetter("overview.revision"), doc="The revision the overview was read at.")
 
     def chain(self, graph: int, kind: str):
         """Return the ``Chain`` ``kind`` of graph ``graph`` (None when absent)."""

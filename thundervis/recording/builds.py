@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Optional
 
 from .errors import RecordingError
@@ -53,14 +53,10 @@ class KernelBuild:
     members: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
-        """Return a JSON-able dict (``line_uids`` keyed by line number text)."""
-        return {"graph": self.graph, "chain": self.chain, "kernel": self.kernel, "target": self.target,
-                "status": self.status, "error": self.error, "seconds": self.seconds,
-                "registers": self.registers, "spills": self.spills, "shared_bytes": self.shared_bytes,
-                "local_bytes": self.local_bytes, "occupancy": self.occupancy, "build_key": self.build_key,
-                "plan": self.plan, "resources": self.resources, "occupancy_detail": self.occupancy_detail,
-                "mix": self.mix, "functions": list(self.functions),
-                "line_uids": {str(k): v for k, v in self.line_uids.items()}, "members": self.members}
+        """Return every field as a JSON-able dict, in field order (``functions`` a list,
+        ``line_uids`` keyed by line number text)."""
+        return {**asdict(self), "functions": list(self.functions),
+                "line_uids": {str(k): v for k, v in self.line_uids.items()}}
 
 
 @dataclass(frozen=True)

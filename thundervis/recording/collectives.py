@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .model import ChainRef
 from .reader import Recording, RecordingError
 
 EVENT, SUMMARY = "collective", "collective_summary"
@@ -24,11 +25,9 @@ EXECUTED_CHAINS = ("forward", "backward", "inference")
 
 
 @dataclass(frozen=True, order=True)
-class ChainCall:
+class ChainCall(ChainRef):
     """One call of a compiled chain: graph id, chain kind, and which call of that chain (1-based)."""
 
-    graph: int
-    chain: str
     call: int
 
     def __str__(self) -> str:

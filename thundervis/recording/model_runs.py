@@ -23,11 +23,18 @@ def source_label(file: Optional[str], line: Optional[int]) -> str:
 # ------------------------------------------------------------------------------------- places
 
 @dataclass(frozen=True, order=True)
-class PassRef:
-    """Where one pass is: graph id, chain kind, pass index."""
+class ChainRef:
+    """Which chain: graph id and chain kind. What :class:`PassRef` and
+    ``collectives.ChainCall`` (a place in that chain) start with."""
 
     graph: int
     chain: str
+
+
+@dataclass(frozen=True, order=True)
+class PassRef(ChainRef):
+    """Where one pass is: graph id, chain kind, pass index."""
+
     index: int
 
     def as_json(self) -> dict:
@@ -103,11 +110,10 @@ class Run:
 # ------------------------------------------------------------------------------------ kernels
 
 @dataclass(frozen=True)
-class KernelInfo:
-    """A kernel a fusion executor built (the compiler's kernel record), without its code: which
-    graph/chain, name, executor, the fusion symbol's uid, member uids and op names, input/output
-    tensor metadata (dicts: name, shape, dtype, device, strides), the user source lines it covers
-    (dicts: file, line, code, module, direction), a note, and its timing when profiled."""
+class KernelRef:
+    """Which kernel: its id in the recording, graph, chain, name, executor and the uid of its
+    fusion symbol (None when not recorded). The fields :class:`KernelInfo` and the kernel table's
+    rows (``present.kernel_rows.KernelRow``) start with."""
 
     id: int
     graph: int
@@ -115,6 +121,15 @@ class KernelInfo:
     name: str
     executor: str
     uid: Optional[str]
+
+
+@dataclass(frozen=True)
+class KernelInfo(KernelRef):
+    """A kernel a fusion executor built (the compiler's kernel record), without its code: which
+    kernel (:class:`KernelRef`), the pass that built it, member uids and op names, input/output
+    tensor metadata (dicts: name, shape, dtype, device, strides), the user source lines it covers
+    (dicts: file, line, code, module, direction), a note, and its timing when profiled."""
+
     pass_name: Optional[str]
     language: Optional[str]
     members: tuple

@@ -11,23 +11,31 @@ from typing import Optional
 
 
 @dataclass(frozen=True)
-class KernelTiming:
-    """Aggregated timing of one kernel (fusion) or torch-executor op of one chain (microseconds)."""
+class CallTimes:
+    """Times over the profiled calls of one chain (microseconds): which chain, the ``clock``
+    (``device`` | ``host``) on ``device``, how many calls and their median, min, max and total.
+    What :class:`KernelTiming` and :class:`ChainTiming` start with."""
 
     graph: int
     chain: str
-    uid: str
-    name: str
-    executor: str
-    kind: str  # "fusion" | "op"
-    position: int
-    clock: str  # "device" | "host"
+    clock: str
     device: str
     calls: int
     median_us: float
     min_us: float
     max_us: float
     total_us: float
+
+
+@dataclass(frozen=True)
+class KernelTiming(CallTimes):
+    """Aggregated timing of one kernel (fusion) or torch-executor op of one chain (microseconds)."""
+
+    uid: str
+    name: str
+    executor: str
+    kind: str  # "fusion" | "op"
+    position: int
     share: float
     bytes_read: int
     bytes_written: int
@@ -50,18 +58,9 @@ class KernelTiming:
 
 
 @dataclass(frozen=True)
-class ChainTiming:
+class ChainTiming(CallTimes):
     """Step time of one chain over its profiled calls (sum of its symbols' times per call)."""
 
-    graph: int
-    chain: str
-    clock: str
-    device: str
-    calls: int
-    median_us: float
-    min_us: float
-    max_us: float
-    total_us: float
     warmup: int = 0
     partial: bool = False
     call_starts_us: tuple[float, ...] = ()

@@ -82,6 +82,15 @@ _CHECK_RERUNS = row_checker("rerun_results", [c.split(".")[1] for c in _RERUN_CO
     "int?", "text?", "text", "text", "text", "nat?", "text", "pos?", "pos?", "num?", "num?", "text?"))
 
 
+def _call_times(r, at: int) -> dict:
+    """Return the ``CallTimes`` fields of a checked timing row: ``graph_id, chain`` first, then
+    ``method, device, calls, median_ms, min_ms, max_ms, total_ms`` from column ``at`` on."""
+    method, device, calls, median_ms, min_ms, max_ms, total_ms = r[at:at + 7]
+    return {"graph": r[0], "chain": r[1], "clock": CLOCK.get(method, method), "device": device, "calls": calls,
+            "median_us": (median_ms or 0) * 1e3, "min_us": (min_ms or 0) * 1e3, "max_us": (max_ms or 0) * 1e3,
+            "total_us": (total_ms or 0) * 1e3}
+
+
 def read_timings(store) -> Timings:
     """Return every timing in the recording ``store`` (a store: see store.py), checked for type and
     range (empty when nothing was profiled)."""
@@ -90,19 +99,15 @@ def read_timings(store) -> Timings:
     for r in _CHECK_KERNEL_TIMINGS(store.rows(f"SELECT {_TIMING_COLUMNS} FROM kernel_timings"
                                               " ORDER BY graph_id, chain, position"), where):
         kernels.append(KernelTiming(
-            graph=r[0], chain=r[1], uid=r[2], name=r[3] or r[2], executor=r[4] or "", kind=r[5] or "op",
-            position=r[6] if r[6] is not None else 0, clock=CLOCK.get(r[7], r[7]), device=r[8], calls=r[9],
-            median_us=(r[10] or 0) * 1e3, min_us=(r[11] or 0) * 1e3, max_us=(r[12] or 0) * 1e3,
-            total_us=(r[13] or 0) * 1e3, share=r[14] or 0.0, bytes_read=r[15] or 0, bytes_written=r[16] or 0,
-            gbps=r[17] or 0.0, samples_us=_floats(r[18], "kernel_timings.samples", where),
+            **_call_times(r, 7), uid=r[2], name=r[3] or r[2], executor=r[4] or "", kind=r[5] or "op",
+            position=r[6] if r[6] is not None else 0, share=r[14] or 0.0, bytes_read=r[15] or 0,
+            bytes_written=r[16] or 0, gbps=r[17] or 0.0, samples_us=_floats(r[18], "kernel_timings.samples", where),
             starts_us=_floats(r[19], "kernel_timings.starts", where), kernel_id=r[20]))
     chains = []
     for r in _CHECK_GRAPH_TIMINGS(store.rows(f"SELECT {_CHAIN_TIMING_COLUMNS} FROM graph_timings"
                                              " ORDER BY graph_id, chain"), where):
         chains.append(ChainTiming(
-            graph=r[0], chain=r[1], clock=CLOCK.get(r[2], r[2]), device=r[3], calls=r[4],
-            median_us=(r[5] or 0) * 1e3, min_us=(r[6] or 0) * 1e3, max_us=(r[7] or 0) * 1e3,
-            total_us=(r[8] or 0) * 1e3, warmup=r[9] or 0, partial=bool(r[10]),
+            **_call_times(r, 2), warmup=r[9] or 0, partial=bool(r[10]),
             call_starts_us=_floats(r[11], "graph_timings.call_starts", where)))
     return Timings(tuple(kernels), tuple(chains))
 
