@@ -27,6 +27,27 @@ def format_share(share: Optional[float]) -> str:
     return "-" if share is None else f"{share * 100:.1f}%"
 
 
+def format_pct(pct: Optional[float]) -> str:
+    """Return a percentage already scaled to 0..100 with no decimals, ``87%`` (``-`` for None):
+    % of roofline, occupancy."""
+    return "-" if pct is None else f"{pct:.0f}%"
+
+
+def format_occupancy(occupancy: Optional[float]) -> str:
+    """Return a theoretical occupancy (0..1) as ``50%`` (``?`` when unknown: ptxas gave no figure)."""
+    return "?" if occupancy is None else format_pct(occupancy * 100)
+
+
+def format_skew(skew: Optional[float]) -> str:
+    """Return a slowest/fastest ratio as ``1.23x`` (``-`` for None)."""
+    return "-" if skew is None else f"{skew:.2f}x"
+
+
+def short_fingerprint(fingerprint: Optional[str]) -> str:
+    """Return the prefix of a trace fingerprint that views show (8 hex digits; '' for None)."""
+    return (fingerprint or "")[:8]
+
+
 def format_gbps(gbps: Optional[float]) -> str:
     """Return a bandwidth in GB/s as ``123 GB/s`` (three significant digits; ``-`` for None or 0)."""
     return f"{gbps:.3g} GB/s" if gbps else "-"

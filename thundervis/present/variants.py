@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import string
 
+from .units import short_fingerprint
+
 
 def variant_labels(variants: dict) -> dict:
     """Return ``{fingerprint: label}`` for ``variants`` (fingerprint -> ranks), labels as the module
     docstring says, in the order of each variant's lowest rank."""
     order = sorted(variants, key=lambda fp: (min(variants[fp]) if variants[fp] else 0, fp))
     letters = string.ascii_uppercase
-    return {fp: letters[i] if i < len(letters) else fp[:8] for i, fp in enumerate(order)}
+    return {fp: letters[i] if i < len(letters) else short_fingerprint(fp) for i, fp in enumerate(order)}
