@@ -15,6 +15,7 @@ from keyword import iskeyword
 from typing import Callable, NamedTuple, Optional
 
 from .ir import BoundSymbol, Trace, TensorProxy
+from .units import format_ms
 from .values import format_value, is_valid_name
 
 
@@ -271,9 +272,10 @@ def _symbol_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, l
 
 
 def header_line(trace: Trace) -> str:
-    """Return the ``# graph 0 · forward · after "decompose" (0.8 ms)`` header."""
+    """Return the ``# graph 0 · forward · after "decompose" (812.0 µs)`` header (times as every view
+    writes them: :mod:`.units`)."""
     ms = trace.meta.get("duration_ms")
-    took = f" ({ms:.1f} ms)" if isinstance(ms, (int, float)) else ""
+    took = f" ({format_ms(ms)})" if isinstance(ms, (int, float)) and not isinstance(ms, bool) else ""
     return f'# graph {trace.graph} · {trace.chain} · after "{trace.pass_name}"{took}'
 
 
