@@ -96,4 +96,4 @@ def test_ls_label_names_the_targets_built_then_what_ran_it():
     assert fusion_label(k) == "fw_fusion_3 [triton sm_90 · ran on cpu via torch]"
     assert fusion_label({**k, "ran_on": None, "targets": {}}) == "fw_fusion_3 [triton]"
     assert fusion_label({**k, "ran_on": None, "targets": {}, "ran_in_torch": "boom"}) == \
-        "fw_fusion_3 [triton -> torch at run time]"
+        "fw_fusion_3 [triton · ran in torch at run time]"  # present.status's wording, as in every view

@@ -141,6 +141,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
     its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
     groups). Recorded strings are made terminal-safe."""
+    from thundervis.present.source_view import op_name
     from thundervis.present.status import TORCH_OP
     v = visible_line
     lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
@@ -158,9 +159,9 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
         lines.append(f"{len(ops)} ops run by torch (why not lowered / not fused):")
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         for reason, items in ordered[:ops_limit]:
-            syms = sorted({f["what"].removeprefix("prims.").removeprefix("aten.") for f in items})
-            srcs = sorted({f["source"] for f in items if f["source"]})
-            where = f" · {', '.join(v(x) for x in srcs[:3])}{' ...' if len(srcs) > 3 else ''}" if srcs else ""
+            syms = sorted({op_name(f["what"]) for f in items})
+            srcs = group_sources([f["source"] for f in items if f["source"]], limit=6)
+            where = f" · {v(srcs)}" if srcs else ""
             lines.append(f"  {len(items):>3} × {v(', '.join(syms[:3]))}{' ...' if len(syms) > 3 else ''}: "
                          f"{v(reason)}{where}")
         if len(ordered) > ops_limit:
@@ -193,7 +194,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     d = summary_dict(rec, gpus)
     r = d["run"]
     lines = []
-    took = f" · {r['duration_s']:.1f} s" if r["duration_s"] is not None else ""
+    took = f" · {format_ms(r['duration_s'] * 1e3)}" if r["duration_s"] is not None else ""
     code = f" (exit {r['exit_code']})" if r["exit_code"] is not None else ""
     target = r["script"] or f"-m {r['module']}"
     lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
@@ -214,7 +215,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
         for c in g["chains"]:
             total = sum(p["ms"] for p in c["passes"])
             err = f": {visible_line(c['error'])}" if c["error"] else ""
-            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} passes · {format_ms(total)}")
+            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} pass{'' if len(c['passes']) == 1 else 'es'} · {format_ms(total)}")
             if passes:
                 for p in c["passes"]:
                     mark = "changed" if p["changed"] else "-"
@@ -240,18 +241,18 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
 def fusion_label(k: dict) -> str:
     """Return ``name [executor sm_90 · ran on DEVICE via PATH]`` for an ``ls --json`` fusion
     (``present.status.kernel_label``: the targets it compiled for, then what ran it; a run-time
-    fallback without a path reads ``-> torch at run time``)."""
-    from thundervis.present.status import KernelRun, kernel_label, run_from_event
+    fallback without a path reads ``ran in torch at run time``)."""
+    from thundervis.present.status import FELL_BACK_TEXT, KernelRun, kernel_label, run_from_event, tag_text
     ran = k.get("ran_on")
     run = None
     if isinstance(ran, dict):
         run = run_from_event({**ran, "kernel": k["name"], "planned": not ran.get("measured")})
         if run is not None and ran.get("fell_back") is True:
             run = KernelRun(run.device, run.via, run.measured, run.torch_us, run.inductor_us, run.why, True)
-    if run is None and k.get("ran_in_torch") is not None:
-        return f"{k['name']} [{k['executor']} -> torch at run time]"
     targets = k.get("targets") if isinstance(k.get("targets"), dict) else {}
     built = sorted(str(t) for t, b in targets.items() if isinstance(b, dict) and b.get("status") == "ok")
+    if run is None and k.get("ran_in_torch") is not None:
+        return f"{k['name']} [{tag_text(k['executor'], FELL_BACK_TEXT, built)}]"
     return kernel_label(k["name"], k["executor"], run, built)
 
 

@@ -251,7 +251,7 @@ def note_function(events, graph: int, chain: str):
     def note(b) -> Optional[str]:
         parts = []
         if b.sym in fell_back:
-            parts.append(f"ran in torch at run time: {fell_back[b.sym]}")
+            parts.append(f"{FELL_BACK_TEXT}: {fell_back[b.sym]}")
         elif getattr(b, "fusion", False) and b.sym in runs:
             parts.append(ran_on_text(runs[b.sym]))
         text = symbol_note(b.executor, b.note)
@@ -330,6 +330,9 @@ def kernel_runs(events) -> dict:
         device = out[key].device if key in out else "unknown"
         out[key] = KernelRun(device, "torch", True, why=f"fell back at run time: {f.error[:300]}", fell_back=True)
     return out
+
+
+FELL_BACK_TEXT = "ran in torch at run time"  # a kernel that failed with no recorded path: torch ran its region
 
 
 def ran_on_text(run: Optional[KernelRun]) -> str:
