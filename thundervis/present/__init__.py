@@ -21,5 +21,7 @@ data), the widget sends their ``as_json()``. Import the modules directly
 - :mod:`.roofline`: bytes, FLOPs and roofline µs per kernel and torch matmul/attention, the modelled
   step time per target;
 - :mod:`.numerics`: ``run --check-numerics`` verdicts per kernel and ``--compare-eager`` deltas;
-- :mod:`.source_view`: a user file line by line with its ops, kernels, torch fallbacks, time share.
+- :mod:`.source_view`: a user file line by line with its ops, kernels, torch fallbacks, time share;
+- :mod:`.collectives`: collectives run between graphs as text (per collective, per place, per chain);
+- :mod:`.progress`: the live compile status ``thundervis run`` shows on stderr and the TUI's live view.
 """
