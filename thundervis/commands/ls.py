@@ -9,7 +9,7 @@ import contextlib
 import json
 import sys
 
-from thundervis.commands.read_options import add_recording_arguments
+from thundervis.commands.read_options import add_recording_arguments, rank_of_a_recording
 from thundervis.errors import UserError
 from thundervis.present.kernel_rows import group_sources
 from thundervis.present.units import format_ms
@@ -25,7 +25,7 @@ def open_or_fail(path: str, rank=None):
         if is_group(path):
             return open_group(path).open_rank(rank)
         if rank is not None:
-            raise UserError(f"--rank applies to a group folder; {path} is one recording.")
+            raise rank_of_a_recording(path)
         return open_recording(path)
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None

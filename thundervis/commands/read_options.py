@@ -4,6 +4,8 @@ kernel of one recording file (``asm``, ``repro``, ``rerun``). One owner for thei
 and help; the defaults are the default view's (``present.default_view``)."""
 from __future__ import annotations
 
+from thundervis.errors import UserError
+
 
 def add_recording_arguments(p, rank_help: str = "in a group folder: this rank's recording") -> None:
     """Add ``REC`` (a recording or a group folder) and ``--rank`` to the parser ``p``."""
@@ -42,3 +44,8 @@ def add_kernel_arguments(p, made_with: str = "", kernel_hint: str = "") -> None:
     ``kernel_hint`` ends the name's help."""
     add_recording_file_argument(p, made_with)
     p.add_argument("kernel", metavar="KERNEL", help="kernel name, e.g. fw_fusion_0" + kernel_hint)
+
+
+def rank_of_a_recording(path: str) -> UserError:
+    """Return the one error every reading command gives for ``--rank`` on a single recording."""
+    return UserError(f"--rank picks a rank of a group folder; {path} is one recording, not a group folder.")

@@ -8,6 +8,7 @@ import os
 import sys
 
 from thundervis.cli import UserError
+from thundervis.commands.read_options import rank_of_a_recording
 
 
 def cmd_view(args) -> int:
@@ -17,7 +18,7 @@ def cmd_view(args) -> int:
     if os.path.isdir(args.recording):
         data, group, rank = api.open_tui_data(args.recording, args.rank, group=True)
     elif args.rank is not None:
-        raise UserError(f"--rank picks a rank of a group folder; {args.recording} is not a folder.")
+        raise rank_of_a_recording(args.recording)
     else:
         data, group, rank = api.open_tui_data(args.recording)
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
