@@ -80,21 +80,27 @@ def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optiona
     hidden by a large one. Return the worst output's ``max_abs``, ``max_rel``, ``eager_abs``,
     ``eager_rel``, ``ratio``, ``tolerance`` and the ``verdict`` (``flagged`` if any output is);
     ValueError when the numbers or shapes of outputs differ. ``eager_errors``: eager's
-    ``errors`` per output when already known (bisect judges many passes against one eager)."""
+    ``errors`` per output when already known (bisect judges many passes against one eager).
+    Reads nothing but its arguments and never writes to them."""
     if not (len(outs) == len(refs) == len(eager)):
         raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)} and eager {len(eager)}")
     worst = {"max_abs": 0.0, "max_rel": 0.0, "eager_abs": 0.0, "eager_rel": 0.0, "ratio": 0.0,
              "tolerance": verdict(0.0, 0.0, output_eps(outs))[2], "verdict": "ok"}
     quick = _quick_errors(outs, eager, refs) if eager_errors is None else {}
+    worst_key = (False, 0.0)
     for i, (o, r, e) in enumerate(zip(outs, refs, eager)):
-        if i in quick:
-            a, rel, ea, erel = quick[i]
+        found = quick.get(i)
+        if found is not None:
+            a, rel, ea, erel = found
         else:
             a, rel = errors([o], [r])
             ea, erel = eager_errors[i] if eager_errors is not None else errors([e], [r])
-        v, ratio, tol = verdict(rel, erel, output_eps([o]))
+        dtype = o.dtype if isinstance(o, torch.Tensor) else None
+        v, ratio, tol = verdict(rel, erel, _eps(dtype) if dtype is not None and dtype.is_floating_point
+                                else _eps(torch.float32))
         key = (v == "flagged", ratio)
-        if key > (worst["verdict"] == "flagged", worst["ratio"]):
+        if key > worst_key:
+            worst_key = key
             worst = {"max_abs": a, "max_rel": rel, "eager_abs": ea, "eager_rel": erel, "ratio": ratio,
                      "tolerance": tol, "verdict": v}
     return worst
@@ -104,30 +110,74 @@ def _quick(o, e, r) -> bool:
     """True when output ``o``, eager's ``e`` and the reference ``r`` take the fast path of
     :func:`_quick_errors`: tensors of one shape and device, floating, not empty."""
     return (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)
-            and o.shape == e.shape == r.shape and o.numel() > 0 and o.device == e.device == r.device
-            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point())
+            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point()
+            and o.shape == e.shape == r.shape and o.numel() > 0 and o.device == e.device == r.device)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """True when ``t``'s elements are exactly the ``numel()`` consecutive storage elements from its
+    first one (no gaps, no overlaps, any order of dimensions; strides are never negative)."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def _same_elements(o, e, r, judged: list) -> Optional[int]:
+    """Return the index of an output in ``judged`` (``(index, o, e, r)`` of contiguous outputs
+    already judged) whose three tensors hold exactly the elements of ``o``, ``e`` and ``r`` with
+    the same pairing (a transposed or reshaped view of it in all three: a kernel returning ``x``
+    and ``x.t()``), so every maximum over its elements is theirs too; None when there is none."""
+    try:
+        ptr = o.data_ptr()
+        for k, ko, ke, kr in judged:
+            if (ptr == ko.data_ptr() and e.data_ptr() == ke.data_ptr() and r.data_ptr() == kr.data_ptr()
+                    and o.dtype == ko.dtype and e.dtype == ke.dtype and r.dtype == kr.dtype
+                    and o.numel() == ko.numel() and o.stride() == e.stride() == r.stride() and _dense(o)):
+                return k
+    except RuntimeError:  # a tensor without storage (a wrapper subclass): judged on its own
+        return None
+    return None
+
+
+def _float64_difference(x: torch.Tensor, r64: torch.Tensor) -> torch.Tensor:
+    """Return ``x - r64`` in float64, exactly promoted, as a new tensor (``x`` is never written:
+    ``double()`` of a float64 tensor is that tensor). A float64 - float32 subtraction takes
+    torch's slower mixed-dtype loop, so a narrower ``x`` is raised first, then subtracted in place."""
+    if x.dtype == torch.float64:
+        return torch.sub(x, r64)
+    return x.to(torch.float64).sub_(r64)
 
 
 def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
     """Return ``{index: (abs, rel, eager abs, eager rel)}``: the errors of each output and of
     eager's against the reference as :func:`errors` computes them, for every output where that
     is cheap (see :func:`_quick`) and all values are finite; the others are for :func:`errors`.
-    All outputs' maxima come back in one read (one ``tolist`` per kernel, not one per output)."""
-    picked, maxima = [], []
+    All outputs' maxima come back in one read (one ``tolist`` per kernel, not one per output);
+    an output that is a view of an earlier one in the kernel, eager and the reference alike
+    (:func:`_same_elements`) shares its numbers instead of being read again."""
+    picked, maxima, judged, aliases = [], [], [], {}
     for i, (o, e, r) in enumerate(zip(outs, eager, refs)):
         if not _quick(o, e, r):
             continue
-        r64 = r.detach().to(torch.float64)
-        # Subtracting from a float64 tensor promotes the other operand exactly (no rounding);
+        if judged:
+            k = _same_elements(o, e, r, judged)
+            if k is not None:
+                aliases[i] = k
+                continue
+        if o.is_contiguous() and e.is_contiguous() and r.is_contiguous():
+            judged.append((i, o, e, r))
+        r64 = r if r.dtype == torch.float64 else r.to(torch.float64)
         # amax, not max: torch's full max() is an unvectorized loop, several times slower.
-        # Raised first, then subtracted in place: a float64 - float32 subtraction takes torch's
-        # slower mixed-dtype loop; both ways are exact up to the same float64 rounding.
-        eager_error = e.detach().double().sub_(r64).abs_().amax()
+        eager_error = _float64_difference(e, r64).abs_().amax()
         # Most outputs are bit for bit eager's (one read of both): then so are their errors.
         same = o.dtype == e.dtype and torch.equal(o, e)
         # max |r| = max(-min r, max r): one read of r, no buffer.
-        maxima += [eager_error if same else o.detach().double().sub_(r64).abs_().amax(), eager_error,
-                   *torch.aminmax(r64)]
+        low, high = torch.aminmax(r64)
+        maxima += (eager_error if same else _float64_difference(o, r64).abs_().amax(), eager_error, low, high)
         picked.append(i)
     if not picked:
         return {}
@@ -138,6 +188,9 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         scale = max(-low, high)
         if math.isfinite(a) and math.isfinite(ea) and math.isfinite(scale):
             found[i] = (a, (a / scale if scale > 0 else a), ea, (ea / scale if scale > 0 else ea))
+    for i, k in aliases.items():
+        if k in found:
+            found[i] = found[k]
     return found
 
 
@@ -198,7 +251,6 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
     base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
     if (is_random(symbol) if random is None else random):
         return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
-    args = [t.detach() for t in inputs]
     outs = _tensors(outputs)
     # The check runs inside the compiled chain, under AOTAutograd's dispatch mode; its own ops need
     # none of it (plain tensors in, plain numbers out), so they run without it: several times faster;
@@ -207,11 +259,12 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
         if functions is None:
             functions = region_functions(symbol)
         if functions:
+            # No detach: under inference mode no op of the check records autograd history.
             eager_fn, reference_fn = functions
-            raised = [t.double() if t.is_floating_point() else t for t in args]
-            refs = _tensors(reference_fn(*raised))
-            eager = _tensors(eager_fn(*args))
+            refs = _tensors(reference_fn(*[t.double() if t.is_floating_point() else t for t in inputs]))
+            eager = _tensors(eager_fn(*inputs))
         else:
+            args = [t.detach() for t in inputs]
             region = region_of(symbol)
             refs = reference_outputs(region, args)
             eager = _tensors(run_trace(region, args))

@@ -112,6 +112,75 @@ def test_judge_fast_path_matches_errors_and_non_finite_values():
         assert j["verdict"] == "flagged" and math.isinf(j["max_abs"])
 
 
+def test_judge_never_writes_its_arguments_and_float64_outputs_are_judged_as_is():
+    """Judging reads only: a float64 output (``double()`` of which is the tensor itself) is not
+    overwritten by its difference from the reference, and its numbers are :func:`errors`'."""
+    import torch
+
+    from thundervis.kernel_numerics import errors
+    from thundervis.numerics_check import judge
+    ref = [torch.tensor([1.0, 2.25, -3.0], dtype=torch.float64)]
+    eager = [torch.tensor([1.0, 2.5, -3.0], dtype=torch.float64)]
+    outs = [torch.tensor([1.0, 2.0, -3.5], dtype=torch.float64)]
+    kept = [t.clone() for t in outs + eager + ref]
+    j = judge(outs, ref, eager)
+    assert all(torch.equal(a, b) for a, b in zip(outs + eager + ref, kept))
+    assert (j["max_abs"], j["max_rel"]) == errors(outs, ref)
+    assert (j["eager_abs"], j["eager_rel"]) == errors(eager, ref)
+    same = judge(eager, ref, [t.clone() for t in eager])
+    assert same["max_abs"] == same["eager_abs"] == 0.25 and torch.equal(eager[0], kept[1])
+
+
+def test_an_output_that_is_a_view_of_another_shares_its_numbers_only_when_all_three_are():
+    """A kernel returning ``x`` and ``x.t()`` (the kernel, eager and the reference alike) is judged
+    once for both; where only some of the three are views the second output is judged on its own,
+    so a wrong transposed output is still flagged."""
+    import torch
+
+    from thundervis.kernel_numerics import errors
+    from thundervis.numerics_check import _quick_errors, judge
+    g = torch.Generator().manual_seed(1)
+    r = torch.randn(6, 4, generator=g, dtype=torch.float64)
+    e = r.float()
+    o = e * 1.0001
+    views = _quick_errors([o, o.t()], [e, e.t()], [r, r.t()])
+    assert views[0] == views[1]
+    assert views[1][:2] == errors([o.t()], [r.t()]) and views[1][2:] == errors([e.t()], [r.t()])
+    wrong = o.t().clone()
+    wrong[0, 0] += 1.0  # a separate, wrong second output: not a view, judged and flagged
+    j = judge([o, wrong], [r, r.t()], [e, e.t()])
+    assert j["verdict"] == "flagged" and (j["max_abs"], j["max_rel"]) == errors([wrong], [r.t()])
+    # Same storage, other strides (a reshaped, not transposed, eager view): judged on its own.
+    apart = _quick_errors([o, o.t()], [e, e.t().contiguous()], [r, r.t()])
+    assert apart[1][:2] == errors([o.t()], [r.t()])
+
+
+def test_a_chain_calls_rows_merge_in_order_with_the_stored_ones():
+    """One chain call's rows are stored in one read and one batched write, with the merge rules
+    of one row at a time: a kernel checked twice in the call counts two calls and keeps the worst
+    errors and verdict; a stored row of another chain is left alone."""
+    import sqlite3
+
+    from thundervis.recording.numerics import store_kernel_numerics, store_kernel_numerics_rows
+    from thundervis.recording.schema import TABLES
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(TABLES)
+    store_kernel_numerics(conn, 0, "forward", {"kernel": "k1", "uid": "u1", "executor": "torch", "max_abs": 1e-6,
+                                               "max_rel": 1e-7, "verdict": "ok", "detail": ""})
+    store_kernel_numerics(conn, 0, "backward", {"kernel": "k1", "verdict": "ok", "max_abs": 5.0})
+    store_kernel_numerics_rows(conn, 0, "forward", [
+        {"kernel": "k1", "uid": "u1", "executor": "torch", "max_abs": 3e-6, "max_rel": 1e-8, "verdict": "ok"},
+        {"kernel": "k2", "uid": "u2", "executor": "torch", "max_abs": 0.5, "verdict": "flagged", "detail": "bad"},
+        "not a row",
+        {"kernel": "k2", "uid": "u2", "executor": "torch", "max_abs": 0.1, "verdict": "ok"},
+        {"kernel": "k1", "uid": "u1", "executor": "torch", "max_abs": 2e-6, "max_rel": 2e-7, "verdict": "ok"}])
+    rows = {r[0:2]: r[2:] for r in conn.execute(
+        "SELECT chain, kernel, calls, max_abs_error, max_rel_error, verdict, detail FROM kernel_numerics")}
+    assert rows[("forward", "k1")] == (3, 3e-6, 2e-7, "ok", "")
+    assert rows[("forward", "k2")] == (2, 0.5, None, "flagged", "bad")
+    assert rows[("backward", "k1")] == (1, 5.0, None, "ok", "")
+
+
 def test_faults_are_off_unless_the_environment_names_them(monkeypatch):
     from thundervis.compiler import faults
     monkeypatch.delenv(faults.ENV, raising=False)

@@ -94,38 +94,53 @@ def _worst(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return max(a, b)
 
 
-def store_kernel_numerics(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
-    """Merge one checked kernel call (``runtime(..., "numerics", data)``) into its row: errors are
-    the worst seen, the verdict the worst by :data:`VERDICTS`. Runs in the caller's transaction."""
+_ROW_SELECT = ("SELECT kernel, calls, max_abs_error, max_rel_error, eager_abs_error, eager_rel_error, ratio,"
+               " tolerance, verdict, detail FROM kernel_numerics WHERE graph_id=? AND chain=?")
+_ROW_INSERT = ("INSERT OR REPLACE INTO kernel_numerics(graph_id, chain, kernel, uid, executor, calls,"
+               " max_abs_error, max_rel_error, eager_abs_error, eager_rel_error, ratio, tolerance, verdict,"
+               " detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def _merged(graph: int, chain: str, data: dict, row: Optional[tuple]) -> tuple:
+    """Return the ``kernel_numerics`` row (the values of ``_ROW_INSERT``) of one checked kernel
+    call ``data`` merged into the kernel's stored ``row`` (``_ROW_SELECT``'s columns, None when
+    there is none): errors are the worst seen, the verdict the worst by :data:`VERDICTS`."""
     kernel = str(data.get("kernel"))
     verdict = data.get("verdict") if data.get("verdict") in VERDICTS else "error"
     new = {"max_abs_error": _num(data.get("max_abs")), "max_rel_error": _num(data.get("max_rel")),
            "eager_abs_error": _num(data.get("eager_abs")), "eager_rel_error": _num(data.get("eager_rel")),
            "ratio": _num(data.get("ratio")), "tolerance": _num(data.get("tolerance"))}
     detail = _text(data.get("detail"))
-    row = conn.execute("SELECT calls, max_abs_error, max_rel_error, eager_abs_error, eager_rel_error, ratio,"
-                       " tolerance, verdict, detail FROM kernel_numerics WHERE graph_id=? AND chain=? AND kernel=?",
-                       (graph, chain, kernel)).fetchone()
     calls = 1
     if row is not None:
-        calls = int(row[0] or 0) + 1
+        calls = int(row[1] or 0) + 1
         for i, k in enumerate(new):
-            new[k] = _worst(row[1 + i], new[k])
-        if row[7] in VERDICTS and VERDICTS.index(row[7]) <= VERDICTS.index(verdict):
-            verdict, detail = row[7], row[8] or detail
-    conn.execute("INSERT OR REPLACE INTO kernel_numerics(graph_id, chain, kernel, uid, executor, calls,"
-                 " max_abs_error, max_rel_error, eager_abs_error, eager_rel_error, ratio, tolerance, verdict,"
-                 " detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                 (graph, chain, kernel, data.get("uid") if isinstance(data.get("uid"), str) else None,
-                  _text(data.get("executor"), 40), calls, *new.values(), verdict, detail))
+            new[k] = _worst(row[2 + i], new[k])
+        if row[8] in VERDICTS and VERDICTS.index(row[8]) <= VERDICTS.index(verdict):
+            verdict, detail = row[8], row[9] or detail
+    return (graph, chain, kernel, data.get("uid") if isinstance(data.get("uid"), str) else None,
+            _text(data.get("executor"), 40), calls, *new.values(), verdict, detail)
+
+
+def store_kernel_numerics(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
+    """Merge one checked kernel call (``runtime(..., "numerics", data)``) into its row: errors are
+    the worst seen, the verdict the worst by :data:`VERDICTS`. Runs in the caller's transaction."""
+    store_kernel_numerics_rows(conn, graph, chain, [data])
 
 
 def store_kernel_numerics_rows(conn: sqlite3.Connection, graph: int, chain: str, rows: list) -> None:
     """Merge the checked kernel calls of one chain call (``runtime(..., "numerics", [data, ...])``)
-    as :func:`store_kernel_numerics` does each; items that are not dicts are ignored."""
+    as :func:`store_kernel_numerics` does each, in order (a kernel called twice merges twice);
+    items that are not dicts are ignored. One read of the chain's rows and one batched write,
+    not two statements per kernel: this runs inside every checked training step."""
+    stored = {r[0]: r for r in conn.execute(_ROW_SELECT, (graph, chain))}
+    merged: dict = {}
     for data in rows[:100_000]:
         if isinstance(data, dict):
-            store_kernel_numerics(conn, graph, chain, data)
+            row = _merged(graph, chain, data, stored.get(str(data.get("kernel"))))
+            merged[row[2]] = row
+            stored[row[2]] = row[2:3] + row[5:]  # the _ROW_SELECT columns of the merged row
+    conn.executemany(_ROW_INSERT, list(merged.values()))
 
 
 def store_eager_comparison(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
