@@ -20,6 +20,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static, Tab, Tabs
 
 from thundervis.present.asm import STAGES
+from thundervis.present.units import format_occupancy
 from thundervis.safe_text import visible_line
 
 from . import styling
@@ -110,7 +111,7 @@ class AsmScreen(DetailScreen):
             others = [t for t in self.targets if t != listing.target]
             title.append(f" · {listing.target} · {STAGE_NAMES[listing.stage]} · {len(listing.rows)} lines · "
                          f"{b.registers} regs · {b.spills} spills · "
-                         f"occupancy {'?' if b.occupancy is None else f'{b.occupancy * 100:.0f}%'}")
+                         f"occupancy {format_occupancy(b.occupancy)}")
             if others:
                 title.append(f"  (t: {', '.join(others)})", style=NOTE)
         self.set_title(title)

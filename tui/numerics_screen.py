@@ -17,8 +17,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from thundervis.present.numerics import (HEADER, NumericsRow, NumericsSummary, fmt_err, fmt_ratio, eager_line,
+from thundervis.present.numerics import (HEADER, NumericsRow, NumericsSummary, fmt_ratio, eager_line,
                                          row_line)
+from thundervis.present.units import format_error
 from thundervis.safe_text import visible_line
 
 from . import panels
@@ -80,7 +81,7 @@ class NumericsScreen(DetailScreen):
         for i, r in enumerate(self.rows):
             table.add_row(verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
                           *(Text(visible_line(c)) for c in (  # str cells would be read as markup
-                              f"g{r.graph} {r.chain}", fmt_err(r.max_rel), fmt_err(r.eager_rel),
+                              f"g{r.graph} {r.chain}", format_error(r.max_rel), format_error(r.eager_rel),
                               fmt_ratio(r.ratio), r.executor)), key=str(i))
         s = self.summary
         if s is None or not s.checked:

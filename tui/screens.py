@@ -21,7 +21,7 @@ from . import panels
 from .base_screen import DetailScreen, detail_bindings
 from thundervis.present.kernel_rows import KernelRow, group_sources
 from thundervis.present.overview import ViewOverview
-from thundervis.present.units import format_roofline_us, format_share, format_us
+from thundervis.present.units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
 from .data import DataError, SearchHit
 from .numerics_screen import verdict_text
@@ -138,8 +138,8 @@ class KernelsScreen(DetailScreen):
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us) + (f" {k.clock}" if k.clock and len(clocks) > 1 else ""),
                 format_roofline_us(k.roofline_us),
-                "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),
-                "-" if not k.gbps else f"{k.gbps:.3g}",
+                format_pct(k.pct_of_roofline), format_share(k.share),
+                format_gbps(k.gbps).removesuffix(" GB/s"),
                 group_sources(k.source_lines, limit=6))),
                 *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)

@@ -21,6 +21,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from thundervis.present.source_view import COMPILED, FELL_BACK, PARTLY_TORCH, file_label
+from thundervis.present.units import format_share
 from thundervis.safe_text import visible_line
 
 from .base_screen import DetailScreen, detail_bindings
@@ -47,7 +48,7 @@ class SourceJump:
 def line_text(row, width: int) -> Text:
     """Return one line of the file as ``Text``: number, time share, mark, code (visible)."""
     out = Text(f"{row.line:>{width}} ", style="dim")
-    share = f"{100 * row.share:5.1f}%" if row.share is not None else ""
+    share = format_share(row.share) if row.share is not None else ""
     out.append(f"{share:>6} ", style=Style(color="magenta") if share else None)
     mark, color = MARKS.get(row.status, (" ", None))
     out.append(mark + " ", style=Style(color=color, bold=True) if color else None)
