@@ -73,9 +73,8 @@ def line_detail(row) -> Text:
     for note in row.notes():
         out.append(f"g{note.graph} ", style="dim")
         out.append(visible_line(note.text()) + "\n")
-    for op, why in row.fallbacks:
-        if why.startswith("ran eagerly") or "at run time" in why:
-            out.append(visible_line(f"{op}: {why}") + "\n", style=Style(color="red"))
+    for op, why in row.severe_fallbacks:
+        out.append(visible_line(f"{op}: {why}") + "\n", style=Style(color="red"))
     out.append("enter: show these ops in their pass" + (" · k: their kernel" if row.kernels else ""), style="dim")
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 
+from thundervis.present.status import EAGER
 from thundervis.present.source_view import LineOp, SourceFile, SourceLine, source_file
 from thundervis.recording import open_recording
 from thundervis.tui.source_screen import SourceJump, SourceScreen, line_detail, line_text
@@ -34,7 +35,8 @@ async def _loaded(pilot, timeout: float = 20.0):
 
 def _hostile_view() -> SourceFile:
     op = LineOp(0, "forward", "f1", "tanh", "triton", "fw_fusion_0", 3, None, 5.0)
-    bad = LineOp(0, "backward", "b2", "mm", "torch", None, None, "ran eagerly: [red]boom\x1b[31m", None)
+    bad = LineOp(0, "backward", "b2", "mm", "torch", None, None, "ran eagerly: [red]boom\x1b[31m", None,
+                 kind=EAGER)
     rows = (SourceLine("/x/[b]evil.py", 1, "import torch", (), None, None),
             SourceLine("/x/[b]evil.py", 2, "y = x.tanh()  # [bold red]not markup[/] \x1b[2J \u202e", (op, bad), 5.0, 0.5),
             SourceLine("/x/[b]evil.py", 3, "print(y)", (), None, None))
