@@ -176,6 +176,19 @@ def test_cli_bad_input_is_one_sentence(profiled, capsys, tmp_path):
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
+def test_a_note_names_many_kernels_with_their_executor_in_parentheses():
+    """A line of a repeated block ends in a kernel per layer: the note counts them as kernels and
+    says how they ran in parentheses, never ``6 triton · ran on cpu via torch kernels``."""
+    from thundervis.present.source_view import ChainNote
+    ex = "triton · ran on cpu via torch"
+    names = [f"fw_fusion_{i}" for i in range(1, 7)]
+    note = ChainNote(0, "forward", 14, tuple((n, ex) for n in names), (), ())
+    assert note.text() == ("forward 14 ops: 14 in 6 kernels (triton · ran on cpu via torch): fw_fusion_1, "
+                           "fw_fusion_2, fw_fusion_3, … fw_fusion_6")
+    few = ChainNote(0, "forward", 5, (("fw_fusion_1", "triton"),), (), ())
+    assert few.text() == "forward 5 ops: 5 in fw_fusion_1 (triton)"
+
+
 def test_line_ops_carry_their_fallback_kind(profiled):
     """Each op says what kind of fallback it is (set where it is made): the status and the views
     read the kind, never the reason text."""

@@ -99,7 +99,7 @@ NAMED_KERNELS = 4
 def _kernel_list(names: list, executor: str) -> str:
     if len(names) <= NAMED_KERNELS:
         return f"{', '.join(names)} ({executor})"
-    return f"{len(names)} {executor} kernels: {', '.join(names[:NAMED_KERNELS - 1])}, … {names[-1]}"
+    return f"{len(names)} kernels ({executor}): {', '.join(names[:NAMED_KERNELS - 1])}, … {names[-1]}"
 
 
 @dataclass(frozen=True)
