@@ -16,6 +16,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from thundervis.present.variants import variant_labels
+from thundervis.recording import chain_position
 from thundervis.safe_text import visible_line
 
 from . import rank_panels
@@ -25,14 +26,13 @@ from .group_data import GroupData, RankRow
 from .lines_view import LinesView
 from .requests import ShowRank
 
-CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
 TIMES_BATCH = 16  # rank picker: redraw the rows after reading this many ranks' times
 
 
 def _pass_order(d) -> tuple:
     """Sort key of a differing pass: graph, chain in compile order (forward before backward), pass."""
-    return d.graph, CHAIN_ORDER.get(d.chain, 9), d.chain, d.index
+    return d.graph, chain_position(d.chain), d.chain, d.index
 
 
 class RankPicker(ModalScreen):

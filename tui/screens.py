@@ -21,16 +21,16 @@ from . import panels
 from .base_screen import DetailScreen, detail_bindings
 from thundervis.present.kernel_rows import KernelRow, group_sources
 from thundervis.present.overview import ViewOverview
+from thundervis.recording import chain_position
 from thundervis.present.units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
 from .data import DataError, SearchHit
 from .numerics_screen import verdict_text
 
-_CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
     "kernel": lambda k: (k.name, k.graph, k.chain),
     "executor": lambda k: (k.executor, k.name),
-    "chain": lambda k: (k.graph, _CHAIN_ORDER.get(k.chain, 9), k.chain, k.id),
+    "chain": lambda k: (k.graph, chain_position(k.chain), k.chain, k.id),
     "ops": lambda k: -k.n_ops,
     "calls": lambda k: -(k.calls or 0),
     "median": lambda k: -(k.median_us or 0.0),

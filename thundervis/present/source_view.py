@@ -26,12 +26,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from thundervis.recording import UnknownItem
+from thundervis.recording import UnknownItem, chain_position
 
 from .status import EAGER, EXECUTED_CHAINS, KERNEL, TORCH_OP, chain_eager, chains_with_passes, fallback_reasons, graph_eager, kernel_runs, ran_on_text
 from .units import format_share, format_us
 
-_CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
 # SourceLine.status values.
 NO_OPS, COMPILED, PARTLY_TORCH, FELL_BACK = "", "compiled", "partly torch", "fell back"
 
@@ -426,7 +425,7 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
 def _graph_ops(rec, g, timings, fell_back: dict, runs: dict) -> tuple[list, float, bool]:
     """Return ([(symbol, LineOp)] of graph ``g``'s executed chains, the profiled time of its
     chains in µs, whether any was profiled)."""
-    chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: _CHAIN_ORDER[c.kind])
+    chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: chain_position(c.kind))
     found: list = []
     total, profiled = 0.0, False
     whole = graph_eager(g)
