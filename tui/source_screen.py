@@ -45,11 +45,13 @@ class SourceJump:
     to_kernel: bool = False
 
 
-def line_text(row, width: int) -> Text:
-    """Return one line of the file as ``Text``: number, time share, mark, code (visible)."""
-    out = Text(f"{row.line:>{width}} ", style="dim")
-    share = format_share(row.share) if row.share is not None else ""
-    out.append(f"{share:>6} ", style=Style(color="magenta") if share else None)
+def line_text(row, width: int, profiled: bool = True) -> Text:
+    """Return one line of the file as ``Text`` on one row (a long line ends in an ellipsis: the
+    detail pane shows it whole): number, time share (only when ``profiled``), mark, code (visible)."""
+    out = Text(f"{row.line:>{width}} ", style="dim", no_wrap=True, overflow="ellipsis")
+    if profiled:
+        share = format_share(row.share) if row.share is not None else ""
+        out.append(f"{share:>6} ", style=Style(color="magenta") if share else None)
     mark, color = MARKS.get(row.status, (" ", None))
     out.append(mark + " ", style=Style(color=color, bold=True) if color else None)
     out.append(visible_line(row.text.rstrip()), style=None if row.ops else "dim")
@@ -93,7 +95,8 @@ class SourceScreen(DetailScreen):
     SourceScreen #sfiles { width: 28; height: 1fr; max-height: 100%; display: none; border: none;
                            border-right: solid $primary-darken-2; }
     SourceScreen #sfiles.-many { display: block; }
-    SourceScreen #slines { width: 1fr; height: 1fr; max-height: 100%; border: none; padding: 0; }
+    SourceScreen #slines { width: 1fr; height: 1fr; max-height: 100%; border: none; padding: 0;
+                           text-wrap: nowrap; text-overflow: ellipsis; }
     SourceScreen #sdetail { height: 8; border-top: solid $primary-darken-2; padding: 0 1; overflow-y: auto; }
     """
 
@@ -155,7 +158,7 @@ class SourceScreen(DetailScreen):
         lines = self.query_one("#slines", OptionList)
         lines.clear_options()
         width = len(str(view.lines[-1].line)) if view.lines else 1
-        lines.add_options([Option(line_text(r, width), id=str(i)) for i, r in enumerate(view.lines)])
+        lines.add_options([Option(line_text(r, width, view.profiled), id=str(i)) for i, r in enumerate(view.lines)])
         target = None
         if line is not None:
             target = next((i for i, r in enumerate(view.lines) if r.line == line), None)

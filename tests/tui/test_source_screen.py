@@ -137,3 +137,26 @@ async def test_k_opens_the_kernel_of_the_line(small_rec):
                 break
         assert type(app.screen).__name__ == "KernelsScreen"
         assert app.screen.selected().id == row.kernel_ids[0]
+
+
+@pytest.mark.asyncio
+async def test_long_lines_stay_on_one_row_and_no_share_column_when_not_profiled():
+    """At 80x24 a long code line ends in an ellipsis on its own row (never wraps under the gutter;
+    the detail pane shows it whole); a file that was not profiled shows no share column."""
+    long_code = "y = " + " + ".join(f"layer_{i}(x)" for i in range(30))
+    op = LineOp(0, "forward", "f1", "add", "triton", "fw_fusion_0", 3, None, None)
+    rows = (SourceLine("/x/long.py", 1, "import torch", (), None, None),
+            SourceLine("/x/long.py", 2, long_code, (op,), None, None),
+            SourceLine("/x/long.py", 3, "print(y)", (), None, None))
+    view = SourceFile("/x/long.py", True, None, rows, None, ("/x/long.py",))
+    assert line_text(rows[1], 1, profiled=False).plain.startswith("2 ● y = layer_0(x)")
+    app = Harness(lambda f: view, [view.file])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _loaded(pilot)
+        await pilot.pause(0.1)
+        lines = screen.query_one("#slines")
+        shown = [lines.render_line(y).text.rstrip() for y in range(lines.size.height)]
+        assert shown[:3] == ["1   import torch", shown[1], "3   print(y)"]
+        assert shown[1].startswith("2 ● y = layer_0(x) + layer_1(x)") and shown[1].endswith("…")
+        assert len(shown[1]) <= lines.size.width
+        assert long_code in str(screen.query_one("#sdetail").render())
