@@ -50,15 +50,6 @@ class AsmScreen(DetailScreen):
         Binding("left_square_bracket", "stage(-1)", "Prev stage"),
         Binding("right_square_bracket", "stage(1)", "Next stage"))
 
-    DEFAULT_CSS = """
-    AsmScreen #atitle { background: $panel; }
-    AsmScreen Tabs { height: 2; }
-    AsmScreen #apanes { height: 1fr; }
-    AsmScreen #asrc { width: 2fr; border-right: solid $primary-darken-2; }
-    AsmScreen #acode { width: 3fr; }
-    AsmScreen #ainfo { height: 3; border-top: solid $primary-darken-2; padding: 0 1; }
-    """
-
     def __init__(self, data, kernel: KernelRow, stage: str = "sass", target: Optional[str] = None):
         super().__init__()
         self.data = data

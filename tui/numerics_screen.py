@@ -57,12 +57,6 @@ class NumericsScreen(DetailScreen):
     BINDINGS = detail_bindings("escape,N", Binding("enter", "open", "Kernel + bisect"),
                                Binding("k", "kernel", "Kernels table"))
 
-    DEFAULT_CSS = """
-    NumericsScreen #ntitle { background: $panel; color: $text; }
-    NumericsScreen DataTable { height: 1fr; min-height: 5; }
-    NumericsScreen #nfoot { height: auto; max-height: 8; border-top: solid $primary-darken-2; padding: 0 1; }
-    """
-
     def __init__(self, data, overview, summary: Optional[NumericsSummary]):
         super().__init__()
         self.data, self.overview, self.summary = data, overview, summary
@@ -126,11 +120,6 @@ class BisectScreen(DetailScreen):
     TITLE_ID = "btitle"
     BINDINGS = detail_bindings("escape,q", Binding("k", "kernel", "Kernels table"),
                                Binding("r", "random", "Random inputs"), help_key=False)
-
-    DEFAULT_CSS = """
-    BisectScreen #btitle { background: $panel; color: $text; }
-    BisectScreen #bbody { height: 1fr; padding: 0 1; }
-    """
 
     def __init__(self, data, graph: int, chain: str, row: Optional[NumericsRow] = None):
         super().__init__()

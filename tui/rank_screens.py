@@ -41,15 +41,6 @@ class RankPicker(ModalScreen):
 
     BINDINGS = [Binding("escape,ctrl+r", "dismiss(None)", "Close")]
 
-    DEFAULT_CSS = """
-    RankPicker { align: center middle; }
-    RankPicker > Vertical { width: 96%; max-width: 120; height: auto; max-height: 90%;
-                            border: round $primary; background: $surface; }
-    RankPicker Static { padding: 0 1; }
-    RankPicker #rankhead { color: $text-muted; }
-    RankPicker OptionList, RankPicker OptionList:focus { height: auto; max-height: 40; border: none; }
-    """
-
     def __init__(self, group: GroupData, current: int):
         super().__init__()
         self.group = group
@@ -131,14 +122,6 @@ class RankComparisonScreen(Screen):
     skew across ranks."""
 
     BINDINGS = detail_bindings("escape,equals_sign")
-
-    DEFAULT_CSS = """
-    RankComparisonScreen { layout: vertical; }
-    RankComparisonScreen #csummary { height: auto; max-height: 6; background: $panel; padding: 0 1; }
-    RankComparisonScreen #cdiffs, RankComparisonScreen #cdiffs:focus { height: 1fr; min-height: 3; border: none; }
-    RankComparisonScreen #cskew { height: auto; max-height: 45%; border-top: solid $panel-lighten-2;
-                                  padding: 0 1; }
-    """
 
     def __init__(self, group: GroupData):
         super().__init__()
@@ -226,11 +209,6 @@ class RankDiffScreen(DetailScreen):
 
     TITLE_ID = "dtitle"
     BINDINGS = detail_bindings("escape", Binding("s", "toggle_side", "Side"), Binding("f", "toggle_fold", "Fold"))
-
-    DEFAULT_CSS = """
-    RankDiffScreen #dtitle { background: $boost; }
-    RankDiffScreen LinesView { height: 1fr; }
-    """
 
     def __init__(self, group: GroupData, ref_rank: int, rank: int, graph: int, chain: str, index: int,
                  name: str, side: bool = False):

@@ -57,14 +57,6 @@ class KernelsScreen(DetailScreen):
                                Binding("R", "repro", "Repro script"), Binding("a", "asm", "Asm"),
                                Binding("enter", "open", "Open", show=False))
 
-    DEFAULT_CSS = """
-    KernelsScreen #ktitle { background: $panel; color: $text; }
-    KernelsScreen DataTable { height: 1fr; min-height: 5; }
-    KernelsScreen #kdetail { height: 2fr; border-top: solid $primary-darken-2; }
-    KernelsScreen #kprogress { height: 1; display: none; }
-    KernelsScreen #kprogress.-busy { display: block; }
-    """
-
     def __init__(self, data, overview: ViewOverview, focus_kernel: Optional[int] = None):
         super().__init__()
         self.data = data
@@ -314,13 +306,6 @@ class SearchScreen(ModalScreen):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Close"), Binding("down", "focus_results", show=False)]
 
-    DEFAULT_CSS = """
-    SearchScreen { align: center top; }
-    SearchScreen > Vertical { width: 90%; max-width: 120; height: 80%; margin-top: 2;
-                              border: round $primary; background: $surface; }
-    SearchScreen OptionList { height: 1fr; }
-    """
-
     def __init__(self, search):
         super().__init__()
         self.search = search
@@ -367,13 +352,6 @@ class PassPicker(ModalScreen):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Close")]
 
-    DEFAULT_CSS = """
-    PassPicker { align: center middle; }
-    PassPicker > Vertical { width: 44; height: auto; max-height: 80%; border: round $primary; background: $surface; }
-    PassPicker Static { padding: 0 1; }
-    PassPicker OptionList { height: auto; max-height: 30; }
-    """
-
     def __init__(self, title: str, passes, current: Optional[int] = None):
         super().__init__()
         self.title_text = title
@@ -403,12 +381,6 @@ class RunScreen(ModalScreen):
     """The run: what ran, how it ended, eager chains, fallbacks and the traceback."""
 
     BINDINGS = [Binding("escape,t,q", "dismiss(None)", "Close")]
-
-    DEFAULT_CSS = """
-    RunScreen { align: center middle; }
-    RunScreen > VerticalScroll { width: 90%; height: 85%; border: round $primary; background: $surface;
-                                 padding: 0 1; }
-    """
 
     def __init__(self, overview: ViewOverview):
         super().__init__()
@@ -447,12 +419,6 @@ class HelpScreen(ModalScreen):
     """Every key binding, grouped."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "Close")]
-
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 64; max-width: 95%; height: auto; max-height: 90%;
-                                  border: round $primary; background: $surface; padding: 0 1; }
-    """
 
     def compose(self) -> ComposeResult:
         """Build the screen's widgets."""

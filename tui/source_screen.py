@@ -89,17 +89,6 @@ class SourceScreen(DetailScreen):
                                Binding("n", "next_annotated(1)", "Next op line"),
                                Binding("p", "next_annotated(-1)", "Prev op line"))
 
-    DEFAULT_CSS = """
-    SourceScreen #stitle { background: $panel; color: $text; }
-    SourceScreen #sbody { height: 1fr; }
-    SourceScreen #sfiles { width: 28; height: 1fr; max-height: 100%; display: none; border: none;
-                           border-right: solid $primary-darken-2; }
-    SourceScreen #sfiles.-many { display: block; }
-    SourceScreen #slines { width: 1fr; height: 1fr; max-height: 100%; border: none; padding: 0;
-                           text-wrap: nowrap; text-overflow: ellipsis; }
-    SourceScreen #sdetail { height: 8; border-top: solid $primary-darken-2; padding: 0 1; overflow-y: auto; }
-    """
-
     def __init__(self, load: Callable, files: Sequence[str], file: Optional[str] = None,
                  line: Optional[int] = None):
         """``load(file)`` returns a ``SourceFile`` (called in a worker thread); ``files`` are the

@@ -8,11 +8,15 @@ from textual.app import App
 from thundervis.present.status import EAGER
 from thundervis.present.source_view import LineOp, SourceFile, SourceLine, source_file
 from thundervis.recording import open_recording
+from thundervis.tui.app import ThundervisApp
 from thundervis.tui.source_screen import SourceJump, SourceScreen, line_detail, line_text
 
 
 class Harness(App):
-    """Opens a SourceScreen at start and keeps what it was dismissed with."""
+    """Opens a SourceScreen at start and keeps what it was dismissed with (styled by the app's
+    style sheet, which holds the screen's rules)."""
+
+    CSS_PATH = ThundervisApp.CSS_PATH
 
     def __init__(self, load, files, **kw):
         super().__init__()
