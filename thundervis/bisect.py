@@ -26,6 +26,7 @@ from thundervis.compiler.interpreter import run_symbol
 from thundervis.compiler.ir import TensorProxy, Trace, flatten
 from thundervis.kernel_numerics import errors
 from thundervis.numerics_check import judge, output_eps, region_of, verdict
+from thundervis.present.units import format_error
 from thundervis.rerun import float64_region, random_inputs
 
 COMPILED_CHAINS = ("forward", "backward", "inference")
@@ -325,20 +326,15 @@ def _with_lineage(rec, graph, chain, p, b, output, rel, prev_rel) -> Divergence:
 
 # ----------------------------------------------------------------------------------- text
 
-def fmt_rel(v: float) -> str:
-    """A relative error for the per-pass lines: ``0.0`` when exact."""
-    return "0.0" if v == 0 else f"{v:.2e}"
-
-
 def report_lines(r: BisectReport) -> list[str]:
     """The lines ``thundervis bisect`` prints (recorded strings not yet made visible: callers do)."""
     lines = [f"bisect graph {r.graph} {r.chain} · {len(r.passes)} passes · {r.inputs} inputs · "
-             f"pass 0 float32 vs float64: max rel {fmt_rel(r.eager_rel)}"]
+             f"pass 0 float32 vs float64: max rel {format_error(r.eager_rel)}"]
     lines += [f"note: {n}" for n in r.notes]
     for p in r.passes:
         mark = "  <- diverges" if p.diverged else ""
         note = f"  ({p.note})" if p.note else ""
-        lines.append(f"  {p.index:>2} {p.name:<10} max rel {fmt_rel(p.max_rel)}{note}{mark}")
+        lines.append(f"  {p.index:>2} {p.name:<10} max rel {format_error(p.max_rel)}{note}{mark}")
     d = r.divergence
     if d is None:
         lines.append("no divergence")
@@ -348,8 +344,8 @@ def report_lines(r: BisectReport) -> list[str]:
     if s is None:
         lines.append("  no single symbol's output diverges from the previous pass (the outputs do)")
         return lines
-    lines.append(f"  symbol  {s.sym} ({s.uid}) -> {s.output}: max rel {fmt_rel(s.max_rel)} "
-                 f"(previous pass {fmt_rel(s.previous_rel)})")
+    lines.append(f"  symbol  {s.sym} ({s.uid}) -> {s.output}: max rel {format_error(s.max_rel)} "
+                 f"(previous pass {format_error(s.previous_rel)})")
     if s.source:
         lines.append(f"  source  {s.source}  {(s.code or '').strip()}")
     if s.module:

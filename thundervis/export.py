@@ -8,9 +8,7 @@ end (their device durations), since the profiler's own sleeps between them are n
 """
 from __future__ import annotations
 
-from thundervis.recording.model import Timings
-
-CHAIN_ORDER = ("dynamo", "joint", "forward", "backward", "inference")
+from thundervis.recording.model import Timings, chain_position
 
 
 def perfetto_trace(tm: Timings, label: str = "") -> dict:
@@ -23,9 +21,9 @@ def perfetto_trace(tm: Timings, label: str = "") -> dict:
         events.append({"name": "process_sort_index", "ph": "M", "pid": g, "tid": 0, "args": {"sort_index": g}})
     chains = {(c.graph, c.chain): c for c in tm.chains}
     keys = sorted({(k.graph, k.chain) for k in tm.kernels} | set(chains),
-                  key=lambda gc: (gc[0], CHAIN_ORDER.index(gc[1]) if gc[1] in CHAIN_ORDER else 99, gc[1]))
+                  key=lambda gc: (gc[0], chain_position(gc[1]), gc[1]))
     for g, chain in keys:
-        tid = (CHAIN_ORDER.index(chain) if chain in CHAIN_ORDER else 9) + 1
+        tid = min(chain_position(chain), 9) + 1
         ct = chains.get((g, chain))
         clock = ct.clock if ct else "host"
         events.append({"name": "thread_name", "ph": "M", "pid": g, "tid": tid,

@@ -20,6 +20,7 @@ from textual.containers import Horizontal
 from textual.widgets import Static, Tab, Tabs
 
 from thundervis.present.asm import STAGES
+from thundervis.present.units import format_occupancy
 from thundervis.safe_text import visible_line
 
 from . import styling
@@ -48,15 +49,6 @@ class AsmScreen(DetailScreen):
         Binding("U", "next_symbol(-1)", "Prev symbol", show=False), Binding("tab", "switch_pane", "Pane", show=False),
         Binding("left_square_bracket", "stage(-1)", "Prev stage"),
         Binding("right_square_bracket", "stage(1)", "Next stage"))
-
-    DEFAULT_CSS = """
-    AsmScreen #atitle { background: $panel; }
-    AsmScreen Tabs { height: 2; }
-    AsmScreen #apanes { height: 1fr; }
-    AsmScreen #asrc { width: 2fr; border-right: solid $primary-darken-2; }
-    AsmScreen #acode { width: 3fr; }
-    AsmScreen #ainfo { height: 3; border-top: solid $primary-darken-2; padding: 0 1; }
-    """
 
     def __init__(self, data, kernel: KernelRow, stage: str = "sass", target: Optional[str] = None):
         super().__init__()
@@ -110,7 +102,7 @@ class AsmScreen(DetailScreen):
             others = [t for t in self.targets if t != listing.target]
             title.append(f" · {listing.target} · {STAGE_NAMES[listing.stage]} · {len(listing.rows)} lines · "
                          f"{b.registers} regs · {b.spills} spills · "
-                         f"occupancy {'?' if b.occupancy is None else f'{b.occupancy * 100:.0f}%'}")
+                         f"occupancy {format_occupancy(b.occupancy)}")
             if others:
                 title.append(f"  (t: {', '.join(others)})", style=NOTE)
         self.set_title(title)

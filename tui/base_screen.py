@@ -2,8 +2,8 @@
 a one-line title, the screen's own body, the footer; escape (and the screen's own key) goes back.
 
 A subclass sets ``TITLE_ID`` (tests and workers find the title by it), builds its ``BINDINGS`` with
-:func:`detail_bindings` and yields its body from :meth:`DetailScreen.compose_body`; its own
-``DEFAULT_CSS`` styles the title's colours and its body.
+:func:`detail_bindings` and yields its body from :meth:`DetailScreen.compose_body`; its rules in
+``tui/app.tcss`` (the app's one style sheet) style the title's colours and its body.
 """
 from __future__ import annotations
 
@@ -25,11 +25,6 @@ class DetailScreen(Screen):
     """A full screen pushed over the main view: title line ``#TITLE_ID``, body, footer."""
 
     TITLE_ID = "title"
-
-    DEFAULT_CSS = """
-    DetailScreen { layout: vertical; }
-    DetailScreen .screen-title { height: 1; padding: 0 1; }
-    """
 
     def compose(self) -> ComposeResult:
         """Build the title line, the subclass's body and the footer."""

@@ -58,12 +58,6 @@ class CommunicationScreen(ModalScreen):
 
     BINDINGS = [Binding("escape,m,q", "dismiss(None)", "Close")]
 
-    DEFAULT_CSS = """
-    CommunicationScreen { align: center middle; }
-    CommunicationScreen > VerticalScroll { width: 95%; height: 90%; border: round $primary;
-                                           background: $surface; padding: 0 1; }
-    """
-
     def __init__(self, data):
         super().__init__()
         self.data = data

@@ -41,10 +41,6 @@ class LinesView(ScrollView, can_focus=True):
         Binding("enter", "activate", "Open", show=False),
     ]
 
-    DEFAULT_CSS = """
-    LinesView { background: $surface; }
-    """
-
     class CursorMoved(Message):
         """The cursor moved to line ``index`` showing symbol ``uid`` (None: no symbol)."""
 

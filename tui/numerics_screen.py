@@ -17,8 +17,9 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from thundervis.present.numerics import (HEADER, NumericsRow, NumericsSummary, fmt_err, fmt_ratio, eager_line,
+from thundervis.present.numerics import (HEADER, NumericsRow, NumericsSummary, fmt_ratio, eager_line,
                                          row_line)
+from thundervis.present.units import format_error
 from thundervis.safe_text import visible_line
 
 from . import panels
@@ -56,12 +57,6 @@ class NumericsScreen(DetailScreen):
     BINDINGS = detail_bindings("escape,N", Binding("enter", "open", "Kernel + bisect"),
                                Binding("k", "kernel", "Kernels table"))
 
-    DEFAULT_CSS = """
-    NumericsScreen #ntitle { background: $panel; color: $text; }
-    NumericsScreen DataTable { height: 1fr; min-height: 5; }
-    NumericsScreen #nfoot { height: auto; max-height: 8; border-top: solid $primary-darken-2; padding: 0 1; }
-    """
-
     def __init__(self, data, overview, summary: Optional[NumericsSummary]):
         super().__init__()
         self.data, self.overview, self.summary = data, overview, summary
@@ -80,7 +75,7 @@ class NumericsScreen(DetailScreen):
         for i, r in enumerate(self.rows):
             table.add_row(verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
                           *(Text(visible_line(c)) for c in (  # str cells would be read as markup
-                              f"g{r.graph} {r.chain}", fmt_err(r.max_rel), fmt_err(r.eager_rel),
+                              f"g{r.graph} {r.chain}", format_error(r.max_rel), format_error(r.eager_rel),
                               fmt_ratio(r.ratio), r.executor)), key=str(i))
         s = self.summary
         if s is None or not s.checked:
@@ -125,11 +120,6 @@ class BisectScreen(DetailScreen):
     TITLE_ID = "btitle"
     BINDINGS = detail_bindings("escape,q", Binding("k", "kernel", "Kernels table"),
                                Binding("r", "random", "Random inputs"), help_key=False)
-
-    DEFAULT_CSS = """
-    BisectScreen #btitle { background: $panel; color: $text; }
-    BisectScreen #bbody { height: 1fr; padding: 0 1; }
-    """
 
     def __init__(self, data, graph: int, chain: str, row: Optional[NumericsRow] = None):
         super().__init__()

@@ -18,8 +18,8 @@ from thundervis.present.overview import ViewOverview
 from thundervis.present.progress import chain_progress
 from thundervis.present.status import ChainStatus
 from thundervis.present.symbol_detail import SymbolView
-from thundervis.present.units import (format_bytes, format_error, format_gbps, format_ms, format_roofline_us,
-                                      format_share, format_us)
+from thundervis.present.units import (format_bytes, format_error, format_gbps, format_ms, format_pct,
+                                      format_roofline_us, format_share, format_us)
 
 OK = "#98c379"
 BAD = "#e06c75"
@@ -196,7 +196,7 @@ def kernel_summary(k: KernelRow) -> Text:
         t.append(f"median {format_us(k.median_us)}{clock} over {k.calls} calls{share}"
                  + (f" · {format_gbps(k.gbps)}" if k.gbps else "") + "\n")
     if k.roofline_us is not None:
-        pct = f" · measured at {k.pct_of_roofline:.0f}% of roofline" if k.pct_of_roofline is not None else \
+        pct = f" · measured at {format_pct(k.pct_of_roofline)} of roofline" if k.pct_of_roofline is not None else \
             (" · measured time is not a GPU time: no % of roofline" if k.median_us is not None else "")
         t.append(f"roofline {format_roofline_us(k.roofline_us)} µs ({k.roofline_bound}-bound) · "
                  f"{format_bytes(k.bytes_moved)} moved · "

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from thundervis.safe_text import visible_line
 
-from thundervis.present.units import format_us
+from thundervis.present.units import format_skew, format_us, short_fingerprint
 from .group_data import GroupInfo, RankRow
 from .panels import BAD, DIM, HEAD, OK, WARN, ms_text
 
@@ -43,7 +43,7 @@ def group_bar(info: Optional[GroupInfo], name: str, rank: int) -> Text:
     return t
 
 
-RANK_HEADER = f"  {'rank':>5}  {'status':<11} {'var':<9} {'host':<16} {'compile':>7} {'step':>7}  notes"
+RANK_HEADER = f"  {'rank':>5}  {'status':<11} {'var':<10} {'host':<16} {'compile':>7} {'step':>7}  notes"
 
 
 def rank_row(row: RankRow, current: Optional[int] = None) -> Text:
@@ -54,8 +54,8 @@ def rank_row(row: RankRow, current: Optional[int] = None) -> Text:
     t.append(f"{row.rank:>5}  ", style=Style(bold=True))
     status = row.status or ("absent" if not row.recorded else "unreadable")
     t.append(f"{visible_line(status)[:11]:<11} ", style=Style(color=status_colour(row.status)))
-    var = (row.variant or "-") + (f" {row.fingerprint[:6]}" if row.fingerprint and len(row.variant or "") == 1 else "")
-    t.append(f"{visible_line(var)[:9]:<9} ", style=Style(color=ACCENT))
+    var = (row.variant or "-") + (f" {short_fingerprint(row.fingerprint)}" if row.fingerprint and len(row.variant or "") == 1 else "")
+    t.append(f"{visible_line(var)[:10]:<10} ", style=Style(color=ACCENT))
     t.append(f"{visible_line(row.host or '-')[:16]:<16} ", style=DIM)
     t.append(ms_text(row.compile_ms) + " ")
     t.append(ms_text(row.step_ms), style=Style(color=None if row.step_ms is not None else DIM))
@@ -77,7 +77,7 @@ def comparison_summary(comp, name: str) -> Text:
     elif comp.identical:
         v = comp.variants[0]
         t.append(f"traces identical on all {len(v.ranks)} ranks", style=Style(color=OK, bold=True))
-        t.append(f" (fingerprint {v.fingerprint[:12]})\n", style=DIM)
+        t.append(f" (fingerprint {short_fingerprint(v.fingerprint)})\n", style=DIM)
     else:
         t.append(f"traces differ: {len(comp.variants)} variants", style=Style(color=WARN, bold=True))
         t.append(f" (reference rank {comp.reference}); enter: a pass's cross-rank diff\n", style=DIM)
@@ -103,7 +103,7 @@ def variant_row(label: str, variant, reference: bool) -> Text:
     """Return the heading row of one variant: its label, fingerprint, ranks, passes that differ."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"variant {visible_line(label)} ", style=Style(bold=True, color=ACCENT))
-    t.append(f"{variant.fingerprint[:12]}  ", style=DIM)
+    t.append(f"{short_fingerprint(variant.fingerprint)}  ", style=DIM)
     t.append(f"ranks {ranks_text(variant.ranks)}", style=Style(bold=True))
     if reference:
         t.append("  (the reference)", style=DIM)
@@ -149,7 +149,7 @@ def skew_table(comp, limit: int = 200) -> Text:
         t.append(f"{visible_line(k.name)[:20]:<20} {visible_line(k.chain)[:8]:<8} ")
         t.append(f"{'rank ' + str(slow):>7} {format_us(k.per_rank_us[slow]):>9} "
                  f"{'rank ' + str(fast):>7} {format_us(k.per_rank_us[fast]):>9} ")
-        t.append(f"{k.skew:>5.2f}x\n", style=Style(color=colour, bold=colour is not None))
+        t.append(f"{format_skew(k.skew):>6}\n", style=Style(color=colour, bold=colour is not None))
     if len(comp.skews) > limit:
         t.append(f"… {len(comp.skews) - limit} more (thundervis diff --ranks --json)\n", style=DIM)
     return t

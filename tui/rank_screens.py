@@ -16,6 +16,7 @@ from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from thundervis.present.variants import variant_labels
+from thundervis.recording import chain_position
 from thundervis.safe_text import visible_line
 
 from . import rank_panels
@@ -25,14 +26,13 @@ from .group_data import GroupData, RankRow
 from .lines_view import LinesView
 from .requests import ShowRank
 
-CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
 TIMES_BATCH = 16  # rank picker: redraw the rows after reading this many ranks' times
 
 
 def _pass_order(d) -> tuple:
     """Sort key of a differing pass: graph, chain in compile order (forward before backward), pass."""
-    return d.graph, CHAIN_ORDER.get(d.chain, 9), d.chain, d.index
+    return d.graph, chain_position(d.chain), d.chain, d.index
 
 
 class RankPicker(ModalScreen):
@@ -40,15 +40,6 @@ class RankPicker(ModalScreen):
     missing; enter switches the UI to that rank (``dismiss(rank)``)."""
 
     BINDINGS = [Binding("escape,ctrl+r", "dismiss(None)", "Close")]
-
-    DEFAULT_CSS = """
-    RankPicker { align: center middle; }
-    RankPicker > Vertical { width: 96%; max-width: 120; height: auto; max-height: 90%;
-                            border: round $primary; background: $surface; }
-    RankPicker Static { padding: 0 1; }
-    RankPicker #rankhead { color: $text-muted; }
-    RankPicker OptionList, RankPicker OptionList:focus { height: auto; max-height: 40; border: none; }
-    """
 
     def __init__(self, group: GroupData, current: int):
         super().__init__()
@@ -131,14 +122,6 @@ class RankComparisonScreen(Screen):
     skew across ranks."""
 
     BINDINGS = detail_bindings("escape,equals_sign")
-
-    DEFAULT_CSS = """
-    RankComparisonScreen { layout: vertical; }
-    RankComparisonScreen #csummary { height: auto; max-height: 6; background: $panel; padding: 0 1; }
-    RankComparisonScreen #cdiffs, RankComparisonScreen #cdiffs:focus { height: 1fr; min-height: 3; border: none; }
-    RankComparisonScreen #cskew { height: auto; max-height: 45%; border-top: solid $panel-lighten-2;
-                                  padding: 0 1; }
-    """
 
     def __init__(self, group: GroupData):
         super().__init__()
@@ -226,11 +209,6 @@ class RankDiffScreen(DetailScreen):
 
     TITLE_ID = "dtitle"
     BINDINGS = detail_bindings("escape", Binding("s", "toggle_side", "Side"), Binding("f", "toggle_fold", "Fold"))
-
-    DEFAULT_CSS = """
-    RankDiffScreen #dtitle { background: $boost; }
-    RankDiffScreen LinesView { height: 1fr; }
-    """
 
     def __init__(self, group: GroupData, ref_rank: int, rank: int, graph: int, chain: str, index: int,
                  name: str, side: bool = False):

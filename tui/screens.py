@@ -21,16 +21,16 @@ from . import panels
 from .base_screen import DetailScreen, detail_bindings
 from thundervis.present.kernel_rows import KernelRow, group_sources
 from thundervis.present.overview import ViewOverview
-from thundervis.present.units import format_roofline_us, format_share, format_us
+from thundervis.recording import chain_position
+from thundervis.present.units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
 from .data import DataError, SearchHit
 from .numerics_screen import verdict_text
 
-_CHAIN_ORDER = {"dynamo": 0, "joint": 1, "forward": 2, "backward": 3, "inference": 4}
 SORT_KEYS = {
     "kernel": lambda k: (k.name, k.graph, k.chain),
     "executor": lambda k: (k.executor, k.name),
-    "chain": lambda k: (k.graph, _CHAIN_ORDER.get(k.chain, 9), k.chain, k.id),
+    "chain": lambda k: (k.graph, chain_position(k.chain), k.chain, k.id),
     "ops": lambda k: -k.n_ops,
     "calls": lambda k: -(k.calls or 0),
     "median": lambda k: -(k.median_us or 0.0),
@@ -56,14 +56,6 @@ class KernelsScreen(DetailScreen):
     BINDINGS = detail_bindings("escape,k", Binding("s", "cycle_sort", "Sort"), Binding("r", "rerun", "Re-run"),
                                Binding("R", "repro", "Repro script"), Binding("a", "asm", "Asm"),
                                Binding("enter", "open", "Open", show=False))
-
-    DEFAULT_CSS = """
-    KernelsScreen #ktitle { background: $panel; color: $text; }
-    KernelsScreen DataTable { height: 1fr; min-height: 5; }
-    KernelsScreen #kdetail { height: 2fr; border-top: solid $primary-darken-2; }
-    KernelsScreen #kprogress { height: 1; display: none; }
-    KernelsScreen #kprogress.-busy { display: block; }
-    """
 
     def __init__(self, data, overview: ViewOverview, focus_kernel: Optional[int] = None):
         super().__init__()
@@ -138,8 +130,8 @@ class KernelsScreen(DetailScreen):
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us) + (f" {k.clock}" if k.clock and len(clocks) > 1 else ""),
                 format_roofline_us(k.roofline_us),
-                "-" if k.pct_of_roofline is None else f"{k.pct_of_roofline:.0f}%", format_share(k.share),
-                "-" if not k.gbps else f"{k.gbps:.3g}",
+                format_pct(k.pct_of_roofline), format_share(k.share),
+                format_gbps(k.gbps).removesuffix(" GB/s"),
                 group_sources(k.source_lines, limit=6))),
                 *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
         n = len(self.kernels)
@@ -314,13 +306,6 @@ class SearchScreen(ModalScreen):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Close"), Binding("down", "focus_results", show=False)]
 
-    DEFAULT_CSS = """
-    SearchScreen { align: center top; }
-    SearchScreen > Vertical { width: 90%; max-width: 120; height: 80%; margin-top: 2;
-                              border: round $primary; background: $surface; }
-    SearchScreen OptionList { height: 1fr; }
-    """
-
     def __init__(self, search):
         super().__init__()
         self.search = search
@@ -367,13 +352,6 @@ class PassPicker(ModalScreen):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Close")]
 
-    DEFAULT_CSS = """
-    PassPicker { align: center middle; }
-    PassPicker > Vertical { width: 44; height: auto; max-height: 80%; border: round $primary; background: $surface; }
-    PassPicker Static { padding: 0 1; }
-    PassPicker OptionList { height: auto; max-height: 30; }
-    """
-
     def __init__(self, title: str, passes, current: Optional[int] = None):
         super().__init__()
         self.title_text = title
@@ -403,12 +381,6 @@ class RunScreen(ModalScreen):
     """The run: what ran, how it ended, eager chains, fallbacks and the traceback."""
 
     BINDINGS = [Binding("escape,t,q", "dismiss(None)", "Close")]
-
-    DEFAULT_CSS = """
-    RunScreen { align: center middle; }
-    RunScreen > VerticalScroll { width: 90%; height: 85%; border: round $primary; background: $surface;
-                                 padding: 0 1; }
-    """
 
     def __init__(self, overview: ViewOverview):
         super().__init__()
@@ -447,12 +419,6 @@ class HelpScreen(ModalScreen):
     """Every key binding, grouped."""
 
     BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "Close")]
-
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 64; max-width: 95%; height: auto; max-height: 90%;
-                                  border: round $primary; background: $surface; padding: 0 1; }
-    """
 
     def compose(self) -> ComposeResult:
         """Build the screen's widgets."""

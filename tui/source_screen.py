@@ -21,6 +21,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from thundervis.present.source_view import COMPILED, FELL_BACK, PARTLY_TORCH, file_label
+from thundervis.present.units import format_share
 from thundervis.safe_text import visible_line
 
 from .base_screen import DetailScreen, detail_bindings
@@ -44,11 +45,13 @@ class SourceJump:
     to_kernel: bool = False
 
 
-def line_text(row, width: int) -> Text:
-    """Return one line of the file as ``Text``: number, time share, mark, code (visible)."""
-    out = Text(f"{row.line:>{width}} ", style="dim")
-    share = f"{100 * row.share:5.1f}%" if row.share is not None else ""
-    out.append(f"{share:>6} ", style=Style(color="magenta") if share else None)
+def line_text(row, width: int, profiled: bool = True) -> Text:
+    """Return one line of the file as ``Text`` on one row (a long line ends in an ellipsis: the
+    detail pane shows it whole): number, time share (only when ``profiled``), mark, code (visible)."""
+    out = Text(f"{row.line:>{width}} ", style="dim", no_wrap=True, overflow="ellipsis")
+    if profiled:
+        share = format_share(row.share) if row.share is not None else ""
+        out.append(f"{share:>6} ", style=Style(color="magenta") if share else None)
     mark, color = MARKS.get(row.status, (" ", None))
     out.append(mark + " ", style=Style(color=color, bold=True) if color else None)
     out.append(visible_line(row.text.rstrip()), style=None if row.ops else "dim")
@@ -72,9 +75,8 @@ def line_detail(row) -> Text:
     for note in row.notes():
         out.append(f"g{note.graph} ", style="dim")
         out.append(visible_line(note.text()) + "\n")
-    for op, why in row.fallbacks:
-        if why.startswith("ran eagerly") or "at run time" in why:
-            out.append(visible_line(f"{op}: {why}") + "\n", style=Style(color="red"))
+    for op, why in row.severe_fallbacks:
+        out.append(visible_line(f"{op}: {why}") + "\n", style=Style(color="red"))
     out.append("enter: show these ops in their pass" + (" · k: their kernel" if row.kernels else ""), style="dim")
     return out
 
@@ -86,16 +88,6 @@ class SourceScreen(DetailScreen):
     BINDINGS = detail_bindings("escape,S", Binding("f", "next_file", "File"), Binding("k", "kernel", "Kernel"),
                                Binding("n", "next_annotated(1)", "Next op line"),
                                Binding("p", "next_annotated(-1)", "Prev op line"))
-
-    DEFAULT_CSS = """
-    SourceScreen #stitle { background: $panel; color: $text; }
-    SourceScreen #sbody { height: 1fr; }
-    SourceScreen #sfiles { width: 28; height: 1fr; max-height: 100%; display: none; border: none;
-                           border-right: solid $primary-darken-2; }
-    SourceScreen #sfiles.-many { display: block; }
-    SourceScreen #slines { width: 1fr; height: 1fr; max-height: 100%; border: none; padding: 0; }
-    SourceScreen #sdetail { height: 8; border-top: solid $primary-darken-2; padding: 0 1; overflow-y: auto; }
-    """
 
     def __init__(self, load: Callable, files: Sequence[str], file: Optional[str] = None,
                  line: Optional[int] = None):
@@ -155,7 +147,7 @@ class SourceScreen(DetailScreen):
         lines = self.query_one("#slines", OptionList)
         lines.clear_options()
         width = len(str(view.lines[-1].line)) if view.lines else 1
-        lines.add_options([Option(line_text(r, width), id=str(i)) for i, r in enumerate(view.lines)])
+        lines.add_options([Option(line_text(r, width, view.profiled), id=str(i)) for i, r in enumerate(view.lines)])
         target = None
         if line is not None:
             target = next((i for i, r in enumerate(view.lines) if r.line == line), None)

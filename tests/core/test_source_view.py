@@ -9,6 +9,7 @@ import os
 import pytest
 
 from thundervis.present.source_view import file_label, resolve_file, source_file
+from thundervis.present.status import EAGER, KERNEL, TORCH_OP
 from thundervis.recording import UnknownItem, open_recording
 
 from core_helpers import line_of, run_cli, write_script
@@ -84,13 +85,16 @@ def test_fallbacks_eager_chain_and_run_time_kernel_fallback(fallback_run):  # no
         view = source_file(rec, os.path.basename(script), graph=0)
     sort = view.line(line_of(script, "LINE_SORT"))
     fw_sort = [o for o in sort.ops if o.chain == "forward" and o.op.startswith("sort")]
-    assert fw_sort and fw_sort[0].fallback.startswith("not lowered:")
+    assert fw_sort and fw_sort[0].fallback.startswith("not lowered:") and fw_sort[0].kind == TORCH_OP
+    assert not fw_sort[0].severe
     # the backward chain failed to compile: its ops ran eagerly, with the error
     bw = [o for o in sort.ops if o.chain == "backward"]
     assert bw and all(o.fallback.startswith("ran eagerly: ") and "a compiler bug in backward with a second line" in o.fallback for o in bw)
+    assert all(o.kind == EAGER and o.severe for o in bw) and sort.status == "fell back"
     # the kernel that failed on its first launch ran its region in torch at run time
     hit = [o for x in view.lines for o in x.ops if o.kernel == failed[0]]
     assert hit and all(KERNEL_ERROR in o.fallback and "ran in torch at run time" in o.fallback for o in hit)
+    assert all(o.kind == KERNEL and o.severe for o in hit)
 
 
 def test_file_text_not_recorded_shows_the_recorded_code_lines(profiled, monkeypatch):
@@ -170,3 +174,28 @@ def test_cli_bad_input_is_one_sentence(profiled, capsys, tmp_path):
     assert code == 2 and "no graph 9" in err
     code, _, err = run_cli(capsys, "source", tmp_path / "missing.tvrec", "a.py")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_a_note_names_many_kernels_with_their_executor_in_parentheses():
+    """A line of a repeated block ends in a kernel per layer: the note counts them as kernels and
+    says how they ran in parentheses, never ``6 triton · ran on cpu via torch kernels``."""
+    from thundervis.present.source_view import ChainNote
+    ex = "triton · ran on cpu via torch"
+    names = [f"fw_fusion_{i}" for i in range(1, 7)]
+    note = ChainNote(0, "forward", 14, tuple((n, ex) for n in names), (), ())
+    assert note.text() == ("forward 14 ops: 14 in 6 kernels (triton · ran on cpu via torch): fw_fusion_1, "
+                           "fw_fusion_2, fw_fusion_3, … fw_fusion_6")
+    few = ChainNote(0, "forward", 5, (("fw_fusion_1", "triton"),), (), ())
+    assert few.text() == "forward 5 ops: 5 in fw_fusion_1 (triton)"
+
+
+def test_line_ops_carry_their_fallback_kind(profiled):
+    """Each op says what kind of fallback it is (set where it is made): the status and the views
+    read the kind, never the reason text."""
+    path, script = profiled
+    with open_recording(path) as rec:
+        view = source_file(rec, script)
+    ops = [o for x in view.lines for o in x.ops]
+    assert all((o.kind == TORCH_OP) == (o.fallback is not None) for o in ops if o.kernel is None)
+    assert not any(o.severe for o in ops) and all(x.status != "fell back" for x in view.lines)
+    assert all(o.kind == "" for o in ops if o.kernel)

@@ -5,13 +5,18 @@ from __future__ import annotations
 import pytest
 from textual.app import App
 
+from thundervis.present.status import EAGER
 from thundervis.present.source_view import LineOp, SourceFile, SourceLine, source_file
 from thundervis.recording import open_recording
+from thundervis.tui.app import ThundervisApp
 from thundervis.tui.source_screen import SourceJump, SourceScreen, line_detail, line_text
 
 
 class Harness(App):
-    """Opens a SourceScreen at start and keeps what it was dismissed with."""
+    """Opens a SourceScreen at start and keeps what it was dismissed with (styled by the app's
+    style sheet, which holds the screen's rules)."""
+
+    CSS_PATH = ThundervisApp.CSS_PATH
 
     def __init__(self, load, files, **kw):
         super().__init__()
@@ -34,7 +39,8 @@ async def _loaded(pilot, timeout: float = 20.0):
 
 def _hostile_view() -> SourceFile:
     op = LineOp(0, "forward", "f1", "tanh", "triton", "fw_fusion_0", 3, None, 5.0)
-    bad = LineOp(0, "backward", "b2", "mm", "torch", None, None, "ran eagerly: [red]boom\x1b[31m", None)
+    bad = LineOp(0, "backward", "b2", "mm", "torch", None, None, "ran eagerly: [red]boom\x1b[31m", None,
+                 kind=EAGER)
     rows = (SourceLine("/x/[b]evil.py", 1, "import torch", (), None, None),
             SourceLine("/x/[b]evil.py", 2, "y = x.tanh()  # [bold red]not markup[/] \x1b[2J \u202e", (op, bad), 5.0, 0.5),
             SourceLine("/x/[b]evil.py", 3, "print(y)", (), None, None))
@@ -135,3 +141,26 @@ async def test_k_opens_the_kernel_of_the_line(small_rec):
                 break
         assert type(app.screen).__name__ == "KernelsScreen"
         assert app.screen.selected().id == row.kernel_ids[0]
+
+
+@pytest.mark.asyncio
+async def test_long_lines_stay_on_one_row_and_no_share_column_when_not_profiled():
+    """At 80x24 a long code line ends in an ellipsis on its own row (never wraps under the gutter;
+    the detail pane shows it whole); a file that was not profiled shows no share column."""
+    long_code = "y = " + " + ".join(f"layer_{i}(x)" for i in range(30))
+    op = LineOp(0, "forward", "f1", "add", "triton", "fw_fusion_0", 3, None, None)
+    rows = (SourceLine("/x/long.py", 1, "import torch", (), None, None),
+            SourceLine("/x/long.py", 2, long_code, (op,), None, None),
+            SourceLine("/x/long.py", 3, "print(y)", (), None, None))
+    view = SourceFile("/x/long.py", True, None, rows, None, ("/x/long.py",))
+    assert line_text(rows[1], 1, profiled=False).plain.startswith("2 ● y = layer_0(x)")
+    app = Harness(lambda f: view, [view.file])
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _loaded(pilot)
+        await pilot.pause(0.1)
+        lines = screen.query_one("#slines")
+        shown = [lines.render_line(y).text.rstrip() for y in range(lines.size.height)]
+        assert shown[:3] == ["1   import torch", shown[1], "3   print(y)"]
+        assert shown[1].startswith("2 ● y = layer_0(x) + layer_1(x)") and shown[1].endswith("…")
+        assert len(shown[1]) <= lines.size.width
+        assert long_code in str(screen.query_one("#sdetail").render())

@@ -11,6 +11,7 @@ import sys
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 from thundervis.commands.read_options import add_kernel_arguments
+from thundervis.present.units import format_occupancy
 
 
 def cmd_asm(args) -> int:
@@ -46,7 +47,7 @@ def cmd_asm(args) -> int:
     b = listing.build
     head = (f"# {visible_line(kernel.name)} · {listing.target} · {listing.stage} · {b.registers} registers · "
             f"{b.spills} spills · {b.shared_bytes} B shared · occupancy "
-            f"{'?' if b.occupancy is None else f'{b.occupancy * 100:.0f}%'} · plan {b.plan.get('plan')} "
+            f"{format_occupancy(b.occupancy)} · plan {b.plan.get('plan')} "
             f"grid {b.plan.get('grid')}")
     if want is not None:
         head += f" · only what {visible_line(args.source)} became ({len(rows)} lines)"

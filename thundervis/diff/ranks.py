@@ -15,6 +15,7 @@ from typing import Optional
 
 from thundervis.diff import diff_traces
 from thundervis.present.diff_labels import labelled
+from thundervis.present.units import format_skew, format_us
 from thundervis.present.variants import variant_labels
 from thundervis.recording import RecordingError
 
@@ -226,9 +227,9 @@ def render_text(comp: RankComparison, context: Optional[int] = 3, max_skews: int
         lines.append(f"rank {rank}: unreadable: {why}")
     if comp.skews:
         lines.append(f"kernel time across ranks (median per rank; {len(comp.skews)} kernels, most skewed first):")
-        lines.append(f"  {'kernel':<28} {'chain':<9} {'slowest':>8} {'us':>10} {'fastest':>8} {'us':>10} {'skew':>6}")
+        lines.append(f"  {'kernel':<28} {'chain':<9} {'slowest':>8} {'median':>10} {'fastest':>8} {'median':>10} {'skew':>6}")
         for k in comp.skews[:max_skews]:
             lines.append(f"  {k.name[:28]:<28} {k.chain:<9} {'rank ' + str(k.slowest):>8} "
-                         f"{k.per_rank_us[k.slowest]:>10.1f} {'rank ' + str(k.fastest):>8} "
-                         f"{k.per_rank_us[k.fastest]:>10.1f} {k.skew:>5.2f}x")
+                         f"{format_us(k.per_rank_us[k.slowest]):>10} {'rank ' + str(k.fastest):>8} "
+                         f"{format_us(k.per_rank_us[k.fastest]):>10} {format_skew(k.skew):>6}")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,8 @@ from typing import Optional
 
 from thundervis.safe_text import visible_line
 
+from .units import format_occupancy
+
 STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
 
 
@@ -188,7 +190,7 @@ def target_line(targets: dict) -> Optional[str]:
             continue
         smem = t["shared_bytes"] or 0
         smem_text = f"{smem / 1024:.1f} KiB smem" if smem else "no smem"
-        occ = f"occupancy {t['occupancy'] * 100:.0f}%" if t["occupancy"] is not None else "occupancy ?"
+        occ = f"occupancy {format_occupancy(t['occupancy'])}"
         launches = f" in {t['launches']} launches" if (t.get("launches") or 0) > 1 else ""
         parts.append(f"{name}: {t['registers']} regs · {t['spills']} spills · {smem_text} · {occ} · "
                      f"grid {t['grid']}{launches}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .units import format_error
+
 # Worst first: how the numerics screen orders kernels.
 VERDICT_ORDER = ("flagged", "error", "ok", "skipped", "not checked")
 MARKS = {"flagged": "✗", "error": "!", "ok": "✓", "skipped": "~", "not checked": " "}
@@ -101,13 +103,6 @@ def _row(kid, graph, chain, name, executor, c, sources) -> NumericsRow:
                        c.uid)
 
 
-def fmt_err(v: Optional[float]) -> str:
-    """An error as shown in tables: ``-`` for none, ``0`` for exact, else 3 significant digits."""
-    if v is None:
-        return "-"
-    return "0" if v == 0 else f"{v:.2e}"
-
-
 def fmt_ratio(v: Optional[float]) -> str:
     """A ratio to eager's error."""
     if v is None:
@@ -118,8 +113,8 @@ def fmt_ratio(v: Optional[float]) -> str:
 def row_line(r: NumericsRow) -> str:
     """One table line of a kernel row (recorded strings not yet made visible: callers do)."""
     detail = f"  {r.detail}" if r.detail else ""
-    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.executor:<9} {fmt_err(r.max_rel):>9} "
-            f"{fmt_err(r.eager_rel):>9} {fmt_ratio(r.ratio):>8}  {r.verdict}{detail}")
+    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.executor:<9} {format_error(r.max_rel):>9} "
+            f"{format_error(r.eager_rel):>9} {fmt_ratio(r.ratio):>8}  {r.verdict}{detail}")
 
 
 HEADER = f"  {'kernel':<16} {'g':>2} {'chain':<9} {'executor':<9} {'max rel':>9} {'eager rel':>9} {'ratio':>8}  verdict"
@@ -129,8 +124,8 @@ def eager_line(e) -> str:
     """One line of a compare-eager result."""
     what = "gradients" if e.chain == "backward" else "outputs"
     extra = f" ({e.detail})" if e.detail else ""
-    return (f"graph {e.graph} {e.chain:<9} {what} vs eager: max abs {fmt_err(e.max_abs_delta)} · "
-            f"max rel {fmt_err(e.max_rel_delta)} over {e.calls} call{'s' if e.calls != 1 else ''}{extra}")
+    return (f"graph {e.graph} {e.chain:<9} {what} vs eager: max abs {format_error(e.max_abs_delta)} · "
+            f"max rel {format_error(e.max_rel_delta)} over {e.calls} call{'s' if e.calls != 1 else ''}{extra}")
 
 
 def summary_lines(s: NumericsSummary, flagged_only: bool = False) -> list[str]:
@@ -172,7 +167,7 @@ def numerics_json(s: NumericsSummary) -> Optional[dict]:
     rows = []
     for r in s.by_verdict():
         d = r.as_json()
-        d.update(mark=r.mark, max_rel_text=fmt_err(r.max_rel), eager_rel_text=fmt_err(r.eager_rel),
+        d.update(mark=r.mark, max_rel_text=format_error(r.max_rel), eager_rel_text=format_error(r.eager_rel),
                  ratio_text=fmt_ratio(r.ratio))
         rows.append(d)
     header = f"{s.checked} kernels checked against float64 · {s.flagged} flagged" if s.checked else \

@@ -26,12 +26,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional
 
-from thundervis.recording import UnknownItem
+from thundervis.recording import UnknownItem, chain_position
 
-from .status import EXECUTED_CHAINS, chain_eager, chains_with_passes, fallback_reasons, graph_eager, kernel_runs, ran_on_text
+from .status import EAGER, EXECUTED_CHAINS, KERNEL, TORCH_OP, chain_eager, chains_with_passes, fallback_reasons, graph_eager, kernel_runs, ran_on_text
 from .units import format_share, format_us
 
-_CHAIN_ORDER = {"inference": 0, "forward": 1, "backward": 2}
 # SourceLine.status values.
 NO_OPS, COMPILED, PARTLY_TORCH, FELL_BACK = "", "compiled", "partly torch", "fell back"
 
@@ -62,7 +61,9 @@ class LineOp:
     """One op of a chain's final pass whose source is a given line: ``kernel`` (name, id) when it
     ended in a generated kernel (``ran_on``: where and how that kernel ran, ``ran on cpu via torch``,
     when recorded), ``fallback`` (why it runs on torch, one line) when it does not run as compiled,
-    ``time_us`` its share of the measured time (None when not profiled)."""
+    ``time_us`` its share of the measured time (None when not profiled). ``kind``: what kind of
+    fallback (:mod:`.status`'s kinds): ``eager`` (its chain ran eagerly), ``kernel`` (its kernel fell
+    back to torch at run time), ``torch op`` (left to torch by the compiler), ``""`` (none)."""
 
     graph: int
     chain: str
@@ -74,12 +75,20 @@ class LineOp:
     fallback: Optional[str]
     time_us: Optional[float]
     ran_on: str = ""
+    kind: str = ""
+
+    @property
+    def severe(self) -> bool:
+        """Whether the op did not run as the compiler planned: its chain ran eagerly or its kernel
+        fell back at run time (an op the compiler left to torch is not)."""
+        return self.kind in (EAGER, KERNEL)
 
     def as_json(self) -> dict:
         """Return a JSON-ready dict."""
         return {"graph": self.graph, "chain": self.chain, "uid": self.uid, "op": self.op,
                 "executor": self.executor, "kernel": self.kernel, "kernel_id": self.kernel_id,
-                "fallback": self.fallback, "time_us": self.time_us, "ran_on": self.ran_on}
+                "fallback": self.fallback, "time_us": self.time_us, "ran_on": self.ran_on,
+                "kind": self.kind}
 
 
 # A line of a repeated block (a 24-layer model) ends in one kernel per layer: the note names this many.
@@ -89,7 +98,7 @@ NAMED_KERNELS = 4
 def _kernel_list(names: list, executor: str) -> str:
     if len(names) <= NAMED_KERNELS:
         return f"{', '.join(names)} ({executor})"
-    return f"{len(names)} {executor} kernels: {', '.join(names[:NAMED_KERNELS - 1])}, … {names[-1]}"
+    return f"{len(names)} kernels ({executor}): {', '.join(names[:NAMED_KERNELS - 1])}, … {names[-1]}"
 
 
 @dataclass(frozen=True)
@@ -165,13 +174,18 @@ class SourceLine:
         return tuple(dict.fromkeys((o.op, o.fallback) for o in self.ops if o.fallback))
 
     @property
+    def severe_fallbacks(self) -> tuple:
+        """``(op, reason)`` for each distinct fallback that is :attr:`LineOp.severe`."""
+        return tuple(dict.fromkeys((o.op, o.fallback) for o in self.ops if o.fallback and o.severe))
+
+    @property
     def status(self) -> str:
         """How the line's ops run: ``""`` (no ops), ``fell back`` (a chain ran eagerly or a kernel
         fell back to torch at run time), ``partly torch`` (some ops left to torch, with the reason),
         ``compiled`` (every op in a kernel or run as compiled)."""
         if not self.ops:
             return NO_OPS
-        if any(o.fallback and (o.fallback.startswith("ran eagerly") or o.kernel) for o in self.ops):
+        if any(o.severe for o in self.ops):
             return FELL_BACK
         if any(o.fallback for o in self.ops):
             return PARTLY_TORCH
@@ -334,7 +348,7 @@ def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict, runs: dict):
             t = timing.get(s.uid)
             reason = _one_line(s.note) if s.executor == "torch" and s.note else None
             yield s, LineOp(graph.id, chain.kind, s.uid, op_name(s.sym), s.executor, None, None, reason,
-                            t)
+                            t, kind=TORCH_OP if reason else "")
         elif s.parent in kernels and s.parent in top:
             k = kernels[s.parent]
             t = timing.get(k.uid)
@@ -342,7 +356,8 @@ def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict, runs: dict):
             error = fell_back.get((graph.id, chain.kind, k.name))
             reason = f"kernel {k.name} ran in torch at run time: {error}" if error is not None else None
             yield s, LineOp(graph.id, chain.kind, s.uid, op_name(s.sym), k.executor, k.name, k.id, reason,
-                            share, ran_on_text(runs.get((graph.id, chain.kind, k.name))))
+                            share, ran_on_text(runs.get((graph.id, chain.kind, k.name))),
+                            kind=KERNEL if reason else "")
 
 
 def _eager_ops(rec, graph, chain_kind: Optional[str], error: str):
@@ -353,7 +368,8 @@ def _eager_ops(rec, graph, chain_kind: Optional[str], error: str):
         reason = f"ran eagerly: {error}" if error else "ran eagerly"
         for s in rec.symbols(graph.id, c.kind, c.passes[0].index):
             if s.parent is None and s.sym != "del":
-                yield s, LineOp(graph.id, c.kind, s.uid, op_name(s.sym), s.executor, None, None, reason, None)
+                yield s, LineOp(graph.id, c.kind, s.uid, op_name(s.sym), s.executor, None, None, reason, None,
+                                kind=EAGER)
         return
 
 
@@ -409,7 +425,7 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
 def _graph_ops(rec, g, timings, fell_back: dict, runs: dict) -> tuple[list, float, bool]:
     """Return ([(symbol, LineOp)] of graph ``g``'s executed chains, the profiled time of its
     chains in µs, whether any was profiled)."""
-    chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: _CHAIN_ORDER[c.kind])
+    chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: chain_position(c.kind))
     found: list = []
     total, profiled = 0.0, False
     whole = graph_eager(g)

@@ -65,5 +65,7 @@ def format_roofline_us(us: Optional[float]) -> str:
 
 
 def format_error(v: Optional[float]) -> str:
-    """Return a numeric error as ``1.23e-07`` (``-`` for None)."""
-    return "-" if v is None else f"{v:.2e}"
+    """Return a numeric error as ``1.23e-07``: ``0`` when exact, ``-`` for None."""
+    if v is None:
+        return "-"
+    return "0" if v == 0 else f"{v:.2e}"

@@ -8,7 +8,7 @@ the compiler's observer interface) loads on first use of :class:`RecordingObserv
 from .model import (Chain, ChainLineage, ChainTiming, Event, Failure, Graph, KernelInfo,  # noqa: F401
                     KernelSource, KernelTiming, Lineage, LineageEnd, LineageStep, Overview, PassInfo,
                     PassRef, RerunResult, Revision, Run, SourceSnippet, Symbol, SymbolDetail, Timings,
-                    UnknownItem)
+                    UnknownItem, chain_position)
 from .reader import Recording, RecordingError, open_recording  # noqa: F401
 from .results import ResultsNotStored  # noqa: F401
 from .schema import SCHEMA_VERSION  # noqa: F401

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-from .model import (CHAIN_ORDER, ChainLineage, Lineage, LineageEnd, LineageStep, PassRef, Symbol,
-                    SymbolDetail, UnknownItem)
+from .model import (ChainLineage, Lineage, LineageEnd, LineageStep, PassRef, Symbol,
+                    SymbolDetail, UnknownItem, chain_position)
 
 # ``rec`` below is a :class:`~.reader.Recording` (not imported: the reader uses this module).
 Recording = "Recording"
@@ -110,7 +110,7 @@ def _assemble(rec: Recording, graph: int, query: str, source,
                 seq.setdefault(s.seq_nr, set()).add(_line_of(s))
     chains = []
     present = {c.kind for c in rec.graph(graph).chains}
-    for chain in sorted(present, key=lambda c: CHAIN_ORDER.index(c) if c in CHAIN_ORDER else 99):
+    for chain in sorted(present, key=chain_position):
         p, uids, link = starts.get(chain, (0, set(), ""))
         if chain != "dynamo" and seq and link != "the symbol":
             twins = _twins(rec, graph, chain, seq) - uids

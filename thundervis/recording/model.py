@@ -18,7 +18,8 @@ snippets, symbol details, lineage).
 from __future__ import annotations
 
 from .model_runs import (CHAIN_ORDER, Chain, ChainRef, Event, Failure, Graph, KernelInfo, KernelRef,  # noqa: F401
-                         KernelSource, Overview, PassInfo, PassRef, Revision, Run, UnknownItem, source_label)
+                         KernelSource, Overview, PassInfo, PassRef, Revision, Run, UnknownItem, chain_position,
+                         source_label)
 from .model_symbols import (ChainLineage, Lineage, LineageEnd, LineageStep, SourceSnippet, Symbol,  # noqa: F401
                             SymbolDetail, _source_json)
 from .model_timings import CallTimes, ChainTiming, KernelTiming, RerunResult, Timings  # noqa: F401

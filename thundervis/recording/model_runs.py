@@ -15,6 +15,12 @@ from .model_timings import KernelTiming, Timings
 CHAIN_ORDER = ("dynamo", "joint", "forward", "backward", "inference")
 
 
+def chain_position(kind: str) -> int:
+    """Return where a chain kind sorts in compile order (its index in ``CHAIN_ORDER``; an unknown
+    kind after every known one, 99): the one chain order every view and tool sorts by."""
+    return CHAIN_ORDER.index(kind) if kind in CHAIN_ORDER else 99
+
+
 def source_label(file: Optional[str], line: Optional[int]) -> str:
     """Return ``train.py:42`` (the file's base name and the line)."""
     return f"{os.path.basename(str(file or '?'))}:{line}"

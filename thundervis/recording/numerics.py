@@ -195,9 +195,9 @@ def read_kernel_numerics(store) -> list[KernelNumerics]:
 
 def _kernel_order(k: KernelNumerics) -> tuple:
     """graph, chain (forward before backward), then the kernel's number (fw_fusion_2 before _10)."""
-    from .model import CHAIN_ORDER
+    from .model import chain_position
     head, _, tail = k.kernel.rpartition("_")
-    return (k.graph, CHAIN_ORDER.index(k.chain) if k.chain in CHAIN_ORDER else 99, k.chain, head,
+    return (k.graph, chain_position(k.chain), k.chain, head,
             int(tail) if tail.isdigit() else -1, k.kernel)
 
 
@@ -214,5 +214,5 @@ def read_eager_comparisons(store) -> list[EagerComparison]:
                      for o in outs if isinstance(o, dict))
         out.append(EagerComparison(graph=r[0], chain=r[1], calls=r[2], max_abs_delta=_num(r[3]),
                                    max_rel_delta=_num(r[4]), outputs=outs, detail=_text(r[6])))
-    from .model import CHAIN_ORDER
-    return sorted(out, key=lambda c: (c.graph, CHAIN_ORDER.index(c.chain) if c.chain in CHAIN_ORDER else 99))
+    from .model import chain_position
+    return sorted(out, key=lambda c: (c.graph, chain_position(c.chain)))

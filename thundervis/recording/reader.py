@@ -28,7 +28,7 @@ from typing import Optional, Union
 from .errors import RecordingError
 from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, KernelSource,  # noqa: F401
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
-                    SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem)
+                    SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem, chain_position)
 from .liveness import last_recorded, run_status
 from .pass_deltas import resolve_pass_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
@@ -48,7 +48,7 @@ def open_recording(path: str, *, check: bool = True) -> "Recording":
 
 
 def _chain_order(kind: str) -> tuple:
-    return (CHAIN_ORDER.index(kind) if kind in CHAIN_ORDER else 99, kind)
+    return (chain_position(kind), kind)
 
 
 _KERNEL_COLUMNS = ("id, graph_id, chain, name, executor, uid, pass_name, language, members, ops, inputs,"
