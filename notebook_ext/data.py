@@ -24,6 +24,7 @@ from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
 from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs
 from thundervis.present.symbol_detail import symbol_view
+from thundervis.present.units import format_ms
 from thundervis.recording import PassRef, RecordingError, UnknownItem
 
 from .comm_data import communication_json, diagram_notes, is_communication_op
@@ -262,6 +263,7 @@ class RecordingData:
                     # an unchanged pass shows the trace of the pass before it (sent once)
                     same = held if (not p.changed and held is not None) else None
                     passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
+                                   "ms_text": format_ms(p.duration_ms),
                                    "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
                     if same is None:
                         held = p.index

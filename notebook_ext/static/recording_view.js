@@ -318,7 +318,7 @@ function renderRecording(model, el, ask, shared) {
     slider.addEventListener("input", () => go(Number(slider.value)));
     const label = h("span", {
       class: "tv-pass-label",
-      text: `pass ${p.index} · ${p.name} · ${p.ms} ms · ${p.changed ? "changed" : "unchanged"} · ${p.n_symbols} symbols`,
+      text: `pass ${p.index} · ${p.name} · ${p.ms_text} · ${p.changed ? "changed" : "unchanged"} · ${p.n_symbols} symbols`,
     });
     const stepper = h(
       "div",
@@ -336,7 +336,7 @@ function renderRecording(model, el, ask, shared) {
         h("span", {
           class: "tv-tick" + (k === pos ? " tv-tick-on" : "") + (q.changed ? "" : " tv-tick-same"),
           text: q.name,
-          title: `${q.index} ${q.name}: ${q.changed ? "changed" : "unchanged"}, ${q.ms} ms`,
+          title: `${q.index} ${q.name}: ${q.changed ? "changed" : "unchanged"}, ${q.ms_text}`,
           onclick: () => go(k),
         }),
       );

@@ -91,6 +91,20 @@ def test_payload_holds_every_pass_diff_and_kernel(hostile):
     assert fwd["eager"] is None
 
 
+def test_pass_times_go_out_as_present_text(hostile):
+    # the pass stepper shows present.units.format_ms, like `thundervis show` and the TUI
+    from thundervis.present.units import format_ms
+    w = show(hostile)
+    with open_recording(hostile) as rec:
+        for g in rec.overview().graphs:
+            for c in g.chains:
+                sent = _chain(w.data, g.id, c.kind)["passes"]
+                assert [p["ms_text"] for p in sent] == [format_ms(p.duration_ms) for p in c.passes]
+                assert all(isinstance(p["ms"], float) for p in sent)
+    js = (REPO / "notebook_ext" / "static" / "recording_view.js").read_text()
+    assert "${p.ms_text}" in js and "${q.ms_text}" in js and " ms`" not in js and "ms} ms" not in js
+
+
 def test_initial_selection_and_traits(hostile):
     w = show(hostile)
     fwd = _chain(w.data, w.graph, "forward")
