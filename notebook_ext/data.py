@@ -34,6 +34,9 @@ from .diff_data import Interner, diff_json
 COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
+# The kernel table's cells a kernel of the payload carries from present.kernel_rows.KernelRow.as_json().
+KERNEL_CELLS = ("sources", "median", "share_text", "fallback", "status", "ran_on", "tag", "label", "roofline_text",
+                "pct_of_roofline_text")
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 
@@ -139,7 +142,7 @@ class RecordingData:
             raise DataError(str(e) + ".") from None
 
     def roofline(self) -> tuple[dict, Optional[str]]:
-        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) from
         :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
         None) when the traces cannot be read."""
         from thundervis.present.roofline import roofline_rows, target_label
@@ -149,13 +152,14 @@ class RecordingData:
                 label = target_label(self.rec)
         except RecordingError:
             return {}, None
-        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+        return {r.kernel_id: r for r in rows if r.kernel_id is not None}, label
 
-    def kernels_json(self, graph) -> list:
+    def kernels_json(self, graph, roofline: Optional[dict] = None) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
         (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
-        ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label)."""
+        ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
+        ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow})."""
         if self._fallbacks is None:
             with self._lock:
                 self._runs, self._built, self._fallbacks = data_errors(lambda: (kernel_runs(
@@ -164,9 +168,9 @@ class RecordingData:
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
-            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), targets=self._built.get(key, ())).as_json()
-            out.append({**k.as_json(), **{key: row[key] for key in ("sources", "median", "share_text", "fallback",
-                                                                    "status", "ran_on", "tag", "label")}})
+            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), (roofline or {}).get(k.id),
+                             targets=self._built.get(key, ())).as_json()
+            out.append({**k.as_json(), **{key: row[key] for key in KERNEL_CELLS}})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
@@ -280,9 +284,9 @@ class RecordingData:
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                           "kernels": [dict(k, roofline=roofline[k["id"]].as_json() if k["id"] in roofline else None,
                                             asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
-                                       for k in self.kernels_json(g)]})
+                                       for k in self.kernels_json(g, roofline)]})
         with self._lock:
             communication = communication_json(self.rec)
             from thundervis.present.numerics import numerics_json, numerics_summary

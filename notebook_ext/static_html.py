@@ -86,9 +86,7 @@ def _kernels_table(kernels: list) -> str:
     for k in kernels:
         med = k.get("median") or "–"
         srcs = k.get("sources") or ""
-        r = k.get("roofline") or {}
-        roof = f"{r['roofline_us']:.3g}" if isinstance(r.get("roofline_us"), (int, float)) else "–"
-        pct = f"{r['pct_of_roofline']:.0f}%" if isinstance(r.get("pct_of_roofline"), (int, float)) else "–"
+        roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
         rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
@@ -146,7 +144,7 @@ def source_html(view: Optional[dict]) -> str:
         if not row.get("ops"):
             continue
         notes = "".join(f'<div class="tv-src-note">g{_e(n["graph"])} {_e(n["text"])}</div>' for n in row["notes"])
-        share = f"{row['share'] * 100:.1f}%" if row.get("share") is not None else ""
+        share = row.get("share_text") or ""  # present.units.format_share
         rows.append(f'<div class="tv-src-row tv-src-ops"><span class="tv-lno">{_e(row["line"])} </span>'
                     f'<span class="tv-src-share">{_e(share)}</span> <span class="tv-src-code">{_e(row["text"])}</span>'
                     f"</div>{notes}")

@@ -112,8 +112,8 @@ function fusionsTab(view, c) {
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
       h("td", { text: k.median || "–" }),
-      h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
-      h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
+      h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
+      h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
       h("td", { text: k.share_text || "–" }),
       h("td", { text: k.sources }),
     );

@@ -59,7 +59,7 @@ function sourceTab(model, ask, data, set, state) {
       const [mark, cls] = SOURCE_MARKS[row.status] || [" ", ""];
       const line = h("div", { class: `tv-src-row${row.ops.length ? " tv-src-ops tv-clickable" : ""}`, "data-line": row.line },
         h("span", { class: "tv-lno", text: String(row.line).padStart(width, " ") + " " }),
-        h("span", { class: "tv-src-share", text: row.share !== null && row.share !== undefined ? `${(row.share * 100).toFixed(1)}%` : "" }),
+        h("span", { class: "tv-src-share", text: row.share_text }),
         h("span", { class: `tv-src-mark ${cls}`, text: mark + " " }),
         h("span", { class: "tv-src-code", text: row.text }));
       list.appendChild(line);

@@ -191,6 +191,21 @@ def test_diff_widget_two_passes_and_two_recordings(hostile):
         tv.diff((hostile, "fuse"), hostile)
 
 
+def test_runs_diff_sends_kernel_times_as_present_text(hostile, monkeypatch):
+    # the time column reads like every view's times (present.units.format_us), not a JS formatter
+    import thundervis.diff.runs as runs
+    from thundervis.present.units import format_us
+
+    def one_change(a, b):
+        fusion = [runs.FusionInfo(0, "forward", n, "triton", ("add",), (), (n,), (n,), us)
+                  for n, us in (("fw_fusion_0", 12.34), ("fw_fusion_1", 2345.0))]
+        change = runs.FusionChange(runs.CHANGED, "forward", 0, 0, fusion[:1], fusion[1:])
+        return runs.RunComparison(a.label, b.label, True, [(0, 0, "similar")], [], [], [change], [])
+    monkeypatch.setattr(runs, "compare_runs", one_change)
+    (d,) = tv.diff(hostile, hostile).data["comparison"]["differences"]
+    assert (d["time_a_text"], d["time_b_text"]) == (format_us(12.34), format_us(2345.0)) == ("12.3 µs", "2.35 ms")
+
+
 def test_show_rejects_what_is_not_a_recording(tmp_path):
     with pytest.raises(DataError, match="cannot show a int"):
         show(42)
@@ -237,6 +252,8 @@ def test_front_end_ships_in_the_package_and_never_writes_markup():
     for banned in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
                    "import(", "fetch(", "http://", "https://", "XMLHttpRequest"):
         assert banned not in js, banned
+    for formatting in ("toFixed", "toPrecision", "toLocaleString", "fmtUs", "fmtRoof", "* 100"):
+        assert formatting not in js, formatting  # numbers arrive as text made by present.units
     assert str(RecordingWidget._esm) == js  # what anywidget sends is the shipped files
     if shutil.which("node"):  # the joined module parses (node is optional here)
         proc = subprocess.run(["node", "--input-type=module", "--check"], input=js, capture_output=True, text=True)
