@@ -22,7 +22,7 @@ from thundervis.present.diff_labels import labelled
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs
+from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs, symbol_status
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.present.units import format_ms
 from thundervis.recording import PassRef, RecordingError, UnknownItem
@@ -90,7 +90,8 @@ class RecordingData:
                    table: Optional[Interner] = None) -> list:
         """Return the printed lines of one pass (``present.trace_lines``: the lines every view
         shows) as ``[uid, depth, text, info, kind, spans]`` (info: the symbol's op, source, module,
-        executor, note, kernel and ``comm``: whether it is a communication op; None for lines that
+        executor, note, kernel, ``comm``: whether it is a communication op, and ``status``:
+        ``present.status.symbol_status``, "torch op" for a fallback to torch; None for lines that
         show no symbol, and for source comments). With ``infos`` and ``table`` each info is its
         index in ``infos`` and each line its index in ``table``: a line several passes share is
         sent once."""
@@ -108,7 +109,7 @@ class RecordingData:
             if b is not None:
                 info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
                         "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None,
-                        "comm": is_communication_op(b.sym)}
+                        "comm": is_communication_op(b.sym), "status": symbol_status(b.executor, b.note)}
                 if infos is not None:
                     info = infos.add(info, key=(b.sym, b.source, b.executor, b.note, b.aten, b.seq_nr,
                                                 is_fusion(b)))

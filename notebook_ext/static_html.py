@@ -25,6 +25,7 @@ STYLE = """
   border: 1px solid #ddd; padding: 6px; max-height: 420px; overflow: auto; }
 .tv-static .tv-eager { color: #b00020; font-weight: bold; }
 .tv-static .tv-muted { color: #777; }
+.tv-static .tv-fellback { color: #8a3b00; }
 .tv-static .tv-note-line { font-weight: 600; }
 .tv-static details { margin: 4px 0; }
 .tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
@@ -88,7 +89,10 @@ def _kernels_table(kernels: list) -> str:
         srcs = k.get("sources") or ""
         roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
-        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
+        # a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
+        fell = (f' <span class="tv-fellback" title="{_e(k["fallback"])}">⚠ {_e(k["status"])}</span>'
+                if k.get("fallback") else "")
+        rows.append(f"<tr><td>{_e(k['name'])}{fell}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
                     f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"

@@ -91,6 +91,7 @@ function fusionsTab(view, c) {
       h("div", { class: "tv-detail-title", text: `${k.label || k.name} · ${k.n_ops} ops` }),
       h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
     );
+    if (k.fallback) kdetail.appendChild(h("div", { class: "tv-kv tv-fellback" }, h("span", { class: "tv-k", text: k.status }), h("span", { class: "tv-v", text: k.fallback })));
     if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
     const srcs = h("div", { class: "tv-kernel-sources" });
     for (const s of k.source_lines || []) {
@@ -108,7 +109,9 @@ function fusionsTab(view, c) {
     const tr = h(
       "tr",
       { class: "tv-kernel-row", "data-kernel": k.name },
-      h("td", { text: k.name }),
+      h("td", {}, k.name,
+        // a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
+        k.fallback ? h("span", { class: "tv-fellback", title: k.fallback, text: ` ⚠ ${k.status}` }) : null),
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
       h("td", { text: k.median || "–" }),

@@ -180,7 +180,7 @@ function renderRecording(model, el, ask, shared) {
             `tv-line tv-${kind || "stmt"}` +
             (uid && uid === model.get("selected_uid") ? " tv-selected" : "") +
             (uid && hl.has(uid) ? " tv-kernel-hl" : "") +
-            (inf && inf.comm ? " tv-comm" : inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
+            (inf && inf.comm ? " tv-comm" : inf && inf.status ? " tv-fallback" : ""), // present.status.symbol_status
           "data-uid": uid || "",
           title:
             (inf && inf.comm ? (comm ? comm.note : "communication op") + ". " : "") +
