@@ -252,6 +252,8 @@ class RecordingData:
         graph, chain and pass, and the lines, diffs and diagram of each chain whose distinct traces
         hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
         a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``).
+        ``default_graph``, each graph's ``default_chain`` and each chain's ``default_pass``: where
+        the view opens when nothing (or nothing valid) is picked (``present.default_view``).
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = Interner(), Interner(), Interner()
         run = self.overview().run
@@ -274,7 +276,8 @@ class RecordingData:
                         held = p.index
                 size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
                 chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": chain_eager(g, c),
-                         "passes": passes, "lazy": False}
+                         "passes": passes, "lazy": False,
+                         "default_pass": default_view.default_view([g], g.id, c.kind).pass_index}
                 if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
                     chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
                                                  with_diagram=with_diagrams))
@@ -292,7 +295,9 @@ class RecordingData:
             communication = communication_json(self.rec)
             from thundervis.present.numerics import numerics_json, numerics_summary
             numerics = numerics_json(numerics_summary(self.rec))
+        shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
+                "default_graph": shown.id if shown is not None else None,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics}

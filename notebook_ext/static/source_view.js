@@ -34,7 +34,7 @@ function sourceTab(model, ask, data, set, state) {
     const g = data.graphs.find((x) => x.id === op.graph);
     const c = g && g.chains.find((x) => x.kind === op.chain);
     if (!c || !c.passes.length) return;
-    set({ graph: op.graph, chain: op.chain, pass_index: c.passes[c.passes.length - 1].index, compare_index: -1,
+    set({ graph: op.graph, chain: op.chain, pass_index: c.default_pass, compare_index: -1,
       selected_uid: op.uid, tab: "passes" });
   };
 

@@ -105,6 +105,22 @@ def test_pass_times_go_out_as_present_text(hostile):
     assert "${p.ms_text}" in js and "${q.ms_text}" in js and " ms`" not in js and "ms} ms" not in js
 
 
+def test_payload_says_where_the_view_opens(hostile):
+    # present.default_view's graph, chain and pass: the browser falls back to them, never to graphs[0]
+    from thundervis.present.default_view import default_graph, default_view
+    payload = show(hostile).data
+    with open_recording(hostile) as rec:
+        graphs = rec.overview().graphs
+        assert payload["default_graph"] == default_graph(graphs).id
+        for g in graphs:
+            for c in g.chains:
+                assert _chain(payload, g.id, c.kind)["default_pass"] == default_view(graphs, g.id, c.kind).pass_index
+    js = "\n".join((REPO / "notebook_ext" / "static" / f).read_text() for f in ("recording_view.js", "source_view.js"))
+    for derived in ("graphs[0]", "chains[0]", "passes.length - 1].index", "passes.length - 1 :"):
+        assert derived not in js, derived
+    assert "data.default_graph" in js and "g.default_chain" in js and "c.default_pass" in js
+
+
 def test_initial_selection_and_traits(hostile):
     w = show(hostile)
     fwd = _chain(w.data, w.graph, "forward")
