@@ -159,7 +159,8 @@ def test_skew_table_from_profiled_ranks(profiled_group):
 
 def test_source_shares_go_out_as_present_text(profiled_group):
     """The Source tab's time shares arrive as present.units.format_share text."""
-    lines = show(os.path.join(os.path.dirname(profiled_group[0]), "rank0.tvrec")).request({"what": "source"})["data"]["lines"]
+    rank0 = os.path.join(os.path.dirname(profiled_group[0]), "rank0.tvrec")
+    lines = show(rank0).request({"what": "source"})["data"]["lines"]
     shared = [row for row in lines if row["share"] is not None]
     assert shared and all(row["share_text"] == format_share(row["share"]) for row in shared)
     assert all(row["share_text"] == "" for row in lines if row["share"] is None)

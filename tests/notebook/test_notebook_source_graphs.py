@@ -141,7 +141,8 @@ def test_the_view_opens_where_present_default_view_says(two_graphs, tmp_path):
         other = graph[1]
         page.locator(".tv-graph").select_option("1")
         page.wait_for_timeout(300)
-        traits = page.evaluate("({graph: __tv_traits.graph, chain: __tv_traits.chain, pass_index: __tv_traits.pass_index})")
+        traits = page.evaluate("({graph: __tv_traits.graph, chain: __tv_traits.chain,"
+                               " pass_index: __tv_traits.pass_index})")
         want = next(c for c in other["chains"] if c["kind"] == other["default_chain"])
         assert traits == {"graph": 1, "chain": want["kind"], "pass_index": want["default_pass"]}
         assert not errors, errors
