@@ -24,7 +24,7 @@ from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
 from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs, symbol_status
 from thundervis.present.symbol_detail import symbol_view
-from thundervis.present.units import format_ms
+from thundervis.present.units import format_ms, format_share, format_us
 from thundervis.recording import PassRef, RecordingError, UnknownItem
 
 from .comm_data import communication_json, diagram_notes, is_communication_op
@@ -158,7 +158,7 @@ class RecordingData:
     def kernels_json(self, graph, roofline: Optional[dict] = None) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
-        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
+        (``sources`` grouped per file, ``median`` and ``share_text`` (``-`` when not timed), ``fallback``, ``status``,
         ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
         ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow})."""
         if self._fallbacks is None:
@@ -171,7 +171,10 @@ class RecordingData:
             key = (k.graph, k.chain, k.name)
             row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), (roofline or {}).get(k.id),
                              targets=self._built.get(key, ())).as_json()
-            out.append({**k.as_json(), **{key: row[key] for key in KERNEL_CELLS}})
+            cells = {key: row[key] for key in KERNEL_CELLS}
+            # a kernel with no time reads "-" as in the CLI and the TUI (present.units), not an empty cell
+            cells.update(median=format_us(row["median_us"]), share_text=format_share(row["share"]))
+            out.append({**k.as_json(), **cells})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,

@@ -85,7 +85,7 @@ def _kernels_table(kernels: list) -> str:
     rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>roofline µs</th>"
             "<th>% roof</th><th>source lines</th></tr>"]
     for k in kernels:
-        med = k.get("median") or "–"
+        med = k.get("median") or "-"  # present.units.format_us
         srcs = k.get("sources") or ""
         roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]

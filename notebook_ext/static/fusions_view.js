@@ -114,10 +114,10 @@ function fusionsTab(view, c) {
         k.fallback ? h("span", { class: "tv-fellback", title: k.fallback, text: ` ⚠ ${k.status}` }) : null),
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
-      h("td", { text: k.median || "–" }),
+      h("td", { text: k.median }),
       h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
       h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
-      h("td", { text: k.share_text || "–" }),
+      h("td", { text: k.share_text }),
       h("td", { text: k.sources }),
     );
     tr.addEventListener("click", () => {

@@ -86,6 +86,8 @@ def test_payload_holds_every_pass_diff_and_kernel(hostile):
                         assert [r[2][2] if r[2] else None for r in got] == [r.right.text if r.right else None for r in rows]
             assert [k["name"] for k in next(x for x in payload["graphs"] if x["id"] == g.id)["kernels"]] == \
                 [k.name for k in g.kernels]
+    # not profiled: every time cell reads "-", as in the CLI and the TUI (present.units)
+    assert all((k["median"], k["share_text"]) == ("-", "-") for g in payload["graphs"] for k in g["kernels"])
     fwd = _chain(payload, w.graph, "forward")
     assert fwd["diagram"]["svg"].lstrip().startswith(("<?xml", "<svg", "<!DOCTYPE"))
     assert fwd["eager"] is None
