@@ -91,22 +91,13 @@ def fell_back(tmp_path_factory):
     """Return (path, kernel name) of a recording of ``HOSTILE_SCRIPT`` (triton and torch executors)
     whose first Triton kernel failed on its first launch with :data:`FELL_BACK_ERROR`, so it ran
     its region in torch at run time (a ``kernel_fallback`` event)."""
-    import thundervis.compiler.executors.triton_executor as triton_mod
+    from fallback_fixtures import fail_first_launch
     from thundervis.runner import check_output, run_target
     folder = tmp_path_factory.mktemp("fell_back")
     script = folder / HOSTILE_FILE
     script.write_text(HOSTILE_SCRIPT)
-    real_guarded, failed = triton_mod._guarded, []
-
-    def guarded(launch, fusion):
-        def failing(*args):
-            if not failed:
-                failed.append(fusion.sym)
-                raise ValueError(FELL_BACK_ERROR)
-            return launch(*args)
-        return real_guarded(failing, fusion)
     mp = pytest.MonkeyPatch()
-    mp.setattr(triton_mod, "_guarded", guarded)
+    failed = fail_first_launch(mp, FELL_BACK_ERROR)
     try:
         result = run_target(script=str(script), module=None, args=[], out=check_output(str(folder / "fb.tvrec")),
                             executors=["triton", "torch"])
