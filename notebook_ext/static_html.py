@@ -197,9 +197,9 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
     c = _chain_of(payload, graph, chain)
     if c is not None and c["passes"]:
         names = {p["index"]: p["name"] for p in c["passes"]}
-        plist = ["<tr><th>#</th><th>pass</th><th>ms</th><th>changed</th><th>symbols</th></tr>"]
+        plist = ["<tr><th>#</th><th>pass</th><th>time</th><th>changed</th><th>symbols</th></tr>"]
         for p in c["passes"]:
-            plist.append(f"<tr><td>{_e(p['index'])}</td><td>{_e(p['name'])}</td><td>{_e(p['ms'])}</td>"
+            plist.append(f"<tr><td>{_e(p['index'])}</td><td>{_e(p['name'])}</td><td>{_e(p['ms_text'])}</td>"
                          f"<td>{'yes' if p['changed'] else ''}</td><td>{_e(p['n_symbols'])}</td></tr>")
         parts.append(f"<h4>graph {_e(graph)} · {_e(chain)} · passes</h4>")
         parts.append('<table class="tv-list">' + "".join(plist) + "</table>")

@@ -103,6 +103,9 @@ def test_pass_times_go_out_as_present_text(hostile):
                 sent = _chain(w.data, g.id, c.kind)["passes"]
                 assert [p["ms_text"] for p in sent] == [format_ms(p.duration_ms) for p in c.passes]
                 assert all(isinstance(p["ms"], float) for p in sent)
+    parser = HtmlTags()  # the static page's pass list too
+    parser.feed(w._repr_html_())
+    assert "time" in parser.texts and _chain(w.data, w.graph, w.chain)["passes"][0]["ms_text"] in parser.texts
     js = (REPO / "notebook_ext" / "static" / "recording_view.js").read_text()
     assert "${p.ms_text}" in js and "${q.ms_text}" in js and " ms`" not in js and "ms} ms" not in js
 
