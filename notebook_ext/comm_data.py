@@ -15,7 +15,7 @@ from typing import Optional
 from thundervis.compiler.collectives import CLAIM_NOTE, is_communication
 from thundervis.recording import RecordingError
 from thundervis.present.collectives import describe, place_text, where_text
-from thundervis.present.units import format_size
+from thundervis.present.units import format_ms, format_size
 from thundervis.recording.collectives import (collective_counts, collective_places, collectives,
                                               first_call_collectives, rows_by_place, trace_communication_ops)
 
@@ -36,6 +36,7 @@ def _row_json(r) -> dict:
     out = r.as_json()
     out["text"] = describe(r)
     out["bytes_text"] = format_size(r.bytes)
+    out["duration_text"] = format_ms(r.duration_ms)
     return out
 
 

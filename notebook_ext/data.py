@@ -22,8 +22,9 @@ from thundervis.present.diff_labels import labelled
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs
+from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs, symbol_status
 from thundervis.present.symbol_detail import symbol_view
+from thundervis.present.units import format_ms, format_share, format_us
 from thundervis.recording import PassRef, RecordingError, UnknownItem
 
 from .comm_data import communication_json, diagram_notes, is_communication_op
@@ -33,6 +34,9 @@ from .diff_data import Interner, diff_json
 COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
+# The kernel table's cells a kernel of the payload carries from present.kernel_rows.KernelRow.as_json().
+KERNEL_CELLS = ("sources", "median", "share_text", "fallback", "status", "ran_on", "tag", "label", "roofline_text",
+                "pct_of_roofline_text")
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 
@@ -86,7 +90,8 @@ class RecordingData:
                    table: Optional[Interner] = None) -> list:
         """Return the printed lines of one pass (``present.trace_lines``: the lines every view
         shows) as ``[uid, depth, text, info, kind, spans]`` (info: the symbol's op, source, module,
-        executor, note, kernel and ``comm``: whether it is a communication op; None for lines that
+        executor, note, kernel, ``comm``: whether it is a communication op, and ``status``:
+        ``present.status.symbol_status``, "torch op" for a fallback to torch; None for lines that
         show no symbol, and for source comments). With ``infos`` and ``table`` each info is its
         index in ``infos`` and each line its index in ``table``: a line several passes share is
         sent once."""
@@ -104,7 +109,7 @@ class RecordingData:
             if b is not None:
                 info = {"sym": b.sym, "source": _source_json(b.source), "executor": b.executor, "note": b.note,
                         "aten": b.aten, "seq_nr": b.seq_nr, "kernel": b.sym if is_fusion(b) else None,
-                        "comm": is_communication_op(b.sym)}
+                        "comm": is_communication_op(b.sym), "status": symbol_status(b.executor, b.note)}
                 if infos is not None:
                     info = infos.add(info, key=(b.sym, b.source, b.executor, b.note, b.aten, b.seq_nr,
                                                 is_fusion(b)))
@@ -138,7 +143,7 @@ class RecordingData:
             raise DataError(str(e) + ".") from None
 
     def roofline(self) -> tuple[dict, Optional[str]]:
-        """Return ({kernel id: roofline row as JSON}, what it is modelled on) from
+        """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) from
         :mod:`thundervis.present.roofline` (``pct_of_roofline`` only for GPU-measured times); ({},
         None) when the traces cannot be read."""
         from thundervis.present.roofline import roofline_rows, target_label
@@ -148,13 +153,14 @@ class RecordingData:
                 label = target_label(self.rec)
         except RecordingError:
             return {}, None
-        return {r.kernel_id: r.as_json() for r in rows if r.kernel_id is not None}, label
+        return {r.kernel_id: r for r in rows if r.kernel_id is not None}, label
 
-    def kernels_json(self, graph) -> list:
+    def kernels_json(self, graph, roofline: Optional[dict] = None) -> list:
         """Return the kernels of ``graph``: ``KernelInfo.as_json()`` (ops, members, source lines,
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
-        (``sources`` grouped per file, ``median``, ``share_text``, ``fallback``, ``status``,
-        ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label)."""
+        (``sources`` grouped per file, ``median`` and ``share_text`` (``-`` when not timed), ``fallback``, ``status``,
+        ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
+        ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow})."""
         if self._fallbacks is None:
             with self._lock:
                 self._runs, self._built, self._fallbacks = data_errors(lambda: (kernel_runs(
@@ -163,9 +169,12 @@ class RecordingData:
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
-            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), targets=self._built.get(key, ())).as_json()
-            out.append({**k.as_json(), **{key: row[key] for key in ("sources", "median", "share_text", "fallback",
-                                                                    "status", "ran_on", "tag", "label")}})
+            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), (roofline or {}).get(k.id),
+                             targets=self._built.get(key, ())).as_json()
+            cells = {key: row[key] for key in KERNEL_CELLS}
+            # a kernel with no time reads "-" as in the CLI and the TUI (present.units), not an empty cell
+            cells.update(median=format_us(row["median_us"]), share_text=format_share(row["share"]))
+            out.append({**k.as_json(), **cells})
         return out
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
@@ -246,6 +255,8 @@ class RecordingData:
         graph, chain and pass, and the lines, diffs and diagram of each chain whose distinct traces
         hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
         a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``).
+        ``default_graph``, each graph's ``default_chain`` and each chain's ``default_pass``: where
+        the view opens when nothing (or nothing valid) is picked (``present.default_view``).
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
         infos, table, sources = Interner(), Interner(), Interner()
         run = self.overview().run
@@ -262,12 +273,14 @@ class RecordingData:
                     # an unchanged pass shows the trace of the pass before it (sent once)
                     same = held if (not p.changed and held is not None) else None
                     passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
+                                   "ms_text": format_ms(p.duration_ms),
                                    "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
                     if same is None:
                         held = p.index
                 size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
                 chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": chain_eager(g, c),
-                         "passes": passes, "lazy": False}
+                         "passes": passes, "lazy": False,
+                         "default_pass": default_view.default_view([g], g.id, c.kind).pass_index}
                 if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
                     chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
                                                  with_diagram=with_diagrams))
@@ -278,14 +291,16 @@ class RecordingData:
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
-                           "kernels": [dict(k, roofline=roofline.get(k["id"]),
+                           "kernels": [dict(k, roofline=roofline[k["id"]].as_json() if k["id"] in roofline else None,
                                             asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
-                                       for k in self.kernels_json(g)]})
+                                       for k in self.kernels_json(g, roofline)]})
         with self._lock:
             communication = communication_json(self.rec)
             from thundervis.present.numerics import numerics_json, numerics_summary
             numerics = numerics_json(numerics_summary(self.rec))
+        shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
+                "default_graph": shown.id if shown is not None else None,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics}

@@ -22,6 +22,7 @@ from thundervis.recording import RecordingError, UnknownItem
 from thundervis.recording.group import rank_ranges
 
 from thundervis.present.diff_labels import labelled
+from thundervis.present.units import format_skew, format_us
 from thundervis.present.variants import variant_labels
 
 from .data import DataError, RecordingData
@@ -199,10 +200,12 @@ class GroupData:
         skews = []
         for k in comp.skews[:MAX_SKEWS]:
             slow, fast = k.slowest, k.fastest
+            median = statistics.median(k.per_rank_us.values())
             skews.append({"graph": k.graph, "chain": k.chain, "name": k.name, "skew": k.skew,
-                          "slowest_rank": slow, "slowest_us": k.per_rank_us[slow],
-                          "fastest_rank": fast, "fastest_us": k.per_rank_us[fast],
-                          "median_us": statistics.median(k.per_rank_us.values()), "n_ranks": len(k.per_rank_us)})
+                          "skew_text": format_skew(k.skew), "slowest_rank": slow, "slowest_us": k.per_rank_us[slow],
+                          "slowest_text": format_us(k.per_rank_us[slow]), "fastest_rank": fast,
+                          "fastest_us": k.per_rank_us[fast], "fastest_text": format_us(k.per_rank_us[fast]),
+                          "median_us": median, "median_text": format_us(median), "n_ranks": len(k.per_rank_us)})
         note = None
         if not comp.skews and comp.reference >= 0:
             note = ONE_TIMED_RANK if self._reference_profiled(comp.reference) else NOT_PROFILED

@@ -13,6 +13,7 @@ from thundervis.diff import diff_traces
 from thundervis.present import default_view
 from thundervis.present.diff_labels import pass_label
 from thundervis.present.errors import DataError, data_errors
+from thundervis.present.units import format_us
 from thundervis.recording import RecordingError, open_recording
 
 from .data import RecordingData
@@ -106,7 +107,10 @@ def runs_diff_json(a, b) -> dict:
         except RecordingError as e:
             raise DataError(str(e)) from None
     comp = compare_runs(*sides)
-    return {"schema": 1, "kind": "runs", "title": f"{comp.a} → {comp.b}", "comparison": comp.as_json(),
+    comparison = comp.as_json()
+    for d in comparison["differences"]:  # the time column's cells, as every view writes times
+        d["time_a_text"], d["time_b_text"] = format_us(d["time_a_us"]), format_us(d["time_b_us"])
+    return {"schema": 1, "kind": "runs", "title": f"{comp.a} → {comp.b}", "comparison": comparison,
             "text": comp.render_text()}
 
 

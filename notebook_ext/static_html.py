@@ -25,6 +25,7 @@ STYLE = """
   border: 1px solid #ddd; padding: 6px; max-height: 420px; overflow: auto; }
 .tv-static .tv-eager { color: #b00020; font-weight: bold; }
 .tv-static .tv-muted { color: #777; }
+.tv-static .tv-fellback { color: #8a3b00; }
 .tv-static .tv-note-line { font-weight: 600; }
 .tv-static details { margin: 4px 0; }
 .tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
@@ -84,13 +85,14 @@ def _kernels_table(kernels: list) -> str:
     rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>roofline µs</th>"
             "<th>% roof</th><th>source lines</th></tr>"]
     for k in kernels:
-        med = k.get("median") or "–"
+        med = k.get("median") or "-"  # present.units.format_us
         srcs = k.get("sources") or ""
-        r = k.get("roofline") or {}
-        roof = f"{r['roofline_us']:.3g}" if isinstance(r.get("roofline_us"), (int, float)) else "–"
-        pct = f"{r['pct_of_roofline']:.0f}%" if isinstance(r.get("pct_of_roofline"), (int, float)) else "–"
+        roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
-        rows.append(f"<tr><td>{_e(k['name'])}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
+        # a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
+        fell = (f' <span class="tv-fellback" title="{_e(k["fallback"])}">⚠ {_e(k["status"])}</span>'
+                if k.get("fallback") else "")
+        rows.append(f"<tr><td>{_e(k['name'])}{fell}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
                     f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
@@ -146,7 +148,7 @@ def source_html(view: Optional[dict]) -> str:
         if not row.get("ops"):
             continue
         notes = "".join(f'<div class="tv-src-note">g{_e(n["graph"])} {_e(n["text"])}</div>' for n in row["notes"])
-        share = f"{row['share'] * 100:.1f}%" if row.get("share") is not None else ""
+        share = row.get("share_text") or ""  # present.units.format_share
         rows.append(f'<div class="tv-src-row tv-src-ops"><span class="tv-lno">{_e(row["line"])} </span>'
                     f'<span class="tv-src-share">{_e(share)}</span> <span class="tv-src-code">{_e(row["text"])}</span>'
                     f"</div>{notes}")
@@ -195,9 +197,9 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
     c = _chain_of(payload, graph, chain)
     if c is not None and c["passes"]:
         names = {p["index"]: p["name"] for p in c["passes"]}
-        plist = ["<tr><th>#</th><th>pass</th><th>ms</th><th>changed</th><th>symbols</th></tr>"]
+        plist = ["<tr><th>#</th><th>pass</th><th>time</th><th>changed</th><th>symbols</th></tr>"]
         for p in c["passes"]:
-            plist.append(f"<tr><td>{_e(p['index'])}</td><td>{_e(p['name'])}</td><td>{_e(p['ms'])}</td>"
+            plist.append(f"<tr><td>{_e(p['index'])}</td><td>{_e(p['name'])}</td><td>{_e(p['ms_text'])}</td>"
                          f"<td>{'yes' if p['changed'] else ''}</td><td>{_e(p['n_symbols'])}</td></tr>")
         parts.append(f"<h4>graph {_e(graph)} · {_e(chain)} · passes</h4>")
         parts.append('<table class="tv-list">' + "".join(plist) + "</table>")

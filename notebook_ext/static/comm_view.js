@@ -39,7 +39,7 @@ function commTab(comm) {
           h("td", { text: r.group_size === null ? "?" : r.group_size }),
           h("td", { text: r.issued_by }),
           h("td", { text: r.source || "" }),
-          h("td", { text: r.duration_ms === null ? "–" : `${r.duration_ms.toFixed(2)} ms` })),
+          h("td", { text: r.duration_text })),
       );
     }
     frag.append(

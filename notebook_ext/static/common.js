@@ -46,19 +46,6 @@ function clear(el) {
   while (el.firstChild) el.removeChild(el.firstChild);
 }
 
-function fmtUs(us) {
-  // the rule of thundervis.present.units.format_us (most cells come formatted from Python)
-  if (us === null || us === undefined) return "–";
-  if (us >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
-  return us >= 1000 ? `${(us / 1000).toFixed(2)} ms` : `${us.toFixed(1)} µs`;
-}
-
-// a roofline time: 3 significant digits, like the TUI and `thundervis ls`
-function fmtRoof(us) {
-  if (typeof us !== "number") return "–";
-  return us >= 1000 ? `${Math.round(us).toLocaleString("en-US")}` : `${Number(us.toPrecision(3))}`;
-}
-
 function baseName(path) {
   const s = String(path || "?");
   const i = s.lastIndexOf("/");

@@ -91,6 +91,7 @@ function fusionsTab(view, c) {
       h("div", { class: "tv-detail-title", text: `${k.label || k.name} · ${k.n_ops} ops` }),
       h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
     );
+    if (k.fallback) kdetail.appendChild(h("div", { class: "tv-kv tv-fellback" }, h("span", { class: "tv-k", text: k.status }), h("span", { class: "tv-v", text: k.fallback })));
     if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
     const srcs = h("div", { class: "tv-kernel-sources" });
     for (const s of k.source_lines || []) {
@@ -108,13 +109,15 @@ function fusionsTab(view, c) {
     const tr = h(
       "tr",
       { class: "tv-kernel-row", "data-kernel": k.name },
-      h("td", { text: k.name }),
+      h("td", {}, k.name,
+        // a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
+        k.fallback ? h("span", { class: "tv-fellback", title: k.fallback, text: ` ⚠ ${k.status}` }) : null),
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
-      h("td", { text: k.median || "–" }),
-      h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline ? fmtRoof(k.roofline.roofline_us) : "–" }),
-      h("td", { class: "tv-roof-pct", text: k.roofline && k.roofline.pct_of_roofline !== null && k.roofline.pct_of_roofline !== undefined ? `${k.roofline.pct_of_roofline.toFixed(0)}%` : "–" }),
-      h("td", { text: k.share_text || "–" }),
+      h("td", { text: k.median }),
+      h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
+      h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
+      h("td", { text: k.share_text }),
       h("td", { text: k.sources }),
     );
     tr.addEventListener("click", () => {

@@ -261,11 +261,11 @@ function drawComparison(box, model, shared, comp) {
         h("td", { text: k.name }),
         h("td", { text: `${k.graph} · ${k.chain}` }),
         h("td", { text: `rank ${k.slowest_rank}` }),
-        h("td", { text: fmtUs(k.slowest_us) }),
+        h("td", { text: k.slowest_text }),
         h("td", { text: `rank ${k.fastest_rank}` }),
-        h("td", { text: fmtUs(k.fastest_us) }),
-        h("td", { text: fmtUs(k.median_us) }),
-        h("td", { text: `${k.skew.toFixed(2)}×` })),
+        h("td", { text: k.fastest_text }),
+        h("td", { text: k.median_text }),
+        h("td", { text: k.skew_text })),
     );
   }
   box.appendChild(st);

@@ -57,11 +57,13 @@ function renderRecording(model, el, ask, shared) {
   const bar = isGroup ? groupBar(model) : null;
   root.append(...[header, bar && bar.el, toolbar, eagerBanner, body].filter(Boolean));
 
-  const graphOf = () => data.graphs.find((g) => g.id === model.get("graph")) || data.graphs[0];
+  // what is picked, else the view present.default_view opens (default_graph, default_chain)
+  const graphOf = () =>
+    data.graphs.find((g) => g.id === model.get("graph")) || data.graphs.find((g) => g.id === data.default_graph);
   const chainOf = () => {
     const g = graphOf();
     if (!g) return null;
-    return g.chains.find((c) => c.kind === model.get("chain")) || g.chains[0];
+    return g.chains.find((c) => c.kind === model.get("chain")) || g.chains.find((c) => c.kind === g.default_chain);
   };
   const set = (changes) => {
     for (const [k, v] of Object.entries(changes)) model.set(k, v);
@@ -99,14 +101,12 @@ function renderRecording(model, el, ask, shared) {
 
   graphSel.addEventListener("change", () => {
     const g = data.graphs.find((x) => String(x.id) === graphSel.value);
-    const c = g.chains.find((x) => x.kind === g.default_chain) || g.chains[0]; // present.default_view
-    const last = c && c.passes.length ? c.passes[c.passes.length - 1].index : 0;
-    set({ graph: g.id, chain: c ? c.kind : "", pass_index: last, compare_index: -1, selected_uid: "" });
+    const c = g.chains.find((x) => x.kind === g.default_chain); // present.default_view
+    set({ graph: g.id, chain: c ? c.kind : "", pass_index: c ? c.default_pass : 0, compare_index: -1, selected_uid: "" });
   });
   chainSel.addEventListener("change", () => {
     const c = graphOf().chains.find((x) => x.kind === chainSel.value);
-    const last = c && c.passes.length ? c.passes[c.passes.length - 1].index : 0;
-    set({ chain: c.kind, pass_index: last, compare_index: -1, selected_uid: "" });
+    set({ chain: c.kind, pass_index: c.default_pass, compare_index: -1, selected_uid: "" });
   });
   tabPasses.addEventListener("click", () => set({ tab: "passes" }));
   tabFusions.addEventListener("click", () => set({ tab: "fusions" }));
@@ -180,7 +180,7 @@ function renderRecording(model, el, ask, shared) {
             `tv-line tv-${kind || "stmt"}` +
             (uid && uid === model.get("selected_uid") ? " tv-selected" : "") +
             (uid && hl.has(uid) ? " tv-kernel-hl" : "") +
-            (inf && inf.comm ? " tv-comm" : inf && inf.executor === "torch" && inf.note ? " tv-fallback" : ""),
+            (inf && inf.comm ? " tv-comm" : inf && inf.status ? " tv-fallback" : ""), // present.status.symbol_status
           "data-uid": uid || "",
           title:
             (inf && inf.comm ? (comm ? comm.note : "communication op") + ". " : "") +
@@ -308,7 +308,7 @@ function renderRecording(model, el, ask, shared) {
       return frag;
     }
     const idx = c.passes.findIndex((p) => p.index === model.get("pass_index"));
-    const pos = idx < 0 ? c.passes.length - 1 : idx;
+    const pos = idx < 0 ? c.passes.findIndex((q) => q.index === c.default_pass) : idx;
     const p = c.passes[pos];
     const go = (k) => {
       const q = c.passes[Math.max(0, Math.min(c.passes.length - 1, k))];
@@ -318,7 +318,7 @@ function renderRecording(model, el, ask, shared) {
     slider.addEventListener("input", () => go(Number(slider.value)));
     const label = h("span", {
       class: "tv-pass-label",
-      text: `pass ${p.index} · ${p.name} · ${p.ms} ms · ${p.changed ? "changed" : "unchanged"} · ${p.n_symbols} symbols`,
+      text: `pass ${p.index} · ${p.name} · ${p.ms_text} · ${p.changed ? "changed" : "unchanged"} · ${p.n_symbols} symbols`,
     });
     const stepper = h(
       "div",
@@ -336,7 +336,7 @@ function renderRecording(model, el, ask, shared) {
         h("span", {
           class: "tv-tick" + (k === pos ? " tv-tick-on" : "") + (q.changed ? "" : " tv-tick-same"),
           text: q.name,
-          title: `${q.index} ${q.name}: ${q.changed ? "changed" : "unchanged"}, ${q.ms} ms`,
+          title: `${q.index} ${q.name}: ${q.changed ? "changed" : "unchanged"}, ${q.ms_text}`,
           onclick: () => go(k),
         }),
       );

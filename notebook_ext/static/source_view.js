@@ -34,7 +34,7 @@ function sourceTab(model, ask, data, set, state) {
     const g = data.graphs.find((x) => x.id === op.graph);
     const c = g && g.chains.find((x) => x.kind === op.chain);
     if (!c || !c.passes.length) return;
-    set({ graph: op.graph, chain: op.chain, pass_index: c.passes[c.passes.length - 1].index, compare_index: -1,
+    set({ graph: op.graph, chain: op.chain, pass_index: c.default_pass, compare_index: -1,
       selected_uid: op.uid, tab: "passes" });
   };
 
@@ -59,7 +59,7 @@ function sourceTab(model, ask, data, set, state) {
       const [mark, cls] = SOURCE_MARKS[row.status] || [" ", ""];
       const line = h("div", { class: `tv-src-row${row.ops.length ? " tv-src-ops tv-clickable" : ""}`, "data-line": row.line },
         h("span", { class: "tv-lno", text: String(row.line).padStart(width, " ") + " " }),
-        h("span", { class: "tv-src-share", text: row.share !== null && row.share !== undefined ? `${(row.share * 100).toFixed(1)}%` : "" }),
+        h("span", { class: "tv-src-share", text: row.share_text }),
         h("span", { class: `tv-src-mark ${cls}`, text: mark + " " }),
         h("span", { class: "tv-src-code", text: row.text }));
       list.appendChild(line);

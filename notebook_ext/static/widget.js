@@ -28,7 +28,7 @@ function renderDiff(model, el) {
         h("td", { text: d.chain }),
         h("td", { text: d.a.map((f) => f.name).join(" + ") || "(unfused)" }),
         h("td", { text: d.b.map((f) => f.name).join(" + ") || "(unfused)" }),
-        h("td", { text: d.time_a_us !== null && d.time_b_us !== null ? `${fmtUs(d.time_a_us)} → ${fmtUs(d.time_b_us)}` : "–" })),
+        h("td", { text: `${d.time_a_text} → ${d.time_b_text}` })),
     );
   }
   if (!comp.differences.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no fusion differences" })));

@@ -10,11 +10,11 @@ import os
 import pytest
 
 import thundervis.compiler.backend as backend_mod
-import thundervis.compiler.executors.triton_executor as triton_mod
 from thundervis.recording import open_recording
 from thundervis.present.status import EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP, chain_counts, fallbacks
 
 from core_helpers import line_of, run_cli
+from fallback_fixtures import fail_first_launch
 
 SCRIPT = """\
 import torch
@@ -54,28 +54,19 @@ def fallback_run(tmp_path_factory):
     script = os.path.join(str(folder), "train_fb.py")
     with open(script, "w") as f:
         f.write(SCRIPT)
-    real_compile, real_guarded = backend_mod.compile_chain, triton_mod._guarded
-    failed_once = []
+    real_compile = backend_mod.compile_chain
 
     def compile_chain(trace, options):
         if trace.chain == "backward":
             raise RuntimeError("a compiler bug in backward\nwith a second line")
         return real_compile(trace, options)
 
-    def guarded(launch, fusion):
-        def failing(*args):
-            if not failed_once:
-                failed_once.append(fusion.sym)
-                raise ValueError(KERNEL_ERROR)
-            return launch(*args)
-        return real_guarded(failing, fusion)
-
     import torch._dynamo
     mp = pytest.MonkeyPatch()
     # the script lowers Dynamo's recompile limit, a process-wide setting: put it back afterwards
     mp.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
     mp.setattr(backend_mod, "compile_chain", compile_chain)
-    mp.setattr(triton_mod, "_guarded", guarded)
+    failed_once = fail_first_launch(mp, KERNEL_ERROR)
     try:
         out = check_output(os.path.join(str(folder), "fb.tvrec"))
         result = run_target(script=script, module=None, args=[], out=out, executors=["triton", "torch"])

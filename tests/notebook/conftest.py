@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from notebook_helpers import (COMM_FILE, COMM_SCRIPT, GROUP_SCRIPT, HOSTILE_FILE, HOSTILE_GROUP,  # noqa: E402
-                              HOSTILE_HOST, HOSTILE_SCRIPT, HOSTILE_TARGET)
+from notebook_helpers import (COMM_FILE, COMM_SCRIPT, FELL_BACK_ERROR, GROUP_SCRIPT, HOSTILE_FILE,  # noqa: E402
+                              HOSTILE_GROUP, HOSTILE_HOST, HOSTILE_SCRIPT, HOSTILE_TARGET)
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +84,24 @@ def comm_recording(tmp_path_factory):
     result = run_target(script=str(script), module=None, args=[], out=out, executors=["torch"])
     assert result.exit_code == 0, result
     return result.path
+
+
+@pytest.fixture(scope="session")
+def fell_back(tmp_path_factory):
+    """Return (path, kernel name) of a recording of ``HOSTILE_SCRIPT`` (triton and torch executors)
+    whose first Triton kernel failed on its first launch with :data:`FELL_BACK_ERROR`, so it ran
+    its region in torch at run time (a ``kernel_fallback`` event)."""
+    from fallback_fixtures import fail_first_launch
+    from thundervis.runner import check_output, run_target
+    folder = tmp_path_factory.mktemp("fell_back")
+    script = folder / HOSTILE_FILE
+    script.write_text(HOSTILE_SCRIPT)
+    mp = pytest.MonkeyPatch()
+    failed = fail_first_launch(mp, FELL_BACK_ERROR)
+    try:
+        result = run_target(script=str(script), module=None, args=[], out=check_output(str(folder / "fb.tvrec")),
+                            executors=["triton", "torch"])
+    finally:
+        mp.undo()
+    assert result.exit_code == 0 and failed, result
+    return result.path, failed[0]

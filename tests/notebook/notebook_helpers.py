@@ -57,6 +57,9 @@ GROUP_SCRIPT = textwrap.dedent("""\
 # Communication, on a one-rank gloo group in the test's process: a functional all-reduce traced into
 # the compiled graph (forward and backward), and the script's own all-reduce and barrier run
 # between the compiled calls (recorded as `collective` events whose source names this hostile file).
+# Why the first Triton kernel of the ``fell_back`` recording failed: hostile HTML, shown only as text.
+FELL_BACK_ERROR = "launch failed <img src=x onerror=window.__tv_pwned=9>"
+
 COMM_FILE = "comm_<img src=x onerror=window.__tv_pwned=8>.py"
 COMM_SCRIPT = textwrap.dedent("""\
     import torch, torch.distributed as dist

@@ -11,6 +11,7 @@ from roofline_fixtures import SASS, SASS_LINES, TRITON_SOURCE, roofline_recordin
 
 from thundervis.notebook_ext import RecordingData  # noqa: E402
 from thundervis.notebook_ext.widget import _answer, front_end  # noqa: E402
+from thundervis.present.units import format_occupancy  # noqa: E402
 from thundervis.recording import open_recording  # noqa: E402
 
 
@@ -24,7 +25,8 @@ def test_payload_lists_build_targets_and_asm_answers_rows(tmp_path):
         d = data.handle({"what": "asm", "graph": 0, "chain": "forward", "kernel": "fw_fusion_0"})
         assert (d["kernel"], d["target"], d["stage"], d["targets"]) == ("fw_fusion_0", "sm_90", "sass", ["sm_90"])
         assert d["stages"] == ["ttir", "ttgir", "llir", "ptx", "sass"] and d["truncated"] == 0
-        assert d["build"] == {"registers": 32, "spills": 0, "shared_bytes": 0, "occupancy": 1.0}
+        assert d["build"] == {"registers": 32, "spills": 0, "shared_bytes": 0, "occupancy": 1.0,
+                              "occupancy_text": format_occupancy(1.0)}  # present.units, like ls
         assert d["source"] == TRITON_SOURCE.splitlines() and d["line_uids"] == {"3": "f3", "4": "f4"}
         assert [r[1] for r in d["rows"]] == SASS_LINES
         assert d["rows"][2][2:] == ["f3", "prims.add", "model.py:7"] and d["rows"][3][2:] == ["f4", "prims.tanh", "model.py:8"]

@@ -12,6 +12,7 @@ pytest.importorskip("anywidget")
 from thundervis.notebook_ext import RecordingData, show  # noqa: E402
 from thundervis.notebook_ext.static_html import recording_html  # noqa: E402
 from thundervis.present.collectives import describe  # noqa: E402
+from thundervis.present.units import format_ms  # noqa: E402
 from thundervis.recording import RecordingObserver, open_recording  # noqa: E402
 from thundervis.recording.collectives import collectives  # noqa: E402
 
@@ -53,6 +54,7 @@ def test_payload_marks_traced_communication_ops_and_lists_collectives_per_place(
     assert [r["seq"] for r in listed] == [r.seq for r in rows] == sorted(r["seq"] for r in listed)
     for r, row in zip(listed, rows):
         assert r["text"] == describe(row)
+        assert r["duration_text"] == format_ms(row.duration_ms)  # as describe() and the CLI write it
         assert r["group_size"] == 1 and r["issued_by"] == "script" and r["source"].startswith(COMM_FILE + ":")
     assert listed[0]["bytes"] == 4 and listed[0]["bytes_text"] == "4 B"
     assert dict((op, n) for op, n, _ in comm["by_op"]) == {"all_reduce": 2, "barrier": 1}

@@ -18,6 +18,7 @@ from thundervis.notebook_ext.diff_data import unfolded  # noqa: E402
 from thundervis.notebook_ext import DataError, show  # noqa: E402
 from thundervis.notebook_ext.group_data import NOT_PROFILED  # noqa: E402
 from thundervis.notebook_ext.widget import GroupWidget  # noqa: E402
+from thundervis.present.units import format_share, format_skew, format_us  # noqa: E402
 from thundervis.recording.group import Group, open_group  # noqa: E402
 
 from group_fixtures import RANK_MEDIAN_MS, SLOW_MS  # noqa: E402
@@ -150,6 +151,19 @@ def test_skew_table_from_profiled_ranks(profiled_group):
         assert (k["slowest_rank"], k["fastest_rank"]) == (1, 0)
         assert k["skew"] == pytest.approx(RANK_MEDIAN_MS[1] / RANK_MEDIAN_MS[0])
         assert k["n_ranks"] >= 2 and k["slowest_us"] >= k["median_us"] >= k["fastest_us"]
+    for k in comp["skew"]:  # the cells as present.units writes them (the CLI and the TUI too)
+        assert k["skew_text"] == format_skew(k["skew"]) and k["median_text"] == format_us(k["median_us"])
+        assert (k["slowest_text"], k["fastest_text"]) == (format_us(k["slowest_us"]), format_us(k["fastest_us"]))
+    assert top["skew_text"] == "10.00x" and top["slowest_text"] == "100.0 µs"
+
+
+def test_source_shares_go_out_as_present_text(profiled_group):
+    """The Source tab's time shares arrive as present.units.format_share text."""
+    rank0 = os.path.join(os.path.dirname(profiled_group[0]), "rank0.tvrec")
+    lines = show(rank0).request({"what": "source"})["data"]["lines"]
+    shared = [row for row in lines if row["share"] is not None]
+    assert shared and all(row["share_text"] == format_share(row["share"]) for row in shared)
+    assert all(row["share_text"] == "" for row in lines if row["share"] is None)
 
 
 def test_unprofiled_group_says_how_and_escapes_hostile_strings(hostile_group):

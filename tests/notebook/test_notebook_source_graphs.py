@@ -76,16 +76,21 @@ def test_front_end_sends_the_picked_graph():
 
 @pytest.mark.browser
 @pytest.mark.slow
-def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
+def _need_browser() -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     sys.path.insert(0, str(REPO / "tests" / "notebook"))
-    from jupyter_helpers import browser_missing, chromium_page
-    from widget_screenshots import request_key, widget_page
+    from jupyter_helpers import browser_missing
     why = browser_missing()
     if why:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"the browser test must run in CI: {why}")
         pytest.skip(why)
+
+
+def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
+    _need_browser()
+    from jupyter_helpers import chromium_page
+    from widget_screenshots import request_key, widget_page
     from thundervis.notebook_ext import show
     w = show(two_graphs)
     every = w.request({"what": "source"})
@@ -106,4 +111,38 @@ def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
         assert page.evaluate("window.__tv_asked")[-1] == request_key("source", file=file, graph=1)
         assert page.locator(".tv-source-graph").input_value() == "1"
         assert page.locator(".tv-source-summary").text_content() == one["data"]["summary"]
+        assert not errors, errors
+
+
+def test_the_view_opens_where_present_default_view_says(two_graphs, tmp_path):
+    """With no valid graph, chain or pass picked the page shows present.default_view's graph,
+    chain and pass (the payload's ``default_graph``, ``default_chain``, ``default_pass``), and
+    picking another graph opens its default chain at its default pass."""
+    _need_browser()
+    from jupyter_helpers import chromium_page
+    from widget_screenshots import widget_page
+    from thundervis.notebook_ext import show
+    w = show(two_graphs)
+    data = w.data
+    graph = {g["id"]: g for g in data["graphs"]}
+    opened = graph[data["default_graph"]]
+    chain = next(c for c in opened["chains"] if c["kind"] == opened["default_chain"])
+    shown = next(p for p in chain["passes"] if p["index"] == chain["default_pass"])
+    w.graph, w.chain, w.pass_index = 99, "no such chain", 999
+    path = tmp_path / "widget.html"
+    path.write_text(widget_page(w, "passes", {}), encoding="utf-8")
+    with chromium_page(1200, 800) as page:
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri())
+        label = page.locator(".tv-pass-label")
+        label.wait_for(timeout=30_000)
+        assert label.text_content().startswith(f"pass {shown['index']} · {shown['name']} · {shown['ms_text']} · ")
+        other = graph[1]
+        page.locator(".tv-graph").select_option("1")
+        page.wait_for_timeout(300)
+        traits = page.evaluate("({graph: __tv_traits.graph, chain: __tv_traits.chain,"
+                               " pass_index: __tv_traits.pass_index})")
+        want = next(c for c in other["chains"] if c["kind"] == other["default_chain"])
+        assert traits == {"graph": 1, "chain": want["kind"], "pass_index": want["default_pass"]}
         assert not errors, errors

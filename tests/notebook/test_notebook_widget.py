@@ -86,9 +86,44 @@ def test_payload_holds_every_pass_diff_and_kernel(hostile):
                         assert [r[2][2] if r[2] else None for r in got] == [r.right.text if r.right else None for r in rows]
             assert [k["name"] for k in next(x for x in payload["graphs"] if x["id"] == g.id)["kernels"]] == \
                 [k.name for k in g.kernels]
+    # not profiled: every time cell reads "-", as in the CLI and the TUI (present.units)
+    assert all((k["median"], k["share_text"]) == ("-", "-") for g in payload["graphs"] for k in g["kernels"])
     fwd = _chain(payload, w.graph, "forward")
     assert fwd["diagram"]["svg"].lstrip().startswith(("<?xml", "<svg", "<!DOCTYPE"))
     assert fwd["eager"] is None
+
+
+def test_pass_times_go_out_as_present_text(hostile):
+    # the pass stepper shows present.units.format_ms, like `thundervis show` and the TUI
+    from thundervis.present.units import format_ms
+    w = show(hostile)
+    with open_recording(hostile) as rec:
+        for g in rec.overview().graphs:
+            for c in g.chains:
+                sent = _chain(w.data, g.id, c.kind)["passes"]
+                assert [p["ms_text"] for p in sent] == [format_ms(p.duration_ms) for p in c.passes]
+                assert all(isinstance(p["ms"], float) for p in sent)
+    parser = HtmlTags()  # the static page's pass list too
+    parser.feed(w._repr_html_())
+    assert "time" in parser.texts and _chain(w.data, w.graph, w.chain)["passes"][0]["ms_text"] in parser.texts
+    js = (REPO / "notebook_ext" / "static" / "recording_view.js").read_text()
+    assert "${p.ms_text}" in js and "${q.ms_text}" in js and " ms`" not in js and "ms} ms" not in js
+
+
+def test_payload_says_where_the_view_opens(hostile):
+    # present.default_view's graph, chain and pass: the browser falls back to them, never to graphs[0]
+    from thundervis.present.default_view import default_graph, default_view
+    payload = show(hostile).data
+    with open_recording(hostile) as rec:
+        graphs = rec.overview().graphs
+        assert payload["default_graph"] == default_graph(graphs).id
+        for g in graphs:
+            for c in g.chains:
+                assert _chain(payload, g.id, c.kind)["default_pass"] == default_view(graphs, g.id, c.kind).pass_index
+    js = "\n".join((REPO / "notebook_ext" / "static" / f).read_text() for f in ("recording_view.js", "source_view.js"))
+    for derived in ("graphs[0]", "chains[0]", "passes.length - 1].index", "passes.length - 1 :"):
+        assert derived not in js, derived
+    assert "data.default_graph" in js and "g.default_chain" in js and "c.default_pass" in js
 
 
 def test_initial_selection_and_traits(hostile):
@@ -177,6 +212,21 @@ def test_diff_widget_two_passes_and_two_recordings(hostile):
         tv.diff((hostile, "fuse"), hostile)
 
 
+def test_runs_diff_sends_kernel_times_as_present_text(hostile, monkeypatch):
+    # the time column reads like every view's times (present.units.format_us), not a JS formatter
+    import thundervis.diff.runs as runs
+    from thundervis.present.units import format_us
+
+    def one_change(a, b):
+        fusion = [runs.FusionInfo(0, "forward", n, "triton", ("add",), (), (n,), (n,), us)
+                  for n, us in (("fw_fusion_0", 12.34), ("fw_fusion_1", 2345.0))]
+        change = runs.FusionChange(runs.CHANGED, "forward", 0, 0, fusion[:1], fusion[1:])
+        return runs.RunComparison(a.label, b.label, True, [(0, 0, "similar")], [], [], [change], [])
+    monkeypatch.setattr(runs, "compare_runs", one_change)
+    (d,) = tv.diff(hostile, hostile).data["comparison"]["differences"]
+    assert (d["time_a_text"], d["time_b_text"]) == (format_us(12.34), format_us(2345.0)) == ("12.3 µs", "2.35 ms")
+
+
 def test_show_rejects_what_is_not_a_recording(tmp_path):
     with pytest.raises(DataError, match="cannot show a int"):
         show(42)
@@ -223,6 +273,8 @@ def test_front_end_ships_in_the_package_and_never_writes_markup():
     for banned in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function",
                    "import(", "fetch(", "http://", "https://", "XMLHttpRequest"):
         assert banned not in js, banned
+    for formatting in ("toFixed", "toPrecision", "toLocaleString", "fmtUs", "fmtRoof", "* 100"):
+        assert formatting not in js, formatting  # numbers arrive as text made by present.units
     assert str(RecordingWidget._esm) == js  # what anywidget sends is the shipped files
     if shutil.which("node"):  # the joined module parses (node is optional here)
         proc = subprocess.run(["node", "--input-type=module", "--check"], input=js, capture_output=True, text=True)

@@ -11,6 +11,7 @@ from roofline_fixtures import FUSION, roofline_recording  # noqa: E402
 
 from thundervis.gpus import GPUS  # noqa: E402
 from thundervis.notebook_ext import RecordingData, show  # noqa: E402
+from thundervis.present.units import format_pct, format_roofline_us, format_share, format_us  # noqa: E402
 from thundervis.recording import open_recording  # noqa: E402
 
 from notebook_helpers import HtmlTags  # noqa: E402
@@ -27,6 +28,10 @@ def test_payload_kernels_carry_their_roofline(tmp_path, clock):
     assert r["roofline_us"] == pytest.approx(roof) and r["flops"] == FUSION[0] and r["target"] == "sm_90"
     assert r["bytes_read"] == FUSION[1] and r["bound"] == "memory" and r["measured_us"] == 5.0
     assert (r["pct_of_roofline"] is not None) == (clock == "device")
+    # the table's cells: present.units text, as `thundervis ls` and the TUI write them
+    assert k["roofline_text"] == format_roofline_us(r["roofline_us"])
+    assert k["pct_of_roofline_text"] == (format_pct(r["pct_of_roofline"]) if clock == "device" else "-")
+    assert k["median"] == format_us(5.0) and k["share_text"] == format_share(k["timing"]["share"])
     assert payload["roofline_target"].startswith("sm_90 H100 SXM")
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 from thundervis.recording.model import KernelRef
 
 from .status import clock_label, ran_on_text, tag_text
-from .units import format_gbps, format_share, format_us
+from .units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
 
 def group_sources(source_lines, limit: Optional[int] = None) -> str:
@@ -87,7 +87,8 @@ class KernelRow(KernelRef):
         return "fell back" if self.fallback else "compiled"
 
     def as_json(self) -> dict:
-        """Return the row as JSON values, with its cells as text (``median``, ``share``, ``gbps``)."""
+        """Return the row as JSON values, with its cells as text (``median``, ``share_text``,
+        ``gbps_text``, ``roofline_text``, ``pct_of_roofline_text``: present.units)."""
         return {"id": self.id, "graph": self.graph, "chain": self.chain, "name": self.name,
                 "executor": self.executor, "uid": self.uid, "n_ops": self.n_ops, "ops": list(self.ops),
                 "members": list(self.members), "source_lines": list(self.source_lines), "sources": self.sources,
@@ -98,7 +99,8 @@ class KernelRow(KernelRef):
                 "share_text": format_share(self.share) if self.share is not None else "",
                 "gbps_text": format_gbps(self.gbps) if self.gbps else "", "roofline_us": self.roofline_us,
                 "roofline_bound": self.roofline_bound, "bytes_moved": self.bytes_moved, "flops": self.flops,
-                "pct_of_roofline": self.pct_of_roofline}
+                "pct_of_roofline": self.pct_of_roofline, "roofline_text": format_roofline_us(self.roofline_us),
+                "pct_of_roofline_text": format_pct(self.pct_of_roofline)}
 
 
 def _labels(source_lines) -> tuple[str, ...]:

@@ -227,7 +227,8 @@ class SourceLine:
                 "kernel_ids": list(self.kernel_ids),
                 "fallbacks": [{"op": op, "reason": r} for op, r in self.fallbacks],
                 "notes": [n.as_json() for n in self.notes()], "time_us": self.time_us,
-                "share": self.share, "time_text": self.time_text(), "status": self.status}
+                "share": self.share, "share_text": format_share(self.share) if self.share is not None else "",
+                "time_text": self.time_text(), "status": self.status}
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,12 @@ def symbol_note(executor: Optional[str], note: Optional[str]) -> Optional[str]:
     return f"{executor}: {_one_line(note)}" if executor else _one_line(note)
 
 
+def symbol_status(executor: Optional[str], note: Optional[str]) -> Optional[str]:
+    """Return :data:`TORCH_OP` when a symbol run by ``executor`` with the compiler's ``note`` is a
+    fallback (the torch executor runs it, the note says why), else None."""
+    return TORCH_OP if executor == "torch" and note else None
+
+
 def note_function(events, graph: int, chain: str):
     """Return the ``PrintOptions.notes`` function every view prints traces with: next to each
     symbol, why it runs where it runs (``torch: not lowered: ...``, recorded notes), for a kernel
