@@ -142,13 +142,38 @@ def split_disassembly(text: str, names: list[str]) -> Optional[dict[str, str]]:
     return {n: "\n".join([*head, *sections[n], *tail]) + "\n" for n in names}
 
 
-def disassemble_together(ptxs: list[str], names: list[str], folder: str, tool: Callable[[list[str]], str],
-                         ptxas: list[str], nvdisasm: str) -> Optional[dict[str, str]]:
-    """Return ``{function name: nvdisasm -gi -c text}`` for the functions whose Triton PTX is
-    ``ptxs`` (named ``names``), from one ``ptxas`` run (``ptxas``: the command Triton ran, without
-    its input and output) and one ``nvdisasm`` run; ``tool`` runs a command and returns its stdout,
-    raising on failure. None when the PTX cannot be merged or a tool fails (the caller then
-    disassembles each function's cubin on its own)."""
+_ENTRY_LOG = re.compile(r"Compiling entry function '([\w$]+)'")
+_USAGE = re.compile(r"Function ([\w$]+):\s*\n\s*(REG:\d+\s+STACK:\d+\s+SHARED:\d+\s+LOCAL:\d+)")
+
+
+def split_ptxas_log(log: str) -> dict[str, str]:
+    """Return each function's part of a ``ptxas -v`` log (from its ``Compiling entry function``
+    line to the next one's), by function name."""
+    out, name = {}, None
+    for line in log.splitlines():
+        m = _ENTRY_LOG.search(line)
+        if m:
+            name = m.group(1)
+            out[name] = []
+        if name is not None:
+            out[name].append(line)
+    return {n: "\n".join(lines) + "\n" for n, lines in out.items()}
+
+
+def split_resource_usage(text: str) -> dict[str, str]:
+    """Return each function's ``REG:.. STACK:.. SHARED:.. LOCAL:..`` line of ``cuobjdump -res-usage``."""
+    return {m.group(1): m.group(2) for m in _USAGE.finditer(text)}
+
+
+def assemble_together(ptxs: list[str], names: list[str], folder: str, tool: Callable[..., str],
+                      ptxas: list[str], nvdisasm: str, cuobjdump: str) -> Optional[dict[str, dict]]:
+    """Return ``{function name: {"sass": nvdisasm -gi -c text, "log": its ptxas -v report, "usage":
+    its cuobjdump -res-usage line}}`` for the functions whose Triton PTX is ``ptxs`` (named
+    ``names``), from one ``ptxas`` run (``ptxas``: the command Triton runs, ``-v`` included, without
+    its input and output), one ``cuobjdump`` and one ``nvdisasm``; ``tool(args, stderr=False)`` runs
+    a command and returns its stdout (stderr when asked), raising on failure. None when the PTX
+    cannot be merged, a tool fails or a function is missing from an output (the caller then builds
+    each kernel as Triton does, with its own ptxas)."""
     merged = merge_ptx(ptxs)
     if merged is None:
         return None
@@ -157,7 +182,8 @@ def disassemble_together(ptxs: list[str], names: list[str], folder: str, tool: C
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(merged)
-        tool([*ptxas, ptx_path, "-o", cubin])
+        log = split_ptxas_log(tool([*ptxas, ptx_path, "-o", cubin], stderr=True))
+        usage = split_resource_usage(tool([cuobjdump, "-res-usage", cubin]))
         text = tool([nvdisasm, "-gi", "-c", cubin])
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return None
@@ -167,4 +193,20 @@ def disassemble_together(ptxs: list[str], names: list[str], folder: str, tool: C
                 os.remove(p)
             except OSError:
                 pass
-    return split_disassembly(text, names)
+    sass = split_disassembly(text, names)
+    if sass is None or any(n not in log or n not in usage for n in names):
+        return None
+    return {n: {"sass": sass[n], "log": log[n], "usage": usage[n] if _declares_shared(p) else _no_shared(usage[n])}
+            for n, p in zip(names, ptxs)}
+
+
+def _declares_shared(ptx: str) -> bool:
+    """Whether a function's own PTX declares shared memory (Triton's ``global_smem``)."""
+    return any(".shared" in line.split("//")[0] for line in ptx.splitlines() if _DECL.match(line))
+
+
+def _no_shared(usage: str) -> str:
+    """A function that declares no shared memory has none in a cubin of its own; in the merged
+    cubin, where another function declares it, ptxas gives every function the reserved block (on
+    sm_90, 1 KiB): its ``SHARED`` is what its own cubin reports, 0."""
+    return re.sub(r"SHARED:\d+", "SHARED:0", usage)
