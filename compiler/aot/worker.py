@@ -44,6 +44,43 @@ def prepare_worker() -> None:
         os.nice(int(nice) if nice.isdigit() else DEFAULT_NICE)
 
 
+_WARM_UP_SOURCE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(arg0, res0):
+    offs = tl.program_id(0) * 128 + tl.arange(0, 128)
+    tl.store(res0 + offs, tl.load(arg0 + offs, mask=offs < 1000, other=0) * 2.0, mask=offs < 1000)
+"""
+
+
+def warm_up(archs) -> bool:
+    """Pay a worker's first-build costs before the first kernel arrives (Triton's and LLVM's
+    set-up, ``ptxas --version``: about 0.4 s of CPU on the first build otherwise): compile a small
+    kernel to PTX for each of ``archs``, in a throwaway Triton cache (the user's never holds it).
+    Return whether it compiled (never raises)."""
+    folder = tempfile.mkdtemp(prefix="thundervis-aot-warm-")
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+    try:
+        for arch in archs:
+            job = {"source": _WARM_UP_SOURCE, "arch": int(arch), "folder": folder,
+                   "kernels": [{"name": "kernel", "params": [["arg0", "float32"], ["res0", "float32"]], "num_warps": 4}]}
+            _, built = _build(job, cubin=not _skip_triton_ptxas())
+            _tools_key(built[0][1], int(arch))
+        return True
+    except Exception:  # noqa: BLE001 - warming up is only an optimisation
+        return False
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def signature(params) -> dict:
     """Return Triton's signature dict for ``params`` ((name, dtype) pairs: all pointers)."""
     return {name: "*" + SIGNATURE_TYPES[dtype] for name, dtype in params}

@@ -337,3 +337,16 @@ def test_finish_returns_after_every_build_of_a_batch_is_reported():
     stats = aot.finish(600)
     assert sorted(k for _, _, k, _, _ in obs.builds) == sorted(r.name for r in records)
     assert stats["builds"] == 3 and stats["distinct"] == 3
+
+
+def test_warm_up_compiles_in_a_throwaway_cache(tmp_path):
+    """A worker's warm-up compiles a small kernel to PTX in a Triton cache of its own: the user's
+    stays untouched and ``TRITON_CACHE_DIR`` is as it was."""
+    code = ("import os; from thundervis.compiler.aot import worker; worker.prepare_worker(); "
+            "print(worker.warm_up([80, 90])); print(os.environ['TRITON_CACHE_DIR'])")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", str(tmp_path / "triton")]
+    assert not (tmp_path / "triton").exists() or not any((tmp_path / "triton").iterdir())
