@@ -1,18 +1,23 @@
-"""Disassembling many functions together: one ``nvdisasm`` for a batch of kernels.
+"""Assembling and disassembling many functions together: one ``ptxas``, one ``cuobjdump`` and one
+``nvdisasm`` for a batch of kernels.
 
-``nvdisasm`` spends about 0.3-0.5 s of CPU starting up whatever it disassembles, more than Triton
+``nvdisasm`` spends about 0.35 s of CPU starting up whatever it disassembles, more than Triton
 takes to compile a small function (measured on the example: 20.6 s of the 28.6 s of CPU its 41
-functions cost for sm_90 went to ``nvdisasm``). A worker compiles a batch of kernels (a chain's
-new kernels, :func:`.worker.compile_jobs`), each one or more Triton functions, each function its own
-cubin. :func:`disassemble_together` puts their PTX (Triton's own, as compiled; entries renamed
-apart by the caller) into one PTX module, assembles it once with the ``ptxas`` and options Triton
-used, disassembles that cubin once and splits the text back per function. Each function's machine
-code is what ptxas makes of the same PTX with the same options (ptxas compiles entries
-independently), and the line information is the same: every ``.loc`` is kept (file numbers made
-common, labels renamed apart) with the ``.debug_str`` names its inlined locations refer to. Tested
-on the example's 15 distinct kernels (41 functions): the same instructions, line map, instruction
-mix and resources as one ``nvdisasm`` per cubin, for 8.4 s of build CPU instead of 28.6. Anything
-unexpected returns None and the caller disassembles each cubin on its own.
+functions cost for sm_90 went to ``nvdisasm``), and Triton runs ``ptxas`` once per function. A
+worker compiles a batch of kernels (:func:`.worker.compile_jobs`), each one or more Triton
+functions, up to PTX. :func:`assemble_together` puts their PTX (entries renamed apart by the caller)
+into one PTX module, assembles it once with the ``ptxas`` command and options Triton runs (``-v``
+included: its report is split per function), reads every function's resources with one
+``cuobjdump -res-usage``, disassembles that cubin once and splits the text back per function. Each
+function's machine code is what ptxas makes of the same PTX with the same options (ptxas compiles
+entries independently), and the line information is the same: every ``.loc`` is kept (file numbers
+made common, labels renamed apart) with the ``.debug_str`` names its inlined locations refer to.
+One difference is corrected: in a merged cubin every function gets the reserved shared-memory block
+once any function declares shared memory, so a function that declares none reports 0, as its own
+cubin does. Tested on the example's 15 distinct kernels (41 functions, sm_80 and sm_90): the same
+stages, line maps, instruction mix, resources and per-function figures as Triton's own ptxas and one
+``nvdisasm`` per cubin. Anything unexpected returns None and the caller builds each kernel as Triton
+does.
 """
 from __future__ import annotations
 

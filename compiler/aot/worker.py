@@ -5,10 +5,12 @@ Triton is imported there, so Triton's CUDA backend is live even on a machine wit
 holds the kernel's ``@triton.jit`` source as generated in the compiling process from the live IR
 (never text read from a recording), its functions' parameter dtypes and warps, and the target. The
 source is written to a file of its own (Triton's JIT needs one), each function is compiled with
-``triton.compile(ASTSource(fn, signature, {}, attrs), target=GPUTarget("cuda", arch, 32))``, the
-cubin is disassembled with the ``nvdisasm`` and read with the ``cuobjdump`` that ship in Triton's
-wheel, and the result is a plain dict: stages, per-line source maps, resources, instruction mix,
-or the error (ptxas's message) when compilation fails. It never raises.
+``triton.compile(ASTSource(fn, signature, {}, attrs), target=GPUTarget("cuda", arch, 32))`` up to
+PTX (Triton's own ptxas step is left to the batch), and a batch's functions are assembled with the
+ptxas command Triton would run, read with ``cuobjdump`` and disassembled with ``nvdisasm`` (all from
+Triton's wheel) once for the whole batch (:mod:`.sass_batch`). The result is a plain dict: stages,
+per-line source maps, resources, instruction mix, or the error (ptxas's message) when compilation
+fails. It never raises.
 """
 from __future__ import annotations
 
