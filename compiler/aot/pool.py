@@ -221,6 +221,8 @@ class AheadOfTime:
         wait_s = default_wait_s() if wait_s is None else wait_s
         with self._lock:
             futures = list(self._futures.values())
+        if wait_s > 0 and any(not f.done() for f in futures):
+            self._raise_workers()
         t0 = time.perf_counter()
         pending_at_end = sum(1 for f in futures if not f.done())
         if futures:
@@ -248,6 +250,18 @@ class AheadOfTime:
         out["seconds"] = round(time.perf_counter() - self.started_at, 3)
         out.update(pending_at_end=pending_at_end, waited_s=round(waited, 3))
         return out
+
+    def _raise_workers(self) -> None:
+        """Give the workers this process's priority back: they yield to the user's script while it
+        runs, but once it has ended the run waits only for them (on a machine shared with other
+        people, a nice-10 worker gets a tenth of a core against their programs). Linux lets only a
+        privileged user raise a priority; elsewhere they stay as they are."""
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        with contextlib.suppress(OSError, AttributeError):
+            mine = os.getpriority(os.PRIO_PROCESS, 0)
+            for p in procs:
+                with contextlib.suppress(OSError, AttributeError, ValueError):
+                    os.setpriority(os.PRIO_PROCESS, p.pid, mine)
 
     def _stop_workers(self) -> None:
         pool, self._pool = self._pool, None

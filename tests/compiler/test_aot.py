@@ -350,3 +350,19 @@ def test_warm_up_compiles_in_a_throwaway_cache(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", str(tmp_path / "triton")]
     assert not (tmp_path / "triton").exists() or not any((tmp_path / "triton").iterdir())
+
+
+def test_workers_yield_while_the_script_runs_and_not_once_it_has_ended():
+    """Workers start at a lower priority than the script; ``finish`` (the script has ended and the
+    run waits only for them) gives them the script's priority back where the OS allows it."""
+    aot = AheadOfTime((90,), Kernels(), workers=1)
+    try:
+        pid = aot._ensure_pool().submit(os.getpid).result(timeout=120)
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + 10)
+        aot._raise_workers()  # never raises, privileged or not
+        if os.geteuid() != 0:
+            pytest.skip("only a privileged user may raise a process's priority")
+        assert os.getpriority(os.PRIO_PROCESS, pid) == mine
+    finally:
+        aot.finish(0.0)
