@@ -4,7 +4,9 @@ the GPT example, both measured in this process's run, as subprocesses, alternati
 Prints the kernels, the distinct kernels (identical layers share one build), the builds, failures
 and spills, the AOT seconds (from the first build submitted to the last finished, as the run
 recorded it), the wall time of each run (medians over ``--repeat``) and the ratio with / without
-(target <= 1.3), cold and warm, and how long ``thundervis asm`` takes to answer.
+(target <= 1.3), cold and warm, the CPU seconds each run used with its compile workers and their
+tools (less sensitive than wall time to other programs on a shared machine), and how long
+``thundervis asm`` takes to answer.
 
 Cold is what a user gets on a fresh machine: both runs start with empty caches (Triton's compile
 cache and thundervis's own, ``$THUNDERVIS_CACHE_DIR``: generated kernel files and the
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,15 +29,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "train_gpt.py")
 
 
-def timed_run(out: str, extra: list[str], caches: str) -> float:
-    """Run ``thundervis run`` on the example with its caches under ``caches``; return its wall seconds."""
+def timed_run(out: str, extra: list[str], caches: str) -> tuple[float, float]:
+    """Run ``thundervis run`` on the example with its caches under ``caches``; return its wall
+    seconds and the CPU seconds it and its compile workers and tools used."""
     env = dict(os.environ)
     env["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
     env["THUNDERVIS_CACHE_DIR"] = os.path.join(caches, "thundervis")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "--out", out, *extra, EXAMPLE],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def main() -> int:
@@ -45,13 +52,15 @@ def main() -> int:
     args = ap.parse_args()
     folder = tempfile.mkdtemp(prefix="aot-bench-")
     times = {(kind, cache): [] for kind in ("plain", "target") for cache in ("cold", "warm")}
+    cpu = {key: [] for key in times}
     path = None
     for i in range(args.repeat):
         for cache in ("cold", "warm"):  # warm: the same caches the cold runs filled
-            times["plain", cache].append(timed_run(os.path.join(folder, f"plain-{cache}{i}.tvrec"),
-                                                   ["--target", "none"], os.path.join(folder, f"plain{i}")))
-            out = os.path.join(folder, f"target-{cache}{i}.tvrec")
-            times["target", cache].append(timed_run(out, ["--target", args.target], os.path.join(folder, f"target{i}")))
+            for kind, extra in (("plain", ["--target", "none"]), ("target", ["--target", args.target])):
+                out = os.path.join(folder, f"{kind}-{cache}{i}.tvrec")
+                wall, used = timed_run(out, extra, os.path.join(folder, f"{kind}{i}"))
+                times[kind, cache].append(wall)
+                cpu[kind, cache].append(used)
             path = out if cache == "cold" else path
     from thundervis.recording import open_recording
     with open_recording(path) as rec:
@@ -76,6 +85,9 @@ def main() -> int:
         ratios[cache] = t / p
         print(f"{cache} caches        run {p:.2f} s, run --target {args.target} {t:.2f} s: "
               f"{t / p:.2f}x  (target <= {TARGET}x; medians of {args.repeat})")
+        pc, tc = statistics.median(cpu["plain", cache]), statistics.median(cpu["target", cache])
+        print(f"{cache} CPU           run {pc:.2f} s, run --target {args.target} {tc:.2f} s (the run, its "
+              f"compile workers and their tools): {tc - pc:+.2f} s")
     if first:
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "thundervis", "asm", path, first, "--stage", "sass"],

@@ -90,14 +90,15 @@ class AheadOfTime:
 
     # ------------------------------------------------------------------ workers
     def start(self) -> None:
-        """Spawn the workers now (each imports Triton), before the user's script runs."""
+        """Spawn the workers now, before the user's script runs; each imports Triton and pays its
+        first build's set-up on a small kernel (:func:`.worker.warm_up`)."""
         if not self.targets or self._closed:
             return
         pool = self._ensure_pool()
         if pool is not None:
             with _plain_main():
                 for _ in range(self.workers):
-                    pool.submit(_warm)
+                    pool.submit(_warm, self.targets)
 
     def _ensure_pool(self) -> Optional[cf.ProcessPoolExecutor]:
         if self._pool is None and not self._closed:
@@ -121,9 +122,8 @@ class AheadOfTime:
                 self._submit_one(graph, chain, r, new)
             except Exception as e:  # noqa: BLE001 - planning a target must not break the run
                 self._report_all(graph, chain, r.name, None, "unplanned", f"{type(e).__name__}: {e}")
-        for arch, jobs in new.items():
-            n = max(1, min(self.workers, len(jobs)))
-            for part in (jobs[i::n] for i in range(n)):
+        for jobs in new.values():
+            for part in balanced_batches(jobs, self.workers):
                 self._dispatch(part)
 
     def _submit_one(self, graph: int, chain: str, record: KernelRecord, new: dict) -> None:
@@ -221,6 +221,8 @@ class AheadOfTime:
         wait_s = default_wait_s() if wait_s is None else wait_s
         with self._lock:
             futures = list(self._futures.values())
+        if wait_s > 0 and any(not f.done() for f in futures):
+            self._raise_workers()
         t0 = time.perf_counter()
         pending_at_end = sum(1 for f in futures if not f.done())
         if futures:
@@ -249,6 +251,18 @@ class AheadOfTime:
         out.update(pending_at_end=pending_at_end, waited_s=round(waited, 3))
         return out
 
+    def _raise_workers(self) -> None:
+        """Give the workers this process's priority back: they yield to the user's script while it
+        runs, but once it has ended the run waits only for them (on a machine shared with other
+        people, a nice-10 worker gets a tenth of a core against their programs). Linux lets only a
+        privileged user raise a priority; elsewhere they stay as they are."""
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        with contextlib.suppress(OSError, AttributeError):
+            mine = os.getpriority(os.PRIO_PROCESS, 0)
+            for p in procs:
+                with contextlib.suppress(OSError, AttributeError, ValueError):
+                    os.setpriority(os.PRIO_PROCESS, p.pid, mine)
+
     def _stop_workers(self) -> None:
         pool, self._pool = self._pool, None
         if pool is None:
@@ -264,10 +278,33 @@ class AheadOfTime:
                 p.join(timeout=5)
 
 
-def _warm() -> None:
-    """Import Triton's CUDA backend in a worker before the first build needs it."""
-    import triton  # noqa: F401
-    from triton.backends.nvidia import compiler  # noqa: F401
+def build_cost(job: dict) -> int:
+    """A job's build cost in rough units: its source's length plus a small part per function
+    (measured on the example's 15 kernels: Triton's CPU time is about 0.1 ms per character of
+    source, within 30%; ptxas and the disassembly add a little per function)."""
+    return len(job["source"]) + 100 * len(job["kernels"])
+
+
+def balanced_batches(jobs: list, workers: int) -> list[list]:
+    """Split ``jobs`` ([(key, job)]) into at most ``workers`` batches of about equal
+    :func:`build_cost`, largest first into the lightest batch (the run waits for the slowest
+    batch; dealing them out in turn gave 9 and 17 functions to the example's two backward
+    batches); every batch keeps the jobs' order."""
+    n = max(1, min(workers, len(jobs)))
+    bins: list[list] = [[] for _ in range(n)]
+    load = [0] * n
+    for i in sorted(range(len(jobs)), key=lambda i: -build_cost(jobs[i][1])):
+        b = load.index(min(load))
+        bins[b].append(i)
+        load[b] += build_cost(jobs[i][1])
+    return [[jobs[i] for i in sorted(b)] for b in bins if b]
+
+
+def _warm(targets=()) -> None:
+    """Import Triton's CUDA backend in a worker and warm it up for ``targets`` before the first
+    build needs it."""
+    from .worker import warm_up
+    warm_up(targets)
 
 
 def _compile_batch(jobs: list) -> list:

@@ -1,18 +1,23 @@
-"""Disassembling many functions together: one ``nvdisasm`` for a batch of kernels.
+"""Assembling and disassembling many functions together: one ``ptxas``, one ``cuobjdump`` and one
+``nvdisasm`` for a batch of kernels.
 
-``nvdisasm`` spends about 0.3-0.5 s of CPU starting up whatever it disassembles, more than Triton
+``nvdisasm`` spends about 0.35 s of CPU starting up whatever it disassembles, more than Triton
 takes to compile a small function (measured on the example: 20.6 s of the 28.6 s of CPU its 41
-functions cost for sm_90 went to ``nvdisasm``). A worker compiles a batch of kernels (a chain's
-new kernels, :func:`.worker.compile_jobs`), each one or more Triton functions, each function its own
-cubin. :func:`disassemble_together` puts their PTX (Triton's own, as compiled; entries renamed
-apart by the caller) into one PTX module, assembles it once with the ``ptxas`` and options Triton
-used, disassembles that cubin once and splits the text back per function. Each function's machine
-code is what ptxas makes of the same PTX with the same options (ptxas compiles entries
-independently), and the line information is the same: every ``.loc`` is kept (file numbers made
-common, labels renamed apart) with the ``.debug_str`` names its inlined locations refer to. Tested
-on the example's 15 distinct kernels (41 functions): the same instructions, line map, instruction
-mix and resources as one ``nvdisasm`` per cubin, for 8.4 s of build CPU instead of 28.6. Anything
-unexpected returns None and the caller disassembles each cubin on its own.
+functions cost for sm_90 went to ``nvdisasm``), and Triton runs ``ptxas`` once per function. A
+worker compiles a batch of kernels (:func:`.worker.compile_jobs`), each one or more Triton
+functions, up to PTX. :func:`assemble_together` puts their PTX (entries renamed apart by the caller)
+into one PTX module, assembles it once with the ``ptxas`` command and options Triton runs (``-v``
+included: its report is split per function), reads every function's resources with one
+``cuobjdump -res-usage``, disassembles that cubin once and splits the text back per function. Each
+function's machine code is what ptxas makes of the same PTX with the same options (ptxas compiles
+entries independently), and the line information is the same: every ``.loc`` is kept (file numbers
+made common, labels renamed apart) with the ``.debug_str`` names its inlined locations refer to.
+One difference is corrected: in a merged cubin every function gets the reserved shared-memory block
+once any function declares shared memory, so a function that declares none reports 0, as its own
+cubin does. Tested on the example's 15 distinct kernels (41 functions, sm_80 and sm_90): the same
+stages, line maps, instruction mix, resources and per-function figures as Triton's own ptxas and one
+``nvdisasm`` per cubin. Anything unexpected returns None and the caller builds each kernel as Triton
+does.
 """
 from __future__ import annotations
 
@@ -142,13 +147,38 @@ def split_disassembly(text: str, names: list[str]) -> Optional[dict[str, str]]:
     return {n: "\n".join([*head, *sections[n], *tail]) + "\n" for n in names}
 
 
-def disassemble_together(ptxs: list[str], names: list[str], folder: str, tool: Callable[[list[str]], str],
-                         ptxas: list[str], nvdisasm: str) -> Optional[dict[str, str]]:
-    """Return ``{function name: nvdisasm -gi -c text}`` for the functions whose Triton PTX is
-    ``ptxs`` (named ``names``), from one ``ptxas`` run (``ptxas``: the command Triton ran, without
-    its input and output) and one ``nvdisasm`` run; ``tool`` runs a command and returns its stdout,
-    raising on failure. None when the PTX cannot be merged or a tool fails (the caller then
-    disassembles each function's cubin on its own)."""
+_ENTRY_LOG = re.compile(r"Compiling entry function '([\w$]+)'")
+_USAGE = re.compile(r"Function ([\w$]+):\s*\n\s*(REG:\d+\s+STACK:\d+\s+SHARED:\d+\s+LOCAL:\d+)")
+
+
+def split_ptxas_log(log: str) -> dict[str, str]:
+    """Return each function's part of a ``ptxas -v`` log (from its ``Compiling entry function``
+    line to the next one's), by function name."""
+    out, name = {}, None
+    for line in log.splitlines():
+        m = _ENTRY_LOG.search(line)
+        if m:
+            name = m.group(1)
+            out[name] = []
+        if name is not None:
+            out[name].append(line)
+    return {n: "\n".join(lines) + "\n" for n, lines in out.items()}
+
+
+def split_resource_usage(text: str) -> dict[str, str]:
+    """Return each function's ``REG:.. STACK:.. SHARED:.. LOCAL:..`` line of ``cuobjdump -res-usage``."""
+    return {m.group(1): m.group(2) for m in _USAGE.finditer(text)}
+
+
+def assemble_together(ptxs: list[str], names: list[str], folder: str, tool: Callable[..., str],
+                      ptxas: list[str], nvdisasm: str, cuobjdump: str) -> Optional[dict[str, dict]]:
+    """Return ``{function name: {"sass": nvdisasm -gi -c text, "log": its ptxas -v report, "usage":
+    its cuobjdump -res-usage line}}`` for the functions whose Triton PTX is ``ptxs`` (named
+    ``names``), from one ``ptxas`` run (``ptxas``: the command Triton runs, ``-v`` included, without
+    its input and output), one ``cuobjdump`` and one ``nvdisasm``; ``tool(args, stderr=False)`` runs
+    a command and returns its stdout (stderr when asked), raising on failure. None when the PTX
+    cannot be merged, a tool fails or a function is missing from an output (the caller then builds
+    each kernel as Triton does, with its own ptxas)."""
     merged = merge_ptx(ptxs)
     if merged is None:
         return None
@@ -157,7 +187,8 @@ def disassemble_together(ptxs: list[str], names: list[str], folder: str, tool: C
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(merged)
-        tool([*ptxas, ptx_path, "-o", cubin])
+        log = split_ptxas_log(tool([*ptxas, ptx_path, "-o", cubin], stderr=True))
+        usage = split_resource_usage(tool([cuobjdump, "-res-usage", cubin]))
         text = tool([nvdisasm, "-gi", "-c", cubin])
     except (OSError, RuntimeError, subprocess.SubprocessError):
         return None
@@ -167,4 +198,20 @@ def disassemble_together(ptxs: list[str], names: list[str], folder: str, tool: C
                 os.remove(p)
             except OSError:
                 pass
-    return split_disassembly(text, names)
+    sass = split_disassembly(text, names)
+    if sass is None or any(n not in log or n not in usage for n in names):
+        return None
+    return {n: {"sass": sass[n], "log": log[n], "usage": usage[n] if _declares_shared(p) else _no_shared(usage[n])}
+            for n, p in zip(names, ptxs)}
+
+
+def _declares_shared(ptx: str) -> bool:
+    """Whether a function's own PTX declares shared memory (Triton's ``global_smem``)."""
+    return any(".shared" in line.split("//")[0] for line in ptx.splitlines() if _DECL.match(line))
+
+
+def _no_shared(usage: str) -> str:
+    """A function that declares no shared memory has none in a cubin of its own; in the merged
+    cubin, where another function declares it, ptxas gives every function the reserved block (on
+    sm_90, 1 KiB): its ``SHARED`` is what its own cubin reports, 0."""
+    return re.sub(r"SHARED:\d+", "SHARED:0", usage)

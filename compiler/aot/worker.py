@@ -5,10 +5,12 @@ Triton is imported there, so Triton's CUDA backend is live even on a machine wit
 holds the kernel's ``@triton.jit`` source as generated in the compiling process from the live IR
 (never text read from a recording), its functions' parameter dtypes and warps, and the target. The
 source is written to a file of its own (Triton's JIT needs one), each function is compiled with
-``triton.compile(ASTSource(fn, signature, {}, attrs), target=GPUTarget("cuda", arch, 32))``, the
-cubin is disassembled with the ``nvdisasm`` and read with the ``cuobjdump`` that ship in Triton's
-wheel, and the result is a plain dict: stages, per-line source maps, resources, instruction mix,
-or the error (ptxas's message) when compilation fails. It never raises.
+``triton.compile(ASTSource(fn, signature, {}, attrs), target=GPUTarget("cuda", arch, 32))`` up to
+PTX (Triton's own ptxas step is left to the batch), and a batch's functions are assembled with the
+ptxas command Triton would run, read with ``cuobjdump`` and disassembled with ``nvdisasm`` (all from
+Triton's wheel) once for the whole batch (:mod:`.sass_batch`). The result is a plain dict: stages,
+per-line source maps, resources, instruction mix, or the error (ptxas's message) when compilation
+fails. It never raises.
 """
 from __future__ import annotations
 
@@ -44,6 +46,43 @@ def prepare_worker() -> None:
         os.nice(int(nice) if nice.isdigit() else DEFAULT_NICE)
 
 
+_WARM_UP_SOURCE = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(arg0, res0):
+    offs = tl.program_id(0) * 128 + tl.arange(0, 128)
+    tl.store(res0 + offs, tl.load(arg0 + offs, mask=offs < 1000, other=0) * 2.0, mask=offs < 1000)
+"""
+
+
+def warm_up(archs) -> bool:
+    """Pay a worker's first-build costs before the first kernel arrives (Triton's and LLVM's
+    set-up, ``ptxas --version``: about 0.4 s of CPU on the first build otherwise): compile a small
+    kernel to PTX for each of ``archs``, in a throwaway Triton cache (the user's never holds it).
+    Return whether it compiled (never raises)."""
+    folder = tempfile.mkdtemp(prefix="thundervis-aot-warm-")
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+    try:
+        for arch in archs:
+            job = {"source": _WARM_UP_SOURCE, "arch": int(arch), "folder": folder,
+                   "kernels": [{"name": "kernel", "params": [["arg0", "float32"], ["res0", "float32"]], "num_warps": 4}]}
+            _, built = _build(job, cubin=not _skip_triton_ptxas())
+            _tools_key(built[0][1], int(arch))
+        return True
+    except Exception:  # noqa: BLE001 - warming up is only an optimisation
+        return False
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = saved
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def signature(params) -> dict:
     """Return Triton's signature dict for ``params`` ((name, dtype) pairs: all pointers)."""
     return {name: "*" + SIGNATURE_TYPES[dtype] for name, dtype in params}
@@ -58,13 +97,17 @@ def compile_job(job: dict) -> dict:
 
 
 def compile_jobs(jobs: list) -> list:
-    """Return :func:`compile_job` of each of ``jobs`` (one target), their functions disassembled
-    together by one ptxas and one nvdisasm run (:func:`_disassembled_together`); never raises."""
+    """Return :func:`compile_job` of each of ``jobs`` (one target): Triton compiles each function
+    to PTX, and all the functions are assembled, read and disassembled together by one ptxas, one
+    cuobjdump and one nvdisasm run (:func:`_disassembled_together`); a job that cannot be done that
+    way is built again on its own as Triton builds it, its own ptxas included (its ptxas error is
+    the recorded one). Never raises."""
+    lean = _skip_triton_ptxas()
     started, out = [], []
     for job in jobs:
         t0 = time.perf_counter()
         try:
-            path, done = _build(job)
+            path, done = _build(job, cubin=not lean)
         except BaseException as e:  # noqa: BLE001 - a failed build is a recorded result, never a crash
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -73,16 +116,20 @@ def compile_jobs(jobs: list) -> list:
     t0 = time.perf_counter()
     built = [(i, b) for i, (_, _, path, done) in enumerate(started) if path is not None for b in done]
     try:
-        sass_of = _disassembled_together(built, int(jobs[0]["arch"]), _folder(jobs[0])) if jobs else {}
-    except Exception:  # noqa: BLE001 - each cubin is then disassembled on its own
-        sass_of = {}
-    shared = (time.perf_counter() - t0) / max(1, len(jobs))  # the batch's disassembly, spread evenly
+        tools = _disassembled_together(built, int(jobs[0]["arch"]), _folder(jobs[0])) if jobs else {}
+    except Exception:  # noqa: BLE001 - each kernel is then built on its own
+        tools = {}
+    shared = (time.perf_counter() - t0) / max(1, len(jobs))  # the batch's tools, spread evenly
     for i, (job, seconds, path, done) in enumerate(started):
         t0 = time.perf_counter()
         result = done
         if path is not None:
             try:
-                result = _finish(job, path, done, {k: t for (j, k), t in sass_of.items() if j == i})
+                mine = {k["name"]: tools[i, k["name"]] for k, _, _ in done if (i, k["name"]) in tools}
+                if len(mine) < len(done) and any(not c.asm.get("cubin") for _, c, _ in done):
+                    path, done = _build(job, cubin=True)  # on its own, as Triton builds it
+                    mine = {}
+                result = _finish(job, path, done, mine)
                 result["ok"] = True
             except BaseException as e:  # noqa: BLE001
                 if isinstance(e, (KeyboardInterrupt, SystemExit)):
@@ -120,20 +167,22 @@ def _bin(name: str) -> str:
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
 
 
-def _tool(args: list[str]) -> str:
+def _tool(args: list[str], stderr: bool = False) -> str:
+    """Run a tool; return its stdout (its stderr with ``stderr``: ptxas's ``-v`` report)."""
     r = subprocess.run(args, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
     if r.returncode != 0:
         raise RuntimeError(f"{os.path.basename(args[0])} failed: {(r.stderr or r.stdout).strip()[:500]}")
-    return r.stdout
+    return r.stderr if stderr else r.stdout
 
 
 def _folder(job: dict) -> str:
     return job.get("folder") or os.path.join(tempfile.gettempdir(), "thundervis-aot")
 
 
-def _build(job: dict) -> tuple[str, list]:
+def _build(job: dict, cubin: bool = True) -> tuple[str, list]:
     """Compile every function of ``job`` with Triton; return (the source file, [(kernel entry,
-    compiled kernel, ptxas log)])."""
+    compiled kernel, ptxas log)]). Without ``cubin``, Triton stops at PTX (:func:`_skip_triton_ptxas`:
+    no cubin, no log; the batch assembles it)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -152,22 +201,27 @@ def _build(job: dict) -> tuple[str, list]:
         if job.get("ptx_options"):
             options["ptx_options"] = job["ptx_options"]
         log = io.StringIO()
-        with contextlib.redirect_stdout(log):
+        with contextlib.redirect_stdout(log), _ptx_only(not cubin):
             compiled = triton.compile(ASTSource(fn, signature(params), {}, attrs),
                                       target=GPUTarget("cuda", arch, 32), options=options)
         built.append((k, compiled, log.getvalue()))
     return path, built
 
 
-def _finish(job: dict, path: str, built: list, sass_of: dict) -> dict:
-    """Return the result of ``job`` from its compiled functions (:func:`_build`); ``sass_of``: the
-    SASS of some of them by name, already disassembled."""
+def _finish(job: dict, path: str, built: list, tools: dict) -> dict:
+    """Return the result of ``job`` from its compiled functions (:func:`_build`); ``tools``: per
+    function name, its machine code already read (``sass``, ``usage``, ``report``:
+    :func:`_disassembled_together`); the others are read from their own cubins."""
     import triton
     folder = _folder(job)
     stages = {s: [] for s in mc.STAGES}
     functions = []
     for k, compiled, ptxas_log in built:
-        sass, usage, report = _read_cubin(compiled.asm["cubin"], ptxas_log, folder, sass_of.get(k["name"]))
+        got = tools.get(k["name"])
+        if got is not None:
+            sass, usage, report = got["sass"], got["usage"], got["report"]
+        else:
+            sass, usage, report = _read_cubin(compiled, ptxas_log, folder)
         meta = compiled.metadata
         dynamic_shared = int(getattr(meta, "shared", 0) or 0)
         functions.append({
@@ -204,72 +258,144 @@ def _tool_cache() -> str:
     return os.path.join(root, "aot")
 
 
-def _cached_tools(cubin: bytes) -> Optional[dict]:
-    """Return what :func:`_read_cubin` kept for this cubin (``sass``, ``usage``, ``report``) or None."""
+# Triton's compile cache keys a PTX-only build apart from a full one (its hook adds this to the key).
+_PTX_ONLY_KEY = "thundervis-aot-ptx-only-1"
+
+
+def _skip_triton_ptxas() -> bool:
+    """Return whether Triton can stop at PTX (its stage hook exists): the batch then runs ptxas
+    once for all its functions instead of Triton once per function (``$THUNDERVIS_AOT_TRITON_PTXAS=1``:
+    never)."""
+    if os.environ.get("THUNDERVIS_AOT_TRITON_PTXAS") == "1":
+        return False
+    try:
+        from triton import knobs
+        return hasattr(knobs.runtime, "add_stages_inspection_hook")
+    except (ImportError, AttributeError):
+        return False
+
+
+@contextlib.contextmanager
+def _ptx_only(on: bool):
+    """While on, Triton's cubin stage is empty (b""): what it would do, ptxas, the batch does."""
+    if not on:
+        yield
+        return
+    from triton import knobs
+
+    def hook(*args):
+        if not args:  # asked for its part of the cache key
+            return _PTX_ONLY_KEY, hashlib.sha256(_PTX_ONLY_KEY.encode()).hexdigest()
+        stages = args[1]
+        stages["cubin"] = lambda src, metadata: b""
+    saved = knobs.runtime.add_stages_inspection_hook
+    knobs.runtime.add_stages_inspection_hook = hook
+    try:
+        yield
+    finally:
+        knobs.runtime.add_stages_inspection_hook = saved
+
+
+def _ptxas_command(compiled, arch: int) -> list[str]:
+    """Return the ptxas command Triton runs for ``compiled`` (without input and output): same
+    options, same order, ``-v`` included."""
+    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
+    meta = compiled.metadata
+    fmad = [] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"]
+    extra = [o for o in (getattr(meta, "ptx_options", None) or "").split(" ") if o]
+    return [get_ptxas(arch).path, "-lineinfo", *fmad, "-v", "--regAllocOptLevel=2", *extra,
+            f"--gpu-name={sm_arch_from_capability(arch)}"]
+
+
+def _tools_key(compiled, arch: int) -> str:
+    """The tool cache's key of a function: its PTX and the ptxas command and version that assemble it."""
+    from triton.backends.nvidia.compiler import get_ptxas
+    cmd = _ptxas_command(compiled, arch)
+    text = "\0".join([compiled.asm["ptx"], get_ptxas(arch).version or "", *cmd[1:]])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cached_tools(key: str) -> Optional[dict]:
+    """Return what was kept for this function (``sass``, ``usage``, ``report``) or None."""
     import json
     try:
-        with open(os.path.join(_tool_cache(), f"{hashlib.sha256(cubin).hexdigest()}.json"), encoding="utf-8") as f:
+        with open(os.path.join(_tool_cache(), f"{key}.json"), encoding="utf-8") as f:
             d = json.load(f)
     except (OSError, ValueError):
         return None
-    return d if isinstance(d, dict) and isinstance(d.get("sass"), str) else None
+    if not (isinstance(d, dict) and isinstance(d.get("sass"), str)):
+        return None
+    return {"sass": d["sass"], "usage": d.get("usage") or {}, "report": d.get("report") or {}}
+
+
+def _keep_tools(key: str, got: dict) -> None:
+    """Keep a function's machine code in the tool cache (best effort): a warm run then needs
+    neither ptxas nor nvdisasm (nvdisasm alone costs more than a small build)."""
+    import json
+    if not got.get("report"):  # only a build whose ptxas ran has the spill report worth keeping
+        return
+    cached = os.path.join(_tool_cache(), f"{key}.json")
+    try:
+        os.makedirs(_tool_cache(), exist_ok=True)
+        tmp = f"{cached}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(got, f)
+        os.replace(tmp, cached)
+    except OSError:
+        pass
 
 
 def _disassembled_together(built: list, arch: int, folder: str) -> dict:
-    """Return ``{(job index, kernel entry name): SASS}`` for the functions of ``built`` ([(job
-    index, (kernel entry, compiled, log))]) not already in the tool cache, from one ptxas and one
-    nvdisasm run (:mod:`.sass_batch`; entries renamed apart, ``j3_kernel_0``, and named back in
-    the text); empty when there are fewer than two or the batch cannot be made (each cubin is then
-    disassembled on its own)."""
-    todo = [(i, k, c) for i, (k, c, _) in built if _cached_tools(c.asm["cubin"]) is None]
-    if len(todo) < 2:
-        return {}
+    """Return ``{(job index, kernel entry name): {"sass", "usage", "report"}}`` for the functions
+    of ``built`` ([(job index, (kernel entry, compiled, log))]): from the tool cache, else from one
+    ptxas, one cuobjdump and one nvdisasm run over all of them (:mod:`.sass_batch`; entries renamed
+    apart, ``j3_kernel_0``, and named back in the text). Functions that Triton assembled itself
+    (``asm["cubin"]`` set) are left out when fewer than two need the tools; nothing is returned
+    for a function the batch could not make."""
     import re
-    from triton.backends.nvidia.compiler import get_ptxas, sm_arch_from_capability
-    from .sass_batch import disassemble_together
-    meta = todo[0][2].metadata
-    ptxas = [get_ptxas(arch).path, "-lineinfo"] + ([] if getattr(meta, "enable_fp_fusion", True) else ["--fmad=false"])
-    ptxas += ["--regAllocOptLevel=2", *(o for o in (getattr(meta, "ptx_options", None) or "").split(" ") if o),
-              f"--gpu-name={sm_arch_from_capability(arch)}"]
-    names = [f"j{i}_{k['name']}" for i, k, _ in todo]
+    from .sass_batch import assemble_together
+    out, todo = {}, []
+    for i, (k, c, _) in built:
+        key = _tools_key(c, arch)
+        got = _cached_tools(key)
+        if got is not None:
+            out[i, k["name"]] = got
+        else:
+            todo.append((i, k, c, key))
+    if not todo or (len(todo) < 2 and all(c.asm.get("cubin") for _, _, c, _ in todo)):
+        return out
+    names = [f"j{i}_{k['name']}" for i, k, _, _ in todo]
     ptxs = [re.sub(rf"\b{re.escape(k['name'])}(?=\b|_param_)", new, c.asm["ptx"])
-            for (_, k, c), new in zip(todo, names)]
-    out = disassemble_together(ptxs, names, folder, _tool, ptxas, _bin("nvdisasm")) or {}
-    return {(i, k["name"]): re.sub(rf"\b{re.escape(new)}\b", k["name"], out[new])
-            for (i, k, _), new in zip(todo, names) if new in out}
+            for (_, k, c, _), new in zip(todo, names)]
+    made = assemble_together(ptxs, names, folder, _tool, _ptxas_command(todo[0][2], arch),
+                             _bin("nvdisasm"), _bin("cuobjdump")) or {}
+    for (i, k, _, key), new in zip(todo, names):
+        if new in made:
+            got = {"sass": re.sub(rf"\b{re.escape(new)}\b", k["name"], made[new]["sass"]),
+                   "usage": mc.resource_usage(made[new]["usage"]), "report": mc.ptxas_report(made[new]["log"])}
+            _keep_tools(key, got)
+            out[i, k["name"]] = got
+    return out
 
 
-def _read_cubin(cubin: bytes, ptxas_log: str, folder: str, sass: Optional[str] = None) -> tuple[str, dict, dict]:
+def _read_cubin(compiled, ptxas_log: str, folder: str) -> tuple[str, dict, dict]:
     """Return (SASS from ``nvdisasm -gi``, ``cuobjdump -res-usage`` figures, ptxas report) of a
-    cubin; ``sass``: its disassembly when already made (:func:`_disassembled_together`). Kept per
-    cubin hash in ``$THUNDERVIS_CACHE_DIR/aot``: when Triton's own cache answers, ptxas does not run
-    again (no report) and nvdisasm would cost more than the build."""
-    import json
-    key = hashlib.sha256(cubin).hexdigest()
-    cached = os.path.join(_tool_cache(), f"{key}.json")
-    d = _cached_tools(cubin)
-    if d is not None:
-        return d["sass"], d.get("usage") or {}, d.get("report") or {}
+    function Triton assembled itself (its own cubin and ptxas log), kept in the tool cache."""
+    key = _tools_key(compiled, int(compiled.metadata.target.arch))
+    got = _cached_tools(key)
+    if got is not None:
+        return got["sass"], got["usage"], got["report"]
     with tempfile.NamedTemporaryFile(suffix=".cubin", dir=folder, delete=False) as f:
-        f.write(cubin)
+        f.write(compiled.asm["cubin"])
         path = f.name
     try:
-        if sass is None:
-            sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
+        sass = _tool([_bin("nvdisasm"), "-gi", "-c", path])
         usage = mc.resource_usage(_tool([_bin("cuobjdump"), "-res-usage", path]))
     finally:
         os.remove(path)
-    report = mc.ptxas_report(ptxas_log)
-    if report:  # only a build whose ptxas ran has the spill report worth keeping
-        try:
-            os.makedirs(_tool_cache(), exist_ok=True)
-            tmp = f"{cached}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"sass": sass, "usage": usage, "report": report}, f)
-            os.replace(tmp, cached)
-        except OSError:
-            pass
-    return sass, usage, report
+    got = {"sass": sass, "usage": usage, "report": mc.ptxas_report(ptxas_log)}
+    _keep_tools(key, got)
+    return got["sass"], got["usage"], got["report"]
 
 
 def _joined(parts: list[str], stage: str, names: list[str]) -> str:

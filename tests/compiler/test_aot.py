@@ -269,7 +269,7 @@ worker.prepare_worker()
 jobs = json.load(open(sys.argv[1]))
 calls = []
 tool = worker._tool
-worker._tool = lambda args: calls.append(os.path.basename(args[0])) or tool(args)
+worker._tool = lambda args, **kw: calls.append(os.path.basename(args[0])) or tool(args, **kw)
 os.environ["THUNDERVIS_CACHE_DIR"] = sys.argv[2] + "/one"
 together = worker.compile_jobs(jobs)
 n_together = calls.count("nvdisasm")
@@ -284,15 +284,18 @@ print(json.dumps({"ok": [r["ok"] for r in together + each], "nvdisasm": [n_toget
                   "same_sass": [insns(a) == insns(b) for a, b in zip(together, each)],
                   "lines_hit": [sum(1 for _, n in insns(r) if n) for r in together],
                   "same_mix": [a["mix"] == b["mix"] for a, b in zip(together, each)],
-                  "same_resources": [a["resources"] == b["resources"] for a, b in zip(together, each)]}))
+                  "same_resources": [a["resources"] == b["resources"] for a, b in zip(together, each)],
+                  "same_functions": [a["functions"] == b["functions"] for a, b in zip(together, each)],
+                  "ptxas": [calls.count("ptxas"), calls.count("ptxas-blackwell")]}))
 """
 
 
 def test_one_disassembly_gives_what_one_per_cubin_gives(tmp_path):
     """Two kernels, one planned as several launches, compiled together for sm_90 by Triton's CUDA
-    backend in a fresh process (one worker batch): one nvdisasm for all their functions gives each
-    kernel the same instructions, line map, instruction mix and resources as one nvdisasm per
-    function."""
+    backend in a fresh process (one worker batch): Triton stops at PTX, and one ptxas, one cuobjdump
+    and one nvdisasm for all their functions give each kernel the same instructions, line map,
+    instruction mix, resources and per-function figures (registers, spill bytes, shared memory) as
+    Triton's own ptxas and one nvdisasm per function."""
     (multi,) = triton_records(_softmax_colsum, torch.randn(256, 128))
     (single,) = triton_records(lambda x: torch.tanh(x) * x + 1.0, torch.randn(4096))
     plans = [plan_for_gpu(multi), plan_for_gpu(single)]
@@ -309,6 +312,8 @@ def test_one_disassembly_gives_what_one_per_cubin_gives(tmp_path):
     assert got["ok"] == [True] * 4 and got["nvdisasm"] == [1, n]
     assert got["same_sass"] == [True, True] and all(got["lines_hit"])
     assert got["same_mix"] == [True, True] and got["same_resources"] == [True, True]
+    assert got["same_functions"] == [True, True]
+    assert sum(got["ptxas"]) == 1  # one for the batch (Triton runs its own only for a kernel built alone)
 
 
 def test_finish_returns_after_every_build_of_a_batch_is_reported():
@@ -332,3 +337,32 @@ def test_finish_returns_after_every_build_of_a_batch_is_reported():
     stats = aot.finish(600)
     assert sorted(k for _, _, k, _, _ in obs.builds) == sorted(r.name for r in records)
     assert stats["builds"] == 3 and stats["distinct"] == 3
+
+
+def test_warm_up_compiles_in_a_throwaway_cache(tmp_path):
+    """A worker's warm-up compiles a small kernel to PTX in a Triton cache of its own: the user's
+    stays untouched and ``TRITON_CACHE_DIR`` is as it was."""
+    code = ("import os; from thundervis.compiler.aot import worker; worker.prepare_worker(); "
+            "print(worker.warm_up([80, 90])); print(os.environ['TRITON_CACHE_DIR'])")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", str(tmp_path / "triton")]
+    assert not (tmp_path / "triton").exists() or not any((tmp_path / "triton").iterdir())
+
+
+def test_workers_yield_while_the_script_runs_and_not_once_it_has_ended():
+    """Workers start at a lower priority than the script; ``finish`` (the script has ended and the
+    run waits only for them) gives them the script's priority back where the OS allows it."""
+    aot = AheadOfTime((90,), Kernels(), workers=1)
+    try:
+        pid = aot._ensure_pool().submit(os.getpid).result(timeout=120)
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + 10)
+        aot._raise_workers()  # never raises, privileged or not
+        if os.geteuid() != 0:
+            pytest.skip("only a privileged user may raise a process's priority")
+        assert os.getpriority(os.PRIO_PROCESS, pid) == mine
+    finally:
+        aot.finish(0.0)

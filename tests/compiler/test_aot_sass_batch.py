@@ -1,8 +1,12 @@
-"""One ``nvdisasm`` per multi-launch kernel (``compiler/aot/sass_batch.py``): the merged PTX and
-the split disassembly (tests/compiler/test_aot.py compiles a real kernel both ways)."""
+"""One ``ptxas``, ``cuobjdump`` and ``nvdisasm`` per batch of kernels (``compiler/aot/sass_batch.py``):
+the merged PTX, the split disassembly, ptxas report and resource usage, and how a worker's batch
+is balanced (tests/compiler/test_aot.py compiles real kernels both ways)."""
 from __future__ import annotations
 
-from thundervis.compiler.aot.sass_batch import merge_ptx, split_disassembly
+from thundervis.compiler.aot import machine_code as mc
+from thundervis.compiler.aot.pool import balanced_batches, build_cost
+from thundervis.compiler.aot.sass_batch import (_declares_shared, _no_shared, merge_ptx, split_disassembly,
+                                                split_ptxas_log, split_resource_usage)
 
 
 def _ptx(name: str, files: list[str], decls: list[str], locs: list[str]) -> str:
@@ -44,3 +48,41 @@ def test_split_gives_each_function_its_section_with_the_header_and_symbols():
     assert "EXIT" in parts["kernel_1"] and "NOP" not in parts["kernel_1"]
     assert all(p.startswith("\t.target\tsm_90a") and "SYMBOLS" in p for p in parts.values())
     assert split_disassembly(text, ["kernel_2"]) is None
+
+
+def test_ptxas_report_and_resource_usage_split_per_function():
+    log = ("ptxas info    : 28 bytes gmem\n"
+           "ptxas info    : Compiling entry function 'j1_kernel' for 'sm_90a'\n"
+           "ptxas info    : Function properties for j1_kernel\n"
+           "    0 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 255 registers, used 1 barriers\n"
+           "ptxas info    : Compiling entry function 'j0_kernel_0' for 'sm_90a'\n"
+           "ptxas info    : Function properties for j0_kernel_0\n"
+           "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+           "ptxas info    : Used 22 registers, used 0 barriers\n")
+    parts = split_ptxas_log(log)
+    assert set(parts) == {"j1_kernel", "j0_kernel_0"}
+    assert mc.ptxas_report(parts["j1_kernel"]) == {"registers": 255, "stack_frame_bytes": 0,
+                                                   "spill_store_bytes": 8, "spill_load_bytes": 4}
+    assert mc.ptxas_report(parts["j0_kernel_0"])["registers"] == 22
+    usage = ("Resource usage:\n Common:\n  GLOBAL:28\n Function j1_kernel:\n"
+             "  REG:255 STACK:8 SHARED:1024 LOCAL:12 CONSTANT[0]:640 TEXTURE:0 SURFACE:0 SAMPLER:0\n"
+             " Function j0_kernel_0:\n  REG:22 STACK:0 SHARED:1024 LOCAL:0 CONSTANT[0]:600 TEXTURE:0\n")
+    lines = split_resource_usage(usage)
+    assert mc.resource_usage(lines["j1_kernel"]) == {"registers": 255, "stack_bytes": 8,
+                                                     "static_shared_bytes": 1024, "local_bytes": 12}
+    # a function that declares no shared memory has none of its own (the merged cubin's reserved block)
+    assert mc.resource_usage(_no_shared(lines["j0_kernel_0"]))["static_shared_bytes"] == 0
+    with_smem = _ptx("k", ["k.py"], [".extern .shared .align 16 .b8 global_smem[];"], [".loc\t1 2 3"])
+    assert _declares_shared(with_smem) and not _declares_shared(_ptx("k", ["k.py"], [], [".loc\t1 2 3"]))
+
+
+def test_batches_balance_the_build_cost_and_keep_the_order():
+    jobs = [(i, {"source": "x" * n, "kernels": [{}] * k}) for i, (n, k) in
+            enumerate([(8000, 11), (400, 1), (4700, 1), (3400, 3), (2800, 2), (600, 1), (3000, 3)])]
+    parts = balanced_batches(jobs, 2)
+    assert len(parts) == 2 and sorted(i for p in parts for i, _ in p) == list(range(7))
+    assert all([i for i, _ in p] == sorted(i for i, _ in p) for p in parts)
+    costs = sorted(sum(build_cost(j) for _, j in p) for p in parts)
+    assert costs[1] - costs[0] <= max(build_cost(j) for _, j in jobs) // 2
+    assert balanced_batches(jobs[:1], 8) == [jobs[:1]] and len(balanced_batches(jobs, 1)) == 1
