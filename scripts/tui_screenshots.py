@@ -2,6 +2,7 @@
 
     python scripts/tui_screenshots.py REC docs/
     python scripts/tui_screenshots.py REC docs/ --numerics   # the numerics and bisect screens
+    python scripts/tui_screenshots.py REC docs/ --source 49  # the Source screen on line 49
 
 Opens the recording headless, goes to the forward chain's fusion pass with the diff against the
 previous pass on, selects the first fusion line (details pane) and saves SVGs, then PNGs
@@ -50,6 +51,23 @@ async def shoot_numerics(rec: str, out_svg: str, size: tuple[int, int], bisect: 
         app.save_screenshot(out_svg)
 
 
+async def shoot_source(rec: str, out_svg: str, size: tuple[int, int], line: int) -> None:
+    """Save the Source screen (S) of ``rec`` with the cursor on the op line ``line`` (``n`` moves
+    from op line to op line) and its details below."""
+    async with headless_tui(rec, size, pause=0.7, poll=0.1) as (app, pilot, idle):
+        await idle()
+        await pilot.press("S")
+        await idle()
+        for _ in range(200):
+            row = app.screen.selected() if hasattr(app.screen, "selected") else None
+            if row is not None and row.line >= line:
+                break
+            await pilot.press("n")
+            await pilot.pause(0.02)
+        await idle()
+        app.save_screenshot(out_svg)
+
+
 def main() -> int:
     """Write docs/tui-80x24.{svg,png} and docs/tui-160x48.{svg,png}; with ``--numerics`` (a
     recording made with ``run --check-numerics --capture-inputs``) docs/tui-numerics-160x48.png
@@ -59,8 +77,15 @@ def main() -> int:
     ap.add_argument("folder", metavar="DIR", help="where to write the SVGs and PNGs (e.g. docs/)")
     ap.add_argument("--numerics", action="store_true",
                     help="the numerics and bisect screens (a recording made with --check-numerics --capture-inputs)")
+    ap.add_argument("--source", type=int, metavar="LINE",
+                    help="the Source screen at 120x36 (docs/tui-source.png), the cursor on op line LINE")
     args = ap.parse_args()
     rec, folder = args.rec, args.folder
+    if args.source is not None:
+        svg = os.path.join(folder, "tui-source.svg")
+        asyncio.run(shoot_source(rec, svg, (120, 36), args.source))
+        svg_to_png(svg, svg[:-4] + ".png")
+        return 0
     if args.numerics:
         for name, bisect in (("numerics", False), ("bisect", True)):
             svg = os.path.join(folder, f"tui-{name}-160x48.svg")
