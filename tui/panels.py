@@ -49,7 +49,8 @@ def chain_row(c, status: Optional[ChainStatus]) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"g{c.graph} ", style=DIM)
     t.append(f"{visible_line(c.kind):<9}", style=Style(bold=True))
-    t.append(f"{len(c.passes):>3} passes", style=DIM)
+    n = len(c.passes)
+    t.append(f"{n:>3} {'pass  ' if n == 1 else 'passes'}", style=DIM)
     if status is not None and status.eager:
         t.append("  ✗ eager", style=Style(color=BAD, bold=True))
     elif c.status == "compiling":
