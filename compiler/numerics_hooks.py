@@ -65,18 +65,20 @@ def _checked(b: BoundSymbol, fn: Callable, checker: Callable, keep: Callable[[di
     return run
 
 
-def _flat_tensors(x) -> list:
+def flat_tensors(x) -> list:
+    """Return the tensors of ``x`` (a tensor, or tuples and lists of them nested), in order;
+    anything else is left out."""
     if isinstance(x, torch.Tensor):
         return [x]
     if isinstance(x, (tuple, list)):
-        return [t for v in x for t in _flat_tensors(v)]
+        return [t for v in x for t in flat_tensors(v)]
     return []
 
 
 def output_deltas(outs, eager_outs) -> dict:
     """Return ``{"max_abs": .., "max_rel": .., "outputs": [{"index", "max_abs", "max_rel"}]}``: the
     differences between the compiled and the eager outputs (rel: divided by the largest |eager|)."""
-    a, b = _flat_tensors(outs), _flat_tensors(eager_outs)
+    a, b = flat_tensors(outs), flat_tensors(eager_outs)
     rows, max_abs, max_rel = [], 0.0, 0.0
     if len(a) != len(b):
         return {"max_abs": float("inf"), "max_rel": float("inf"), "outputs": [],

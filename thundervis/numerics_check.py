@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - other torch versions
 
 from thundervis.compiler.interpreter import run_trace
 from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
+from thundervis.compiler.numerics_hooks import flat_tensors
 from thundervis.kernel_numerics import errors
 from thundervis.rerun import float64_region, reference_outputs
 
@@ -218,14 +219,6 @@ def is_random(symbol: BoundSymbol) -> bool:
     return any(_RANDOM.search(s.sym) for s in symbol.subsymbols)
 
 
-def _tensors(x) -> list:
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, (tuple, list)):
-        return [t for v in x for t in _tensors(v)]
-    return []
-
-
 def region_functions(symbol: BoundSymbol) -> Optional[tuple]:
     """Return ``(eager, reference)`` for a fusion symbol: functions of the kernel's input tensors
     returning the region's outputs, ``eager`` running its member prims as they are and
@@ -251,7 +244,7 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
     base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
     if (is_random(symbol) if random is None else random):
         return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
-    outs = _tensors(outputs)
+    outs = flat_tensors(outputs)
     # The check runs inside the compiled chain, under AOTAutograd's dispatch mode; its own ops need
     # none of it (plain tensors in, plain numbers out), so they run without it: several times faster;
     # inference mode, not no_grad: its ops skip autograd's bookkeeping (version counters, views).
@@ -261,13 +254,13 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
         if functions:
             # No detach: under inference mode no op of the check records autograd history.
             eager_fn, reference_fn = functions
-            refs = _tensors(reference_fn(*[t.double() if t.is_floating_point() else t for t in inputs]))
-            eager = _tensors(eager_fn(*inputs))
+            refs = flat_tensors(reference_fn(*[t.double() if t.is_floating_point() else t for t in inputs]))
+            eager = flat_tensors(eager_fn(*inputs))
         else:
             args = [t.detach() for t in inputs]
             region = region_of(symbol)
             refs = reference_outputs(region, args)
-            eager = _tensors(run_trace(region, args))
+            eager = flat_tensors(run_trace(region, args))
         judged = judge(outs, refs, eager)
     return {**base, **judged, "detail": ""}
 
