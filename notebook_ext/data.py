@@ -15,10 +15,9 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from thundervis.diff import diff_traces
+from thundervis.diff.labelled import labelled_diff
 from thundervis.diff.lines import is_fusion
 from thundervis.present import default_view
-from thundervis.present.diff_labels import labelled
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.pass_traces import PassTraces
@@ -121,8 +120,7 @@ class RecordingData:
         """Return the :class:`~thundervis.diff.TraceDiff` of passes ``a`` -> ``b`` of one chain."""
         c = self._chain(graph, chain)
         pa, pb = self.pass_in(c, a), self.pass_in(c, b)
-        d = diff_traces(self.trace(graph, chain, pa.index), self.trace(graph, chain, pb.index))
-        return labelled(d, graph, chain, pa, pb)
+        return labelled_diff(self.trace(graph, chain, pa.index), self.trace(graph, chain, pb.index), graph, chain, pa, pb)
 
     def diff_json(self, graph: int, chain: str, a: int, b: int) -> dict:
         """Return the side-by-side diff of passes ``a`` -> ``b`` of one chain (see :func:`diff_json`)."""

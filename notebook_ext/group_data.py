@@ -17,11 +17,10 @@ import statistics
 import threading
 from typing import Optional
 
-from thundervis.diff import diff_traces
+from thundervis.diff.labelled import labelled_diff
 from thundervis.recording import RecordingError, UnknownItem
 from thundervis.recording.group import rank_ranges
 
-from thundervis.present.diff_labels import labelled
 from thundervis.present.units import format_skew, format_us
 from thundervis.present.variants import variant_labels
 
@@ -244,8 +243,7 @@ class GroupData:
                             names.append(info.name)
             except RecordingError as e:
                 raise DataError(str(e)) from None
-            d = labelled(diff_traces(*traces), graph, chain, (index, names[0]), (index, names[1]),
-                         ranks=(reference, rank))
+            d = labelled_diff(*traces, graph, chain, (index, names[0]), (index, names[1]), ranks=(reference, rank))
             out = diff_json(d, graph, chain, index, index)
             # The diff aligns the lines' code; where that is the same on both ranks the traces differ
             # in what the code does not show (shapes, dtypes, devices, source): the printed traces say.

@@ -171,11 +171,10 @@ class RecordingData:
     def diff(self, graph: int, chain: str, before: int, after: int):
         """Return the :class:`thundervis.diff.TraceDiff` from pass ``before`` to pass ``after``,
         labelled (``present.diff_labels``)."""
-        from thundervis.diff import diff_traces
-        from thundervis.present.diff_labels import labelled
-        d = diff_traces(self.trace(graph, chain, before), self.trace(graph, chain, after))
+        from thundervis.diff.labelled import labelled_diff
         names = {p.index: p.name for p in self._chain_passes(graph, chain)}
-        return labelled(d, graph, chain, (before, names.get(before, "?")), (after, names.get(after, "?")))
+        return labelled_diff(self.trace(graph, chain, before), self.trace(graph, chain, after), graph, chain,
+                         (before, names.get(before, "?")), (after, names.get(after, "?")))
 
     def diff_rows(self, graph: int, chain: str, before: int, after: int, side: bool,
                   context: Optional[int]) -> tuple[list, dict]:

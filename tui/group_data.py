@@ -195,13 +195,11 @@ class GroupData:
         with self._lock:
             if key in self._rows:
                 return self._rows[key]
-        from thundervis.diff import diff_traces
+        from thundervis.diff.labelled import labelled_diff
         from thundervis.diff.render import side_rows, unified_rows
-        from thundervis.present.diff_labels import labelled
         a = self.rank_data(ref_rank).trace(graph, chain, index)
         b = self.rank_data(rank).trace(graph, chain, index)
-        d = labelled(diff_traces(a, b), graph, chain, (index, a.pass_name), (index, b.pass_name),
-                     ranks=(ref_rank, rank))
+        d = labelled_diff(a, b, graph, chain, (index, a.pass_name), (index, b.pass_name), ranks=(ref_rank, rank))
         out = (side_rows(d, context) if side else unified_rows(d, context), d.counts())
         with self._lock:
             if len(self._rows) >= 16:

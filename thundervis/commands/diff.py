@@ -36,7 +36,7 @@ def pass_diff(rec, graph, chain, from_, to, traces: Optional[list] = None):
     the two traces are appended to ``traces`` when given (callers reuse them: a big pass takes
     seconds to load)."""
     from thundervis.commands.show import pick_chain
-    from thundervis.diff import diff_traces
+    from thundervis.diff.labelled import labelled_diff
     from thundervis.recording import RecordingError
     g, c = pick_chain(rec, graph, chain)
     before, after = _pick_passes(c, from_, to)
@@ -47,8 +47,7 @@ def pass_diff(rec, graph, chain, from_, to, traces: Optional[list] = None):
         raise UserError(str(e)) from None
     if traces is not None:
         traces.extend((a, b))
-    from thundervis.present.diff_labels import labelled
-    return labelled(diff_traces(a, b), g.id, c.kind, before, after)
+    return labelled_diff(a, b, g.id, c.kind, before, after)
 
 
 def note_lines(a, b) -> list[str]:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from thundervis.diff import diff_traces
-from thundervis.present.diff_labels import labelled
 from thundervis.present.units import format_skew, format_us
 from thundervis.present.variants import variant_labels
 from thundervis.recording import RecordingError
+
+from .labelled import labelled_diff
 
 
 @dataclass
@@ -189,9 +189,8 @@ def _attach_diffs(group, ref_rank: int, rank: int, diffs: list, limit: int) -> N
                 continue
             seen_chains.add((d.graph, d.chain))
             try:
-                d.diff = labelled(diff_traces(a.pass_trace(d.graph, d.chain, d.index),
-                                              b.pass_trace(d.graph, d.chain, d.index)),
-                                  d.graph, d.chain, (d.index, d.name), (d.index, d.name), ranks=(ref_rank, rank))
+                d.diff = labelled_diff(a.pass_trace(d.graph, d.chain, d.index), b.pass_trace(d.graph, d.chain, d.index),
+                                   d.graph, d.chain, (d.index, d.name), (d.index, d.name), ranks=(ref_rank, rank))
             except RecordingError:
                 d.diff = None
             done += 1
