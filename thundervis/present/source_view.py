@@ -28,7 +28,8 @@ from typing import Optional
 
 from thundervis.recording import UnknownItem, chain_position
 
-from .status import EAGER, EXECUTED_CHAINS, KERNEL, TORCH_OP, chain_eager, chains_with_passes, fallback_reasons, graph_eager, kernel_runs, ran_on_text
+from .status import (EAGER, EXECUTED_CHAINS, KERNEL, chain_eager, chains_with_passes, fallback_reasons,
+                     graph_eager, kernel_runs, ran_on_text, symbol_status)
 from .units import format_share, format_us
 
 # SourceLine.status values.
@@ -347,9 +348,10 @@ def _chain_ops(rec, graph, chain, fell_back: dict, timing: dict, runs: dict):
             if s.uid in kernels:
                 continue  # the fusion itself: its members are the ops
             t = timing.get(s.uid)
-            reason = _one_line(s.note) if s.executor == "torch" and s.note else None
+            kind = symbol_status(s.executor, s.note)
+            reason = _one_line(s.note) if kind else None
             yield s, LineOp(graph.id, chain.kind, s.uid, op_name(s.sym), s.executor, None, None, reason,
-                            t, kind=TORCH_OP if reason else "")
+                            t, kind=kind or "")
         elif s.parent in kernels and s.parent in top:
             k = kernels[s.parent]
             t = timing.get(k.uid)

@@ -239,7 +239,8 @@ def symbol_note(executor: Optional[str], note: Optional[str]) -> Optional[str]:
 
 def symbol_status(executor: Optional[str], note: Optional[str]) -> Optional[str]:
     """Return :data:`TORCH_OP` when a symbol run by ``executor`` with the compiler's ``note`` is a
-    fallback (the torch executor runs it, the note says why), else None."""
+    fallback (the torch executor runs it, the note says why), else None. The store selects the
+    same top-level symbols in SQL (``recording.TORCH_NOTED``, for :func:`fallbacks`)."""
     return TORCH_OP if executor == "torch" and note else None
 
 
