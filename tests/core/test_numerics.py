@@ -392,3 +392,25 @@ def test_no_kernel_of_the_model_zoo_is_flagged(tmp_path):
         assert r["error"] is None, r
         assert r["numerics_checked"], r["model"]
         assert r["numerics_flagged"] == [], r["model"]
+
+
+def test_default_cpu_path_takes_a_kernels_outputs_as_eager_only_when_it_ran_eagers_ops(tmp_path, capsys):
+    """With the default executors on CPU a kernel that ran its region's member ops one by one is
+    its own eager (not run a second time; its row says so and its errors are eager's); a region
+    whose torch path folds a decomposed op back (layer norm, gelu) still gets eager run apart."""
+    from thundervis.numerics_check import SAME_OPS_AS_EAGER
+    from thundervis.recording import open_recording
+    script = tmp_path / "cpu.py"
+    script.write_text(MODEL)
+    rec = tmp_path / "cpu.tvrec"
+    code, out, err = run_cli(capsys, "run", "--no-view", "--out", rec, "--check-numerics", script)
+    assert code == 0, out + err
+    with open_recording(str(rec)) as r:
+        checks = r.kernel_numerics()
+    assert checks and all(c.verdict == "ok" for c in checks), checks
+    same = [c for c in checks if c.detail == SAME_OPS_AS_EAGER]
+    apart = [c for c in checks if c.detail != SAME_OPS_AS_EAGER]
+    assert same and apart, checks
+    assert all(c.max_rel_error == c.eager_rel_error and c.max_abs_error == c.eager_abs_error for c in same)
+    code, text, _ = run_cli(capsys, "numerics", str(rec))
+    assert code == 0 and SAME_OPS_AS_EAGER in text and text.strip().endswith("0 flagged")
