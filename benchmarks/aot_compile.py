@@ -3,8 +3,9 @@ the GPT example, both measured in this process's run, as subprocesses, alternati
 
 Prints the kernels, the distinct kernels (identical layers share one build), the builds, failures
 and spills, the AOT seconds (from the first build submitted to the last finished, as the run
-recorded it), the wall time of each run (medians over ``--repeat``) and the ratio with / without
-(target <= 1.3), cold and warm, the CPU seconds each run used with its compile workers and their
+recorded it), the cold run's timeline (when the kernels reached the workers, when the script
+ended, when the last build finished), the wall time of each run (medians over ``--repeat``) and
+the ratio with / without (target <= 1.3), cold and warm, the CPU seconds each run used with its compile workers and their
 tools (less sensitive than wall time to other programs on a shared machine), and how long
 ``thundervis asm`` takes to answer.
 
@@ -79,6 +80,13 @@ def main() -> int:
           f"AOT {stats.get('seconds')} s from start to the last build (cold run)")
     print(f"at the script's end {stats.get('pending_at_end')} distinct builds were pending; the run waited "
           f"{stats.get('waited_s')} s for them (cold run)")
+    handed = stats.get("handed_s") or []
+    if len(handed) == 2 and stats.get("finish_called_s") is not None:
+        # Builds can only start once their kernels exist: on few cores this, not the build
+        # speed alone, sets the wait at the end.
+        print(f"timeline (cold)    seconds after the workers started: kernels handed to them "
+              f"{handed[0]:.2f}-{handed[1]:.2f} s, the script ended {stats['finish_called_s']:.2f} s, "
+              f"the last build finished {stats.get('seconds')} s")
     ratios = {}
     for cache in ("cold", "warm"):
         p, t = statistics.median(times["plain", cache]), statistics.median(times["target", cache])

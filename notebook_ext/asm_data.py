@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from thundervis.present.asm import STAGES, AsmUnavailable, asm_listing
-from thundervis.present.units import format_occupancy
+from thundervis.present.asm import STAGES, AsmUnavailable, asm_listing, build_text
 from thundervis.recording import RecordingError, UnknownItem
 
 MAX_ROWS = 20000
@@ -52,7 +51,7 @@ def asm_json(rec, graph: int, chain: str, kernel: str, target: Optional[str] = N
     return {"kernel": listing.kernel, "graph": int(graph), "chain": str(chain), "target": listing.target,
             "targets": targets, "stage": listing.stage, "stages": list(STAGES),
             "build": {"registers": b.registers, "spills": b.spills, "shared_bytes": b.shared_bytes,
-                      "occupancy": b.occupancy, "occupancy_text": format_occupancy(b.occupancy)},
+                      "occupancy": b.occupancy, "summary_text": build_text(b)},
             "source": list(listing.triton_source), "line_uids": {str(n): u for n, u in b.line_uids.items()},
             "members": members, "rows": [[r.text, r.triton_line, r.uid, r.sym, r.where] for r in rows],
             "truncated": max(0, len(listing.rows) - MAX_ROWS)}

@@ -19,8 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Static, Tab, Tabs
 
-from thundervis.present.asm import STAGES
-from thundervis.present.units import format_occupancy
+from thundervis.present.asm import STAGES, build_text
 from thundervis.safe_text import visible_line
 
 from . import styling
@@ -101,8 +100,7 @@ class AsmScreen(DetailScreen):
             b = listing.build
             others = [t for t in self.targets if t != listing.target]
             title.append(f" · {listing.target} · {STAGE_NAMES[listing.stage]} · {len(listing.rows)} lines · "
-                         f"{b.registers} regs · {b.spills} spills · "
-                         f"occupancy {format_occupancy(b.occupancy)}")
+                         f"{build_text(b)}")
             if others:
                 title.append(f"  (t: {', '.join(others)})", style=NOTE)
         self.set_title(title)

@@ -85,6 +85,7 @@ class AheadOfTime:
         self._reported: set = set()
         self._closed = False
         self.started_at = time.perf_counter()
+        self._handed: list[float] = []  # when batches went to the workers (perf_counter)
         self.stats = {"kernels": 0, "distinct": 0, "builds": 0, "failed": 0, "unfinished": 0}
         atexit.register(self._stop_workers)
 
@@ -154,6 +155,7 @@ class AheadOfTime:
         """Send ``batch`` ([(key, job)], one target) to a worker; each key's build is reported as
         soon as the batch is done."""
         with self._lock:
+            self._handed.append(time.perf_counter())
             try:
                 with _plain_main():
                     fut = self._ensure_pool().submit(_compile_batch, [j for _, j in batch])
@@ -215,7 +217,9 @@ class AheadOfTime:
         """Wait up to ``wait_s`` seconds (default :func:`default_wait_s`) for pending builds, report
         the rest as unfinished, stop the workers; return the counts (kernels, distinct, builds,
         failed, unfinished, seconds since start; ``pending_at_end``: distinct builds not finished
-        when this was called, ``waited_s``: how long it waited for them)."""
+        when this was called, ``waited_s``: how long it waited for them; ``handed_s``: when the
+        first and the last batch went to the workers, and ``finish_called_s``: when the run asked
+        to finish (the script's end), seconds since start: the timeline the wait comes from)."""
         if self._closed:
             return dict(self.stats)
         wait_s = default_wait_s() if wait_s is None else wait_s
@@ -224,6 +228,8 @@ class AheadOfTime:
         if wait_s > 0 and any(not f.done() for f in futures):
             self._raise_workers()
         t0 = time.perf_counter()
+        with self._lock:
+            handed = [round(t - self.started_at, 3) for t in (self._handed[:1] + self._handed[-1:])]
         pending_at_end = sum(1 for f in futures if not f.done())
         if futures:
             cf.wait(futures, timeout=wait_s)
@@ -248,7 +254,8 @@ class AheadOfTime:
         self._stop_workers()
         out = dict(self.stats)
         out["seconds"] = round(time.perf_counter() - self.started_at, 3)
-        out.update(pending_at_end=pending_at_end, waited_s=round(waited, 3))
+        out.update(pending_at_end=pending_at_end, waited_s=round(waited, 3), handed_s=handed,
+                   finish_called_s=round(t0 - self.started_at, 3))
         return out
 
     def _raise_workers(self) -> None:

@@ -100,7 +100,7 @@ function asmPanel(ask, graph, chain, kernel, targets) {
     });
     bar.appendChild(symbolSel);
     const r = d.build || {};
-    bar.appendChild(h("span", { class: "tv-muted", text: ` ${r.registers} regs · ${r.spills} spills · occupancy ${r.occupancy_text}` }));
+    bar.appendChild(h("span", { class: "tv-muted", text: ` ${r.summary_text}` }));
   }
 
   function draw(d) {

@@ -196,6 +196,9 @@ def test_identical_layers_share_one_build(two_layer_builds):
     records, builds, stats = two_layer_builds
     assert len(records) == 2
     assert stats["kernels"] == 2 and stats["distinct"] == 1 and stats["failed"] == 0 and stats["unfinished"] == 0
+    # the timeline the wait comes from: batches handed over (the second layer's needed none), then the finish
+    first, last = stats["handed_s"]
+    assert 0 <= first <= last <= stats["finish_called_s"] <= stats["seconds"]
     assert sorted((k, t) for _, _, k, t, _ in builds) == sorted((r.name, t) for r in records for t in ("sm_80", "sm_90"))
     keys = {(b["build_key"], t) for *_, t, b in builds}
     assert len(keys) == 2  # one per target

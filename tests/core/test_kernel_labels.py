@@ -27,3 +27,16 @@ def test_kernel_rows_carry_the_targets_built(tmp_path):
     with open_recording(roofline_recording(str(tmp_path / "n.tvrec"))) as rec:
         (row,) = read_overview(rec).kernels
         assert row.targets == () and row.label == "fw_fusion_0 [triton]"
+
+
+def test_a_kernel_built_for_gpu_targets_says_which_device_its_note_plans_for():
+    """The recorded kernel (and its note: "4 dependent phases run by one program") is planned for
+    the run's device; each target's build is planned apart, so with targets the note is headed by
+    that device and never reads as the sm_90 plan."""
+    from thundervis.present.status import plan_note
+    note = "inputs read in place; 4 dependent phases run by one program"
+    run = KernelRun("cpu", "torch", True)
+    assert plan_note(note, run, ("sm_90",)) == f"cpu plan: {note}"
+    assert plan_note(note, run, ()) == note  # nothing else planned: nothing to tell apart
+    assert plan_note(note, None, ("sm_90",)) == note  # device not recorded: not guessed
+    assert plan_note(None, run, ("sm_90",)) is None

@@ -11,7 +11,6 @@ from roofline_fixtures import SASS, SASS_LINES, TRITON_SOURCE, roofline_recordin
 
 from thundervis.notebook_ext import RecordingData  # noqa: E402
 from thundervis.notebook_ext.widget import _answer, front_end  # noqa: E402
-from thundervis.present.units import format_occupancy  # noqa: E402
 from thundervis.recording import open_recording  # noqa: E402
 
 
@@ -26,7 +25,7 @@ def test_payload_lists_build_targets_and_asm_answers_rows(tmp_path):
         assert (d["kernel"], d["target"], d["stage"], d["targets"]) == ("fw_fusion_0", "sm_90", "sass", ["sm_90"])
         assert d["stages"] == ["ttir", "ttgir", "llir", "ptx", "sass"] and d["truncated"] == 0
         assert d["build"] == {"registers": 32, "spills": 0, "shared_bytes": 0, "occupancy": 1.0,
-                              "occupancy_text": format_occupancy(1.0)}  # present.units, like ls
+                              "summary_text": "32 regs · 0 spills · no smem · occupancy 100% · grid 16"}  # like ls
         assert d["source"] == TRITON_SOURCE.splitlines() and d["line_uids"] == {"3": "f3", "4": "f4"}
         assert [r[1] for r in d["rows"]] == SASS_LINES
         assert d["rows"][2][2:] == ["f3", "prims.add", "model.py:7"] and d["rows"][3][2:] == ["f4", "prims.tanh", "model.py:8"]

@@ -38,7 +38,7 @@ async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
         screen = await _asm(pilot, app)
         assert type(screen).__name__ == "AsmScreen" and screen.error is None
         title = str(screen.query_one("#atitle").render())
-        assert "fw_fusion_0 · sm_90 · SASS · 6 lines · 32 regs · 0 spills · occupancy 100%" in title
+        assert "fw_fusion_0 · sm_90 · SASS · 6 lines · 32 regs · 0 spills · no smem · occupancy 100%" in title
         assert [t.id for t in screen.query("Tab")] == ["ttir", "ttgir", "llir", "ptx", "sass"]
         # It opens on the first Triton line that became instructions: line 3, symbol f3.
         assert (screen.triton_line, screen.symbol) == (3, "f3")

@@ -11,13 +11,12 @@ import sys
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 from thundervis.commands.read_options import add_kernel_arguments
-from thundervis.present.units import format_occupancy
 
 
 def cmd_asm(args) -> int:
     """Print the annotated stage; one sentence and exit 2 for anything missing."""
-    from thundervis.present.asm import (AsmUnavailable, annotated_text, asm_listing, parse_source_arg,
-                                        rows_for_source)
+    from thundervis.present.asm import (AsmUnavailable, annotated_text, asm_listing, build_text,
+                                        parse_source_arg, rows_for_source)
     from thundervis.recording import UnknownItem
     from thundervis.safe_text import visible_line
     want = None
@@ -45,10 +44,7 @@ def cmd_asm(args) -> int:
         sys.stdout.write(json.dumps(d, indent=1) + "\n")
         return 0
     b = listing.build
-    head = (f"# {visible_line(kernel.name)} · {listing.target} · {listing.stage} · {b.registers} registers · "
-            f"{b.spills} spills · {b.shared_bytes} B shared · occupancy "
-            f"{format_occupancy(b.occupancy)} · plan {b.plan.get('plan')} "
-            f"grid {b.plan.get('grid')}")
+    head = f"# {visible_line(kernel.name)} · {listing.target} · {listing.stage} · {build_text(b)}"
     if want is not None:
         head += f" · only what {visible_line(args.source)} became ({len(rows)} lines)"
     sys.stdout.write(head + "\n" + annotated_text(listing, rows))

@@ -179,6 +179,26 @@ def target_summaries(rec) -> dict:
     return out
 
 
+def resources_text(registers, spills, shared_bytes, occupancy, grid=None, launches=None) -> str:
+    """Return what every view says of one build's machine resources and launch:
+    ``64 regs · 0 spills · 1.5 KiB smem · occupancy 50% · grid 8 in 4 launches`` (``grid``
+    None: no launch part)."""
+    smem = shared_bytes or 0
+    smem_text = f"{smem / 1024:.1f} KiB smem" if smem else "no smem"
+    text = f"{registers} regs · {spills} spills · {smem_text} · occupancy {format_occupancy(occupancy)}"
+    if grid is not None:
+        text += f" · grid {grid}" + (f" in {launches} launches" if (launches or 0) > 1 else "")
+    return text
+
+
+def build_text(build) -> str:
+    """Return :func:`resources_text` of a recorded build (``KernelBuild``): its plan's grid and
+    how many launches it takes."""
+    plan = build.plan or {}
+    return resources_text(build.registers, build.spills, build.shared_bytes, build.occupancy,
+                          plan.get("grid"), len(plan.get("kernels") or []) or None)
+
+
 def target_line(targets: dict) -> Optional[str]:
     """Return the short per-target text ``ls`` prints under a fusion, e.g.
     ``sm_90: 64 regs · 0 spills · 1.5 KiB smem · occupancy 50% · grid 8``; None without builds."""
@@ -188,10 +208,6 @@ def target_line(targets: dict) -> Optional[str]:
             first = (t.get("error") or "").splitlines()
             parts.append(f"{name}: {t['status']}" + (f" ({visible_line(first[0])[:80]})" if first else ""))
             continue
-        smem = t["shared_bytes"] or 0
-        smem_text = f"{smem / 1024:.1f} KiB smem" if smem else "no smem"
-        occ = f"occupancy {format_occupancy(t['occupancy'])}"
-        launches = f" in {t['launches']} launches" if (t.get("launches") or 0) > 1 else ""
-        parts.append(f"{name}: {t['registers']} regs · {t['spills']} spills · {smem_text} · {occ} · "
-                     f"grid {t['grid']}{launches}")
+        parts.append(f"{name}: " + resources_text(t["registers"], t["spills"], t["shared_bytes"], t["occupancy"],
+                                                  t["grid"], t.get("launches")))
     return " | ".join(parts) if parts else None

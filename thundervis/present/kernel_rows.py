@@ -8,7 +8,7 @@ from typing import Optional
 
 from thundervis.recording.model import KernelRef
 
-from .status import clock_label, ran_on_text, tag_text
+from .status import clock_label, plan_note, ran_on_text, tag_text
 from .units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
 
@@ -54,7 +54,7 @@ class KernelRow(KernelRef):
     source_lines: tuple[str, ...]  # ``file.py:LINE`` labels, numeric order per file
     sources: str  # the source column: lines grouped per file
     language: Optional[str]
-    note: Optional[str]
+    note: Optional[str]  # the generator's note (present.status.plan_note: headed by its device when built for GPU targets)
     calls: Optional[int] = None
     median_us: Optional[float] = None
     share: Optional[float] = None
@@ -121,7 +121,8 @@ def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None, targe
     t = k.timing
     return with_roofline(KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
                                    tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
-                                   _labels(k.source_lines), group_sources(k.source_lines), k.language, k.note,
+                                   _labels(k.source_lines), group_sources(k.source_lines), k.language,
+                                   plan_note(k.note, run, targets),
                                    t.calls if t else None, t.median_us if t else None, t.share if t else None,
                                    t.gbps if t else None, fallback, ran_on_text(run),
                                    clock=clock_label(t.device, t.clock) if t else "", targets=tuple(targets)),

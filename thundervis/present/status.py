@@ -351,6 +351,16 @@ def ran_on_text(run: Optional[KernelRun]) -> str:
     return f"{verb} {run.device} via {run.via}" + (" after its kernel failed" if run.fell_back else "")
 
 
+def plan_note(note: Optional[str], run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> Optional[str]:
+    """Return a kernel's generator note as views show it: as is, or, for a kernel also compiled
+    for GPU ``targets``, headed by the device its note describes (``cpu plan: ...``): the recorded
+    kernel is planned for the run's own device, each target's build is planned apart (its own
+    grid and launches), so the note must not read as the target's plan."""
+    if not note or not tuple(targets) or run is None or not run.device:
+        return note
+    return f"{run.device} plan: {note}"
+
+
 def kernel_tag(executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
     """Return what a kernel's label says in brackets: ``triton sm_90 · ran on cpu via torch``
     (``targets``: the GPU archs it was compiled for; ``run``: how it ran, see :func:`kernel_runs`)."""
