@@ -295,7 +295,7 @@ class RecordingData:
         with self._lock:
             communication = communication_json(self.rec)
             from thundervis.present.numerics import numerics_json, numerics_summary
-            numerics = numerics_json(numerics_summary(self.rec))
+            numerics = numerics_json(numerics_summary(self.rec, self._runs))
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "default_graph": shown.id if shown is not None else None,

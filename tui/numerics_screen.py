@@ -17,8 +17,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from thundervis.present.numerics import (HEADER, NumericsRow, NumericsSummary, fmt_ratio, eager_line,
-                                         row_line)
+from thundervis.present.numerics import (NumericsRow, NumericsSummary, eager_line, fmt_ratio, header,
+                                         ran_width, row_line)
 from thundervis.present.units import format_error
 from thundervis.safe_text import visible_line
 
@@ -28,7 +28,7 @@ from .requests import OpenKernels
 
 VERDICT_STYLE = {"flagged": Style(color="#e06c75", bold=True), "error": Style(color="#e5c07b", bold=True),
                  "ok": Style(color="#98c379"), "skipped": Style(dim=True), "not checked": Style(dim=True)}
-COLUMNS = ("verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "executor")
+COLUMNS = ("verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "ran")
 
 
 def verdict_text(row: Optional[NumericsRow]) -> Text:
@@ -76,7 +76,7 @@ class NumericsScreen(DetailScreen):
             table.add_row(verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
                           *(Text(visible_line(c)) for c in (  # str cells would be read as markup
                               f"g{r.graph} {r.chain}", format_error(r.max_rel), format_error(r.eager_rel),
-                              fmt_ratio(r.ratio), r.executor)), key=str(i))
+                              fmt_ratio(r.ratio), r.ran_text)), key=str(i))
         s = self.summary
         if s is None or not s.checked:
             title = "numerics · not checked (record with thundervis run --check-numerics)"
@@ -135,8 +135,9 @@ class BisectScreen(DetailScreen):
         """Show the kernel and start the bisect."""
         self.set_title(Text(f"bisect · graph {self.graph} {visible_line(self.chain)}", style=Style(bold=True)))
         if self.row is not None:
-            t = Text(HEADER + "\n", style=Style(dim=True))
-            t.append(visible_line(row_line(self.row)) + "\n", style=VERDICT_STYLE.get(self.row.verdict, Style()))
+            width = ran_width([self.row])
+            t = Text(header(width) + "\n", style=Style(dim=True))
+            t.append(visible_line(row_line(self.row, width)) + "\n", style=VERDICT_STYLE.get(self.row.verdict, Style()))
             if self.row.sources:
                 t.append("lines " + visible_line(", ".join(self.row.sources[:6])) + "\n", style=Style(dim=True))
             self.query_one("#bkernel", Static).update(t)

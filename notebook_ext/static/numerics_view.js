@@ -11,7 +11,7 @@ function numericsTab(num, ask, state, redraw) {
   const frag = h("div", { class: "tv-numtab" });
   frag.appendChild(h("div", { class: "tv-summary", text: num.header }));
   for (const line of num.eager || []) frag.appendChild(h("div", { class: "tv-muted", text: line }));
-  const [table, tb] = headedTable("tv-kernels tv-num-table", ["", "verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "executor"]);
+  const [table, tb] = headedTable("tv-kernels tv-num-table", ["", "verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "ran"]);
   for (const r of num.rows) {
     const key = `${r.graph}/${r.chain}/${r.kernel}`;
     const tr = h("tr", { class: `tv-num-row tv-num-${r.verdict.replace(/[^a-z]/g, "")}${state.key === key ? " tv-selected" : ""}`, title: r.detail || "" },
@@ -22,7 +22,7 @@ function numericsTab(num, ask, state, redraw) {
       h("td", { text: r.max_rel_text }),
       h("td", { text: r.eager_rel_text }),
       h("td", { text: r.ratio_text }),
-      h("td", { text: r.executor }));
+      h("td", { text: r.ran_text }));
     tr.addEventListener("click", () => {
       state.key = key;
       state.row = r;

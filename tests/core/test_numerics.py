@@ -414,3 +414,6 @@ def test_default_cpu_path_takes_a_kernels_outputs_as_eager_only_when_it_ran_eage
     assert all(c.max_rel_error == c.eager_rel_error and c.max_abs_error == c.eager_abs_error for c in same)
     code, text, _ = run_cli(capsys, "numerics", str(rec))
     assert code == 0 and SAME_OPS_AS_EAGER in text and text.strip().endswith("0 flagged")
+    # the table says where each kernel ran (present.status.path_text), not only its executor
+    assert text.splitlines()[0].split()[:4] == ["kernel", "g", "chain", "ran"]
+    assert all(" cpu via torch " in ln for ln in text.splitlines()[1:len(checks) + 1])

@@ -69,7 +69,7 @@ def summary_dict(rec, gpus=None) -> dict:
     d["collectives"] = collectives_dict(rec)
     add_roofline(d, rec, gpus)
     from thundervis.present.numerics import numerics_summary
-    numerics = numerics_summary(rec)
+    numerics = numerics_summary(rec, runs)
     d["numerics"] = numerics.as_json()
     for g in d["graphs"]:
         for k in g["fusions"]:

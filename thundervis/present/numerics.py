@@ -34,6 +34,12 @@ class NumericsRow:
     detail: str
     sources: tuple = ()
     uid: Optional[str] = None  # the fusion symbol (its trace line gets the verdict's mark)
+    ran: str = ""  # where and how it ran (present.status.path_text: ``cpu via torch``); "" not recorded
+
+    @property
+    def ran_text(self) -> str:
+        """The table's ``ran`` column: where and how the kernel ran, else its executor."""
+        return self.ran or self.executor
 
     @property
     def mark(self) -> str:
@@ -80,27 +86,34 @@ class NumericsSummary:
                 "checked": self.checked, "flagged": self.flagged}
 
 
-def numerics_summary(rec) -> NumericsSummary:
+def numerics_summary(rec, runs: Optional[dict] = None) -> NumericsSummary:
     """Return the numerics of an open recording: one row per recorded kernel (checked or not, in
-    the recording's order; checked kernels the recording no longer lists come last)."""
+    the recording's order; checked kernels the recording no longer lists come last), each saying
+    where it ran. ``runs``: ``present.status.kernel_runs`` when the caller has read it (else it is
+    read here, only for a checked recording)."""
+    from .status import kernel_runs, path_text
     checks = {(k.graph, k.chain, k.kernel): k for k in rec.kernel_numerics()}
     rows = []
     kernels = rec.kernels() if checks else []
+    if checks and runs is None:
+        runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
     for k in kernels:
-        c = checks.pop((k.graph, k.chain, k.name), None)
-        rows.append(_row(k.id, k.graph, k.chain, k.name, k.executor, c, tuple(k.sources)))
+        key = (k.graph, k.chain, k.name)
+        c = checks.pop(key, None)
+        rows.append(_row(k.id, k.graph, k.chain, k.name, k.executor, c, tuple(k.sources),
+                         path_text((runs or {}).get(key))))
     for (g, chain, name), c in checks.items():
-        rows.append(_row(None, g, chain, name, c.executor, c, ()))
+        rows.append(_row(None, g, chain, name, c.executor, c, (), path_text((runs or {}).get((g, chain, name)))))
     return NumericsSummary(tuple(rows), tuple(rec.eager_comparisons()))
 
 
-def _row(kid, graph, chain, name, executor, c, sources) -> NumericsRow:
+def _row(kid, graph, chain, name, executor, c, sources, ran: str = "") -> NumericsRow:
     if c is None:
         return NumericsRow(kid, graph, chain, name, executor, 0, None, None, None, None, None, "not checked", "",
-                           sources)
+                           sources, ran=ran)
     return NumericsRow(kid, graph, chain, name, executor or c.executor, c.calls, c.max_rel_error,
                        c.eager_rel_error, c.ratio, c.tolerance, c.max_abs_error, c.verdict, c.detail, sources,
-                       c.uid)
+                       c.uid, ran)
 
 
 def fmt_ratio(v: Optional[float]) -> str:
@@ -110,14 +123,24 @@ def fmt_ratio(v: Optional[float]) -> str:
     return f"{v:.1f}x" if v < 1e4 else f"{v:.1e}x"
 
 
-def row_line(r: NumericsRow) -> str:
-    """One table line of a kernel row (recorded strings not yet made visible: callers do)."""
+def row_line(r: NumericsRow, ran_width: int = 13) -> str:
+    """One table line of a kernel row (recorded strings not yet made visible: callers do);
+    ``ran_width``: the ``ran`` column's width (:func:`ran_width`)."""
     detail = f"  {r.detail}" if r.detail else ""
-    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.executor:<9} {format_error(r.max_rel):>9} "
-            f"{format_error(r.eager_rel):>9} {fmt_ratio(r.ratio):>8}  {r.verdict}{detail}")
+    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.ran_text:<{ran_width}} "
+            f"{format_error(r.max_rel):>9} {format_error(r.eager_rel):>9} {fmt_ratio(r.ratio):>8}  {r.verdict}{detail}")
 
 
-HEADER = f"  {'kernel':<16} {'g':>2} {'chain':<9} {'executor':<9} {'max rel':>9} {'eager rel':>9} {'ratio':>8}  verdict"
+def ran_width(rows) -> int:
+    """The ``ran`` column's width for ``rows``: its widest cell, at least the header's."""
+    return max([len("ran")] + [len(r.ran_text) for r in rows])
+
+
+def header(width: int = 13) -> str:
+    """The table's header line for a ``ran`` column ``width`` wide."""
+    return (f"  {'kernel':<16} {'g':>2} {'chain':<9} {'ran':<{width}} {'max rel':>9} {'eager rel':>9} "
+            f"{'ratio':>8}  verdict")
+
 
 
 def eager_line(e) -> str:
@@ -133,8 +156,10 @@ def summary_lines(s: NumericsSummary, flagged_only: bool = False) -> list[str]:
     lines, and last ``K kernels checked · N flagged``."""
     lines = []
     if s.rows:
-        lines.append(HEADER)
-        lines += [row_line(r) for r in s.rows if not flagged_only or r.verdict == "flagged"]
+        shown = [r for r in s.rows if not flagged_only or r.verdict == "flagged"]
+        width = ran_width(shown)
+        lines.append(header(width))
+        lines += [row_line(r, width) for r in shown]
     if s.eager:
         lines.append("compiled vs eager ATen graph on the same inputs:")
         lines += ["  " + eager_line(e) for e in s.eager]
@@ -151,9 +176,8 @@ def ls_lines(s: NumericsSummary) -> list[str]:
     lines = []
     if s.checked:
         lines.append(f"numerics  {s.checked} kernels checked against float64 · {s.flagged} flagged")
-        for r in s.rows:
-            if r.verdict in ("flagged", "error"):
-                lines.append("  " + row_line(r))
+        bad = [r for r in s.rows if r.verdict in ("flagged", "error")]
+        lines += ["  " + row_line(r, ran_width(bad)) for r in bad]
     for e in s.eager:
         lines.append("  " + eager_line(e))
     return lines
@@ -168,7 +192,7 @@ def numerics_json(s: NumericsSummary) -> Optional[dict]:
     for r in s.by_verdict():
         d = r.as_json()
         d.update(mark=r.mark, max_rel_text=format_error(r.max_rel), eager_rel_text=format_error(r.eager_rel),
-                 ratio_text=fmt_ratio(r.ratio))
+                 ratio_text=fmt_ratio(r.ratio), ran_text=r.ran_text)
         rows.append(d)
     header = f"{s.checked} kernels checked against float64 · {s.flagged} flagged" if s.checked else \
         "kernels not checked (thundervis run --check-numerics)"

@@ -67,11 +67,12 @@ def read_overview(rec) -> ViewOverview:
     events = rec.events()
     statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
-    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), kernel_runs(events),
+    runs = kernel_runs(events)
+    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), runs,
                           built=built_targets(rec, events))
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
-                        numerics=numerics_summary(rec))
+                        numerics=numerics_summary(rec, runs))
 
 
 def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:

@@ -342,6 +342,14 @@ def kernel_runs(events) -> dict:
 FELL_BACK_TEXT = "ran in torch at run time"  # a kernel that failed with no recorded path: torch ran its region
 
 
+def path_text(run: Optional[KernelRun]) -> str:
+    """Return where and how a kernel ran, for a table column: ``cpu via torch`` (``... (fell
+    back)`` for a run-time fallback; "" for None)."""
+    if run is None:
+        return ""
+    return f"{run.device} via {run.via}" + (" (fell back)" if run.fell_back else "")
+
+
 def ran_on_text(run: Optional[KernelRun]) -> str:
     """Return ``ran on cpu via torch`` (``runs on ...`` for a plan never run, ``... after its kernel
     failed`` for a run-time fallback; "" for None)."""
