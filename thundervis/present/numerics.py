@@ -123,11 +123,11 @@ def fmt_ratio(v: Optional[float]) -> str:
     return f"{v:.1f}x" if v < 1e4 else f"{v:.1e}x"
 
 
-def row_line(r: NumericsRow, ran_width: int = 13) -> str:
+def row_line(r: NumericsRow, width: int = 13) -> str:
     """One table line of a kernel row (recorded strings not yet made visible: callers do);
-    ``ran_width``: the ``ran`` column's width (:func:`ran_width`)."""
+    ``width``: the ``ran`` column's (:func:`ran_width`)."""
     detail = f"  {r.detail}" if r.detail else ""
-    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.ran_text:<{ran_width}} "
+    return (f"{r.mark} {r.kernel:<16} {r.graph:>2} {r.chain:<9} {r.ran_text:<{width}} "
             f"{format_error(r.max_rel):>9} {format_error(r.eager_rel):>9} {fmt_ratio(r.ratio):>8}  {r.verdict}{detail}")
 
 
