@@ -3,10 +3,8 @@
 
 The compiler only calls and reports: what a check computes is the ``checker`` the caller puts in
 ``ProfileSettings`` (``thundervis.numerics_check`` for ``thundervis run``), called with the fusion
-symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given,
-what it returned and ``ran_region_ops``: whether the launcher says that call ran the region's own
-member ops as eager does (the CPU path's ``CpuRegion.ran_region_ops``), so that what it returned is
-eager's result and need not be computed again. Its JSON-able results go to ``observer.runtime(graph, chain, "numerics", [data, ...])``,
+symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given and
+what it returned. Its JSON-able results go to ``observer.runtime(graph, chain, "numerics", [data, ...])``,
 once per chain call (one list of the call's kernels).
 ``--compare-eager`` runs the chain's ATen graph eagerly on the same inputs as the compiled call and
 reports the output deltas (``"eager_compare"``). A failing check is reported as such and never
@@ -23,8 +21,7 @@ from .ir import BoundSymbol
 
 def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], None]) -> tuple:
     """Return ``((namespace, calls), flush)``: codegen's plan ``(namespace, calls)`` with each
-    fusion's callable wrapped so that, after it returns, ``checker(symbol, inputs, outputs,
-    ran_region_ops)`` runs,
+    fusion's callable wrapped so that, after it returns, ``checker(symbol, inputs, outputs)`` runs,
     and ``flush()``, which reports the results gathered since the last flush as one ``numerics``
     event (a list of results: one transaction for a whole chain call, not one per kernel; see
     :func:`flushed_after`). The kernels themselves are shared, not rebuilt."""
@@ -58,7 +55,7 @@ def _checked(b: BoundSymbol, fn: Callable, checker: Callable, keep: Callable[[di
     def run(*args, **kwargs):
         out = fn(*args, **kwargs)
         try:
-            data = checker(b, args, out, getattr(fn, "ran_region_ops", False) is True)
+            data = checker(b, args, out)
         except Exception as e:  # a check that fails is a result, never a broken training step
             data = {"kernel": b.sym, "uid": b.uid, "executor": b.executor, "verdict": "error",
                     "detail": f"{type(e).__name__}: {e}".splitlines()[0][:300]}

@@ -45,7 +45,7 @@ class ProfileSettings:
     steps: int = 5
     capture_limit_bytes: Optional[int] = None
     # run --check-numerics: the first ``check_steps`` calls check every fusion's outputs with
-    # ``checker(symbol, inputs, outputs, ran_region_ops) -> dict`` (see numerics_hooks); run --compare-eager: the
+    # ``checker(symbol, inputs, outputs) -> dict`` (see numerics_hooks); run --compare-eager: the
     # first ``compare_steps`` calls also run the ATen graph eagerly (applied by the backend).
     check_steps: int = 0
     checker: Optional[Callable] = field(default=None, repr=False, compare=False)

@@ -46,8 +46,6 @@ FLOOR_ULPS = 64.0
 _RANDOM = re.compile(r"(^|\.)(rand\w*|randn\w*|normal\w*|uniform|log_normal|multinomial|bernoulli\w*|"
                      r"native_dropout\w*|philox\w*)$")
 _EPS: dict = {}
-# The detail of a kernel whose outputs were eager's own (see check_region's ``outputs_are_eager``).
-SAME_OPS_AS_EAGER = "ran eager's own ops"
 
 
 def output_eps(outputs: Sequence) -> float:
@@ -177,7 +175,7 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         # amax, not max: torch's full max() is an unvectorized loop, several times slower.
         eager_error = _float64_difference(e, r64).abs_().amax()
         # Most outputs are bit for bit eager's (one read of both): then so are their errors.
-        same = o is e or (o.dtype == e.dtype and torch.equal(o, e))
+        same = o.dtype == e.dtype and torch.equal(o, e)
         # max |r| = max(-min r, max r): one read of r, no buffer.
         low, high = torch.aminmax(r64)
         maxima += (eager_error if same else _float64_difference(o, r64).abs_().amax(), eager_error, low, high)
@@ -237,15 +235,12 @@ def region_functions(symbol: BoundSymbol) -> Optional[tuple]:
 
 
 def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None,
-                 random: Optional[bool] = None, outputs_are_eager: bool = False) -> dict:
+                 random: Optional[bool] = None) -> dict:
     """Return the JSON-able result of one checked kernel call (``kernel``, ``uid``, ``executor``,
     ``max_abs``/``max_rel`` of the kernel and ``eager_abs``/``eager_rel`` of eager float32 against
     float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``). ``functions``: the region's
     :func:`region_functions` (built here when None; empty: use the reference interpreter);
-    ``random``: :func:`is_random` of the symbol when already known; ``outputs_are_eager``: the
-    kernel ran the region's member ops as eager does (``CpuRegion.ran_region_ops``), so its
-    ``outputs`` are eager's (same ATen overloads, same inputs: bit for bit) and eager is not run a
-    second time; ``detail`` says so, since eager's error is then the kernel's by construction."""
+    ``random``: :func:`is_random` of the symbol when already known."""
     base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
     if (is_random(symbol) if random is None else random):
         return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
@@ -260,29 +255,28 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
             # No detach: under inference mode no op of the check records autograd history.
             eager_fn, reference_fn = functions
             refs = flat_tensors(reference_fn(*[t.double() if t.is_floating_point() else t for t in inputs]))
-            eager = outs if outputs_are_eager else flat_tensors(eager_fn(*inputs))
+            eager = flat_tensors(eager_fn(*inputs))
         else:
             args = [t.detach() for t in inputs]
             region = region_of(symbol)
             refs = reference_outputs(region, args)
             eager = flat_tensors(run_trace(region, args))
         judged = judge(outs, refs, eager)
-    return {**base, **judged, "detail": SAME_OPS_AS_EAGER if eager is outs else ""}
+    return {**base, **judged, "detail": ""}
 
 
 class KernelChecker:
     """The ``checker`` of ``ProfileSettings`` for ``--check-numerics``: a callable
-    ``(symbol, inputs, outputs, ran_region_ops=False) -> dict`` (:func:`check_region`; see
-    ``compiler/numerics_hooks.py``). It builds each kernel's :func:`region_functions` on its first
-    check and keeps them for the later checked calls."""
+    ``(symbol, inputs, outputs) -> dict`` (:func:`check_region`). It builds each kernel's
+    :func:`region_functions` on its first check and keeps them for the later checked calls."""
 
     def __init__(self) -> None:
         self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol), is_random(symbol))
 
-    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs, ran_region_ops: bool = False) -> Optional[dict]:
+    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs) -> Optional[dict]:
         known = self._functions.get(id(symbol))
         if known is None or known[0] is not symbol:
             random = is_random(symbol)
             known = (symbol, None if random else region_functions(symbol), random)
             self._functions[id(symbol)] = known
-        return check_region(symbol, inputs, outputs, known[1] or (), known[2], outputs_are_eager=ran_region_ops)
+        return check_region(symbol, inputs, outputs, known[1] or (), known[2])

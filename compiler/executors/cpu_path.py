@@ -160,10 +160,6 @@ class CpuRegion:
         self.name = fusion.sym
         self.uid = fusion.uid
         self.torch_fn = torch_region(fusion, parents)
-        members = list(fusion.subsymbols)
-        steps = region_steps(fusion, parents)
-        # The torch path calls the members themselves (no decomposed ATen op folded back).
-        self._members_only = len(steps) == len(members) and all(a is b for a, b in zip(steps, members))
         self._inductor = inductor
         self.fn: Optional[Callable] = None
         self.via: Optional[str] = None
@@ -173,13 +169,6 @@ class CpuRegion:
         self._hot_in = 0  # calls left before a region worth trying is compiled by Inductor
         self._pending = False  # True while Inductor may still replace torch (the slow call path)
         self._report = runtime_reporter()
-
-    @property
-    def ran_region_ops(self) -> bool:
-        """True when the call that just returned ran the region's member prims one by one as their
-        exact ATen overloads (the torch path, nothing folded): the very computation the numerics
-        check calls eager float32, so its outputs are eager's (``numerics_hooks``)."""
-        return self._members_only and self.fn is self.torch_fn
 
     def __call__(self, *args):
         if not self._pending:

@@ -167,27 +167,3 @@ def test_thresholds_read_the_environment(monkeypatch):
     assert cpu_path.inductor_threshold_us() == 100.0
     monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS", "0")
     assert cpu_path.inductor_after_calls() == 1
-
-
-def test_ran_region_ops_only_when_the_call_ran_the_members_themselves(cache):
-    """The numerics check takes a call's outputs as eager's only when the torch path ran the
-    region's member ops one by one: not for a region with a folded decomposed op, not once
-    another path (Inductor) runs it."""
-    obs, *_ = _train(None, calls=1)
-    fuse = obs.traces[("forward", "fuse")]
-    parents = fuse.meta.get(DECOMPOSED)
-    regions = [b for b in fuse.symbols if b.fusion]
-    folded = [b for b in regions if len(cpu_path.region_steps(b, parents)) < len(b.subsymbols)]
-    plain = [b for b in regions if b not in folded]
-    assert folded and plain
-    for region, expected in ((folded[0], False), (plain[0], True)):
-        launch = cpu_path.CpuRegion(region, inductor=False, parents=parents)
-        args = [torch.randn(p.shape, dtype=getattr(torch, p.dtype)) for p in region.args]
-        assert launch.ran_region_ops is False  # nothing ran yet
-        out = launch(*args)
-        assert launch.ran_region_ops is expected
-        if expected:  # bit for bit what the check's eager (the members, never folded) returns
-            for a, b in zip(out, cpu_path.torch_region(region)(*args)):
-                assert torch.equal(a, b)
-        launch.fn = lambda *a: out  # another path (what Inductor's faster build does)
-        assert launch.ran_region_ops is False

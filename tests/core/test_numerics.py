@@ -393,27 +393,33 @@ def test_no_kernel_of_the_model_zoo_is_flagged(tmp_path):
         assert r["numerics_checked"], r["model"]
         assert r["numerics_flagged"] == [], r["model"]
 
-
-def test_default_cpu_path_takes_a_kernels_outputs_as_eager_only_when_it_ran_eagers_ops(tmp_path, capsys):
-    """With the default executors on CPU a kernel that ran its region's member ops one by one is
-    its own eager (not run a second time; its row says so and its errors are eager's); a region
-    whose torch path folds a decomposed op back (layer norm, gelu) still gets eager run apart."""
-    from thundervis.numerics_check import SAME_OPS_AS_EAGER
+def test_default_cpu_path_checks_say_where_kernels_ran_and_flag_a_wrong_output(tmp_path, capsys, monkeypatch):
+    """With the default executors on CPU every kernel is checked against its float64 reference and
+    against eager run apart, never against its own outputs: a CPU path that returned wrong numbers
+    (here every output of the first kernel scaled by 1.01) is flagged, the others are not; the
+    table says where each kernel ran (present.status.path_text)."""
+    from thundervis.compiler.executors import cpu_path
     from thundervis.recording import open_recording
     script = tmp_path / "cpu.py"
     script.write_text(MODEL)
+    real = cpu_path.CpuRegion.__call__
+    wrong = set()
+
+    def skewed(self, *args):
+        out = real(self, *args)
+        if not wrong or self.name in wrong:
+            wrong.add(self.name)
+            return tuple(o * 1.01 if o.is_floating_point() else o for o in out)
+        return out
+    monkeypatch.setattr(cpu_path.CpuRegion, "__call__", skewed)
     rec = tmp_path / "cpu.tvrec"
     code, out, err = run_cli(capsys, "run", "--no-view", "--out", rec, "--check-numerics", script)
     assert code == 0, out + err
     with open_recording(str(rec)) as r:
         checks = r.kernel_numerics()
-    assert checks and all(c.verdict == "ok" for c in checks), checks
-    same = [c for c in checks if c.detail == SAME_OPS_AS_EAGER]
-    apart = [c for c in checks if c.detail != SAME_OPS_AS_EAGER]
-    assert same and apart, checks
-    assert all(c.max_rel_error == c.eager_rel_error and c.max_abs_error == c.eager_abs_error for c in same)
+    assert len(checks) > 1 and {c.kernel for c in checks if c.flagged} == wrong, checks
     code, text, _ = run_cli(capsys, "numerics", str(rec))
-    assert code == 0 and SAME_OPS_AS_EAGER in text and text.strip().endswith("0 flagged")
-    # the table says where each kernel ran (present.status.path_text), not only its executor
+    assert code == 0, text  # a report: flagged kernels are its content, not an error
     assert text.splitlines()[0].split()[:4] == ["kernel", "g", "chain", "ran"]
     assert all(" cpu via torch " in ln for ln in text.splitlines()[1:len(checks) + 1])
+    assert text.strip().endswith("1 flagged")
