@@ -423,3 +423,22 @@ def test_default_cpu_path_checks_say_where_kernels_ran_and_flag_a_wrong_output(t
     assert text.splitlines()[0].split()[:4] == ["kernel", "g", "chain", "ran"]
     assert all(" cpu via torch " in ln for ln in text.splitlines()[1:len(checks) + 1])
     assert text.strip().endswith("1 flagged")
+
+
+def test_default_cpu_path_flags_the_kernel_of_a_wrong_decomposition(tmp_path, capsys, monkeypatch):
+    """On the default CPU path a region holding a whole decomposed op runs that ATen op (right),
+    while the reference and eager run its decomposition (here gelu's 0.5 as 0.5005): the kernel
+    holding gelu is flagged, and only it. Eager is the members run apart, which is why."""
+    from thundervis.compiler import faults
+    from thundervis.recording import open_recording
+    monkeypatch.setenv(faults.ENV, "gelu_constant")
+    script = tmp_path / "gelu.py"
+    script.write_text(MODEL)
+    rec = tmp_path / "gelu.tvrec"
+    code, out, err = run_cli(capsys, "run", "--no-view", "--out", rec, "--check-numerics", script)
+    assert code == 0, out + err
+    with open_recording(str(rec)) as r:
+        checks = r.kernel_numerics()
+        gelu = {k.name for k in r.kernels() if k.chain == "forward" and "prims.erf" in k.ops}
+    flagged = {c.kernel for c in checks if c.flagged}
+    assert gelu and flagged == gelu and len(checks) > len(flagged), (checks, gelu)
