@@ -28,7 +28,7 @@ from .requests import OpenKernels
 
 VERDICT_STYLE = {"flagged": Style(color="#e06c75", bold=True), "error": Style(color="#e5c07b", bold=True),
                  "ok": Style(color="#98c379"), "skipped": Style(dim=True), "not checked": Style(dim=True)}
-COLUMNS = ("verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "ran")
+COLUMNS = ("verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "ran", "detail")
 
 
 def verdict_text(row: Optional[NumericsRow]) -> Text:
@@ -76,7 +76,7 @@ class NumericsScreen(DetailScreen):
             table.add_row(verdict_text(r), Text(visible_line(r.kernel), style=panels.styling.S_FUSION),
                           *(Text(visible_line(c)) for c in (  # str cells would be read as markup
                               f"g{r.graph} {r.chain}", format_error(r.max_rel), format_error(r.eager_rel),
-                              fmt_ratio(r.ratio), r.ran_text)), key=str(i))
+                              fmt_ratio(r.ratio), r.ran_text, r.detail[:120])), key=str(i))
         s = self.summary
         if s is None or not s.checked:
             title = "numerics · not checked (record with thundervis run --check-numerics)"

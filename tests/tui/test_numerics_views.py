@@ -74,6 +74,8 @@ async def test_numerics_screen_lists_kernels_by_verdict_and_opens_the_bisect(che
         table = screen.query_one("DataTable")
         first = [str(c) for c in table.get_row_at(0)]
         assert first[0] == "✗ flagged" and first[1] == flagged
+        # where it ran (present.status.path_text) and the recorded detail, as text, never markup
+        assert first[-2] == "cpu via triton-interpreter" and first[-1] == "[b]markup[/b]"
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "BisectScreen")
         await wait_for(pilot, lambda: "no divergence" in screen_text(app), timeout=120)
