@@ -5,9 +5,9 @@ Prints the kernels, the distinct kernels (identical layers share one build), the
 and spills, the AOT seconds (from the first build submitted to the last finished, as the run
 recorded it), the cold run's timeline (when the kernels reached the workers, when the script
 ended, when the last build finished), the wall time of each run (medians over ``--repeat``) and
-the ratio with / without (target <= 1.3), cold and warm, the CPU seconds each run used with its compile workers and their
-tools (less sensitive than wall time to other programs on a shared machine), and how long
-``thundervis asm`` takes to answer.
+the ratio with / without (target <= 1.3), cold and warm, the CPU seconds each run used with its
+compile workers and their tools (less sensitive than wall time to other programs on a shared
+machine), and how long ``thundervis asm`` takes to answer.
 
 Cold is what a user gets on a fresh machine: both runs start with empty caches (Triton's compile
 cache and thundervis's own, ``$THUNDERVIS_CACHE_DIR``: generated kernel files and the

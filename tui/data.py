@@ -174,7 +174,7 @@ class RecordingData:
         from thundervis.diff.labelled import labelled_diff
         names = {p.index: p.name for p in self._chain_passes(graph, chain)}
         return labelled_diff(self.trace(graph, chain, before), self.trace(graph, chain, after), graph, chain,
-                         (before, names.get(before, "?")), (after, names.get(after, "?")))
+                             (before, names.get(before, "?")), (after, names.get(after, "?")))
 
     def diff_rows(self, graph: int, chain: str, before: int, after: int, side: bool,
                   context: Optional[int]) -> tuple[list, dict]:

@@ -60,6 +60,28 @@ def test_ls_json_lists_targets_per_fusion(built, capsys):
     assert code == 0 and "sm_90: " in out and " regs · 0 spills · " in out
 
 
+def test_views_word_a_build_once_and_say_which_plan_a_note_describes(built, capsys):
+    """asm's header and ls's target line say the same of a build (present.asm.build_text); a kernel
+    row's note, made for the run's device, is headed by that device once the kernel is built for a
+    target (present.status.plan_note), never read as the sm_90 plan."""
+    from thundervis.present.asm import build_text
+    from thundervis.present.overview import read_overview
+    path, _ = built
+    with open_recording(path) as rec:
+        builds = {b.kernel: b for b in rec.kernel_builds()}
+        rows = read_overview(rec).kernels
+    assert rows and all(r.targets == ("sm_90",) for r in rows)
+    assert all(r.note.startswith("cpu plan: ") for r in rows if r.note), [r.note for r in rows]
+    assert any(r.note for r in rows)
+    kernel = rows[0].name
+    code, out, err = run_cli(capsys, "asm", path, kernel, "--stage", "ptx")
+    assert code == 0, err
+    text = build_text(builds[kernel])
+    assert out.splitlines()[0].endswith(f" · ptx · {text}")
+    code, out, err = run_cli(capsys, "ls", path)
+    assert f"sm_90: {text}" in out
+
+
 def test_asm_sass_is_annotated_with_user_lines(built, capsys):
     path, script = built
     tanh = line_of(script, "LINE_TANH")

@@ -177,7 +177,8 @@ def ls_lines(s: NumericsSummary) -> list[str]:
     if s.checked:
         lines.append(f"numerics  {s.checked} kernels checked against float64 · {s.flagged} flagged")
         bad = [r for r in s.rows if r.verdict in ("flagged", "error")]
-        lines += ["  " + row_line(r, ran_width(bad)) for r in bad]
+        width = ran_width(bad)
+        lines += ["  " + row_line(r, width) for r in bad]
     for e in s.eager:
         lines.append("  " + eager_line(e))
     return lines
