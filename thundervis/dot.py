@@ -364,7 +364,7 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
             continue
         out = new_id("out")
         ends["out"].append(out)
-        g.node(out, label=f"<<B>{dot_html(p.name)}</B> ⟶ out>", shape="cds", style="filled",
+        g.node(out, label=f"<<B>{dot_html(p.name)}</B> → out>", shape="cds", style="filled",
                fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
         edges.append((src, out, _type(p)))
     for (path, name), nested in sub_graphs.items():
@@ -418,7 +418,7 @@ def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">reads {len(shared)} shared value'
                     f'{"s" if len(shared) != 1 else ""} ({dot_html(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
     if n_out:
-        rows.append(f'<FONT POINT-SIZE="8">⟶ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
+        rows.append(f'<FONT POINT-SIZE="8">→ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
     where = group_sources([{"file": f, "line": n} for f, n in blk.sources()], limit=12)
     if where:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(where)}</FONT>')
