@@ -93,17 +93,7 @@ class AsmScreen(DetailScreen):
         self.listing, self.error = listing, error
         if listing is not None:
             self.target = listing.target
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append("asm · ", style=Style(bold=True))
-        title.append(visible_line(self.kernel.name), style=styling.S_FUSION)
-        if listing is not None:
-            b = listing.build
-            others = [t for t in self.targets if t != listing.target]
-            title.append(f" · {listing.target} · {STAGE_NAMES[listing.stage]} · {len(listing.rows)} lines · "
-                         f"{build_text(b)}")
-            if others:
-                title.append(f"  (t: {', '.join(others)})", style=NOTE)
-        self.set_title(title)
+        self._show_title()
         src, code = self.query_one("#asrc", LinesView), self.query_one("#acode", LinesView)
         if listing is None:
             src.set_lines([], lambda i, w: Text(""), lambda i: None)
@@ -121,6 +111,34 @@ class AsmScreen(DetailScreen):
         if not code.has_focus:
             src.focus()
         self._select_line(self.triton_line)
+
+    def _show_title(self) -> None:
+        """Draw the title line at the screen's width: the kernel, target, stage and build summary;
+        on a narrow screen the stage's line count goes first, then the other targets' hint, so
+        the build summary (registers to launches) is cut last."""
+        listing = self.listing
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append("asm · ", style=Style(bold=True))
+        title.append(visible_line(self.kernel.name), style=styling.S_FUSION)
+        if listing is not None:
+            others = [t for t in self.targets if t != listing.target]
+            hint = f"  (t: {', '.join(others)})" if others else ""
+            lines = f" · {len(listing.rows)} lines"
+            head = f" · {listing.target} · {STAGE_NAMES[listing.stage]}"
+            build = f" · {build_text(listing.build)}"
+            room = max(0, self.size.width - 2 - title.cell_len)  # the title line's padding
+            for shown_lines, shown_hint in ((True, True), (False, True), (False, False)):
+                if len(head) + len(build) + len(lines) * shown_lines + len(hint) * shown_hint <= room:
+                    break
+            title.append(head + (lines if shown_lines else "") + build)
+            if hint and shown_hint:
+                title.append(hint, style=NOTE)
+        self.set_title(title)
+
+    def on_resize(self) -> None:
+        """Fit the title line to the new width."""
+        if self.listing is not None:
+            self._show_title()
 
     # -- drawing --------------------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ class AheadOfTime:
         self._reported: set = set()
         self._closed = False
         self.started_at = time.perf_counter()
-        self._handed: list[float] = []  # when batches went to the workers (perf_counter)
+        self._handed: tuple[float, ...] = ()  # when the first and the latest batch went to the workers
         self.stats = {"kernels": 0, "distinct": 0, "builds": 0, "failed": 0, "unfinished": 0}
         atexit.register(self._stop_workers)
 
@@ -155,7 +155,8 @@ class AheadOfTime:
         """Send ``batch`` ([(key, job)], one target) to a worker; each key's build is reported as
         soon as the batch is done."""
         with self._lock:
-            self._handed.append(time.perf_counter())
+            now = time.perf_counter()
+            self._handed = (self._handed[0] if self._handed else now, now)
             try:
                 with _plain_main():
                     fut = self._ensure_pool().submit(_compile_batch, [j for _, j in batch])
@@ -229,7 +230,7 @@ class AheadOfTime:
             self._raise_workers()
         t0 = time.perf_counter()
         with self._lock:
-            handed = [round(t - self.started_at, 3) for t in (self._handed[:1] + self._handed[-1:])]
+            handed = [round(t - self.started_at, 3) for t in self._handed]
         pending_at_end = sum(1 for f in futures if not f.done())
         if futures:
             cf.wait(futures, timeout=wait_s)

@@ -96,6 +96,26 @@ async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
         assert type(app.screen).__name__ == "KernelsScreen"
 
 
+async def test_asm_title_drops_the_line_count_before_the_build_summary_when_narrow(tmp_path):
+    path = roofline_recording(str(tmp_path / "r.tvrec"), build=True)
+    app = open_app(path)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await settle(app, pilot)
+        screen = await _asm(pilot, app)
+        title = screen.query_one("#atitle")
+        wide = str(title.render())
+        assert "SASS · 6 lines · 32 regs" in wide
+        summary = wide[wide.index("32 regs"):]
+        width = len(wide) - len(" · 6 lines") + 2  # the title's padding
+        await pilot.resize_terminal(width, 36)
+        await pilot.pause()
+        narrow = str(title.render())
+        assert "6 lines" not in narrow and narrow.endswith(summary) and len(narrow) <= width - 2
+        await pilot.resize_terminal(140, 36)
+        await pilot.pause()
+        assert str(title.render()) == wide
+
+
 async def test_asm_view_of_a_run_without_targets_says_so(tmp_path):
     path = roofline_recording(str(tmp_path / "r.tvrec"))
     app = open_app(path)

@@ -347,7 +347,7 @@ def path_text(run: Optional[KernelRun]) -> str:
     back)`` for a run-time fallback; "" for None)."""
     if run is None:
         return ""
-    return f"{run.device} via {run.via}" + (" (fell back)" if run.fell_back else "")
+    return _device_via(run) + (" (fell back)" if run.fell_back else "")
 
 
 def ran_on_text(run: Optional[KernelRun]) -> str:
@@ -356,7 +356,13 @@ def ran_on_text(run: Optional[KernelRun]) -> str:
     if run is None:
         return ""
     verb = "ran on" if run.measured else "runs on"
-    return f"{verb} {run.device} via {run.via}" + (" after its kernel failed" if run.fell_back else "")
+    return f"{verb} {_device_via(run)}" + (" after its kernel failed" if run.fell_back else "")
+
+
+def _device_via(run: KernelRun) -> str:
+    """``cpu via torch``: the device and the path, the one wording :func:`path_text` (a table
+    column) and :func:`ran_on_text` (a sentence) share."""
+    return f"{run.device} via {run.via}"
 
 
 def plan_note(note: Optional[str], run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> Optional[str]:
