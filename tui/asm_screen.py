@@ -126,12 +126,12 @@ class AsmScreen(DetailScreen):
             lines = f" · {len(listing.rows)} lines"
             head = f" · {listing.target} · {STAGE_NAMES[listing.stage]}"
             build = f" · {build_text(listing.build)}"
-            room = max(0, self.size.width - 2 - title.cell_len)  # the title line's padding
-            for shown_lines, shown_hint in ((True, True), (False, True), (False, False)):
-                if len(head) + len(build) + len(lines) * shown_lines + len(hint) * shown_hint <= room:
-                    break
-            title.append(head + (lines if shown_lines else "") + build)
-            if hint and shown_hint:
+            line = self.query_one(f"#{self.TITLE_ID}", Static)
+            room = self.size.width - line.styles.gutter.width - title.cell_len - len(head) - len(build)
+            if len(lines) + len(hint) > room:  # the line count goes first, then the hint
+                lines, hint = "", (hint if len(hint) <= room else "")
+            title.append(head + lines + build)
+            if hint:
                 title.append(hint, style=NOTE)
         self.set_title(title)
 

@@ -2,6 +2,8 @@
 instructions, an instruction shows its symbol and source line, recorded text stays data."""
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from roofline_fixtures import SASS, roofline_recording
 from tui_helpers import open_app, settle
@@ -26,16 +28,22 @@ async def _asm(pilot, app):
     return app.screen
 
 
+@contextlib.asynccontextmanager
+async def _asm_view(tmp_path, size=(140, 36), build=True):
+    """Open the TUI on a roofline recording (``build``: with an sm_90 build of its fusion) and its
+    first kernel's asm view; yield (app, pilot, the asm screen)."""
+    app = open_app(roofline_recording(str(tmp_path / "r.tvrec"), build=build))
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        yield app, pilot, await _asm(pilot, app)
+
+
 def _styles(text):
     return {str(s.style) for s in text.spans}
 
 
 async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
-    path = roofline_recording(str(tmp_path / "r.tvrec"), build=True)
-    app = open_app(path)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(app, pilot)
-        screen = await _asm(pilot, app)
+    async with _asm_view(tmp_path) as (app, pilot, screen):
         assert type(screen).__name__ == "AsmScreen" and screen.error is None
         title = str(screen.query_one("#atitle").render())
         assert "fw_fusion_0 · sm_90 · SASS · 6 lines · 32 regs · 0 spills · no smem · occupancy 100%" in title
@@ -96,32 +104,29 @@ async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
         assert type(app.screen).__name__ == "KernelsScreen"
 
 
-async def test_asm_title_drops_the_line_count_before_the_build_summary_when_narrow(tmp_path):
-    path = roofline_recording(str(tmp_path / "r.tvrec"), build=True)
-    app = open_app(path)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(app, pilot)
-        screen = await _asm(pilot, app)
+async def test_asm_title_drops_the_line_count_then_the_targets_hint_before_the_build_summary(tmp_path):
+    """On a narrow screen the title keeps the build summary whole: the stage's line count goes
+    first, then the other targets' hint; it is refitted on resize."""
+    async with _asm_view(tmp_path) as (app, pilot, screen):
         title = screen.query_one("#atitle")
+        screen.targets = ["sm_90", "sm_80"]  # a second build's hint, as with two --target
+        screen._show_title()
         wide = str(title.render())
-        assert "SASS · 6 lines · 32 regs" in wide
-        summary = wide[wide.index("32 regs"):]
-        width = len(wide) - len(" · 6 lines") + 2  # the title's padding
-        await pilot.resize_terminal(width, 36)
-        await pilot.pause()
-        narrow = str(title.render())
-        assert "6 lines" not in narrow and narrow.endswith(summary) and len(narrow) <= width - 2
-        await pilot.resize_terminal(140, 36)
-        await pilot.pause()
-        assert str(title.render()) == wide
+        assert wide.endswith("SASS · 6 lines · 32 regs · 0 spills · no smem · occupancy 100% · grid 16  (t: sm_80)")
+        summary = wide[wide.index("32 regs"):wide.index("  (t:")]
+        gutter = title.styles.gutter.width
+        for width, kept in ((len(wide) + gutter, "6 lines"), (len(wide) - 1 + gutter, "(t: sm_80)"),
+                            (len(wide) - len(" · 6 lines") - 1 + gutter, None)):
+            await pilot.resize_terminal(width, 36)
+            await pilot.pause()
+            shown = str(title.render())
+            assert len(shown) <= width - gutter and summary in shown, (width, shown)
+            assert ("6 lines" in shown) == (kept == "6 lines")
+            assert ("(t: sm_80)" in shown) == (kept is not None), (width, shown)
 
 
 async def test_asm_view_of_a_run_without_targets_says_so(tmp_path):
-    path = roofline_recording(str(tmp_path / "r.tvrec"))
-    app = open_app(path)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(app, pilot)
-        screen = await _asm(pilot, app)
+    async with _asm_view(tmp_path, (120, 30), build=False) as (app, pilot, screen):
         assert screen.listing is None and "was not compiled for any GPU target" in screen.error
         assert "--target sm_90" in str(screen.query_one("#ainfo").render())
 

@@ -97,13 +97,14 @@ def numerics_summary(rec, runs: Optional[dict] = None) -> NumericsSummary:
     kernels = rec.kernels() if checks else []
     if checks and runs is None:
         runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
+    runs = runs or {}
     for k in kernels:
         key = (k.graph, k.chain, k.name)
         c = checks.pop(key, None)
         rows.append(_row(k.id, k.graph, k.chain, k.name, k.executor, c, tuple(k.sources),
-                         path_text((runs or {}).get(key))))
+                         path_text(runs.get(key))))
     for (g, chain, name), c in checks.items():
-        rows.append(_row(None, g, chain, name, c.executor, c, (), path_text((runs or {}).get((g, chain, name)))))
+        rows.append(_row(None, g, chain, name, c.executor, c, (), path_text(runs.get((g, chain, name)))))
     return NumericsSummary(tuple(rows), tuple(rec.eager_comparisons()))
 
 
