@@ -11,6 +11,10 @@ per repeat), steps 3.. run after the checks. Prints the median step times and tw
   (checked - plain, in plain steps),
 - step after the checks / plain step (target: within noise, about 1.0x).
 
+Then where the added time goes per checked step: each part of the checks (the kernels' inputs
+raised to float64, the float64 reference, eager float32, judging; ``KernelChecker(spent)``) and the
+rest (the hooks around each kernel, recording the rows, what the checks cost the model's own ops).
+
 Also prints the same ratios in process CPU time (steadier than the wall clock on a shared machine).
 
 Usage: ``python benchmarks/numerics_overhead.py [--steps N] [--repeats R] [--threads T] [--profile]``.
@@ -46,9 +50,11 @@ class _Model:
         self.rec = RecordingObserver(self.path)
         self.rec.start_run(script=None, module="numerics_overhead", argv=[], cwd=folder, executors=None)
         profile = None
+        self.spent: dict = {}        # the checks' seconds per part, summed over the run (check_region)
+        self.parts: list[dict] = []  # per step: the seconds each part of the checks took in it
         if check:
             from thundervis.numerics_check import KernelChecker
-            profile = ProfileSettings(timing=False, check_steps=CHECK_STEPS, checker=KernelChecker())
+            profile = ProfileSettings(timing=False, check_steps=CHECK_STEPS, checker=KernelChecker(self.spent))
         self.run = torch.compile(self.model, backend=ThundervisCompiler(observer=self.rec, profile=profile),
                                  dynamic=False)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
@@ -63,10 +69,12 @@ class _Model:
             import cProfile
             prof = cProfile.Profile()
             prof.enable()
+        before = dict(self.spent)
         t0, c0 = time.perf_counter(), time.process_time()
         train_step(self.run, self.model, self.opt, self.batches[i % len(self.batches)])
         self.times.append(time.perf_counter() - t0)
         self.cpu.append(time.process_time() - c0)
+        self.parts.append({k: v - before.get(k, 0.0) for k, v in self.spent.items()})
         if prof is not None:
             prof.disable()
             import pstats
@@ -96,7 +104,24 @@ def _paired_steps(steps: int, folder: str, r: int, profile: bool) -> tuple:
         second.step(i, profile and second is checked and i == 1)
     plain.close()
     checked.close()
-    return (plain.times, plain.cpu), (checked.times, checked.cpu)
+    return (plain.times, plain.cpu), (checked.times, checked.cpu, checked.parts)
+
+
+def _print_parts(parts: list, added: float, plain: float) -> None:
+    """Print where the checks' added time goes: the median seconds of each part of
+    ``check_region`` per checked step (``parts``), each in ms and in plain steps, and the rest
+    (the hooks around each kernel, recording the rows, the cache and allocator effects)."""
+    from thundervis.numerics_check import CHECK_PARTS
+    if not parts or plain <= 0:
+        return
+    measured = 0.0
+    print("where the added time goes (median per checked step):")
+    for name in CHECK_PARTS:
+        v = statistics.median(p.get(name, 0.0) for p in parts)
+        measured += v
+        print(f"  {name:22s}{v * 1e3:7.2f} ms  {v / plain:5.2f} plain steps")
+    rest = added - measured
+    print(f"  {'hooks, recording, rest':22s}{rest * 1e3:7.2f} ms  {rest / plain:5.2f} plain steps")
 
 
 def main(argv=None) -> int:
@@ -114,11 +139,13 @@ def main(argv=None) -> int:
     steps = max(CHECK_STEPS + 2, args.steps)
     plain, checked, after = [], [], []
     plain_cpu, checked_cpu, after_cpu = [], [], []
+    parts: list[dict] = []  # per measured checked step: seconds per part of the checks
     with tempfile.TemporaryDirectory(prefix="thundervis-numerics-") as folder:
         for r in range(args.repeats):
-            (base, base_cpu), (chk, chk_cpu) = _paired_steps(steps, folder, r, args.profile and r == 0)
+            (base, base_cpu), (chk, chk_cpu, chk_parts) = _paired_steps(steps, folder, r, args.profile and r == 0)
             plain += base[2:]                      # steady state without checks
             checked += chk[1:CHECK_STEPS]          # the checked steps that do not compile
+            parts += chk_parts[1:CHECK_STEPS]
             after += chk[CHECK_STEPS:]             # after the K checked calls
             plain_cpu += base_cpu[2:]
             checked_cpu += chk_cpu[1:CHECK_STEPS]
@@ -133,6 +160,7 @@ def main(argv=None) -> int:
     print(f"after checks / plain:   {r2:.2f}x  (target: within noise; plain steps spread {spread:.0%})")
     # The same measurement read as time added: how many plain steps the checks add to a checked step.
     print(f"added by the checks:    {r1 - 1:.2f} plain steps")
+    _print_parts(parts, c_med - p_med, p_med)
     # Process CPU time: what the step itself computed, less sensitive to other processes on a
     # shared machine than the wall clock (with several torch threads it sums over them).
     pc, cc, ac = (statistics.median(x) for x in (plain_cpu, checked_cpu, after_cpu))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
+import time
 from typing import Optional, Sequence
 
 import torch
@@ -235,12 +236,13 @@ def region_functions(symbol: BoundSymbol) -> Optional[tuple]:
 
 
 def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None,
-                 random: Optional[bool] = None) -> dict:
+                 random: Optional[bool] = None, spent: Optional[dict] = None) -> dict:
     """Return the JSON-able result of one checked kernel call (``kernel``, ``uid``, ``executor``,
     ``max_abs``/``max_rel`` of the kernel and ``eager_abs``/``eager_rel`` of eager float32 against
     float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``). ``functions``: the region's
     :func:`region_functions` (built here when None; empty: use the reference interpreter);
-    ``random``: :func:`is_random` of the symbol when already known."""
+    ``random``: :func:`is_random` of the symbol when already known; ``spent``: when a dict, the
+    seconds of each part of the check are added to it (:data:`CHECK_PARTS`)."""
     base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
     if (is_random(symbol) if random is None else random):
         return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
@@ -251,27 +253,58 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
     with torch.inference_mode(), _without_dispatch_modes():
         if functions is None:
             functions = region_functions(symbol)
+        clock = _PartClock(spent)
         if functions:
             # No detach: under inference mode no op of the check records autograd history.
             eager_fn, reference_fn = functions
-            refs = flat_tensors(reference_fn(*[t.double() if t.is_floating_point() else t for t in inputs]))
+            raised = [t.double() if t.is_floating_point() else t for t in inputs]
+            clock.lap("inputs to float64")
+            refs = flat_tensors(reference_fn(*raised))
+            clock.lap("float64 reference")
             eager = flat_tensors(eager_fn(*inputs))
+            clock.lap("eager float32")
         else:
             args = [t.detach() for t in inputs]
             region = region_of(symbol)
             refs = reference_outputs(region, args)
+            clock.lap("float64 reference")
             eager = flat_tensors(run_trace(region, args))
+            clock.lap("eager float32")
         judged = judge(outs, refs, eager)
+        clock.lap("judging")
     return {**base, **judged, "detail": ""}
+
+
+# The parts of a check, in the order they run (what ``spent`` of :func:`check_region` adds up).
+CHECK_PARTS = ("inputs to float64", "float64 reference", "eager float32", "judging")
+
+
+class _PartClock:
+    """Adds the seconds since the previous lap to ``spent[part]`` at each :meth:`lap`; does nothing
+    (reads no clock) when ``spent`` is None, as in every run but a benchmark's."""
+
+    __slots__ = ("spent", "t")
+
+    def __init__(self, spent: Optional[dict]):
+        self.spent = spent
+        self.t = time.perf_counter() if spent is not None else 0.0
+
+    def lap(self, part: str) -> None:
+        if self.spent is not None:
+            now = time.perf_counter()
+            self.spent[part] = self.spent.get(part, 0.0) + now - self.t
+            self.t = now
 
 
 class KernelChecker:
     """The ``checker`` of ``ProfileSettings`` for ``--check-numerics``: a callable
     ``(symbol, inputs, outputs) -> dict`` (:func:`check_region`). It builds each kernel's
-    :func:`region_functions` on its first check and keeps them for the later checked calls."""
+    :func:`region_functions` on its first check and keeps them for the later checked calls;
+    ``spent``: see :func:`check_region` (the overhead benchmark's breakdown)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spent: Optional[dict] = None) -> None:
         self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol), is_random(symbol))
+        self.spent = spent  # a dict: the seconds per part of every check go there (check_region)
 
     def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs) -> Optional[dict]:
         known = self._functions.get(id(symbol))
@@ -279,4 +312,4 @@ class KernelChecker:
             random = is_random(symbol)
             known = (symbol, None if random else region_functions(symbol), random)
             self._functions[id(symbol)] = known
-        return check_region(symbol, inputs, outputs, known[1] or (), known[2])
+        return check_region(symbol, inputs, outputs, known[1] or (), known[2], self.spent)

@@ -131,6 +131,44 @@ def test_judge_never_writes_its_arguments_and_float64_outputs_are_judged_as_is()
     assert same["max_abs"] == same["eager_abs"] == 0.25 and torch.equal(eager[0], kept[1])
 
 
+def test_a_checker_given_a_dict_adds_each_parts_time_and_judges_the_same():
+    """``KernelChecker(spent)`` (what benchmarks/numerics_overhead.py prints as its breakdown) adds
+    the seconds of every part of each check to ``spent`` and gives the same rows as a checker
+    without it; a checker without it reads no clock."""
+    import torch
+
+    from thundervis.compiler.backend import jit
+    from thundervis.compiler.observer import CompileObserver
+    from thundervis.compiler.profiling import ProfileSettings
+    from thundervis.numerics_check import CHECK_PARTS, KernelChecker
+
+    class Rows(CompileObserver):
+        def __init__(self):
+            self.rows = []
+
+        def runtime(self, graph, chain, event, data):
+            if event == "numerics":
+                self.rows += data
+
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w + 1.0).softmax(-1)
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    results = []
+    for spent in (None, {}):
+        obs = Rows()
+        cf = jit(f, observer=obs, profile=ProfileSettings(timing=False, check_steps=2,
+                                                         checker=KernelChecker(spent)))
+        cf(x, w)
+        cf(x, w)
+        results.append((obs.rows, spent))
+    (plain_rows, _), (timed_rows, spent) = results
+    assert plain_rows and [r["verdict"] for r in plain_rows] == ["ok"] * len(plain_rows)
+    key = lambda r: (r["max_abs"], r["eager_abs"], r["verdict"])  # noqa: E731 (names: g1_ is the 2nd graph)
+    assert [key(r) for r in timed_rows] == [key(r) for r in plain_rows]
+    assert set(spent) == set(CHECK_PARTS) and all(v > 0 for v in spent.values()), spent
+
+
 def test_an_output_that_is_a_view_of_another_shares_its_numbers_only_when_all_three_are():
     """A kernel returning ``x`` and ``x.t()`` (the kernel, eager and the reference alike) is judged
     once for both; where only some of the three are views the second output is judged on its own,
