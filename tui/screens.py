@@ -83,12 +83,17 @@ class KernelsScreen(DetailScreen):
         table = self.query_one(DataTable)
         self.checked = self.overview.numerics is not None and self.overview.numerics.checked > 0
         clocks = timing_clocks(self.overview.kernels)
-        for c in COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ()):
+        for c in self._columns():
             # the measured time's column says which clock measured it (never a GPU time a GPU did not measure)
             table.add_column(f"{c} {clocks[0]}" if c == "median" and len(clocks) == 1 else c, key=c)
         self.fill()
         table.focus()
         self.load_roofline()
+
+    def _columns(self) -> tuple:
+        """Return the table's column keys: the verdict of a checked run right after the kernel's
+        name, where it is seen without scrolling on a narrow terminal."""
+        return COLUMNS[:1] + ((NUMERICS_COLUMN,) if self.checked else ()) + COLUMNS[1:]
 
     @work(thread=True, exclusive=True, group="roofline")
     def load_roofline(self) -> None:
@@ -125,15 +130,15 @@ class KernelsScreen(DetailScreen):
             if k.fallback:
                 name.append(" ⚠ fell back", style=Style(color=panels.WARN))
             # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
-            table.add_row(name, *(Text(visible_line(c)) for c in (
+            verdict = (verdict_text(check(k)),) if self.checked else ()
+            table.add_row(name, *verdict, *(Text(visible_line(c)) for c in (
                 k.tag, f"g{k.graph} {k.chain}", str(k.n_ops),
                 "-" if k.calls is None else str(k.calls),
                 format_us(k.median_us) + (f" {k.clock}" if k.clock and len(clocks) > 1 else ""),
                 format_roofline_us(k.roofline_us),
                 format_pct(k.pct_of_roofline), format_share(k.share),
                 format_gbps(k.gbps).removesuffix(" GB/s"),
-                group_sources(k.source_lines, limit=6))),
-                *((verdict_text(check(k)),) if self.checked else ()), key=str(k.id))
+                group_sources(k.source_lines, limit=6))), key=str(k.id))
         n = len(self.kernels)
         timed = (" · " + " and ".join(f"{c} times" for c in clocks)) if clocks else \
             " · not profiled (thundervis run --profile records times)"
@@ -229,7 +234,7 @@ class KernelsScreen(DetailScreen):
 
     def action_cycle_sort(self) -> None:
         """Sort by the next column."""
-        cols = COLUMNS + ((NUMERICS_COLUMN,) if self.checked else ())
+        cols = self._columns()
         self.sort = cols[(cols.index(self.sort) + 1) % len(cols)] if self.sort in cols else cols[0]
         self.fill()
 
