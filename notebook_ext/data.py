@@ -20,6 +20,7 @@ from thundervis.diff.lines import is_fusion
 from thundervis.present import default_view
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
+from thundervis.present.numerics import numerics_json, numerics_summary, verdict_cell
 from thundervis.present.pass_traces import PassTraces
 from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs, symbol_status
 from thundervis.present.symbol_detail import symbol_view
@@ -59,6 +60,7 @@ class RecordingData:
         self._overview = None
         self._fallbacks = None
         self._runs: dict = {}
+        self._numerics = None  # numerics_summary(), read once
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -159,11 +161,8 @@ class RecordingData:
         (``sources`` grouped per file, ``median`` and ``share_text`` (``-`` when not timed), ``fallback``, ``status``,
         ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
         ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow})."""
-        if self._fallbacks is None:
-            with self._lock:
-                self._runs, self._built, self._fallbacks = data_errors(lambda: (kernel_runs(
-                    self.rec.events("kernel_fallback") + self.rec.events("kernel_path")), built_targets(self.rec),
-                    fallback_reasons(self.rec.events("kernel_fallback"))))
+        self._read_kernel_runs()
+        numerics = self.numerics_summary()
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
@@ -171,9 +170,27 @@ class RecordingData:
                              targets=self._built.get(key, ())).as_json()
             cells = {key: row[key] for key in KERNEL_CELLS}
             # a kernel with no time reads "-" as in the CLI and the TUI (present.units), not an empty cell
-            cells.update(median=format_us(row["median_us"]), share_text=format_share(row["share"]))
+            cells.update(median=format_us(row["median_us"]), share_text=format_share(row["share"]),
+                         numerics=verdict_cell(numerics.verdict_of(*key)) if numerics.checked else None)
             out.append({**k.as_json(), **cells})
         return out
+
+    def _read_kernel_runs(self) -> None:
+        """Read, once, where each kernel ran, the targets it was built for and why kernels fell back."""
+        if self._fallbacks is None:
+            with self._lock:
+                self._runs, self._built, self._fallbacks = data_errors(lambda: (kernel_runs(
+                    self.rec.events("kernel_fallback") + self.rec.events("kernel_path")), built_targets(self.rec),
+                    fallback_reasons(self.rec.events("kernel_fallback"))))
+
+    def numerics_summary(self):
+        """Return the run's ``present.numerics.NumericsSummary`` (read once; the kernel table's
+        verdict cells and the Numerics tab share it)."""
+        if self._numerics is None:
+            self._read_kernel_runs()
+            with self._lock:
+                self._numerics = data_errors(lambda: numerics_summary(self.rec, self._runs))
+        return self._numerics
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
                 collapse: Optional[bool] = None, expand=None) -> dict:
@@ -294,8 +311,7 @@ class RecordingData:
                                        for k in self.kernels_json(g, roofline)]})
         with self._lock:
             communication = communication_json(self.rec)
-            from thundervis.present.numerics import numerics_json, numerics_summary
-            numerics = numerics_json(numerics_summary(self.rec, self._runs))
+        numerics = numerics_json(self.numerics_summary())
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "default_graph": shown.id if shown is not None else None,

@@ -82,9 +82,13 @@ def _trace_pre(payload: dict, lines: list) -> str:
 def _kernels_table(kernels: list) -> str:
     if not kernels:
         return '<p class="tv-muted">no kernels</p>'
-    rows = ["<tr><th>kernel</th><th>chain</th><th>executor</th><th>ops</th><th>median</th><th>roofline µs</th>"
-            "<th>% roof</th><th>source lines</th></tr>"]
+    # a checked run (run --check-numerics): each kernel's verdict cell (present.numerics.verdict_cell)
+    checked = any(isinstance(k.get("numerics"), dict) for k in kernels)
+    rows = [f"<tr><th>kernel</th>{'<th>numerics</th>' if checked else ''}<th>chain</th><th>executor</th><th>ops</th>"
+            "<th>median</th><th>roofline µs</th><th>% roof</th><th>source lines</th></tr>"]
     for k in kernels:
+        cell = k.get("numerics") if isinstance(k.get("numerics"), dict) else {"text": "-", "title": ""}
+        verdict = f'<td title="{_e(cell["title"])}">{_e(cell["text"])}</td>' if checked else ""
         med = k.get("median") or "-"  # present.units.format_us
         srcs = k.get("sources") or ""
         roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
@@ -92,7 +96,7 @@ def _kernels_table(kernels: list) -> str:
         # a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
         fell = (f' <span class="tv-fellback" title="{_e(k["fallback"])}">⚠ {_e(k["status"])}</span>'
                 if k.get("fallback") else "")
-        rows.append(f"<tr><td>{_e(k['name'])}{fell}</td><td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
+        rows.append(f"<tr><td>{_e(k['name'])}{fell}</td>{verdict}<td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
                     f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"

@@ -2,11 +2,14 @@
 
     python scripts/widget_screenshots.py REC OUT.png --tab source [--file train.py]
     python scripts/widget_screenshots.py REC OUT.png --tab fusions [--chain forward] [--click-block N]
+    python scripts/widget_screenshots.py REC OUT.png --tab numerics [--click .tv-num-row]
 
 Builds the widget in Python (``thundervis.show``), answers the requests the tab will make in
 Python beforehand, and loads the shipped front end in headless Chromium (Playwright, Debian's
 chromium) on a page whose stand-in model replays those answers; ``--click-block N`` clicks the N-th
 module block box of the diagram (the front end then asks for it expanded) before the screenshot.
+On the Numerics tab (a ``run --check-numerics`` recording) the bisect of the first row's chain is
+answered beforehand, so ``--click .tv-num-row`` shows that kernel's bisect.
 """
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("recording")
     p.add_argument("out")
-    p.add_argument("--tab", choices=("source", "fusions"), default="source")
+    p.add_argument("--tab", choices=("source", "fusions", "numerics"), default="source")
     p.add_argument("--chain", default=None)
     p.add_argument("--click-block", type=int, default=None)
     p.add_argument("--click", default=None, metavar="SELECTOR",
@@ -90,6 +93,12 @@ def main() -> int:
     answers, clicked = {}, None
     if args.tab == "source":
         answers[_key("source")] = w.request({"what": "source"})
+    elif args.tab == "numerics":
+        rows = (w.data.get("numerics") or {}).get("rows") or []
+        if not rows:
+            print(f"{args.recording} was not checked (thundervis run --check-numerics)", file=sys.stderr)
+            return 2
+        answers[_key("bisect")] = w.request({"what": "bisect", "graph": rows[0]["graph"], "chain": rows[0]["chain"]})
     else:
         d = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
         answers[_key("diagram")] = d

@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from thundervis.present.numerics import (NumericsRow, NumericsSummary, eager_line, fmt_ratio, header,
-                                         ran_width, row_line)
+                                         ran_width, row_line, verdict_cell)
 from thundervis.present.units import format_error
 from thundervis.safe_text import visible_line
 
@@ -33,9 +33,8 @@ COLUMNS = ("verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "ran",
 
 def verdict_text(row: Optional[NumericsRow]) -> Text:
     """The verdict cell of a kernel (``-`` when the run was not checked)."""
-    if row is None or row.verdict == "not checked":
-        return Text("-", style=Style(dim=True))
-    return Text(f"{row.mark} {row.verdict}", style=VERDICT_STYLE.get(row.verdict, Style()))
+    cell = verdict_cell(row)
+    return Text(cell["text"], style=VERDICT_STYLE.get(cell["verdict"], Style(dim=True)))
 
 
 def trace_marks(summary: Optional[NumericsSummary], graph: int, chain: str) -> dict:

@@ -73,7 +73,11 @@ function fusionsTab(view, c) {
   const tools = h("div", { class: "tv-diagram-tools" },
     h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
   const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
-  const [table, tb] = headedTable("tv-kernels", ["kernel", "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"]);
+  // A checked run (run --check-numerics): each kernel's verdict right after its name, as in the TUI;
+  // the cell (text, verdict, errors on hover) is present.numerics.verdict_cell's.
+  const checked = kernels.some((k) => k.numerics);
+  const columns = ["kernel", ...(checked ? ["numerics"] : []), "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"];
+  const [table, tb] = headedTable("tv-kernels", columns);
   const kdetail = h("div", { class: "tv-kernel-detail" });
   frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
 
@@ -93,6 +97,10 @@ function fusionsTab(view, c) {
     );
     if (k.fallback) kdetail.appendChild(h("div", { class: "tv-kv tv-fellback" }, h("span", { class: "tv-k", text: k.status }), h("span", { class: "tv-v", text: k.fallback })));
     if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
+    if (k.numerics) {
+      kdetail.appendChild(h("div", { class: "tv-kv tv-kernel-numerics" }, h("span", { class: "tv-k", text: "numerics" }),
+        h("span", { class: `tv-v ${verdictClass(k.numerics.verdict)}`, text: `${k.numerics.text} · ${k.numerics.title}` })));
+    }
     const srcs = h("div", { class: "tv-kernel-sources" });
     for (const s of k.source_lines || []) {
       srcs.appendChild(
@@ -112,6 +120,8 @@ function fusionsTab(view, c) {
       h("td", {}, k.name,
         // a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
         k.fallback ? h("span", { class: "tv-fellback", title: k.fallback, text: ` ⚠ ${k.status}` }) : null),
+      checked ? h("td", { class: `tv-verdict ${verdictClass(k.numerics ? k.numerics.verdict : "")}`, title: k.numerics ? k.numerics.title : "",
+                          text: k.numerics ? k.numerics.text : "-" }) : null,
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
       h("td", { text: k.median }),
@@ -127,7 +137,7 @@ function fusionsTab(view, c) {
     });
     tb.appendChild(tr);
   }
-  if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: 8, class: "tv-muted", text: "no kernels in this chain" })));
+  if (!kernels.length) tb.appendChild(h("tr", {}, h("td", { colspan: columns.length, class: "tv-muted", text: "no kernels in this chain" })));
 
   diagramFor(view, c).then((d) => {
     clear(viewport);

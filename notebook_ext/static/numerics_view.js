@@ -3,6 +3,11 @@
 // verdict, worst first; clicking a row asks the kernel to bisect that kernel's chain (every pass
 // on the same inputs) and shows the report. Recorded strings reach the page as textContent only.
 
+// The CSS class of a verdict (tv-num-flagged, tv-num-ok ...): recorded text reduced to letters.
+function verdictClass(verdict) {
+  return `tv-num-${String(verdict || "").replace(/[^a-z]/g, "")}`;
+}
+
 function hasNumericsTab(num) {
   return !!(num && (num.checked > 0 || (num.eager && num.eager.length)));
 }
@@ -14,7 +19,7 @@ function numericsTab(num, ask, state, redraw) {
   const [table, tb] = headedTable("tv-kernels tv-num-table", ["", "verdict", "kernel", "chain", "max rel", "eager rel", "ratio", "ran"]);
   for (const r of num.rows) {
     const key = `${r.graph}/${r.chain}/${r.kernel}`;
-    const tr = h("tr", { class: `tv-num-row tv-num-${r.verdict.replace(/[^a-z]/g, "")}${state.key === key ? " tv-selected" : ""}`, title: r.detail || "" },
+    const tr = h("tr", { class: `tv-num-row ${verdictClass(r.verdict)}${state.key === key ? " tv-selected" : ""}`, title: r.detail || "" },
       h("td", { text: r.mark }),
       h("td", { text: r.verdict }),
       h("td", { text: r.kernel }),

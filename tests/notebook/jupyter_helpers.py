@@ -28,6 +28,18 @@ def browser_missing() -> str:
     return ""
 
 
+def require_browser() -> None:
+    """Skip the calling test, with the reason, when the browser is missing here; under CI
+    (``CI=true``) fail it instead: CI must run every browser test."""
+    import pytest
+    why = browser_missing()
+    if not why:
+        return
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"the browser test must run in CI: {why}")
+    pytest.skip(why)
+
+
 def free_port() -> int:
     """Return a TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:

@@ -4,12 +4,10 @@ instructions, an instruction shows its symbol and source line, stage buttons ask
 recorded hostile text stays text."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from asm_page import asm_page
-from jupyter_helpers import browser_missing, chromium_page
+from jupyter_helpers import chromium_page, require_browser
 from roofline_fixtures import roofline_recording
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -27,11 +25,7 @@ def _replies(path):
 
 
 def test_asm_panel_in_a_browser(tmp_path):
-    why = browser_missing()
-    if why:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"the browser test must run in CI: {why}")
-        pytest.skip(why)
+    require_browser()
     page_html = asm_page(_replies(roofline_recording(str(tmp_path / "r.tvrec"), build=True)), "fw_fusion_0", ["sm_90"])
     with chromium_page(1500, 900) as page:
         errors = []

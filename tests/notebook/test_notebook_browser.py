@@ -21,7 +21,7 @@ import shutil
 
 import pytest
 
-from jupyter_helpers import browser_missing, chromium_page, jupyterlab, open_and_run_all, wait_idle
+from jupyter_helpers import chromium_page, jupyterlab, open_and_run_all, require_browser, wait_idle
 
 from notebook_helpers import COMM_FILE, HOSTILE_CODE, HOSTILE_FILE, HOSTILE_HOST, HOSTILE_MODULE
 
@@ -30,15 +30,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "examples" / "notebook.ipynb"
 RUN_TIMEOUT_MS = 300_000
-
-
-def _need_browser() -> None:
-    why = browser_missing()
-    if not why:
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"the browser test must run in CI: {why}")
-    pytest.skip(why)
 
 
 def _artifacts() -> pathlib.Path:
@@ -52,7 +43,7 @@ def lab(tmp_path_factory, hostile, profiled_group, comm_recording):
     """A running JupyterLab whose root holds the example notebook, a notebook showing the hostile
     recording (and, last, a recording with communication on its Communication tab) and one showing
     a group of rank recordings; yields its URL."""
-    _need_browser()
+    require_browser()
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
     root = tmp_path_factory.mktemp("lab") / "root"

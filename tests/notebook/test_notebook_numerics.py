@@ -1,7 +1,9 @@
 """The widget's Numerics tab: the payload's ``numerics`` rows (worst first), the ``bisect`` request,
-and the static HTML section, with recorded strings escaped."""
+and the static HTML section; the Fusions table's verdict column (payload, static page, Chromium);
+recorded strings escaped everywhere."""
 from __future__ import annotations
 
+import pathlib
 import shutil
 import sqlite3
 
@@ -32,6 +34,8 @@ for _ in range(2):
     model(torch.randn(4, 8)).sum().backward()
 """
 EVIL = "<img src=x onerror=alert(1)>"
+EVIL_DETAIL = "<img src=x onerror=window.__tv_pwned=1>"
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +85,91 @@ def test_front_end_has_the_numerics_tab():
     assert "numerics_view.js" in FRONT_END_PARTS
     js = front_end()
     assert "function numericsTab" in js and 'what: "bisect"' in js
+
+
+@pytest.fixture(scope="module")
+def one_flagged(checked, tmp_path_factory) -> tuple:
+    """Return (path, kernel): the checked recording with its first forward kernel's check made
+    ``flagged``, its detail hostile HTML."""
+    folder = tmp_path_factory.mktemp("widget_flagged")
+    path = str(folder / "flagged.tvrec")
+    shutil.copy(checked, path)
+    with sqlite3.connect(path) as c:
+        (kernel,) = c.execute("SELECT kernel FROM kernel_numerics WHERE chain = 'forward' AND kernel != ?"
+                              " ORDER BY kernel LIMIT 1", (EVIL,)).fetchone()
+        c.execute("UPDATE kernel_numerics SET verdict = 'flagged', ratio = 99.0, detail = ? WHERE kernel = ?",
+                  (EVIL_DETAIL, kernel))
+    c.close()
+    return path, kernel
+
+
+def test_fusions_payload_carries_each_kernels_verdict_cell(one_flagged, hostile):
+    """Every kernel of a checked run carries present.numerics.verdict_cell of its row (the TUI's
+    wording); a run that was not checked carries none, so its table has no verdict column."""
+    from thundervis.present.numerics import numerics_summary, verdict_cell
+    from thundervis.recording import open_recording
+    path, flagged = one_flagged
+    kernels = [k for g in show(path).data["graphs"] for k in g["kernels"]]
+    with open_recording(path) as rec:
+        summary = numerics_summary(rec)
+    assert kernels and all(k["numerics"] == verdict_cell(summary.verdict_of(k["graph"], k["chain"], k["name"]))
+                           for k in kernels)
+    (bad,) = [k for k in kernels if k["numerics"]["verdict"] == "flagged"]
+    assert bad["name"] == flagged and bad["numerics"]["text"] == "✗ flagged"
+    assert "ratio 99.0x" in bad["numerics"]["title"] and bad["numerics"]["title"].endswith(EVIL_DETAIL)
+    assert {k["numerics"]["text"] for k in kernels if k is not bad} == {"✓ ok"}
+    assert all(k["numerics"] is None for g in show(hostile).data["graphs"] for k in g["kernels"])
+
+
+def test_static_kernel_table_has_the_verdict_column_escaped(one_flagged):
+    path, flagged = one_flagged
+    page = show(path, chain="forward")._repr_html_()
+    assert EVIL_DETAIL not in page
+    parser = HtmlTags()
+    parser.feed(page)
+    assert parser.handlers == []
+    assert "numerics" in parser.texts and "✗ flagged" in parser.texts and "✓ ok" in parser.texts
+    titles = [a["title"] for t, a in parser.tags if t == "td" and "title" in a]
+    assert any(t.endswith(EVIL_DETAIL) for t in titles)  # the detail, as an escaped attribute
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_fusions_and_numerics_tabs_in_the_browser(one_flagged, tmp_path):
+    """In Chromium (the stand-in page of scripts/widget_screenshots.py): the Fusions table's second
+    column is the verdict, the flagged kernel's cell reads ``✗ flagged`` with its errors on hover
+    and its detail names them; the Numerics tab lists every checked kernel, the flagged one first.
+    The hostile detail never runs."""
+    import sys
+    from jupyter_helpers import chromium_page, require_browser
+    require_browser()
+    sys.path.insert(0, str(REPO / "scripts"))
+    from widget_screenshots import request_key, widget_page
+    path, flagged = one_flagged
+    w = show(path, chain="forward")
+    n_rows = len(w.data["numerics"]["rows"])
+    diagram = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
+    fusions, numerics = tmp_path / "fusions.html", tmp_path / "numerics.html"
+    fusions.write_text(widget_page(w, "fusions", {request_key("diagram"): diagram}), encoding="utf-8")
+    numerics.write_text(widget_page(w, "numerics", {}), encoding="utf-8")
+    with chromium_page(1400, 900) as page:
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(fusions.as_uri())
+        row = page.locator(f'.tv-kernel-row[data-kernel="{flagged}"]')
+        row.wait_for(timeout=30_000)
+        heads = [t.strip() for t in page.locator(".tv-kernels th").all_text_contents()]
+        assert heads[:3] == ["kernel", "numerics", "executor"], heads
+        cell = row.locator("td.tv-verdict")
+        assert cell.text_content() == "✗ flagged" and "tv-num-flagged" in cell.get_attribute("class")
+        assert "ratio 99.0x" in cell.get_attribute("title") and EVIL_DETAIL in cell.get_attribute("title")
+        assert page.locator("td.tv-verdict.tv-num-flagged").count() == 1
+        assert page.locator("td.tv-verdict.tv-num-ok").count() == page.locator(".tv-kernel-row").count() - 1
+        row.click()
+        detail = page.locator(".tv-kernel-detail .tv-kernel-numerics").text_content()
+        assert "✗ flagged · max rel" in detail and EVIL_DETAIL in detail
+        page.goto(numerics.as_uri())
+        page.locator(".tv-num-row").first.wait_for(timeout=30_000)
+        assert page.locator(".tv-num-row").count() == n_rows
+        assert page.locator(".tv-num-row").first.get_attribute("class").split()[1] == "tv-num-flagged"
+        assert page.evaluate("window.__tv_pwned") is None and not errors, errors

@@ -5,13 +5,12 @@ its op in the Passes tab, a kernel name opens the Fusions tab, a click on a bloc
 expanded. Skipped where chromium or playwright is missing (failed under CI, like the JupyterLab test)."""
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
 import pytest
 
-from jupyter_helpers import browser_missing, chromium_page
+from jupyter_helpers import chromium_page, require_browser
 from notebook_helpers import HOSTILE_CODE
 from test_notebook_blocks import layered  # noqa: F401  (a fixture)
 
@@ -21,14 +20,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 from widget_screenshots import request_key, widget_page  # noqa: E402
-
-
-def _need_browser() -> None:
-    why = browser_missing()
-    if why:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"the browser test must run in CI: {why}")
-        pytest.skip(why)
 
 
 def _open(page, tmp_path, html: str) -> None:
@@ -47,7 +38,7 @@ def _traits(page) -> dict:
 
 
 def test_source_tab_in_the_browser(hostile, tmp_path):
-    _need_browser()
+    require_browser()
     from thundervis.notebook_ext import show
     w = show(hostile)
     answer = w.request({"what": "source"})
@@ -76,7 +67,7 @@ def test_source_tab_in_the_browser(hostile, tmp_path):
 
 
 def test_a_click_on_a_block_box_asks_for_it_expanded(layered, tmp_path):  # noqa: F811
-    _need_browser()
+    require_browser()
     from thundervis.notebook_ext import show
     w = show(layered)
     folded = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})

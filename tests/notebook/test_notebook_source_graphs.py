@@ -4,7 +4,6 @@ file, a graph's answer holds only that graph's ops, and in the browser (the stan
 scripts/widget_screenshots.py) picking a graph asks for that graph's lines."""
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
@@ -74,19 +73,15 @@ def test_front_end_sends_the_picked_graph():
     assert "view.graph_options" in part and "text: o.label" in part  # labels from present/, as text
 
 
-@pytest.mark.browser
-@pytest.mark.slow
 def _need_browser() -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     sys.path.insert(0, str(REPO / "tests" / "notebook"))
-    from jupyter_helpers import browser_missing
-    why = browser_missing()
-    if why:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"the browser test must run in CI: {why}")
-        pytest.skip(why)
+    from jupyter_helpers import require_browser
+    require_browser()
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
     _need_browser()
     from jupyter_helpers import chromium_page
@@ -114,6 +109,8 @@ def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
         assert not errors, errors
 
 
+@pytest.mark.browser
+@pytest.mark.slow
 def test_the_view_opens_where_present_default_view_says(two_graphs, tmp_path):
     """With no valid graph, chain or pass picked the page shows present.default_view's graph,
     chain and pass (the payload's ``default_graph``, ``default_chain``, ``default_pass``), and

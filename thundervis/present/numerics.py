@@ -5,6 +5,7 @@ wording). Reads only through the reader; no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from .units import format_error
@@ -75,10 +76,15 @@ class NumericsSummary:
 
     def verdict_of(self, graph: int, chain: str, kernel: str) -> Optional[NumericsRow]:
         """The row of one kernel, or None."""
+        return self._by_kernel.get((graph, chain, kernel))
+
+    @cached_property
+    def _by_kernel(self) -> dict:
+        # A table asks once per kernel: an index, not a scan of every row per kernel.
+        out: dict = {}
         for r in self.rows:
-            if (r.graph, r.chain, r.kernel) == (graph, chain, kernel):
-                return r
-        return None
+            out.setdefault((r.graph, r.chain, r.kernel), r)
+        return out
 
     def as_json(self) -> dict:
         """Return a JSON-able dict: kernels, eager comparisons, checked and flagged counts."""
@@ -183,6 +189,19 @@ def ls_lines(s: NumericsSummary) -> list[str]:
     for e in s.eager:
         lines.append("  " + eager_line(e))
     return lines
+
+
+def verdict_cell(r: Optional[NumericsRow]) -> dict:
+    """Return a kernel table's numerics cell (the widget's Fusions table, the static page): ``text``
+    (``✗ flagged``; ``-`` when the kernel was not checked), ``verdict`` and ``title``, its errors in
+    one line (recorded strings not yet escaped: callers do)."""
+    if r is None or r.verdict == "not checked":
+        return {"text": "-", "verdict": "not checked", "title": "not checked"}
+    title = (f"max rel {format_error(r.max_rel)} · eager rel {format_error(r.eager_rel)} · "
+             f"ratio {fmt_ratio(r.ratio)}")
+    if r.detail:
+        title += f" · {r.detail}"
+    return {"text": f"{r.mark} {r.verdict}", "verdict": r.verdict, "title": title}
 
 
 def numerics_json(s: NumericsSummary) -> Optional[dict]:
