@@ -1,7 +1,8 @@
 // thundervis notebook widget: the Numerics tab of the recording widget (run --check-numerics). The
 // payload's `numerics` (thundervis.present.numerics.numerics_json) lists every kernel with its
 // verdict, worst first; clicking a row asks the kernel to bisect that kernel's chain (every pass
-// on the same inputs) and shows the report. Recorded strings reach the page as textContent only.
+// on the same inputs) and shows the report, with a button opening the kernel in the Fusions tab.
+// Recorded strings reach the page as textContent only.
 
 // The CSS class of a verdict (tv-num-flagged, tv-num-ok ...): recorded text reduced to letters.
 function verdictClass(verdict) {
@@ -12,7 +13,7 @@ function hasNumericsTab(num) {
   return !!(num && (num.checked > 0 || (num.eager && num.eager.length)));
 }
 
-function numericsTab(num, ask, state, redraw) {
+function numericsTab(num, ask, state, redraw, set) {
   const frag = h("div", { class: "tv-numtab" });
   frag.appendChild(h("div", { class: "tv-summary", text: num.header }));
   for (const line of num.eager || []) frag.appendChild(h("div", { class: "tv-muted", text: line }));
@@ -48,6 +49,12 @@ function numericsTab(num, ask, state, redraw) {
     const r = state.row;
     const side = h("div", { class: "tv-num-bisect" });
     side.appendChild(h("div", { class: "tv-k", text: `${r.kernel} · g${r.graph} ${r.chain} · ${r.verdict}` }));
+    // A kernel the recording lists (not only a check row): open it in the Fusions tab, as the TUI's enter does.
+    if (r.kernel_id !== null && r.kernel_id !== undefined) {
+      const open = h("button", { class: "tv-num-open", text: "open in Fusions" });
+      open.addEventListener("click", () => set({ graph: r.graph, chain: r.chain, tab: "fusions", selected_kernel: r.kernel }));
+      side.appendChild(open);
+    }
     if (r.sources && r.sources.length) side.appendChild(h("div", { class: "tv-muted", text: `lines ${r.sources.slice(0, 6).join(", ")}` }));
     const b = state.bisects.get(`${r.graph}/${r.chain}`);
     if (!b || b.pending) {

@@ -411,7 +411,7 @@ function renderRecording(model, el, ask, shared) {
       return;
     }
     if (tab === "numerics") {
-      body.appendChild(numericsTab(numerics, ask, numericsState, render));
+      body.appendChild(numericsTab(numerics, ask, numericsState, render, set));
       return;
     }
     if (tab === "source") {

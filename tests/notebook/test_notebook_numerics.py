@@ -138,8 +138,9 @@ def test_static_kernel_table_has_the_verdict_column_escaped(one_flagged):
 def test_fusions_and_numerics_tabs_in_the_browser(one_flagged, tmp_path):
     """In Chromium (the stand-in page of scripts/widget_screenshots.py): the Fusions table's second
     column is the verdict, the flagged kernel's cell reads ``✗ flagged`` with its errors on hover
-    and its detail names them; the Numerics tab lists every checked kernel, the flagged one first.
-    The hostile detail never runs."""
+    and its detail names them; the Numerics tab lists every checked kernel, the flagged one first,
+    a row shows its chain's bisect and opens its kernel in the Fusions tab (selected there). The
+    hostile detail never runs."""
     import sys
     from jupyter_helpers import chromium_page, require_browser
     require_browser()
@@ -151,7 +152,9 @@ def test_fusions_and_numerics_tabs_in_the_browser(one_flagged, tmp_path):
     diagram = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
     fusions, numerics = tmp_path / "fusions.html", tmp_path / "numerics.html"
     fusions.write_text(widget_page(w, "fusions", {request_key("diagram"): diagram}), encoding="utf-8")
-    numerics.write_text(widget_page(w, "numerics", {}), encoding="utf-8")
+    bisect = w.request({"what": "bisect", "graph": 0, "chain": "forward"})
+    numerics.write_text(widget_page(w, "numerics", {request_key("diagram"): diagram, request_key("bisect"): bisect}),
+                        encoding="utf-8")
     with chromium_page(1400, 900) as page:
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -172,4 +175,15 @@ def test_fusions_and_numerics_tabs_in_the_browser(one_flagged, tmp_path):
         page.locator(".tv-num-row").first.wait_for(timeout=30_000)
         assert page.locator(".tv-num-row").count() == n_rows
         assert page.locator(".tv-num-row").first.get_attribute("class").split()[1] == "tv-num-flagged"
+        # a check row the recording has no kernel for (the hostile one) offers nothing to open
+        page.locator(".tv-num-row", has_text=EVIL).click()
+        assert page.locator(".tv-num-bisect").count() == 1 and page.locator(".tv-num-open").count() == 0
+        # the flagged kernel's row: its chain's bisect (answered), then open it in the Fusions tab
+        page.locator(".tv-num-row", has_text=flagged).first.click()
+        page.locator(".tv-num-lines").wait_for(timeout=30_000)
+        assert page.locator(".tv-num-lines").text_content().endswith("no divergence")
+        page.locator(".tv-num-open").click()
+        picked = page.evaluate("({tab: __tv_traits.tab, chain: __tv_traits.chain, kernel: __tv_traits.selected_kernel})")
+        assert picked == {"tab": "fusions", "chain": "forward", "kernel": flagged}, picked
+        page.locator(f'.tv-kernel-row.tv-selected[data-kernel="{flagged}"]').wait_for(timeout=30_000)
         assert page.evaluate("window.__tv_pwned") is None and not errors, errors
