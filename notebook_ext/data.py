@@ -17,6 +17,7 @@ from typing import Optional
 
 from thundervis.diff.labelled import labelled_diff
 from thundervis.diff.lines import is_fusion
+from thundervis.errors import sentence
 from thundervis.present import default_view
 from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
@@ -332,7 +333,7 @@ class RecordingData:
             with self._lock:
                 report = bisect(self.rec, graph, chain, inputs)
         except (BisectError, RerunError, UnknownItem) as e:
-            raise DataError(str(e).strip("'\"").rstrip(".") + ".") from None
+            raise DataError(sentence(e)) from None
         return {"lines": report_lines(report), "error": None}
 
     def source_json(self, file: Optional[str] = None, graph: Optional[int] = None) -> dict:

@@ -326,7 +326,7 @@ def test_bad_requests_are_one_sentence_and_exit_2(clean, recorded, tmp_path, cap
     plain, _ = recorded  # recorded without numerics checks or captured inputs
     cases = [
         (("bisect", rec, "--chain", "joint"), "bisect takes a compiled chain"),
-        (("bisect", rec, "--chain", "sideways"), "bisect takes a compiled chain"),
+        (("bisect", rec, "--chain", "sideways"), "inference), not 'sideways'.\n"),  # its quotes kept
         (("bisect", rec, "--chain", "forward", "--graph", "42"), "graph"),
         (("bisect", plain, "--chain", "forward", "--inputs", "captured"), "has no captured inputs"),
         (("numerics", plain), "holds no numerics checks"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from thundervis.errors import UserError
+from thundervis.errors import UserError, sentence
 from thundervis.safe_text import visible
 
 
@@ -22,7 +22,7 @@ def cmd_bisect(args) -> int:
         try:
             report = bisect(rec, args.graph, args.chain, args.inputs, args.seed)
         except (BisectError, RerunError, UnknownItem) as e:
-            raise UserError(str(e).strip("'\"").rstrip(".") + ".") from None
+            raise UserError(sentence(e)) from None
     text = json.dumps(report.as_json(), indent=2, default=str) + "\n" if args.json else \
         "\n".join(report_lines(report)) + "\n"
     sys.stdout.write(visible(text))
