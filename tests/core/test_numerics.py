@@ -248,6 +248,8 @@ def test_clean_run_checks_every_kernel_and_flags_none(clean, capsys):
     for _, _, name in kernels:
         assert re.search(rf"^. {name} .* ok$", out, re.M), out
     assert "gradients vs eager" in out and "outputs vs eager" in out
+    code, out, _ = run_cli(capsys, "numerics", rec, "--flagged")  # no header over no rows
+    assert code == 0 and out.splitlines()[0] == "compiled vs eager ATen graph on the same inputs:", out
     code, out, _ = run_cli(capsys, "ls", rec)
     assert f"numerics  {len(kernels)} kernels checked against float64 · 0 flagged" in out
     assert "numerics ok" in out

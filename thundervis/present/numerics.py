@@ -162,8 +162,8 @@ def summary_lines(s: NumericsSummary, flagged_only: bool = False) -> list[str]:
     """The lines ``thundervis numerics`` prints: a header, one line per kernel, the compare-eager
     lines, and last ``K kernels checked · N flagged``."""
     lines = []
-    if s.rows:
-        shown = [r for r in s.rows if not flagged_only or r.verdict == "flagged"]
+    shown = [r for r in s.rows if not flagged_only or r.verdict == "flagged"]
+    if shown:  # no header over no rows (``--flagged`` of a clean run: the count line says it)
         width = ran_width(shown)
         lines.append(header(width))
         lines += [row_line(r, width) for r in shown]
