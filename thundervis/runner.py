@@ -213,6 +213,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
     # try below, so no signal can leave a recording without its end (it would read as `killed`).
     held = _HeldSignals(in_main)
+    redeliver = None
     try:
         recorder = RecordingObserver(out)
         recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
@@ -221,6 +222,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         raise
     try:
         held.release()
+        redeliver = _RedeliveredInterrupts() if in_main else None
         if in_main:
             signal.signal(signal.SIGTERM, on_term)
         held.raise_pending()
@@ -258,6 +260,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         sys.stderr.write(tb)
     finally:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+        if redeliver is not None:
+            old_int = redeliver.close(old_int)
         try:
             if in_main:  # a second SIGTERM while the end is written must not cut it short
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -296,6 +300,74 @@ def _finish_aot(aot, recorder, status: str) -> None:
         recorder.note("aot_finished", stats)
     except Exception as e:  # the run's end is recorded whatever the builds do
         recorder.note("aot_failed", {"error": f"{type(e).__name__}: {e}"})
+
+
+class _RedeliveredInterrupts:
+    """While installed (from creation until :meth:`close`), a Ctrl-C is never lost where Python or
+    torch would drop its KeyboardInterrupt, leaving the script training on (CI saw a run ignore a
+    Ctrl-C for minutes):
+
+    - in a weakref callback or a ``__del__`` (torch frees tensors through both, constantly while it
+      compiles) Python only prints "Exception ignored in ..."; such drops reach
+      ``sys.unraisablehook``, and this one sends the Ctrl-C again instead of printing;
+    - in a TorchDynamo guard function (run at every compiled call and profiled at compile time),
+      an exception is taken as "guard failed" and cleared; the SIGINT handler installed here does
+      not raise there but sends the Ctrl-C again.
+
+    Sent again means SIGINT from another thread a moment later (``interrupt_main``), handled by the
+    main thread at its next safe point. A KeyboardInterrupt the user's code catches is not a drop
+    and is left alone. Only installed over Python's default SIGINT handler."""
+
+    def __init__(self):
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._hook
+        self._previous_handler = None
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    @staticmethod
+    def _send_again() -> None:
+        # From another thread, a moment later: sent from here (or while this thread still waits
+        # for that one to start), the handler would run at once, where the interrupt is dropped
+        # again. Sent once SIGINT is ignored (the run's end being written), it does nothing.
+        import _thread
+        later = threading.Timer(0.02, _thread.interrupt_main, args=(signal.SIGINT,))
+        later.daemon, later.name = True, "thundervis-ctrl-c"
+        later.start()
+
+    def _on_sigint(self, signum, frame) -> None:
+        if _in_dynamo_guard(frame):
+            self._send_again()
+            return
+        raise KeyboardInterrupt
+
+    def _hook(self, unraisable) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            self._send_again()
+            return
+        self._previous_hook(unraisable)
+
+    def close(self, handler):
+        """Give ``sys.unraisablehook`` its previous value back (unless something replaced ours);
+        return the SIGINT handler to restore in place of ``handler`` (the one in force until the
+        run's end: ours gives way to the one it replaced, a handler the script set is kept)."""
+        if sys.unraisablehook == self._hook:
+            sys.unraisablehook = self._previous_hook
+        if self._previous_handler is not None and handler == self._on_sigint:
+            return self._previous_handler
+        return handler
+
+
+def _in_dynamo_guard(frame, depth: int = 12) -> bool:
+    """True when ``frame`` or one of the ``depth`` frames below it runs a TorchDynamo guard (its
+    generated ``guard`` function, or ``torch/_dynamo/guards.py``)."""
+    while frame is not None and depth > 0:
+        code = frame.f_code
+        if (code.co_name == "guard" and code.co_filename == "<string>") or \
+                code.co_filename.replace(os.sep, "/").endswith("torch/_dynamo/guards.py"):
+            return True
+        frame, depth = frame.f_back, depth - 1
+    return False
 
 
 class _HeldSignals:

@@ -110,6 +110,76 @@ def test_ctrl_c_early_says_interrupted_with_a_summary(tmp_path, capsys, delay):
     _opens_alone_and_says(out, tmp_path, "interrupted", capsys)
 
 
+DROPPED_CTRL_C = """\
+import time
+import weakref
+
+
+class Tensorish:
+    pass
+
+
+def freed(_):
+    # What a Ctrl-C landing inside a weakref callback (torch frees tensors through them) raises;
+    # Python drops it ("Exception ignored in ...") and the loop below would run to its end.
+    raise KeyboardInterrupt
+
+
+t = Tensorish()
+ref = weakref.ref(t, freed)
+del t
+for step in range(400):
+    time.sleep(0.01)
+print("trained on after the Ctrl-C")
+"""
+
+GUARD_CTRL_C = """\
+import _thread
+import threading
+import time
+
+# A TorchDynamo guard function as Dynamo generates it: torch takes an exception raised in it as
+# "guard failed" and clears it, so a Ctrl-C raised there would be lost.
+namespace = {}
+exec(compile("def guard(L):\\n    L['sleep'](0.5)\\n    return True\\n", "<string>", "exec"), namespace)
+threading.Timer(0.1, _thread.interrupt_main).start()  # Ctrl-C while the guard runs
+print("guard passed:", namespace["guard"]({"sleep": time.sleep}), flush=True)
+for step in range(400):
+    time.sleep(0.01)
+print("trained on after the Ctrl-C")
+"""
+
+CAUGHT_CTRL_C = """\
+try:
+    raise KeyboardInterrupt
+except KeyboardInterrupt:
+    pass
+print("the script handled its own Ctrl-C")
+"""
+
+
+@pytest.mark.parametrize("script, code, status", [(DROPPED_CTRL_C, 130, "interrupted"),
+                                                  (GUARD_CTRL_C, 130, "interrupted"), (CAUGHT_CTRL_C, 0, "ok")],
+                         ids=["weakref-callback", "dynamo-guard", "caught-by-the-script"])
+def test_a_ctrl_c_that_would_be_dropped_still_stops_the_run_and_one_the_script_catches_does_not(
+        tmp_path, script, code, status):
+    """A Ctrl-C whose KeyboardInterrupt would be dropped (raised in a weakref callback, as when it
+    lands while torch frees a tensor; or in a TorchDynamo guard, which torch reads as a failed
+    guard: CI once saw a run train on for minutes after a Ctrl-C) still stops the run as
+    ``interrupted`` (exit 130), the guard itself left to finish; one the script catches itself is
+    its business: the run goes on."""
+    path = tmp_path / "s.py"
+    path.write_text(script)
+    out = str(tmp_path / "s.tvrec")
+    proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert "trained on" not in proc.stdout and "Exception ignored" not in proc.stderr, (proc.stdout, proc.stderr)
+    assert ("guard passed: True" in proc.stdout) == (script is GUARD_CTRL_C), proc.stdout
+    with open_recording(out) as rec:
+        assert rec.run().status == status
+
+
 def test_the_recording_appears_whole(tmp_path):
     """Created under a hidden name and renamed: the .tvrec alone is a recording from its first
     byte, with a run row that names this process (so a kill reads as killed)."""
