@@ -149,6 +149,29 @@ for step in range(400):
 print("trained on after the Ctrl-C")
 """
 
+DISPATCH_CTRL_C = """\
+import _thread
+import threading
+import time
+import traceback
+
+import torch
+
+a = torch.randn(3000, 3000)
+# Ctrl-C while the op runs: Python handles it when the op returns, in OpOverload.__call__
+# (torch/_ops.py), Python that torch's dispatcher also runs while an op executes, where a
+# KeyboardInterrupt can reach C++ that cannot pass it on.
+threading.Timer(0.05, _thread.interrupt_main).start()
+try:
+    torch.ops.aten.mm.default(a, a)
+    for step in range(400):
+        time.sleep(0.01)
+    print("trained on after the Ctrl-C")
+except KeyboardInterrupt as e:
+    print("raised in", traceback.extract_tb(e.__traceback__)[-2].filename, flush=True)
+    raise
+"""
+
 CAUGHT_CTRL_C = """\
 try:
     raise KeyboardInterrupt
@@ -178,6 +201,69 @@ def test_a_ctrl_c_that_would_be_dropped_still_stops_the_run_and_one_the_script_c
     assert ("guard passed: True" in proc.stdout) == (script is GUARD_CTRL_C), proc.stdout
     with open_recording(out) as rec:
         assert rec.run().status == status
+
+
+def test_a_ctrl_c_is_not_raised_in_the_python_torch_dispatch_runs(tmp_path):
+    """A Ctrl-C that Python would raise in torch's dispatch-side Python (here OpOverload.__call__
+    after its op returns; during Dynamo's fake-tensor tracing such a KeyboardInterrupt aborted the
+    process: "terminate called after throwing an instance of 'pybind11::error_already_set'") is
+    sent again and raised outside it, in the script; the run ends ``interrupted``."""
+    path = tmp_path / "s.py"
+    path.write_text(DISPATCH_CTRL_C)
+    out = str(tmp_path / "s.tvrec")
+    proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    assert f"raised in {path}" in proc.stdout, proc.stdout
+    with open_recording(out) as rec:
+        assert rec.run().status == "interrupted"
+
+
+def test_a_ctrl_c_held_off_the_dispatch_side_is_raised_after_the_limit(monkeypatch):
+    """The handler sends a Ctrl-C landing in torch's dispatch-side Python again (no raise), but
+    not for ever: past ``_DEFER_LIMIT_S`` it raises where it lands, as Python would; anywhere
+    else it raises at once, and the next Ctrl-C starts a new wait."""
+    import types
+
+    import torch
+
+    from thundervis import runner
+    folder = os.path.dirname(torch.__file__)
+
+    def frame(path, below=None):
+        return types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name="f"), f_back=below)
+
+    dispatch, script = frame(os.path.join(folder, "_library", "simple_registry.py")), frame("/x/train.py")
+    assert runner._on_dispatch_side(dispatch)
+    assert not runner._on_dispatch_side(script)
+    # Called by the dispatch side (pytree under a __torch_dispatch__ rule): inside it too.
+    assert runner._on_dispatch_side(frame("/lib/contextlib.py", frame(os.path.join(folder, "utils", "_pytree.py"),
+                                                                      frame(os.path.join(folder, "_ops.py"), script))))
+    assert not runner._on_dispatch_side(frame(os.path.join(folder, "nn", "modules", "module.py")))
+    # Dynamo's frame-hook callback: only where the signal lands (compiled calls run under it).
+    hook = os.path.join(folder, "_dynamo", "eval_frame.py")
+    assert runner._on_dispatch_side(frame(hook, script))
+    assert not runner._on_dispatch_side(frame("/x/model.py", frame(hook, script)))
+    assert not runner._on_dispatch_side(frame(os.path.join("/elsewhere", "_ops.py")))
+    clock = [100.0]
+    monkeypatch.setattr(runner, "_now", lambda: clock[0])
+    handler = runner._RedeliveredInterrupts()
+    sent = []
+    monkeypatch.setattr(handler, "_send_again", lambda: sent.append(clock[0]))
+    try:
+        handler._on_sigint(signal.SIGINT, dispatch)
+        clock[0] += runner._DEFER_LIMIT_S / 2
+        handler._on_sigint(signal.SIGINT, dispatch)
+        assert sent == [100.0, 100.0 + runner._DEFER_LIMIT_S / 2]
+        clock[0] += runner._DEFER_LIMIT_S
+        with pytest.raises(KeyboardInterrupt):
+            handler._on_sigint(signal.SIGINT, dispatch)
+        handler._on_sigint(signal.SIGINT, dispatch)  # a new Ctrl-C: held off again
+        assert len(sent) == 3
+        with pytest.raises(KeyboardInterrupt):
+            handler._on_sigint(signal.SIGINT, script)
+    finally:
+        signal.signal(signal.SIGINT, handler.close(signal.getsignal(signal.SIGINT)))
 
 
 def test_the_recording_appears_whole(tmp_path):
