@@ -193,6 +193,29 @@ def test_an_output_that_is_a_view_of_another_shares_its_numbers_only_when_all_th
     assert apart[1][:2] == errors([o.t()], [r.t()])
 
 
+def test_integer_and_bool_outputs_equal_everywhere_are_exact_zeros_and_a_wrong_one_is_flagged():
+    """An integer or bool output the kernel and eager both get exactly right costs two equality
+    tests, not float64 copies, and reads as what :func:`errors` computes (zeros); one that differs
+    in the kernel, or where eager differs, still goes through :func:`errors` and is judged."""
+    import torch
+
+    from thundervis.kernel_numerics import errors
+    from thundervis.numerics_check import _quick_errors, judge
+    idx = torch.tensor([3, 1, 4, 1, 5])
+    mask = torch.tensor([True, False, True])
+    quick = _quick_errors([idx, mask], [idx.clone(), mask.clone()], [idx.clone(), mask.clone()])
+    assert quick == {0: (0.0, 0.0, 0.0, 0.0), 1: (0.0, 0.0, 0.0, 0.0)}
+    assert errors([idx], [idx.clone()]) == (0.0, 0.0) and errors([mask], [mask.clone()]) == (0.0, 0.0)
+    wrong = idx.clone()
+    wrong[2] = 9
+    assert _quick_errors([wrong], [idx.clone()], [idx.clone()]) == {}
+    j = judge([wrong], [idx.clone()], [idx.clone()])
+    assert j["verdict"] == "flagged" and j["max_abs"] == 5.0
+    # Other dtypes in the three (int32 against int64): not taken as exact, judged by errors().
+    assert _quick_errors([idx.int()], [idx], [idx]) == {}
+    assert judge([idx.int()], [idx], [idx])["verdict"] == "ok"
+
+
 def test_a_chain_calls_rows_merge_in_order_with_the_stored_ones():
     """One chain call's rows are stored in one read and one batched write, with the merge rules
     of one row at a time: a kernel checked twice in the call counts two calls and keeps the worst
