@@ -19,7 +19,9 @@ import torch
 from .ir import SourceInfo
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n(?P<code>[^\n]*)')
-_TORCH_DIR = os.path.dirname(torch.__file__)
+# torch's installed package folder, ending in a separator (the one owner: the runner, the collective
+# watcher and source attribution all tell torch's own frames by it).
+TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OUR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Our own packages' folders (in a source checkout; installed, they are library files anyway).
 _OUR_PACKAGES = tuple(os.path.join(_OUR_DIR, d) + os.sep for d in ("compiler", "thundervis", "tui", "notebook_ext"))
@@ -27,7 +29,7 @@ _OUR_PACKAGES = tuple(os.path.join(_OUR_DIR, d) + os.sep for d in ("compiler", "
 
 def _is_library_file(path: str) -> bool:
     p = os.path.abspath(path)
-    return p.startswith(_TORCH_DIR) or "site-packages" in p or "/lib/python3" in p
+    return p.startswith(TORCH_DIR) or "site-packages" in p or "/lib/python3" in p
 
 
 def cell_file(path: str) -> str:

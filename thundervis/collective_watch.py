@@ -155,7 +155,7 @@ class CollectiveWatcher:
         import torch
         from thundervis import compiler
         from thundervis.compiler import chain_calls
-        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+        from thundervis.compiler.source import TORCH_DIR as _TORCH_DIR
         _NOT_USER = tuple(os.path.dirname(os.path.abspath(m)) + os.sep for m in (__file__, compiler.__file__)) + \
             tuple(sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib"))
         lib = torch.library.Library("c10d", "IMPL")

@@ -173,11 +173,11 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
     All outputs' maxima come back in one read (one ``tolist`` per kernel, not one per output);
     an output that is a view of an earlier one in the kernel, eager and the reference alike
     (:func:`_same_elements`) shares its numbers instead of being read again."""
-    picked, maxima, judged, aliases, exact = [], [], [], {}, []
+    picked, maxima, judged, aliases, found = [], [], [], {}, {}
     for i, (o, e, r) in enumerate(zip(outs, eager, refs)):
         if not _quick(o, e, r):
             if _exact_match(o, e, r):
-                exact.append(i)
+                found[i] = (0.0, 0.0, 0.0, 0.0)
             continue
         if judged:
             k = _same_elements(o, e, r, judged)
@@ -195,7 +195,6 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         low, high = torch.aminmax(r64)
         maxima += (eager_error if same else _float64_difference(o, r64).abs_().amax(), eager_error, low, high)
         picked.append(i)
-    found = {i: (0.0, 0.0, 0.0, 0.0) for i in exact}
     if not picked:
         return found
     values = torch.stack(maxima).tolist()

@@ -393,29 +393,27 @@ _DEFER_LIMIT_S = 2.0
 _now = time.monotonic  # the clock of that wait (tests set it)
 
 
-@functools.lru_cache(maxsize=1)
-def _torch_folder() -> str:
-    import torch
-    return os.path.dirname(os.path.abspath(torch.__file__)).replace(os.sep, "/") + "/"
-
-
 def _on_dispatch_side(frame, depth: int = 48) -> bool:
     """True when ``frame`` (where a signal handler was called) or one of the ``depth`` frames
     below it runs one of torch's modules that its dispatcher calls into while an op executes
     (:data:`_DISPATCH_SIDE`): what those call (pytree, context managers, the standard library)
     runs inside the same C++ call; or when ``frame`` itself is a Dynamo callback
     (:data:`_HOOK_SIDE`)."""
-    folder = _torch_folder()
-    if frame is not None:
-        path = frame.f_code.co_filename.replace(os.sep, "/")
-        if path.startswith(folder) and path[len(folder):].startswith(_HOOK_SIDE):
-            return True
+    if frame is not None and _inside_torch(frame).startswith(_HOOK_SIDE):
+        return True
     while frame is not None and depth > 0:
-        path = frame.f_code.co_filename.replace(os.sep, "/")
-        if path.startswith(folder) and path[len(folder):].startswith(_DISPATCH_SIDE):
+        if _inside_torch(frame).startswith(_DISPATCH_SIDE):
             return True
         frame, depth = frame.f_back, depth - 1
     return False
+
+
+def _inside_torch(frame) -> str:
+    """Return the path of ``frame``'s file inside torch's package folder with ``/`` separators
+    (``_ops.py``, ``_library/simple_registry.py``), or "" for a file outside torch."""
+    from thundervis.compiler.source import TORCH_DIR
+    path = frame.f_code.co_filename
+    return path[len(TORCH_DIR):].replace(os.sep, "/") if path.startswith(TORCH_DIR) else ""
 
 
 def _in_dynamo_guard(frame, depth: int = 12) -> bool:
