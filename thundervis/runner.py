@@ -4,7 +4,8 @@
 set, the script's folder (or the cwd for ``-m``) is first on ``sys.path`` and the code runs as
 ``__main__`` (``runpy``). While it runs, ``torch.compile`` is replaced by a wrapper that forces our
 backend with a :class:`~thundervis.recording.RecordingObserver`, and ``backend="thundervis"``
-records to the same file. Whatever happens (normal end, ``sys.exit``, an exception, Ctrl-C, SIGTERM)
+records to the same file. Whatever happens (normal end, ``sys.exit``, an exception, Ctrl-C, SIGTERM:
+:mod:`thundervis.interrupts`)
 the run's status is written and the recording is closed cleanly; a SIGKILL leaves every committed
 pass readable.
 
@@ -23,12 +24,12 @@ import runpy
 import signal
 import sys
 import threading
-import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from thundervis.errors import UserError
+from thundervis.interrupts import HeldSignals, RedeliveredInterrupts, Terminated
 
 DEFAULT_DIR = "thundervis-runs"
 INTERRUPTED_EXIT = 130
@@ -41,10 +42,6 @@ class RunResult:
     exit_code: int
     status: str
     path: str
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived: stop the script like Ctrl-C does."""
 
 
 _RECOMPILE_LIMIT_LOGGER = "torch._dynamo.convert_frame"
@@ -205,7 +202,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     saved_term = signal.getsignal(signal.SIGTERM) if in_main else None
 
     def on_term(signum, frame):
-        raise _Terminated()
+        raise Terminated()
 
     status, code, tb = "ok", 0, None
     watcher = collectives = aot = progress = None
@@ -213,7 +210,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     from thundervis.progress import progress_observer
     # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
     # try below, so no signal can leave a recording without its end (it would read as `killed`).
-    held = _HeldSignals(in_main)
+    held = HeldSignals(in_main)
     redeliver = None
     try:
         recorder = RecordingObserver(out)
@@ -223,7 +220,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         raise
     try:
         held.release()
-        redeliver = _RedeliveredInterrupts() if in_main else None
+        redeliver = RedeliveredInterrupts() if in_main else None
         if in_main:
             signal.signal(signal.SIGTERM, on_term)
         held.raise_pending()
@@ -252,7 +249,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     except SystemExit as e:
         code = _exit_code(e)
         status = "ok" if code == 0 else "failed"
-    except (KeyboardInterrupt, _Terminated) as e:
+    except (KeyboardInterrupt, Terminated) as e:
         status, tb = "interrupted", traceback.format_exc()
         code = INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM
     except BaseException:
@@ -301,161 +298,6 @@ def _finish_aot(aot, recorder, status: str) -> None:
         recorder.note("aot_finished", stats)
     except Exception as e:  # the run's end is recorded whatever the builds do
         recorder.note("aot_failed", {"error": f"{type(e).__name__}: {e}"})
-
-
-class _RedeliveredInterrupts:
-    """While installed (from creation until :meth:`close`), a Ctrl-C is never lost where Python or
-    torch would drop its KeyboardInterrupt, leaving the script training on (CI saw a run ignore a
-    Ctrl-C for minutes):
-
-    - in a weakref callback or a ``__del__`` (torch frees tensors through both, constantly while it
-      compiles) Python only prints "Exception ignored in ..."; such drops reach
-      ``sys.unraisablehook``, and this one sends the Ctrl-C again instead of printing;
-    - in a TorchDynamo guard function (run at every compiled call and profiled at compile time),
-      an exception is taken as "guard failed" and cleared; the SIGINT handler installed here does
-      not raise there but sends the Ctrl-C again;
-    - in the Python torch's dispatcher calls back into while an op runs (fake tensors while Dynamo
-      traces, ``__torch_dispatch__`` rules, Python meta kernels and decompositions:
-      :data:`_DISPATCH_SIDE`) or in Dynamo's frame-hook callbacks (:data:`_HOOK_SIDE`), a
-      KeyboardInterrupt can reach C++ that cannot pass it on: the process aborted ("terminate
-      called after throwing an instance of 'pybind11::error_already_set'" or "'python_error'",
-      exit -6) in 3 of 200 Ctrl-Cs sent in a run's first 1.6 s. There too the handler sends it
-      again, for at most :data:`_DEFER_LIMIT_S` (then it raises where it lands, as Python would),
-      so it lands in Dynamo's tracer, the compiler or the script instead (0 aborts in 200).
-
-    Sent again means SIGINT from another thread a moment later (``interrupt_main``), handled by the
-    main thread at its next safe point. A KeyboardInterrupt the user's code catches is not a drop
-    and is left alone. Only installed over Python's default SIGINT handler."""
-
-    def __init__(self):
-        self._previous_hook = sys.unraisablehook
-        sys.unraisablehook = self._hook
-        self._previous_handler = None
-        self._deferred_since: Optional[float] = None  # when a Ctrl-C was first held off the dispatcher's Python
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
-
-    @staticmethod
-    def _send_again() -> None:
-        # From another thread, a moment later: sent from here (or while this thread still waits
-        # for that one to start), the handler would run at once, where the interrupt is dropped
-        # again. Sent once SIGINT is ignored (the run's end being written), it does nothing.
-        import _thread
-        later = threading.Timer(0.02, _thread.interrupt_main, args=(signal.SIGINT,))
-        later.daemon, later.name = True, "thundervis-ctrl-c"
-        later.start()
-
-    def _on_sigint(self, signum, frame) -> None:
-        if _in_dynamo_guard(frame):
-            self._send_again()
-            return
-        if _on_dispatch_side(frame):
-            now = _now()
-            if self._deferred_since is None:
-                self._deferred_since = now
-            if now - self._deferred_since < _DEFER_LIMIT_S:
-                self._send_again()
-                return
-        self._deferred_since = None
-        raise KeyboardInterrupt
-
-    def _hook(self, unraisable) -> None:
-        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            self._send_again()
-            return
-        self._previous_hook(unraisable)
-
-    def close(self, handler):
-        """Give ``sys.unraisablehook`` its previous value back (unless something replaced ours);
-        return the SIGINT handler to restore in place of ``handler`` (the one in force until the
-        run's end: ours gives way to the one it replaced, a handler the script set is kept)."""
-        if sys.unraisablehook == self._hook:
-            sys.unraisablehook = self._previous_hook
-        if self._previous_handler is not None and handler == self._on_sigint:
-            return self._previous_handler
-        return handler
-
-
-# Where torch's dispatcher runs Python while an op executes (FakeTensorMode while Dynamo traces,
-# __torch_dispatch__ rules, Python meta kernels, decompositions): a KeyboardInterrupt raised there
-# unwinds through C++ that may not pass it on (std::terminate, seen in torch/_library).
-_DISPATCH_SIDE = ("_library/", "_subclasses/", "_decomp/", "_refs/", "_prims/", "_prims_common/",
-                  "utils/_python_dispatch.py", "_ops.py", "_meta_registrations.py",
-                  "fx/experimental/proxy_tensor.py", "fx/experimental/symbolic_shapes.py")
-# Dynamo's callbacks, called by its C frame hook as any Python function starts (one the dispatcher
-# calls too): a KeyboardInterrupt raised in them leaves through that function's caller (seen
-# aborting from _callback_from_stance under F.softmax on fake tensors). Only where the signal
-# lands: every compiled call runs under eval_frame.py's wrappers.
-_HOOK_SIDE = ("_dynamo/eval_frame.py", "_dynamo/convert_frame.py")
-# How long a Ctrl-C may be held off the dispatcher's Python before it is raised wherever it lands
-# (over 200 Ctrl-Cs in the first compile, the longest wait was 0.74 s).
-_DEFER_LIMIT_S = 2.0
-_now = time.monotonic  # the clock of that wait (tests set it)
-
-
-def _on_dispatch_side(frame, depth: int = 48) -> bool:
-    """True when ``frame`` (where a signal handler was called) or one of the ``depth`` frames
-    below it runs one of torch's modules that its dispatcher calls into while an op executes
-    (:data:`_DISPATCH_SIDE`): what those call (pytree, context managers, the standard library)
-    runs inside the same C++ call; or when ``frame`` itself is a Dynamo callback
-    (:data:`_HOOK_SIDE`)."""
-    if frame is not None and _inside_torch(frame).startswith(_HOOK_SIDE):
-        return True
-    while frame is not None and depth > 0:
-        if _inside_torch(frame).startswith(_DISPATCH_SIDE):
-            return True
-        frame, depth = frame.f_back, depth - 1
-    return False
-
-
-def _inside_torch(frame) -> str:
-    """Return the path of ``frame``'s file inside torch's package folder with ``/`` separators
-    (``_ops.py``, ``_library/simple_registry.py``), or "" for a file outside torch."""
-    from thundervis.compiler.source import TORCH_DIR
-    path = frame.f_code.co_filename
-    return path[len(TORCH_DIR):].replace(os.sep, "/") if path.startswith(TORCH_DIR) else ""
-
-
-def _in_dynamo_guard(frame, depth: int = 12) -> bool:
-    """True when ``frame`` or one of the ``depth`` frames below it runs a TorchDynamo guard (its
-    generated ``guard`` function, or ``torch/_dynamo/guards.py``)."""
-    while frame is not None and depth > 0:
-        code = frame.f_code
-        if (code.co_name == "guard" and code.co_filename == "<string>") or \
-                code.co_filename.replace(os.sep, "/").endswith("torch/_dynamo/guards.py"):
-            return True
-        frame, depth = frame.f_back, depth - 1
-    return False
-
-
-class _HeldSignals:
-    """From creation until :meth:`release`, SIGINT and SIGTERM (main thread only) are remembered
-    instead of acting; :meth:`raise_pending` then raises the first one as KeyboardInterrupt or
-    _Terminated. Used where an interruption would leave a half-written recording."""
-
-    def __init__(self, in_main: bool):
-        self._pending: Optional[int] = None
-        self._saved: dict = {}
-        if in_main:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._hold)
-
-    def _hold(self, signum, frame) -> None:
-        if self._pending is None:
-            self._pending = signum
-
-    def release(self) -> None:
-        """Give the signals their previous handlers back."""
-        saved, self._saved = self._saved, {}
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-
-    def raise_pending(self) -> None:
-        """Raise the signal that arrived while held (KeyboardInterrupt for SIGINT)."""
-        if self._pending == signal.SIGINT:
-            raise KeyboardInterrupt
-        if self._pending == signal.SIGTERM:
-            raise _Terminated()
 
 
 def _watch_collectives(recorder):

@@ -150,25 +150,47 @@ print("trained on after the Ctrl-C")
 """
 
 DISPATCH_CTRL_C = """\
-import _thread
+import os
+import signal
 import threading
 import time
 import traceback
 
 import torch
 
-a = torch.randn(3000, 3000)
-# Ctrl-C while the op runs: Python handles it when the op returns, in OpOverload.__call__
-# (torch/_ops.py), Python that torch's dispatcher also runs while an op executes, where a
-# KeyboardInterrupt can reach C++ that cannot pass it on.
-threading.Timer(0.05, _thread.interrupt_main).start()
+# An op that takes about half a second on this CPU however fast it is (sized from a small one), so
+# that the Ctrl-C arrives while it runs.
+probe = torch.randn(512, 512)
+took = []
+for _ in range(3):
+    t0 = time.perf_counter()
+    torch.mm(probe, probe)
+    took.append(time.perf_counter() - t0)
+n = min(8000, int(512 * (0.5 / max(min(took), 1e-6)) ** (1 / 3)))
+a = torch.randn(n, n)
+state = {}
+
+
+def ctrl_c():
+    state["sent"] = time.perf_counter()
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+threading.Timer(0.1, ctrl_c).start()
 try:
+    # Python handles the Ctrl-C when the op returns, in OpOverload.__call__ (torch/_ops.py): Python
+    # that torch's dispatcher also runs while an op executes, where a KeyboardInterrupt can reach
+    # C++ that cannot pass it on. It is sent again, and lands in the wait below, which only a real
+    # signal ends before its minute.
     torch.ops.aten.mm.default(a, a)
-    for step in range(400):
-        time.sleep(0.01)
+    state["returned"] = time.perf_counter()
+    threading.Event().wait(60)
     print("trained on after the Ctrl-C")
 except KeyboardInterrupt as e:
-    print("raised in", traceback.extract_tb(e.__traceback__)[-2].filename, flush=True)
+    print("sent while the op ran:", state["sent"] < state.get("returned", float("inf")))
+    print("waited %.1f s" % (time.perf_counter() - state.get("returned", time.perf_counter())))
+    print("raised in", " < ".join(os.path.basename(f.filename) for f in traceback.extract_tb(e.__traceback__)),
+          flush=True)
     raise
 """
 
@@ -203,67 +225,97 @@ def test_a_ctrl_c_that_would_be_dropped_still_stops_the_run_and_one_the_script_c
         assert rec.run().status == status
 
 
-def test_a_ctrl_c_is_not_raised_in_the_python_torch_dispatch_runs(tmp_path):
+def test_a_ctrl_c_is_not_raised_in_the_python_torch_dispatch_runs_and_wakes_a_wait(tmp_path):
     """A Ctrl-C that Python would raise in torch's dispatch-side Python (here OpOverload.__call__
     after its op returns; during Dynamo's fake-tensor tracing such a KeyboardInterrupt aborted the
     process: "terminate called after throwing an instance of 'pybind11::error_already_set'") is
-    sent again and raised outside it, in the script; the run ends ``interrupted``."""
+    sent again and raised outside it; sent again as a real signal, it ends the wait the script is
+    blocked in by then at once, not when the wait's minute is up. The run ends ``interrupted``."""
     path = tmp_path / "s.py"
     path.write_text(DISPATCH_CTRL_C)
     out = str(tmp_path / "s.tvrec")
     proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 130, proc.stderr[-3000:]
-    assert f"raised in {path}" in proc.stdout, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert "sent while the op ran: True" in lines, proc.stdout  # else this test checks nothing
+    raised_in = next(ln for ln in lines if ln.startswith("raised in "))
+    assert raised_in.startswith("raised in s.py < threading.py") and "_ops.py" not in raised_in, raised_in
+    waited = float(next(ln for ln in lines if ln.startswith("waited ")).split()[1])
+    assert waited < 10, proc.stdout
     with open_recording(out) as rec:
         assert rec.run().status == "interrupted"
 
 
-def test_a_ctrl_c_held_off_the_dispatch_side_is_raised_after_the_limit(monkeypatch):
-    """The handler sends a Ctrl-C landing in torch's dispatch-side Python again (no raise), but
-    not for ever: past ``_DEFER_LIMIT_S`` it raises where it lands, as Python would; anywhere
-    else it raises at once, and the next Ctrl-C starts a new wait."""
+def test_where_a_ctrl_c_is_unsafe_to_raise_and_how_long_it_is_held_off(monkeypatch):
+    """:func:`interrupts.unsafe_place`: a Dynamo guard (torch would clear the exception) and the
+    Python torch's dispatcher runs (it could abort) are told apart from everywhere else. The
+    handler sends a Ctrl-C landing in a guard again as long as it takes, one on the dispatch side
+    for at most ``DEFER_LIMIT_S`` (then it raises where it lands, as Python would); anywhere else
+    it raises at once, and the next Ctrl-C starts a new wait."""
     import types
 
     import torch
 
-    from thundervis import runner
+    from thundervis import interrupts
     folder = os.path.dirname(torch.__file__)
 
-    def frame(path, below=None):
-        return types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name="f"), f_back=below)
+    def frame(path, below=None, name="f"):
+        return types.SimpleNamespace(f_code=types.SimpleNamespace(co_filename=path, co_name=name), f_back=below)
 
-    dispatch, script = frame(os.path.join(folder, "_library", "simple_registry.py")), frame("/x/train.py")
-    assert runner._on_dispatch_side(dispatch)
-    assert not runner._on_dispatch_side(script)
+    script = frame("/x/train.py")
+    dispatch = frame(os.path.join(folder, "_library", "simple_registry.py"), script)
+    guard = frame("<string>", frame(os.path.join(folder, "_dynamo", "eval_frame.py"), script), name="guard")
+    place = interrupts.unsafe_place
+    assert (place(dispatch), place(script), place(guard)) == (interrupts.DISPATCH, None, interrupts.GUARD)
     # Called by the dispatch side (pytree under a __torch_dispatch__ rule): inside it too.
-    assert runner._on_dispatch_side(frame("/lib/contextlib.py", frame(os.path.join(folder, "utils", "_pytree.py"),
-                                                                      frame(os.path.join(folder, "_ops.py"), script))))
-    assert not runner._on_dispatch_side(frame(os.path.join(folder, "nn", "modules", "module.py")))
+    assert place(frame("/lib/contextlib.py", frame(os.path.join(folder, "utils", "_pytree.py"),
+                                                   frame(os.path.join(folder, "_ops.py"), script)))) == interrupts.DISPATCH
+    assert place(frame(os.path.join(folder, "nn", "modules", "module.py"))) is None
+    assert place(frame(os.path.join("/elsewhere", "_ops.py"))) is None
+    # A guard run under the dispatcher's Python is a guard (torch clears what it raises).
+    assert place(frame("<string>", dispatch, name="guard")) == interrupts.GUARD
     # Dynamo's frame-hook callback: only where the signal lands (compiled calls run under it).
     hook = os.path.join(folder, "_dynamo", "eval_frame.py")
-    assert runner._on_dispatch_side(frame(hook, script))
-    assert not runner._on_dispatch_side(frame("/x/model.py", frame(hook, script)))
-    assert not runner._on_dispatch_side(frame(os.path.join("/elsewhere", "_ops.py")))
+    assert place(frame(hook, script)) == interrupts.DISPATCH
+    assert place(frame("/x/model.py", frame(hook, script))) is None
+    # How deep each is looked for: a guard up to 11 frames below, the dispatcher up to 47.
+    ops = os.path.join(folder, "_ops.py")
+    assert place(_chain(frame, 11, frame("<string>", name="guard"))) == interrupts.GUARD
+    assert place(_chain(frame, 12, frame("<string>", name="guard"))) is None
+    assert place(_chain(frame, 47, frame(ops))) == interrupts.DISPATCH
+    assert place(_chain(frame, 48, frame(ops))) is None
+
     clock = [100.0]
-    monkeypatch.setattr(runner, "_now", lambda: clock[0])
-    handler = runner._RedeliveredInterrupts()
+    monkeypatch.setattr(interrupts, "_now", lambda: clock[0])
+    handler = interrupts.RedeliveredInterrupts()
     sent = []
     monkeypatch.setattr(handler, "_send_again", lambda: sent.append(clock[0]))
     try:
         handler._on_sigint(signal.SIGINT, dispatch)
-        clock[0] += runner._DEFER_LIMIT_S / 2
+        clock[0] += interrupts.DEFER_LIMIT_S / 2
         handler._on_sigint(signal.SIGINT, dispatch)
-        assert sent == [100.0, 100.0 + runner._DEFER_LIMIT_S / 2]
-        clock[0] += runner._DEFER_LIMIT_S
+        assert sent == [100.0, 100.0 + interrupts.DEFER_LIMIT_S / 2]
+        clock[0] += interrupts.DEFER_LIMIT_S
         with pytest.raises(KeyboardInterrupt):
             handler._on_sigint(signal.SIGINT, dispatch)
         handler._on_sigint(signal.SIGINT, dispatch)  # a new Ctrl-C: held off again
         assert len(sent) == 3
+        clock[0] += 10 * interrupts.DEFER_LIMIT_S
+        handler._on_sigint(signal.SIGINT, guard)  # a guard: no limit
+        assert len(sent) == 4
         with pytest.raises(KeyboardInterrupt):
             handler._on_sigint(signal.SIGINT, script)
     finally:
         signal.signal(signal.SIGINT, handler.close(signal.getsignal(signal.SIGINT)))
+
+
+def _chain(frame, n: int, bottom):
+    """Return the top of ``n`` frames of the script's own code above ``bottom``."""
+    top = bottom
+    for _ in range(n):
+        top = frame("/x/model.py", top)
+    return top
 
 
 def test_the_recording_appears_whole(tmp_path):
