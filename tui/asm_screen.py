@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import on, work
@@ -113,27 +114,41 @@ class AsmScreen(DetailScreen):
         self._select_line(self.triton_line)
 
     def _show_title(self) -> None:
-        """Draw the title line at the screen's width: the kernel, target, stage and build summary;
-        on a narrow screen the stage's line count goes first, then the other targets' hint, so
-        the build summary (registers to launches) is cut last."""
+        """Draw the title line at the screen's width: the kernel, target, stage and build summary.
+        On a narrow screen the stage's line count goes first, then the other targets' hint, then
+        the summary takes its short form (the same numbers), then the "asm" prefix goes; only a
+        line still too long (a long kernel name) is cut, at its end."""
         listing = self.listing
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append("asm · ", style=Style(bold=True))
-        title.append(visible_line(self.kernel.name), style=styling.S_FUSION)
-        if listing is not None:
-            others = [t for t in self.targets if t != listing.target]
-            hint = f"  (t: {', '.join(others)})" if others else ""
-            lines = f" · {len(listing.rows)} lines"
-            head = f" · {listing.target} · {STAGE_NAMES[listing.stage]}"
-            build = f" · {build_text(listing.build)}"
-            line = self.query_one(f"#{self.TITLE_ID}", Static)
-            room = self.size.width - line.styles.gutter.width - title.cell_len - len(head) - len(build)
-            if len(lines) + len(hint) > room:  # the line count goes first, then the hint
-                lines, hint = "", (hint if len(hint) <= room else "")
-            title.append(head + lines + build)
-            if hint:
-                title.append(hint, style=NOTE)
+        name = visible_line(self.kernel.name)
+        if listing is None:
+            self.set_title(self._title("asm · ", name, "", ""))
+            return
+        others = [t for t in self.targets if t != listing.target]
+        hint = f"  (t: {', '.join(others)})" if others else ""
+        lines = f" · {len(listing.rows)} lines"
+        head = f" · {listing.target} · {STAGE_NAMES[listing.stage]}"
+        full, short = f" · {build_text(listing.build)}", f" · {build_text(listing.build, short=True)}"
+        line = self.query_one(f"#{self.TITLE_ID}", Static)
+        room = self.size.width - line.styles.gutter.width
+        # The layouts from the widest, each dropping one thing more: the first that fits is drawn.
+        layouts = [("asm · ", head + lines + full, hint), ("asm · ", head + full, hint), ("asm · ", head + full, ""),
+                   ("asm · ", head + short, ""), ("", head + short, "")]
+        for prefix, rest, tail in layouts:
+            if cell_len(prefix + name + rest + tail) <= room:
+                break
+        title = self._title(prefix, name, rest, tail)
+        title.truncate(max(1, room), overflow="ellipsis")  # a line still too long ends in "…"
         self.set_title(title)
+
+    @staticmethod
+    def _title(prefix: str, name: str, rest: str, hint: str) -> Text:
+        title = Text(no_wrap=True, overflow="ellipsis")
+        title.append(prefix, style=Style(bold=True))
+        title.append(name, style=styling.S_FUSION)
+        title.append(rest)
+        if hint:
+            title.append(hint, style=NOTE)
+        return title
 
     def on_resize(self) -> None:
         """Fit the title line to the new width."""

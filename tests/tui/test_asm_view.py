@@ -105,8 +105,9 @@ async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
 
 
 async def test_asm_title_drops_the_line_count_then_the_targets_hint_before_the_build_summary(tmp_path):
-    """On a narrow screen the title keeps the build summary whole: the stage's line count goes
-    first, then the other targets' hint; it is refitted on resize."""
+    """On a narrow screen the title keeps every number of the build summary: the stage's line
+    count goes first, then the other targets' hint, then the summary takes its short form, then
+    the "asm" prefix goes; only then is the line cut. It is refitted on resize."""
     async with _asm_view(tmp_path) as (app, pilot, screen):
         title = screen.query_one("#atitle")
         screen.targets = ["sm_90", "sm_80"]  # a second build's hint, as with two --target
@@ -114,15 +115,22 @@ async def test_asm_title_drops_the_line_count_then_the_targets_hint_before_the_b
         wide = str(title.render())
         assert wide.endswith("SASS · 6 lines · 32 regs · 0 spills · no smem · occupancy 100% · grid 16  (t: sm_80)")
         summary = wide[wide.index("32 regs"):wide.index("  (t:")]
+        short = "32 regs · 0 spills · no smem · occ 100% · grid 16"
+        without = wide[:wide.index(" · 6 lines")] + wide[wide.index(" · 32 regs"):wide.index("  (t:")]
         gutter = title.styles.gutter.width
-        for width, kept in ((len(wide) + gutter, "6 lines"), (len(wide) - 1 + gutter, "(t: sm_80)"),
-                            (len(wide) - len(" · 6 lines") - 1 + gutter, None)):
-            await pilot.resize_terminal(width, 36)
+        # (width, what the title is then)
+        for width, expected in ((len(wide), wide), (len(wide) - 1, without + "  (t: sm_80)"),
+                                (len(without) + len("  (t: sm_80)") - 1, without),
+                                (len(without) - 1, without.replace(summary, short)),
+                                (len(without.replace(summary, short)) - 1, without.replace(summary, short)[len("asm · "):])):
+            await pilot.resize_terminal(width + gutter, 36)
             await pilot.pause()
             shown = str(title.render())
-            assert len(shown) <= width - gutter and summary in shown, (width, shown)
-            assert ("6 lines" in shown) == (kept == "6 lines")
-            assert ("(t: sm_80)" in shown) == (kept is not None), (width, shown)
+            assert shown == expected and len(shown) <= width, (width, shown)
+        await pilot.resize_terminal(40 + gutter, 36)  # too narrow for any layout: cut at the end
+        await pilot.pause()
+        # The narrowest layout, cut where it meets the edge.
+        assert str(title.render()) == title.render_line(0).text.strip() == expected[:39] + "…"
 
 
 async def test_asm_view_of_a_run_without_targets_says_so(tmp_path):

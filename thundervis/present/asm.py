@@ -179,24 +179,30 @@ def target_summaries(rec) -> dict:
     return out
 
 
-def resources_text(registers, spills, shared_bytes, occupancy, grid=None, launches=None) -> str:
+def resources_text(registers, spills, shared_bytes, occupancy, grid=None, launches=None, short: bool = False) -> str:
     """Return what every view says of one build's machine resources and launch:
     ``64 regs · 0 spills · 1.5 KiB smem · occupancy 50% · grid 8 in 4 launches`` (``grid``
-    None: no launch part)."""
+    None: no launch part); ``short``: the same numbers in fewer columns, for a narrow line
+    (``64 regs · 0 spills · 1.5K smem · occ 50% · grid 8 ×4``)."""
     smem = shared_bytes or 0
-    smem_text = f"{smem / 1024:.1f} KiB smem" if smem else "no smem"
-    text = f"{registers} regs · {spills} spills · {smem_text} · occupancy {format_occupancy(occupancy)}"
+    if short:
+        smem_text = f"{smem / 1024:.1f}K smem" if smem else "no smem"
+        text = f"{registers} regs · {spills} spills · {smem_text} · occ {format_occupancy(occupancy)}"
+    else:
+        smem_text = f"{smem / 1024:.1f} KiB smem" if smem else "no smem"
+        text = f"{registers} regs · {spills} spills · {smem_text} · occupancy {format_occupancy(occupancy)}"
     if grid is not None:
-        text += f" · grid {grid}" + (f" in {launches} launches" if (launches or 0) > 1 else "")
+        many = (launches or 0) > 1
+        text += f" · grid {grid}" + ((f" ×{launches}" if short else f" in {launches} launches") if many else "")
     return text
 
 
-def build_text(build) -> str:
+def build_text(build, short: bool = False) -> str:
     """Return :func:`resources_text` of a recorded build (``KernelBuild``): its plan's grid and
-    how many launches it takes."""
+    how many launches it takes (``short``: the narrow form)."""
     plan = build.plan or {}
     return resources_text(build.registers, build.spills, build.shared_bytes, build.occupancy,
-                          plan.get("grid"), len(plan.get("kernels") or []) or None)
+                          plan.get("grid"), len(plan.get("kernels") or []) or None, short)
 
 
 def target_line(targets: dict) -> Optional[str]:
