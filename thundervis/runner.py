@@ -283,7 +283,28 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
             if in_main:
                 signal.signal(signal.SIGTERM, saved_term)
                 signal.signal(signal.SIGINT, old_int)
+    _let_compiles_finish()
     return RunResult(code, status, recorder.path)
+
+
+# How long a run's end waits for an Inductor compile an interrupt left running.
+_COMPILE_WAIT_S = 120.0
+
+
+def _let_compiles_finish() -> None:
+    """Wait (bounded, a second Ctrl-C ends it) for the Inductor compiles of CPU regions that an
+    interrupt left running (``cpu_path.unfinished_compiles``), saying so: Python's exit ending
+    such a thread inside C++ aborts the process ("terminate called without an active
+    exception", exit -6) after the recording was closed. The recording is complete already."""
+    from thundervis.compiler.executors.cpu_path import unfinished_compiles, wait_for_compiles
+    if not unfinished_compiles():
+        return
+    print("thundervis: waiting for the CPU region compile the interrupt left running "
+          "(Ctrl-C again to leave now; the recording is complete)", file=sys.stderr, flush=True)
+    try:
+        wait_for_compiles(_COMPILE_WAIT_S)
+    except KeyboardInterrupt:
+        pass
 
 
 def _finish_aot(aot, recorder, status: str) -> None:

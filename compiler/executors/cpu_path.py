@@ -238,6 +238,7 @@ def compile_in_fresh_thread(fn: Callable, args: tuple) -> dict:
     user's compiled calls running meanwhile, so nothing runs beside it."""
     job: dict = {}
     examples = [a.detach() if hasattr(a, "detach") else a for a in args]  # metadata is what counts
+    done = threading.Event()
 
     def work():
         t0 = time.perf_counter()
@@ -248,10 +249,43 @@ def compile_in_fresh_thread(fn: Callable, args: tuple) -> dict:
             job["seconds"] = time.perf_counter() - t0
         except BaseException as e:  # handed to the region, which keeps torch
             job["error"] = e
-    worker = threading.Thread(target=work, name="thundervis-inductor-region", daemon=True)
-    worker.start()
-    worker.join()
+        finally:
+            with _compiling_lock:
+                _compiling.discard(done)
+            done.set()
+    # A daemon, so that a compile that never ends cannot keep the process alive; one a Ctrl-C left
+    # running (the interrupt ends the wait, not the compile) is waited for before the process
+    # exits (wait_for_compiles): ended by Python's exit inside C++, it aborts the process. Waited
+    # for through an Event, not join(): Python 3.11's join() interrupted by a Ctrl-C marks the
+    # thread stopped while it still runs.
+    with _compiling_lock:
+        _compiling.add(done)
+    threading.Thread(target=work, name=COMPILE_THREAD, daemon=True).start()
+    done.wait()
     return job
+
+
+COMPILE_THREAD = "thundervis-inductor-region"
+_compiling: set = set()  # the ``done`` events of the compile threads still running
+_compiling_lock = threading.Lock()
+
+
+def unfinished_compiles() -> int:
+    """Return how many :func:`compile_in_fresh_thread` threads are still compiling (an interrupt
+    ended the wait for them, not their compile)."""
+    with _compiling_lock:
+        return len(_compiling)
+
+
+def wait_for_compiles(timeout: float) -> bool:
+    """Wait at most ``timeout`` seconds for the :func:`unfinished_compiles` to end; return True
+    when none is left. A KeyboardInterrupt during the wait is the caller's."""
+    deadline = time.monotonic() + timeout
+    with _compiling_lock:
+        pending = list(_compiling)
+    for done in pending:
+        done.wait(max(0.0, deadline - time.monotonic()))
+    return not unfinished_compiles()
 
 
 def compile_region(fn: Callable, args: tuple) -> Callable:

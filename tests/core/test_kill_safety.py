@@ -318,6 +318,49 @@ def _chain(frame, n: int, bottom):
     return top
 
 
+COMPILE_CTRL_C = """\
+import atexit
+import os
+import signal
+import threading
+import time
+
+import torch
+
+from thundervis.compiler.executors.cpu_path import COMPILE_THREAD, compile_in_fresh_thread
+
+
+def slow(x):
+    time.sleep(1.5)  # while make_fx traces it on the compile thread
+    return x * 2
+
+
+# Run by Python's exit after it joined its non-daemon threads, before it ends the daemon ones (a
+# thread that has just finished is given a moment to be gone).
+atexit.register(lambda: print("compiling at exit:", [t.name for t in threading.enumerate() if t.name == COMPILE_THREAD
+                                                     and (t.join(0.2) or t.is_alive())], flush=True))
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()  # Ctrl-C during the compile
+compile_in_fresh_thread(slow, (torch.ones(4),))
+print("compiled before the Ctrl-C")
+"""
+
+
+def test_a_ctrl_c_during_a_cpu_region_compile_lets_the_compile_end_before_python_exits(tmp_path):
+    """A Ctrl-C while a CPU region compiles with Inductor ends the wait for the compile thread,
+    not the compile: the run ends ``interrupted`` and then waits for that thread, saying so, so
+    Python's exit does not end it inside C++ (which aborted the process, exit -6)."""
+    path = tmp_path / "s.py"
+    path.write_text(COMPILE_CTRL_C)
+    out = str(tmp_path / "s.tvrec")
+    proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    assert "compiled before" not in proc.stdout and "compiling at exit: []" in proc.stdout, proc.stdout
+    assert "waiting for the CPU region compile the interrupt left running" in proc.stderr, proc.stderr[-3000:]
+    with open_recording(out) as rec:
+        assert rec.run().status == "interrupted"
+
+
 def test_the_recording_appears_whole(tmp_path):
     """Created under a hidden name and renamed: the .tvrec alone is a recording from its first
     byte, with a run row that names this process (so a kill reads as killed)."""
