@@ -191,8 +191,9 @@ def _quick_errors(outs: Sequence, eager: Sequence, refs: Sequence) -> dict:
         eager_error = _float64_difference(e, r64).abs_().amax()
         # Most outputs are bit for bit eager's (one read of both): then so are their errors.
         same = o.dtype == e.dtype and torch.equal(o, e)
-        # max |r| = max(-min r, max r): one read of r, no buffer.
-        low, high = torch.aminmax(r64)
+        # max |r| = max(-min r, max r): one read of r, no buffer (aminmax copies a strided r first:
+        # then amin and amax, two reads, are 4x faster).
+        low, high = torch.aminmax(r64) if r64.is_contiguous() else (r64.amin(), r64.amax())
         maxima += (eager_error if same else _float64_difference(o, r64).abs_().amax(), eager_error, low, high)
         picked.append(i)
     if not picked:

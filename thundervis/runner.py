@@ -288,7 +288,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
 
 
 # How long a run's end waits for an Inductor compile an interrupt left running.
-_COMPILE_WAIT_S = 120.0
+_COMPILE_WAIT_S = 60.0
 
 
 def _let_compiles_finish() -> None:
