@@ -88,7 +88,8 @@ def unsafe_place(frame) -> Optional[str]:
     ``frame`` itself is a Dynamo callback; None anywhere else."""
     from thundervis.compiler.source import TORCH_DIR
     place, depth, f = None, 0, frame
-    while f is not None and depth < _DISPATCH_DEPTH:
+    # Once the dispatcher's Python is found, only a guard deeper down (it takes precedence) is left.
+    while f is not None and depth < (_GUARD_DEPTH if place else _DISPATCH_DEPTH):
         code = f.f_code
         path = code.co_filename
         if depth < _GUARD_DEPTH and ((code.co_name == "guard" and path == "<string>")
@@ -97,8 +98,6 @@ def unsafe_place(frame) -> Optional[str]:
         inside = path[len(TORCH_DIR):].replace(os.sep, "/") if path.startswith(TORCH_DIR) else ""
         if place is None and (inside.startswith(_DISPATCH_SIDE) or (depth == 0 and inside.startswith(_HOOK_SIDE))):
             place = DISPATCH
-            if depth >= _GUARD_DEPTH:
-                break
         f, depth = f.f_back, depth + 1
     return place
 

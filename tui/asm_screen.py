@@ -142,6 +142,8 @@ class AsmScreen(DetailScreen):
 
     @staticmethod
     def _title(prefix: str, name: str, rest: str, hint: str) -> Text:
+        """Return the title line's ``Text``: ``prefix`` bold, the kernel ``name``, ``rest`` and the
+        targets ``hint`` dimmed (every part plain data, never markup)."""
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append(prefix, style=Style(bold=True))
         title.append(name, style=styling.S_FUSION)
