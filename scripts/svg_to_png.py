@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 
 def main() -> int:
@@ -17,8 +18,17 @@ def main() -> int:
     p.add_argument("--font", default="DejaVu Sans Mono")
     p.add_argument("--scale", type=float, default=1.0)
     args = p.parse_args()
-    import cairosvg  # pip install cairosvg
-    text = open(args.svg, encoding="utf-8").read()
+    try:
+        import cairosvg
+    except ImportError:  # a docs tool, not a dependency of thundervis
+        print("svg_to_png: this needs cairosvg, which thundervis does not install: pip install cairosvg "
+              "(it uses the system's libcairo)", file=sys.stderr)
+        return 2
+    try:
+        text = open(args.svg, encoding="utf-8").read()
+    except OSError as e:
+        print(f"svg_to_png: cannot read {args.svg}: {e.strerror or e}", file=sys.stderr)
+        return 2
     text = re.sub(r"@font-face\s*{[^}]*}", "", text)
     text = text.replace('"Fira Code"', f'"{args.font}"').replace("Fira Code,", f'"{args.font}",')
     cairosvg.svg2png(bytestring=text.encode("utf-8"), write_to=args.png, scale=args.scale)
