@@ -235,8 +235,15 @@ def compile_in_fresh_thread(fn: Callable, args: tuple) -> dict:
     it; return ``{"fn", "seconds"}`` or ``{"error"}``. A forward region's call runs inside
     AOTAutograd's ``autograd.Function``, whose thread-local dispatch state breaks tracing; a new
     thread starts clean. Waiting matters: tracing sets process-wide flags that would break the
-    user's compiled calls running meanwhile, so nothing runs beside it."""
+    user's compiled calls running meanwhile, so nothing runs beside it, not even a compile an
+    interrupt left running (waited for up to 30 s, else ``{"error"}``)."""
     job: dict = {}
+    # One compile at a time (see above), also after an interrupt left one running (a notebook's
+    # interrupted cell run again): waited for, within bounds; past them this region keeps torch.
+    if not wait_for_compiles(_EARLIER_COMPILE_WAIT_S):
+        job["error"] = RuntimeError(f"an earlier region compile an interrupt left running has not ended "
+                                    f"after {_EARLIER_COMPILE_WAIT_S:g} s")
+        return job
     examples = [a.detach() if hasattr(a, "detach") else a for a in args]  # metadata is what counts
     done = threading.Event()
 
@@ -266,6 +273,7 @@ def compile_in_fresh_thread(fn: Callable, args: tuple) -> dict:
 
 
 COMPILE_THREAD = "thundervis-inductor-region"
+_EARLIER_COMPILE_WAIT_S = 30.0
 _compiling: set = set()  # the ``done`` events of the compile threads still running
 _compiling_lock = threading.Lock()
 

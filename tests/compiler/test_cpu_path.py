@@ -167,3 +167,30 @@ def test_thresholds_read_the_environment(monkeypatch):
     assert cpu_path.inductor_threshold_us() == 100.0
     monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS", "0")
     assert cpu_path.inductor_after_calls() == 1
+
+
+def test_a_compile_waits_for_one_an_interrupt_left_running_and_gives_up_within_bounds(monkeypatch):
+    """Region compiles run one at a time, also after an interrupt ended the wait for one (it keeps
+    compiling): the next waits for it, and past the bound returns an error (the region keeps
+    torch) instead of compiling beside it; :func:`wait_for_compiles` says whether any is left."""
+    import threading
+
+    import torch
+
+    from thundervis.compiler.executors import cpu_path
+    monkeypatch.setattr(cpu_path, "_EARLIER_COMPILE_WAIT_S", 0.05)
+    running = threading.Event()  # an unfinished compile, as an interrupted one looks
+    with cpu_path._compiling_lock:
+        cpu_path._compiling.add(running)
+    try:
+        assert cpu_path.unfinished_compiles() == 1 and not cpu_path.wait_for_compiles(0.01)
+        job = cpu_path.compile_in_fresh_thread(lambda x: x * 2, (torch.ones(3),))
+        assert set(job) == {"error"} and "has not ended after 0.05 s" in str(job["error"])
+    finally:
+        with cpu_path._compiling_lock:
+            cpu_path._compiling.discard(running)
+    assert cpu_path.wait_for_compiles(0.01)
+    job = cpu_path.compile_in_fresh_thread(lambda x: x * 2, (torch.ones(3),))
+    out = job["fn"](torch.ones(3))  # none left: it compiles
+    assert torch.equal(out[0] if isinstance(out, (tuple, list)) else out, torch.full((3,), 2.0))
+    assert cpu_path.unfinished_compiles() == 0
