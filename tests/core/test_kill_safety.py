@@ -43,6 +43,16 @@ def _wait_for(path: str, proc: subprocess.Popen, timeout: float = 120) -> None:
         time.sleep(0.01)
 
 
+def _run_script(tmp_path, text: str) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the script ``text`` under ``thundervis run --no-view`` in a subprocess; return the
+    finished process and the recording's path."""
+    path = tmp_path / "s.py"
+    path.write_text(text)
+    out = str(tmp_path / "s.tvrec")
+    return subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
+                          capture_output=True, text=True, timeout=240), out
+
+
 def _opens_alone_and_says(path: str, folder, status: str, capsys) -> int:
     """Copy ``path`` alone, open it, check its status; return how many passes it holds."""
     alone = folder / "sent.tvrec"
@@ -213,11 +223,7 @@ def test_a_ctrl_c_that_would_be_dropped_still_stops_the_run_and_one_the_script_c
     guard: CI once saw a run train on for minutes after a Ctrl-C) still stops the run as
     ``interrupted`` (exit 130), the guard itself left to finish; one the script catches itself is
     its business: the run goes on."""
-    path = tmp_path / "s.py"
-    path.write_text(script)
-    out = str(tmp_path / "s.tvrec")
-    proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
-                          capture_output=True, text=True, timeout=240)
+    proc, out = _run_script(tmp_path, script)
     assert proc.returncode == code, proc.stderr[-3000:]
     assert "trained on" not in proc.stdout and "Exception ignored" not in proc.stderr, (proc.stdout, proc.stderr)
     assert ("guard passed: True" in proc.stdout) == (script is GUARD_CTRL_C), proc.stdout
@@ -231,11 +237,7 @@ def test_a_ctrl_c_is_not_raised_in_the_python_torch_dispatch_runs_and_wakes_a_wa
     process: "terminate called after throwing an instance of 'pybind11::error_already_set'") is
     sent again and raised outside it; sent again as a real signal, it ends the wait the script is
     blocked in by then at once, not when the wait's minute is up. The run ends ``interrupted``."""
-    path = tmp_path / "s.py"
-    path.write_text(DISPATCH_CTRL_C)
-    out = str(tmp_path / "s.tvrec")
-    proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
-                          capture_output=True, text=True, timeout=240)
+    proc, out = _run_script(tmp_path, DISPATCH_CTRL_C)
     assert proc.returncode == 130, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     assert "sent while the op ran: True" in lines, proc.stdout  # else this test checks nothing
@@ -349,11 +351,7 @@ def test_a_ctrl_c_during_a_cpu_region_compile_lets_the_compile_end_before_python
     """A Ctrl-C while a CPU region compiles with Inductor ends the wait for the compile thread,
     not the compile: the run ends ``interrupted`` and then waits for that thread, saying so, so
     Python's exit does not end it inside C++ (which aborted the process, exit -6)."""
-    path = tmp_path / "s.py"
-    path.write_text(COMPILE_CTRL_C)
-    out = str(tmp_path / "s.tvrec")
-    proc = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
-                          capture_output=True, text=True, timeout=240)
+    proc, out = _run_script(tmp_path, COMPILE_CTRL_C)
     assert proc.returncode == 130, proc.stderr[-3000:]
     assert "compiled before" not in proc.stdout and "compiling at exit: []" in proc.stdout, proc.stdout
     assert "waiting for the CPU region compile the interrupt left running" in proc.stderr, proc.stderr[-3000:]
