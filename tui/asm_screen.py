@@ -130,7 +130,8 @@ class AsmScreen(DetailScreen):
         full, short = f" · {build_text(listing.build)}", f" · {build_text(listing.build, short=True)}"
         line = self.query_one(f"#{self.TITLE_ID}", Static)
         room = self.size.width - line.styles.gutter.width
-        # The layouts from the widest, each dropping one thing more: the first that fits is drawn.
+        # The layouts from the widest, each dropping one thing more: the first that fits is drawn
+        # (none fits: the narrowest, cut at the edge).
         layouts = [("asm · ", head + lines + full, hint), ("asm · ", head + full, hint), ("asm · ", head + full, ""),
                    ("asm · ", head + short, ""), ("", head + short, "")]
         for prefix, rest, tail in layouts:

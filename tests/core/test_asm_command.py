@@ -165,3 +165,15 @@ def test_asm_imports_neither_torch_nor_triton(built):
                        capture_output=True, text=True, env=env, timeout=120)
     r = json.loads(p.stdout.strip().splitlines()[-1])
     assert r["code"] == 0 and r["heavy"] == [] and r["n"] > 1000, (r, p.stderr[-500:])
+
+
+def test_the_short_resources_text_keeps_every_number():
+    """The narrow form (the asm title on a small screen) says the same numbers as the full one,
+    shared memory and several launches included."""
+    import re
+
+    from thundervis.present.asm import resources_text
+    for args in ((64, 2, 1536, 0.5, 8, 4), (32, 0, 0, 1.0, 16, None), (255, 12, 49152, None, None, None)):
+        full, short = resources_text(*args), resources_text(*args, short=True)
+        assert len(short) < len(full) and re.findall(r"[\d.?]+", short) == re.findall(r"[\d.?]+", full), (full, short)
+    assert resources_text(64, 2, 1536, 0.5, 8, 4, short=True) == "64 regs · 2 spills · 1.5K smem · occ 50% · grid 8 ×4"

@@ -184,16 +184,12 @@ def resources_text(registers, spills, shared_bytes, occupancy, grid=None, launch
     ``64 regs · 0 spills · 1.5 KiB smem · occupancy 50% · grid 8 in 4 launches`` (``grid``
     None: no launch part); ``short``: the same numbers in fewer columns, for a narrow line
     (``64 regs · 0 spills · 1.5K smem · occ 50% · grid 8 ×4``)."""
+    kib, occ, times = ("K", "occ", " ×{}") if short else (" KiB", "occupancy", " in {} launches")
     smem = shared_bytes or 0
-    if short:
-        smem_text = f"{smem / 1024:.1f}K smem" if smem else "no smem"
-        text = f"{registers} regs · {spills} spills · {smem_text} · occ {format_occupancy(occupancy)}"
-    else:
-        smem_text = f"{smem / 1024:.1f} KiB smem" if smem else "no smem"
-        text = f"{registers} regs · {spills} spills · {smem_text} · occupancy {format_occupancy(occupancy)}"
+    smem_text = f"{smem / 1024:.1f}{kib} smem" if smem else "no smem"
+    text = f"{registers} regs · {spills} spills · {smem_text} · {occ} {format_occupancy(occupancy)}"
     if grid is not None:
-        many = (launches or 0) > 1
-        text += f" · grid {grid}" + ((f" ×{launches}" if short else f" in {launches} launches") if many else "")
+        text += f" · grid {grid}" + (times.format(launches) if (launches or 0) > 1 else "")
     return text
 
 
