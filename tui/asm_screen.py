@@ -116,8 +116,9 @@ class AsmScreen(DetailScreen):
     def _show_title(self) -> None:
         """Draw the title line at the screen's width: the kernel, target, stage and build summary.
         On a narrow screen the stage's line count goes first, then the other targets' hint, then
-        the summary takes its short form (the same numbers), then the "asm" prefix goes; only a
-        line still too long (a long kernel name) is cut, at its end."""
+        the summary takes its short form (the same numbers), then the "asm" prefix goes, then the
+        stage's name (the tabs below show it); only a line still too long (a long kernel name) is
+        cut, at its end."""
         listing = self.listing
         name = visible_line(self.kernel.name)
         if listing is None:
@@ -126,14 +127,15 @@ class AsmScreen(DetailScreen):
         others = [t for t in self.targets if t != listing.target]
         hint = f"  (t: {', '.join(others)})" if others else ""
         lines = f" · {len(listing.rows)} lines"
-        head = f" · {listing.target} · {STAGE_NAMES[listing.stage]}"
+        target = f" · {listing.target}"
+        head = f"{target} · {STAGE_NAMES[listing.stage]}"
         full, short = f" · {build_text(listing.build)}", f" · {build_text(listing.build, short=True)}"
         line = self.query_one(f"#{self.TITLE_ID}", Static)
         room = self.size.width - line.styles.gutter.width
         # The layouts from the widest, each dropping one thing more: the first that fits is drawn
         # (none fits: the narrowest, cut at the edge).
         layouts = [("asm · ", head + lines + full, hint), ("asm · ", head + full, hint), ("asm · ", head + full, ""),
-                   ("asm · ", head + short, ""), ("", head + short, "")]
+                   ("asm · ", head + short, ""), ("", head + short, ""), ("", target + short, "")]
         for prefix, rest, tail in layouts:
             if cell_len(prefix + name + rest + tail) <= room:
                 break

@@ -107,7 +107,8 @@ async def test_asm_view_links_triton_lines_instructions_and_source(tmp_path):
 async def test_asm_title_drops_the_line_count_then_the_targets_hint_before_the_build_summary(tmp_path):
     """On a narrow screen the title keeps every number of the build summary: the stage's line
     count goes first, then the other targets' hint, then the summary takes its short form, then
-    the "asm" prefix goes; only then is the line cut. It is refitted on resize."""
+    the "asm" prefix goes, then the stage's name (the tabs show it); only then is the line cut.
+    It is refitted on resize."""
     async with _asm_view(tmp_path) as (app, pilot, screen):
         title = screen.query_one("#atitle")
         screen.targets = ["sm_90", "sm_80"]  # a second build's hint, as with two --target
@@ -115,14 +116,15 @@ async def test_asm_title_drops_the_line_count_then_the_targets_hint_before_the_b
         wide = str(title.render())
         assert wide.endswith("SASS · 6 lines · 32 regs · 0 spills · no smem · occupancy 100% · grid 16  (t: sm_80)")
         summary = wide[wide.index("32 regs"):wide.index("  (t:")]
-        short = "32 regs · 0 spills · no smem · occ 100% · grid 16"
         without = wide[:wide.index(" · 6 lines")] + wide[wide.index(" · 32 regs"):wide.index("  (t:")]
+        shorter = without.replace(summary, "32 regs · 0 spills · no smem · occ 100% · grid 16")
+        no_prefix = shorter[len("asm · "):]
+        no_stage = no_prefix.replace(" · SASS", "")
         gutter = title.styles.gutter.width
         # (width, what the title is then)
         for width, expected in ((len(wide), wide), (len(wide) - 1, without + "  (t: sm_80)"),
-                                (len(without) + len("  (t: sm_80)") - 1, without),
-                                (len(without) - 1, without.replace(summary, short)),
-                                (len(without.replace(summary, short)) - 1, without.replace(summary, short)[len("asm · "):])):
+                                (len(without) + len("  (t: sm_80)") - 1, without), (len(without) - 1, shorter),
+                                (len(shorter) - 1, no_prefix), (len(no_prefix) - 1, no_stage)):
             await pilot.resize_terminal(width + gutter, 36)
             await pilot.pause()
             shown = str(title.render())
