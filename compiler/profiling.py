@@ -5,8 +5,11 @@ the plain one (exactly what runs without profiling) and instrumented variants wh
 calls a :class:`ChainProfiler` around every top-level symbol (see ``passes/codegen.py``).
 :class:`ProfiledChain` runs the capture variant on the first call (when capturing inputs), the plain
 callable for the warm-up calls, the timing variant for the next K calls, then reports the aggregated
-timings once through ``observer.runtime(graph, chain, "timings", data)`` and hands the plain callable
-back, so nothing is paid afterwards. With profiling off none of this exists.
+timings once through ``observer.runtime(graph, chain, "timings", data)``. The K calls after those run
+the plain callable with only a clock around it (synchronized on CUDA): the chain's wall time per call,
+reported as ``runtime(graph, chain, "walls", data)``, which the timed calls cannot give (their
+instrumentation, and on CUDA the profiler's own sleeps, are in their wall time). Then it hands the
+plain callable back, so nothing is paid afterwards. With profiling off none of this exists.
 
 Clocks: on CUDA the device time between two CUDA events around the symbol; before the start event
 the stream is kept busy for a moment (``torch.cuda._sleep``) so the events bracket the kernels the
@@ -134,9 +137,10 @@ class ChainProfiler:
         self.samples: list[list[float]] = [[] for _ in self.symbols]
         self.starts: list[list[float]] = [[] for _ in self.symbols]
         self.call_starts: list[float] = []
-        self.call_walls: list[float] = []
+        self.walls: list[float] = []  # µs: wall time of each untimed call after the timed ones
         self.calls = 0
         self.reported = False
+        self.walls_reported = False
         self._pending: list = []
         self._t0 = 0
         self._first_t0: Optional[int] = None
@@ -170,7 +174,6 @@ class ChainProfiler:
 
     def end_call(self) -> None:
         """A profiled call ended: turn its pending marks into samples (bounded by ``steps``)."""
-        wall_end = time.perf_counter_ns()
         if self.calls >= self.settings.steps:
             return
         if self.clock == "device":
@@ -188,8 +191,22 @@ class ChainProfiler:
                 self.starts[i].append((a - self._t0) / 1e3)
         self._pending = []
         self.call_starts.append((self._t0 - (self._first_t0 or self._t0)) / 1e3)
-        self.call_walls.append((wall_end - self._t0) / 1e3)
         self.calls += 1
+
+    def wall_call(self, fn: Callable, args):
+        """Return ``fn(args)`` (the chain's plain callable) and keep its wall time (bounded by
+        ``steps``); on CUDA the device is synchronized before and after, so the time is the
+        call's and its kernels', not only their launches'."""
+        sync = self.clock == "device"  # a CUDA chain on a machine with CUDA
+        if sync:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        out = fn(args)
+        if sync:
+            torch.cuda.synchronize()
+        if len(self.walls) < self.settings.steps:
+            self.walls.append((time.perf_counter_ns() - t0) / 1e3)
+        return out
 
     def capture(self, i: int, tensors: Sequence) -> None:
         """Fusion ``i`` is about to run on ``tensors``: copy them to the CPU within the run's capture
@@ -245,32 +262,50 @@ class ChainProfiler:
             })
         return {"clock": self.clock, "device": self.device, "warmup": self.settings.warmup, "steps": self.settings.steps,
                 "calls": self.calls, "partial": partial, "step": _stats(per_call),
-                "call_starts_us": list(self.call_starts), "call_wall_us": list(self.call_walls),
-                "symbols": syms}
+                "call_starts_us": list(self.call_starts), "symbols": syms}
 
     def report(self, partial: bool = False) -> bool:
         """Send the summary to the observer once; return True when it was sent now."""
         if self.reported or self.calls == 0:
             return False
         self.reported = True
-        _live.discard(self)
         try:
             self.observer.runtime(self.graph, self.chain, "timings", self.summary(partial))
         except Exception:  # a failing observer must not stop training
             pass
         return True
 
+    def report_walls(self, partial: bool = False) -> bool:
+        """Send the untimed calls' wall times (``runtime(..., "walls", data)``: ``clock`` and
+        ``device`` of the timings they go with, ``calls``, ``walls_us``, ``partial``) once, after
+        the timings; return True when they were sent now."""
+        if self.walls_reported or not self.reported or not self.walls:
+            return False
+        self.walls_reported = True
+        _live.discard(self)
+        try:
+            self.observer.runtime(self.graph, self.chain, "walls", {
+                "clock": self.clock, "device": self.device, "calls": len(self.walls),
+                "walls_us": [float(v) for v in self.walls], "partial": partial})
+        except Exception:  # a failing observer must not stop training
+            pass
+        return True
+
     def flush(self) -> bool:
-        """Report partial timings if some calls were profiled and nothing was reported yet."""
-        return self.report(partial=True)
+        """Report what was measured and not reported yet (the run is ending): partial timings, then
+        the wall times of the untimed calls made so far; return True when anything was sent."""
+        sent = self.report(partial=True)
+        return self.report_walls(partial=True) or sent
 
 
 class ProfiledChain:
     """The boxed callable handed to Dynamo when profiling or capture is on.
 
     Call 0 runs ``captured`` (when given); calls before ``warmup`` run ``plain``; the next ``steps``
-    calls run ``timed``; then the profiler reports, ``on_done`` is called (the backend swaps in
-    ``plain`` for good) and every later call runs ``plain``.
+    calls run ``timed``, then the profiler reports the timings; the next ``steps`` calls run
+    ``plain`` under a clock (:meth:`ChainProfiler.wall_call`), then it reports their wall times,
+    ``on_done`` is called (the backend swaps in ``plain`` for good) and every later call runs
+    ``plain``.
     """
 
     _boxed_call = True
@@ -316,9 +351,15 @@ class ProfiledChain:
         warmup = self.profiler.settings.warmup
         if self.timed is None or n < warmup:
             return self.plain(args)
-        out = self.timed(args)
-        if self.profiler.calls >= self.profiler.settings.steps:
-            self.profiler.report()
+        profiler, steps = self.profiler, self.profiler.settings.steps
+        if not profiler.reported and profiler.calls < steps:
+            out = self.timed(args)
+            if profiler.calls >= steps:
+                profiler.report()
+            return out
+        out = profiler.wall_call(self.plain, args)
+        if len(profiler.walls) >= steps:
+            profiler.report_walls()
             self._finish()
         return out
 

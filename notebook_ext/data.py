@@ -37,7 +37,7 @@ COLLAPSE_ABOVE = 60
 DIAGRAM_LIMIT = 4000
 # The kernel table's cells a kernel of the payload carries from present.kernel_rows.KernelRow.as_json().
 KERNEL_CELLS = ("sources", "median", "share_text", "fallback", "status", "ran_on", "tag", "label", "roofline_text",
-                "pct_of_roofline_text")
+                "pct_of_roofline_text", "chain_time")
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 
@@ -161,14 +161,16 @@ class RecordingData:
         timing when profiled) with the kernel table's cells from ``present.kernel_rows``
         (``sources`` grouped per file, ``median`` and ``share_text`` (``-`` when not timed), ``fallback``, ``status``,
         ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
-        ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow})."""
+        ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow},
+        ``chain_time``: its chain's time per call, present.chain_times)."""
         self._read_kernel_runs()
         numerics = self.numerics_summary()
+        chain_timings = {c.chain: c for c in graph.timings.chains}
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
             row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), (roofline or {}).get(k.id),
-                             targets=self._built.get(key, ())).as_json()
+                             targets=self._built.get(key, ()), chain_timing=chain_timings.get(k.chain)).as_json()
             cells = {key: row[key] for key in KERNEL_CELLS}
             # a kernel with no time reads "-" as in the CLI and the TUI (present.units), not an empty cell
             cells.update(median=format_us(row["median_us"]), share_text=format_share(row["share"]),

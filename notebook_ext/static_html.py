@@ -90,6 +90,9 @@ def _kernels_table(kernels: list) -> str:
         cell = k.get("numerics") if isinstance(k.get("numerics"), dict) else {"text": "-", "title": ""}
         verdict = f'<td title="{_e(cell["title"])}">{_e(cell["text"])}</td>' if checked else ""
         med = k.get("median") or "-"  # present.units.format_us
+        # its chain's wall time per call against its kernels (present.chain_times), on hover
+        chain_time = (f' title="{_e(str(k["chain"]) + " chain: " + k["chain_time"])}"'
+                      if isinstance(k.get("chain_time"), str) and k["chain_time"] else "")
         srcs = k.get("sources") or ""
         roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
@@ -97,7 +100,7 @@ def _kernels_table(kernels: list) -> str:
         fell = (f' <span class="tv-fellback" title="{_e(k["fallback"])}">⚠ {_e(k["status"])}</span>'
                 if k.get("fallback") else "")
         rows.append(f"<tr><td>{_e(k['name'])}{fell}</td>{verdict}<td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
-                    f"<td>{_e(k['n_ops'])}</td><td>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
+                    f"<td>{_e(k['n_ops'])}</td><td{chain_time}>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"
                     f"<td>{_e(srcs)}</td></tr>")
     return '<table class="tv-list">' + "".join(rows) + "</table>"
 

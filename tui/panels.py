@@ -196,6 +196,9 @@ def kernel_summary(k: KernelRow) -> Text:
         clock = f" ({k.clock} time)" if k.clock else ""
         t.append(f"median {format_us(k.median_us)}{clock} over {k.calls} calls{share}"
                  + (f" · {format_gbps(k.gbps)}" if k.gbps else "") + "\n")
+    if k.chain_time:
+        t.append(f"{visible_line(k.chain)} chain: ", style=HEAD)
+        t.append(visible_line(k.chain_time) + "\n")
     if k.roofline_us is not None:
         pct = f" · measured at {format_pct(k.pct_of_roofline)} of roofline" if k.pct_of_roofline is not None else \
             (" · measured time is not a GPU time: no % of roofline" if k.median_us is not None else "")

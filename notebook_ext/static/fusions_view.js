@@ -79,7 +79,11 @@ function fusionsTab(view, c) {
   const columns = ["kernel", ...(checked ? ["numerics"] : []), "executor", "ops", "median", "roofline µs", "% roof", "share", "source lines"];
   const [table, tb] = headedTable("tv-kernels", columns);
   const kdetail = h("div", { class: "tv-kernel-detail" });
-  frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, table, kdetail)));
+  // A profiled run: the chain's wall time per call against its kernels (present.chain_times, the
+  // line `thundervis ls` prints under the chain), the same on every kernel of the chain.
+  const chainTime = kernels.length && kernels[0].chain_time
+    ? h("div", { class: "tv-muted tv-chain-time", text: `${c.kind} chain: ${kernels[0].chain_time}` }) : null;
+  frag.append(tools, h("div", { class: "tv-fusion-main" }, viewport, h("div", { class: "tv-kernel-side" }, chainTime, table, kdetail)));
 
   const sel = () => kernels.find((k) => k.name === state.kernel);
   const showKernel = () => {
@@ -124,7 +128,8 @@ function fusionsTab(view, c) {
                           text: k.numerics ? k.numerics.text : "-" }) : null,
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
-      h("td", { text: k.median }),
+      // its chain's wall time per call against its kernels (present.chain_times) on hover
+      h("td", { text: k.median, title: k.chain_time ? `${k.chain} chain: ${k.chain_time}` : null }),
       h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
       h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
       h("td", { text: k.share_text }),

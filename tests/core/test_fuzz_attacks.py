@@ -48,7 +48,7 @@ JSON_COLUMNS = [("run", "argv"), ("run", "executors"), ("graphs", "info"), ("pas
                 ("kernels", "inputs"), ("kernels", "outputs"), ("kernels", "source_lines"),
                 ("kernels", "trace_json"), ("kernels", "record"), ("events", "data"),
                 ("kernel_timings", "samples"), ("kernel_timings", "starts"), ("graph_timings", "call_starts"),
-                ("rerun_results", "detail")]
+                ("graph_timings", "call_walls"), ("rerun_results", "detail")]
 
 
 # -- the base files ------------------------------------------------------------------------------

@@ -246,3 +246,20 @@ def test_a_rank_file_reads_from_worker_threads(recorded, tmp_path):
         assert all(s == (rec.run().pid, want, "ok", [1]) for s in seen)
     finally:
         rec.close()
+
+
+def test_a_rank_files_untimed_call_walls_are_its_own(tmp_path, capsys):
+    """Each rank's wall times travel in its rank file and read back over the shared recording."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from _synthetic_group import write_group
+    group = write_group(str(tmp_path), variants=(0, 0, 0), profiled=True)
+    assert os.path.exists(os.path.join(group, "rank-00002.tvrank"))
+    for rank in (0, 2):
+        path = os.path.join(group, "rank-00000.tvrec" if rank == 0 else "rank-00002.tvrank")
+        with open_recording(path) as rec:
+            (ct,) = rec.timings().chains
+        step = sum(100.0 * (k + 1) * (1.0 + 0.25 * k * rank) for k in range(3)) * 1.5
+        assert ct.walls_us == pytest.approx((step * 1.2, step * 1.3)) and ct.wall_median_us == pytest.approx(step * 1.25)
+        code, out, _ = run_cli(capsys, "ls", "--brief", path)
+        assert code == 0 and "a call (wall, median of 2 untimed calls) · kernels and torch ops" in out

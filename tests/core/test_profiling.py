@@ -2,8 +2,12 @@
 flush at run end, timings stored in the recording and shown by ``ls --json``."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import sqlite3
 
 import pytest
 import torch
@@ -31,6 +35,9 @@ class Events(CompileObserver):
 
     def timings(self):
         return [e for e in self.runtime_events if e[2] == "timings"]
+
+    def walls(self):
+        return [e for e in self.runtime_events if e[2] == "walls"]
 
 
 def f(x, w):
@@ -94,7 +101,14 @@ def test_profiling_times_k_calls_then_switches_back_to_plain():
             chain = run.state["fn"]
         if i < 4:
             assert obs.timings() == []
+        if i < 7:  # calls 5..7 are the untimed ones whose wall time is kept
+            assert obs.walls() == [] and run.state["fn"] is chain
     assert run.state["fn"] is chain.plain  # profiling done: the plain callable, no wrapper left
+    (walls,) = obs.walls()  # sent once, after the timings
+    assert obs.runtime_events.index(walls) > obs.runtime_events.index(obs.timings()[0])
+    assert walls[:2] == (0, "inference")
+    assert walls[3]["calls"] == 3 and len(walls[3]["walls_us"]) == 3 and not walls[3]["partial"]
+    assert all(w > 0 for w in walls[3]["walls_us"]) and walls[3]["clock"] == "host"
     assert chain.plain.__code__.co_filename == "<thundervis graph 0 inference>"
     (event,) = obs.timings()  # one report, however long the run
     graph, chain_name, _, data = event
@@ -136,6 +150,39 @@ def test_partial_timings_are_flushed():
     (_, _, _, data) = obs.timings()[0]
     assert data["partial"] and data["calls"] == 2
     assert flush_all() == 0  # reported once
+
+
+def test_wall_times_of_fewer_untimed_calls_are_flushed_after_the_timings():
+    obs = Events()
+    cf = jit(f, executors=["torch"], observer=obs, profile=ProfileSettings(warmup=0, steps=3))
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    for _ in range(5):  # 3 timed, then 2 of the 3 untimed calls
+        cf(x, w)
+    assert len(obs.timings()) == 1 and obs.walls() == []
+    assert flush_all() >= 1
+    (_, _, _, data) = obs.walls()[0]
+    assert data["partial"] and data["calls"] == 2 and len(data["walls_us"]) == 2
+    assert flush_all() == 0  # reported once
+
+
+def test_capture_and_zero_steps_keep_the_schedule():
+    """The first call's capture is not one of the K timed calls; no step to time ends profiling
+    at once, with nothing reported."""
+    for steps, events in ((3, [("timings", 3), ("walls", 3)]), (0, [])):
+        obs = Events()
+        cf = jit(f, executors=["torch"], observer=obs,
+                 profile=ProfileSettings(warmup=0, steps=steps, capture_limit_bytes=1 << 20))
+        x, w = torch.randn(4, 8), torch.randn(8, 8)
+        for _ in range(10):
+            cf(x, w)
+        assert [(e, d["calls"]) for _, _, e, d in obs.runtime_events if e in ("timings", "walls")] == events
+
+
+def test_wall_call_is_bounded_by_steps_and_keeps_the_result():
+    prof = ChainProfiler(0, "forward", [], ProfileSettings(steps=2), CompileObserver())
+    outs = [prof.wall_call(lambda args: sum(args), [1, 2]) for _ in range(4)]
+    assert outs == [3] * 4 and len(prof.walls) == 2
+    assert not prof.report_walls()  # never before the timings
 
 
 def test_samples_are_bounded_by_steps():
@@ -181,6 +228,52 @@ def test_ls_json_shows_timings_per_kernel(profiled_run, capsys):
         assert k["timing"] is not None and k["timing"]["calls"] == 3
         match = [t for t in timed if t["chain"] == k["chain"] and t["name"] == k["name"]]
         assert match and match[0]["kind"] == "fusion"
+
+
+def test_ls_prints_each_timed_chains_wall_time_against_its_kernels(profiled_run, capsys):
+    # 1 warm-up, 3 timed calls, then 1 of the 3 untimed calls before the script ends (flushed then).
+    code, out, _ = run_cli(capsys, "ls", profiled_run, "--brief")
+    assert code == 0
+    for chain in ("forward", "backward"):
+        timed = re.search(rf"\n  {chain} .*\n(.*)\n", out).group(1)
+        assert re.fullmatch(r" {13}timed · [\d.]+ (µs|ms) a call \(wall, median of 1 untimed call\)"
+                            r" · kernels and torch ops [\d.]+ (µs|ms) \(\d+%(: nothing measurable between them|: the timed calls"
+                            r" ran slower than the untimed ones; more --warmup calls time steadier ones)?\)", timed), timed
+    fusion_lines = [line for line in out.splitlines() if line.startswith("  fusion ")]
+    text = out
+    code, out, _ = run_cli(capsys, "ls", profiled_run, "--json")
+    doc = json.loads(out)
+    timed = {c["kind"]: c["timed"] for c in doc["graphs"][0]["chains"]}  # the same line in the JSON
+    assert timed["dynamo"] is None and all(f"timed · {timed[k]}\n" in text for k in ("forward", "backward"))
+    for s in doc["graphs"][0]["timings"]["steps"]:
+        assert len(s["walls_us"]) == 1 and s["wall_median_us"] == s["walls_us"][0] > 0
+    # each fusion's line says its median time, as present.units writes it
+    from thundervis.present.units import format_us
+    fusions = doc["graphs"][0]["fusions"]
+    assert len(fusion_lines) == len(fusions) > 0
+    for line, k in zip(fusion_lines, fusions):
+        assert f" ops · {format_us(k['timing']['median_us'])} median · " in line, line
+
+
+def test_diff_of_two_profiled_runs_compares_their_chains_wall_time(profiled_run, capsys):
+    code, out, _ = run_cli(capsys, "diff", profiled_run, profiled_run)
+    assert code == 0
+    assert re.search(r"chain time per call \(wall, median\)   A -> B   B/A\n"
+                     r"  graph 0 forward: ([\d.]+ (µs|ms)) -> \1  1\.00x\n  graph 0 backward: ", out), out
+
+
+def test_a_recording_made_before_wall_times_reads_without_them(profiled_run, tmp_path, capsys):
+    old = str(tmp_path / "old.tvrec")
+    shutil.copy(profiled_run, old)
+    with contextlib.closing(sqlite3.connect(old)) as c, c:
+        c.execute("ALTER TABLE graph_timings DROP COLUMN call_walls")
+    from thundervis.recording import open_recording
+    with open_recording(old) as rec:
+        chains = rec.timings().chains
+    assert chains and all(c.walls_us == () and c.wall_median_us is None and c.calls == 3 for c in chains)
+    code, out, _ = run_cli(capsys, "ls", old, "--brief")
+    assert code == 0
+    assert out.count("· kernels and torch ops ") == 2 and out.count("a call (median of 3 timed calls) · wall time not recorded") == 2
 
 
 def test_reader_timings_api(profiled_run):

@@ -17,10 +17,13 @@ pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available()
 class Timings(CompileObserver):
     def __init__(self):
         self.data = []
+        self.walls = []
 
     def runtime(self, graph, chain, event, data):
         if event == "timings":
             self.data.append(data)
+        elif event == "walls":
+            self.walls.append(data)
 
 
 def g(x, w):
@@ -57,3 +60,8 @@ def test_device_times_within_5_percent_of_torch_profiler():
     assert big, theirs
     for mine, ref in zip(ours, big):
         assert mine == pytest.approx(ref, rel=0.05), (ours, theirs)
+    # The profiled calls above were the untimed ones after the timed calls: their wall time,
+    # synchronized, holds the kernels' device time.
+    (walls,) = obs.walls
+    assert walls["clock"] == "device" and walls["calls"] == steps and len(walls["walls_us"]) == steps
+    assert statistics.median(walls["walls_us"]) >= 0.95 * data["step"]["median_us"], (walls, data["step"])

@@ -43,12 +43,13 @@ def test_ls_json_is_the_overview(recorded, capsys):
     doc = json.loads(out)
     # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch), the
     # communication (collectives) and the roofline model (modelled_step, roofline; each fusion's
-    # roofline and targets)
+    # roofline and targets), and each chain's timed line (present.chain_times; None: not profiled)
     added = ("chains_eager", "chains_total", "fallbacks", "collectives", "modelled_step", "roofline", "numerics")
     assert set(added) <= set(doc)
     assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
     base = {k: v for k, v in doc.items() if k not in added}
     for g in base["graphs"]:
+        assert all(c.pop("timed") is None for c in g["chains"])
         for k in g["fusions"]:
             assert k.pop("ran_in_torch") is None
             k.pop("roofline"), k.pop("targets"), k.pop("numerics")

@@ -55,7 +55,8 @@ def test_run_help_states_the_defaults_it_applies(capsys, monkeypatch):
         main(["run", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert f"calls of each chain before profiling starts (default {po.DEFAULT_WARMUP})" in out
-    assert f"calls of each chain that are profiled (default {po.DEFAULT_STEPS}; at most K samples are kept)" in out
+    assert (f"calls of each chain that are profiled (default {po.DEFAULT_STEPS}; at most K samples are kept; "
+            "the K calls after them give the chain's wall time per call)") in out
     assert (f"calls of each chain that --check-numerics / --compare-eager check (default {po.DEFAULT_CHECK_STEPS})"
             in out)
 

@@ -39,6 +39,7 @@ def base(tmp_path_factory) -> str:
                          "max_us": 6.0, "total_us": 10.0, "share": 0.5, "bytes_read": 8, "bytes_written": 8,
                          "gbps": 1.0, "index": 0, "samples_us": [4.0, 6.0], "starts_us": [0.0, 1.0]}],
             "step": {"median_us": 10.0, "min_us": 9.0, "max_us": 11.0, "total_us": 20.0}})
+        obs.runtime(0, "forward", "walls", {"clock": "host", "device": "cpu", "calls": 2, "walls_us": [12.0, 14.0]})
     write_recording(path, n_symbols=40, also=also)
     return path
 
@@ -155,7 +156,7 @@ def test_view_exits_2_when_a_worker_finds_damage(base, tmp_path, capsys, monkeyp
 # -- F4: JSON depth and types -------------------------------------------------------------------
 
 @pytest.mark.parametrize("table, column", [("kernel_timings", "samples"), ("kernel_timings", "starts"),
-                                           ("graph_timings", "call_starts")])
+                                           ("graph_timings", "call_starts"), ("graph_timings", "call_walls")])
 def test_json_nested_100000_deep_is_one_sentence(base, tmp_path, capsys, table, column):
     path = _copy(base, tmp_path)
     _sql(path, f"UPDATE {table} SET {column} = ?", params=("[" * 100_000 + "]" * 100_000,))

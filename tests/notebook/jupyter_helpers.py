@@ -132,6 +132,18 @@ def chromium_page(width: int = 1500, height: int = 1000):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def file_page(path, width: int = 1500, height: int = 1000):
+    """Open the local HTML file ``path`` in :func:`chromium_page`; yield ``(page, errors)``, where
+    ``errors`` collects the page's uncaught script errors (a test ends asserting it is empty)."""
+    import pathlib
+    with chromium_page(width, height) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(pathlib.Path(path).resolve().as_uri())
+        yield page, errors
+
+
 def open_and_run_all(page, url: str, notebook: str, timeout_ms: int = 120_000) -> None:
     """Open ``notebook`` in JupyterLab, wait for the kernel to be idle, and run every cell."""
     page.goto(f"{url}/lab/tree/{notebook}?reset", timeout=timeout_ms)  # reset: no tabs restored

@@ -60,7 +60,7 @@ def test_fusions_table_marks_it_in_the_browser(fell_back, tmp_path):
     """In Chromium (the stand-in page of scripts/widget_screenshots.py): the fell-back kernel's row
     reads ``⚠ fell back`` with the reason as its tooltip, and the hostile reason never runs."""
     import sys
-    from jupyter_helpers import chromium_page, require_browser
+    from jupyter_helpers import file_page, require_browser
     require_browser()
     sys.path.insert(0, str(REPO / "scripts"))
     from widget_screenshots import request_key, widget_page
@@ -70,10 +70,7 @@ def test_fusions_table_marks_it_in_the_browser(fell_back, tmp_path):
     diagram = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
     page_path = tmp_path / "widget.html"
     page_path.write_text(widget_page(w, "fusions", {request_key("diagram"): diagram}), encoding="utf-8")
-    with chromium_page(1400, 900) as page:
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(page_path.as_uri())
+    with file_page(page_path, 1400, 900) as (page, errors):
         row = page.locator(f'.tv-kernel-row[data-kernel="{failed}"]')
         row.wait_for(timeout=30_000)
         mark = row.locator(".tv-fellback")

@@ -142,7 +142,7 @@ def test_fusions_and_numerics_tabs_in_the_browser(one_flagged, tmp_path):
     a row shows its chain's bisect and opens its kernel in the Fusions tab (selected there). The
     hostile detail never runs."""
     import sys
-    from jupyter_helpers import chromium_page, require_browser
+    from jupyter_helpers import file_page, require_browser
     require_browser()
     sys.path.insert(0, str(REPO / "scripts"))
     from widget_screenshots import request_key, widget_page
@@ -155,10 +155,7 @@ def test_fusions_and_numerics_tabs_in_the_browser(one_flagged, tmp_path):
     bisect = w.request({"what": "bisect", "graph": 0, "chain": "forward"})
     numerics.write_text(widget_page(w, "numerics", {request_key("diagram"): diagram, request_key("bisect"): bisect}),
                         encoding="utf-8")
-    with chromium_page(1400, 900) as page:
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(fusions.as_uri())
+    with file_page(fusions, 1400, 900) as (page, errors):
         row = page.locator(f'.tv-kernel-row[data-kernel="{flagged}"]')
         row.wait_for(timeout=30_000)
         heads = [t.strip() for t in page.locator(".tv-kernels th").all_text_contents()]

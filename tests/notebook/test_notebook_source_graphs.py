@@ -84,7 +84,7 @@ def _need_browser() -> None:
 @pytest.mark.slow
 def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
     _need_browser()
-    from jupyter_helpers import chromium_page
+    from jupyter_helpers import file_page
     from widget_screenshots import request_key, widget_page
     from thundervis.notebook_ext import show
     w = show(two_graphs)
@@ -94,10 +94,7 @@ def test_picking_a_graph_in_the_browser(two_graphs, tmp_path):
     html = widget_page(w, "source", {request_key("source"): every, request_key("source", file=file, graph=1): one})
     path = tmp_path / "widget.html"
     path.write_text(html, encoding="utf-8")
-    with chromium_page(1200, 800) as page:
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(path.as_uri())
+    with file_page(path, 1200, 800) as (page, errors):
         page.wait_for_selector(".tv-src-ops", timeout=30_000)
         labels = page.locator(".tv-source-graph option").all_text_contents()
         assert labels == [o["label"] for o in every["data"]["graph_options"]]
@@ -116,7 +113,7 @@ def test_the_view_opens_where_present_default_view_says(two_graphs, tmp_path):
     chain and pass (the payload's ``default_graph``, ``default_chain``, ``default_pass``), and
     picking another graph opens its default chain at its default pass."""
     _need_browser()
-    from jupyter_helpers import chromium_page
+    from jupyter_helpers import file_page
     from widget_screenshots import widget_page
     from thundervis.notebook_ext import show
     w = show(two_graphs)
@@ -128,10 +125,7 @@ def test_the_view_opens_where_present_default_view_says(two_graphs, tmp_path):
     w.graph, w.chain, w.pass_index = 99, "no such chain", 999
     path = tmp_path / "widget.html"
     path.write_text(widget_page(w, "passes", {}), encoding="utf-8")
-    with chromium_page(1200, 800) as page:
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(path.as_uri())
+    with file_page(path, 1200, 800) as (page, errors):
         label = page.locator(".tv-pass-label")
         label.wait_for(timeout=30_000)
         assert label.text_content().startswith(f"pass {shown['index']} · {shown['name']} · {shown['ms_text']} · ")

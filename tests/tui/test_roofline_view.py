@@ -45,6 +45,11 @@ async def test_kernels_table_shows_roofline_and_pct_only_for_gpu_times(tmp_path,
         assert f"roofline {roof:.3g} µs (memory-bound)" in info
         if clock_name:
             assert f"({clock_name} time)" in info and f"{clock_name} times" in title
+            # its chain's wall time per call against its kernels (present.chain_times)
+            synced = ", synchronized" if clock == "device" else ""
+            assert f"forward chain: 26.0 µs a call (wall, median of 2 untimed calls{synced})" in info
+        else:
+            assert "chain:" not in info
         if clock == "device":
             assert row[cols.index("% roof")] == f"{roof / 5.0 * 100:.0f}%" and "% of roofline" in info
         else:

@@ -12,7 +12,7 @@ import sys
 from thundervis.commands.read_options import add_recording_arguments, rank_of_a_recording
 from thundervis.errors import UserError
 from thundervis.present.kernel_rows import group_sources
-from thundervis.present.units import format_ms
+from thundervis.present.units import format_ms, format_us
 from thundervis.safe_text import visible, visible_line
 
 
@@ -47,13 +47,19 @@ def readable(path: str, rank=None):
 
 
 def summary_dict(rec, gpus=None) -> dict:
-    """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with the
-    fallbacks: ``chains_eager``/``chains_total``, ``fallbacks``, each fusion's ``ran_in_torch`` and
+    """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with each
+    chain's ``timed`` line (``present.chain_times``; None when not profiled), the fallbacks: ``chains_eager``/``chains_total``, ``fallbacks``, each fusion's ``ran_in_torch`` and
     ``ran_on`` (what ran it, ``present.status.KernelRun.as_json()``; None when not recorded), and the
     roofline model (``modelled_step``, each fusion's ``roofline`` and ``targets.<sm>``) on the
     recorded targets or the GPUs ``gpus`` names."""
+    from thundervis.present.chain_times import chain_time_text
     from thundervis.present.status import chain_counts, fallback_reasons, fallbacks, kernel_runs
-    d = rec.overview().as_json()
+    ov = rec.overview()
+    d = ov.as_json()
+    for graph, g in zip(ov.graphs, d["graphs"]):  # a profiled chain's time per call, as ls prints it
+        times = {c.chain: c for c in graph.timings.chains}
+        for c in g["chains"]:
+            c["timed"] = chain_time_text(times.get(c["kind"]))
     fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
     runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
     from thundervis.present.asm import target_summaries
@@ -216,6 +222,8 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
             total = sum(p["ms"] for p in c["passes"])
             err = f": {visible_line(c['error'])}" if c["error"] else ""
             lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} pass{'' if len(c['passes']) == 1 else 'es'} · {format_ms(total)}")
+            if c.get("timed"):
+                lines.append(f"  {'':<10} timed · {c['timed']}")
             if passes:
                 for p in c["passes"]:
                     mark = "changed" if p["changed"] else "-"
@@ -224,7 +232,9 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
         for k in g["fusions"]:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
             checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
-            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops{checked} · {src}")
+            t = k.get("timing")  # run --profile: its median over the timed calls (the chain's line says which clock)
+            timed = f" · {format_us(t['median_us'])} median" if isinstance(t, dict) and t.get("calls") else ""
+            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops{timed}{checked} · {src}")
             builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
             if builds:
                 from thundervis.present.asm import target_line

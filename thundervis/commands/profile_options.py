@@ -1,7 +1,8 @@
 """The profiling and input-capture flags of ``thundervis run`` (no subcommand of its own).
 
 ``--profile [--warmup N] [--steps K]`` times each compiled chain kernel by kernel after N warm-up
-calls, over its next K calls; ``--capture-inputs [--capture-limit-mb N]`` stores each fusion's real
+calls, over its next K calls, then times the K calls after those as a whole (the chain's wall time
+per call, without the per-kernel clocks); ``--capture-inputs [--capture-limit-mb N]`` stores each fusion's real
 inputs from its first call next to the recording; ``--check-numerics`` / ``--compare-eager
 [--check-steps K]`` check the first K calls of each chain (see thundervis/numerics_check.py).
 """
@@ -30,7 +31,8 @@ def add_profile_arguments(p) -> None:
                    help="time every kernel and torch op of every compiled chain (device time on CUDA, "
                         "host time without)")
     _add_calls_option(g, "--warmup", "N", "before profiling starts", DEFAULT_WARMUP)
-    _add_calls_option(g, "--steps", "K", "that are profiled", DEFAULT_STEPS, "; at most K samples are kept")
+    _add_calls_option(g, "--steps", "K", "that are profiled", DEFAULT_STEPS,
+                      "; at most K samples are kept; the K calls after them give the chain's wall time per call")
     g.add_argument("--capture-inputs", action="store_true",
                    help="store each fusion's inputs from its first call as safetensors next to the recording")
     g.add_argument("--capture-limit-mb", type=float, default=256.0, metavar="N",

@@ -8,6 +8,7 @@ from typing import Optional
 
 from thundervis.recording.model import KernelRef
 
+from .chain_times import chain_time_text
 from .status import clock_label, plan_note, ran_on_text, tag_text
 from .units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
@@ -70,6 +71,7 @@ class KernelRow(KernelRef):
     pct_of_roofline: Optional[float] = None
     clock: str = ""  # what measured ``median_us``: "CPU" or "GPU" (present.status.clock_label); "" not profiled
     targets: tuple[str, ...] = ()  # the GPU targets it was compiled for (present.status.built_targets)
+    chain_time: str = ""  # its chain's time per call (present.chain_times); "" not profiled
 
     @property
     def tag(self) -> str:
@@ -100,7 +102,7 @@ class KernelRow(KernelRef):
                 "gbps_text": format_gbps(self.gbps) if self.gbps else "", "roofline_us": self.roofline_us,
                 "roofline_bound": self.roofline_bound, "bytes_moved": self.bytes_moved, "flops": self.flops,
                 "pct_of_roofline": self.pct_of_roofline, "roofline_text": format_roofline_us(self.roofline_us),
-                "pct_of_roofline_text": format_pct(self.pct_of_roofline)}
+                "pct_of_roofline_text": format_pct(self.pct_of_roofline), "chain_time": self.chain_time}
 
 
 def _labels(source_lines) -> tuple[str, ...]:
@@ -112,12 +114,14 @@ def _labels(source_lines) -> tuple[str, ...]:
     return tuple(out)
 
 
-def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None, targets=()) -> KernelRow:
+def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None, targets=(),
+               chain_timing=None) -> KernelRow:
     """Return the :class:`KernelRow` of ``k`` (a ``recording.model.KernelInfo``); ``fallback``: why
     it ran in torch at run time (``present.status.fallback_reasons``); ``run``: what ran it (a
     ``present.status.KernelRun``, None when not recorded); ``roofline``: its
     ``present.roofline.RooflineRow`` (None: not modelled); ``targets``: the GPU targets it was
-    compiled for (``present.status.built_targets``)."""
+    compiled for (``present.status.built_targets``); ``chain_timing``: its chain's
+    ``recording.model.ChainTiming`` (None: not profiled)."""
     t = k.timing
     return with_roofline(KernelRow(k.id, k.graph, k.chain, k.name, k.executor, k.uid, k.n_ops,
                                    tuple(str(o) for o in k.ops), tuple(str(m) for m in k.members),
@@ -125,7 +129,8 @@ def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None, targe
                                    plan_note(k.note, run, targets),
                                    t.calls if t else None, t.median_us if t else None, t.share if t else None,
                                    t.gbps if t else None, fallback, ran_on_text(run),
-                                   clock=clock_label(t.device, t.clock) if t else "", targets=tuple(targets)),
+                                   clock=clock_label(t.device, t.clock) if t else "", targets=tuple(targets),
+                                   chain_time=chain_time_text(chain_timing) or ""),
                         roofline)
 
 
@@ -141,11 +146,14 @@ def with_roofline(row: KernelRow, roofline=None) -> KernelRow:
 
 
 def kernel_rows(kernels, fallbacks: dict, runs: Optional[dict] = None,
-                roofline: Optional[dict] = None, built: Optional[dict] = None) -> tuple[KernelRow, ...]:
+                roofline: Optional[dict] = None, built: Optional[dict] = None,
+                chain_times: Optional[dict] = None) -> tuple[KernelRow, ...]:
     """Return the rows of ``kernels`` (``KernelInfo``), each with its run-time fallback from
     ``fallbacks`` (``{(graph, chain, name): reason}``), what ran it from ``runs``
     (``present.status.kernel_runs``), its roofline row from ``roofline`` (``{kernel id:
-    RooflineRow}``) and its GPU targets from ``built`` (``present.status.built_targets``)."""
-    runs, roofline, built = runs or {}, roofline or {}, built or {}
+    RooflineRow}``), its GPU targets from ``built`` (``present.status.built_targets``) and its
+    chain's timing from ``chain_times`` (``{(graph, chain): ChainTiming}``)."""
+    runs, roofline, built, chain_times = runs or {}, roofline or {}, built or {}, chain_times or {}
     return tuple(kernel_row(k, fallbacks.get((k.graph, k.chain, k.name)), runs.get((k.graph, k.chain, k.name)),
-                            roofline.get(k.id), built.get((k.graph, k.chain, k.name), ())) for k in kernels)
+                            roofline.get(k.id), built.get((k.graph, k.chain, k.name), ()),
+                            chain_times.get((k.graph, k.chain))) for k in kernels)

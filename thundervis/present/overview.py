@@ -69,7 +69,8 @@ def read_overview(rec) -> ViewOverview:
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
     runs = kernel_runs(events)
     kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), runs,
-                          built=built_targets(rec, events))
+                          built=built_targets(rec, events),
+                          chain_times={(c.graph, c.chain): c for g in ov.graphs for c in g.timings.chains})
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
                         numerics=numerics_summary(rec, runs))

@@ -6,6 +6,7 @@ values built by the reader, each with ``as_json()``.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Optional
 
@@ -59,18 +60,33 @@ class KernelTiming(CallTimes):
 
 @dataclass(frozen=True)
 class ChainTiming(CallTimes):
-    """Step time of one chain over its profiled calls (sum of its symbols' times per call)."""
+    """Step time of one chain over its profiled calls (sum of its symbols' times per call), and the
+    wall time of each untimed call after them (``walls_us``; empty when the run ended first or the
+    recording is older than them)."""
 
     warmup: int = 0
     partial: bool = False
     call_starts_us: tuple[float, ...] = ()
+    walls_us: tuple[float, ...] = ()
+
+    @property
+    def untimed_walls_us(self) -> tuple[float, ...]:
+        """The recorded wall times that are times (a negative value, from a damaged file, is not)."""
+        return tuple(w for w in self.walls_us if w >= 0)
+
+    @property
+    def wall_median_us(self) -> Optional[float]:
+        """The median wall time of the untimed calls (µs), or None when none was recorded."""
+        walls = self.untimed_walls_us
+        return float(statistics.median(walls)) if walls else None
 
     def as_json(self) -> dict:
-        """Return a JSON-able dict (every field)."""
+        """Return a JSON-able dict (every field, and ``wall_median_us``)."""
         return {"graph": self.graph, "chain": self.chain, "clock": self.clock, "device": self.device,
                 "calls": self.calls, "median_us": self.median_us, "min_us": self.min_us,
                 "max_us": self.max_us, "total_us": self.total_us, "warmup": self.warmup,
-                "partial": self.partial, "call_starts_us": list(self.call_starts_us)}
+                "partial": self.partial, "call_starts_us": list(self.call_starts_us),
+                "walls_us": list(self.walls_us), "wall_median_us": self.wall_median_us}
 
 
 @dataclass(frozen=True)
@@ -100,13 +116,15 @@ class Timings:
 
     def as_json(self) -> dict:
         """Return the ``timings`` object of a graph in ``ls --json``: every timed kernel and torch
-        op (call order within each chain) and each chain's step time."""
+        op (call order within each chain) and each chain's step time (the sum of its timed symbols
+        per call) with the wall time of its untimed calls (``walls_us``, ``wall_median_us``)."""
         return {
             "symbols": [{"chain": k.chain, "name": k.name, "uid": k.uid, "executor": k.executor,
                          "kind": k.kind, **k.as_json()} for k in self.kernels],
             "steps": [{"chain": c.chain, "clock": c.clock, "device": c.device, "calls": c.calls,
                        "median_us": c.median_us, "min_us": c.min_us, "max_us": c.max_us,
-                       "total_us": c.total_us, "warmup": c.warmup, "partial": c.partial}
+                       "total_us": c.total_us, "warmup": c.warmup, "partial": c.partial,
+                       "walls_us": list(c.walls_us), "wall_median_us": c.wall_median_us}
                       for c in self.chains],
         }
 

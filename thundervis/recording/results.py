@@ -4,7 +4,8 @@ read here (the only SQL outside the writer and the reader).
 The compiler's profiler (``compiler/profiling.py``) reports one summary per chain through
 ``observer.runtime(graph, chain, "timings", data)``; :func:`store_timings` turns it into rows of the
 ``kernel_timings`` (one per symbol) and ``graph_timings`` (one per chain) tables, replacing earlier
-rows of the same chain, so the file never grows with the length of a run. Times are stored in ms and
+rows of the same chain, so the file never grows with the length of a run; the wall times of the
+untimed calls after the timed ones (``"walls"``) go to their chain's row (:func:`store_walls`). Times are stored in ms and
 returned in microseconds. :func:`append_rerun_results` adds the results of ``thundervis rerun``.
 """
 from __future__ import annotations
@@ -62,6 +63,16 @@ def store_timings(conn: sqlite3.Connection, graph: int, chain: str, data: dict) 
          json.dumps([_ms(v) for v in data.get("call_starts_us", [])])))
 
 
+def store_walls(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
+    """Write the wall times of a chain's untimed calls (``runtime(..., "walls", data)``) into the
+    chain's ``graph_timings`` row of the same device and clock (none yet: nothing is written).
+    Runs inside the caller's transaction."""
+    clock = str(data.get("clock", "host"))
+    walls = [_ms(v) for v in data.get("walls_us", []) if v.__class__ in (int, float) and math.isfinite(v)]
+    conn.execute("UPDATE graph_timings SET call_walls=? WHERE graph_id=? AND chain=? AND device=? AND method=?",
+                 (json.dumps(walls), graph, chain, str(data.get("device", "cpu")), METHOD.get(clock, clock)))
+
+
 def _floats(text, what: str, where: str) -> tuple[float, ...]:
     v = load_json(text, what, where, list, [], depth=1)
     return tuple(float(x) * 1e3 for x in v if x.__class__ in (int, float) and math.isfinite(x))
@@ -74,8 +85,8 @@ _CHECK_KERNEL_TIMINGS = row_checker("kernel_timings", _TIMING_COLUMNS.split(", "
     "num?", "nat?", "nat?", "pos?", "text?", "text?", "int?"))
 _CHAIN_TIMING_COLUMNS = ("graph_id, chain, method, device, calls, median_ms, min_ms, max_ms, total_ms, warmup,"
                          " partial, call_starts")
-_CHECK_GRAPH_TIMINGS = row_checker("graph_timings", _CHAIN_TIMING_COLUMNS.split(", "), (
-    "int", "text", "text", "text", "nat", "pos?", "pos?", "pos?", "pos?", "nat?", "int?", "text?"))
+_CHECK_GRAPH_TIMINGS = row_checker("graph_timings", _CHAIN_TIMING_COLUMNS.split(", ") + ["call_walls"], (
+    "int", "text", "text", "text", "nat", "pos?", "pos?", "pos?", "pos?", "nat?", "int?", "text?", "text?"))
 _RERUN_COLUMNS = ("r.kernel_id, k.name, r.executor, r.device, r.inputs, r.iters, r.status, r.median_ms,"
                   " r.min_ms, r.max_abs_error, r.max_rel_error, r.detail")
 _CHECK_RERUNS = row_checker("rerun_results", [c.split(".")[1] for c in _RERUN_COLUMNS.split(", ")], (
@@ -104,11 +115,15 @@ def read_timings(store) -> Timings:
             bytes_written=r[16] or 0, gbps=r[17] or 0.0, samples_us=_floats(r[18], "kernel_timings.samples", where),
             starts_us=_floats(r[19], "kernel_timings.starts", where), kernel_id=r[20]))
     chains = []
-    for r in _CHECK_GRAPH_TIMINGS(store.rows(f"SELECT {_CHAIN_TIMING_COLUMNS} FROM graph_timings"
+    # Recordings written before call_walls existed lack the column: their chains have no wall times.
+    walls = ", call_walls" if store.rows("SELECT 1 FROM pragma_table_info('graph_timings')"
+                                         " WHERE name = 'call_walls'") else ", NULL"
+    for r in _CHECK_GRAPH_TIMINGS(store.rows(f"SELECT {_CHAIN_TIMING_COLUMNS}{walls} FROM graph_timings"
                                              " ORDER BY graph_id, chain"), where):
         chains.append(ChainTiming(
             **_call_times(r, 2), warmup=r[9] or 0, partial=bool(r[10]),
-            call_starts_us=_floats(r[11], "graph_timings.call_starts", where)))
+            call_starts_us=_floats(r[11], "graph_timings.call_starts", where),
+            walls_us=_floats(r[12], "graph_timings.call_walls", where)))
     return Timings(tuple(kernels), tuple(chains))
 
 

@@ -258,6 +258,8 @@ CREATE TABLE graph_timings (
     warmup      INTEGER,                      -- calls before profiling started
     partial     INTEGER,                      -- 1: the run ended before K calls were profiled
     call_starts TEXT,                         -- JSON list: start (ms) of each profiled call
+    call_walls  TEXT,                         -- JSON list: wall time (ms) of each untimed call after
+                                              -- the profiled ones (older recordings lack the column)
     PRIMARY KEY (graph_id, chain, device, method)
 );
 

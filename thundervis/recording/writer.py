@@ -476,6 +476,10 @@ class RecordingObserver(CompileObserver):
             from .results import store_timings
             self._write(f"timings of graph {graph} {chain}", lambda c: store_timings(c, graph, chain, data))
             return
+        if event == "walls" and isinstance(data, dict):  # the untimed calls after the timed ones
+            from .results import store_walls
+            self._write(f"wall times of graph {graph} {chain}", lambda c: store_walls(c, graph, chain, data))
+            return
         if event == "numerics" and isinstance(data, list):  # a chain call's checks: one transaction
             from .numerics import store_kernel_numerics_rows
             self._write(f"numerics of graph {graph} {chain}", lambda c: store_kernel_numerics_rows(c, graph, chain, data))
