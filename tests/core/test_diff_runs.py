@@ -67,6 +67,21 @@ def test_timing_deltas_when_both_runs_have_timings():
     assert compare_runs(side(("pwfuse",), timings=ta), side(("pwfuse",), "b")).timing_deltas() == []
 
 
+def test_chain_wall_times_are_compared_where_both_runs_timed_them():
+    a, b = side(("pwfuse",)), side(("pwfuse",), "b")
+    a.graphs[0].chain_walls.update(forward=2000.0, backward=3000.0)
+    b.graphs[0].chain_walls.update(forward=1500.0)  # its backward was not timed
+    comp = compare_runs(a, b)
+    (d,) = comp.chain_time_deltas()
+    assert d == {"graph_a": 0, "graph_b": 0, "chain": "forward", "a_us": 2000.0, "b_us": 1500.0,
+                 "delta_us": -500.0, "ratio": 0.75}
+    assert comp.as_json()["chain_time_deltas"] == [d]
+    text = comp.render_text()
+    assert "chain time per call (wall, median)   A -> B   B/A\n  graph 0 forward: 2.00 ms -> 1.50 ms  0.75x" in text
+    assert compare_runs(side(("pwfuse",)), side(("pwfuse",), "b")).chain_time_deltas() == []
+    assert "chain time" not in compare_runs(side(("pwfuse",)), side(("pwfuse",), "b")).render_text()
+
+
 def test_different_scripts_are_compared_anyway_with_match_stats():
     a = side(("pwfuse",), script="one.py")
     b = side(("pwfuse",), "b", script="two.py", graphs=(0, 1))

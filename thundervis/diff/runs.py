@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from thundervis.compiler.ir import BoundSymbol, Trace
+from thundervis.present.units import format_us
 
 from .lines import is_fusion
 
@@ -58,13 +59,15 @@ class FusionInfo:
 @dataclass
 class GraphSide:
     """One compiled graph of a run: ``signature`` (what was compiled, independent of executors),
-    its source locations, the final trace per chain and kernel times (``(chain, name) -> µs``)."""
+    its source locations, the final trace per chain, kernel times (``(chain, name) -> µs``) and each
+    chain's wall time per call (``chain -> µs``: the untimed calls of ``run --profile``)."""
 
     id: int
     signature: str
     sources: frozenset
     finals: dict[str, Trace]
     timings: dict = field(default_factory=dict)
+    chain_walls: dict = field(default_factory=dict)  # chain -> median wall time per call (µs), profiled runs
 
 
 @dataclass
@@ -180,6 +183,8 @@ class RunComparison:
     graphs_only_b: list[int]
     changes: list[FusionChange]
     notes: list[str]
+    # Matched graphs' chains timed in both runs: graph in a and in b, chain, wall µs per call in each.
+    chain_walls: list[tuple[int, int, str, float, float]] = field(default_factory=list)
 
     def differences(self) -> list[FusionChange]:
         """Return the changes other than ``same``."""
@@ -219,6 +224,12 @@ class RunComparison:
                         "delta_us": tb - ta, "ratio": (tb / ta) if ta else None})
         return out
 
+    def chain_time_deltas(self) -> list[dict]:
+        """Return the wall time per call of each chain timed in both runs (µs, ratio b/a): the
+        end-to-end number, kernels and everything between them (``run --profile``'s untimed calls)."""
+        return [{"graph_a": ia, "graph_b": ib, "chain": chain, "a_us": ta, "b_us": tb, "delta_us": tb - ta,
+                 "ratio": (tb / ta) if ta else None} for ia, ib, chain, ta, tb in self.chain_walls]
+
     def as_json(self) -> dict:
         """Return the whole comparison as a JSON-able dict (``thundervis diff A B --json``)."""
         return {"a": self.a, "b": self.b, "same_script": self.same_script,
@@ -226,7 +237,8 @@ class RunComparison:
                 "graphs_only_a": self.graphs_only_a, "graphs_only_b": self.graphs_only_b,
                 "counts": self.counts(), "match": self.match_stats(),
                 "differences": [c.as_json() for c in self.differences()],
-                "timing_deltas": self.timing_deltas(), "notes": self.notes}
+                "timing_deltas": self.timing_deltas(), "chain_time_deltas": self.chain_time_deltas(),
+                "notes": self.notes}
 
     def render_text(self) -> str:
         """Return the comparison as plain text for the terminal."""
@@ -253,6 +265,13 @@ class RunComparison:
             for t in deltas:
                 out.append(f"  graph {t['graph_a']} {t['chain']} {' + '.join(t['a'])} -> {' + '.join(t['b'])}: "
                            f"{t['a_us']:.1f} -> {t['b_us']:.1f}  {t['delta_us']:+.1f}")
+        chains = self.chain_time_deltas()
+        if chains:
+            out.append("chain time per call (wall, median)   A -> B   B/A")
+            for t in chains:
+                where = f"graph {t['graph_a']}" + (f"/{t['graph_b']}" if t["graph_b"] != t["graph_a"] else "")
+                ratio = f"{t['ratio']:.2f}x" if t["ratio"] is not None else "-"
+                out.append(f"  {where} {t['chain']}: {format_us(t['a_us'])} -> {format_us(t['b_us'])}  {ratio}")
         return "\n".join(out) + "\n"
 
 
@@ -386,7 +405,10 @@ def compare_runs(a: RunSide, b: RunSide) -> RunComparison:
             if chain in g.finals:
                 for f in fusions_of_trace(g.finals[chain], ib, g.timings):
                     changes.append(FusionChange(ADDED, chain, None, ib, [], [f]))
-    comp = RunComparison(a.label, b.label, same_script, pairs, only_a, only_b, changes, notes)
+    walls = [(ia, ib, chain, ga_by_id[ia].chain_walls[chain], gb_by_id[ib].chain_walls[chain])
+             for ia, ib, _ in pairs for chain in _COMPARED_CHAINS
+             if chain in ga_by_id[ia].chain_walls and chain in gb_by_id[ib].chain_walls]
+    comp = RunComparison(a.label, b.label, same_script, pairs, only_a, only_b, changes, notes, walls)
     if not same_script or only_a or only_b:
         st = comp.match_stats()
         notes.append(f"matched {st['graphs_matched']} of {max(st['graphs_a'], st['graphs_b'])} graphs and "
@@ -399,12 +421,18 @@ def compare_runs(a: RunSide, b: RunSide) -> RunComparison:
 
 def run_side_from_recording(rec, label: Optional[str] = None) -> RunSide:
     """Return the :class:`RunSide` of an open recording (a ``thundervis.recording.Recording``):
-    final trace per chain, graph signatures from the first acquired trace, kernel median times."""
+    final trace per chain, graph signatures from the first acquired trace, kernel median times and
+    each chain's median wall time per call."""
     run = rec.run()
     timings: dict[int, dict] = {}
-    for k in rec.timings().kernels:
+    tm = rec.timings()
+    for k in tm.kernels:
         if k.kind == "fusion":
             timings.setdefault(k.graph, {})[(k.chain, k.name)] = k.median_us
+    walls: dict[int, dict] = {}
+    for c in tm.chains:
+        if c.wall_median_us is not None:
+            walls.setdefault(c.graph, {})[c.chain] = c.wall_median_us
     graphs = []
     for g in rec.graphs():
         finals: dict[str, Trace] = {}
@@ -418,5 +446,5 @@ def run_side_from_recording(rec, label: Optional[str] = None) -> RunSide:
                 if c.kind in ("dynamo",) + _COMPARED_CHAINS:
                     sig_trace = rec.pass_trace(g.id, c.kind, c.passes[0].index)
         sig, sources = graph_signature(sig_trace) if sig_trace is not None else (f"empty{g.id}", frozenset())
-        graphs.append(GraphSide(g.id, sig, sources, finals, timings.get(g.id, {})))
+        graphs.append(GraphSide(g.id, sig, sources, finals, timings.get(g.id, {}), walls.get(g.id, {})))
     return RunSide(label or rec.path, run.script or run.target, run.executors, graphs)
