@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="thundervis",
         description="Compile PyTorch training scripts through a recording compiler and inspect what it did.",
     )
+    parser.add_argument("--version", action=_VersionAction, nargs=0,
+                        help="print the versions of thundervis, Python, torch and Triton and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     import thundervis.commands as commands
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -32,6 +34,23 @@ def build_parser() -> argparse.ArgumentParser:
         if register is not None:
             register(sub)
     return parser
+
+
+def version_line() -> str:
+    """Return ``thundervis 0.1.0 (Python 3.11.9, torch 2.13.0+cpu, triton 3.9.0)``: what a bug
+    report needs (the installed packages' versions; nothing is imported)."""
+    from thundervis.recording.environment import versions
+    v = versions()
+    parts = [f"Python {v['python']}"] + [f"{name} {v[name]}" for name in ("torch", "triton") if v[name]]
+    return f"thundervis {v['thundervis']} ({', '.join(parts)})"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: prints :func:`version_line` and exits 0 (looked up only when asked for)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line())
+        parser.exit(0)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

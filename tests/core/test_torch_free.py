@@ -107,3 +107,13 @@ def test_torch_free_name_tables_are_torchs():
     assert values._DTYPE_NAMES == set(tables["DTYPES"])
     assert values._LAYOUT_NAMES == set(tables["LAYOUTS"])
     assert values._MEMORY_FORMAT_NAMES == set(tables["MEMORY_FORMATS"])
+
+
+def test_version_names_the_installed_packages_without_importing_them():
+    """``thundervis --version``: one line with the versions a bug report needs, exit 0, no torch."""
+    import platform
+    from importlib.metadata import version
+    r = _probe("--version")
+    assert (r["code"], r["heavy"]) == (0, [])
+    assert r["out"] == (f"thundervis {version('thundervis')} (Python {platform.python_version()}, "
+                        f"torch {version('torch')}, triton {version('triton')})\n")

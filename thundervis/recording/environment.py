@@ -4,16 +4,19 @@ from __future__ import annotations
 
 
 def versions() -> dict:
-    """Return the versions of python, torch, triton and thundervis (None where unknown)."""
+    """Return the versions of python, torch, triton and thundervis (None where unknown). torch's is
+    the imported module's when it is imported (a run), else the installed package's: ``thundervis
+    --version`` answers without the seconds an ``import torch`` takes."""
     import platform
+    import sys
+    from importlib.metadata import version
     out = {"python": platform.python_version(), "torch": None, "triton": None, "thundervis": None}
+    torch = sys.modules.get("torch")
     try:
-        import torch
-        out["torch"] = torch.__version__
+        out["torch"] = torch.__version__ if torch is not None else version("torch")
     except Exception:
         pass
     try:
-        from importlib.metadata import version
         out["triton"] = version("triton")
     except Exception:
         pass
