@@ -29,9 +29,21 @@ from .ir import flatten
 from .observer import CompileObserver
 from .pipeline import CompileOptions, compile_chain
 from .profiling import ProfiledChain, ProfileSettings
+from .shape_specialize import ShapeSpecialized, is_dynamic
 from .source import call_site
 
 _graph_ids = itertools.count()
+
+
+def _dynamo_control_flow() -> tuple:
+    """The exceptions Dynamo raises through a backend to steer its own analysis (what its
+    ``call_user_compiler`` re-raises rather than treating as a backend failure)."""
+    from torch._dynamo import exc
+    names = ("RestartAnalysis", "SkipFrame", "ShortenTraceback")
+    return tuple(c for c in (getattr(exc, n, None) for n in names) if isinstance(c, type))
+
+
+_DYNAMO_CONTROL_FLOW = _dynamo_control_flow()
 _defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None}
 _lock = threading.Lock()
 _OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
@@ -161,13 +173,45 @@ class ThundervisCompiler:
                 def run(*args):
                     return compiled(*(list(args[0]) + list(args[1:])))
                 return run
+        if is_dynamic(gm, example_inputs):
+            return self._per_shape(gm, example_inputs)
+        return self._compile_graph(gm, example_inputs)
+
+    def _per_shape(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        """Return the callable of a dynamic-shape Dynamo graph: each new shape compiled as a graph
+        of its own at its first call (:class:`~.shape_specialize.ShapeSpecialized`)."""
+        obs = self.options.observer
+        try:
+            names = dynamo_input_names(gm)
+        except Exception:
+            names = []
+
+        def compile_static(static: torch.fx.GraphModule, args: list, reason: str) -> Callable:
+            return self._compile_graph(static, args, specialization=reason)
+
+        def run_eagerly(reason: str) -> None:
+            with _lock:
+                graph = next(_graph_ids)
+            obs.graph_started(graph, {"n_inputs": len(example_inputs), "specialization": reason,
+                                      "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function")})
+            obs.chain_failed(graph, None, reason, "")
+            obs.graph_finished(graph, 0.0)
+        return ShapeSpecialized(gm, example_inputs, compile_static, run_eagerly, names)
+
+    def _compile_graph(self, gm: torch.fx.GraphModule, example_inputs, specialization: Optional[str] = None) -> Callable:
+        """Compile a static-shape Dynamo graph as the next graph id and return its callable (the
+        graph itself when AOTAutograd cannot take it). ``specialization``: why a dynamic-shape graph
+        is compiled here for these sizes (the graph's recorded reason)."""
         with _lock:
             graph = next(_graph_ids)
         obs = self.options.observer
         t_start = time.perf_counter()
-        obs.graph_started(graph, {"n_inputs": len(example_inputs),
-                                  "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
-                                  "reason": _compile_reason()})
+        info = {"n_inputs": len(example_inputs),
+                "n_nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
+                "reason": _compile_reason()}
+        if specialization:
+            info["specialization"] = specialization
+        obs.graph_started(graph, info)
         site = self._sites[graph] = call_site()
         try:  # readable input names; the FX names stay in each trace's fx_names
             dynamo_names = dynamo_input_names(gm)
@@ -193,6 +237,18 @@ class ThundervisCompiler:
                     inference_compiler=self._chain_compiler(graph, "inference"),
                     partition_fn=self._partition(graph),
                 )
+        except _DYNAMO_CONTROL_FLOW as e:
+            # Not a failure during a Dynamo compile: Dynamo asks to redo its analysis of the frame
+            # (a float input it will specialize) or to skip it; it compiles the graph again (the
+            # next graph id) or runs the frame eagerly itself. Running this graph eagerly instead
+            # would be a needless fallback. At a shape's first call (specialization) no Dynamo
+            # compile is there to take it: that is a failure like any other.
+            if specialization is None:
+                obs.graph_finished(graph, time.perf_counter() - t_start)
+                raise
+            obs.chain_failed(graph, None, f"{type(e).__name__}: {e}", traceback.format_exc())
+            obs.graph_finished(graph, time.perf_counter() - t_start)
+            return gm.forward
         except Exception as e:
             obs.chain_failed(graph, None, f"{type(e).__name__}: {e}", traceback.format_exc())
             obs.graph_finished(graph, time.perf_counter() - t_start)

@@ -165,7 +165,9 @@ def check_output(path: str) -> str:
 
 def _routed_compile(original: Callable, backend) -> Callable:
     """Return a ``torch.compile`` replacement that forces ``backend`` (mode/options are Inductor's
-    and are dropped; ``dynamic`` defaults to False because our IR has no symbolic shapes yet)."""
+    and are dropped; ``dynamic`` defaults to False: the IR has static shapes, so each new size is a
+    Dynamo recompile (its recompile limit applies and is recorded); a script's own ``dynamic=True``
+    graphs are compiled once per shape by the backend, compiler/shape_specialize.py)."""
     @functools.wraps(original)
     def compile(model=None, **kwargs):
         dropped = {k: kwargs.pop(k) for k in ("backend", "mode", "options") if kwargs.get(k) is not None}

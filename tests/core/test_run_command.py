@@ -270,6 +270,32 @@ def test_graph_break_reason_is_recorded(tmp_path, capsys):
     assert g1.graph_break_reason is None and g0.compile_id != g1.compile_id
 
 
+def test_a_dynamic_shape_script_compiles_each_shape_and_says_so(tmp_path, capsys):
+    """``torch.compile(dynamic=True)`` under ``thundervis run``: every chain compiled (none eager),
+    each shape a graph whose reason names the sizes, in the recording and in ``ls``."""
+    script = write_script(tmp_path, "dyn.py", """
+        import torch
+
+        def f(x, w):
+            return (torch.tanh(x @ w) * 2).sum()
+        w = torch.randn(8, 4, requires_grad=True)
+        g = torch.compile(f, dynamic=True)
+        for n in (3, 5, 3):
+            g(torch.randn(n, 8), w).backward()
+    """, with_model=False)
+    out = tmp_path / "dyn.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
+    assert code == 0, err
+    assert "0 of 4 chains ran eagerly" in stdout, stdout
+    with open_recording(str(out)) as rec:
+        graphs = rec.graphs()
+        assert [g.reason.split(" (shape")[0] for g in graphs] == [
+            "a dynamic-shape graph compiled for x 3×8, w 8×4", "a dynamic-shape graph compiled for x 5×8, w 8×4"]
+        assert not rec.failures()
+    code, listing, _ = run_cli(capsys, "ls", out)
+    assert code == 0 and "a dynamic-shape graph compiled for x 5×8, w 8×4 (shape 2; at most 8, then eager)" in listing
+
+
 def test_steps_and_warmup_without_profile_say_they_are_ignored(tmp_path, capsys):
     script = write_script(tmp_path, "t.py", "x = 1\n", with_model=False)
     code, _, err = run_cli(capsys, "run", "--no-view", "-o", tmp_path / "a.tvrec", "--steps", "3",

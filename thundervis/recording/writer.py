@@ -235,7 +235,12 @@ class RecordingObserver(CompileObserver):
             why = self._reasons.current()
         except Exception:
             why = {"compile_id": None, "recompile_reason": None, "graph_break_reason": None}
-        reason = (("recompile: " + why["recompile_reason"].splitlines()[0]) if why["recompile_reason"]
+        if isinstance(info.get("specialization"), str):
+            # One shape of a dynamic-shape graph, compiled at its first call: not during a Dynamo
+            # compile, so Dynamo's compile id and recompile reason (of an earlier compile) are not its.
+            why = {**why, "compile_id": None, "recompile_reason": None}
+        reason = (info["specialization"] if isinstance(info.get("specialization"), str)
+                  else ("recompile: " + why["recompile_reason"].splitlines()[0]) if why["recompile_reason"]
                   else ("graph break: " + why["graph_break_reason"].splitlines()[0]) if why["graph_break_reason"]
                   else info.get("reason"))
 

@@ -1,0 +1,199 @@
+"""Dynamic-shape graphs compiled one concrete shape at a time.
+
+The compiler's IR has static shapes. When Dynamo hands the backend a graph traced with symbolic
+sizes (``torch.compile(dynamic=True)``, or its automatic dynamic shapes once a size changed between
+calls, as a smaller last batch does), the graph is not compiled as it is: :class:`ShapeSpecialized`
+compiles it at its first call with each new set of sizes, with those sizes as constants (its size
+inputs removed), and reuses that compile while they recur. Each compile is a graph of its own in
+the recording, its reason naming the sizes. After ``limit`` shapes a new one runs the Dynamo graph
+eagerly, and that is recorded as a fallback the first time (as Dynamo stops compiling a frame after
+its recompile limit).
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Callable, Optional, Sequence
+
+import torch
+import torch.fx
+
+# Shapes one dynamic-shape graph compiles before new ones run eagerly; None: as many as Dynamo's
+# own recompile limit lets one frame have (torch._dynamo.config.recompile_limit, 8 by default).
+SHAPE_LIMIT: Optional[int] = None
+
+
+def shape_limit() -> int:
+    """Return :data:`SHAPE_LIMIT`, or Dynamo's recompile limit when it is None."""
+    if SHAPE_LIMIT is not None:
+        return SHAPE_LIMIT
+    try:
+        from torch._dynamo import config
+        limit = getattr(config, "recompile_limit", None) or getattr(config, "cache_size_limit", None)
+        return int(limit) if limit else 8
+    except Exception:
+        return 8
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _placeholder_value(node: torch.fx.Node):
+    return node.meta.get("example_value", node.meta.get("val"))
+
+
+def _symbolic_sizes(value) -> bool:
+    return isinstance(value, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in (*value.shape, *value.stride()))
+
+
+def is_dynamic(gm: torch.fx.GraphModule, example_inputs: Sequence) -> bool:
+    """True when Dynamo traced ``gm`` with symbolic sizes: an input is a symbolic int, float or
+    bool, or a placeholder's traced value (or example input) has a symbolic size or stride."""
+    if any(isinstance(a, _SYMBOLIC) or _symbolic_sizes(a) for a in example_inputs):
+        return True
+    return any(_symbolic_sizes(_placeholder_value(n)) for n in gm.graph.nodes if n.op == "placeholder")
+
+
+def _item_only(node: torch.fx.Node) -> bool:
+    """True when every use of placeholder ``node`` is ``.item()``: a Python float or int Dynamo
+    passed as a 0-d tensor (``specialize_float=False``), which a static graph takes as a constant."""
+    return bool(node.users) and all(
+        (u.op == "call_method" and u.target == "item") or
+        (u.op == "call_function" and u.target in (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default))
+        for u in node.users)
+
+
+def with_constants(gm: torch.fx.GraphModule, values: dict) -> torch.fx.GraphModule:
+    """Return a copy of ``gm`` whose placeholders named in ``values`` (name -> int, float or bool)
+    are no longer inputs: a symbolic scalar is that constant in every use, a 0-d tensor read only
+    by ``.item()`` (:func:`_item_only`) has each ``.item()`` replaced by it. ``gm`` is not changed."""
+    graph = copy.deepcopy(gm.graph)
+
+    def replace_uses(node: torch.fx.Node, value) -> None:
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda n: value if n is node else n)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda n: value if n is node else n)
+
+    for node in list(graph.nodes):
+        if node.op != "placeholder" or node.name not in values:
+            continue
+        value = values[node.name]
+        if _item_only(node):
+            for item in list(node.users):
+                replace_uses(item, value)
+                graph.erase_node(item)
+        else:
+            replace_uses(node, value)
+        graph.erase_node(node)
+    graph.lint()
+    return torch.fx.GraphModule(gm, graph)
+
+
+def propagate_sizes(gm: torch.fx.GraphModule, args: Sequence) -> None:
+    """Replace the symbolic values Dynamo left in ``gm``'s node metadata by fake values of
+    ``args``' concrete sizes (what the recorded Dynamo-level trace shows); on failure the old
+    metadata stays (that trace is informative only; AOTAutograd traces the graph anew)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    try:
+        FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*args)
+    except Exception:
+        return
+    for node in gm.graph.nodes:  # the acquirer reads "val" first; Dynamo's own passes "example_value"
+        if "val" in node.meta:
+            node.meta["example_value"] = node.meta["val"]
+
+
+def _shape_key(args: Sequence, constant: Sequence[bool]) -> tuple:
+    """What a specialization depends on: each tensor's sizes, strides, dtype, device and
+    requires_grad, each scalar's (and each 0-d tensor taken as a constant's) type and value, and
+    the grad mode (a training or an inference graph)."""
+    key = [torch.is_grad_enabled()]
+    for a, fixed in zip(args, constant):
+        if isinstance(a, torch.Tensor) and fixed:
+            key.append(("item", a.item()))
+        elif isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad))
+        else:
+            key.append((type(a), a))
+    return tuple(key)
+
+
+def _shape_text(dims: Sequence) -> str:
+    return "×".join(str(d) for d in dims) if dims else "scalar"
+
+
+class ShapeSpecialized:
+    """The callable the backend returns for a dynamic-shape Dynamo graph ``gm``: each new shape of
+    its arguments is compiled by ``compile_static(gm_with_constants, tensor_args, reason)`` (the
+    backend's own compile, which records it as a graph); past ``limit`` shapes, ``run_eagerly(reason)``
+    is told once and new shapes run ``gm`` itself. ``names``: readable names of ``gm``'s inputs
+    (Dynamo's sources), for the reasons."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence,
+                 compile_static: Callable, run_eagerly: Callable[[str], None],
+                 names: Optional[Sequence[str]] = None, limit: Optional[int] = None):
+        self.gm, self.compile_static, self.run_eagerly = gm, compile_static, run_eagerly
+        self.limit = shape_limit() if limit is None else limit
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(example_inputs):
+            raise ValueError(f"{len(placeholders)} graph inputs, {len(example_inputs)} example inputs")
+        self.placeholders = [n.name for n in placeholders]
+        self.names = [n or p for n, p in zip(list(names or []) + [None] * len(placeholders), self.placeholders)]
+        # Inputs that become constants: scalars, and 0-d tensors read only by .item().
+        self.constant = [not isinstance(a, torch.Tensor) or _item_only(n) for n, a in zip(placeholders, example_inputs)]
+        # Tensors whose sizes are symbolic: what a reason shows ("idx 8×7").
+        self.varying = [i for i, (n, a) in enumerate(zip(placeholders, example_inputs))
+                        if not self.constant[i] and (_symbolic_sizes(a) or _symbolic_sizes(_placeholder_value(n)))]
+        self.compiled: dict = {}
+        self.eager_told = False
+        self._lock = threading.Lock()
+
+    def describe(self, args: Sequence) -> str:
+        """Return the sizes of ``args`` a reason names: each tensor whose size varies, then each
+        scalar that is not one of their sizes (``idx 8×7, scale=0.5``)."""
+        shown = [self.names[i] for i in self.varying]
+        parts = [f"{self.names[i]} {_shape_text(tuple(args[i].shape))}" for i in self.varying]
+        for i, a in enumerate(args):
+            name = self.names[i]
+            if not self.constant[i] or any(name.startswith(f"{t}_size_") or name.startswith(f"{t}_stride_")
+                                           for t in shown):
+                continue
+            parts.append(f"{name}={a.item() if isinstance(a, torch.Tensor) else a}")
+        return ", ".join(parts) or "the same sizes"
+
+    def _specialize(self, args: Sequence) -> Callable:
+        shape = self.describe(args)
+        if len(self.compiled) >= self.limit:
+            if not self.eager_told:
+                self.eager_told = True
+                self.run_eagerly(f"a dynamic-shape graph met more than {self.limit} shapes: {shape} "
+                                 f"and every later new shape run eagerly")
+            return self.gm.forward
+        constants = {p: (a.item() if isinstance(a, torch.Tensor) else a)
+                     for p, a, fixed in zip(self.placeholders, args, self.constant) if fixed}
+        keep = [i for i, fixed in enumerate(self.constant) if not fixed]
+        static = with_constants(self.gm, constants)
+        propagate_sizes(static, [args[i] for i in keep])
+        reason = (f"a dynamic-shape graph compiled for {shape} "
+                  f"(shape {len(self.compiled) + 1}; at most {self.limit}, then eager)")
+        compiled = self.compile_static(static, [args[i] for i in keep], reason)
+
+        def run(*call_args):
+            return compiled(*[call_args[i] for i in keep])
+        return run
+
+    def __call__(self, *args):
+        key = _shape_key(args, self.constant)
+        fn = self.compiled.get(key)
+        if fn is None:
+            with self._lock:
+                fn = self.compiled.get(key)
+                if fn is None:
+                    try:
+                        fn = self._specialize(args)
+                    except Exception as e:  # our own failure must not stop training
+                        self.run_eagerly(f"a dynamic-shape graph could not be specialized for "
+                                         f"{self.describe(args)}: {type(e).__name__}: {e}")
+                        fn = self.gm.forward
+                    if fn is not self.gm.forward:
+                        self.compiled[key] = fn
+        return fn(*args)
