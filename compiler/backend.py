@@ -93,6 +93,46 @@ def _announced(fn: Callable, graph: int, chain: str) -> Callable:
     return run
 
 
+def _mutated_inputs_saved(gm: torch.fx.GraphModule) -> list[int]:
+    """Return the positions among forward graph ``gm``'s outputs of the tensors saved for backward
+    that are inputs AOTAutograd mutates after the forward returns (BatchNorm's running statistics,
+    which a checkpointed region saves to recompute from). Empty when AOTAutograd's metadata is not
+    there or does not line up with the graph."""
+    try:
+        meta = torch._guards.TracingContext.try_get().fw_metadata
+        mutated = {i for i, info in enumerate(meta.input_info) if info.mutates_data}
+        first_saved = int(meta.num_forward_returns)
+    except Exception:
+        return []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if not mutated or len(placeholders) != len(meta.input_info):
+        return []
+    index = {n: i for i, n in enumerate(placeholders)}
+    outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    return [j for j, o in enumerate(outputs)
+            if j >= first_saved and isinstance(o, torch.fx.Node) and index.get(o) in mutated]
+
+
+def _saving_copies(fn: Callable, positions: Sequence[int]) -> Callable:
+    """Return boxed ``fn`` whose outputs at ``positions`` are copies: a tensor saved for backward
+    must keep the value it had in the forward, and AOTAutograd writes the input's new value into
+    the input itself after the forward returns (autograd would then refuse the saved tensor, its
+    version having moved)."""
+    if not positions:
+        return fn
+
+    def run(args):
+        out = list(fn(args))
+        for j in positions:
+            if isinstance(out[j], torch.Tensor):
+                out[j] = out[j].clone()
+        return out
+    run._boxed_call = True
+    if hasattr(fn, "state"):
+        run.state = fn.state
+    return run
+
+
 def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None]) -> Callable:
     """Return a boxed callable that runs ``fn``; if its first call raises, report it and switch to
     ``eager`` for good (the functional graph has no side effects to undo). When ``fn`` is a
@@ -280,6 +320,7 @@ class ThundervisCompiler:
 
         def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
             obs = options.observer
+            saved_copies = _mutated_inputs_saved(gm) if chain == "forward" else []
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
@@ -295,7 +336,7 @@ class ThundervisCompiler:
             except Exception as e:
                 kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"
                 obs.chain_failed(graph, chain, f"{kind}: {type(e).__name__}: {e}", traceback.format_exc())
-                return _announced(eager, graph, chain)
+                return _saving_copies(_announced(eager, graph, chain), saved_copies)
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
@@ -304,7 +345,7 @@ class ThundervisCompiler:
             if steps > 0:  # run --compare-eager: the ATen graph runs eagerly beside the first calls
                 from .numerics_hooks import compared_with_eager, reporter
                 guarded = compared_with_eager(guarded, eager, steps, reporter(obs, graph, chain))
-            return _announced(guarded, graph, chain)
+            return _saving_copies(_announced(guarded, graph, chain), saved_copies)
         return compile_fx_graph
 
 
