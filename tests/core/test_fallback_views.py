@@ -179,3 +179,22 @@ def test_run_prints_fallbacks_at_the_end(tmp_path, capsys, monkeypatch):
     assert "thundervis: 0 of 1 chains ran eagerly" in lines
     assert any("not lowered: its decomposition uses aten.sort.default" in x and "sorty.py:2" in x for x in lines)
     assert lines[-1].startswith("thundervis: inspect it with")
+
+
+def test_reasons_differing_only_in_sizes_are_one_group():
+    """A graph recompiled per batch size repeats each reason with its own shapes: one line, the
+    sizes elided where they differ and kept where they are the same."""
+    from thundervis.commands.ls import fallback_lines
+
+    def op(reason, source):
+        return {"kind": TORCH_OP, "graph": 0, "chain": "forward", "what": "aten.mean", "reason": reason,
+                "source": source, "uid": "f0"}
+    doc = {"chains_eager": 0, "chains_total": 3, "fallbacks": [
+        op("prims.mean reduces dims [1] of a [16, 7, 32] tensor: only leading or trailing dims", "a.py:3"),
+        op("prims.mean reduces dims [1] of a [4, 7, 32] tensor: only leading or trailing dims", "a.py:3"),
+        op("matmuls stay with torch", "a.py:4"),
+        op("prims.sum reduces dims [0] of a [8] tensor: fine", "a.py:5")]}
+    lines = fallback_lines(doc)
+    assert "    2 × mean: prims.mean reduces dims […] of a […] tensor: only leading or trailing dims · a.py:3" in lines
+    assert "    1 × mean: prims.sum reduces dims [0] of a [8] tensor: fine · a.py:5" in lines
+    assert len(lines) == 5, lines

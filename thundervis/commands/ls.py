@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 
 from thundervis.commands.read_options import add_recording_arguments, rank_of_a_recording
@@ -142,6 +143,10 @@ def collective_lines(d: dict, places_limit: int = 8) -> list[str]:
     return lines
 
 
+# A list of sizes or dims in a reason ("of a [16, 7, 32] tensor", "dims [1]").
+_SIZE_LIST = re.compile(r"\[\d+(?:, \d+)*\]")
+
+
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
     ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
@@ -159,12 +164,16 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
         lines.append(f"  fallback {f['kind']}: {chain}{v(f['what'])}{where}: {v(f['reason'])}")
     ops = [f for f in d["fallbacks"] if f["kind"] == TORCH_OP]
     if ops:
+        # Reasons that differ only in sizes are one reason (a graph recompiled for each batch size
+        # repeats every reason with its own shapes); the sizes show where they are all the same.
         groups: dict[str, list] = {}
         for f in ops:
-            groups.setdefault(f["reason"], []).append(f)
+            groups.setdefault(_SIZE_LIST.sub("[…]", f["reason"]), []).append(f)
         lines.append(f"{len(ops)} ops run by torch (why not lowered / not fused):")
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         for reason, items in ordered[:ops_limit]:
+            if len({f["reason"] for f in items}) == 1:
+                reason = items[0]["reason"]
             syms = sorted({op_name(f["what"]) for f in items})
             srcs = group_sources([f["source"] for f in items if f["source"]], limit=6)
             where = f" · {v(srcs)}" if srcs else ""
