@@ -195,6 +195,6 @@ def test_reasons_differing_only_in_sizes_are_one_group():
         op("matmuls stay with torch", "a.py:4"),
         op("prims.sum reduces dims [0] of a [8] tensor: fine", "a.py:5")]}
     lines = fallback_lines(doc)
-    assert "    2 × mean: prims.mean reduces dims […] of a […] tensor: only leading or trailing dims · a.py:3" in lines
+    assert "    2 × mean: prims.mean reduces dims [1] of a […] tensor: only leading or trailing dims · a.py:3" in lines
     assert "    1 × mean: prims.sum reduces dims [0] of a [8] tensor: fine · a.py:5" in lines
     assert len(lines) == 5, lines

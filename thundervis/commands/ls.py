@@ -147,6 +147,14 @@ def collective_lines(d: dict, places_limit: int = 8) -> list[str]:
 _SIZE_LIST = re.compile(r"\[\d+(?:, \d+)*\]")
 
 
+def _common_sizes(reasons: list) -> str:
+    """Return the reason of a group (texts equal but for their size lists): each size list that is
+    the same in all of them as it is, the others as ``[…]``."""
+    lists = [_SIZE_LIST.findall(r) for r in reasons]
+    parts = iter([ls[0] if len(set(ls)) == 1 else "[…]" for ls in zip(*lists)])
+    return _SIZE_LIST.sub(lambda m: next(parts), reasons[0])
+
+
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
     ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
@@ -172,8 +180,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
         lines.append(f"{len(ops)} ops run by torch (why not lowered / not fused):")
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         for reason, items in ordered[:ops_limit]:
-            if len({f["reason"] for f in items}) == 1:
-                reason = items[0]["reason"]
+            reason = _common_sizes([f["reason"] for f in items])
             syms = sorted({op_name(f["what"]) for f in items})
             srcs = group_sources([f["source"] for f in items if f["source"]], limit=6)
             where = f" · {v(srcs)}" if srcs else ""
