@@ -8,6 +8,7 @@ eager graph. Each failure is reported once to the observer.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
@@ -91,6 +92,14 @@ def _announced(fn: Callable, graph: int, chain: str) -> Callable:
     if hasattr(fn, "state"):
         run.state = fn.state
     return run
+
+
+def _tracing_context(fresh: bool):
+    """A tracing context of its own for a compile outside Dynamo's (a shape's first call), where
+    AOTAutograd leaves its metadata (:func:`_mutated_inputs_saved` reads it); else no-op."""
+    if not fresh or torch._guards.TracingContext.try_get() is not None:
+        return contextlib.nullcontext()
+    return torch._guards.tracing(torch._guards.TracingContext(None))
 
 
 def _mutated_inputs_saved(gm: torch.fx.GraphModule) -> list[int]:
@@ -269,7 +278,7 @@ class ThundervisCompiler:
         except Exception:  # the Dynamo-level record is informative only
             pass
         try:
-            with torch.fx.traceback.preserve_node_meta():
+            with torch.fx.traceback.preserve_node_meta(), _tracing_context(specialization is not None):
                 compiled = aot_module_simplified(
                     gm, example_inputs,
                     fw_compiler=self._chain_compiler(graph, "forward"),

@@ -54,18 +54,44 @@ def is_dynamic(gm: torch.fx.GraphModule, example_inputs: Sequence) -> bool:
 
 def _item_only(node: torch.fx.Node) -> bool:
     """True when every use of placeholder ``node`` is ``.item()``: a Python float or int Dynamo
-    passed as a 0-d tensor (``specialize_float=False``), which a static graph takes as a constant."""
+    passed as a 0-d tensor, which a static graph takes as a constant."""
     return bool(node.users) and all(
-        (u.op == "call_method" and u.target == "item") or
         (u.op == "call_function" and u.target in (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default))
+        or (u.op == "call_method" and u.target == "item")
         for u in node.users)
+
+
+def _float_as_tensor(node: torch.fx.Node) -> bool:
+    """True when Dynamo passes placeholder ``node``, a Python float (a dropout's ``p``, a
+    BatchNorm's ``eps``), as a 0-d tensor (``specialize_float=False``, part of its dynamic shapes)."""
+    value = _placeholder_value(node)
+    return (getattr(value, "item_memo", None) is not None  # the float Dynamo traced it from
+            or bool(getattr(node.meta.get("grapharg"), "pass_arg_as_tensor", False)) or _item_only(node))
+
+
+# Higher-order ops whose body, a submodule named by their first argument, is called with the rest
+# of their arguments in order (torch.utils.checkpoint's region and its relatives).
+_BODY_CALLS = ("tag_activation_checkpoint", "wrap", "wrap_with_autocast", "wrap_with_set_grad_enabled",
+               "invoke_subgraph")
+
+
+def _body_call(node: torch.fx.Node) -> Optional[str]:
+    """Return the attribute name of the body ``node`` calls when it is one of :data:`_BODY_CALLS`
+    whose first argument names a submodule, else None."""
+    if node.op != "call_function" or getattr(node.target, "__name__", None) not in _BODY_CALLS:
+        return None
+    body = node.args[0] if node.args else None
+    return body.target if isinstance(body, torch.fx.Node) and body.op == "get_attr" else None
 
 
 def with_constants(gm: torch.fx.GraphModule, values: dict) -> torch.fx.GraphModule:
     """Return a copy of ``gm`` whose placeholders named in ``values`` (name -> int, float or bool)
-    are no longer inputs: a symbolic scalar is that constant in every use, a 0-d tensor read only
-    by ``.item()`` (:func:`_item_only`) has each ``.item()`` replaced by it. ``gm`` is not changed."""
+    are no longer inputs: a symbolic scalar is that constant in every use, a float passed as a 0-d
+    tensor has each ``.item()`` of it replaced by the value, and one handed to the body of a
+    checkpointed region (:data:`_BODY_CALLS`) is made a constant of that body in the same way.
+    ``gm`` is not changed."""
     graph = copy.deepcopy(gm.graph)
+    bodies: dict = {}  # attribute -> that body with constants, for the copy
 
     def replace_uses(node: torch.fx.Node, value) -> None:
         for user in list(node.users):
@@ -76,6 +102,15 @@ def with_constants(gm: torch.fx.GraphModule, values: dict) -> torch.fx.GraphModu
         if node.op != "placeholder" or node.name not in values:
             continue
         value = values[node.name]
+        for user in list(node.users):
+            attr = _body_call(user)
+            if attr is None:
+                continue
+            body = bodies.get(attr, getattr(gm, attr))
+            inner = [n.name for n in body.graph.nodes if n.op == "placeholder"]
+            positions = [i for i, a in enumerate(user.args) if a is node and i > 0]
+            bodies[attr] = with_constants(body, {inner[i - 1]: value for i in positions})
+            user.args = tuple(a for i, a in enumerate(user.args) if i not in positions)
         if _item_only(node):
             for item in list(node.users):
                 replace_uses(item, value)
@@ -84,7 +119,10 @@ def with_constants(gm: torch.fx.GraphModule, values: dict) -> torch.fx.GraphModu
             replace_uses(node, value)
         graph.erase_node(node)
     graph.lint()
-    return torch.fx.GraphModule(gm, graph)
+    out = torch.fx.GraphModule(gm, graph)
+    for attr, body in bodies.items():
+        setattr(out, attr, body)
+    return out
 
 
 def propagate_sizes(gm: torch.fx.GraphModule, args: Sequence) -> None:
@@ -139,7 +177,8 @@ class ShapeSpecialized:
         self.placeholders = [n.name for n in placeholders]
         self.names = [n or p for n, p in zip(list(names or []) + [None] * len(placeholders), self.placeholders)]
         # Inputs that become constants: scalars, and 0-d tensors read only by .item().
-        self.constant = [not isinstance(a, torch.Tensor) or _item_only(n) for n, a in zip(placeholders, example_inputs)]
+        self.constant = [not isinstance(a, torch.Tensor) or (_float_as_tensor(n) and a.dim() == 0)
+                         for n, a in zip(placeholders, example_inputs)]
         # Tensors whose sizes are symbolic: what a reason shows ("idx 8×7").
         self.varying = [i for i, (n, a) in enumerate(zip(placeholders, example_inputs))
                         if not self.constant[i] and (_symbolic_sizes(a) or _symbolic_sizes(_placeholder_value(n)))]

@@ -145,3 +145,73 @@ def test_dynamos_restart_of_its_analysis_passes_through_and_is_no_fallback(monke
     with pytest.raises(TensorifyScalarRestartAnalysis):
         ThundervisCompiler(observer=obs)(gm, [torch.randn(3)])
     assert obs.failures == []
+
+
+class CheckpointedBlock(torch.nn.Module):
+    """A checkpointed region whose floats (BatchNorm's momentum and eps) Dynamo hands its body as
+    0-d tensors, and a dropout's p at the top level."""
+
+    def __init__(self, checkpointed: bool = True):
+        super().__init__()
+        self.checkpointed = checkpointed
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.drop = torch.nn.Dropout(0.0)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def inner(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        h = checkpoint(self.inner, x, use_reentrant=False) if self.checkpointed else self.inner(x)
+        return self.fc(self.drop(h.mean((2, 3))))
+
+
+def test_floats_inside_a_checkpointed_region_become_constants_of_each_shape():
+    torch._dynamo.reset()
+    reset_graph_ids()
+    torch.manual_seed(0)
+    model, ref = CheckpointedBlock(), CheckpointedBlock(checkpointed=False)
+    ref.load_state_dict(model.state_dict())
+    obs = Graphs()
+    compiled = torch.compile(model, backend=ThundervisCompiler(observer=obs), dynamic=True)
+    for height in (8, 10, 8, 12):
+        x = torch.randn(4, 3, height, 8)
+        loss, expected = compiled(x).square().mean(), ref(x).square().mean()
+        loss.backward()
+        expected.backward()
+        torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+            p.grad = q.grad = None
+    torch.testing.assert_close(model.bn.running_mean, ref.bn.running_mean, rtol=1e-5, atol=1e-6)
+    assert int(model.bn.num_batches_tracked) == 4
+    assert obs.failures == []
+    reasons = [i["specialization"] for i in obs.started.values() if "specialization" in i]
+    assert any("x 4×3×10×8" in r and "bn_eps=1e-05" in r for r in reasons), reasons
+    for graph in obs.started:
+        assert (graph, "forward") in obs.compiled and (graph, "backward") in obs.compiled
+
+
+def test_with_constants_reaches_into_a_checkpointed_body():
+    """A constant handed to a checkpointed region's body is removed from the call and made a
+    constant of the body; the original module and body are unchanged."""
+    torch._dynamo.reset()
+    captured = {}
+
+    def backend(gm, example_inputs):
+        captured["gm"] = gm
+        return gm.forward
+    from torch.utils.checkpoint import checkpoint
+    bn = torch.nn.BatchNorm1d(4)
+    torch.compile(lambda x: checkpoint(bn, x, use_reentrant=False), dynamic=True, backend=backend)(torch.randn(3, 4))
+    gm = captured["gm"]
+    floats = [n.name for n in gm.graph.nodes if n.op == "placeholder" and shape_specialize._float_as_tensor(n)]
+    assert len(floats) == 2  # momentum and eps
+    static = shape_specialize.with_constants(gm, {name: 0.5 for name in floats})
+    call = next(n for n in static.graph.nodes if shape_specialize._body_call(n))
+    body = getattr(static, call.args[0].target)
+    assert not any(n.target == "item" for n in body.graph.nodes)
+    assert len(call.args) == len(next(n for n in gm.graph.nodes if shape_specialize._body_call(n)).args) - 2
+    assert any(n.target == "item" for n in getattr(gm, call.args[0].target).graph.nodes)
