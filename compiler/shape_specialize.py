@@ -4,7 +4,8 @@ The compiler's IR has static shapes. When Dynamo hands the backend a graph trace
 sizes (``torch.compile(dynamic=True)``, or its automatic dynamic shapes once a size changed between
 calls, as a smaller last batch does), the graph is not compiled as it is: :class:`ShapeSpecialized`
 compiles it at its first call with each new set of sizes, with those sizes as constants (its size
-inputs removed), and reuses that compile while they recur. Each compile is a graph of its own in
+inputs removed; so are the floats Dynamo passes as 0-d tensors, a dropout's ``p`` or a BatchNorm's
+``eps``, inside a checkpointed region's body too), and reuses that compile while they recur. Each compile is a graph of its own in
 the recording, its reason naming the sizes. After ``limit`` shapes a new one runs the Dynamo graph
 eagerly, and that is recorded as a fallback the first time (as Dynamo stops compiling a frame after
 its recompile limit).
@@ -33,6 +34,8 @@ def shape_limit() -> int:
         return int(limit) if limit else 8
     except Exception:
         return 8
+
+
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
@@ -70,18 +73,21 @@ def _float_as_tensor(node: torch.fx.Node) -> bool:
 
 
 # Higher-order ops whose body, a submodule named by their first argument, is called with the rest
-# of their arguments in order (torch.utils.checkpoint's region and its relatives).
-_BODY_CALLS = ("tag_activation_checkpoint", "wrap", "wrap_with_autocast", "wrap_with_set_grad_enabled",
-               "invoke_subgraph")
+# of their arguments in order (torch.utils.checkpoint's region, Dynamo's plain wrap). Others lay
+# their arguments out differently (invoke_subgraph, the autocast and grad-mode wraps) and are left
+# alone: a constant reaching one stays an argument of it.
+_BODY_CALLS = ("tag_activation_checkpoint", "wrap")
 
 
 def _body_call(node: torch.fx.Node) -> Optional[str]:
     """Return the attribute name of the body ``node`` calls when it is one of :data:`_BODY_CALLS`
-    whose first argument names a submodule, else None."""
+    whose first argument names a submodule no other node reads, else None."""
     if node.op != "call_function" or getattr(node.target, "__name__", None) not in _BODY_CALLS:
         return None
     body = node.args[0] if node.args else None
-    return body.target if isinstance(body, torch.fx.Node) and body.op == "get_attr" else None
+    if not (isinstance(body, torch.fx.Node) and body.op == "get_attr") or len(body.users) != 1:
+        return None
+    return body.target
 
 
 def with_constants(gm: torch.fx.GraphModule, values: dict) -> torch.fx.GraphModule:
@@ -184,23 +190,29 @@ class ShapeSpecialized:
                         if not self.constant[i] and (_symbolic_sizes(a) or _symbolic_sizes(_placeholder_value(n)))]
         self.compiled: dict = {}
         self.eager_told = False
+        self.described: set = set()  # the reasons' texts so far
         self._lock = threading.Lock()
 
-    def describe(self, args: Sequence) -> str:
+    def describe(self, args: Sequence, floats: bool = False) -> str:
         """Return the sizes of ``args`` a reason names: each tensor whose size varies, then each
-        scalar that is not one of their sizes (``idx 8×7, scale=0.5``)."""
+        scalar input that is not one of their sizes (``idx 8×7, n=3``); ``floats``: the floats
+        passed as 0-d tensors too (a model has dozens, eps and dropout rates, that rarely change:
+        named only where the sizes alone do not tell two compiles apart)."""
         shown = [self.names[i] for i in self.varying]
         parts = [f"{self.names[i]} {_shape_text(tuple(args[i].shape))}" for i in self.varying]
         for i, a in enumerate(args):
             name = self.names[i]
-            if not self.constant[i] or any(name.startswith(f"{t}_size_") or name.startswith(f"{t}_stride_")
-                                           for t in shown):
+            if not self.constant[i] or (isinstance(a, torch.Tensor) and not floats) or any(
+                    name.startswith(f"{t}_size_") or name.startswith(f"{t}_stride_") for t in shown):
                 continue
             parts.append(f"{name}={a.item() if isinstance(a, torch.Tensor) else a}")
         return ", ".join(parts) or "the same sizes"
 
     def _specialize(self, args: Sequence) -> Callable:
         shape = self.describe(args)
+        if shape in self.described:  # the same sizes with other floats
+            shape = self.describe(args, floats=True)
+        self.described.add(shape)
         if len(self.compiled) >= self.limit:
             if not self.eager_told:
                 self.eager_told = True
