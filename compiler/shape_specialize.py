@@ -146,18 +146,17 @@ def propagate_sizes(gm: torch.fx.GraphModule, args: Sequence) -> None:
             node.meta["example_value"] = node.meta["val"]
 
 
-def _shape_key(args: Sequence, constant: Sequence[bool]) -> tuple:
-    """What a specialization depends on: each tensor's sizes, strides, dtype, device and
-    requires_grad, each scalar's (and each 0-d tensor taken as a constant's) type and value, and
-    the grad mode (a training or an inference graph)."""
+def _shape_key(args: Sequence, constant: Sequence[bool], varying: Sequence[int]) -> tuple:
+    """What a specialization depends on: the sizes and strides of the tensors whose sizes Dynamo
+    left symbolic (``varying``), each scalar's (and each 0-d tensor taken as a constant's) type and
+    value, and the grad mode (a training or an inference graph). The other tensors' sizes, strides,
+    dtypes and devices are fixed by Dynamo's guards on the graph: not read again at every call."""
     key = [torch.is_grad_enabled()]
+    for i in varying:
+        key.append((tuple(args[i].shape), tuple(args[i].stride())))
     for a, fixed in zip(args, constant):
-        if isinstance(a, torch.Tensor) and fixed:
-            key.append(("item", a.item()))
-        elif isinstance(a, torch.Tensor):
-            key.append((tuple(a.shape), tuple(a.stride()), a.dtype, a.device, a.requires_grad))
-        else:
-            key.append((type(a), a))
+        if fixed:
+            key.append(("item", a.item()) if isinstance(a, torch.Tensor) else (type(a), a))
     return tuple(key)
 
 
@@ -233,7 +232,7 @@ class ShapeSpecialized:
         return run
 
     def __call__(self, *args):
-        key = _shape_key(args, self.constant)
+        key = _shape_key(args, self.constant, self.varying)
         fn = self.compiled.get(key)
         if fn is None:
             with self._lock:
