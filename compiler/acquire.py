@@ -68,6 +68,11 @@ def _constant_tensor(gm: torch.fx.GraphModule, node: torch.fx.Node, name: str, u
     or holding the tensor when its data cannot be recorded (see :mod:`constants`)."""
     value = getattr(gm, node.target, None)
     if not isinstance(value, torch.Tensor):
+        ops = sorted({symbol_name(u.target) for u in node.users if u.op == "call_function"})
+        if ops and (isinstance(value, torch.nn.Module) or callable(value)):
+            # A subgraph handed to a higher-order op (torch.cond's branches, while_loop's body, ...)
+            raise UnsupportedGraph(f"{', '.join(ops)} takes a subgraph ({node.target}): control flow and other "
+                                   f"higher-order ops with subgraphs are not compiled")
         raise UnsupportedGraph(f"get_attr node {node.target!r} is a {type(value).__name__}, not a tensor")
     shape = tuple(int(s) for s in value.shape)
     out = TensorProxy(name, shape, dtype_name(value.dtype), str(value.device), contiguous_strides(shape))

@@ -119,3 +119,25 @@ def test_compiled_callable_failing_on_first_call_falls_back_to_eager(example, re
     assert calls["n"] == 2  # forward and backward each fail once, then eager runs for good
     assert sorted(c for _, c, _ in rec.failures) == ["backward", "forward"]
     assert all("runtime error: RuntimeError: kernel exploded" in e for _, _, e in rec.failures)
+
+
+def test_control_flow_subgraphs_run_eagerly_with_a_reason_a_person_can_read(recorder_cls):
+    """``torch.cond`` hands its branches to a higher-order op as subgraphs, which the IR does not
+    hold: the chains run eagerly, matching eager, and the reason names the op and says why."""
+    rec = recorder_cls()
+    torch._dynamo.reset()
+    w = torch.randn(8, 8, requires_grad=True)
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda a: a @ w, lambda a: (a @ w) * 2, (x,))
+    x = torch.randn(4, 8)
+    out = torch.compile(f, backend=ThundervisCompiler(observer=rec))(x)
+    out.sum().backward()
+    grad, w.grad = w.grad, None
+    expected = f(x)
+    expected.sum().backward()
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(grad, w.grad)
+    chains = {chain for _, chain, _ in rec.failures}
+    assert {"forward", "backward"} <= chains, rec.failures
+    assert all("higher_order.cond takes a subgraph" in e and "control flow" in e for _, _, e in rec.failures), rec.failures
