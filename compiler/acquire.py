@@ -154,7 +154,7 @@ def fx_to_trace(gm: torch.fx.GraphModule, *, chain: str, graph: int, name: str |
                 v = _val(node)
                 if not isinstance(v, torch.Tensor):
                     raise UnsupportedGraph(
-                        f"input {node.name} is a {type(v).__name__}, not a tensor (dynamic shapes are not supported yet)")
+                        f"input {node.name} is a {type(v).__name__}, not a tensor (the trace IR takes tensor inputs; dynamic-shape graphs are compiled per shape before this)")
                 p = proxy_for(final_names[fx_input_names[len(inputs)]], v)
                 env[node] = p
                 inputs.append(p)

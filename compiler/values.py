@@ -220,7 +220,11 @@ def constant(value):
     if value is Ellipsis:
         return value
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        raise UnsupportedValue(f"symbolic value {value} (dynamic shapes are not supported yet)")
+        # Dynamic-shape graphs reach the compiler one concrete shape at a time (shape_specialize);
+        # a symbol left here is one that specialization did not replace.
+        raise UnsupportedValue(f"symbolic value {value}: the trace IR holds concrete sizes only")
+    if isinstance(value, complex):
+        raise UnsupportedValue(f"the complex constant {value!r}: the trace IR has no complex scalars")
     raise UnsupportedValue(f"value of type {type(value).__name__}")
 
 

@@ -141,3 +141,16 @@ def test_control_flow_subgraphs_run_eagerly_with_a_reason_a_person_can_read(reco
     chains = {chain for _, chain, _ in rec.failures}
     assert {"forward", "backward"} <= chains, rec.failures
     assert all("higher_order.cond takes a subgraph" in e and "control flow" in e for _, _, e in rec.failures), rec.failures
+
+
+def test_a_complex_constant_falls_back_saying_what_it_is(recorder_cls):
+    rec = recorder_cls()
+    torch._dynamo.reset()
+    x = torch.randn(4, 8, requires_grad=True)
+
+    def f(x):
+        return torch.view_as_real(torch.view_as_complex(x.reshape(4, 4, 2)) * (1 + 2j)).sum(-1)
+    out = torch.compile(f, backend=ThundervisCompiler(observer=rec))(x)
+    torch.testing.assert_close(out, f(x))
+    assert rec.failures and all("the complex constant (1+2j): the trace IR has no complex scalars" in e
+                                for _, _, e in rec.failures), rec.failures
