@@ -189,6 +189,7 @@ class ShapeSpecialized:
                         if not self.constant[i] and (_symbolic_sizes(a) or _symbolic_sizes(_placeholder_value(n)))]
         self.compiled: dict = {}
         self.eager_told = False
+        self.tried = 0  # shapes compiled or failed to compile (the limit counts them)
         self.described: set = set()  # the reasons' texts so far
         self._lock = threading.Lock()
 
@@ -212,38 +213,42 @@ class ShapeSpecialized:
         if shape in self.described:  # the same sizes with other floats
             shape = self.describe(args, floats=True)
         self.described.add(shape)
-        if len(self.compiled) >= self.limit:
-            if not self.eager_told:
-                self.eager_told = True
-                self.run_eagerly(f"a dynamic-shape graph met more than {self.limit} shapes: {shape} "
-                                 f"and every later new shape run eagerly")
-            return self.gm.forward
+        self.tried += 1
         constants = {p: (a.item() if isinstance(a, torch.Tensor) else a)
                      for p, a, fixed in zip(self.placeholders, args, self.constant) if fixed}
         keep = [i for i, fixed in enumerate(self.constant) if not fixed]
         static = with_constants(self.gm, constants)
         propagate_sizes(static, [args[i] for i in keep])
         reason = (f"a dynamic-shape graph compiled for {shape} "
-                  f"(shape {len(self.compiled) + 1}; at most {self.limit}, then eager)")
+                  f"(shape {self.tried}; at most {self.limit}, then eager)")
         compiled = self.compile_static(static, [args[i] for i in keep], reason)
 
         def run(*call_args):
             return compiled(*[call_args[i] for i in keep])
         return run
 
+    def _first_call(self, key: tuple, args: Sequence) -> Callable:
+        """Return what runs shape ``key`` from now on: its compile, or the graph itself past the
+        limit (told once) or when compiling it failed (told, and counted as a shape)."""
+        if self.tried >= self.limit:
+            if not self.eager_told:
+                self.eager_told = True
+                self.run_eagerly(f"a dynamic-shape graph met more than {self.limit} shapes: "
+                                 f"{self.describe(args)} and every later new shape run eagerly")
+            return self.gm.forward  # not kept: any number of shapes may come
+        try:
+            fn = self._specialize(args)
+        except Exception as e:  # our own failure must not stop training
+            self.run_eagerly(f"a dynamic-shape graph could not be specialized for "
+                             f"{self.describe(args)}: {type(e).__name__}: {e}")
+            fn = self.gm.forward
+        self.compiled[key] = fn
+        return fn
+
     def __call__(self, *args):
         key = _shape_key(args, self.constant, self.varying)
         fn = self.compiled.get(key)
         if fn is None:
             with self._lock:
-                fn = self.compiled.get(key)
-                if fn is None:
-                    try:
-                        fn = self._specialize(args)
-                    except Exception as e:  # our own failure must not stop training
-                        self.run_eagerly(f"a dynamic-shape graph could not be specialized for "
-                                         f"{self.describe(args)}: {type(e).__name__}: {e}")
-                        fn = self.gm.forward
-                    if fn is not self.gm.forward:
-                        self.compiled[key] = fn
+                fn = self.compiled.get(key) or self._first_call(key, args)
         return fn(*args)
