@@ -122,6 +122,20 @@ def _mutated_inputs_saved(gm: torch.fx.GraphModule) -> list[int]:
             if j >= first_saved and isinstance(o, torch.fx.Node) and index.get(o) in mutated]
 
 
+def _no_donated_buffers() -> None:
+    """Tell AOTAutograd (through the forward's metadata) that the backward reuses none of the
+    tensors the forward saved for it: none is written, the generated code only drops its references.
+    With the donated buffers AOTAutograd finds otherwise (buffers Inductor may overwrite), a
+    ``backward(retain_graph=True)`` after the backward was compiled is refused ("compiled with
+    non-empty donated buffers"), and a training loop that keeps its graph would stop."""
+    try:
+        meta = torch._guards.TracingContext.try_get().fw_metadata
+        if meta.bw_donated_idxs:
+            meta.bw_donated_idxs = []
+    except Exception:  # no tracing context, or a torch without donated buffers
+        pass
+
+
 def _saving_copies(fn: Callable, positions: Sequence[int]) -> Callable:
     """Return boxed ``fn`` whose outputs at ``positions`` are copies: a tensor saved for backward
     must keep the value it had in the forward, and AOTAutograd writes the input's new value into
@@ -330,6 +344,8 @@ class ThundervisCompiler:
         def compile_fx_graph(gm: torch.fx.GraphModule, example_inputs):
             obs = options.observer
             saved_copies = _mutated_inputs_saved(gm) if chain == "forward" else []
+            if chain == "forward":
+                _no_donated_buffers()
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
