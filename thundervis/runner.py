@@ -171,9 +171,12 @@ def _routed_compile(original: Callable, backend) -> Callable:
     @functools.wraps(original)
     def compile(model=None, **kwargs):
         dropped = {k: kwargs.pop(k) for k in ("backend", "mode", "options") if kwargs.get(k) is not None}
-        dropped.pop("backend", None)
-        if dropped:
-            backend.options.observer.note("compile_options_dropped", {k: str(v) for k, v in dropped.items()})
+        if dropped.get("backend") in ("thundervis", backend):  # ours already: nothing overridden
+            dropped.pop("backend")
+        if dropped:  # shown with the run's summary (present.status.compile_options_not_used)
+            backend.options.observer.note("compile_options_dropped", {
+                k: getattr(v, "__name__", None) if callable(v) and not isinstance(v, str) else str(v)
+                for k, v in dropped.items()})
         if kwargs.get("dynamic") is None:
             kwargs["dynamic"] = False
         return original(model, backend=backend, **kwargs)

@@ -43,10 +43,13 @@ def test_ls_json_is_the_overview(recorded, capsys):
     doc = json.loads(out)
     # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch), the
     # communication (collectives) and the roofline model (modelled_step, roofline; each fusion's
-    # roofline and targets), and each chain's timed line (present.chain_times; None: not profiled)
-    added = ("chains_eager", "chains_total", "fallbacks", "collectives", "modelled_step", "roofline", "numerics")
+    # roofline and targets), each chain's timed line (present.chain_times; None: not profiled) and
+    # the torch.compile options a run overrode (none here)
+    added = ("chains_eager", "chains_total", "fallbacks", "collectives", "modelled_step", "roofline", "numerics",
+             "compile_options_not_used")
     assert set(added) <= set(doc)
     assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
+    assert doc["compile_options_not_used"] == []
     base = {k: v for k, v in doc.items() if k not in added}
     for g in base["graphs"]:
         assert all(c.pop("timed") is None for c in g["chains"])

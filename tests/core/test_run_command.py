@@ -296,6 +296,30 @@ def test_a_dynamic_shape_script_compiles_each_shape_and_says_so(tmp_path, capsys
     assert code == 0 and "a dynamic-shape graph compiled for x 5×8, w 8×4 (shape 2; at most 8, then eager)" in listing
 
 
+def test_torch_compile_options_run_overrides_are_shown(tmp_path, capsys):
+    """``torch.compile(backend="inductor", mode="max-autotune")`` under ``thundervis run`` compiles
+    through thundervis: the run's summary and ``ls`` say which options were not used (once each,
+    however many times the script compiles); ``backend="thundervis"`` is not such an option."""
+    script = write_script(tmp_path, "opts.py", """
+        import torch
+        for _ in range(2):
+            f = torch.compile(lambda x: torch.sin(x) * 2, backend="inductor", mode="max-autotune")
+            f(torch.randn(3))
+        g = torch.compile(lambda x: torch.cos(x) + 1, backend="thundervis")
+        g(torch.randn(3))
+    """, with_model=False)
+    out = tmp_path / "opts.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
+    assert code == 0, err
+    line = ("torch.compile options not used: backend='inductor', mode='max-autotune' "
+            "(every graph compiles through thundervis; mode and options are Inductor's)")
+    assert f"thundervis: {line}" in stdout.splitlines(), stdout
+    code, listing, _ = run_cli(capsys, "ls", out, "--json")
+    assert json.loads(listing)["compile_options_not_used"] == ["backend='inductor'", "mode='max-autotune'"]
+    code, listing, _ = run_cli(capsys, "ls", out)
+    assert line in listing.splitlines()
+
+
 def test_steps_and_warmup_without_profile_say_they_are_ignored(tmp_path, capsys):
     script = write_script(tmp_path, "t.py", "x = 1\n", with_model=False)
     code, _, err = run_cli(capsys, "run", "--no-view", "-o", tmp_path / "a.tvrec", "--steps", "3",

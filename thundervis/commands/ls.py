@@ -54,7 +54,8 @@ def summary_dict(rec, gpus=None) -> dict:
     roofline model (``modelled_step``, each fusion's ``roofline`` and ``targets.<sm>``) on the
     recorded targets or the GPUs ``gpus`` names."""
     from thundervis.present.chain_times import chain_time_text
-    from thundervis.present.status import chain_counts, fallback_reasons, fallbacks, kernel_runs
+    from thundervis.present.status import (chain_counts, compile_options_not_used, fallback_reasons, fallbacks,
+                                           kernel_runs)
     ov = rec.overview()
     d = ov.as_json()
     for graph, g in zip(ov.graphs, d["graphs"]):  # a profiled chain's time per call, as ls prints it
@@ -72,6 +73,7 @@ def summary_dict(rec, gpus=None) -> dict:
             k["ran_on"] = run.as_json() if run is not None else None
             k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
+    d["compile_options_not_used"] = compile_options_not_used(rec.events("compile_options_dropped"))
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
     add_roofline(d, rec, gpus)
@@ -157,7 +159,7 @@ def _common_sizes(reasons: list) -> str:
 
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
-    ran eagerly, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
+    ran eagerly, the ``torch.compile`` options the run overrode, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
     its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
     groups). Recorded strings are made terminal-safe."""
     from thundervis.present.source_view import op_name
@@ -165,6 +167,9 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     v = visible_line
     lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
              else "no chain was compiled"]
+    if d.get("compile_options_not_used"):
+        lines.append(f"torch.compile options not used: {v(', '.join(d['compile_options_not_used']))} "
+                     f"(every graph compiles through thundervis; mode and options are Inductor's)")
     loud = [f for f in d["fallbacks"] if f["kind"] != TORCH_OP]
     for f in loud:
         where = f" · {v(f['source'])}" if f["source"] else ""

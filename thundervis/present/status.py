@@ -172,6 +172,21 @@ def kernel_fallbacks(events) -> list[KernelFallback]:
     return out
 
 
+def compile_options_not_used(events) -> list[str]:
+    """Return the ``torch.compile`` options a ``thundervis run`` overrode (``backend='inductor'``,
+    ``mode='max-autotune'``: Inductor's, not ours), each once, in the order first seen: the one
+    reader of ``compile_options_dropped`` events."""
+    seen: list[str] = []
+    for e in events:
+        if e.event != "compile_options_dropped" or not isinstance(e.data, dict):
+            continue
+        for key, value in e.data.items():
+            text = f"{key}={value!r}" if isinstance(value, str) else None
+            if isinstance(key, str) and text and text not in seen:
+                seen.append(text)
+    return seen
+
+
 def fallback_reasons(events) -> dict:
     """Return ``{(graph, chain, kernel name): error}`` for the kernels that fell back at run time."""
     return {(f.graph, f.chain, f.kernel): f.error for f in kernel_fallbacks(events)}
