@@ -171,11 +171,12 @@ def _routed_compile(original: Callable, backend) -> Callable:
     @functools.wraps(original)
     def compile(model=None, **kwargs):
         dropped = {k: kwargs.pop(k) for k in ("backend", "mode", "options") if kwargs.get(k) is not None}
-        if dropped.get("backend") in ("thundervis", backend):  # ours already: nothing overridden
-            dropped.pop("backend")
+        named = dropped.get("backend")
+        if named is not None and (named == "thundervis" or isinstance(named, type(backend))):
+            dropped.pop("backend")  # ours already: nothing overridden
         if dropped:  # shown with the run's summary (present.status.compile_options_not_used)
             backend.options.observer.note("compile_options_dropped", {
-                k: getattr(v, "__name__", None) if callable(v) and not isinstance(v, str) else str(v)
+                k: v if isinstance(v, str) else getattr(v, "__name__", type(v).__name__)
                 for k, v in dropped.items()})
         if kwargs.get("dynamic") is None:
             kwargs["dynamic"] = False

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from thundervis.compiler import CompileObserver, ThundervisCompiler
 from thundervis.compiler.backend import reset_graph_ids
+
+from checkpoint_block import CheckpointedBlock
 
 
 class Failures(CompileObserver):
@@ -20,31 +20,15 @@ class Failures(CompileObserver):
         self.failures.append((graph, chain, error))
 
 
-class Block(torch.nn.Module):
-    def __init__(self, checkpointed: bool):
-        super().__init__()
-        self.checkpointed = checkpointed
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8, 4)
-
-    def inner(self, x):
-        return F.relu(self.bn(self.conv(x)))
-
-    def forward(self, x):
-        h = checkpoint(self.inner, x, use_reentrant=False) if self.checkpointed else self.inner(x)
-        return self.fc(h.mean((2, 3)))
-
-
 @pytest.mark.parametrize("checkpointed", [True, False])
 def test_batchnorm_running_stats_saved_for_backward_train_like_eager(checkpointed):
     torch._dynamo.reset()
     reset_graph_ids()
     torch.manual_seed(0)
-    model = Block(checkpointed)
+    model = CheckpointedBlock(checkpointed)
     # Eager without the checkpoint: a compiled checkpoint updates the statistics once a step, as
     # Inductor does (eager's recompute in backward would update them a second time).
-    ref = Block(False)
+    ref = CheckpointedBlock(False)
     ref.load_state_dict(model.state_dict())
     obs = Failures()
     compiled = torch.compile(model, backend=ThundervisCompiler(observer=obs))

@@ -11,6 +11,8 @@ import thundervis.compiler.shape_specialize as shape_specialize
 from thundervis.compiler import CompileObserver, ThundervisCompiler
 from thundervis.compiler.backend import reset_graph_ids
 
+from checkpoint_block import CheckpointedBlock
+
 
 class Graphs(CompileObserver):
     """Keeps each graph's start info, every failure and every chain that compiled."""
@@ -149,27 +151,6 @@ def test_dynamos_restart_of_its_analysis_passes_through_and_is_no_fallback(monke
     with pytest.raises(TensorifyScalarRestartAnalysis):
         ThundervisCompiler(observer=obs)(gm, [torch.randn(3)])
     assert obs.failures == []
-
-
-class CheckpointedBlock(torch.nn.Module):
-    """A checkpointed region whose floats (BatchNorm's momentum and eps) Dynamo hands its body as
-    0-d tensors, and a dropout's p at the top level."""
-
-    def __init__(self, checkpointed: bool = True):
-        super().__init__()
-        self.checkpointed = checkpointed
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
-        self.drop = torch.nn.Dropout(0.0)
-        self.fc = torch.nn.Linear(8, 4)
-
-    def inner(self, x):
-        return F.relu(self.bn(self.conv(x)))
-
-    def forward(self, x):
-        from torch.utils.checkpoint import checkpoint
-        h = checkpoint(self.inner, x, use_reentrant=False) if self.checkpointed else self.inner(x)
-        return self.fc(self.drop(h.mean((2, 3))))
 
 
 def test_floats_inside_a_checkpointed_region_become_constants_of_each_shape():

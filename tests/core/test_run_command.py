@@ -299,7 +299,8 @@ def test_a_dynamic_shape_script_compiles_each_shape_and_says_so(tmp_path, capsys
 def test_torch_compile_options_run_overrides_are_shown(tmp_path, capsys):
     """``torch.compile(backend="inductor", mode="max-autotune")`` under ``thundervis run`` compiles
     through thundervis: the run's summary and ``ls`` say which options were not used (once each,
-    however many times the script compiles); ``backend="thundervis"`` is not such an option."""
+    however many times the script compiles); our own backend, by name or as a compiler, is not
+    such an option."""
     script = write_script(tmp_path, "opts.py", """
         import torch
         for _ in range(2):
@@ -307,15 +308,21 @@ def test_torch_compile_options_run_overrides_are_shown(tmp_path, capsys):
             f(torch.randn(3))
         g = torch.compile(lambda x: torch.cos(x) + 1, backend="thundervis")
         g(torch.randn(3))
+        from thundervis.compiler import ThundervisCompiler
+        h = torch.compile(lambda x: torch.tan(x) - 1, backend=ThundervisCompiler())
+        h(torch.randn(3))
+        k = torch.compile(lambda x: torch.exp(x), backend=lambda gm, inputs: gm.forward)
+        k(torch.randn(3))
     """, with_model=False)
     out = tmp_path / "opts.tvrec"
     code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
     assert code == 0, err
-    line = ("torch.compile options not used: backend='inductor', mode='max-autotune' "
+    line = ("torch.compile options not used: backend='inductor', mode='max-autotune', backend='<lambda>' "
             "(every graph compiles through thundervis; mode and options are Inductor's)")
     assert f"thundervis: {line}" in stdout.splitlines(), stdout
     code, listing, _ = run_cli(capsys, "ls", out, "--json")
-    assert json.loads(listing)["compile_options_not_used"] == ["backend='inductor'", "mode='max-autotune'"]
+    assert json.loads(listing)["compile_options_not_used"] == ["backend='inductor'", "mode='max-autotune'",
+                                                              "backend='<lambda>'"]
     code, listing, _ = run_cli(capsys, "ls", out)
     assert line in listing.splitlines()
 

@@ -159,9 +159,9 @@ def _common_sizes(reasons: list) -> str:
 
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
-    ran eagerly, the ``torch.compile`` options the run overrode, each eager chain, run-time kernel fallback and Dynamo recompile-limit fallback with
-    its source line and reason, then the ops torch runs grouped by reason (at most ``ops_limit``
-    groups). Recorded strings are made terminal-safe."""
+    ran eagerly, the ``torch.compile`` options the run overrode, each eager chain, run-time kernel
+    fallback and Dynamo recompile-limit fallback with its source line and reason, then the ops torch
+    runs grouped by reason (at most ``ops_limit`` groups). Recorded strings are made terminal-safe."""
     from thundervis.present.source_view import op_name
     from thundervis.present.status import TORCH_OP
     v = visible_line

@@ -1,0 +1,26 @@
+"""A conv + BatchNorm block for the compiler's tests, its conv and BatchNorm optionally under
+activation checkpointing: an input AOTAutograd mutates after the forward (the running statistics)
+that a checkpointed forward saves for backward, and floats Dynamo may pass as 0-d tensors
+(BatchNorm's eps and momentum, a dropout's p, here 0 so that results stay deterministic)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+class CheckpointedBlock(torch.nn.Module):
+    def __init__(self, checkpointed: bool = True):
+        super().__init__()
+        self.checkpointed = checkpointed
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.drop = torch.nn.Dropout(0.0)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def inner(self, x):
+        return F.relu(self.bn(self.conv(x)))
+
+    def forward(self, x):
+        h = checkpoint(self.inner, x, use_reentrant=False) if self.checkpointed else self.inner(x)
+        return self.fc(self.drop(h.mean((2, 3))))
