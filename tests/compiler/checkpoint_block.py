@@ -24,3 +24,19 @@ class CheckpointedBlock(torch.nn.Module):
     def forward(self, x):
         h = checkpoint(self.inner, x, use_reentrant=False) if self.checkpointed else self.inner(x)
         return self.fc(self.drop(h.mean((2, 3))))
+
+
+def train_like_eager(compiled, model: torch.nn.Module, ref: torch.nn.Module, inputs) -> None:
+    """Run one training step per input through ``compiled`` (a compiled ``model``) and through
+    ``ref`` (eager, same weights), asserting after each that the losses, every gradient and the
+    BatchNorm running statistics agree; gradients are cleared between steps."""
+    for x in inputs:
+        loss, expected = compiled(x).square().mean(), ref(x).square().mean()
+        loss.backward()
+        expected.backward()
+        torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+            p.grad = q.grad = None
+        torch.testing.assert_close(model.bn.running_mean, ref.bn.running_mean, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(model.bn.running_var, ref.bn.running_var, rtol=1e-5, atol=1e-6)
