@@ -23,7 +23,8 @@ from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_row
 from thundervis.present.numerics import numerics_json, numerics_summary, verdict_cell
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import built_targets, chain_eager, fallback_reasons, kernel_runs, symbol_status
+from thundervis.present.status import (built_targets, chain_eager, fallback_reasons, kernel_runs,
+                                       recorded_dynamo_fallbacks, symbol_status)
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.present.units import format_ms, format_share, format_us
 from thundervis.recording import PassRef, RecordingError, UnknownItem
@@ -275,7 +276,8 @@ class RecordingData:
         a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``).
         ``default_graph``, each graph's ``default_chain`` and each chain's ``default_pass``: where
         the view opens when nothing (or nothing valid) is picked (``present.default_view``).
-        ``communication``: :func:`.comm_data.communication_json` (None when the run had none)."""
+        ``communication``: :func:`.comm_data.communication_json` (None when the run had none);
+        ``dynamo_fallbacks``: the functions Dynamo runs eagerly (``present.status.dynamo_fallbacks``)."""
         infos, table, sources = Interner(), Interner(), Interner()
         run = self.overview().run
         roofline, roofline_target = self.roofline()
@@ -314,13 +316,14 @@ class RecordingData:
                                        for k in self.kernels_json(g, roofline)]})
         with self._lock:
             communication = communication_json(self.rec)
+            dynamo = [f.as_json() for f in recorded_dynamo_fallbacks(self.rec)]
         numerics = numerics_json(self.numerics_summary())
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "default_graph": shown.id if shown is not None else None,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
-                "roofline_target": roofline_target, "numerics": numerics}
+                "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo}
 
     def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
         """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return

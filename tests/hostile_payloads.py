@@ -5,7 +5,8 @@ as data, never as markup (Textual, Rich, DOT, HTML) nor as terminal control.
 hyperlink, a backslash (the end of a DOT or Python string), ESC and a bidi override, and HTML.
 :func:`write_hostile_recording` writes a recording through the real writer with the payload in every
 free-text field the writer stores (script, argv, cwd, pass names, symbol sources, notes, kernel
-name, executor and source lines, failures, traceback, events). :func:`poison_every_text_column`
+name, executor and source lines, failures, traceback, events, functions Dynamo ran eagerly).
+:func:`poison_every_text_column`
 then appends it to every TEXT column at the SQLite level (what a tampered file can hold).
 """
 from __future__ import annotations
@@ -54,6 +55,12 @@ def write_hostile_recording(path: str, payload: str = PAYLOAD) -> str:
         rec.pass_done(0, "forward", 2, "codegen", after.replace(pass_name="codegen"), 0.001, False)
         rec.kernels_built(0, "forward", [record])
         rec.note(f"event{payload}", {"why": payload})
+        # functions Dynamo ran eagerly: no graph of theirs, shown in run summaries and banners
+        rec.note("dynamo_frame_failed", {"function": f"fwd{payload}", "file": f"/nope/{payload}.py", "line": 3,
+                                         "fail_type": payload, "reason": f"{payload}\n  Explanation: {payload}",
+                                         "at_file": f"/nope/{payload}.py", "at_line": 4})
+        rec.note("dynamo_recompile_limit", {"limit_type": payload, "limit": payload, "function": payload,
+                                            "file": payload, "line": 5, "reason": payload})
         rec.chain_failed(0, "backward", f"boom {payload}", f"Traceback {payload}")
         rec.graph_finished(0, 0.01)
         rec.finish_run("failed", 1, f"Traceback (most recent call last):\n  {payload}\nError: {payload}")

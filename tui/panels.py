@@ -75,7 +75,7 @@ def pass_row(p) -> Text:
 
 def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
     """Return the run section: target, status (failed/killed in red), device and versions (with
-    ``versions``), graphs, eager chains, fallbacks, traceback."""
+    ``versions``), graphs, eager chains, functions Dynamo runs eagerly, kernel fallbacks, traceback."""
     r = ov.run
     t = Text()
     t.append("run  ", style=HEAD)
@@ -102,6 +102,11 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
             st = ov.status(g.id, c.kind)
             if st is not None and st.eager:
                 t.append(f"  {c.kind} ran eagerly: {visible_line(st.eager)}\n", style=Style(color=BAD))
+    if not ov.graphs:
+        t.append("no graph was compiled\n", style=DIM)
+    for f in ov.dynamo_fallbacks:  # functions with no graph to show them in: said here or nowhere
+        where = f" · {f.source}" if f.source else ""
+        t.append(f"  {visible_line(f.what + where)}: {visible_line(f.reason)}\n", style=Style(color=BAD))
     fell = [k for k in ov.kernels if k.fallback]
     for k in fell:
         t.append(f"  {visible_line(k.name)} fell back to torch: {visible_line(k.fallback)}\n", style=Style(color=WARN))

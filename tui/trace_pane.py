@@ -75,7 +75,7 @@ class TracePane(Vertical):
         self.update_title(None)
         if state.graph is None or state.index is None:
             self.shown, self.lines = None, []
-            view.set_trace(text_lines(["no compiled graph in this recording yet"]))
+            view.set_trace(text_lines(_no_graph_lines(overview)))
             self._on_shown("none")
             return
         args = (state.graph, state.chain, state.index, diff_base(state, self.chain), state.side_by_side, state.folded)
@@ -190,3 +190,16 @@ class TracePane(Vertical):
                              state.side_by_side, state.folded)
                 except DataError:
                     pass
+
+
+def _no_graph_lines(overview) -> list:
+    """The trace pane's lines for a recording without a compiled graph: still being recorded, or
+    a run that compiled none, saying how many functions Dynamo ran eagerly (why: the run summary)."""
+    running = overview is None or getattr(overview.run, "status", None) == "running"
+    if running:
+        return ["no compiled graph in this recording yet"]
+    lines = ["no graph was compiled in this run"]
+    n = len(overview.dynamo_fallbacks)
+    if n:
+        lines.append(f"Dynamo ran {n} function{'' if n == 1 else 's'} eagerly: see the run summary")
+    return lines

@@ -8,6 +8,19 @@
 
 // -- the recording widget ------------------------------------------------------------------------
 
+// The functions Dynamo ran eagerly (present.status.dynamo_fallbacks): no graph of theirs exists, so
+// this banner is the only place the widget can say so. Recorded text goes in as text, never markup.
+function dynamoBanner(data) {
+  const items = data.dynamo_fallbacks || [];
+  if (!items.length && (data.graphs || []).length) return null;
+  const box = h("div", { class: "tv-eager-banner tv-dynamo-banner" });
+  if (!(data.graphs || []).length) box.appendChild(h("div", { text: data.status === "running" ? "no graph compiled yet" : "no graph was compiled in this run" }));
+  for (const f of items) {
+    box.appendChild(h("div", {}, h("b", { text: `${f.what}${f.source ? " · " + f.source : ""}: ` }), f.reason));
+  }
+  return box;
+}
+
 function renderRecording(model, el, ask, shared) {
   const data = model.get("data");
   const groupInfo = model.get("group");
@@ -55,7 +68,7 @@ function renderRecording(model, el, ask, shared) {
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
   const bar = isGroup ? groupBar(model) : null;
-  root.append(...[header, bar && bar.el, toolbar, eagerBanner, body].filter(Boolean));
+  root.append(...[header, dynamoBanner(data), bar && bar.el, toolbar, eagerBanner, body].filter(Boolean));
 
   // what is picked, else the view present.default_view opens (default_graph, default_chain)
   const graphOf = () =>

@@ -11,7 +11,7 @@ import pytest
 
 import thundervis.compiler.backend as backend_mod
 from thundervis.recording import open_recording
-from thundervis.present.status import EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP, chain_counts, fallbacks
+from thundervis.present.status import EAGER, KERNEL, NOT_TRACED, RECOMPILE_LIMIT, TORCH_OP, chain_counts, fallbacks
 
 from core_helpers import line_of, run_cli
 from fallback_fixtures import fail_first_launch
@@ -39,6 +39,13 @@ for _ in range(2):
 f = torch.compile(scaled)
 for n in range(3):  # an int argument Dynamo specializes on: a recompile per value
     f(torch.randn(4), n)
+
+lstm = torch.nn.LSTM(4, 4)
+
+def recurrent(x):
+    return lstm(x)[0].sum()  # LINE_LSTM: Dynamo does not trace an LSTM; the whole function runs eagerly
+
+torch.compile(recurrent)(torch.randn(3, 2, 4))
 """
 
 KERNEL_ERROR = "input strides (32, 1) differ from the recorded (0, 1)"
@@ -48,7 +55,7 @@ KERNEL_ERROR = "input strides (32, 1) differ from the recorded (0, 1)"
 def fallback_run(tmp_path_factory):
     """One recorded run with every kind of fallback: the backward chain of the model fails to
     compile (it runs eagerly), the first Triton kernel fails on its first launch, Dynamo hits its
-    recompile limit, and sort/round run in torch. Returns (recording path, script path, run output)."""
+    recompile limit, Dynamo cannot trace a function (an LSTM), and sort/round run in torch. Returns (recording path, script path, run output)."""
     from thundervis.runner import check_output, run_target
     folder = tmp_path_factory.mktemp("fallbacks")
     script = os.path.join(str(folder), "train_fb.py")
@@ -83,7 +90,7 @@ def test_every_kind_is_recorded_with_its_source_line(fallback_run):
         found = fallbacks(rec)
         eager, total = chain_counts(rec)
     kinds = {f.kind for f in found}
-    assert {EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP} <= kinds
+    assert {EAGER, KERNEL, RECOMPILE_LIMIT, NOT_TRACED, TORCH_OP} <= kinds
     assert eager >= 1 and total > eager
     (bw,) = [f for f in found if f.kind == EAGER and f.chain == "backward"]
     assert bw.reason.endswith("a compiler bug in backward") and bw.source and bw.source.startswith(name)
@@ -91,6 +98,9 @@ def test_every_kind_is_recorded_with_its_source_line(fallback_run):
     assert failed[0] in kernel.what and KERNEL_ERROR in kernel.reason and kernel.source.startswith(name)
     (limit,) = [f for f in found if f.kind == RECOMPILE_LIMIT]
     assert limit.source == f"{name}:{line_of(script, 'def scaled')}" and "recompile_limit (1)" in limit.reason
+    (untraced,) = [f for f in found if f.kind == NOT_TRACED]
+    assert untraced.what == "Dynamo runs recurrent eagerly" and "LSTM" in untraced.reason
+    assert untraced.source == f"{name}:{line_of(script, 'LINE_LSTM')}"  # where Dynamo stopped
     sort = [f for f in found if f.kind == TORCH_OP and f.what.startswith("aten.sort")]
     assert sort and sort[0].reason.startswith("not lowered:") and sort[0].source == f"{name}:{line_of(script, 'LINE_SORT')}"
     rounds = [f for f in found if f.kind == TORCH_OP and f.what == "prims.round"]
@@ -103,7 +113,9 @@ def test_ls_shows_the_summary_and_every_fallback(fallback_run, capsys):
     assert code == 0
     with open_recording(path) as rec:
         eager, total = chain_counts(rec)
-    assert f"{eager} of {total} chains ran eagerly" in out
+    assert f"{eager} of {total} chains ran eagerly · 1 function Dynamo could not trace ran eagerly" in out
+    assert (f"fallback not traced: Dynamo runs recurrent eagerly · train_fb.py:{line_of(script, 'LINE_LSTM')}: "
+            "Attempted to wrap RNN, GRU, or LSTM") in out
     assert "fallback eager: graph 0 backward · backward ran eagerly · train_fb.py:" in out
     assert "fallback kernel: " in out and KERNEL_ERROR in out and failed[0] in out
     # no longer listed as plain [triton]

@@ -159,14 +159,21 @@ def _common_sizes(reasons: list) -> str:
 
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
-    ran eagerly, the ``torch.compile`` options the run overrode, each eager chain, run-time kernel
-    fallback and Dynamo recompile-limit fallback with its source line and reason, then the ops torch
+    ran eagerly (and how many functions Dynamo could not trace), the ``torch.compile`` options the
+    run overrode, each eager chain, run-time kernel fallback, Dynamo recompile-limit fallback and
+    function Dynamo could not trace with its source line and reason, then the ops torch
     runs grouped by reason (at most ``ops_limit`` groups). Recorded strings are made terminal-safe."""
     from thundervis.present.source_view import op_name
-    from thundervis.present.status import TORCH_OP
+    from thundervis.present.status import NOT_TRACED, TORCH_OP
     v = visible_line
-    lines = [f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
-             else "no chain was compiled"]
+    head = (f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
+            else "no chain was compiled")
+    # A function Dynamo could not trace never became a graph: without this it would be missing
+    # from the count above, although it ran eagerly.
+    not_traced = sum(1 for f in d["fallbacks"] if f["kind"] == NOT_TRACED)
+    if not_traced:
+        head += f" · {not_traced} function{'' if not_traced == 1 else 's'} Dynamo could not trace ran eagerly"
+    lines = [head]
     if d.get("compile_options_not_used"):
         lines.append(f"torch.compile options not used: {v(', '.join(d['compile_options_not_used']))} "
                      f"(every graph compiles through thundervis; mode and options are Inductor's)")

@@ -1,6 +1,7 @@
 """A recording's overview as views show it, read once: the reader's ``Overview`` (run, graphs,
 chains, passes), every chain's :class:`~.status.ChainStatus`, the kernel table rows with their
-run-time fallbacks, and how many collectives ran between the compiled graphs."""
+run-time fallbacks, how many collectives ran between the compiled graphs, and the functions Dynamo
+runs eagerly (no graph of theirs to show them in)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +9,8 @@ from operator import attrgetter
 from typing import Optional
 
 from .kernel_rows import KernelRow, kernel_rows
-from .status import (ChainStatus, built_targets, chain_counts, chain_status, fallback_reasons, graph_eager,
-                     kernel_runs)
+from .status import (ChainStatus, built_targets, chain_counts, chain_status, dynamo_fallbacks, fallback_reasons,
+                     graph_eager, kernel_runs)
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class ViewOverview:
     collectives_between: int = 0
     roofline_target: Optional[str] = None  # what the kernel rows' roofline µs are modelled on
     numerics: object = None  # present.numerics.NumericsSummary (run --check-numerics), or None
+    # present.status.Fallback: functions Dynamo runs eagerly (recompile limit, could not trace them)
+    dynamo_fallbacks: tuple = ()
 
     # Fields of the reader's ``Overview`` that views read from here as well.
     path = property(attrgetter("overview.path"), doc="The recording's path (``str``).")
@@ -52,10 +55,11 @@ class ViewOverview:
         return chain_counts(self.graphs)
 
     def as_json(self) -> dict:
-        """Return the reader's overview document plus ``statuses``, ``kernels`` (table rows) and
-        ``collectives_between``."""
+        """Return the reader's overview document plus ``statuses``, ``kernels`` (table rows),
+        ``collectives_between`` and ``dynamo_fallbacks``."""
         return {**self.overview.as_json(), "statuses": [s.as_json() for s in self.statuses],
-                "kernel_rows": [k.as_json() for k in self.kernels], "collectives_between": self.collectives_between}
+                "kernel_rows": [k.as_json() for k in self.kernels], "collectives_between": self.collectives_between,
+                "dynamo_fallbacks": [f.as_json() for f in self.dynamo_fallbacks]}
 
 
 def read_overview(rec) -> ViewOverview:
@@ -73,7 +77,7 @@ def read_overview(rec) -> ViewOverview:
                           chain_times={(c.graph, c.chain): c for g in ov.graphs for c in g.timings.chains})
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
-                        numerics=numerics_summary(rec, runs))
+                        numerics=numerics_summary(rec, runs), dynamo_fallbacks=tuple(dynamo_fallbacks(events)))
 
 
 def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:

@@ -10,6 +10,9 @@ a generated kernel:
   (``kernel_fallback`` events);
 - ``recompile limit``: Dynamo gave up compiling a function after its recompile limit and runs it
   eagerly from then on (``dynamo_recompile_limit`` events);
+- ``not traced``: Dynamo could not trace a function at all (an RNN module, a graph break it cannot
+  resume from), so it runs eagerly and no graph of it was ever compiled (``dynamo_frame_failed``
+  events);
 - ``torch op``: an op of a compiled chain that the torch executor runs, with the note saying why
   (not lowered to prims, or not claimed by a fusion executor).
 
@@ -35,7 +38,7 @@ from typing import Iterable, Optional
 from thundervis.recording import TORCH_NOTED, Recording, RecordingError, UnknownItem
 
 EXECUTED_CHAINS = ("forward", "backward", "inference")
-EAGER, KERNEL, RECOMPILE_LIMIT, TORCH_OP = "eager", "kernel", "recompile limit", "torch op"
+EAGER, KERNEL, RECOMPILE_LIMIT, NOT_TRACED, TORCH_OP = "eager", "kernel", "recompile limit", "not traced", "torch op"
 
 
 @dataclass(frozen=True)
@@ -221,14 +224,7 @@ def fallbacks(rec: Recording, ops: bool = True) -> list[Fallback]:
     for k in kernel_fallbacks(rec.events("kernel_fallback")):
         out.append(Fallback(KERNEL, k.graph, k.chain, f"{k.executor} kernel {k.kernel} ran in torch", k.error,
                             ", ".join(k.sources[:3]) or None, k.uid))
-    for e in rec.events("dynamo_recompile_limit"):
-        d = e.data if isinstance(e.data, dict) else {}
-        reason = f"hit {d.get('limit_type')} ({d.get('limit')})"
-        last = _one_line(d.get("reason")).split("#")[0].strip()
-        if last:
-            reason += f"; last guard failure: {last}"
-        out.append(Fallback(RECOMPILE_LIMIT, None, None, f"Dynamo runs {d.get('function')} eagerly", reason,
-                            _label(d.get("file"), d.get("line"))))
+    out += recorded_dynamo_fallbacks(rec)
     if ops:
         for g in graphs:
             for c in g.chains:
@@ -242,6 +238,59 @@ def fallbacks(rec: Recording, ops: bool = True) -> list[Fallback]:
                     src = _label(s.source.file, s.source.line) if s.source else None
                     out.append(Fallback(TORCH_OP, g.id, c.kind, s.sym, _one_line(s.note), src, s.uid))
     return out
+
+
+def dynamo_fallbacks(events) -> list[Fallback]:
+    """Return the functions Dynamo runs eagerly, from the recording's events, in order: after its
+    recompile limit (:data:`RECOMPILE_LIMIT`, with the last guard failure) and those it could not
+    trace at all (:data:`NOT_TRACED`, with Dynamo's reason, where it stopped in the user's code, else
+    where the function starts). Other events are ignored; recorded fields are validated."""
+    out: list[Fallback] = []
+    for e in events:
+        d = e.data if isinstance(e.data, dict) else {}
+        if e.event == "dynamo_recompile_limit":
+            reason = f"hit {d.get('limit_type')} ({d.get('limit')})"
+            last = _one_line(d.get("reason")).split("#")[0].strip()
+            if last:
+                reason += f"; last guard failure: {last}"
+            out.append(Fallback(RECOMPILE_LIMIT, None, None, f"Dynamo runs {d.get('function')} eagerly", reason,
+                                _label(d.get("file"), d.get("line"))))
+        elif e.event == "dynamo_frame_failed":
+            where = _label(d.get("at_file"), _int(d.get("at_line"))) or _label(d.get("file"), _int(d.get("line")))
+            out.append(Fallback(NOT_TRACED, None, None, f"Dynamo runs {d.get('function')} eagerly",
+                                dynamo_reason(d.get("reason"), d.get("fail_type")), where))
+    return out
+
+
+def recorded_dynamo_fallbacks(rec: Recording) -> list[Fallback]:
+    """Return :func:`dynamo_fallbacks` of an open recording, reading only the events it uses."""
+    return dynamo_fallbacks([e for name in DYNAMO_EVENTS for e in rec.events(name)])
+
+
+# The events :func:`dynamo_fallbacks` reads.
+DYNAMO_EVENTS = ("dynamo_recompile_limit", "dynamo_frame_failed")
+
+
+def _int(v) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def dynamo_reason(text, fail_type=None) -> str:
+    """Return Dynamo's failure text as one line: its first line, then its explanation and first
+    hint when it gives them (``Attempted to wrap RNN, GRU, or LSTM: Dynamo does not support RNN,
+    GRU, or LSTM. Hint: Set torch._dynamo.config.allow_rnn=True ...``); the failure's type when
+    there is no text."""
+    lines = [" ".join(x.split()) for x in str(text or "").splitlines() if x.strip()]
+    if not lines:
+        return str(fail_type or "Dynamo could not trace it")
+    parts = [lines[0]]
+    explanation = next((x[len("Explanation:"):].strip() for x in lines[1:] if x.startswith("Explanation:")), "")
+    hint = next((x[len("Hint:"):].strip() for x in lines[1:] if x.startswith("Hint:")), "")
+    if explanation:
+        parts[0] = parts[0].rstrip(".:") + ": " + explanation
+    if hint:
+        parts.append("Hint: " + hint)
+    return " ".join(parts)
 
 
 def symbol_note(executor: Optional[str], note: Optional[str]) -> Optional[str]:

@@ -27,7 +27,7 @@ from thundervis.compiler.ir import KernelRecord, Trace
 from thundervis.compiler.observer import CompileObserver
 from thundervis.compiler.serialize import kernel_to_dict
 
-from .dynamo_info import DynamoReasons
+from .dynamo_info import DynamoReasons, FrameFailures
 from .environment import device_name as _device, versions as _versions
 from .liveness import host_name, process_token
 from .pass_deltas import JSON_SEPARATOR, MAX_DELTA_CHAIN, TEXT_SEPARATOR, encode_delta, encode_ids
@@ -96,6 +96,7 @@ class RecordingObserver(CompileObserver):
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._reasons = DynamoReasons()
+        self._frames = FrameFailures()
         self._encoder = TraceTextCache()
         # (graph, chain) -> (index of the latest pass written, the pass holding its symbol rows)
         self._latest: dict[tuple, tuple[int, int]] = {}
@@ -171,6 +172,7 @@ class RecordingObserver(CompileObserver):
         Chains still being profiled report their partial timings first."""
         from thundervis.compiler.profiling import flush_all
         flush_all()
+        self.record_frame_failures()
         self.write_symbol_rows()
         self._write("the end of the run", lambda c: c.execute(
             "UPDATE run SET status=?, exit_code=?, traceback=?, ended_at=? WHERE id=1",
@@ -196,9 +198,21 @@ class RecordingObserver(CompileObserver):
             "INSERT INTO events(graph_id, chain, event, data, at) VALUES (?,?,?,?,?)",
             (graph, chain, event, _json(data), time.time())))
 
+    def record_frame_failures(self) -> None:
+        """Record each function Dynamo could not compile since the last call as a
+        ``dynamo_frame_failed`` event (:class:`~.dynamo_info.FrameFailures`): it ran eagerly and no
+        graph of it reached the backend. Called at each new graph and when the run ends."""
+        try:
+            failures = self._frames.new_failures()
+        except Exception:
+            return
+        for data in failures:
+            self.note("dynamo_frame_failed", data)
+
     def close(self) -> None:
         """Create the lookup indexes, checkpoint the WAL into the main file and close it; later
         events are ignored."""
+        self.record_frame_failures()
         try:
             self.write_symbol_rows()
         except Exception:
@@ -231,6 +245,7 @@ class RecordingObserver(CompileObserver):
 
     def graph_started(self, graph: int, info: dict) -> None:
         """Record a new compiled graph with Dynamo's reasons for compiling it."""
+        self.record_frame_failures()
         try:
             why = self._reasons.current()
         except Exception:
