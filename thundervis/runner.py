@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import functools
 import importlib.util
+import inspect
 import logging
 import os
 import re
@@ -180,8 +181,28 @@ def _routed_compile(original: Callable, backend) -> Callable:
                 for k, v in dropped.items()})
         if kwargs.get("dynamic") is None:
             kwargs["dynamic"] = False
-        return original(model, backend=backend, **kwargs)
+        return original(_traceable_module_call(model), backend=backend, **kwargs)
     return compile
+
+
+def _traceable_module_call(model):
+    """Return what ``torch.compile`` should get for ``model``: ``Module.compile()`` hands it the
+    module's bound ``_call_impl``, a frame of torch's own that Dynamo skips; when the module's
+    ``forward`` is torch's own too (``nn.Sequential``, a built-in layer), Dynamo then captures
+    nothing and the module runs eagerly, silently (pytorch#150915). ``torch.compile(module)`` puts
+    such a module behind a frame Dynamo traces (``external_utils.wrap_inline``); this does the same
+    for ``Module.compile()``. Anything else, or a torch without those helpers: ``model`` as given."""
+    import torch
+    if not (inspect.ismethod(model) and model.__func__ is torch.nn.Module._call_impl):
+        return model
+    try:
+        from torch._dynamo import external_utils, trace_rules
+        forward = model.__self__.forward
+        if inspect.ismethod(forward) and trace_rules.check(forward):
+            return external_utils.wrap_inline(model)
+    except Exception:  # torch moved them: Module.compile() behaves as torch makes it
+        pass
+    return model
 
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,

@@ -296,6 +296,44 @@ def test_a_dynamic_shape_script_compiles_each_shape_and_says_so(tmp_path, capsys
     assert code == 0 and "a dynamic-shape graph compiled for x 5×8, w 8×4 (shape 2; at most 8, then eager)" in listing
 
 
+def test_module_compile_of_torchs_own_modules_is_compiled(tmp_path, capsys):
+    """``model.compile()`` on an ``nn.Sequential`` or a built-in layer captures nothing in torch
+    alone (its ``_call_impl`` and ``forward`` are torch's own frames, pytorch#150915): under
+    ``thundervis run`` it compiles as ``torch.compile(model)`` does, trains like eager, and a
+    module of the user's own (its ``forward`` in the script) keeps torch's path."""
+    script = write_script(tmp_path, "modc.py", """
+        import copy
+        import torch
+
+        class Own(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+
+        torch.manual_seed(0)
+        seq = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 8))
+        conv, own = torch.nn.Conv1d(2, 2, 3), Own()
+        eager = [copy.deepcopy(m) for m in (seq, conv, own)]
+        for m in (seq, conv, own):
+            m.compile()
+        x, xc = torch.randn(4, 8), torch.randn(1, 2, 6)
+        for m, e, inp in zip((seq, conv, own), eager, (x, xc, x)):
+            m(inp).square().sum().backward()
+            e(inp).square().sum().backward()
+            for p, q in zip(m.parameters(), e.parameters()):
+                assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6), (p.grad - q.grad).abs().max()
+    """, with_model=False)
+    out = tmp_path / "modc.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
+    assert code == 0, err
+    assert "0 of 6 chains ran eagerly" in stdout, stdout  # forward and backward of each module
+    with open_recording(str(out)) as rec:
+        assert len(rec.graphs()) == 3 and not rec.failures()
+
+
 def test_torch_compile_options_run_overrides_are_shown(tmp_path, capsys):
     """``torch.compile(backend="inductor", mode="max-autotune")`` under ``thundervis run`` compiles
     through thundervis: the run's summary and ``ls`` say which options were not used (once each,
