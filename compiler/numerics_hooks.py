@@ -3,25 +3,28 @@
 
 The compiler only calls and reports: what a check computes is the ``checker`` the caller puts in
 ``ProfileSettings`` (``thundervis.numerics_check`` for ``thundervis run``), called with the fusion
-symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given and
-what it returned. Its JSON-able results go to ``observer.runtime(graph, chain, "numerics", [data, ...])``,
-once per chain call (one list of the call's kernels).
+symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given,
+what it returned and the chain's decomposed ATen symbols (what the region's prims came from). Its
+JSON-able results go to ``observer.runtime(graph, chain, "numerics", [data, ...])``, once per chain
+call (one list of the call's kernels).
 ``--compare-eager`` runs the chain's ATen graph eagerly on the same inputs as the compiled call and
 reports the output deltas (``"eager_compare"``). A failing check is reported as such and never
 breaks the user's training.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
 from .ir import BoundSymbol
 
 
-def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], None]) -> tuple:
+def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], None],
+                 parents: Optional[dict] = None) -> tuple:
     """Return ``((namespace, calls), flush)``: codegen's plan ``(namespace, calls)`` with each
-    fusion's callable wrapped so that, after it returns, ``checker(symbol, inputs, outputs)`` runs,
+    fusion's callable wrapped so that, after it returns, ``checker(symbol, inputs, outputs,
+    parents)`` runs (``parents``: the chain's decomposed ATen symbols, ``claim.DECOMPOSED``),
     and ``flush()``, which reports the results gathered since the last flush as one ``numerics``
     event (a list of results: one transaction for a whole chain call, not one per kernel; see
     :func:`flushed_after`). The kernels themselves are shared, not rebuilt."""
@@ -30,7 +33,7 @@ def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], No
     pending: list = []
     for b, callee in calls:
         if callee is not None and b.fusion:
-            ns[callee] = _checked(b, namespace[callee], checker, pending.append)
+            ns[callee] = _checked(b, namespace[callee], checker, pending.append, parents or {})
 
     def flush() -> None:
         if pending:
@@ -51,11 +54,12 @@ def flushed_after(fn: Callable, flush: Callable[[], None]) -> Callable:
     return run
 
 
-def _checked(b: BoundSymbol, fn: Callable, checker: Callable, keep: Callable[[dict], None]) -> Callable:
+def _checked(b: BoundSymbol, fn: Callable, checker: Callable, keep: Callable[[dict], None],
+             parents: dict) -> Callable:
     def run(*args, **kwargs):
         out = fn(*args, **kwargs)
         try:
-            data = checker(b, args, out)
+            data = checker(b, args, out, parents)
         except Exception as e:  # a check that fails is a result, never a broken training step
             data = {"kernel": b.sym, "uid": b.uid, "executor": b.executor, "verdict": "error",
                     "detail": f"{type(e).__name__}: {e}".splitlines()[0][:300]}

@@ -48,7 +48,7 @@ class ProfileSettings:
     steps: int = 5
     capture_limit_bytes: Optional[int] = None
     # run --check-numerics: the first ``check_steps`` calls check every fusion's outputs with
-    # ``checker(symbol, inputs, outputs) -> dict`` (see numerics_hooks); run --compare-eager: the
+    # ``checker(symbol, inputs, outputs, parents) -> dict`` (see numerics_hooks); run --compare-eager: the
     # first ``compare_steps`` calls also run the ATen graph eagerly (applied by the backend).
     check_steps: int = 0
     checker: Optional[Callable] = field(default=None, repr=False, compare=False)
@@ -385,7 +385,9 @@ def build_profiled_chain(trace: Trace, executors: Sequence, settings: ProfileSet
         captured = instrumented_callable(trace, plan, profiler, capture=fusions)
     if settings.check_steps > 0 and settings.checker is not None:
         from .numerics_hooks import checked_plan, flushed_after, reporter
-        checked_ns, flush = checked_plan(plan, settings.checker, reporter(observer, trace.graph, trace.chain))
+        from .passes.claim import DECOMPOSED
+        checked_ns, flush = checked_plan(plan, settings.checker, reporter(observer, trace.graph, trace.chain),
+                                         trace.meta.get(DECOMPOSED))
         checked = flushed_after(instrumented_callable(trace, checked_ns, profiler), flush)
         if captured is not None:
             checked_first = flushed_after(instrumented_callable(trace, checked_ns, profiler, capture=fusions), flush)

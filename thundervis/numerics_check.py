@@ -2,15 +2,17 @@
 region on the same inputs, judged against what eager float32 itself gets wrong.
 
 The compiler calls :class:`KernelChecker` after each fusion of the first K calls of every chain
-(``compiler/numerics_hooks.py``) with the fusion symbol, the tensors the kernel was given and what it
-returned, i.e. whatever actually ran (Triton, Inductor, torch). The region (the fusion's member
-prims) runs twice on those inputs: raised to float64 with its floating dtype constants raised too
-(the reference, what :func:`thundervis.rerun.reference_outputs` computes) and as is (eager, in the
-inputs' own dtypes). Both run through functions generated once per kernel that call each member's
-exact ATen overload (:func:`thundervis.compiler.executors.cpu_path.torch_region`, what the CPU path
-runs; the members one by one, never folded), so a check costs about two eager runs of the region
-instead of two passes of the Python reference interpreter; a region those functions cannot be built
-for runs in the reference interpreter as before. Errors are
+(``compiler/numerics_hooks.py``) with the fusion symbol, the tensors the kernel was given, what it
+returned, i.e. whatever actually ran (Triton, Inductor, torch), and the chain's decomposed ATen
+ops. The region (the fusion's member prims) runs twice on those inputs: raised to float64 with its
+floating dtype constants raised too (the reference) and as is (eager, in the inputs' own dtypes). Both run through functions generated
+once per kernel that call exact ATen overloads
+(:func:`thundervis.compiler.executors.cpu_path.torch_region`, what the CPU path runs): the prims of
+a decomposed ATen op the region holds whole run as that op, as eager PyTorch runs it, so the
+reference is the op's own float64 result and a kernel computing a wrong decomposition of it is
+flagged; the other members one by one. A check costs about two eager runs of the region; a region
+those functions cannot be built for runs in the reference interpreter
+(:func:`thundervis.rerun.reference_outputs`). Errors are
 :func:`thundervis.kernel_numerics.errors` (max abs error, and that over the largest |reference|).
 
 The verdict (:func:`verdict` per output, :func:`judge` over a kernel's outputs; ``thundervis bisect``
@@ -234,17 +236,23 @@ def is_random(symbol: BoundSymbol) -> bool:
     return any(_RANDOM.search(s.sym) for s in symbol.subsymbols)
 
 
-def region_functions(symbol: BoundSymbol) -> Optional[tuple]:
+def region_functions(symbol: BoundSymbol, parents: Optional[dict] = None) -> Optional[tuple]:
     """Return ``(eager, reference)`` for a fusion symbol: functions of the kernel's input tensors
-    returning the region's outputs, ``eager`` running its member prims as they are and
-    ``reference`` the same prims with floating dtype constants raised to float64 (to be called on
-    inputs raised to float64); each calls the members' exact ATen overloads
-    (:func:`~thundervis.compiler.executors.cpu_path.torch_region`). None when they cannot be built
-    (the caller then uses the reference interpreter)."""
+    returning the region's outputs, ``eager`` running the region in the inputs' dtypes and
+    ``reference`` the same with floating dtype constants raised to float64 (to be called on inputs
+    raised to float64); each calls exact ATen overloads
+    (:func:`~thundervis.compiler.executors.cpu_path.torch_region`). ``parents``: the chain's
+    decomposed ATen symbols (``claim.DECOMPOSED``, {uid: symbol}): the prims of one that the region
+    holds whole run as that ATen call, as eager PyTorch runs it (a layer norm is one call, not
+    twelve), so the reference is the op's own float64 result, not its decomposition's; without
+    them, the members one by one. None when they cannot be built (the caller then uses the
+    reference interpreter)."""
     from thundervis.compiler.executors.cpu_path import torch_region
+    from thundervis.rerun import float64_symbol
     try:
         raised = symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
-        return torch_region(symbol), torch_region(raised)
+        raised_parents = {uid: float64_symbol(p) for uid, p in parents.items()} if parents else None
+        return torch_region(symbol, parents or None), torch_region(raised, raised_parents)
     except Exception:  # an op without a torch binding, a name the generator refuses: interpret
         return None
 
@@ -312,18 +320,19 @@ class _PartClock:
 
 class KernelChecker:
     """The ``checker`` of ``ProfileSettings`` for ``--check-numerics``: a callable
-    ``(symbol, inputs, outputs) -> dict`` (:func:`check_region`). It builds each kernel's
-    :func:`region_functions` on its first check and keeps them for the later checked calls;
+    ``(symbol, inputs, outputs, parents) -> dict`` (:func:`check_region`). It builds each kernel's
+    :func:`region_functions` (with the chain's decomposed ATen symbols ``parents``) on its first
+    check and keeps them for the later checked calls;
     ``spent``: see :func:`check_region` (the overhead benchmark's breakdown)."""
 
     def __init__(self, spent: Optional[dict] = None) -> None:
         self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol), is_random(symbol))
         self.spent = spent  # a dict: the seconds per part of every check go there (check_region)
 
-    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs) -> Optional[dict]:
+    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs, parents: Optional[dict] = None) -> Optional[dict]:
         known = self._functions.get(id(symbol))
         if known is None or known[0] is not symbol:
             random = is_random(symbol)
-            known = (symbol, None if random else region_functions(symbol), random)
+            known = (symbol, None if random else region_functions(symbol, parents), random)
             self._functions[id(symbol)] = known
         return check_region(symbol, inputs, outputs, known[1] or (), known[2], self.spent)

@@ -224,15 +224,17 @@ def _first_line(e: BaseException) -> str:
 
 def float64_region(trace: Trace) -> Trace:
     """Return the region with floating dtype constants (conversions) raised to float64."""
-    def up(v):
-        if isinstance(v, torch.dtype) and v.is_floating_point:
-            return torch.float64
-        return v
+    return trace.replace(symbols=tuple(float64_symbol(b) for b in trace.symbols))
 
-    def sym(b: BoundSymbol) -> BoundSymbol:
-        return b.replace(args=map_structure(up, b.args), kwargs=map_structure(up, b.kwargs),
-                         subsymbols=tuple(sym(s) for s in b.subsymbols))
-    return trace.replace(symbols=tuple(sym(b) for b in trace.symbols))
+
+def float64_symbol(b: BoundSymbol) -> BoundSymbol:
+    """Return symbol ``b`` (and its subsymbols) with floating dtype constants raised to float64."""
+    return b.replace(args=map_structure(_up, b.args), kwargs=map_structure(_up, b.kwargs),
+                     subsymbols=tuple(float64_symbol(s) for s in b.subsymbols))
+
+
+def _up(v):
+    return torch.float64 if isinstance(v, torch.dtype) and v.is_floating_point else v
 
 
 def reference_outputs(trace: Trace, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
