@@ -74,9 +74,14 @@ def flat_tensors(x) -> list:
     anything else is left out."""
     if isinstance(x, torch.Tensor):
         return [x]
+    out: list = []
     if isinstance(x, (tuple, list)):
-        return [t for v in x for t in flat_tensors(v)]
-    return []
+        for v in x:  # a flat tuple of tensors, the usual case, without a call per item
+            if isinstance(v, torch.Tensor):
+                out.append(v)
+            elif isinstance(v, (tuple, list)):
+                out += flat_tensors(v)
+    return out
 
 
 def output_deltas(outs, eager_outs) -> dict:

@@ -113,9 +113,14 @@ def judge(outs: Sequence, refs: Sequence, eager: Sequence, eager_errors: Optiona
 def _quick(o, e, r) -> bool:
     """True when output ``o``, eager's ``e`` and the reference ``r`` take the fast path of
     :func:`_quick_errors`: tensors of one shape and device, floating, not empty."""
-    return (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)
-            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point()
-            and o.shape == e.shape == r.shape and o.numel() > 0 and o.device == e.device == r.device)
+    if not (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)
+            and o.is_floating_point() and e.is_floating_point() and r.is_floating_point()):
+        return False
+    shape = o.shape
+    if shape != e.shape or shape != r.shape or o.numel() == 0:
+        return False
+    device = o.device
+    return device == e.device and device == r.device
 
 
 def _exact_match(o, e, r) -> bool:
@@ -265,9 +270,9 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
     :func:`region_functions` (built here when None; empty: use the reference interpreter);
     ``random``: :func:`is_random` of the symbol when already known; ``spent``: when a dict, the
     seconds of each part of the check are added to it (:data:`CHECK_PARTS`)."""
-    base = {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or ""}
     if (is_random(symbol) if random is None else random):
-        return {**base, "verdict": "skipped", "detail": "the region draws random numbers"}
+        return {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or "", "verdict": "skipped",
+                "detail": "the region draws random numbers"}
     outs = flat_tensors(outputs)
     # The check runs inside the compiled chain, under AOTAutograd's dispatch mode; its own ops need
     # none of it (plain tensors in, plain numbers out), so they run without it: several times faster;
@@ -294,7 +299,8 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
             clock.lap("eager float32")
         judged = judge(outs, refs, eager)
         clock.lap("judging")
-    return {**base, **judged, "detail": ""}
+    judged.update(kernel=symbol.sym, uid=symbol.uid, executor=symbol.executor or "", detail="")
+    return judged
 
 
 # The parts of a check, in the order they run (what ``spent`` of :func:`check_region` adds up).
