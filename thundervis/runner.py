@@ -279,10 +279,11 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     except (KeyboardInterrupt, Terminated) as e:
         status, tb = "interrupted", traceback.format_exc()
         code = INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM
-    except BaseException:
+    except BaseException as e:
         status, code = "failed", 1
         tb = _user_traceback()
         sys.stderr.write(tb)
+        _note_dynamo_error(recorder, e)
     finally:
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         if redeliver is not None:
@@ -371,6 +372,19 @@ def _exit_code(e: SystemExit) -> int:
         return e.code
     print(e.code, file=sys.stderr)
     return 1
+
+
+def _note_dynamo_error(recorder, e: BaseException) -> None:
+    """Record a Dynamo error that ended the script (``fullgraph=True`` on a function Dynamo cannot
+    trace raises it instead of running the function eagerly) as a ``dynamo_raised`` event: the
+    matching failed frame is then the script's error, not a function that ran eagerly
+    (``present.status.dynamo_fallbacks``)."""
+    if not type(e).__module__.startswith("torch._dynamo"):
+        return
+    try:
+        recorder.note("dynamo_raised", {"fail_type": type(e).__qualname__, "reason": str(e)[:2000]})
+    except Exception:  # recording is best effort
+        pass
 
 
 def _user_traceback() -> str:

@@ -81,6 +81,32 @@ def test_recorded_events_are_validated():
     assert got[3].source == "m.py:4" and got[3].reason == "hit recompile_limit (8)"
 
 
+def test_a_failure_the_script_died_of_is_not_a_function_that_ran_eagerly():
+    """fullgraph=True makes Dynamo raise instead of running the function eagerly: the runner
+    records the error (``dynamo_raised``) and the matching failed frame is not listed."""
+    failed = {"function": "f", "file": "/a/m.py", "line": 9, "fail_type": "Unsupported", "reason": RNN_REASON}
+    other = dict(failed, function="g", reason="Failed to trace builtin operator")
+    events = [Event(None, None, "dynamo_frame_failed", failed, 0.0),
+              Event(None, None, "dynamo_frame_failed", other, 0.0),
+              Event(None, None, "dynamo_raised", {"fail_type": "Unsupported", "reason": RNN_REASON}, 0.0),
+              Event(None, None, "dynamo_raised", "not a dict", 0.0)]
+    assert [f.what for f in dynamo_fallbacks(events)] == ["Dynamo runs g eagerly"]
+
+
+def test_fullgraph_on_a_function_dynamo_cannot_trace_is_the_scripts_error(tmp_path, capsys):
+    from core_helpers import write_script
+    script = write_script(tmp_path, "fg.py", """
+        import torch
+        lstm = torch.nn.LSTM(4, 4)
+        f = torch.compile(lambda x: lstm(x)[0].sum(), fullgraph=True)
+        f(torch.randn(3, 2, 4))
+    """, with_model=False)
+    out = tmp_path / "fg.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
+    assert code == 1 and "Attempted to wrap RNN" in err
+    assert "thundervis: no chain was compiled\n" in stdout and "not traced" not in stdout, stdout
+
+
 SCRIPT = """\
 import torch
 

@@ -244,10 +244,17 @@ def dynamo_fallbacks(events) -> list[Fallback]:
     """Return the functions Dynamo runs eagerly, from the recording's events, in order: after its
     recompile limit (:data:`RECOMPILE_LIMIT`, with the last guard failure) and those it could not
     trace at all (:data:`NOT_TRACED`, with Dynamo's reason, where it stopped in the user's code, else
-    where the function starts). Other events are ignored; recorded fields are validated."""
+    where the function starts), except one whose error ended the script (a ``dynamo_raised`` event
+    with its type and text: ``fullgraph=True``). Other events are ignored; recorded fields are
+    validated."""
     out: list[Fallback] = []
+    events = list(events)
+    # A failure the script died of (fullgraph=True) did not run eagerly: the traceback says it.
+    raised = {_failure_key(e.data) for e in events if e.event == "dynamo_raised" and isinstance(e.data, dict)}
     for e in events:
         d = e.data if isinstance(e.data, dict) else {}
+        if e.event == "dynamo_frame_failed" and _failure_key(d) in raised:
+            continue
         if e.event == "dynamo_recompile_limit":
             reason = f"hit {d.get('limit_type')} ({d.get('limit')})"
             last = _one_line(d.get("reason")).split("#")[0].strip()
@@ -262,13 +269,17 @@ def dynamo_fallbacks(events) -> list[Fallback]:
     return out
 
 
+def _failure_key(d: dict) -> tuple:
+    return (str(d.get("fail_type")), _one_line(d.get("reason")))
+
+
 def recorded_dynamo_fallbacks(rec: Recording) -> list[Fallback]:
     """Return :func:`dynamo_fallbacks` of an open recording, reading only the events it uses."""
     return dynamo_fallbacks([e for name in DYNAMO_EVENTS for e in rec.events(name)])
 
 
 # The events :func:`dynamo_fallbacks` reads.
-DYNAMO_EVENTS = ("dynamo_recompile_limit", "dynamo_frame_failed")
+DYNAMO_EVENTS = ("dynamo_recompile_limit", "dynamo_frame_failed", "dynamo_raised")
 
 
 def _int(v) -> Optional[int]:
