@@ -256,10 +256,15 @@ def region_functions(symbol: BoundSymbol, parents: Optional[dict] = None) -> Opt
     from thundervis.rerun import float64_symbol
     try:
         raised = symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
-        raised_parents = {uid: float64_symbol(p) for uid, p in parents.items()} if parents else None
-        return torch_region(symbol, parents or None), torch_region(raised, raised_parents)
-    except Exception:  # an op without a torch binding, a name the generator refuses: interpret
+    except Exception:  # a fusion argument that is not a tensor: interpret
         return None
+    tries = [(parents, {uid: float64_symbol(p) for uid, p in parents.items()})] if parents else []
+    for folded, raised_folded in tries + [(None, None)]:  # a parent without a binding: its members
+        try:
+            return torch_region(symbol, folded), torch_region(raised, raised_folded)
+        except Exception:  # an op without a torch binding, a name the generator refuses
+            continue
+    return None  # interpret
 
 
 def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None,

@@ -64,6 +64,36 @@ def clean(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------ verdicts
 
+def test_region_functions_fold_what_they_can_and_else_run_the_members(monkeypatch):
+    """A region holding a decomposed op whole runs it as the ATen call (reference and eager); when
+    that call cannot be built, the members one by one, not the slower reference interpreter."""
+    import torch
+    from thundervis.compiler.executors import cpu_path
+    from thundervis.compiler.ir import BoundSymbol, TensorProxy
+    from thundervis.numerics_check import region_functions
+    a = TensorProxy("a", (4,), "float32", "cpu", (1,))
+    t0 = TensorProxy("t0", (4,), "float32", "cpu", (1,))
+    t1 = TensorProxy("t1", (4,), "float32", "cpu", (1,))
+    mul = BoundSymbol("prims.mul", (a, 0.5), {}, t0, "f1", origin=("f0",))
+    sin = BoundSymbol("prims.sin", (t0,), {}, t1, "f2", origin=("f0",))
+    parent = BoundSymbol("aten.cos.default", (a,), {}, t1, "f0", aten="aten.cos.default")  # not what the prims do
+    fusion = BoundSymbol("triton_fusion_0", (a,), {}, (t1,), "f3", origin=("f1", "f2"), subsymbols=(mul, sin),
+                         executor="triton")
+    x = torch.linspace(-2, 2, 4)
+    eager, reference = region_functions(fusion, {"f0": parent})
+    assert torch.equal(eager(x)[0], torch.cos(x))  # folded: the parent's ATen call ran
+    assert reference(x.double())[0].dtype == torch.float64
+    real = cpu_path.torch_region
+
+    def no_binding(f, parents=None):
+        if parents:
+            raise ValueError("no torch binding")
+        return real(f, parents)
+    monkeypatch.setattr(cpu_path, "torch_region", no_binding)
+    eager, _ = region_functions(fusion, {"f0": parent})
+    assert torch.equal(eager(x)[0], torch.sin(x * 0.5))  # the members
+
+
 def test_verdict_is_relative_to_eager_and_never_flags_rounding():
     from thundervis.numerics_check import FLOOR_ULPS, judge, verdict
     import torch
