@@ -73,7 +73,7 @@ def line_detail(row) -> Text:
         out.append("no op of a compiled chain comes from this line", style="dim")
         return out
     for note in row.notes():
-        out.append(f"g{note.graph} ", style="dim")
+        out.append(f"{note.graph_label} ", style="dim")
         out.append(visible_line(note.text()) + "\n")
     for op, why in row.severe_fallbacks:
         out.append(visible_line(f"{op}: {why}") + "\n", style=Style(color="red"))

@@ -67,7 +67,7 @@ function sourceTab(model, ask, data, set, state) {
       line.title = "open this line's ops in the Passes tab";
       line.addEventListener("click", () => jump(row.ops[0]));
       for (const note of row.notes) {
-        const div = h("div", { class: "tv-src-note", text: `g${note.graph} ${note.text}` });
+        const div = h("div", { class: "tv-src-note", text: `${note.graph_label || "g" + note.graph} ${note.text}` });
         for (const k of note.kernels.slice(0, 8)) {  // a kernel name opens it in the Fusions tab
           const link = h("span", { class: "tv-src-kernel tv-clickable", text: ` ${k.name}`, title: "open in the Fusions tab" });
           link.addEventListener("click", (e) => {

@@ -199,3 +199,35 @@ def test_line_ops_carry_their_fallback_kind(profiled):
     assert all((o.kind == TORCH_OP) == (o.fallback is not None) for o in ops if o.kernel is None)
     assert not any(o.severe for o in ops) and all(x.status != "fell back" for x in view.lines)
     assert all(o.kind == "" for o in ops if o.kernel)
+
+
+def test_a_line_compiled_the_same_in_several_graphs_is_one_note_naming_them(tmp_path, capsys):
+    """A recompile per batch size makes one graph per size with the same ops: a line's note names
+    the graphs (``g0–2``) once instead of repeating itself per graph; a graph that made other ops of
+    the line keeps a note of its own. ``source`` prints the graphs, the JSON lists them."""
+    script = write_script(tmp_path, "shapes.py", """
+        import torch
+        lin = torch.nn.Linear(8, 8)
+
+        def f(x, other):
+            y = torch.sigmoid(lin(x)) if other else torch.tanh(lin(x))  # LINE_F
+            return y.sum()
+
+        g = torch.compile(f)
+        for n, other in ((2, False), (3, False), (5, False), (4, True)):
+            g(torch.randn(n, 8), other).backward()
+    """, with_model=False)
+    out = tmp_path / "shapes.tvrec"
+    code, stdout, err = run_cli(capsys, "run", "--no-view", "-o", out, script)
+    assert code == 0, err
+    with open_recording(str(out)) as rec:
+        assert len(rec.graphs()) == 4
+        row = source_file(rec, "shapes.py").line(line_of(script, "LINE_F"))
+    notes = [(n.chain, n.all_graphs, n.graph_label) for n in row.notes()]
+    assert ("forward", (0, 1, 2), "g0–2") in notes and ("backward", (0, 1, 2), "g0–2") in notes, notes
+    assert len(row.notes()) == 4, notes  # graph 3 made other ops of the line (sigmoid): its own notes
+    code, text, _ = run_cli(capsys, "source", out)
+    assert code == 0 and "↳ g0–2 forward" in text and "↳ g3 forward" in text, text
+    doc = json.loads(run_cli(capsys, "source", out, "--json")[1])
+    note = next(n for r in doc["lines"] for n in r["notes"] if n["graph_label"] == "g0–2")
+    assert note["graphs"] == [0, 1, 2] and note["graph"] == 0

@@ -20,6 +20,8 @@ def source_text(view, annotated_only: bool = False) -> str:
     gaps) with its chains' notes below it and its time share on its right."""
     width = len(str(view.lines[-1].line)) if view.lines else 1
     out = [visible_line(view.summary())]
+    # With more than one graph, each note says which graphs it is about (g0, g0–3: the same in each).
+    several = len({g for row in view.lines for n in row.notes() for g in n.all_graphs}) > 1
     indent = " " * (width + 5)
     last = 0
     for row in view.lines:
@@ -37,7 +39,8 @@ def source_text(view, annotated_only: bool = False) -> str:
                 else f"{head}  {time}"
         out.append(head)
         for note in row.notes():
-            out.extend(textwrap.wrap(visible_line(note.text()), width=_WIDTH, initial_indent=indent + "↳ ",
+            text = f"{note.graph_label} {note.text()}" if several else note.text()
+            out.extend(textwrap.wrap(visible_line(text), width=_WIDTH, initial_indent=indent + "↳ ",
                                      subsequent_indent=indent + "    ", break_on_hyphens=False))
     return "\n".join(out) + "\n"
 

@@ -13,6 +13,9 @@ Rules this module owns (every view shows them as computed here):
 - Time: a kernel's median time is split evenly over its member ops, a torch op keeps its own; a
   line's time is the sum over its ops, its share is that time over the summed median time of the
   chains shown (forward + backward + inference of the graphs shown).
+- A line's ops in several graphs (a recompile per shape, a dynamic-shape graph per shape) that are
+  the same in each (same chain, op names, kernels but for their ``gN_`` prefix, ops on torch and why)
+  are one note naming its graphs (``g0–3``), not one per graph.
 - A file is named by its basename (``train.py``; a notebook cell by the name it was recorded under);
   :func:`resolve_file` accepts a basename or any path suffix of a recorded file.
 
@@ -22,8 +25,9 @@ characters visible, the TUI builds ``Text``, the widget escapes. Reads go throug
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from thundervis.recording import UnknownItem, chain_position
@@ -114,6 +118,23 @@ class ChainNote:
     kernels: tuple
     torch: tuple
     other: tuple
+    graphs: tuple = ()  # the other graphs whose ops of this line are the same (see the module doc)
+    ops: tuple = ()  # the ops' names, in order (what two graphs' notes must share besides the counts)
+
+    @property
+    def all_graphs(self) -> tuple:
+        """``graph`` and the other graphs this note stands for, in order."""
+        return (self.graph,) + self.graphs
+
+    @property
+    def graph_label(self) -> str:
+        """``g0``, ``g0–3`` (consecutive graphs) or ``g0,2,5``."""
+        gs = self.all_graphs
+        if len(gs) == 1:
+            return f"g{gs[0]}"
+        if list(gs) == list(range(gs[0], gs[0] + len(gs))):
+            return f"g{gs[0]}–{gs[-1]}"
+        return "g" + ",".join(str(g) for g in gs)
 
     def text(self) -> str:
         """Return the note as one line: ``forward 9 ops: 5 in fw_fusion_1 (triton) · on torch: mm
@@ -135,11 +156,23 @@ class ChainNote:
 
     def as_json(self) -> dict:
         """Return a JSON-ready dict (with ``text``)."""
-        return {"graph": self.graph, "chain": self.chain, "n_ops": self.n_ops,
+        return {"graph": self.graph, "graphs": list(self.all_graphs), "graph_label": self.graph_label,
+                "chain": self.chain, "n_ops": self.n_ops,
                 "kernels": [{"name": n, "executor": e} for n, e in self.kernels],
                 "torch": [{"op": o, "reason": r, "count": c} for o, r, c in self.torch],
                 "other": [{"op": o, "executor": e, "count": c} for o, e, c in self.other],
                 "text": self.text()}
+
+
+# The prefix codegen gives the kernels of graph N > 0 (``g1_fw_fusion_0``).
+_GRAPH_PREFIX = re.compile(r"^g\d+_")
+
+
+def _same_ops(note: ChainNote) -> tuple:
+    """What two graphs' notes of one line must share to be one note: chain, ops, kernels (but for
+    their graph prefix) with their executors, the ops on torch and why, the other ops."""
+    return (note.chain, note.ops, tuple((_GRAPH_PREFIX.sub("", str(k)), ex) for k, ex in note.kernels),
+            note.torch, note.other)
 
 
 @dataclass(frozen=True)
@@ -198,7 +231,22 @@ class SourceLine:
         return tuple((o.graph, o.chain, o.uid) for o in self.ops)
 
     def notes(self) -> tuple:
-        """Return one :class:`ChainNote` per (graph, chain) with ops on this line."""
+        """Return one :class:`ChainNote` per (graph, chain) with ops on this line, the notes of
+        graphs whose ops here are the same merged into the first (its ``graphs``)."""
+        out: list = []
+        first: dict = {}  # _same_ops key -> index in out
+        for note in self._chain_notes():
+            key = _same_ops(note)
+            if key in first:
+                kept = out[first[key]]
+                out[first[key]] = replace(kept, graphs=kept.graphs + (note.graph,))
+            else:
+                first[key] = len(out)
+                out.append(note)
+        return tuple(out)
+
+    def _chain_notes(self) -> list:
+        """One :class:`ChainNote` per (graph, chain) with ops on this line, in op order."""
         groups: dict = {}
         for o in self.ops:
             groups.setdefault((o.graph, o.chain), []).append(o)
@@ -212,7 +260,8 @@ class SourceLine:
                             and (o.op, o.fallback or "") not in torch)
             out.append(ChainNote(graph, chain, len(ops), kernels,
                                  tuple((op, why, n) for (op, why), n in torch.items()),
-                                 tuple((op, ex, n) for (op, ex), n in other.items())))
+                                 tuple((op, ex, n) for (op, ex), n in other.items()),
+                                 ops=tuple(o.op for o in ops)))
         return tuple(out)
 
     def time_text(self) -> str:
