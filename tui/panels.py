@@ -103,7 +103,7 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
             if st is not None and st.eager:
                 t.append(f"  {c.kind} ran eagerly: {visible_line(st.eager)}\n", style=Style(color=BAD))
     if not ov.graphs:
-        t.append("no graph was compiled\n", style=DIM)
+        t.append("no graph compiled yet\n" if r.status == "running" else "no graph was compiled\n", style=DIM)
     for f in ov.dynamo_fallbacks:  # functions with no graph to show them in: said here or nowhere
         where = f" · {f.source}" if f.source else ""
         t.append(f"  {visible_line(f.what + where)}: {visible_line(f.reason)}\n", style=Style(color=BAD))
