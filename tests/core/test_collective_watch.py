@@ -330,7 +330,13 @@ FSDP_WORKER = textwrap.dedent("""\
         dist.barrier()
         dist.destroy_process_group()
         if rank == 0:
-            json.dump(notes, open(out, "w"))
+            with open(out, "w") as f:
+                json.dump(notes, f)
+        # torch's gloo/FSDP2 teardown at interpreter exit aborts a process now and then ("terminate
+        # called without an active exception", ~3% of runs, with or without the watcher): the
+        # test's work is done and written, so the worker leaves without it.
+        import os
+        os._exit(0)
 
     if __name__ == "__main__":
         import torch.multiprocessing as mp
