@@ -258,7 +258,10 @@ def region_functions(symbol: BoundSymbol, parents: Optional[dict] = None) -> Opt
         raised = symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
     except Exception:  # a fusion argument that is not a tensor: interpret
         return None
-    tries = [(parents, {uid: float64_symbol(p) for uid, p in parents.items()})] if parents else []
+    # Only the parents the region's members come from: a chain has dozens, a region one or two.
+    origins = {s.origin[0] for s in symbol.subsymbols if len(s.origin) == 1}
+    mine = {uid: p for uid, p in (parents or {}).items() if uid in origins}
+    tries = [(mine, {uid: float64_symbol(p) for uid, p in mine.items()})] if mine else []
     for folded, raised_folded in tries + [(None, None)]:  # a parent without a binding: its members
         try:
             return torch_region(symbol, folded), torch_region(raised, raised_folded)

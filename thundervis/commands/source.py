@@ -21,7 +21,7 @@ def source_text(view, annotated_only: bool = False) -> str:
     width = len(str(view.lines[-1].line)) if view.lines else 1
     out = [visible_line(view.summary())]
     # With more than one graph, each note says which graphs it is about (g0, g0–3: the same in each).
-    several = len({g for row in view.lines for n in row.notes() for g in n.all_graphs}) > 1
+    several = len({o.graph for row in view.lines for o in row.ops}) > 1
     indent = " " * (width + 5)
     last = 0
     for row in view.lines:
