@@ -141,8 +141,13 @@ def available_executors() -> list[str]:
 _BUILTIN_MODULES = ("torch_executor", "triton_executor", "nvfuser_executor", "inductor_executor")
 
 
+_BUILTIN_LOADED: list = []  # [True] once every builtin module was tried
+
+
 def _ensure_builtin() -> None:
-    if "torch" in _REGISTRY:
+    # Tracked apart from the registry: one builtin module imported on its own (cpu_path imports
+    # torch_executor) registers itself, and the others must still be loaded.
+    if _BUILTIN_LOADED:
         return
     import importlib
     for mod in _BUILTIN_MODULES:
@@ -152,3 +157,4 @@ def _ensure_builtin() -> None:
             # Optional executors whose module (or library) is missing are simply not registered.
             if mod == "torch_executor":
                 raise
+    _BUILTIN_LOADED.append(True)

@@ -56,3 +56,18 @@ def test_other_overloads_bind_their_raw_operator():
     assert fn is overload._op
     a = torch.tensor([1, 2])
     assert fn(a, 0.5).dtype == overload(a, 0.5).dtype  # scalar promotion as the overload does it
+
+
+def test_importing_one_executor_first_still_registers_every_builtin_one():
+    """The registry loads the builtin executors on first use; a module that imported the torch
+    executor on its own before that (the CPU path's region functions, a numerics check or a
+    rerun in a fresh process) must not leave triton unregistered: every graph would silently get
+    no fusion executor and run on torch alone."""
+    import subprocess
+    import sys
+    code = ("import thundervis.compiler.executors.torch_executor\n"
+            "from thundervis.compiler.executors import available_executors, fusion_executor_names\n"
+            "print(available_executors(), fusion_executor_names('cpu'))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "'triton'" in out.stdout.split("]")[0] and "['triton']" in out.stdout, out.stdout
