@@ -94,6 +94,74 @@ def test_region_functions_fold_what_they_can_and_else_run_the_members(monkeypatc
     assert torch.equal(eager(x)[0], torch.sin(x * 0.5))  # the members
 
 
+def test_a_region_that_only_moves_values_is_checked_against_eager_without_a_float64_run():
+    """A region of views, permutations and copies computes nothing: its reference is eager's
+    outputs raised exactly, so no float64 run is built; a right kernel reads as exact zeros and a
+    kernel that returns other values is still flagged. One computing member makes it a region
+    like any other."""
+    import torch
+    from thundervis.compiler.ir import BoundSymbol, TensorProxy
+    from thundervis.numerics_check import check_region, moves_values_only, region_functions
+    a = TensorProxy("a", (3, 4), "float32", "cpu", (4, 1))
+    t0 = TensorProxy("t0", (4, 3), "float32", "cpu", (1, 4))
+    t1 = TensorProxy("t1", (4, 3), "float32", "cpu", (3, 1))
+    t2 = TensorProxy("t2", (12,), "float32", "cpu", (1,))
+    permute = BoundSymbol("prims.permute", (a, (1, 0)), {}, t0, "m0")
+    clone = BoundSymbol("prims.clone", (t0,), {"memory_format": torch.contiguous_format}, t1, "m1")
+    view = BoundSymbol("prims.view", (t1, (12,)), {}, t2, "m2")
+    fusion = BoundSymbol("triton_fusion_0", (a,), {}, (t2,), "f0", subsymbols=(permute, clone, view),
+                         executor="triton")
+    assert moves_values_only(fusion)
+    eager, reference = region_functions(fusion)
+    assert reference is None
+    x = torch.randn(3, 4)
+    right = x.t().contiguous().view(12)
+    assert torch.equal(eager(x)[0], right)
+    ok = check_region(fusion, [x], (right.clone(),), (eager, reference), False)
+    assert ok["verdict"] == "ok" and ok["max_abs"] == ok["eager_abs"] == ok["max_rel"] == 0.0, ok
+    wrong = right.clone()
+    wrong[5] += 1e-3
+    flagged = check_region(fusion, [x], (wrong,), (eager, reference), False)
+    assert flagged["verdict"] == "flagged" and flagged["eager_abs"] == 0.0, flagged
+    assert flagged["max_abs"] == abs(float(wrong[5].double() - right[5].double()))
+    t3 = TensorProxy("t3", (12,), "float32", "cpu", (1,))
+    mul = BoundSymbol("prims.mul", (t2, 2.0), {}, t3, "m3")
+    computing = fusion.replace(subsymbols=(permute, clone, view, mul), outputs=(t3,))
+    assert not moves_values_only(computing)
+    assert region_functions(computing)[1] is not None
+
+
+def test_same_bits_takes_memcmp_only_for_alike_dense_layouts_and_judging_matches_errors(monkeypatch):
+    """Bit-for-bit equality of a kernel's output and eager's (which spares judging the kernel
+    apart) is a ``memcmp`` of two dense CPU tensors laid out alike, else ``torch.equal``; either
+    way the judged numbers are :func:`errors`', for contiguous, transposed, strided and
+    differently laid out outputs, equal or not, and without a C library's ``memcmp`` too."""
+    import torch
+
+    from thundervis import numerics_check
+    from thundervis.kernel_numerics import errors
+    from thundervis.numerics_check import _quick_errors, _same_bits
+    g = torch.Generator().manual_seed(3)
+    r = torch.randn(6, 8, generator=g, dtype=torch.float64)
+    e = r.float()
+    off = e.clone()
+    off[2, 3] = torch.nextafter(off[2, 3], torch.tensor(10.0))
+    assert _same_bits(e, e.clone()) and not _same_bits(e, off)
+    assert _same_bits(e.t(), e.clone().t()) and not _same_bits(e.t(), off.t())    # dense, permuted alike
+    assert _same_bits(e[:, ::2], e.clone()[:, ::2]) and not _same_bits(e[:, 2:], off[:, 2:])  # not dense
+    assert _same_bits(e.t(), e.t().contiguous())                                  # other layouts
+    assert not _same_bits(e.t(), off.t().contiguous())
+    nan = torch.tensor([1.0, float("nan")])
+    assert _same_bits(nan, nan.clone())  # the same bits, though NaN != NaN
+    cases = [(e, e.clone(), r), (off, e.clone(), r), (e.t(), e.clone().t(), r.t()), (off.t(), e.t(), r.t()),
+             (e[:, ::2], e.clone()[:, ::2], r[:, ::2]), (off.t().contiguous(), e.t(), r.t())]
+    for memcmp in (numerics_check._memcmp, None):
+        monkeypatch.setattr(numerics_check, "_memcmp", memcmp)
+        for o, ea, ref in cases:
+            found = _quick_errors([o], [ea], [ref])[0]
+            assert found[:2] == errors([o], [ref]) and found[2:] == errors([ea], [ref]), (memcmp, o.stride())
+
+
 def test_verdict_is_relative_to_eager_and_never_flags_rounding():
     from thundervis.numerics_check import FLOOR_ULPS, judge, verdict
     import torch

@@ -94,32 +94,43 @@ def _worst(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return max(a, b)
 
 
-_ROW_SELECT = ("SELECT kernel, calls, max_abs_error, max_rel_error, eager_abs_error, eager_rel_error, ratio,"
-               " tolerance, verdict, detail FROM kernel_numerics WHERE graph_id=? AND chain=?")
-_ROW_INSERT = ("INSERT OR REPLACE INTO kernel_numerics(graph_id, chain, kernel, uid, executor, calls,"
-               " max_abs_error, max_rel_error, eager_abs_error, eager_rel_error, ratio, tolerance, verdict,"
-               " detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+def _worse(column: str) -> str:
+    """SQL for the upsert below: ``column`` keeps the larger of its stored and new value (a NULL,
+    not measured, gives way to a number)."""
+    return (f"{column}=CASE WHEN excluded.{column} IS NULL THEN {column} WHEN {column} IS NULL"
+            f" OR excluded.{column} > {column} THEN excluded.{column} ELSE {column} END")
 
 
-def _merged(graph: int, chain: str, data: dict, row: Optional[tuple]) -> tuple:
-    """Return the ``kernel_numerics`` row (the values of ``_ROW_INSERT``) of one checked kernel
-    call ``data`` merged into the kernel's stored ``row`` (``_ROW_SELECT``'s columns, None when
-    there is none): errors are the worst seen, the verdict the worst by :data:`VERDICTS`."""
-    kernel = str(data.get("kernel"))
-    verdict = data.get("verdict") if data.get("verdict") in VERDICTS else "error"
-    new = {"max_abs_error": _num(data.get("max_abs")), "max_rel_error": _num(data.get("max_rel")),
-           "eager_abs_error": _num(data.get("eager_abs")), "eager_rel_error": _num(data.get("eager_rel")),
-           "ratio": _num(data.get("ratio")), "tolerance": _num(data.get("tolerance"))}
-    detail = _text(data.get("detail"))
-    calls = 1
-    if row is not None:
-        calls = int(row[1] or 0) + 1
-        for i, k in enumerate(new):
-            new[k] = _worst(row[2 + i], new[k])
-        if row[8] in VERDICTS and VERDICTS.index(row[8]) <= VERDICTS.index(verdict):
-            verdict, detail = row[8], row[9] or detail
-    return (graph, chain, kernel, data.get("uid") if isinstance(data.get("uid"), str) else None,
-            _text(data.get("executor"), 40), calls, *new.values(), verdict, detail)
+def _rank(verdict: str) -> str:
+    """SQL: the rank of a verdict column in :data:`VERDICTS` (NULL for any other text)."""
+    return "(CASE " + verdict + "".join(f" WHEN '{v}' THEN {i}" for i, v in enumerate(VERDICTS)) + " END)"
+
+
+_KEEPS_STORED = f"{_rank('verdict')} <= {_rank('excluded.verdict')}"
+# One checked kernel call merged into its row, in SQL (no read back into Python): the errors the worst
+# seen, the calls counted, the verdict the worst by VERDICTS with its detail (the new one's when the
+# stored verdict is not one of them).
+_ROW_UPSERT = (
+    "INSERT INTO kernel_numerics(graph_id, chain, kernel, uid, executor, calls, max_abs_error, max_rel_error,"
+    " eager_abs_error, eager_rel_error, ratio, tolerance, verdict, detail) VALUES (?,?,?,?,?,1,?,?,?,?,?,?,?,?)"
+    " ON CONFLICT(graph_id, chain, kernel) DO UPDATE SET uid=excluded.uid, executor=excluded.executor,"
+    " calls=calls+1, "
+    + ", ".join(_worse(c) for c in ("max_abs_error", "max_rel_error", "eager_abs_error", "eager_rel_error",
+                                    "ratio", "tolerance"))
+    + f", detail=CASE WHEN {_KEEPS_STORED} THEN coalesce(nullif(detail, ''), excluded.detail)"
+      " ELSE excluded.detail END"
+    + f", verdict=CASE WHEN {_KEEPS_STORED} THEN verdict ELSE excluded.verdict END")
+
+
+def _row_values(graph: int, chain: str, data: dict) -> tuple:
+    """Return the values of :data:`_ROW_UPSERT` for one checked kernel call ``data`` (each field
+    validated: a number or None, a bounded text, a known verdict or ``error``)."""
+    get = data.get
+    uid, verdict = get("uid"), get("verdict")
+    return (graph, chain, str(get("kernel")), uid if isinstance(uid, str) else None, _text(get("executor"), 40),
+            _num(get("max_abs")), _num(get("max_rel")), _num(get("eager_abs")), _num(get("eager_rel")),
+            _num(get("ratio")), _num(get("tolerance")), verdict if verdict in VERDICTS else "error",
+            _text(get("detail")))
 
 
 def store_kernel_numerics(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
@@ -131,16 +142,9 @@ def store_kernel_numerics(conn: sqlite3.Connection, graph: int, chain: str, data
 def store_kernel_numerics_rows(conn: sqlite3.Connection, graph: int, chain: str, rows: list) -> None:
     """Merge the checked kernel calls of one chain call (``runtime(..., "numerics", [data, ...])``)
     as :func:`store_kernel_numerics` does each, in order (a kernel called twice merges twice);
-    items that are not dicts are ignored. One read of the chain's rows and one batched write,
-    not two statements per kernel: this runs inside every checked training step."""
-    stored = {r[0]: r for r in conn.execute(_ROW_SELECT, (graph, chain))}
-    merged: dict = {}
-    for data in rows[:100_000]:
-        if isinstance(data, dict):
-            row = _merged(graph, chain, data, stored.get(str(data.get("kernel"))))
-            merged[row[2]] = row
-            stored[row[2]] = row[2:3] + row[5:]  # the _ROW_SELECT columns of the merged row
-    conn.executemany(_ROW_INSERT, list(merged.values()))
+    items that are not dicts are ignored. One batched upsert that merges in SQL, no read back:
+    this runs inside every checked training step."""
+    conn.executemany(_ROW_UPSERT, [_row_values(graph, chain, d) for d in rows[:100_000] if isinstance(d, dict)])
 
 
 def store_eager_comparison(conn: sqlite3.Connection, graph: int, chain: str, data: dict) -> None:
