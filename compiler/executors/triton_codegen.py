@@ -369,6 +369,11 @@ class Part(ReindexOps, LoopedReductions):
                 r = self.emit(f"{r} + 1.0")
             if name == "mean":
                 r = self.emit(f"{r} / {float(N)!r}")
+        elif name in ops.TRUTH_REDUCTIONS:
+            red, fill = ops.TRUTH_REDUCTIONS[name]
+            xi = self.emit(f"{self.cast(xv, C, 'bool')}.to(tl.int32)")  # reduced as int32, not int1
+            r = self.emit(f"tl.{red}(tl.where({mask}, {xi}, {fill}), axis=1, keep_dims=True) != 0")
+            C = "bool"
         elif name in ("amax", "amin"):
             fn, neutral = ("tl.max", "-") if name == "amax" else ("tl.min", "")
             if C in ops.FLOATS:

@@ -138,6 +138,9 @@ class LoopedReductions:
         self.current_uid = b.uid
         if name in ("sum", "mean"):
             self.line(f"    {acc['v']} = tl.zeros({shape}, {T})")
+        elif name in ops.TRUTH_REDUCTIONS:
+            acc["fill"] = ops.TRUTH_REDUCTIONS[name][1]
+            self.line(f"    {acc['v']} = tl.full({shape}, {acc['fill']}, tl.int32)")
         elif name in ("amax", "amin"):
             acc["fill"] = self._extreme_fill(name, C)
             self.line(f"    {acc['v']} = tl.full({shape}, {acc['fill']}, {T})")
@@ -163,6 +166,11 @@ class LoopedReductions:
         a, mask = self._acc, self.mask("full")
         if a["name"] in ("sum", "mean"):
             self.line(f"    {a['v']} = {a['v']} + tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True)")
+        elif a["name"] in ops.TRUTH_REDUCTIONS:
+            red = ops.TRUTH_REDUCTIONS[a["name"]][0]
+            xi = self.emit(f"({xv} != 0).to(tl.int32)")
+            self.line(f"    {a['v']} = tl.{'maximum' if red == 'max' else 'minimum'}({a['v']}, "
+                      f"tl.{red}(tl.where({mask}, {xi}, {a['fill']}), axis=1, keep_dims=True))")
         elif a["name"] in ("amax", "amin"):
             fn = "tl.maximum" if a["name"] == "amax" else "tl.minimum"
             red = "tl.max" if a["name"] == "amax" else "tl.min"
@@ -190,6 +198,9 @@ class LoopedReductions:
             r = a["v"]
         elif name == "mean":
             r = self.emit(f"{a['v']} / {float(N)!r}")
+        elif name in ops.TRUTH_REDUCTIONS:
+            r = self.emit(f"{a['v']} != 0")
+            C = "bool"
         elif name in ("amax", "amin"):
             r = a["v"]
             if C in ops.FLOATS:

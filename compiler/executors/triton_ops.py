@@ -75,7 +75,9 @@ COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGICAL = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}
 BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 
-REDUCTIONS = {"sum", "amax", "amin", "mean", "var"}
+REDUCTIONS = {"sum", "amax", "amin", "mean", "var", "any", "all"}
+# any/all reduce their values as nonzero (NaN included) and count as a max/min over 0 and 1.
+TRUTH_REDUCTIONS = {"any": ("max", "0"), "all": ("min", "1")}
 # Shape prims the generated code absorbs as index arithmetic (views) or copies (clone).
 SHAPE = {"view", "expand", "permute", "squeeze", "unsqueeze", "alias", "clone", "slice"}
 # Indexing: read memory at loaded indices (gather, embedding), a scalar scatter with one index per
@@ -160,7 +162,7 @@ HONOURED = honoured_table([
     (("scalar_tensor",), ("s",) + _FACTORY_ARGS),
     (("arange",), ("start", "end", "step") + _FACTORY_ARGS),
     (("sum", "mean"), ("self", "dim", "keepdim", "dtype")),
-    (("amax", "amin"), ("self", "dim", "keepdim")),
+    (("amax", "amin", "any", "all"), ("self", "dim", "keepdim")),
     (("var",), ("self", "dim", "keepdim", "correction", "unbiased")),
     (("view",), ("self", "size")),
     (("expand",), ("self", "size", "implicit")),

@@ -5,9 +5,9 @@ is large and divides into ``S`` slices of at least 1024 elements, the region is 
 launches (:mod:`.triton_plan`'s ``launches`` plan): the first reduces each of the ``S`` slices
 (``view`` to ``[S, N / S]`` and reduce dim 1, with every op before the reduction) into a scratch
 vector, the second reduces the ``S`` partial results and runs the ops after the reduction. Only
-``sum``, ``amax``, ``amin`` and ``mean`` are split (their partial results combine with the same op;
-``var`` does not), when everything after the reduction works on its one value; anything else keeps
-the single program.
+``sum``, ``amax``, ``amin``, ``mean``, ``any`` and ``all`` are split (their partial results combine
+with the same op; ``var``'s do not), when everything after the reduction works on its one value;
+anything else keeps the single program.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ SPLIT_MIN = 4 * GPU_ROW_BLOCK  # below this one program's loop is cheap enough
 # Reductions whose partial results combine with the same op: ``mean`` too, as every slice has the
 # same size (the mean of equal slices' means is the mean).
 _ATEN = {"sum": "aten.sum.dim_IntList", "amax": "aten.amax.default", "amin": "aten.amin.default",
-         "mean": "aten.mean.dim"}
+         "mean": "aten.mean.dim", "any": "aten.any.dims", "all": "aten.all.dims"}
 
 
 def split_region(members: list[BoundSymbol], outputs: list[TensorProxy]) -> Optional[tuple]:

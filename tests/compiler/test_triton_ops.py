@@ -170,6 +170,18 @@ def test_reductions_fw_bw(name, fn):
     check(lambda x: fn(x * 2 + 1), X, ops=[prim, "mul"], backward=name not in ("amax", "amin"), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name,fn", [
+    ("any", lambda x: (x > 3).any(-1)), ("all", lambda x: (x > -2).all(0)), ("any", lambda x: x.any()),
+    ("all", lambda x: (x * 0).all(-1, keepdim=True)), ("any", lambda x: (x - x).view(3, 2, 10).any((1, 2))),
+])
+def test_any_and_all_reduce_nonzero_values_in_the_kernel(name, fn):
+    """any/all reduce the truth of their values (a float's nonzero, NaN included) in the kernel,
+    inner, outer and full, not on torch."""
+    x = X.clone()
+    x[1, 4] = float("nan")
+    check(lambda x: fn(x * 2 + 1), x, ops=[name, "mul"])
+
+
 def test_bool_sum_to_int():
     check(lambda x: (x > 0).sum(-1) + (x > 0).sum(), X, ops=["sum"])
 
