@@ -188,7 +188,7 @@ class TritonExecutor(FusionExecutor):
             if not all(isinstance(a.get(k), int) for k in ("start", "end", "step") if a.get(k) is not None) \
                     or outs[0].dtype not in ("int64", "int32"):
                 return "arange of non-integers is left to torch"
-        if name in ops.INDEXING or name == "slice":
+        if name in ops.INDEXING or name in ("slice", "select"):
             return _indexing_problem(name, a, outs[0])
         return None
 
@@ -247,6 +247,9 @@ def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
     """Return why the generator cannot run indexing / slicing op ``name`` (None when it can)."""
     if name == "slice":
         return None if isinstance(a.get("step") or 1, int) and (a.get("step") or 1) > 0 else "slice with a step below 1"
+    if name == "select":
+        index = a.get("index")
+        return None if isinstance(index, int) and not isinstance(index, bool) else "select at a non-constant index"
     if name == "cat":
         if any(not isinstance(x, TensorProxy) or x.dtype != out.dtype for x in a["tensors"]):
             return "cat of tensors of other dtypes than its result"

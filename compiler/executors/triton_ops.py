@@ -79,7 +79,7 @@ REDUCTIONS = {"sum", "amax", "amin", "mean", "var", "any", "all"}
 # any/all reduce their values as nonzero (NaN included) and count as a max/min over 0 and 1.
 TRUTH_REDUCTIONS = {"any": ("max", "0"), "all": ("min", "1")}
 # Shape prims the generated code absorbs as index arithmetic (views) or copies (clone).
-SHAPE = {"view", "expand", "permute", "squeeze", "unsqueeze", "alias", "clone", "slice"}
+SHAPE = {"view", "expand", "permute", "squeeze", "unsqueeze", "alias", "clone", "slice", "select"}
 # Indexing: read memory at loaded indices (gather, embedding), a scalar scatter with one index per
 # row (a where), concatenation of virtual values, index_put (atomics, in a phase of its own).
 INDEXING = {"cat", "gather", "embedding", "scatter", "index_put"}
@@ -171,6 +171,7 @@ HONOURED = honoured_table([
     (("alias",), ("self",)),
     (("clone",), ("self", "memory_format")),
     (("slice",), ("self", "dim", "start", "end", "step")),
+    (("select",), ("self", "dim", "index")),
     (("cat",), ("tensors", "dim")),
     (("gather",), ("self", "dim", "index")),
     (("embedding",), ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse")),  # forward value only

@@ -99,6 +99,14 @@ def slice_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int, int]:
     return dim, start, int(a.get("step") or 1)
 
 
+def select_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int]:
+    """Return (dim, index) of a ``select`` with a negative index counted from the end."""
+    a = bind(b)
+    dim = int(a.get("dim") or 0) % len(src.shape)
+    index = int(a["index"])  # enters the kernel source: an int, never recorded text
+    return dim, index + src.shape[dim] if index < 0 else index
+
+
 # On a GPU a row of up to this many elements is reduced in one tile; longer rows are looped.
 GPU_ROW_BLOCK = 4096
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import BoundSymbol, TensorProxy
 from . import triton_ops as ops
 from .triton_index import as_dims, broadcast_index, linear, numel, offset, out_strides, row_compatible
-from .triton_region import Const, Tile, Unfusable, Virtual, bind, slice_params
+from .triton_region import Const, Tile, Unfusable, Virtual, bind, select_params, slice_params
 
 
 class ReindexOps:
@@ -33,8 +33,8 @@ class ReindexOps:
             kept = [d % len(src.shape) for d in perm if src.shape[d % len(src.shape)] != 1]
             if kept != sorted(kept):
                 raise Unfusable(f"permute of the computed value {src.name} changes element order")
-        if name == "slice" and tuple(src.shape) != tuple(out.shape):
-            raise Unfusable(f"slice of the computed value {src.name}")
+        if name in ("slice", "select") and n_in != n_out:
+            raise Unfusable(f"{name} of the computed value {src.name}")
         if n_in == n_out:
             self.env[out.name] = Tile(v.var, v.level, v.phys, v.dtype)
             return
@@ -65,6 +65,14 @@ class ReindexOps:
                 dims = as_dims(idx, out.shape)
                 e = dims[dim] if step == 1 else f"({dims[dim]}) * {step}"
                 dims[dim] = e if start == 0 else f"({start} + {e})"
+                return ("dims", dims)
+            return locate
+        if name == "select":
+            dim, index = select_params(b, src)
+
+            def locate(idx):
+                dims = as_dims(idx, out.shape)
+                dims.insert(dim, str(index))
                 return ("dims", dims)
             return locate
         if name == "expand" and numel(src.shape) != numel(out.shape):

@@ -292,6 +292,18 @@ def test_split_cat_gather_scatter_fw_bw():
     assert {"scatter", "slice"} <= fused_ops(bw) or {"scatter", "cat"} <= fused_ops(bw)
 
 
+def test_select_reads_one_index_of_a_dim_in_the_kernel():
+    """``x[i]`` / ``x[:, -1]`` / ``unbind`` (prims.select) read the input in place inside the kernel,
+    negative indices counted from the end, forward and backward (the gradient's select_backward
+    is a scatter into zeros)."""
+    x = torch.randn(3, 4, 5)
+
+    def f(x):
+        q, k, v = (x * 2).unbind(0)  # selects of a computed value: a kernel of their own each
+        return x[1] * 3 + x[:, -1, :].sum(0), x[..., 0].exp(), q + k * v
+    check(f, x, ops=["select", "mul", "exp"], backward=True)
+
+
 def test_dependent_reductions_of_other_layouts_run_as_phases_of_one_kernel():
     # layer-norm backward: row reductions, then column sums for the weight and bias gradients
     x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)
