@@ -32,7 +32,7 @@ def _claim_one(b: BoundSymbol, executors: Sequence[Executor]) -> list[BoundSymbo
             note = b.note
             if ex.name == "torch" and note is None and len(executors) > 1:
                 others = [e for e in executors if e.name != "torch"]
-                note = "; ".join(e.why_not(b) for e in others) or None
+                note = "; ".join(_why_not(e, b) for e in others) or None
             return [b.replace(executor=ex.name, note=note)]
         if b.subsymbols and any(ex.can_run(s) for s in b.subsymbols):
             out = []
@@ -40,6 +40,17 @@ def _claim_one(b: BoundSymbol, executors: Sequence[Executor]) -> list[BoundSymbo
                 out.extend(_claim_one(s, executors))
             return out
     return [b.replace(executor=None, note=(b.note or "") + " (no executor can run it)")]
+
+
+def _why_not(ex: Executor, b: BoundSymbol) -> str:
+    """Why ``ex`` does not run ``b``. For a decomposed ATen op (it reaches torch whole only when
+    ``ex`` runs none of its prims) that is its first prim's reason, e.g. the dtype, not that the
+    op itself is no prim."""
+    if b.subsymbols and not b.sym.startswith("prims."):
+        for s in b.subsymbols:
+            if not ex.can_run(s):
+                return ex.why_not(s)
+    return ex.why_not(b)
 
 
 def claim(trace: Trace, executors: Sequence[Executor]) -> Trace:

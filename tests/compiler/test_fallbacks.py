@@ -154,3 +154,21 @@ def test_a_complex_constant_falls_back_saying_what_it_is(recorder_cls):
     torch.testing.assert_close(out, f(x))
     assert rec.failures and all("the complex constant (1+2j): the trace IR has no complex scalars" in e
                                 for _, _, e in rec.failures), rec.failures
+
+
+def test_a_decomposed_op_left_to_torch_says_why_its_prims_could_not_run():
+    """An ATen op whose prims no fusion executor can run stays whole on torch; its reason is its
+    prims' (here: bfloat16 on a CPU-only machine), not that the op itself is no prim."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from thundervis.compiler.acquire import fx_to_trace
+    from thundervis.compiler.executors import get_executor
+    from thundervis.compiler.passes.claim import claim
+    from thundervis.compiler.passes.decompose import decompose
+    if torch.cuda.is_available():
+        pytest.skip("bfloat16 runs in Triton on CUDA")
+    gm = make_fx(lambda x: torch.ops.aten.t.default(x) * 2, tracing_mode="fake")(torch.randn(3, 4, dtype=torch.bfloat16))
+    claimed = claim(decompose(fx_to_trace(gm, chain="forward", graph=0)),
+                    [get_executor("triton"), get_executor("torch")])
+    (t,) = [b for b in claimed.symbols if b.sym == "aten.t.default"]
+    assert t.executor == "torch" and t.note == "triton: bfloat16 runs in Triton only on CUDA", t.note
