@@ -284,8 +284,9 @@ class Part(ReindexOps, LoopedReductions):
         level = self.level(numel(out.shape))
         if name in ops.REDUCTIONS:
             return self.reduction(b, name, out, level)
-        if name in ("gather", "embedding", "scatter"):
-            self.env[out.name] = Tile(self.emit(getattr(self, name)(b, out, level)), level, level, out.dtype)
+        if name in ("gather", "embedding", "scatter", "index"):
+            method = self.advanced_index if name == "index" else getattr(self, name)  # index(): the part's own
+            self.env[out.name] = Tile(self.emit(method(b, out, level)), level, level, out.dtype)
             return
         a = bind(b)
         C = ops.compute_dtype(out.dtype)

@@ -45,6 +45,7 @@ from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_execut
 from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_event, report_path
 from .inductor_executor import inductor_unavailable_reason
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
+from .triton_region import advanced_index_block
 from .triton_plan import PHASE_LIMIT, generate
 
 
@@ -269,6 +270,12 @@ def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
         if idx.shape[dim] != 1 or any(i != s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != dim) \
                 or len(idx.shape) != len(x.shape):
             return "scatter with other than one index per row along its dim is left to torch"
+        return None
+    if name == "index":
+        try:
+            advanced_index_block(a["indices"], a["self"], out)
+        except Unfusable as e:
+            return str(e)
         return None
     if name == "index_put":
         idx = a["indices"]

@@ -107,6 +107,26 @@ def select_params(b: BoundSymbol, src: TensorProxy) -> tuple[int, int]:
     return dim, index + src.shape[dim] if index < 0 else index
 
 
+def advanced_index_block(indices, x: TensorProxy, out: TensorProxy) -> tuple[int, list, int]:
+    """Return (first dim, index tensors, rank of their broadcast shape) of an ``index`` whose
+    integer index tensors sit on adjacent dims of ``x`` (``x[:, i]``, ``x[i, j]``): the result is
+    ``x``'s dims before them, their broadcast shape, then ``x``'s dims after them. Raise
+    Unfusable otherwise (boolean masks, tensors apart: those move the block to the front)."""
+    indices = list(indices)
+    while indices and indices[-1] is None:
+        indices.pop()
+    first = next((i for i, t in enumerate(indices) if t is not None), None)
+    tensors = indices[first:] if first is not None else []
+    if not tensors or any(not isinstance(t, TensorProxy) or t.dtype not in ("int64", "int32") for t in tensors):
+        raise Unfusable("index with other than integer index tensors on adjacent dims")
+    rank = max(len(t.shape) for t in tensors)
+    kept = len(x.shape) - first - len(tensors)
+    if kept < 0 or len(out.shape) != first + rank + kept or tuple(out.shape[:first]) != tuple(x.shape[:first]) \
+            or tuple(out.shape[first + rank:]) != tuple(x.shape[first + len(tensors):]):
+        raise Unfusable("index whose result is not the input's dims around its indices' broadcast shape")
+    return first, tensors, rank
+
+
 # On a GPU a row of up to this many elements is reduced in one tile; longer rows are looped.
 GPU_ROW_BLOCK = 4096
 

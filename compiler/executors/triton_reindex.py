@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..ir import BoundSymbol, TensorProxy
 from . import triton_ops as ops
 from .triton_index import as_dims, broadcast_index, linear, numel, offset, out_strides, row_compatible
-from .triton_region import Const, Tile, Unfusable, Virtual, bind, select_params, slice_params
+from .triton_region import (Const, Tile, Unfusable, Virtual, advanced_index_block, bind, select_params,
+                            slice_params)
 
 
 class ReindexOps:
@@ -121,6 +122,24 @@ class ReindexOps:
         dims = as_dims(self.index(level), out.shape)
         idx = self.virtual(indices, "embedding").read(("dims", dims[:-1]), level, None)
         return self.virtual(weight, "embedding").read(("dims", [idx, dims[-1]]), level, None)
+
+    def advanced_index(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
+        """``index``: ``x[..., i, j, ...]`` with integer index tensors on adjacent dims (see
+        :func:`advanced_index_block`): the kept dims are read in place, each index tensor at the
+        broadcast index of its block, a negative index counted from the end of its dim."""
+        a = bind(b)
+        x = a["self"]
+        first, tensors, rank = advanced_index_block(a["indices"], x, out)
+        dims = as_dims(self.index(level), out.shape)
+        block = dims[first:first + rank]
+        src = []
+        for t, size in zip(tensors, x.shape[first:]):
+            off = rank - len(t.shape)
+            at = ["0" if n == 1 else block[off + d] for d, n in enumerate(t.shape)]
+            i = self.virtual(t, "index").read(("dims", at), level, None)
+            src.append(self.emit(f"tl.where({i} < 0, {i} + {size}, {i})"))
+        read = dims[:first] + src + dims[first + rank:]
+        return self.virtual(x, "index").read(("dims", read), level, None)
 
     def scatter(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
         a = bind(b)

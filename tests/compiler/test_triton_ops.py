@@ -304,6 +304,23 @@ def test_select_reads_one_index_of_a_dim_in_the_kernel():
     check(f, x, ops=["select", "mul", "exp"], backward=True)
 
 
+def test_integer_indexing_reads_the_input_in_place_in_the_kernel():
+    """``x[:, i]``, ``x[i, j]`` with broadcast index tensors, negative indices, and the gather
+    that nearest and linear interpolation make (``_unsafe_index``) run in the kernel; indices on
+    dims apart or boolean masks stay with torch."""
+    x = torch.randn(4, 6, 5)
+    i = torch.tensor([[0, 5], [-1, 2]])
+    j = torch.tensor([1, -2])
+
+    check(lambda x, i, j: (x[:, i] * 2, x[i[:, :1], j] + 1), x, i, j, ops=["index", "mul", "add"])
+    img = torch.randn(2, 3, 5, 7)
+    check(lambda y: torch.nn.functional.interpolate(y * 1.5, scale_factor=2, mode="nearest"), img,
+          ops=["index", "mul"], backward=True)
+    out, final = compile_fn(lambda x, i: x[i, :, i] + 1, x, i[:, 0].clone())  # dims apart: torch
+    torch.testing.assert_close(out[0], x[i[:, 0], :, i[:, 0]] + 1)
+    assert "index" not in fused_ops(final)
+
+
 def test_dependent_reductions_of_other_layouts_run_as_phases_of_one_kernel():
     # layer-norm backward: row reductions, then column sums for the weight and bias gradients
     x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)
