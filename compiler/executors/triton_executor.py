@@ -45,7 +45,7 @@ from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_execut
 from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_event, report_path
 from .inductor_executor import inductor_unavailable_reason
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
-from .triton_region import advanced_index_block
+from .triton_region import advanced_index_block, reduced_last, reduces_apart
 from .triton_plan import PHASE_LIMIT, generate
 
 
@@ -163,8 +163,8 @@ class TritonExecutor(FusionExecutor):
         if dropped is not None:
             return dropped
         if name in ops.REDUCTIONS:
-            try:
-                _, N, _ = reduction_domain(b)
+            try:  # dims apart are reduced last, read through a permute (triton_plan.generate)
+                _, N, _ = reduction_domain(reduced_last(b)[1] if reduces_apart(b) else b)
             except Unfusable as e:
                 return str(e)
             limit = None if device == "cuda" else 65536  # GPU rows longer than a block are looped

@@ -26,6 +26,8 @@ from ..ir import BoundSymbol, TensorProxy
 from .triton_codegen import FREE_OPS as FREE
 from ..printer import call_text, comment_text
 from .triton_codegen import Part, Unfusable, prim_name
+from .triton_ops import REDUCTIONS
+from .triton_region import reduced_last, reduces_apart
 from .triton_index import out_strides
 from .triton_index import numel, strides_of
 
@@ -61,6 +63,9 @@ class KernelSource:
 def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
              phase_limit: int = PHASE_LIMIT) -> KernelSource:
     """Return the Triton module source for a region (members in trace order); raise Unfusable."""
+    if any(prim_name(b) in REDUCTIONS and reduces_apart(b) for b in members):
+        members = [r for b in members
+                   for r in (reduced_last(b) if prim_name(b) in REDUCTIONS and reduces_apart(b) else [b])]
     try:
         part = Part(members, outputs, device_kind)
         part.run()

@@ -49,6 +49,42 @@ def reduce_dims(b: BoundSymbol, x: TensorProxy) -> list[int]:
     return sorted({d % rank if rank else 0 for d in dims})
 
 
+def reduces_apart(b: BoundSymbol) -> bool:
+    """True when reduction ``b`` reduces dims that are neither its input's leading nor trailing
+    ones (``x.mean(1)`` of ``[B, T, C]``, BatchNorm's sum over ``[0, 2, 3]``): the kernel runs
+    it as :func:`reduced_last` gives it."""
+    x = b.args[0]
+    dims, rank = reduce_dims(b, x), len(x.shape)
+    return len(dims) < rank and dims != list(range(dims[0], rank)) and dims != list(range(len(dims)))
+
+
+def reduced_last(b: BoundSymbol) -> list[BoundSymbol]:
+    """Return reduction ``b`` (see :func:`reduces_apart`) as ``permute`` (the reduced dims moved
+    last, the kept ones in order), the reduction of the trailing dims, and a ``view`` back to
+    ``b``'s output shape where it keeps dims; same uid, so every line still names ``b``. The
+    permute reads the input in place: only a region input can be read so (a value computed in
+    the kernel raises Unfusable, and fusion keeps its producer in another kernel)."""
+    x, out = b.args[0], b.outputs
+    rank = len(x.shape)
+    dims = reduce_dims(b, x)
+    kept = [d for d in range(rank) if d not in dims]
+    shape = tuple(x.shape[d] for d in kept + dims)
+    contiguous = tuple(numel(shape[k + 1:]) for k in range(rank))
+    like = dict(uid=b.uid, origin=b.origin, source=b.source, seq_nr=b.seq_nr)
+    moved = TensorProxy(f"{out.name}_moved", shape, x.dtype, x.device, contiguous)
+    permute = BoundSymbol("prims.permute", (x, kept + dims), {}, moved, aten="aten.permute.default", **like)
+    a = bind(b)
+    del a["self"]
+    a.update(dim=list(range(len(kept), rank)), keepdim=False)
+    kept_shape = tuple(x.shape[d] for d in kept)
+    if tuple(out.shape) == kept_shape:
+        return [permute, b.replace(args=(moved,), kwargs=a)]
+    flat = TensorProxy(f"{out.name}_kept", kept_shape, out.dtype, out.device,
+                       tuple(numel(kept_shape[k + 1:]) for k in range(len(kept_shape))))
+    view = BoundSymbol("prims.view", (flat, list(out.shape)), {}, out, aten="aten.view.default", **like)
+    return [permute, b.replace(args=(moved,), kwargs=a, outputs=flat), view]
+
+
 def reduction_domain(b: BoundSymbol) -> tuple[int, int, str]:
     """Return (M rows, N reduced elements, layout) of reduction ``b``; raise Unfusable."""
     x = b.args[0]

@@ -139,6 +139,8 @@ def test_gpu_plan_spreads_over_blocks():
     (lambda x: torch.nn.functional.layer_norm(x, (8192,)), (2, 8192), True),
     (lambda x: x.var(-1, correction=0) + x.amin(-1), (3, 7000), True),
     (lambda x: x.sum(0) * 2.0, (20000, 8), True),
+    (lambda x: (x.sum((0, 2)), x.mean(1) * 2), (64, 8, 200), True),  # dims apart, read permuted
+    (lambda x: x.amax(1), (16, 300, 8), False),
     (lambda x: ((x > 3.0).any(-1), (x > -3.5).all(-1), x.any(-1)), (4, 10000), True),
     # a whole tensor to one value: split over 16 programs, then the partial results reduced
     (lambda x: (x * x).sum() * 0.5, (64, 1000), "split"),

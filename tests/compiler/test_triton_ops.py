@@ -182,6 +182,18 @@ def test_any_and_all_reduce_nonzero_values_in_the_kernel(name, fn):
     check(lambda x: fn(x * 2 + 1), x, ops=[name, "mul"])
 
 
+def test_reductions_over_dims_apart_read_their_input_permuted_in_the_kernel():
+    """A reduction over middle or scattered dims (``x.mean(1)`` of ``[B, T, C]``, BatchNorm's sums
+    over ``[0, 2, 3]``, keepdim or not, var and any too) reduces the permuted input's trailing dims
+    in the kernel; forward and BatchNorm's backward."""
+    x, img = torch.randn(4, 6, 5), torch.randn(4, 8, 6, 6)
+    check(lambda x: (x.mean(1), x.sum(1, keepdim=True) * 2, (x > 0).any(1)), x, ops=["mean", "sum", "any", "mul"])
+    check(lambda y: (y.sum((0, 2, 3)), y.var((0, 2, 3), correction=0, keepdim=True)), img, ops=["sum", "var"])
+    w, b = torch.randn(8), torch.randn(8)
+    check(lambda y, w, b: torch.nn.functional.batch_norm(y, None, None, w, b, training=True), img, w, b,
+          ops=["sum"], backward=True, atol=1e-4, rtol=1e-4)
+
+
 def test_bool_sum_to_int():
     check(lambda x: (x > 0).sum(-1) + (x > 0).sum(), X, ops=["sum"])
 
