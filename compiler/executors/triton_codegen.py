@@ -266,6 +266,8 @@ class Part(ReindexOps, LoopedReductions):
             return
         if name == "cat":
             return self.cat(b, out)
+        if name == "constant_pad_nd":
+            return self.constant_pad(b, out)
         if name == "arange":
             a = bind(b)
             start, step = (a.get("start") or 0, a.get("step") or 1) if "start" in a else (0, 1)

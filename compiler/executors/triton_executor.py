@@ -45,7 +45,7 @@ from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_execut
 from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_event, report_path
 from .inductor_executor import inductor_unavailable_reason
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
-from .triton_region import advanced_index_block, reduced_last, reduces_apart
+from .triton_region import advanced_index_block, pad_leads, reduced_last, reduces_apart
 from .triton_plan import PHASE_LIMIT, generate
 
 
@@ -270,6 +270,14 @@ def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
         if idx.shape[dim] != 1 or any(i != s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != dim) \
                 or len(idx.shape) != len(x.shape):
             return "scatter with other than one index per row along its dim is left to torch"
+        return None
+    if name == "constant_pad_nd":
+        if not isinstance(a.get("value") or 0, (int, float, bool)):
+            return "constant_pad_nd with a non-constant value"
+        try:
+            pad_leads(a["pad"], a["self"])
+        except Unfusable as e:
+            return str(e)
         return None
     if name == "index":
         try:

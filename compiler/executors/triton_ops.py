@@ -82,7 +82,7 @@ TRUTH_REDUCTIONS = {"any": ("max", "0"), "all": ("min", "1")}
 SHAPE = {"view", "expand", "permute", "squeeze", "unsqueeze", "alias", "clone", "slice", "select"}
 # Indexing: read memory at loaded indices (gather, embedding), a scalar scatter with one index per
 # row (a where), concatenation of virtual values, index_put (atomics, in a phase of its own).
-INDEXING = {"cat", "gather", "embedding", "scatter", "index_put", "index"}
+INDEXING = {"cat", "gather", "embedding", "scatter", "index_put", "index", "constant_pad_nd"}
 # Values computed from their own index alone (virtual, like constants).
 ITERATE = {"arange"}
 FACTORY = {"full", "scalar_tensor"}
@@ -173,6 +173,7 @@ HONOURED = honoured_table([
     (("slice",), ("self", "dim", "start", "end", "step")),
     (("select",), ("self", "dim", "index")),
     (("cat",), ("tensors", "dim")),
+    (("constant_pad_nd",), ("self", "pad", "value")),
     (("gather",), ("self", "dim", "index")),
     (("index",), ("self", "indices")),
     (("embedding",), ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse")),  # forward value only

@@ -16,7 +16,7 @@ from .triton_index import numel
 
 
 # Ops that only re-index their sources or are constant: they never set a part's iteration domain.
-FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | ops.ITERATE | {"cat"})
+FREE_OPS = frozenset(ops.SHAPE | ops.FACTORY | ops.ITERATE | {"cat", "constant_pad_nd"})
 
 
 class Unfusable(Exception):
@@ -161,6 +161,17 @@ def advanced_index_block(indices, x: TensorProxy, out: TensorProxy) -> tuple[int
             or tuple(out.shape[first + rank:]) != tuple(x.shape[first + len(tensors):]):
         raise Unfusable("index whose result is not the input's dims around its indices' broadcast shape")
     return first, tensors, rank
+
+
+def pad_leads(pad, x: TensorProxy) -> dict[int, int]:
+    """Return {dim: leading pad} of a ``constant_pad_nd`` of ``x`` (``pad`` pairs from the last dim
+    back, as ``F.pad``) for its padded dims; raise Unfusable for a negative pad (a crop) or pads
+    beyond ``x``'s dims."""
+    pad = list(pad)
+    if len(pad) % 2 or len(pad) // 2 > len(x.shape) or not all(isinstance(p, int) and p >= 0 for p in pad):
+        raise Unfusable("constant_pad_nd with a negative or non-constant pad")
+    rank = len(x.shape)
+    return {rank - 1 - k: pad[2 * k] for k in range(len(pad) // 2) if pad[2 * k] or pad[2 * k + 1]}
 
 
 # On a GPU a row of up to this many elements is reduced in one tile; longer rows are looped.

@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..ir import BoundSymbol, TensorProxy
 from . import triton_ops as ops
 from .triton_index import as_dims, broadcast_index, linear, numel, offset, out_strides, row_compatible
-from .triton_region import (Const, Tile, Unfusable, Virtual, advanced_index_block, bind, select_params,
-                            slice_params)
+from .triton_region import (Const, Tile, Unfusable, Virtual, advanced_index_block, bind, pad_leads,
+                            select_params, slice_params)
 
 
 class ReindexOps:
@@ -104,6 +104,26 @@ class ReindexOps:
             for cond, val in reversed(vals[:-1]):
                 expr = f"tl.where({cond}, {val}, {expr})"
             return self.emit(expr)
+        self.env[out.name] = Virtual(out.shape, out.dtype, read)
+
+    def constant_pad(self, b: BoundSymbol, out: TensorProxy) -> None:
+        """``constant_pad_nd``: each element read from the input where its index, shifted by the
+        dim's leading pad, falls inside it (a masked load), the pad value elsewhere."""
+        a = bind(b)
+        x = a["self"]
+        src = self.virtual(x, "constant_pad_nd")
+        lead = pad_leads(a["pad"], x)
+        value = ops.literal(a.get("value") or 0, ops.compute_dtype(out.dtype))
+
+        def read(idx, level, extra):
+            dims = as_dims(idx, out.shape)
+            conds, at = [], list(dims)
+            for d, lo in lead.items():
+                at[d] = f"(({dims[d]}) - {lo})" if lo else dims[d]
+                conds.append(f"(({at[d]}) >= 0) & (({at[d]}) < {x.shape[d]})")
+            inside = " & ".join(conds)
+            val = src.read(("dims", at), level, f"({extra}) & {inside}" if extra else inside)
+            return self.emit(f"tl.where({inside}, {val}, {value})")
         self.env[out.name] = Virtual(out.shape, out.dtype, read)
 
     def gather(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:

@@ -134,6 +134,7 @@ def test_gpu_plan_spreads_over_blocks():
     (_softmax_colsum, (256, 128), False),
     (lambda x: (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, keepdim=True) + 1e-5), (512, 96), False),
     (lambda x: torch.sigmoid(x) * x, (3, 1000, 7), False),
+    (lambda x: torch.nn.functional.pad(x, (1, 2, 0, 3), value=0.5) * 2, (3, 100, 7), False),
     # rows longer than one GPU block: looped reductions (sum, max with NaN propagation, var, outer sums)
     (lambda x: torch.softmax(x, -1), (4, 10000), True),
     (lambda x: torch.nn.functional.layer_norm(x, (8192,)), (2, 8192), True),

@@ -333,6 +333,21 @@ def test_integer_indexing_reads_the_input_in_place_in_the_kernel():
     assert "index" not in fused_ops(final)
 
 
+def test_constant_pad_reads_inside_the_input_and_writes_the_value_around_it():
+    """``F.pad`` with a constant (zero, a number, -inf) on one or several dims runs in the kernel,
+    alone and feeding a computation, forward and backward; a negative pad (a crop) stays with
+    torch."""
+    x = torch.randn(3, 4, 5)
+    pad = torch.nn.functional.pad
+    check(lambda x: (pad(x * 2, (1, 2)), pad(x, (0, 1, 2, 0), value=-1.5).exp(),
+                     pad(x, (1, 1, 1, 1, 1, 1), value=float("-inf")).amax(-1)), x,
+          ops=["constant_pad_nd", "mul", "exp", "amax"])
+    check(lambda x: pad(x.tanh(), (2, 1)).sum(-1), x, ops=["constant_pad_nd", "tanh", "sum"], backward=True)
+    out, final = compile_fn(lambda x: pad(x, (-1, 1)) + 1, x)
+    torch.testing.assert_close(out[0], pad(x, (-1, 1)) + 1)
+    assert "constant_pad_nd" not in fused_ops(final)
+
+
 def test_dependent_reductions_of_other_layouts_run_as_phases_of_one_kernel():
     # layer-norm backward: row reductions, then column sums for the weight and bias gradients
     x, w, b = torch.randn(8, 16), torch.randn(16), torch.randn(16)
