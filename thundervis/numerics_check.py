@@ -140,12 +140,12 @@ def _quick(o, e, r) -> bool:
 
 def _exact_match(o, e, r) -> bool:
     """True when output ``o``, eager's ``e`` and the reference ``r`` are tensors of one integer or
-    bool dtype, shape and device holding the same values: then both errors are exactly 0 (what
-    :func:`errors` would compute through float64 copies, a dozen ops more per output)."""
+    bool dtype, shape and device holding the same values (:func:`_same_bits`): then both errors
+    are exactly 0 (what :func:`errors` would compute through float64 copies, a dozen ops more)."""
     return (isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor)
             and not (o.is_floating_point() or o.is_complex()) and o.dtype == e.dtype == r.dtype
             and o.shape == e.shape == r.shape and o.device == e.device == r.device
-            and torch.equal(o, r) and torch.equal(e, r))
+            and _same_bits(o, r) and _same_bits(e, r))
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -44,8 +44,9 @@ from .arguments import dropped_argument
 from .base import BuiltKernel, FusionExecutor, KernelBuildError, register_executor
 from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_event, report_path
 from .inductor_executor import inductor_unavailable_reason
-from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name, reduction_domain
-from .triton_region import advanced_index_block, pad_leads, reduced_last, reduces_apart
+from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name
+from .triton_index import numel
+from .triton_region import advanced_index_block, pad_leads, reduce_dims
 from .triton_plan import PHASE_LIMIT, generate
 
 
@@ -163,10 +164,9 @@ class TritonExecutor(FusionExecutor):
         if dropped is not None:
             return dropped
         if name in ops.REDUCTIONS:
-            try:  # dims apart are reduced last, read through a permute (triton_plan.generate)
-                _, N, _ = reduction_domain(reduced_last(b)[1] if reduces_apart(b) else b)
-            except Unfusable as e:
-                return str(e)
+            # dims apart are reduced last, read through a permute (triton_plan.generate)
+            x = b.args[0]
+            N = numel([x.shape[d] for d in reduce_dims(b, x)]) if x.shape else 1
             limit = None if device == "cuda" else 65536  # GPU rows longer than a block are looped
             if limit is not None and N > limit:
                 return f"a reduction over {N} elements exceeds the persistent-reduction limit {limit}"

@@ -63,9 +63,8 @@ class KernelSource:
 def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
              phase_limit: int = PHASE_LIMIT) -> KernelSource:
     """Return the Triton module source for a region (members in trace order); raise Unfusable."""
-    if any(prim_name(b) in REDUCTIONS and reduces_apart(b) for b in members):
-        members = [r for b in members
-                   for r in (reduced_last(b) if prim_name(b) in REDUCTIONS and reduces_apart(b) else [b])]
+    members = [r for b in members for r in (reduced_last(b) if prim_name(b) in REDUCTIONS and reduces_apart(b)
+                                            else (b,))]
     try:
         part = Part(members, outputs, device_kind)
         part.run()
