@@ -14,6 +14,7 @@ the ATen ops it calls are decomposed further by the same table until only prims 
 from __future__ import annotations
 
 import torch
+import torch._inductor.inductor_prims  # noqa: F401  (registers prims.fma, lowered below; torch itself imports it only with Dynamo)
 
 from .values import contiguous_strides
 

@@ -65,3 +65,13 @@ def test_custom_operator_runs_in_torch_with_a_reason():
     final = obs.traces[("inference", "codegen")]
     (custom,) = [b for b in final.symbols if b.sym.startswith("thundervis_test.")]
     assert custom.executor == "torch" and "not lowered" in (custom.note or "")
+
+
+def test_the_lowerings_import_in_a_fresh_process():
+    # prims.fma (lowered here) is registered by Inductor's prims, which torch imports only with
+    # Dynamo: `import thundervis.compiler.pipeline` first in a process used to fail on it
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", "import thundervis.compiler.pipeline"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
