@@ -220,6 +220,63 @@ class Part(ReindexOps, LoopedReductions):
                 self.cache[key] = self.emit(f"tl.load({arg} + ({off}), mask={' & '.join(masks)}, other=0)", "x")
         return self.cache[key]
 
+    def tensor_operands(self, x: str, y: str) -> tuple[str, str]:
+        """Emit the operands ``x`` and ``y`` (expressions) as tensors: a literal (a number, a
+        constant) takes the other's shape (``tl.zeros_like``), so that comparisons and ``&`` of
+        both give tensors (a Python number's ``y < 0`` is a bool)."""
+        x_literal, y_literal = _LITERAL.fullmatch(x) is not None, _LITERAL.fullmatch(y) is not None
+        x, y = self.emit(x), self.emit(y)
+        if x_literal and not y_literal:
+            x = self.emit(f"(tl.zeros_like({y}) + {x})")
+        elif y_literal and not x_literal:
+            y = self.emit(f"(tl.zeros_like({x}) + {y})")
+        return x, y
+
+    def rounded_division(self, x: str, y: str, mode: str, dtype: str) -> str:
+        """Return ``torch.div(x, y, rounding_mode=mode)`` in compute dtype ``dtype`` (``x`` and ``y``:
+        emitted tensors), as eager computes it. Integers divide exactly: Triton's ``//`` and ``%``
+        truncate (C, LLVM ``sdiv``/``srem``), so ``floor`` steps the quotient down where the
+        remainder's sign differs from the divisor's. Floats: ``trunc`` truncates ``x / y``, as torch
+        does; ``floor`` follows torch's ``div_floor_floating`` step by step (``1.0 // 0.1`` is 9, where
+        ``floor(1.0 / 0.1)`` is 10), with its ``fmod(x, y)`` computed exactly in two reduction steps
+        (:meth:`float_fmod`), and its special cases: ``y == 0`` gives ``x / y``, an infinite ``x``
+        NaN, an infinite ``y`` 0 or -1."""
+        if dtype not in ops.FLOATS and dtype != "float64":
+            if mode == "trunc" or dtype == "uint8":
+                return f"({x} // {y})"
+            q, r = self.emit(f"({x} // {y})"), self.emit(f"({x} % {y})")
+            return f"tl.where(({r} != 0) & (({r} < 0) != ({y} < 0)), {q} - 1, {q})"
+        # IEEE division (tl.math.div_rn), not `/`: on NVIDIA GPUs `/` is div.full.f32 (2 ulp), whose
+        # 5.9999995 for an exact 6.0 would truncate or floor to 5
+        d = self.emit(f"tl.math.div_rn({x}, {y})")
+        if mode == "trunc":
+            return ops.UNARY["trunc"](d)
+        inf, nan = ops.literal(math.inf, dtype), ops.literal(math.nan, dtype)
+        m = self.float_fmod(x, y, d)
+        div = self.emit(f"tl.math.div_rn({x} - {m}, {y})")
+        div = self.emit(f"tl.where(({m} != 0) & (({y} < 0) != ({m} < 0)), {div} - 1.0, {div})")
+        fd = self.emit(f"tl.floor({div})")
+        fd = self.emit(f"tl.where({div} - {fd} > 0.5, {fd} + 1.0, tl.where({div} == 0, {d} * 0.0, {fd}))")
+        fd = self.emit(f"tl.where((tl.abs({d}) == {inf}) & (tl.abs({x}) != {inf}), {d}, {fd})")  # overflow
+        fd = self.emit(f"tl.where((tl.abs({x}) == {inf}) & ({y} != 0), {nan}, {fd})")
+        by_inf = f"tl.where(({x} != 0) & (({x} < 0) != ({y} < 0)), -1.0, {d})"
+        fd = self.emit(f"tl.where((tl.abs({y}) == {inf}) & (tl.abs({x}) < {inf}), {by_inf}, {fd})")
+        return f"tl.where({y} == 0, {d}, {fd})"
+
+    def float_fmod(self, x: str, y: str, d: str) -> str:
+        """Emit C's ``fmod(x, y)`` of floats (``d``: ``x / y``) and return its name: exact for
+        quotients below 2**48 (float32), without libdevice. Each step subtracts ``trunc(q) * y`` by
+        an fma, whose result is exact here (it fits the significand), leaving a quotient below 2**24
+        after the first step and a remainder below ``|y|`` after the second; then the sign is made
+        ``x``'s (a sum that is exact: fmod's result is representable)."""
+        trunc = ops.UNARY["trunc"]
+        t1 = self.emit(trunc(d))
+        y1 = self.emit(f"tl.fma(-{t1}, {y}, {x})")
+        t2 = self.emit(trunc(f"tl.math.div_rn({y1}, {y})"))
+        m = self.emit(f"tl.fma(-{t2}, {y}, {y1})")
+        return self.emit(f"tl.where(({m} != 0) & (({m} < 0) != ({x} < 0)), "
+                         f"{m} + tl.where({x} < 0, -tl.abs({y}), tl.abs({y})), {m})")
+
     def cast(self, expr: str, src: str, dst: str) -> str:
         if src == "number":
             return ops.literal(expr, dst)
@@ -309,16 +366,17 @@ class Part(ReindexOps, LoopedReductions):
         elif name in ops.BITWISE_UNARY:
             x = a["self"]
             expr = f"({arg(x, 'bool')} == 0)" if x.dtype == "bool" else ops.BITWISE_UNARY[name](arg(x))
+        elif name == "div" and a.get("rounding_mode") is not None:
+            x, y = self.tensor_operands(arg(a["self"]), arg(a["other"]))
+            expr = self.rounded_division(x, y, a["rounding_mode"], C)
+        elif name in ops.INTEGER_BINARY:
+            x, y = self.tensor_operands(arg(a["self"]), arg(a["other"]))
+            expr = ops.INTEGER_BINARY[name](x, y, self.emit(f"({x} % {y})"), C)
         elif name in ops.BINARY:
             x, y = arg(a["self"]), arg(a["other"])
             if a.get("alpha") not in (None, 1):
                 y = f"({y} * {ops.literal(a['alpha'], C)})"
             expr = ops.BINARY[name](x, y)
-            mode = a.get("rounding_mode")
-            if mode == "trunc":
-                expr = f"tl.where({expr} < 0, tl.ceil({expr}), tl.floor({expr}))"
-            elif mode == "floor":
-                expr = f"tl.floor({expr})"
         elif name in ops.COMPARE or name in ops.BITWISE:
             src = ops.compute_dtype(ops.promoted([a["self"], a["other"]]))
             sym = ops.COMPARE.get(name) or ops.BITWISE[name]

@@ -122,6 +122,51 @@ def test_div_rounding_modes():
           X, B.abs(), ops=["div"])
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_division_and_remainders_are_exact_with_torch_signs(dtype):
+    # Triton's // and % truncate (C); torch's floor division and remainder follow the divisor's sign
+    a = torch.arange(-23, 23, dtype=dtype).view(2, 23)
+    b = torch.tensor([-7, -3, -2, -1, 1, 2, 3, 5, 7, 11, -11, 4, -4, 6, -6, 9, -9, 13, -13, 8, -8, 10, -10], dtype=dtype)
+
+    def f(a, b):
+        return (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"), torch.remainder(a, b),
+                torch.fmod(a, b), a // 4, a % -3, torch.div(a, -4, rounding_mode="floor"), torch.fmod(a, -3))
+    out, final = compile_fn(f, a, b)
+    for got, want in zip(out, f(a, b)):
+        assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+    assert {"div", "remainder", "fmod"} <= fused_ops(final)
+
+
+def test_float_floor_division_is_torch_s_on_special_and_large_quotients():
+    # floor(x / y) is not torch's answer: 1.0 // 0.1 is 9 (0.1 is a little above a tenth); torch
+    # floors the exact quotient through fmod, and has its own results for zeros and infinities
+    special = torch.tensor([1.0, -1.0, 0.0, -0.0, 0.1, -0.1, 0.3, 7.5, -7.5, 1e30, -1e30, 3e-39, 16777217.0,
+                            float("inf"), float("-inf"), float("nan")])
+    gen = torch.Generator().manual_seed(0)
+    a = torch.cat([special.repeat_interleave(len(special)),
+                   torch.randn(3000, generator=gen) * 10 ** torch.randint(0, 16, (3000,), generator=gen).float()])
+    b = torch.cat([special.repeat(len(special)),
+                   torch.randn(3000, generator=gen) * 10 ** -torch.randint(0, 8, (3000,), generator=gen).float()])
+
+    def f(a, b):
+        return torch.div(a, b, rounding_mode="floor"), a // 0.1, torch.div(a, b, rounding_mode="trunc")
+    out, final = compile_fn(f, a, b)
+    for got, want in zip(out, f(a, b)):
+        same = (got == want) | (got.isnan() & want.isnan())
+        assert same.all(), [(a[i].item(), b[i].item(), got[i].item(), want[i].item()) for i in (~same).nonzero()[:5, 0]]
+        assert torch.equal(torch.signbit(got[got == 0]), torch.signbit(want[got == 0]))
+    assert "div" in fused_ops(final)
+
+
+def test_a_floating_remainder_is_left_to_torch_with_its_reason():
+    from thundervis.compiler.executors.triton_executor import TritonExecutor
+    out, final = compile_fn(lambda x, b: torch.remainder(x, b + 3), X, B.abs())
+    torch.testing.assert_close(out[0], torch.remainder(X, B.abs() + 3))
+    assert "remainder" not in fused_ops(final)
+    rem = next(s for s in final.symbols if s.sym == "prims.remainder")
+    assert "floating remainder is left to torch" in TritonExecutor().problem(rem)
+
+
 @pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
 def test_compare_and_where(op):
     f = lambda x, b: torch.where(getattr(torch, op)(x, b), x, b * 2)  # noqa: E731
