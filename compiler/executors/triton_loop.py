@@ -130,7 +130,7 @@ class LoopedReductions:
     # ------------------------------------------------------------------ accumulators
     def _accumulator_init(self, b: BoundSymbol, k: int) -> dict:
         name = prim_name(b)
-        C = ops.compute_dtype(b.outputs.dtype)
+        C = ops.compute_dtype((b.args[0] if name in ops.INDEX_REDUCTIONS else b.outputs).dtype)
         T = ops.TL_DTYPE[C] if C in ops.TL_DTYPE else "tl.float32"
         shape = f"[{self.sizes['BM']}, 1]"
         acc = {"name": name, "C": C, "v": f"{self.p}acc{k}", "n": f"{self.p}cnt{k}", "m2": f"{self.p}m2_{k}",
@@ -142,24 +142,19 @@ class LoopedReductions:
             acc["fill"] = ops.TRUTH_REDUCTIONS[name][1]
             self.line(f"    {acc['v']} = tl.full({shape}, {acc['fill']}, tl.int32)")
         elif name in ("amax", "amin"):
-            acc["fill"] = self._extreme_fill(name, C)
+            acc["fill"] = self.extreme_fill(name, C)
             self.line(f"    {acc['v']} = tl.full({shape}, {acc['fill']}, {T})")
             self.line(f"    {acc['nan']} = tl.zeros({shape}, tl.int32)")
+        elif name in ops.INDEX_REDUCTIONS:  # the best value so far, its first index, the first NaN's
+            fill = self.extreme_fill("amax" if name == "argmax" else "amin", C)
+            self.line(f"    {acc['v']} = tl.full({shape}, {fill}, {T})")
+            self.line(f"    {acc['n']} = tl.full({shape}, {self.N}, tl.int32)")
+            self.line(f"    {acc['nan']} = tl.full({shape}, {self.N}, tl.int32)")
         else:  # var: running count, mean and M2
             self.line(f"    {acc['v']} = tl.zeros({shape}, tl.float32)")
             self.line(f"    {acc['n']} = tl.zeros({shape}, tl.float32)")
             self.line(f"    {acc['m2']} = tl.zeros({shape}, tl.float32)")
         return acc
-
-    def _extreme_fill(self, name: str, C: str) -> str:
-        if C in ops.FLOATS:
-            return "float('-inf')" if name == "amax" else "float('inf')"
-        if C == "bool":
-            return "0" if name == "amax" else "1"
-        import torch
-        from ..values import torch_dtype
-        info = torch.iinfo(torch_dtype(C))
-        return str(info.min if name == "amax" else info.max)
 
     def _reduce_chunk(self, xv: str) -> None:
         """Emit, inside the loop, the update of the current accumulator with chunk values ``xv``."""
@@ -171,6 +166,17 @@ class LoopedReductions:
             xi = self.emit(f"({xv} != 0).to(tl.int32)")
             self.line(f"    {a['v']} = tl.{'maximum' if red == 'max' else 'minimum'}({a['v']}, "
                       f"tl.{red}(tl.where({mask}, {xi}, {a['fill']}), axis=1, keep_dims=True))")
+        elif a["name"] in ops.INDEX_REDUCTIONS:
+            # a later chunk's extreme replaces the one so far only when strictly better (ties keep
+            # the first index), or when none was found yet (rows of NaN or of -inf so far)
+            best, first = self.first_extreme(a["name"], xv, a["C"], mask)
+            better = ">" if a["name"] == "argmax" else "<"
+            take = self.emit(f"({best} {better} {a['v']}) | (({a['n']} >= {self.N}) & ({first} < {self.N}))")
+            self.line(f"    {a['n']} = tl.where({take}, {first}, {a['n']})")
+            self.line(f"    {a['v']} = tl.where({take}, {best}, {a['v']})")
+            if a["C"] in ops.FLOATS:
+                self.line(f"    {a['nan']} = tl.minimum({a['nan']}, tl.min(tl.where({mask} & ({xv} != {xv}), {self.p}n, "
+                          f"{self.N}), axis=1, keep_dims=True))")
         elif a["name"] in ("amax", "amin"):
             fn = "tl.maximum" if a["name"] == "amax" else "tl.minimum"
             red = "tl.max" if a["name"] == "amax" else "tl.min"
@@ -205,6 +211,12 @@ class LoopedReductions:
             r = a["v"]
             if C in ops.FLOATS:
                 r = self.emit(f"tl.where({a['nan']} > 0, float('nan'), {r})")
+        elif name in ops.INDEX_REDUCTIONS:
+            r = a["n"]
+            if C in ops.FLOATS:
+                r = self.emit(f"tl.where({a['nan']} < {N}, {a['nan']}, {r})")
+            r = self.emit(f"{r}.to(tl.int64)")
+            C = "int64"
         else:
             from .triton_region import bind
             args = bind(b)

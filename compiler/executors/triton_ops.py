@@ -82,7 +82,10 @@ COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGICAL = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}
 BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 
-REDUCTIONS = {"sum", "amax", "amin", "mean", "var", "any", "all"}
+REDUCTIONS = {"sum", "amax", "amin", "mean", "var", "any", "all", "argmax", "argmin"}
+# argmax/argmin: the first index of the row's max/min (tl.max/tl.min), NaN counting as the extreme
+# (torch's rule: the first NaN's index wins).
+INDEX_REDUCTIONS = {"argmax": "max", "argmin": "min"}
 # any/all reduce their values as nonzero (NaN included) and count as a max/min over 0 and 1.
 TRUTH_REDUCTIONS = {"any": ("max", "0"), "all": ("min", "1")}
 # Shape prims the generated code absorbs as index arithmetic (views) or copies (clone).
@@ -169,7 +172,7 @@ HONOURED = honoured_table([
     (("scalar_tensor",), ("s",) + _FACTORY_ARGS),
     (("arange",), ("start", "end", "step") + _FACTORY_ARGS),
     (("sum", "mean"), ("self", "dim", "keepdim", "dtype")),
-    (("amax", "amin", "any", "all"), ("self", "dim", "keepdim")),
+    (("amax", "amin", "any", "all", "argmax", "argmin"), ("self", "dim", "keepdim")),
     (("var",), ("self", "dim", "keepdim", "correction", "unbiased")),
     (("view",), ("self", "size")),
     (("expand",), ("self", "size", "implicit")),

@@ -143,6 +143,8 @@ def test_gpu_plan_spreads_over_blocks():
     (lambda x: (x.sum((0, 2)), x.mean(1) * 2), (64, 8, 200), True),  # dims apart, read permuted
     (lambda x: x.amax(1), (16, 300, 8), False),
     (lambda x: ((x > 3.0).any(-1), (x > -3.5).all(-1), x.any(-1)), (4, 10000), True),
+    (lambda x: (x.argmax(-1), x.argmin(-1, keepdim=True)), (4, 10000), True),
+    (lambda x: x.argmax(1), (16, 300, 8), False),  # a middle dim, read permuted
     # a whole tensor to one value: split over 16 programs, then the partial results reduced
     (lambda x: (x * x).sum() * 0.5, (64, 1000), "split"),
     (lambda x: x.abs().amax(), (60000,), "split"),
@@ -172,6 +174,29 @@ def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * max(1.0, w.double().abs().max().item()))
+
+
+def test_looped_argmax_keeps_the_first_index_and_the_first_nan_across_chunks(tmp_path):
+    """Rows longer than a block: a tie in a later chunk keeps the earlier index, a row of -inf
+    and a row of NaN still get an index, and a NaN anywhere wins (torch's rule)."""
+    x = torch.randn(5, 10000)
+    x[0, 9000] = x[0, 20] = 50.0          # tie across chunks: the first one
+    x[1, :] = float("-inf")                # nothing above the start value
+    x[2, :] = float("nan")
+    x[3, 7000] = float("nan")              # a NaN after the max
+    x[3, 10] = 60.0
+    x[4, 9999] = -70.0
+    (rec,) = triton_records(lambda x: (x.argmax(-1), x.argmin(-1)), x)
+    ks = plan_for_gpu(rec).kernel
+    assert "looped in chunks" in ks.source
+    path = tmp_path / "gpu_plan.py"
+    path.write_text(ks.source)
+    spec = importlib.util.spec_from_file_location("gpu_plan_argmax", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = mod.launch(x)
+    assert [g.tolist() for g in got] == [x.argmax(-1).tolist(), x.argmin(-1).tolist()]
+    assert got[0].tolist()[:4] == [20, 0, 0, 7000] and got[1].tolist()[2:5] == [0, 7000, 9999]
 
 
 # ------------------------------------------------------------------------------ real builds

@@ -239,6 +239,24 @@ def test_reductions_over_dims_apart_read_their_input_permuted_in_the_kernel():
           ops=["sum"], backward=True, atol=1e-4, rtol=1e-4)
 
 
+def test_argmax_and_argmin_give_torch_s_first_index_nan_included():
+    x = X.clone()
+    x[1, 3] = x[1, 7] = float("nan")  # the first NaN wins, for argmin too
+    x[2, :] = float("-inf")
+    x[3, 8] = x[3, 2] = x[3].max() + 1  # a tie: the first index
+    x[4, :] = float("nan")
+    i = torch.randint(-5, 5, (6, 10), generator=torch.Generator().manual_seed(0))
+
+    def f(x, i):
+        return (x.argmax(-1), x.argmin(-1), x.argmax(0), x.argmin(0, keepdim=True), x.argmax(), (x * 2).argmax(1, keepdim=True),
+                i.argmax(-1), i.argmin(0), x.view(2, 3, 10).argmax(1))
+    out, final = compile_fn(f, x, i)
+    for got, want in zip(out, f(x, i)):
+        assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want), (got, want)
+    assert not [b.sym for b in final.symbols if b.sym.startswith("prims.arg")]  # all nine in kernels
+    assert {"argmax", "argmin"} <= fused_ops(final)
+
+
 def test_bool_sum_to_int():
     check(lambda x: (x > 0).sum(-1) + (x > 0).sum(), X, ops=["sum"])
 
