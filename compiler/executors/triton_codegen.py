@@ -238,9 +238,9 @@ class Part(ReindexOps, LoopedReductions):
         truncate (C, LLVM ``sdiv``/``srem``), so ``floor`` steps the quotient down where the
         remainder's sign differs from the divisor's. Floats: ``trunc`` truncates ``x / y``, as torch
         does; ``floor`` follows torch's ``div_floor_floating`` step by step (``1.0 // 0.1`` is 9, where
-        ``floor(1.0 / 0.1)`` is 10), with its ``fmod(x, y)`` computed exactly in two reduction steps
-        (:meth:`float_fmod`), and its special cases: ``y == 0`` gives ``x / y``, an infinite ``x``
-        NaN, an infinite ``y`` 0 or -1."""
+        ``floor(1.0 / 0.1)`` is 10), with its ``fmod(x, y)`` computed exactly (:meth:`float_fmod`),
+        and its special cases: ``y == 0`` gives ``x / y``, an infinite ``x`` NaN, an infinite ``y``
+        0 or -1."""
         if dtype not in ops.FLOATS and dtype != "float64":
             if mode == "trunc" or dtype == "uint8":
                 return f"({x} // {y})"
@@ -252,7 +252,7 @@ class Part(ReindexOps, LoopedReductions):
         if mode == "trunc":
             return ops.UNARY["trunc"](d)
         inf, nan = ops.literal(math.inf, dtype), ops.literal(math.nan, dtype)
-        m = self.float_fmod(x, y, d)
+        m = self.float_fmod(x, y)
         div = self.emit(f"tl.math.div_rn({x} - {m}, {y})")
         div = self.emit(f"tl.where(({m} != 0) & (({y} < 0) != ({m} < 0)), {div} - 1.0, {div})")
         fd = self.emit(f"tl.floor({div})")
@@ -263,19 +263,46 @@ class Part(ReindexOps, LoopedReductions):
         fd = self.emit(f"tl.where((tl.abs({y}) == {inf}) & (tl.abs({x}) < {inf}), {by_inf}, {fd})")
         return f"tl.where({y} == 0, {d}, {fd})"
 
-    def float_fmod(self, x: str, y: str, d: str) -> str:
-        """Emit C's ``fmod(x, y)`` of floats (``d``: ``x / y``) and return its name: exact for
-        quotients below 2**48 (float32), without libdevice. Each step subtracts ``trunc(q) * y`` by
-        an fma, whose result is exact here (it fits the significand), leaving a quotient below 2**24
-        after the first step and a remainder below ``|y|`` after the second; then the sign is made
-        ``x``'s (a sum that is exact: fmod's result is representable)."""
+    def remainder(self, name: str, x: str, y: str, dtype: str) -> str:
+        """Return ``torch.fmod`` (``name`` ``fmod``: the sign of ``x``) or ``torch.remainder`` (the
+        sign of ``y``) of emitted tensors ``x`` and ``y`` in compute dtype ``dtype``, as eager
+        computes them. Integers: Triton's ``%`` is C's (LLVM ``srem``), so ``remainder`` adds ``y``
+        where the signs differ. Floats: the exact :meth:`float_fmod`, NaN for an infinite ``x``,
+        ``y == 0`` or a NaN, ``x`` itself for an infinite ``y``; ``remainder`` then adds ``y`` where
+        the signs differ, rounded as torch rounds it."""
+        if dtype not in ops.FLOATS and dtype != "float64":
+            r = self.emit(f"({x} % {y})")
+            if name == "fmod" or dtype == "uint8":
+                return r
+            return f"tl.where(({r} != 0) & (({r} < 0) != ({y} < 0)), {r} + {y}, {r})"
+        inf, nan = ops.literal(math.inf, dtype), ops.literal(math.nan, dtype)
+        m = self.float_fmod(x, y)
+        m = self.emit(f"tl.where((tl.abs({x}) == {inf}) | ({y} == 0) | ({x} != {x}) | ({y} != {y}), {nan}, "
+                      f"tl.where((tl.abs({y}) == {inf}), {x}, {m}))")
+        if name == "fmod":
+            return m
+        return f"tl.where(({m} != 0) & (({y} < 0) != ({m} < 0)), {m} + {y}, {m})"
+
+    def float_fmod(self, x: str, y: str) -> str:
+        """Emit C's ``fmod(x, y)`` of finite floats, ``y != 0``, exactly (CUDA's ``::fmod``, without
+        libdevice), and return its name. Twelve steps take ``x`` down modulo ``y * 2**(24k)``, k = 11
+        .. 0 (exact products; an infinite one is skipped): each subtracts ``trunc(x / Y) * Y`` by an
+        fma whose exact result fits the significand (the quotient is below 2**24 after the step
+        before), so the float32 quotients of any size (up to 2**277) reduce exactly; then the sign
+        is made ``x``'s (a sum that is exact: fmod's result is representable) and a zero takes
+        ``x``'s sign. Torch's CPU fmod gives NaN where ``x / y`` overflows; this gives the value."""
         trunc = ops.UNARY["trunc"]
-        t1 = self.emit(trunc(d))
-        y1 = self.emit(f"tl.fma(-{t1}, {y}, {x})")
-        t2 = self.emit(trunc(f"tl.math.div_rn({y1}, {y})"))
-        m = self.emit(f"tl.fma(-{t2}, {y}, {y1})")
-        return self.emit(f"tl.where(({m} != 0) & (({m} < 0) != ({x} < 0)), "
-                         f"{m} + tl.where({x} < 0, -tl.abs({y}), tl.abs({y})), {m})")
+        inf = ops.literal(math.inf, "float32")
+        scaled = [y]
+        for _ in range(11):
+            scaled.append(self.emit(f"{scaled[-1]} * 16777216.0"))
+        m = x
+        for Y in reversed(scaled):
+            t = self.emit(trunc(f"tl.math.div_rn({m}, {Y})"))
+            m = self.emit(f"tl.where(tl.abs({Y}) < {inf}, tl.fma(-{t}, {Y}, {m}), {m})")
+        m = self.emit(f"tl.where(({m} != 0) & (({m} < 0) != ({x} < 0)), "
+                      f"{m} + tl.where({x} < 0, -tl.abs({y}), tl.abs({y})), {m})")
+        return self.emit(f"tl.where({m} == 0, {x} * 0.0, {m})")
 
     def cast(self, expr: str, src: str, dst: str) -> str:
         if src == "number":
@@ -369,9 +396,9 @@ class Part(ReindexOps, LoopedReductions):
         elif name == "div" and a.get("rounding_mode") is not None:
             x, y = self.tensor_operands(arg(a["self"]), arg(a["other"]))
             expr = self.rounded_division(x, y, a["rounding_mode"], C)
-        elif name in ops.INTEGER_BINARY:
+        elif name in ops.REMAINDERS:
             x, y = self.tensor_operands(arg(a["self"]), arg(a["other"]))
-            expr = ops.INTEGER_BINARY[name](x, y, self.emit(f"({x} % {y})"), C)
+            expr = self.remainder(name, x, y, C)
         elif name in ops.BINARY:
             x, y = arg(a["self"]), arg(a["other"])
             if a.get("alpha") not in (None, 1):

@@ -172,8 +172,6 @@ class TritonExecutor(FusionExecutor):
                 return f"a reduction over {N} elements exceeds the persistent-reduction limit {limit}"
             if name == "var" and not isinstance(a.get("correction") if a.get("correction") is not None else 1, (int, float)):
                 return "var with a non-numeric correction"
-        if name in ops.INTEGER_BINARY and (outs[0].dtype in ops.FLOATS or outs[0].dtype == "float64"):
-            return f"a floating {name} is left to torch (the kernels compute an exact fmod only inside a floor division)"
         if name == "div" and a.get("rounding_mode") is not None and outs[0].dtype == "bool":
             return "division of bools with a rounding mode is left to torch"
         if name == "pow":

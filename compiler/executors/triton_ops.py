@@ -71,13 +71,9 @@ BINARY: dict[str, Callable[[str, str], str]] = {
     "maximum": lambda a, b: f"tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})",
     "minimum": lambda a, b: f"tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})",
 }
-# Integer remainders: ``(x, y, r, dtype) -> expression`` where ``r`` is Triton's ``x % y``, which
-# truncates (C's sign: the dividend's); torch's ``remainder`` takes the divisor's sign (Python's),
-# ``fmod`` the dividend's. Floats stay with torch (an exact float fmod needs libdevice).
-INTEGER_BINARY: dict[str, Callable[[str, str, str, str], str]] = {
-    "remainder": lambda x, y, r, dt: r if dt == "uint8" else f"tl.where(({r} != 0) & (({r} < 0) != ({y} < 0)), {r} + {y}, {r})",
-    "fmod": lambda x, y, r, dt: r,
-}
+# C's fmod (the dividend's sign) and torch's remainder (the divisor's sign), exact for integers and
+# floats (Part.remainder).
+REMAINDERS = {"remainder", "fmod"}
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 LOGICAL = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}
 BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
@@ -99,7 +95,7 @@ FACTORY = {"full", "scalar_tensor"}
 CONVERSION = {"convert_element_type"}
 TERNARY = {"where", "clamp"}
 
-SUPPORTED = (set(UNARY) | set(LOGICAL_UNARY) | set(BITWISE_UNARY) | set(BINARY) | set(INTEGER_BINARY) | set(COMPARE) | set(LOGICAL)
+SUPPORTED = (set(UNARY) | set(LOGICAL_UNARY) | set(BITWISE_UNARY) | set(BINARY) | REMAINDERS | set(COMPARE) | set(LOGICAL)
              | set(BITWISE) | REDUCTIONS | SHAPE | FACTORY | CONVERSION | TERNARY | INDEXING | ITERATE | {"pow"})
 
 
@@ -161,7 +157,7 @@ def pow_expr(x: str, exponent: float, dtype: str) -> str:
 _FACTORY_ARGS = ("dtype", "device")
 HONOURED = honoured_table([
     (set(UNARY) | set(LOGICAL_UNARY) | set(BITWISE_UNARY), ("self",)),
-    (set(COMPARE) | set(LOGICAL) | set(BITWISE) | set(INTEGER_BINARY) | {"mul", "maximum", "minimum"}, ("self", "other")),
+    (set(COMPARE) | set(LOGICAL) | set(BITWISE) | REMAINDERS | {"mul", "maximum", "minimum"}, ("self", "other")),
     (("add", "sub"), ("self", "other", "alpha")),
     (("div",), ("self", "other", "rounding_mode")),
     (("where",), ("condition", "self", "other")),
