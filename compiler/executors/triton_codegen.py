@@ -80,14 +80,15 @@ class Part(ReindexOps, LoopedReductions):
     # ------------------------------------------------------------------ domain and tiles
     def _domain(self) -> None:
         reds = [b for b in self.members if prim_name(b) in ops.REDUCTIONS]
-        puts = [b for b in self.members if prim_name(b) == "index_put"]
+        puts = [b for b in self.members if prim_name(b) in ops.PUTS]
         if puts and not self.allow_index_put:
-            raise Unfusable("index_put runs only as a phase of its own in a single-program kernel")
+            raise Unfusable(f"{prim_name(puts[0])} runs only as a phase of its own in a single-program kernel")
         if not reds:
             self.kind = "pointwise"
             computed = [p for b in self.members if prim_name(b) not in FREE_OPS for p in b.flat_outputs()]
-            if puts:  # the part walks the values scattered
-                self.T = numel(bind(puts[0])["values"].shape)
+            if puts:  # the part walks the values scattered (scatter_add: as many as its index has)
+                put = bind(puts[0])
+                self.T = numel((put["values"] if "values" in put else put["index"]).shape)
             else:  # computed values set the domain; shape ops of inputs follow it
                 self.T = max((numel(p.shape) for p in computed or self.outputs
                               or [p for b in self.members for p in b.flat_outputs()]), default=0)
@@ -367,6 +368,8 @@ class Part(ReindexOps, LoopedReductions):
             return
         if name == "index_put":
             return self.index_put(b)
+        if name == "scatter_add":
+            return self.scatter_add(b)
         level = self.level(numel(out.shape))
         if name in ops.REDUCTIONS:
             return self.reduction(b, name, out, level)

@@ -285,6 +285,21 @@ def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
         except Unfusable as e:
             return str(e)
         return None
+    if name == "scatter_add":
+        index, src, base = a["index"], a["src"], a["self"]
+        if not (isinstance(index, TensorProxy) and isinstance(src, TensorProxy)) or index.dtype not in ("int64", "int32"):
+            return "scatter_add with other than an integer index tensor and a source tensor is left to torch"
+        if out.dtype not in ("float32", "int32"):
+            return f"scatter_add of {out.dtype} (no atomic add) is left to torch"
+        if len(index.shape) != len(out.shape) or len(src.shape) != len(out.shape) or not out.shape:
+            return "scatter_add whose index, source and input differ in rank is left to torch"
+        dim = a["dim"] % len(out.shape)
+        if any(i > s for i, s in zip(index.shape, src.shape)) or any(
+                i > o for d, (i, o) in enumerate(zip(index.shape, out.shape)) if d != dim):
+            return "scatter_add with an index larger than its source or input is left to torch"
+        if 0 in index.shape:
+            return "empty tensors are left to torch"
+        return None
     if name == "index_put":
         idx = a["indices"]
         if len(idx) != 1 or not isinstance(idx[0], TensorProxy) or idx[0].dtype not in ("int64", "int32"):

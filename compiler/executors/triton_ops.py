@@ -87,8 +87,12 @@ TRUTH_REDUCTIONS = {"any": ("max", "0"), "all": ("min", "1")}
 # Shape prims the generated code absorbs as index arithmetic (views) or copies (clone).
 SHAPE = {"view", "expand", "permute", "squeeze", "unsqueeze", "alias", "clone", "slice", "select"}
 # Indexing: read memory at loaded indices (gather, embedding), a scalar scatter with one index per
-# row (a where), concatenation of virtual values, index_put (atomics, in a phase of its own).
-INDEXING = {"cat", "gather", "embedding", "scatter", "index_put", "index", "constant_pad_nd"}
+# row (a where), concatenation of virtual values, index_put and scatter_add (atomics, in a phase
+# of their own).
+INDEXING = {"cat", "gather", "embedding", "scatter", "index_put", "scatter_add", "index", "constant_pad_nd"}
+# Ops that write through atomics at loaded indices: each runs as a phase of its own (a copy of
+# ``self`` into the output first), in a single-program kernel.
+PUTS = {"index_put", "scatter_add"}
 # Values computed from their own index alone (virtual, like constants).
 ITERATE = {"arange"}
 FACTORY = {"full", "scalar_tensor"}
@@ -185,4 +189,5 @@ HONOURED = honoured_table([
     (("embedding",), ("weight", "indices", "padding_idx", "scale_grad_by_freq", "sparse")),  # forward value only
     (("scatter",), ("self", "dim", "index", "value", "src")),
     (("index_put",), ("self", "indices", "values", "accumulate")),
+    (("scatter_add",), ("self", "dim", "index", "src")),
 ])

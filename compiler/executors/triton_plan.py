@@ -26,6 +26,7 @@ from ..ir import BoundSymbol, TensorProxy
 from .triton_codegen import FREE_OPS as FREE
 from ..printer import call_text, comment_text
 from .triton_codegen import Part, Unfusable, prim_name
+from . import triton_ops as ops
 from .triton_ops import REDUCTIONS
 from .triton_region import reduced_last, reduces_apart
 from .triton_index import out_strides
@@ -85,6 +86,10 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
             pass
     if phase_limit and _small(members, phase_limit):
         return _phases(members, outputs, device_kind)
+    put = next((prim_name(b) for b in members if prim_name(b) in ops.PUTS), None)
+    if put is not None:  # say why no phase of its own was tried
+        raise Unfusable(f"{put} runs as a phase of its own, only in a region whose tensors have at most "
+                        f"{phase_limit} elements")
     raise first
 
 
@@ -184,7 +189,7 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
     for i, b in enumerate(members):
         if i in free and not any(p.name in region_out for p in b.flat_outputs()):
             continue  # re-derived by each part that needs it
-        if prim_name(b) == "index_put":
+        if prim_name(b) in ops.PUTS:
             if cur:
                 plan.append(("gen", cur))
                 cur = []

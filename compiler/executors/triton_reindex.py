@@ -171,6 +171,21 @@ class ReindexOps:
         dims = as_dims(self.index(level), out.shape)
         return f"tl.where(({dims[dim]}) == {e}, {ops.literal(val, C)}, {self.cast(selfv, sdt, C)})"
 
+    def scatter_add(self, b: BoundSymbol) -> None:
+        """Emit ``out[..., index[p], ...] += src[p]`` (``index[p]`` at dim ``dim``) for every position
+        ``p`` of ``index`` by atomic adds into the output (a copy of ``self`` the phase before);
+        ``src`` is read at ``p`` too (it may be larger than ``index``), both in place."""
+        a = bind(b)
+        out, index, src = b.outputs, a["index"], a["src"]
+        dim = a["dim"] % max(len(out.shape), 1)
+        dims = as_dims(self.index("full"), index.shape)
+        idx = self.virtual(index, "scatter_add").read(("dims", dims), "full", None)
+        idx = self.emit(f"tl.where({idx} < 0, {idx} + {out.shape[dim] if out.shape else 1}, {idx})")
+        e = self.virtual(src, "scatter_add").read(("dims", dims), "full", None)
+        target = dims[:dim] + [idx] + dims[dim + 1:]
+        off = offset(("dims", target), out.shape, out_strides(out))
+        self.line(f"    tl.atomic_add({self.p}dst + ({off}), {self.cast(e, src.dtype, out.dtype)}, mask={self.mask('full')})")
+
     def index_put(self, b: BoundSymbol) -> None:
         a = bind(b)
         out, values, accumulate = b.outputs, a["values"], bool(a.get("accumulate"))

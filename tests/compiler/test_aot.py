@@ -145,6 +145,7 @@ def test_gpu_plan_spreads_over_blocks():
     (lambda x: ((x > 3.0).any(-1), (x > -3.5).all(-1), x.any(-1)), (4, 10000), True),
     (lambda x: (x.argmax(-1), x.argmin(-1, keepdim=True)), (4, 10000), True),
     (lambda x: x.argmax(1), (16, 300, 8), False),  # a middle dim, read permuted
+    (lambda x: torch.zeros(40, 7).scatter_add(0, (x.abs() * 10).long() % 40, x * 2), (300, 7), False),
     # a whole tensor to one value: split over 16 programs, then the partial results reduced
     (lambda x: (x * x).sum() * 0.5, (64, 1000), "split"),
     (lambda x: x.abs().amax(), (60000,), "split"),

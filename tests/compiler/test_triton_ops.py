@@ -385,6 +385,33 @@ def test_split_cat_gather_scatter_fw_bw():
     assert {"scatter", "slice"} <= fused_ops(bw) or {"scatter", "cat"} <= fused_ops(bw)
 
 
+def test_scatter_add_adds_through_atomics_in_a_phase_of_its_own():
+    """``scatter_add`` (and ``scatter_reduce`` sum/mean, gather's backward) copies ``self`` and adds
+    ``src`` at the loaded indices in the kernel; a source larger than the index is read in place."""
+    g = torch.Generator().manual_seed(0)
+    x, src = torch.randn(5, 7, generator=g), torch.randn(6, 9, generator=g)
+    idx0, idx1 = torch.randint(0, 5, (4, 7), generator=g), torch.randint(0, 7, (5, 3), generator=g)
+
+    def f(x, src, idx0, idx1):
+        return (torch.scatter_add(x, 0, idx0, src), torch.scatter_add(x * 2, 1, idx1, src[:5, :3] + 1),
+                torch.zeros(10).scatter_add(0, idx0.flatten(), src[:4, :7].flatten()),
+                torch.scatter_reduce(x, 1, idx1, src[:5, :3], "mean"),
+                torch.zeros(5, 7, dtype=torch.int32).scatter_add(0, idx0, (idx0 * 3).to(torch.int32)))
+    out, final = compile_fn(f, x, src, idx0, idx1)
+    for got, want in zip(out, f(x, src, idx0, idx1)):
+        torch.testing.assert_close(got, want)
+    assert not [b.sym for b in final.symbols if "scatter" in b.sym]  # all of them in kernels
+    assert "scatter_add" in fused_ops(final)
+    check(lambda x, i: torch.gather(x * 3, 1, i).sum(), x, idx1, ops=["gather"], backward=True)
+    _, _, bw = _grad_program(lambda x, i: torch.gather(x * 3, 1, i).sum(), x, idx1)
+    assert "scatter_add" in fused_ops(bw)
+    # past the phase limit it stays with torch, saying so
+    big = torch.randint(0, 300, (300, 300), generator=g)
+    out, final = compile_fn(lambda s, i: torch.zeros(300, 300).scatter_add(0, i, s), torch.randn(300, 300), big)
+    (left,) = [b for b in final.symbols if b.sym == "prims.scatter_add"]
+    assert left.executor == "torch" and "at most 65536 elements" in left.note
+
+
 def test_select_reads_one_index_of_a_dim_in_the_kernel():
     """``x[i]`` / ``x[:, -1]`` / ``unbind`` (prims.select) read the input in place inside the kernel,
     negative indices counted from the end, forward and backward (the gradient's select_backward
