@@ -301,12 +301,14 @@ def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
             return "empty tensors are left to torch"
         return None
     if name == "index_put":
-        idx = a["indices"]
-        if len(idx) != 1 or not isinstance(idx[0], TensorProxy) or idx[0].dtype not in ("int64", "int32"):
-            return "index_put with other than one integer index tensor is left to torch"
         values = a["values"]
-        if not isinstance(values, TensorProxy) or tuple(values.shape) != tuple(idx[0].shape) + tuple(out.shape[1:]):
-            return "index_put whose values are broadcast is left to torch"
+        if not isinstance(values, TensorProxy):
+            return "index_put of a scalar value is left to torch"
+        try:
+            advanced_index_block(a["indices"], out, values)
+        except Unfusable:
+            return ("index_put with other than integer index tensors on adjacent dims, or with broadcast "
+                    "values, is left to torch")
         if a.get("accumulate") and out.dtype not in ("float32", "int32"):
             return f"index_put accumulating {out.dtype} (no atomic add) is left to torch"
         return None

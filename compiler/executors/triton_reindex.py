@@ -187,14 +187,23 @@ class ReindexOps:
         self.line(f"    tl.atomic_add({self.p}dst + ({off}), {self.cast(e, src.dtype, out.dtype)}, mask={self.mask('full')})")
 
     def index_put(self, b: BoundSymbol) -> None:
+        """Emit ``out[..., i[p], j[p], ...] = values[p]`` (``+=`` through atomic adds with
+        ``accumulate``) for every position ``p`` of ``values``: integer index tensors on adjacent
+        dims, broadcast together (:func:`advanced_index_block`; ``None`` entries before them take
+        whole dims, as interpolate's backward writes), a negative index counted from the end."""
         a = bind(b)
         out, values, accumulate = b.outputs, a["values"], bool(a.get("accumulate"))
-        (index,) = a["indices"]
-        k = len(index.shape)
+        first, tensors, rank = advanced_index_block(a["indices"], out, values)
         dims = as_dims(self.index("full"), values.shape)
-        idx = self.virtual(index, "index_put").read(("dims", dims[:k]), "full", None)
-        idx = self.emit(f"tl.where({idx} < 0, {idx} + {out.shape[0]}, {idx})")
+        block = dims[first:first + rank]
+        target = []
+        for t, size in zip(tensors, out.shape[first:]):
+            off = rank - len(t.shape)
+            at = ["0" if n == 1 else block[off + d] for d, n in enumerate(t.shape)]
+            i = self.virtual(t, "index_put").read(("dims", at), "full", None)
+            target.append(self.emit(f"tl.where({i} < 0, {i} + {size}, {i})"))
+        write = dims[:first] + target + dims[first + rank:]
         e, dt = self.value(values, "full", values.shape)
-        off = offset(("dims", [idx] + dims[k:]), out.shape, out_strides(out))
+        off = offset(("dims", write), out.shape, out_strides(out))
         fn = "tl.atomic_add" if accumulate else "tl.store"
         self.line(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")

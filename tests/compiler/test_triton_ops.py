@@ -412,6 +412,43 @@ def test_scatter_add_adds_through_atomics_in_a_phase_of_its_own():
     assert left.executor == "torch" and "at most 65536 elements" in left.note
 
 
+def test_index_put_with_several_broadcast_index_tensors_writes_in_the_kernel():
+    """``out[:, :, i, j] = v`` / ``+= v`` with index tensors broadcast together (interpolate's
+    backward writes so), a negative index counted from the end."""
+    g = torch.Generator().manual_seed(0)
+    x, vals = torch.randn(2, 3, 8, 8, generator=g), torch.randn(2, 3, 5, 6, generator=g)
+    ih, iw = torch.randint(-4, 4, (5, 1), generator=g), torch.randint(0, 8, (6,), generator=g)
+
+    def f(x, vals, ih, iw):
+        return (torch.ops.aten.index_put(x, [None, None, ih, iw], vals, True),
+                torch.ops.aten.index_put(x * 2, [None, None, ih, ih.flatten()[:1]], vals[..., :1] + 1, False),
+                torch.ops.aten.index_put(x[0, 0], [ih.flatten(), iw[:5]], vals[0, 0, :, 0], True))
+    out, final = compile_fn(f, x, vals, ih, iw)
+    for got, want in zip(out, f(x, vals, ih, iw)):
+        torch.testing.assert_close(got, want)
+    assert not [b.sym for b in final.symbols if b.sym == "prims.index_put"]  # all three in kernels
+
+    from thundervis.compiler.backend import ThundervisCompiler
+    from thundervis.compiler.observer import CompileObserver
+
+    class Kept(CompileObserver):
+        def __init__(self):
+            self.kernels = []
+
+        def kernels_built(self, graph, chain, kernels):
+            self.kernels += [(chain, k) for k in kernels]
+    torch._dynamo.reset()
+    kept = Kept()
+    xg = x.clone().requires_grad_(True)
+    up = lambda t: torch.nn.functional.interpolate(t * 2, scale_factor=2, mode="bilinear").sum()  # noqa: E731
+    torch.compile(up, backend=ThundervisCompiler(executors=["triton"], observer=kept))(xg).backward()
+    want = x.clone().requires_grad_(True)
+    up(want).backward()
+    torch.testing.assert_close(xg.grad, want.grad)
+    puts = [s for chain, k in kept.kernels if chain == "backward" for s in k.region.symbols if s.sym == "prims.index_put"]
+    assert len(puts) == 4  # the four corners' gradients, added in the kernel
+
+
 def test_select_reads_one_index_of_a_dim_in_the_kernel():
     """``x[i]`` / ``x[:, -1]`` / ``unbind`` (prims.select) read the input in place inside the kernel,
     negative indices counted from the end, forward and backward (the gradient's select_backward
