@@ -126,6 +126,20 @@ class ReindexOps:
             return self.emit(f"tl.where({inside}, {val}, {value})")
         self.env[out.name] = Virtual(out.shape, out.dtype, read)
 
+    def in_bounds(self, indices, level: str) -> str:
+        """Emit and return the name of the ``level`` mask and ``0 <= i < size`` for every ``(i, size)``
+        of ``indices`` (loaded index values): the mask that keeps a read or a write at an index out
+        of range inside the tensor (a read gives 0, a write is skipped), where eager raises; with
+        ``TRITON_DEBUG=1`` the kernel asserts it, like eager's device-side assert."""
+        cond = self.emit(" & ".join(f"(({i}) >= 0) & (({i}) < {size})" for i, size in indices))
+        mask = self.mask(level)
+        if not mask:
+            self.line(f"    tl.device_assert({cond}, 'index out of bounds')")
+            return cond
+        # where(), not &: the interpreter makes an int32 of a tile & a scalar's bool (one index)
+        self.line(f"    tl.device_assert(tl.where({mask}, {cond}, True), 'index out of bounds')")
+        return self.emit(f"tl.where({cond}, {mask}, False)")
+
     def gather(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
         a = bind(b)
         x, index = a["self"], a["index"]
@@ -134,14 +148,15 @@ class ReindexOps:
         e, dt = self.value(index, level, out.shape)
         dims = as_dims(self.index(level), out.shape)
         dims[dim] = self.emit(self.cast(e, dt, "int64" if dt == "int64" else "int32"))
-        return src.read(("dims", dims), level, None)
+        return src.read(("dims", dims), level, self.in_bounds([(dims[dim], x.shape[dim])], level))
 
     def embedding(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
         a = bind(b)
         weight, indices = a["weight"], a["indices"]
         dims = as_dims(self.index(level), out.shape)
         idx = self.virtual(indices, "embedding").read(("dims", dims[:-1]), level, None)
-        return self.virtual(weight, "embedding").read(("dims", [idx, dims[-1]]), level, None)
+        ok = self.in_bounds([(idx, weight.shape[0])], level)
+        return self.virtual(weight, "embedding").read(("dims", [idx, dims[-1]]), level, ok)
 
     def advanced_index(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
         """``index``: ``x[..., i, j, ...]`` with integer index tensors on adjacent dims (see
@@ -159,7 +174,8 @@ class ReindexOps:
             i = self.virtual(t, "index").read(("dims", at), level, None)
             src.append(self.emit(f"tl.where({i} < 0, {i} + {size}, {i})"))
         read = dims[:first] + src + dims[first + rank:]
-        return self.virtual(x, "index").read(("dims", read), level, None)
+        ok = self.in_bounds(list(zip(src, x.shape[first:])), level)
+        return self.virtual(x, "index").read(("dims", read), level, ok)
 
     def scatter(self, b: BoundSymbol, out: TensorProxy, level: str) -> str:
         a = bind(b)
@@ -184,7 +200,8 @@ class ReindexOps:
         e = self.virtual(src, "scatter_add").read(("dims", dims), "full", None)
         target = dims[:dim] + [idx] + dims[dim + 1:]
         off = offset(("dims", target), out.shape, out_strides(out))
-        self.line(f"    tl.atomic_add({self.p}dst + ({off}), {self.cast(e, src.dtype, out.dtype)}, mask={self.mask('full')})")
+        ok = self.in_bounds([(idx, out.shape[dim] if out.shape else 1)], "full")
+        self.line(f"    tl.atomic_add({self.p}dst + ({off}), {self.cast(e, src.dtype, out.dtype)}, mask={ok})")
 
     def index_put(self, b: BoundSymbol) -> None:
         """Emit ``out[..., i[p], j[p], ...] = values[p]`` (``+=`` through atomic adds with
@@ -205,5 +222,6 @@ class ReindexOps:
         write = dims[:first] + target + dims[first + rank:]
         e, dt = self.value(values, "full", values.shape)
         off = offset(("dims", write), out.shape, out_strides(out))
+        ok = self.in_bounds(list(zip(target, out.shape[first:])), "full")
         fn = "tl.atomic_add" if accumulate else "tl.store"
-        self.line(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={self.mask('full')})")
+        self.line(f"    {fn}({self.p}dst + ({off}), {self.cast(e, dt, out.dtype)}, mask={ok})")

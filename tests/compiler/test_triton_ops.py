@@ -449,6 +449,32 @@ def test_index_put_with_several_broadcast_index_tensors_writes_in_the_kernel():
     assert len(puts) == 4  # the four corners' gradients, added in the kernel
 
 
+def test_an_index_out_of_range_never_reads_or_writes_outside_the_tensor():
+    """Eager raises on an index out of range; a kernel must not touch memory outside the tensor
+    (an atomic add there would corrupt another tensor): the read gives 0, the write is skipped,
+    and the kernel asserts it (active with TRITON_DEBUG=1 on a GPU)."""
+    w, x = torch.randn(10, 4), torch.randn(6, 5)
+    idx = torch.tensor([[0, 3, 12], [9, -20, 1]])  # 12 and -20 are out of range
+    gi = torch.tensor([[0, 7], [1, 2], [4, -1], [0, 0], [1, 1], [2, 2]])  # 7 and -1 too (gather has no wrap)
+
+    def f(w, x, idx, gi):
+        return (torch.nn.functional.embedding(idx, w * 2), torch.gather(x * 2, 1, gi),
+                torch.zeros(5).index_put([idx.flatten()], torch.ones(6), True) * 2,
+                torch.zeros(6, 5).scatter_add(1, gi, x[:, :2] + 1))
+    out, final = compile_fn(f, w, x, idx, gi)
+    assert {"aten.embedding.default", "gather", "index_put", "scatter_add"} <= fused_ops(final)
+    emb, gat, put, sca = out
+    torch.testing.assert_close(emb[0, :2], w[[0, 3]] * 2)
+    assert emb[0, 2].eq(0).all() and emb[1, 1].eq(0).all()
+    assert gat[0, 1] == 0 and gat[2, 1] == 0 and gat[1, 1] == x[1, 2] * 2
+    assert put.tolist() == [2.0, 2.0, 0.0, 2.0, 0.0]  # 0, 3, 9 (out of range in 5), 1: 12, -20 skipped
+    assert sca[0, 0] == x[0, 0] + 1 and sca[0].abs().sum() == (x[0, 0] + 1).abs()  # index 7 skipped
+    from thundervis.compiler.executors.triton_plan import generate
+    fusion = next(b for b in final.symbols if b.fusion)
+    source = generate(list(fusion.subsymbols), list(fusion.outputs), "cuda").source
+    assert source.count("tl.device_assert(") >= 4
+
+
 def test_select_reads_one_index_of_a_dim_in_the_kernel():
     """``x[i]`` / ``x[:, -1]`` / ``unbind`` (prims.select) read the input in place inside the kernel,
     negative indices counted from the end, forward and backward (the gradient's select_backward
