@@ -64,6 +64,7 @@ class KernelSource:
 def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
              phase_limit: int = PHASE_LIMIT) -> KernelSource:
     """Return the Triton module source for a region (members in trace order); raise Unfusable."""
+    given = members
     members = [r for b in members for r in (reduced_last(b) if prim_name(b) in REDUCTIONS and reduces_apart(b)
                                             else (b,))]
     try:
@@ -78,6 +79,9 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
         return _module([(part, members)], members, outputs, [], "single", device_kind)
     except Unfusable as e:
         first = e
+    framed = _in_frame(given, outputs, device_kind)
+    if framed is not None:
+        return framed
     comps = components(members)
     if len(comps) > 1:
         try:
@@ -91,6 +95,24 @@ def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind
         raise Unfusable(f"{put} runs as a phase of its own, only in a region whose tensors have at most "
                         f"{phase_limit} elements")
     raise first
+
+
+def _in_frame(members, outputs, device_kind) -> Optional[KernelSource]:
+    """Return the single-kernel plan of a region run in its reductions' permuted frame
+    (:mod:`.triton_frame`), or None when that does not apply or does not generate."""
+    from .triton_frame import permuted_frame
+    frame = permuted_frame(members, outputs)
+    if frame is None:
+        return None
+    framed, framed_outputs = frame
+    try:
+        part = Part(framed, framed_outputs, device_kind)
+        part.run()
+        for k, p in enumerate(framed_outputs):
+            part.store(k, p)
+        return _module([(part, framed)], framed, outputs, [], "single", device_kind)
+    except Unfusable:
+        return None
 
 
 def _split(members, outputs, device_kind) -> Optional[KernelSource]:

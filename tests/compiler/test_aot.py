@@ -177,6 +177,26 @@ def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * max(1.0, w.double().abs().max().item()))
 
 
+def test_gpu_plan_of_computed_values_reduced_over_dims_apart_runs_looped_in_their_frame(tmp_path):
+    """BatchNorm's backward shape of work with rows longer than a block: one kernel, looped over
+    the permuted rows, matching the region's reference."""
+    from test_triton_ops import _bn_backward_like
+    x, g, mean = torch.randn(8, 3, 40, 40), torch.randn(8, 3, 40, 40), torch.randn(1, 3, 1, 1)
+    (rec,) = triton_records(_bn_backward_like, x, g, mean)
+    ks = plan_for_gpu(rec).kernel
+    assert "looped in chunks" in ks.source and ks.plan == "single"
+    path = tmp_path / "gpu_plan.py"
+    path.write_text(ks.source)
+    spec = importlib.util.spec_from_file_location("gpu_plan_frame", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    inputs = [torch.randn(p.shape, dtype=torch.float32) for p in rec.region.inputs]
+    got = mod.launch(*inputs)
+    want = run_trace(rec.region.replace(symbols=tuple(b for b in rec.region.symbols if b.sym != "del")), list(inputs))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * max(1.0, b.double().abs().max().item()))
+
+
 def test_looped_argmax_keeps_the_first_index_and_the_first_nan_across_chunks(tmp_path):
     """Rows longer than a block: a tie in a later chunk keeps the earlier index, a row of -inf
     and a row of NaN still get an index, and a NaN anywhere wins (torch's rule)."""

@@ -275,6 +275,33 @@ def test_argmax_and_argmin_give_torch_s_first_index_nan_included():
     assert {"argmax", "argmin"} <= fused_ops(final)
 
 
+def _bn_backward_like(x, g, mean):
+    """BatchNorm's backward shape of work: sums over [0, 2, 3] of values computed from the inputs
+    (a ReLU mask, a product), then a full-size result that reads them."""
+    y = torch.where(x > 0, g, 0.0)
+    centered = x - mean
+    s1 = y.sum((0, 2, 3), keepdim=True)
+    s2 = (y * centered).sum((0, 2, 3), keepdim=True)
+    n = x.numel() / x.shape[1]
+    return y * 2.0 - (s1 + centered * s2 / n) / n, s1.flatten(), (y * centered).sum((0, 2, 3))
+
+
+def test_a_reduction_over_dims_apart_of_computed_values_runs_in_their_permuted_frame():
+    """Sums over [0, 2, 3] of values the kernel computes (not inputs) are reduced with their
+    producers in one kernel, iterating in the permuted order, outputs stored where their layout
+    puts them; before, each producer was a kernel of its own."""
+    g = torch.Generator().manual_seed(0)
+    x, grad = torch.randn(4, 3, 5, 6, generator=g), torch.randn(4, 3, 5, 6, generator=g)
+    mean = torch.randn(1, 3, 1, 1, generator=g)
+    out, final = compile_fn(_bn_backward_like, x, grad, mean)
+    for got, want in zip(out, _bn_backward_like(x, grad, mean)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    fusions = [b for b in final.symbols if b.fusion]
+    assert len(fusions) == 1 and {"sum", "where", "sub"} <= fused_ops(final)
+    out, final = compile_fn(_bn_backward_like, x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2), grad, mean)
+    torch.testing.assert_close(out[0], _bn_backward_like(x, grad, mean)[0], rtol=1e-5, atol=1e-5)  # a channels-last input
+
+
 def test_bool_sum_to_int():
     check(lambda x: (x > 0).sum(-1) + (x > 0).sum(), X, ops=["sum"])
 
