@@ -10,8 +10,8 @@ through a ``permute`` (in place), each op on values of that rank computes their 
 name, dims permuted), a reduction reduces the trailing dims, and an output is stored through its
 permuted strides, so it lands where the original layout puts it.
 
-Only what keeps the same meaning when permuted is rewritten: elementwise ops on operands of one rank,
-the reductions over exactly those dims, ``expand``, copies, and views between a lower rank and that
+Only what keeps the same meaning when permuted is rewritten: elementwise ops (a lower-rank operand
+viewed to the rank first, as broadcasting aligns it), the reductions over exactly those dims, ``expand``, copies, and views between a lower rank and that
 rank that only move size-1 dims; anything else (another reduction, a reshape of the full tensor)
 returns None and the region is generated as before.
 """
@@ -61,6 +61,7 @@ class _Frame:
         self.members, self.rank, self.perm = members, rank, perm
         self.made = {p.name for b in members for p in b.flat_outputs()}
         self.twins: dict[str, TensorProxy] = {}
+        self.lifted: dict[str, TensorProxy] = {}  # lower-rank operands viewed to the frame's rank
         self.out: list[BoundSymbol] = []
 
     def shape(self, shape) -> tuple:
@@ -95,6 +96,25 @@ class _Frame:
         self.twins[v.name] = t
         return t
 
+    def operand(self, v, consumer: BoundSymbol):
+        """An elementwise operand in the frame: a tensor of a lower rank (not 0-d) broadcasts against
+        the trailing dims, so it is first viewed with leading size-1 dims to the rank (then
+        permuted: a view again, when its other dims keep their order)."""
+        if not isinstance(v, TensorProxy) or len(v.shape) in (0, self.rank):
+            return self.read(v, consumer)
+        lifted = self.lifted.get(v.name)
+        if lifted is None:
+            padded = (1,) * (self.rank - len(v.shape)) + tuple(v.shape)
+            target = self.shape(padded)
+            if _non_ones(target) != _non_ones(padded):
+                raise _NotInFrame(f"{v.name} broadcasts with dims of other sizes in another order")
+            lifted = TensorProxy(f"{v.name}_lifted", target, v.dtype, v.device, tuple(_contiguous(target)))
+            self.out.append(BoundSymbol("prims.view", (v, list(target)), {}, lifted, aten="aten.view.default",
+                                        uid=consumer.uid, origin=consumer.origin, source=consumer.source,
+                                        seq_nr=consumer.seq_nr))
+            self.lifted[v.name] = lifted
+        return lifted
+
     def rewrite(self, outputs: list[TensorProxy]) -> tuple[list, list]:
         for b in self.members:
             self.out.append(self.member(b))
@@ -122,11 +142,10 @@ class _Frame:
             a["dim"] = list(range(self.rank - len(reduce_dims(b, b.args[0])), self.rank))  # the trailing ones
             return b.replace(args=(x,), kwargs=a, outputs=self.twin(out) if self.of_rank(out) else out)
         if name in _ELEMENTWISE or name in _COPIES:
-            tensors = [p for p in ins if len(p.shape) != 0]
-            if not all(self.of_rank(p) for p in tensors) or not self.of_rank(out):
+            if not self.of_rank(out) or any(len(p.shape) > self.rank for p in ins):
                 raise _NotInFrame(f"{b.sym} mixes ranks")
-            args = tuple(self.read(v, b) for v in b.args)
-            kwargs = {k: self.read(v, b) for k, v in b.kwargs.items()}
+            args = tuple(self.operand(v, b) for v in b.args)
+            kwargs = {k: self.operand(v, b) for k, v in b.kwargs.items()}
             return b.replace(args=args, kwargs=kwargs, outputs=self.twin(out))
         if name in ("unsqueeze", "squeeze", "view", "expand"):
             x = b.args[0]

@@ -300,6 +300,15 @@ def test_a_reduction_over_dims_apart_of_computed_values_runs_in_their_permuted_f
     assert len(fusions) == 1 and {"sum", "where", "sub"} <= fused_ops(final)
     out, final = compile_fn(_bn_backward_like, x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2), grad, mean)
     torch.testing.assert_close(out[0], _bn_backward_like(x, grad, mean)[0], rtol=1e-5, atol=1e-5)  # a channels-last input
+    # BatchNorm's training forward: statistics, normalization, the affine weights (rank 1, broadcast
+    # against the trailing dims) and a ReLU in one kernel
+    w, b = torch.randn(3, generator=g), torch.randn(3, generator=g)
+
+    def bn_relu(x, w, b):
+        return torch.relu(torch.nn.functional.batch_norm(x, None, None, w, b, training=True))
+    out, final = compile_fn(bn_relu, x, w, b)
+    torch.testing.assert_close(out[0], bn_relu(x, w, b), rtol=1e-5, atol=1e-5)
+    assert len([b for b in final.symbols if b.fusion]) == 1
 
 
 def test_bool_sum_to_int():
