@@ -164,13 +164,24 @@ def test_gpu_plan_computes_what_torch_does(fn, shape, looped, tmp_path):
         assert ks.plan == "launches" and [k.grid for k in ks.kernels] == [16, 1] and ks.grid == 16
     else:
         assert ("looped in chunks" in ks.source) == looped
+    _gpu_plan_matches_reference(rec, ks, tmp_path)
+
+
+def _load_gpu_plan(ks, tmp_path):
+    """Import the GPU plan's module (its ``launch`` runs under Triton's interpreter here)."""
     path = tmp_path / "gpu_plan.py"
     path.write_text(ks.source)
     spec = importlib.util.spec_from_file_location("gpu_plan_under_test", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def _gpu_plan_matches_reference(rec, ks, tmp_path) -> None:
+    """Run the GPU plan ``ks`` of kernel record ``rec`` on random inputs and compare it with the
+    region run by the reference interpreter."""
     inputs = [torch.randn(p.shape, dtype=torch.float32) for p in rec.region.inputs]
-    got = mod.launch(*inputs)
+    got = _load_gpu_plan(ks, tmp_path).launch(*inputs)
     want = run_trace(rec.region.replace(symbols=tuple(b for b in rec.region.symbols if b.sym != "del")), list(inputs))
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -185,16 +196,7 @@ def test_gpu_plan_of_computed_values_reduced_over_dims_apart_runs_looped_in_thei
     (rec,) = triton_records(_bn_backward_like, x, g, mean)
     ks = plan_for_gpu(rec).kernel
     assert "looped in chunks" in ks.source and ks.plan == "single"
-    path = tmp_path / "gpu_plan.py"
-    path.write_text(ks.source)
-    spec = importlib.util.spec_from_file_location("gpu_plan_frame", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    inputs = [torch.randn(p.shape, dtype=torch.float32) for p in rec.region.inputs]
-    got = mod.launch(*inputs)
-    want = run_trace(rec.region.replace(symbols=tuple(b for b in rec.region.symbols if b.sym != "del")), list(inputs))
-    for a, b in zip(got, want):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4 * max(1.0, b.double().abs().max().item()))
+    _gpu_plan_matches_reference(rec, ks, tmp_path)
 
 
 def test_looped_argmax_keeps_the_first_index_and_the_first_nan_across_chunks(tmp_path):
@@ -210,12 +212,7 @@ def test_looped_argmax_keeps_the_first_index_and_the_first_nan_across_chunks(tmp
     (rec,) = triton_records(lambda x: (x.argmax(-1), x.argmin(-1)), x)
     ks = plan_for_gpu(rec).kernel
     assert "looped in chunks" in ks.source
-    path = tmp_path / "gpu_plan.py"
-    path.write_text(ks.source)
-    spec = importlib.util.spec_from_file_location("gpu_plan_argmax", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    got = mod.launch(x)
+    got = _load_gpu_plan(ks, tmp_path).launch(x)
     assert [g.tolist() for g in got] == [x.argmax(-1).tolist(), x.argmin(-1).tolist()]
     assert got[0].tolist()[:4] == [20, 0, 0, 7000] and got[1].tolist()[2:5] == [0, 7000, 9999]
 
