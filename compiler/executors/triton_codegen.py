@@ -6,8 +6,11 @@ A region runs as one kernel over one of two iteration domains:
   ``offs`` = element indices ``[BLOCK]``;
 - reduction: every reduction in the region reduces the same ``N`` elements for each of ``M`` rows,
   either the trailing dims (``inner``: linear index ``L = m * N + n``, softmax / layer-norm shape)
-  or the leading dims (``outer``: ``L = n * M + m``, bias-gradient shape). The tile is ``[BM, BN]``
-  with ``BN >= N`` (a persistent reduction: a row is reduced in one go).
+  or the leading dims (``outer``: ``L = n * M + m``, bias-gradient shape); dims apart are made
+  trailing by the plan (:mod:`.triton_plan`). The tile is ``[BM, BN]`` with ``BN >= N`` (a
+  persistent reduction: a row is reduced in one go; GPU rows longer than a block are looped,
+  :mod:`.triton_loop`). Reductions: sum, mean, var, amax/amin, any/all, argmax/argmin (the first
+  index of the extreme, NaN first, as torch).
 
 Every computed value has a *level*: ``full`` (one element per tile element: ``M*N`` or ``T``
 elements), ``row`` (one per row: ``M`` elements, tile ``[BM, 1]``) or ``scalar`` (1 element). A
@@ -18,10 +21,14 @@ wherever a consumer needs them, so broadcasts, permuted and offset views are rea
 ops on computed values are absorbed when they keep the element order (views, expand of a row or
 scalar); a permute of a computed value is refused. Slices and concatenations of virtual values are
 virtual too (a cat reads each operand under its own mask), and the indexing ops read memory at
-loaded indices: ``gather`` and ``aten.embedding`` from a virtual source, ``scatter`` of a scalar with
-one index per row as a ``where``. ``index_put`` writes through atomics and only runs as a phase of
-a multi-part kernel (:mod:`.triton_plan`), which also composes several :class:`Part` bodies into
-one kernel. Every name a part emits carries its prefix, so parts can share one kernel body.
+loaded indices: ``gather``, ``aten.embedding`` and integer ``index`` from a virtual source,
+``scatter`` of a scalar with one index per row as a ``where``. ``index_put`` and ``scatter_add``
+write through atomics and only run as a phase of a multi-part kernel (:mod:`.triton_plan`), which
+also composes several :class:`Part` bodies into one kernel. A loaded index out of range never
+reaches memory: its read gives 0 and its write is skipped (eager raises; ``tl.device_assert``
+says so with ``TRITON_DEBUG=1``). Integer division, remainder and fmod, and float floor division,
+remainder and fmod, compute what eager computes, bit for bit (:meth:`Part.rounded_division`,
+:meth:`Part.remainder`). Every name a part emits carries its prefix, so parts can share one kernel body.
 
 The shape, concatenation and indexing ops are :mod:`.triton_reindex`; the argument binding, domain
 helpers and value kinds are :mod:`.triton_region` (re-exported here).
@@ -29,7 +36,6 @@ helpers and value kinds are :mod:`.triton_region` (re-exported here).
 from __future__ import annotations
 
 import math
-import re
 from typing import Optional
 
 from .. import faults
@@ -40,15 +46,15 @@ from .triton_index import (Index, broadcast_index, linear, numel, offset, out_st
                            strides_of)
 from .triton_region import (ATEN_OPS, FREE_OPS, Const, Tile, Unfusable, Virtual, bind, block_sizes,  # noqa: F401
                             prim_name, reduce_dims, reduction_domain, slice_params)
+from .triton_arith import ArithmeticOps
 from .triton_loop import LoopedReductions
 from .triton_reindex import ReindexOps
 
 
 # The source text ops.literal writes for a number: 1.5, -3e+38, 7, float('-inf'), float('nan').
-_LITERAL = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|float\('(-?inf|nan)'\)")
 
 
-class Part(ReindexOps, LoopedReductions):
+class Part(ReindexOps, LoopedReductions, ArithmeticOps):
     """Generates the body of one kernel part over one iteration domain; raises Unfusable on anything
     it cannot express. ``prefix`` starts every name it emits (parameters ``{prefix}in{i}`` /
     ``{prefix}out{k}``, tile variables, indices), ``read_strides`` gives the layout of values that
@@ -221,94 +227,10 @@ class Part(ReindexOps, LoopedReductions):
                 self.cache[key] = self.emit(f"tl.load({arg} + ({off}), mask={' & '.join(masks)}, other=0)", "x")
         return self.cache[key]
 
-    def tensor_operands(self, x: str, y: str) -> tuple[str, str]:
-        """Emit the operands ``x`` and ``y`` (expressions) as tensors: a literal (a number, a
-        constant) takes the other's shape (``tl.zeros_like``), so that comparisons and ``&`` of
-        both give tensors (a Python number's ``y < 0`` is a bool)."""
-        x_literal, y_literal = _LITERAL.fullmatch(x) is not None, _LITERAL.fullmatch(y) is not None
-        x, y = self.emit(x), self.emit(y)
-        if x_literal and not y_literal:
-            x = self.emit(f"(tl.zeros_like({y}) + {x})")
-        elif y_literal and not x_literal:
-            y = self.emit(f"(tl.zeros_like({x}) + {y})")
-        return x, y
-
-    def rounded_division(self, x: str, y: str, mode: str, dtype: str) -> str:
-        """Return ``torch.div(x, y, rounding_mode=mode)`` in compute dtype ``dtype`` (``x`` and ``y``:
-        emitted tensors), as eager computes it. Integers divide exactly: Triton's ``//`` and ``%``
-        truncate (C, LLVM ``sdiv``/``srem``), so ``floor`` steps the quotient down where the
-        remainder's sign differs from the divisor's. Floats: ``trunc`` truncates ``x / y``, as torch
-        does; ``floor`` follows torch's ``div_floor_floating`` step by step (``1.0 // 0.1`` is 9, where
-        ``floor(1.0 / 0.1)`` is 10), with its ``fmod(x, y)`` computed exactly (:meth:`float_fmod`),
-        and its special cases: ``y == 0`` gives ``x / y``, an infinite ``x`` NaN, an infinite ``y``
-        0 or -1."""
-        if dtype not in ops.FLOATS and dtype != "float64":
-            if mode == "trunc" or dtype == "uint8":
-                return f"({x} // {y})"
-            q, r = self.emit(f"({x} // {y})"), self.emit(f"({x} % {y})")
-            return f"tl.where(({r} != 0) & (({r} < 0) != ({y} < 0)), {q} - 1, {q})"
-        # IEEE division (tl.math.div_rn), not `/`: on NVIDIA GPUs `/` is div.full.f32 (2 ulp), whose
-        # 5.9999995 for an exact 6.0 would truncate or floor to 5
-        d = self.emit(f"tl.math.div_rn({x}, {y})")
-        if mode == "trunc":
-            return ops.UNARY["trunc"](d)
-        inf, nan = ops.literal(math.inf, dtype), ops.literal(math.nan, dtype)
-        m = self.float_fmod(x, y)
-        div = self.emit(f"tl.math.div_rn({x} - {m}, {y})")
-        div = self.emit(f"tl.where(({m} != 0) & (({y} < 0) != ({m} < 0)), {div} - 1.0, {div})")
-        fd = self.emit(f"tl.floor({div})")
-        fd = self.emit(f"tl.where({div} - {fd} > 0.5, {fd} + 1.0, tl.where({div} == 0, {d} * 0.0, {fd}))")
-        fd = self.emit(f"tl.where((tl.abs({d}) == {inf}) & (tl.abs({x}) != {inf}), {d}, {fd})")  # overflow
-        fd = self.emit(f"tl.where((tl.abs({x}) == {inf}) & ({y} != 0), {nan}, {fd})")
-        by_inf = f"tl.where(({x} != 0) & (({x} < 0) != ({y} < 0)), -1.0, {d})"
-        fd = self.emit(f"tl.where((tl.abs({y}) == {inf}) & (tl.abs({x}) < {inf}), {by_inf}, {fd})")
-        return f"tl.where({y} == 0, {d}, {fd})"
-
-    def remainder(self, name: str, x: str, y: str, dtype: str) -> str:
-        """Return ``torch.fmod`` (``name`` ``fmod``: the sign of ``x``) or ``torch.remainder`` (the
-        sign of ``y``) of emitted tensors ``x`` and ``y`` in compute dtype ``dtype``, as eager
-        computes them. Integers: Triton's ``%`` is C's (LLVM ``srem``), so ``remainder`` adds ``y``
-        where the signs differ. Floats: the exact :meth:`float_fmod`, NaN for an infinite ``x``,
-        ``y == 0`` or a NaN, ``x`` itself for an infinite ``y``; ``remainder`` then adds ``y`` where
-        the signs differ, rounded as torch rounds it."""
-        if dtype not in ops.FLOATS and dtype != "float64":
-            r = self.emit(f"({x} % {y})")
-            if name == "fmod" or dtype == "uint8":
-                return r
-            return f"tl.where(({r} != 0) & (({r} < 0) != ({y} < 0)), {r} + {y}, {r})"
-        inf, nan = ops.literal(math.inf, dtype), ops.literal(math.nan, dtype)
-        m = self.float_fmod(x, y)
-        m = self.emit(f"tl.where((tl.abs({x}) == {inf}) | ({y} == 0) | ({x} != {x}) | ({y} != {y}), {nan}, "
-                      f"tl.where((tl.abs({y}) == {inf}), {x}, {m}))")
-        if name == "fmod":
-            return m
-        return f"tl.where(({m} != 0) & (({y} < 0) != ({m} < 0)), {m} + {y}, {m})"
-
-    def float_fmod(self, x: str, y: str) -> str:
-        """Emit C's ``fmod(x, y)`` of finite floats, ``y != 0``, exactly (CUDA's ``::fmod``, without
-        libdevice), and return its name. Twelve steps take ``x`` down modulo ``y * 2**(24k)``, k = 11
-        .. 0 (exact products; an infinite one is skipped): each subtracts ``trunc(x / Y) * Y`` by an
-        fma whose exact result fits the significand (the quotient is below 2**24 after the step
-        before), so the float32 quotients of any size (up to 2**277) reduce exactly; then the sign
-        is made ``x``'s (a sum that is exact: fmod's result is representable) and a zero takes
-        ``x``'s sign. Torch's CPU fmod gives NaN where ``x / y`` overflows; this gives the value."""
-        trunc = ops.UNARY["trunc"]
-        inf = ops.literal(math.inf, "float32")
-        scaled = [y]
-        for _ in range(11):
-            scaled.append(self.emit(f"{scaled[-1]} * 16777216.0"))
-        m = x
-        for Y in reversed(scaled):
-            t = self.emit(trunc(f"tl.math.div_rn({m}, {Y})"))
-            m = self.emit(f"tl.where(tl.abs({Y}) < {inf}, tl.fma(-{t}, {Y}, {m}), {m})")
-        m = self.emit(f"tl.where(({m} != 0) & (({m} < 0) != ({x} < 0)), "
-                      f"{m} + tl.where({x} < 0, -tl.abs({y}), tl.abs({y})), {m})")
-        return self.emit(f"tl.where({m} == 0, {x} * 0.0, {m})")
-
     def cast(self, expr: str, src: str, dst: str) -> str:
         if src == "number":
             return ops.literal(expr, dst)
-        m = _LITERAL.fullmatch(expr) if src != dst else None
+        m = ops.LITERAL.fullmatch(expr) if src != dst else None
         if m:  # a constant of a half type: a Python number has no .to(); write it in the target dtype
             text = m.group(1) or m.group(2)
             return ops.literal(int(text) if text.lstrip("-").isdigit() else float(text), dst)

@@ -9,6 +9,7 @@ dtype, so results match eager op by op.
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 import torch
@@ -101,6 +102,10 @@ TERNARY = {"where", "clamp"}
 
 SUPPORTED = (set(UNARY) | set(LOGICAL_UNARY) | set(BITWISE_UNARY) | set(BINARY) | REMAINDERS | set(COMPARE) | set(LOGICAL)
              | set(BITWISE) | REDUCTIONS | SHAPE | FACTORY | CONVERSION | TERNARY | INDEXING | ITERATE | {"pow"})
+
+
+# A number as :func:`literal` writes it into kernel source (an operand that is not a tensor).
+LITERAL = re.compile(r"(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|float\('(-?inf|nan)'\)")
 
 
 def literal(v, dtype: str) -> str:

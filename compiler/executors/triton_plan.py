@@ -2,12 +2,16 @@
 
 A region is generated, in order of preference, as
 
-- one part (:class:`.triton_codegen.Part`): the whole region over one iteration domain;
+- one part (:class:`.triton_codegen.Part`): the whole region over one iteration domain (a
+  reduction over dims apart of a region input reads it through a permute, :func:`.triton_region.reduced_last`);
+- one part in the permuted frame of its reductions (:mod:`.triton_frame`): a reduction over dims
+  apart of a value computed in the region (BatchNorm's statistics and gradient sums), the whole
+  region iterating with the reduced dims last;
 - sections (horizontal fusion): the region is made of independent pieces (no value flows between
   them), each one part over its own domain; the grid is the concatenation of their grids and each
   program runs the section its id falls in. Valid at any size;
 - phases: the region's parts depend on each other (a reduction over rows feeding one over columns,
-  a gather of a computed value, an ``index_put``...). One program runs the parts one after another,
+  a gather of a computed value, an ``index_put`` or ``scatter_add``...). One program runs the parts one after another,
   each looping over its own blocks, with ``tl.debug_barrier()`` between them; values passed between
   parts go through memory (region outputs or scratch buffers the launcher allocates). Because a
   single program does all the work, phases are only used for small regions: every value at most
