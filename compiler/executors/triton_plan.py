@@ -23,6 +23,7 @@ the region re-derives it from its sources instead of reading it from memory.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -67,7 +68,18 @@ class KernelSource:
 
 def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
              phase_limit: int = PHASE_LIMIT) -> KernelSource:
-    """Return the Triton module source for a region (members in trace order); raise Unfusable."""
+    """Return the Triton module source for a region (members in trace order); raise Unfusable.
+    Its ``jit_lines`` map a line of the jitted source to the index in ``members`` of the symbol
+    the line was generated for (the plans rewrite the members; each rewritten symbol keeps the uid
+    of the one it came from)."""
+    ks = _generate(members, outputs, device_kind, title, phase_limit)
+    position = {b.uid: i for i, b in enumerate(members)}
+    return dataclasses.replace(ks, jit_lines={line: position[uid] for line, uid in ks.jit_lines.items()
+                                              if uid in position})
+
+
+def _generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str,
+              phase_limit: int) -> KernelSource:
     given = members
     members = [r for b in members for r in (reduced_last(b) if prim_name(b) in REDUCTIONS and reduces_apart(b)
                                             else (b,))]
@@ -311,14 +323,13 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
              + [f"tmp{j}" for j in range(len(scratch))])
     params = ", ".join(names)
     dtypes = [p.dtype for p in inputs] + [p.dtype for p in outputs] + [p.dtype for p in scratch]
-    index = {b.uid: i for i, b in enumerate(members)}
     # Each kernel function: (name, body lines, member index per line or None, grid, warps).
     defs: list[tuple[str, list[str], list, int, int]] = []
     body, tags, grid, start = [], [], 0, 0
 
     def add(lines, part=None, indent=""):
         body.extend(indent + line for line in lines)
-        tags.extend([None] * len(lines) if part is None else [index.get(u) for u in part.line_uids])
+        tags.extend([None] * len(lines) if part is None else list(part.line_uids))  # uids; generate() maps them
     for n, (part, _) in enumerate(parts):
         alias = [f"    {part.p}in{i} = {param[p.name]}" for i, p in enumerate(part.inputs)]
         alias += [f"    {part.p}out{k} = {param[p.name]}" for k, p in enumerate(part.outputs)]

@@ -199,6 +199,22 @@ def test_gpu_plan_of_computed_values_reduced_over_dims_apart_runs_looped_in_thei
     _gpu_plan_matches_reference(rec, ks, tmp_path)
 
 
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda x: (x.sum((0, 2)), x.mean(1) * 2), [(64, 8, 200)]),  # dims apart of an input: a permute inserted
+    ("bn", [(8, 3, 40, 40), (8, 3, 40, 40), (1, 3, 1, 1)]),      # the permuted frame: permutes and views inserted
+])
+def test_each_line_of_a_rewritten_region_names_the_op_it_was_generated_for(fn, shapes):
+    """The plans insert symbols (permutes, views) before generating; a line must still name its
+    own op (the asm panel's line <-> op links), not the one at the same position in the region."""
+    from test_triton_ops import _bn_backward_like
+    (rec,) = triton_records(_bn_backward_like if fn == "bn" else fn, *[torch.randn(s) for s in shapes])
+    plan = plan_for_gpu(rec)
+    lines = plan.kernel.jit_source.splitlines()
+    sums = [plan.members[uid]["sym"] for n, uid in plan.line_uids.items() if "tl.sum(" in lines[n - 1]]
+    assert sums and all(s.split(".")[-1] in ("sum", "mean", "var") for s in sums), sums
+    assert len(plan.line_uids) >= 10
+
+
 def test_looped_argmax_keeps_the_first_index_and_the_first_nan_across_chunks(tmp_path):
     """Rows longer than a block: a tie in a later chunk keeps the earlier index, a row of -inf
     and a row of NaN still get an index, and a NaN anywhere wins (torch's rule)."""
