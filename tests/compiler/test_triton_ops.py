@@ -311,6 +311,17 @@ def test_a_reduction_over_dims_apart_of_computed_values_runs_in_their_permuted_f
     assert len([b for b in final.symbols if b.fusion]) == 1
 
 
+def test_softmax_over_channels_of_a_large_tensor_is_one_kernel():
+    """Softmax and log-softmax over dim 1 of [N, C, H, W] (segmentation heads) past the phase
+    limit: max, exp and sum of the exponentials reduce over the channels in the permuted frame,
+    in one kernel (before: one kernel per reduction and per producer, 5 for softmax)."""
+    x = torch.randn(4, 5, 64, 64, generator=torch.Generator().manual_seed(0))  # 81920 elements
+    for f in (lambda x: torch.softmax(x * 2, 1), lambda x: torch.log_softmax(x, 1) * 3):
+        out, final = compile_fn(f, x)
+        torch.testing.assert_close(out[0], f(x), rtol=1e-5, atol=1e-5)
+        assert len([b for b in final.symbols if b.fusion]) == 1
+
+
 def test_bool_sum_to_int():
     check(lambda x: (x > 0).sum(-1) + (x > 0).sum(), X, ops=["sum"])
 
