@@ -94,7 +94,7 @@ class ArithmeticOps:
             scaled.append(self.emit(f"{scaled[-1]} * 16777216.0"))
         m = x
         for Y in reversed(scaled):
-            t = self.emit(trunc(f"tl.math.div_rn({m}, {Y})"))
+            t = self.emit(trunc(self.emit(f"tl.math.div_rn({m}, {Y})")))
             m = self.emit(f"tl.where(tl.abs({Y}) < {inf}, tl.fma(-{t}, {Y}, {m}), {m})")
         m = self.emit(f"tl.where(({m} != 0) & (({m} < 0) != ({x} < 0)), "
                       f"{m} + tl.where({x} < 0, -tl.abs({y}), tl.abs({y})), {m})")
