@@ -37,10 +37,10 @@ def _non_ones(shape) -> list:
     return [s for s in shape if s != 1]
 
 
-def permuted_frame(members: list[BoundSymbol], outputs: list[TensorProxy]) -> Optional[tuple[list, list]]:
-    """Return ``(members, outputs)`` of the region in the frame of its reductions over dims apart
-    (see the module doc), or None when it has none or an op the frame does not rewrite. Outputs
-    keep their names (the launcher's buffers), with permuted shapes and strides."""
+def permuted_frame(members: list[BoundSymbol], outputs: list[TensorProxy]) -> Optional[tuple[list, list, list]]:
+    """Return ``(members, outputs, dims order)`` of the region in the frame of its reductions over
+    dims apart (see the module doc), or None when it has none or an op the frame does not rewrite.
+    Outputs keep their names (the launcher's buffers), with permuted shapes and strides."""
     reds = [b for b in members if prim_name(b) in ops.REDUCTIONS]
     apart = [b for b in reds if reduces_apart(b)]
     if not apart:
@@ -51,7 +51,7 @@ def permuted_frame(members: list[BoundSymbol], outputs: list[TensorProxy]) -> Op
         return None
     perm = [d for d in range(rank) if d not in dims] + dims
     try:
-        return _Frame(members, rank, perm).rewrite(outputs)
+        return (*_Frame(members, rank, perm).rewrite(outputs), perm)
     except _NotInFrame:
         return None
 

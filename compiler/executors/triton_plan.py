@@ -120,15 +120,17 @@ def _in_frame(members, outputs, device_kind) -> Optional[KernelSource]:
     frame = permuted_frame(members, outputs)
     if frame is None:
         return None
-    framed, framed_outputs = frame
+    framed, framed_outputs, perm = frame
     try:
         part = Part(framed, framed_outputs, device_kind)
         part.run()
         for k, p in enumerate(framed_outputs):
             part.store(k, p)
-        return _module([(part, framed)], framed, outputs, [], "single", device_kind)
+        ks = _module([(part, framed)], framed, outputs, [], "single", device_kind)
     except Unfusable:
         return None
+    return dataclasses.replace(ks, note=f"{ks.note}; iterates in its reductions' frame, dims in the order "
+                                         f"{list(perm)} (the reduced ones last)")
 
 
 def _split(members, outputs, device_kind) -> Optional[KernelSource]:

@@ -194,6 +194,7 @@ def test_gpu_plan_of_computed_values_reduced_over_dims_apart_runs_looped_in_thei
     from test_triton_ops import _bn_backward_like
     x, g, mean = torch.randn(8, 3, 40, 40), torch.randn(8, 3, 40, 40), torch.randn(1, 3, 1, 1)
     (rec,) = triton_records(_bn_backward_like, x, g, mean)
+    assert "iterates in its reductions' frame, dims in the order [1, 0, 2, 3]" in rec.note  # said where people read
     ks = plan_for_gpu(rec).kernel
     assert "looped in chunks" in ks.source and ks.plan == "single"
     _gpu_plan_matches_reference(rec, ks, tmp_path)
