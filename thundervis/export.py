@@ -5,6 +5,9 @@ call and, inside it, one slice per kernel or torch op, named as in the recording
 the bounded per-call samples the profiler kept (at most K calls per chain). Host-clock recordings
 place each symbol where it started on the host; device-clock recordings lay a call's kernels end to
 end (their device durations), since the profiler's own sleeps between them are not the program's.
+The untimed calls after the profiled ones (their wall times, ``walls_us``) follow on the same track
+as slices of their own (category ``untimed call``), end to end: only their durations are recorded,
+not when they started.
 """
 from __future__ import annotations
 
@@ -48,5 +51,11 @@ def perfetto_trace(tm: Timings, label: str = "") -> dict:
             events.append({"name": f"{chain} call {c}", "cat": "call", "ph": "X", "pid": g, "tid": tid,
                            "ts": round(base, 3), "dur": round(end - base, 3), "args": {"call": c}})
             t = end + 1.0
+        for i, wall in enumerate(ct.untimed_walls_us if ct else ()):
+            events.append({"name": f"{chain} call {n_calls + i} (untimed)", "cat": "untimed call", "ph": "X",
+                           "pid": g, "tid": tid, "ts": round(t, 3), "dur": round(wall, 3),
+                           "args": {"call": n_calls + i, "wall_us": wall,
+                                    "placed": "end to end after the profiled calls (start times are not recorded)"}})
+            t += wall + 1.0
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"producer": "thundervis", "recording": label}}

@@ -30,7 +30,7 @@ def test_perfetto_has_one_slice_per_symbol_per_profiled_call(profiled, tmp_path,
     assert code == 0 and str(out) in stdout
     doc = json.loads(out.read_text())
     events = doc["traceEvents"]
-    slices = [e for e in events if e["ph"] == "X" and e["cat"] != "call"]
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] not in ("call", "untimed call")]
     with open_recording(profiled) as rec:
         tm = rec.timings()
     assert len(slices) == sum(len(k.samples_us) for k in tm.kernels) == 2 * len(tm.kernels)
@@ -43,6 +43,24 @@ def test_perfetto_has_one_slice_per_symbol_per_profiled_call(profiled, tmp_path,
         inside = [e for e in slices if e["tid"] == c["tid"] and e["args"]["call"] == c["args"]["call"]]
         assert inside and all(c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"] + 1e-3
                               for e in inside)
+
+
+def test_untimed_calls_follow_the_profiled_ones_with_their_wall_times(profiled, tmp_path, capsys):
+    from thundervis.recording import open_recording
+    out = tmp_path / "trace.json"
+    code, stdout, _ = run_cli(capsys, "export", profiled, "--perfetto", out)
+    events = json.loads(out.read_text())["traceEvents"]
+    with open_recording(profiled) as rec:
+        tm = rec.timings()
+    walls = {(c.graph, c.chain): c.untimed_walls_us for c in tm.chains}
+    assert any(walls.values()), walls  # the fixture's run makes one untimed call per chain
+    untimed = [e for e in events if e.get("cat") == "untimed call"]
+    assert sorted(e["dur"] for e in untimed) == sorted(round(w, 3) for ws in walls.values() for w in ws)
+    assert f"and {len(untimed)} untimed call" in stdout
+    for u in untimed:  # after the profiled calls of its track, never overlapping them
+        calls = [e for e in events if e.get("cat") == "call" and e["tid"] == u["tid"] and e["pid"] == u["pid"]]
+        assert calls and all(c["ts"] + c["dur"] <= u["ts"] for c in calls)
+        assert "(untimed)" in u["name"] and u["args"]["call"] >= len(calls)
 
 
 def test_export_without_timings_says_so(tmp_path, capsys):

@@ -24,8 +24,10 @@ def cmd_export(args) -> int:
     doc = perfetto_trace(tm, os.path.basename(args.recording))
     with writing(args.perfetto), open(args.perfetto, "w") as f:
         json.dump(doc, f)
-    n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") != "call")
-    print(f"thundervis: wrote {n} kernel slices to {args.perfetto} (open it in https://ui.perfetto.dev)")
+    n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") not in ("call", "untimed call"))
+    untimed = sum(1 for e in doc["traceEvents"] if e.get("cat") == "untimed call")
+    more = f" and {untimed} untimed call{'' if untimed == 1 else 's'} (wall time)" if untimed else ""
+    print(f"thundervis: wrote {n} kernel slices{more} to {args.perfetto} (open it in https://ui.perfetto.dev)")
     return 0
 
 
