@@ -295,9 +295,9 @@ class Part(ReindexOps, LoopedReductions, ArithmeticOps):
         level = self.level(numel(out.shape))
         if name in ops.REDUCTIONS:
             return self.reduction(b, name, out, level)
-        if name in ("gather", "embedding", "scatter", "index"):
-            method = self.advanced_index if name == "index" else getattr(self, name)  # index(): the part's own
-            self.env[out.name] = Tile(self.emit(method(b, out, level)), level, level, out.dtype)
+        reads = {"gather": self.gather, "embedding": self.embedding, "scatter": self.scatter, "index": self.advanced_index}
+        if name in reads:  # a fixed table, never a method looked up by the op's name
+            self.env[out.name] = Tile(self.emit(reads[name](b, out, level)), level, level, out.dtype)
             return
         a = bind(b)
         C = ops.compute_dtype(out.dtype)

@@ -172,8 +172,6 @@ class TritonExecutor(FusionExecutor):
                 return f"a reduction over {N} elements exceeds the persistent-reduction limit {limit}"
             if name == "var" and not isinstance(a.get("correction") if a.get("correction") is not None else 1, (int, float)):
                 return "var with a non-numeric correction"
-        if name == "div" and a.get("rounding_mode") is not None and outs[0].dtype == "bool":
-            return "division of bools with a rounding mode is left to torch"
         if name == "pow":
             base, exp = a.get("self"), a.get("exponent")
             if isinstance(exp, TensorProxy) and not (isinstance(base, (int, float)) and base > 0):

@@ -21,6 +21,7 @@ from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
 from . import triton_ops as ops
+from ..values import contiguous_strides
 from .triton_index import out_strides
 from .triton_region import bind, prim_name, reduce_dims, reduces_apart
 
@@ -88,11 +89,10 @@ class _Frame:
         if v.name in self.made:
             raise _NotInFrame(f"{v.name} is read before it is computed")
         shape = self.shape(v.shape)
-        strides = tuple(int(n) for n in _contiguous(shape))
+        strides = contiguous_strides(shape)
         t = TensorProxy(f"{v.name}_frame", shape, v.dtype, v.device, strides)
         self.out.append(BoundSymbol("prims.permute", (v, list(self.perm)), {}, t, aten="aten.permute.default",
-                                    uid=consumer.uid, origin=consumer.origin, source=consumer.source,
-                                    seq_nr=consumer.seq_nr))
+                                    **_like(consumer)))
         self.twins[v.name] = t
         return t
 
@@ -108,10 +108,9 @@ class _Frame:
             target = self.shape(padded)
             if _non_ones(target) != _non_ones(padded):
                 raise _NotInFrame(f"{v.name} broadcasts with dims of other sizes in another order")
-            lifted = TensorProxy(f"{v.name}_lifted", target, v.dtype, v.device, tuple(_contiguous(target)))
+            lifted = TensorProxy(f"{v.name}_lifted", target, v.dtype, v.device, contiguous_strides(target))
             self.out.append(BoundSymbol("prims.view", (v, list(target)), {}, lifted, aten="aten.view.default",
-                                        uid=consumer.uid, origin=consumer.origin, source=consumer.source,
-                                        seq_nr=consumer.seq_nr))
+                                        **_like(consumer)))
             self.lifted[v.name] = lifted
         return lifted
 
@@ -135,7 +134,7 @@ class _Frame:
         out = b.outputs
         if len(outs) != 1 or not isinstance(out, TensorProxy):
             raise _NotInFrame(f"{b.sym} has several outputs")
-        like = dict(uid=b.uid, origin=b.origin, source=b.source, seq_nr=b.seq_nr)
+        like = _like(b)
         if name in ops.REDUCTIONS:
             a = bind(b)
             x = self.read(a.pop("self"), b)
@@ -170,9 +169,7 @@ class _Frame:
         raise _NotInFrame(f"{b.sym} is not rewritten into the frame")
 
 
-def _contiguous(shape) -> list[int]:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= max(int(s), 1)
-    return list(reversed(out))
+def _like(b: BoundSymbol) -> dict:
+    """The identity a symbol the frame inserts or rewrites takes from ``b``: uid (its lines name
+    ``b``), origin, source line, sequence number."""
+    return dict(uid=b.uid, origin=b.origin, source=b.source, seq_nr=b.seq_nr)
