@@ -79,30 +79,48 @@ def region_steps(fusion: BoundSymbol, parents: Optional[dict] = None) -> list[Bo
     """Return the symbols the torch path calls for ``fusion``: its members, except that the prims
     of a decomposed ATen symbol (``parents``: {uid: symbol}, see ``claim.DECOMPOSED``) all of whose
     prims are in the region become that one ATen call again, which is what eager runs (a layer
-    norm is one call, not twelve). Falls back to the members when the folded program would read a
-    value it does not define."""
+    norm is one call, not twelve). A decomposed symbol whose call would read a value the region
+    does not define (a layer norm backward's bias, which its prims never read, is no input of
+    the region) keeps its members; the others are folded all the same."""
     members = list(fusion.subsymbols)
     if not parents:
         return members
     in_region = {s.uid for s in members}
-    steps, folded = [], set()
+    whole = {}  # uid -> the decomposed symbol, for each one whose prims are all in the region
     for s in members:
         parent = parents.get(s.origin[0]) if len(s.origin) == 1 else None
-        if parent is None or not all(sub.uid in in_region for sub in parent.subsymbols):
-            steps.append(s)
-        elif parent.uid not in folded:
-            folded.add(parent.uid)
-            steps.append(parent)
-    if not folded:
-        return members
-    defined = {p.name for p in fusion.args if isinstance(p, TensorProxy)}
-    for b in steps:
-        if any(p.name not in defined for p in b.flat_inputs()):
-            return members
-        defined.update(p.name for p in b.flat_outputs())
-    if any(p.name not in defined for p in fusion.outputs):
-        return members
-    return steps
+        if parent is not None and parent.uid not in whole and all(sub.uid in in_region for sub in parent.subsymbols):
+            whole[parent.uid] = parent
+    inputs = {p.name for p in fusion.args if isinstance(p, TensorProxy)}
+    while whole:  # each round unfolds at least one symbol, so at most len(whole) rounds
+        steps, placed = [], set()
+        for s in members:
+            parent = whole.get(s.origin[0]) if len(s.origin) == 1 else None
+            if parent is None:
+                steps.append(s)
+            elif parent.uid not in placed:
+                placed.add(parent.uid)
+                steps.append(parent)
+        defined, missing, reader = set(inputs), None, None
+        for b in steps:
+            missing = next((p.name for p in b.flat_inputs() if p.name not in defined), None)
+            if missing is not None:
+                reader = b
+                break
+            defined.update(p.name for p in b.flat_outputs())
+        else:
+            missing = next((p.name for p in fusion.outputs if p.name not in defined), None)
+            if missing is None:
+                return steps
+        # Unfold the symbol that reads a value the region lacks, or the one whose prims define a
+        # value the folded call does not (an intermediate the region returns or reads later on).
+        culprit = reader.uid if reader is not None and reader.uid in whole else next(
+            (uid for uid, parent in whole.items()
+             if any(p.name == missing for sub in parent.subsymbols for p in sub.flat_outputs())), None)
+        if culprit is None:
+            return members  # the members themselves read it: the region as it is
+        del whole[culprit]
+    return members
 
 
 def torch_region(fusion: BoundSymbol, parents: Optional[dict] = None) -> Callable:

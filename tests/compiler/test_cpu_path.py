@@ -138,6 +138,25 @@ def test_region_steps_keep_members_when_a_decomposed_op_is_split():
     assert not (folded_syms - {s.sym for s in part.subsymbols}) - whole
 
 
+def test_a_decomposed_op_that_cannot_be_called_whole_leaves_the_others_folded(cache):
+    """The backward region holds layer norm's, GELU's and t's decompositions whole, but layer norm
+    backward's call reads the bias, which its prims never read and the region does not have: it
+    keeps its members, while GELU's backward and t are still called as one ATen op each (before,
+    one such op kept every member of the region), and the program computes what the members do."""
+    obs, *_ = _train(None, calls=1)
+    fuse = obs.traces[("backward", "fuse")]
+    parents = fuse.meta.get(DECOMPOSED) or {}
+    region = next(b for b in fuse.symbols if b.fusion and any(
+        parents.get(s.origin[0]) is not None and parents[s.origin[0]].sym == "aten.native_layer_norm_backward.default"
+        for s in b.subsymbols if len(s.origin) == 1))
+    steps = [s.sym for s in cpu_path.region_steps(region, parents)]
+    assert "aten.gelu_backward.default" in steps and "aten.native_layer_norm_backward.default" not in steps
+    assert len(steps) < len(region.subsymbols)
+    args = [torch.randn(p.shape, dtype=getattr(torch, p.dtype)) for p in region.args]
+    for a, b in zip(cpu_path.torch_region(region, parents)(*args), cpu_path.torch_region(region)(*args)):
+        torch.testing.assert_close(a, b)
+
+
 @pytest.mark.slow
 def test_hot_regions_try_inductor_and_keep_the_faster(cache, monkeypatch):
     monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "0")
