@@ -19,7 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from . import faults
 from .decomposition_check import output_mismatch, outputs_to_restride
 from .decomposition_check import timed as check_timed
-from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, add_same_named_prims
+from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, Refused, add_same_named_prims
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
 from .resolve import UnknownSymbol, resolve_overload
@@ -126,6 +126,8 @@ def _trace_template(op, args, kwargs) -> Template:
             uniq.append(f)
     try:
         gm = make_fx(fn, decomposition_table=_table_with_faults(), tracing_mode="real")(*uniq)
+    except Refused as e:  # a lowering that does not take these arguments, and says why
+        raise NotLowered(str(e)) from None
     except Exception as e:  # data-dependent ops, missing fake kernels ...
         raise NotLowered(f"tracing its decomposition failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
     ref: dict = {}

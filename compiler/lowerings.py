@@ -9,7 +9,9 @@ Two tables, both merged into the table :mod:`.decompositions` traces with:
   ``split``, ``diagonal``, ``max.dim``, ``take``/``put``, ``scatter_reduce`` (sum, mean) ...
 
 A lowering runs under ``make_fx`` on fake tensors, so it may read shapes, strides and dtypes, and
-the ATen ops it calls are decomposed further by the same table until only prims remain.
+the ATen ops it calls are decomposed further by the same table until only prims remain. One that
+does not apply to the arguments returns ``NotImplemented`` (the op is then what its decomposition
+uses) or raises :class:`Refused` with the reason the op stays whole.
 """
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ from .values import contiguous_strides
 
 aten = torch.ops.aten
 tprims = torch.ops.prims
+
+
+class Refused(Exception):
+    """Raised by a lowering that applies to its op but not to these arguments: the message says why
+    the op stays whole (it becomes the op's fallback reason)."""
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -368,12 +375,14 @@ def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=N
     PyTorch's own decomposition returns the attention weights ``[B, H, L, S]`` as the second output,
     where the op returns the logsumexp ``[B, H, L]`` its backward reads; this one returns both as
     the op does (the decomposition check then puts the output in the op's memory layout)."""
-    if dropout_p or q.dtype not in (torch.float32, torch.float64) or q.dim() != 4 \
-            or q.shape[1] != k.shape[1] or q.shape[1] != v.shape[1]:
-        return NotImplemented  # random dropout, low precision, grouped heads: torch runs the op
+    groups = _head_groups(q, k, v, dropout_p)
+    if groups is None:
+        return NotImplemented  # random dropout, low precision, heads that do not group: torch runs the op
     L, S = q.shape[-2], k.shape[-2]
     if is_causal and L > S:
         return NotImplemented  # rows with no key at all: the kernel's convention, not the math's
+    _check_scores(q, k)
+    k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
     s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)),
                         scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5))
     neg_inf = aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device)
@@ -387,6 +396,80 @@ def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=N
     lse = aten.logsumexp.default(s, [-1])
     p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
     return aten.matmul.default(p, v), lse
+
+
+def _flash_attention_cpu_backward(grad_out, q, k, v, out, lse, dropout_p, is_causal, *, attn_mask=None, scale=None):
+    """The gradients of :func:`_flash_attention_cpu` (``grad_query, grad_key, grad_value``), from
+    the probabilities rebuilt with the forward's logsumexp: ``p = exp(s - lse)``, ``dv = p^T g``,
+    ``ds = p * (g v^T - rowsum(g * out))``, ``dq = ds k * scale``, ``dk = ds^T q * scale``
+    (``rowsum(g * out)`` is ``rowsum(p * g v^T)``, as flash attention's backward computes it).
+    The same cases as the forward stay with torch."""
+    groups = _head_groups(q, k, v, dropout_p)
+    if groups is None:
+        return NotImplemented
+    L, S = q.shape[-2], k.shape[-2]
+    if (is_causal and L > S) or (attn_mask is not None and attn_mask.dtype == torch.bool):
+        return NotImplemented
+    _check_scores(q, k)
+    k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+    factor = scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
+    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)), factor)
+    if is_causal:
+        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
+        s = aten.where.self(keep, s, aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device))
+    if attn_mask is not None:
+        s = aten.add.Tensor(s, attn_mask)
+    p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
+    grad_v = aten.matmul.default(aten.transpose.int(p, -2, -1), grad_out)
+    grad_p = aten.matmul.default(grad_out, aten.transpose.int(v, -2, -1))
+    row = aten.sum.dim_IntList(aten.mul.Tensor(grad_out, out), [-1], True)
+    grad_s = aten.mul.Tensor(p, aten.sub.Tensor(grad_p, row))
+    grad_q = aten.mul.Tensor(aten.matmul.default(grad_s, k), factor)
+    grad_k = aten.mul.Tensor(aten.matmul.default(aten.transpose.int(grad_s, -2, -1), q), factor)
+    return grad_q, _sum_heads(grad_k, groups), _sum_heads(grad_v, groups)
+
+
+# The most attention scores (batch x heads x queries x keys) a CPU flash attention is lowered for.
+# The lowering computes the scores, probabilities and their gradients as whole [B, H, L, S] tensors
+# (flash attention's kernel never holds them whole): 2^24 float32 scores are 64 MB each.
+ATTENTION_SCORES_LIMIT = 1 << 24
+
+
+def _check_scores(q, k) -> None:
+    """Raise :class:`Refused` when the [B, H, L, S] scores of an attention would be over
+    :data:`ATTENTION_SCORES_LIMIT` elements."""
+    scores = q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2]
+    if scores > ATTENTION_SCORES_LIMIT:
+        raise Refused(f"attention over {scores} scores (batch x heads x queries x keys) stays with torch's "
+                      f"flash kernel: the lowering would hold them whole, at most {ATTENTION_SCORES_LIMIT}")
+
+
+def _head_groups(q, k, v, dropout_p):
+    """Return how many query heads share each key/value head in a CPU flash attention call this
+    module lowers (1: as many heads; more: grouped-query attention, query head h reading key/value
+    head h // groups as ``enable_gqa`` does); None for one it leaves to torch: random dropout, a
+    dtype below float32, not 4-D, or heads that do not group."""
+    if dropout_p or q.dtype not in (torch.float32, torch.float64) or q.dim() != 4 or k.dim() != 4 \
+            or v.dim() != 4 or k.shape[1] != v.shape[1] or not k.shape[1] or q.shape[1] % k.shape[1]:
+        return None
+    return q.shape[1] // k.shape[1]
+
+
+def _repeat_heads(x, groups: int):
+    """``x`` [B, Hk, S, E] with each head repeated ``groups`` times in place: [B, Hk * groups, S, E]."""
+    if groups == 1:
+        return x
+    b, h, n, e = x.shape
+    return aten.reshape.default(aten.expand.default(aten.unsqueeze.default(x, 2), [b, h, groups, n, e]),
+                                [b, h * groups, n, e])
+
+
+def _sum_heads(x, groups: int):
+    """The gradient of :func:`_repeat_heads`: ``x`` [B, Hk * groups, S, E] summed over each group."""
+    if groups == 1:
+        return x
+    b, h, n, e = x.shape
+    return aten.sum.dim_IntList(aten.view.default(x, [b, h // groups, groups, n, e]), [2])
 
 
 def _replication_pad_backward(dims: int):
@@ -462,6 +545,7 @@ ATEN_LOWERINGS = {
     aten.replication_pad2d_backward.default: _replication_pad_backward(2),
     aten.replication_pad3d_backward.default: _replication_pad_backward(3),
     aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: _flash_attention_cpu_backward,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
     aten.max.default: _reduce_all(aten.amax.default),
