@@ -472,6 +472,22 @@ def _sum_heads(x, groups: int):
     return aten.sum.dim_IntList(aten.view.default(x, [b, h // groups, groups, n, e]), [2])
 
 
+def _weight_norm_backward(grad_w, v, g, norms, dim):
+    """The gradients of weight normalization ``w = v * g / norms`` (``norms``: ``||v||`` over every
+    dim but ``dim``, kept, as the forward returned it): ``grad_g = sum(grad_w * v) / norms`` and
+    ``grad_v = g / norms * (grad_w - v * grad_g / norms)``. Below float32 (where ATen keeps the
+    norms in float32) torch runs the op."""
+    if any(t.dtype not in (torch.float32, torch.float64) for t in (grad_w, v, g, norms)) \
+            or len({grad_w.dtype, v.dtype, g.dtype, norms.dtype}) != 1:
+        return NotImplemented
+    other = [i for i in range(v.dim()) if i != dim]
+    product = aten.mul.Tensor(grad_w, v)
+    grad_g = aten.div.Tensor(aten.sum.dim_IntList(product, other, True) if other else product, norms)
+    grad_v = aten.mul.Tensor(aten.div.Tensor(g, norms),
+                             aten.sub.Tensor(grad_w, aten.mul.Tensor(v, aten.div.Tensor(grad_g, norms))))
+    return grad_v, grad_g
+
+
 def _replication_pad_backward(dims: int):
     """The gradient of replication padding over the last ``dims`` dims: each output position adds
     its gradient to the input position it copied (the clamped index), one dim at a time."""
@@ -546,6 +562,7 @@ ATEN_LOWERINGS = {
     aten.replication_pad3d_backward.default: _replication_pad_backward(3),
     aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: _flash_attention_cpu_backward,
+    aten._weight_norm_interface_backward.default: _weight_norm_backward,
     aten.max.dim: _max_dim(aten.amax.default, aten.argmax.default),
     aten.min.dim: _max_dim(aten.amin.default, aten.argmin.default),
     aten.max.default: _reduce_all(aten.amax.default),

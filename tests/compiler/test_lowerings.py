@@ -1,5 +1,6 @@
 """Edge cases of lowering and acquisition that the OpInfo sweep found: cached lowerings of
-aliased arguments, tensor constants baked into graphs, custom operators."""
+aliased arguments, tensor constants baked into graphs, custom operators; and lowerings of our own
+(weight normalization's backward)."""
 from __future__ import annotations
 
 import torch
@@ -75,3 +76,41 @@ def test_the_lowerings_import_in_a_fresh_process():
     done = subprocess.run([sys.executable, "-c", "import thundervis.compiler.pipeline"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_weight_norm_backward_lowers_to_what_aten_computes():
+    """``_weight_norm_interface_backward`` (the backward of ``torch.nn.utils.weight_norm``) lowers to
+    prims: on its own it computes ATen's gradients (first and last dim, 1-D to 3-D, float32 and
+    float64), and a weight-normalized layer trains like eager with no op left whole."""
+    from thundervis.compiler.lowerings import _weight_norm_backward
+    aten = torch.ops.aten
+    g = torch.Generator().manual_seed(0)
+    for shape, dim in [((6, 8), 0), ((6, 8), 1), ((4, 3, 5), 0), ((4, 3, 5), 2), ((7,), 0)]:
+        for dtype in (torch.float32, torch.float64):
+            v = torch.randn(shape, dtype=dtype, generator=g)
+            gain = torch.randn([s if i == dim else 1 for i, s in enumerate(shape)], dtype=dtype, generator=g)
+            w, norms = aten._weight_norm_interface(v, gain, dim)
+            grad = torch.randn(w.shape, dtype=dtype, generator=g)
+            want = aten._weight_norm_interface_backward(grad, v, gain, norms, dim)
+            got = _weight_norm_backward(grad, v, gain, norms, dim)
+            for a, b in zip(got, want):
+                assert (a.shape, a.dtype) == (b.shape, b.dtype)
+                torch.testing.assert_close(a, b)
+    assert _weight_norm_backward(*(t.half() for t in (grad, v, gain, norms)), 0) is NotImplemented
+
+    torch.manual_seed(0)
+    layer = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(8, 6))
+    x = torch.randn(4, 8)
+    fn = lambda x: layer(x).square().sum()  # noqa: E731
+    torch._dynamo.reset()
+    obs = _Traces()
+    out = torch.compile(fn, backend=ThundervisCompiler(observer=obs))(x)
+    out.backward()
+    got = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    fn(x).backward()
+    torch._dynamo.reset()
+    for a, b in zip(got, [p.grad for p in layer.parameters()]):
+        torch.testing.assert_close(a, b)
+    claimed = obs.traces[("backward", "claim")]
+    assert not [b.sym for b in claimed.symbols if "weight_norm" in b.sym]
