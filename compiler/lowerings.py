@@ -375,24 +375,11 @@ def _flash_attention_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=N
     PyTorch's own decomposition returns the attention weights ``[B, H, L, S]`` as the second output,
     where the op returns the logsumexp ``[B, H, L]`` its backward reads; this one returns both as
     the op does (the decomposition check then puts the output in the op's memory layout)."""
-    groups = _head_groups(q, k, v, dropout_p)
+    groups = _head_groups(q, k, v, dropout_p, is_causal, attn_mask)
     if groups is None:
-        return NotImplemented  # random dropout, low precision, heads that do not group: torch runs the op
-    L, S = q.shape[-2], k.shape[-2]
-    if is_causal and L > S:
-        return NotImplemented  # rows with no key at all: the kernel's convention, not the math's
-    _check_scores(q, k)
+        return NotImplemented
     k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
-    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)),
-                        scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5))
-    neg_inf = aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device)
-    if is_causal:
-        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
-        s = aten.where.self(keep, s, neg_inf)
-    if attn_mask is not None:
-        if attn_mask.dtype == torch.bool:
-            return NotImplemented  # a row masked entirely follows the kernel's convention
-        s = aten.add.Tensor(s, attn_mask)
+    s = _attention_scores(q, k, is_causal, attn_mask, scale)
     lse = aten.logsumexp.default(s, [-1])
     p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
     return aten.matmul.default(p, v), lse
@@ -404,22 +391,13 @@ def _flash_attention_cpu_backward(grad_out, q, k, v, out, lse, dropout_p, is_cau
     ``ds = p * (g v^T - rowsum(g * out))``, ``dq = ds k * scale``, ``dk = ds^T q * scale``
     (``rowsum(g * out)`` is ``rowsum(p * g v^T)``, as flash attention's backward computes it).
     The same cases as the forward stay with torch."""
-    groups = _head_groups(q, k, v, dropout_p)
+    groups = _head_groups(q, k, v, dropout_p, is_causal, attn_mask)
     if groups is None:
         return NotImplemented
-    L, S = q.shape[-2], k.shape[-2]
-    if (is_causal and L > S) or (attn_mask is not None and attn_mask.dtype == torch.bool):
-        return NotImplemented
-    _check_scores(q, k)
     k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
-    factor = scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
-    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)), factor)
-    if is_causal:
-        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
-        s = aten.where.self(keep, s, aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device))
-    if attn_mask is not None:
-        s = aten.add.Tensor(s, attn_mask)
-    p = aten.exp.default(aten.sub.Tensor(s, aten.unsqueeze.default(lse, -1)))
+    factor = _attention_scale(q, scale)
+    p = aten.exp.default(aten.sub.Tensor(_attention_scores(q, k, is_causal, attn_mask, scale),
+                                         aten.unsqueeze.default(lse, -1)))
     grad_v = aten.matmul.default(aten.transpose.int(p, -2, -1), grad_out)
     grad_p = aten.matmul.default(grad_out, aten.transpose.int(v, -2, -1))
     row = aten.sum.dim_IntList(aten.mul.Tensor(grad_out, out), [-1], True)
@@ -427,6 +405,25 @@ def _flash_attention_cpu_backward(grad_out, q, k, v, out, lse, dropout_p, is_cau
     grad_q = aten.mul.Tensor(aten.matmul.default(grad_s, k), factor)
     grad_k = aten.mul.Tensor(aten.matmul.default(aten.transpose.int(grad_s, -2, -1), q), factor)
     return grad_q, _sum_heads(grad_k, groups), _sum_heads(grad_v, groups)
+
+
+def _attention_scale(q, scale):
+    """The factor of the scores: ``scale``, or 1 / sqrt(head size) when None."""
+    return scale if scale is not None else 1.0 / (q.shape[-1] ** 0.5)
+
+
+def _attention_scores(q, k, is_causal, attn_mask, scale):
+    """The masked, scaled scores ``q k^T * scale`` [B, H, L, S] of a CPU flash attention (``k``
+    with as many heads as ``q``): -inf above the diagonal when causal (top-left aligned, as the
+    kernel does), plus a float ``attn_mask``."""
+    L, S = q.shape[-2], k.shape[-2]
+    s = aten.mul.Tensor(aten.matmul.default(q, aten.transpose.int(k, -2, -1)), _attention_scale(q, scale))
+    if is_causal:
+        keep = aten.tril.default(aten.full.default([L, S], True, dtype=torch.bool, device=q.device))
+        s = aten.where.self(keep, s, aten.full.default([], float("-inf"), dtype=q.dtype, device=q.device))
+    if attn_mask is not None:
+        s = aten.add.Tensor(s, attn_mask)
+    return s
 
 
 # The most attention scores (batch x heads x queries x keys) a CPU flash attention is lowered for.
@@ -444,14 +441,19 @@ def _check_scores(q, k) -> None:
                       f"flash kernel: the lowering would hold them whole, at most {ATTENTION_SCORES_LIMIT}")
 
 
-def _head_groups(q, k, v, dropout_p):
+def _head_groups(q, k, v, dropout_p, is_causal, attn_mask):
     """Return how many query heads share each key/value head in a CPU flash attention call this
     module lowers (1: as many heads; more: grouped-query attention, query head h reading key/value
     head h // groups as ``enable_gqa`` does); None for one it leaves to torch: random dropout, a
-    dtype below float32, not 4-D, or heads that do not group."""
+    dtype below float32, not 4-D, heads that do not group, causal with more queries than keys (rows
+    with no key at all) or a boolean mask (a row masked entirely): there the kernel's convention is
+    not the math's. Raises :class:`Refused` past :data:`ATTENTION_SCORES_LIMIT` scores."""
     if dropout_p or q.dtype not in (torch.float32, torch.float64) or q.dim() != 4 or k.dim() != 4 \
             or v.dim() != 4 or k.shape[1] != v.shape[1] or not k.shape[1] or q.shape[1] % k.shape[1]:
         return None
+    if (is_causal and q.shape[2] > k.shape[2]) or (attn_mask is not None and attn_mask.dtype == torch.bool):
+        return None
+    _check_scores(q, k)
     return q.shape[1] // k.shape[1]
 
 

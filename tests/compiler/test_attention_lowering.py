@@ -52,6 +52,8 @@ def test_cases_the_lowerings_leave_to_torch():
     lse = torch.zeros(q.shape[:3])
     bool_mask = torch.ones(8, 8, dtype=torch.bool)
     assert _flash_attention_cpu_backward(grad, q, k, v, q, lse, 0.0, False, attn_mask=bool_mask) is NotImplemented
+    assert _flash_attention_cpu(q, k, v, attn_mask=bool_mask) is NotImplemented   # a row masked entirely
+    assert _flash_attention_cpu(q, k[:, :, :4], v[:, :, :4], 0.0, True) is NotImplemented  # rows with no key
 
 
 class Traces(CompileObserver):
