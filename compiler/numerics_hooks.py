@@ -4,7 +4,8 @@
 The compiler only calls and reports: what a check computes is the ``checker`` the caller puts in
 ``ProfileSettings`` (``thundervis.numerics_check`` for ``thundervis run``), called with the fusion
 symbol (its region: ``args`` -> ``subsymbols`` -> ``outputs``), the tensors the kernel was given,
-what it returned and the chain's decomposed ATen symbols (what the region's prims came from). Its
+what it returned, the chain's decomposed ATen symbols (what the region's prims came from) and, when
+the launcher can prove it, the generated function that returned those outputs for those inputs. Its
 JSON-able results go to ``observer.runtime(graph, chain, "numerics", [data, ...])``, once per chain
 call (one list of the call's kernels).
 ``--compare-eager`` runs the chain's ATen graph eagerly on the same inputs as the compiled call and
@@ -24,7 +25,9 @@ def checked_plan(plan: tuple, checker: Callable, report: Callable[[str, Any], No
                  parents: Optional[dict] = None) -> tuple:
     """Return ``((namespace, calls), flush)``: codegen's plan ``(namespace, calls)`` with each
     fusion's callable wrapped so that, after it returns, ``checker(symbol, inputs, outputs,
-    parents)`` runs (``parents``: the chain's decomposed ATen symbols, ``claim.DECOMPOSED``),
+    parents, made_by)`` runs (``parents``: the chain's decomposed ATen symbols, ``claim.DECOMPOSED``;
+    ``made_by``: the generated region function that returned ``outputs`` for these ``inputs``
+    when the launcher witnessed it, ``CpuRegion.run_witnessed``, else None),
     and ``flush()``, which reports the results gathered since the last flush as one ``numerics``
     event (a list of results: one transaction for a whole chain call, not one per kernel; see
     :func:`flushed_after`). The kernels themselves are shared, not rebuilt."""
@@ -56,10 +59,17 @@ def flushed_after(fn: Callable, flush: Callable[[], None]) -> Callable:
 
 def _checked(b: BoundSymbol, fn: Callable, checker: Callable, keep: Callable[[dict], None],
              parents: dict) -> Callable:
+    # A launcher that can say which generated function returned its outputs (the CPU path's
+    # CpuRegion.run_witnessed) is called through that: the checker need not run it again.
+    witnessed = getattr(fn, "run_witnessed", None)
+
     def run(*args, **kwargs):
-        out = fn(*args, **kwargs)
+        if witnessed is not None and not kwargs:
+            out, made_by = witnessed(*args)
+        else:
+            out, made_by = fn(*args, **kwargs), None
         try:
-            data = checker(b, args, out, parents)
+            data = checker(b, args, out, parents, made_by)
         except Exception as e:  # a check that fails is a result, never a broken training step
             data = {"kernel": b.sym, "uid": b.uid, "executor": b.executor, "verdict": "error",
                     "detail": f"{type(e).__name__}: {e}".splitlines()[0][:300]}

@@ -10,7 +10,11 @@ once per kernel that call exact ATen overloads
 (:func:`thundervis.compiler.executors.cpu_path.torch_region`, what the CPU path runs): the prims of
 a decomposed ATen op the region holds whole run as that op, as eager PyTorch runs it, so the
 reference is the op's own float64 result and a kernel computing a wrong decomposition of it is
-flagged; the other members one by one. A check costs about two eager runs of the region; a region
+flagged; the other members one by one. On the CPU path the kernel's own call is eager's run when
+its launcher witnessed it (``CpuRegion.run_witnessed``: the kernel's outputs are the very tensors the
+torch function, whose calls are eager's, returned for these inputs in that call; see
+:func:`check_region`), and eager is not run again; anything else gets eager run apart. A check costs
+about two eager runs of the region (one float64 run and the judging on the CPU path); a region
 those functions cannot be built for runs in the reference interpreter
 (:func:`thundervis.rerun.reference_outputs`). Errors are
 :func:`thundervis.kernel_numerics.errors` (max abs error, and that over the largest |reference|).
@@ -28,7 +32,7 @@ import contextlib
 import math
 import re
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -331,18 +335,20 @@ def region_functions(symbol: BoundSymbol, parents: Optional[dict] = None) -> Opt
     (:func:`moves_values_only`): its reference is eager's outputs, raised exactly."""
     from thundervis.compiler.executors.cpu_path import torch_region
     from thundervis.rerun import float64_symbol
+    # Only the parents the region's members come from: a chain has dozens, a region one or two.
+    origins = {s.origin[0] for s in symbol.subsymbols if len(s.origin) == 1}
+    mine = {uid: p for uid, p in (parents or {}).items() if uid in origins}
     if moves_values_only(symbol):
-        try:
-            return torch_region(symbol), None
-        except Exception:  # an op without a torch binding: interpret
-            return None
+        for folded in ([mine] if mine else []) + [None]:  # folded as the CPU path folds them
+            try:
+                return torch_region(symbol, folded), None
+            except Exception:  # an op without a torch binding: interpret
+                continue
+        return None
     try:
         raised = symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
     except Exception:  # a fusion argument that is not a tensor: interpret
         return None
-    # Only the parents the region's members come from: a chain has dozens, a region one or two.
-    origins = {s.origin[0] for s in symbol.subsymbols if len(s.origin) == 1}
-    mine = {uid: p for uid, p in (parents or {}).items() if uid in origins}
     tries = [(mine, {uid: float64_symbol(p) for uid, p in mine.items()})] if mine else []
     for folded, raised_folded in tries + [(None, None)]:  # a parent without a binding: its members
         try:
@@ -353,13 +359,17 @@ def region_functions(symbol: BoundSymbol, parents: Optional[dict] = None) -> Opt
 
 
 def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Optional[tuple] = None,
-                 random: Optional[bool] = None, spent: Optional[dict] = None) -> dict:
+                 random: Optional[bool] = None, spent: Optional[dict] = None,
+                 eager_made: bool = False) -> dict:
     """Return the JSON-able result of one checked kernel call (``kernel``, ``uid``, ``executor``,
     ``max_abs``/``max_rel`` of the kernel and ``eager_abs``/``eager_rel`` of eager float32 against
     float64, ``ratio``, ``tolerance``, ``verdict``, ``detail``). ``functions``: the region's
     :func:`region_functions` (built here when None; empty: use the reference interpreter);
     ``random``: :func:`is_random` of the symbol when already known; ``spent``: when a dict, the
-    seconds of each part of the check are added to it (:data:`CHECK_PARTS`)."""
+    seconds of each part of the check are added to it (:data:`CHECK_PARTS`); ``eager_made``: the
+    kernel's ``outputs`` are what the eager function of ``functions`` itself returned for these
+    ``inputs`` in the kernel's call (the CPU path, witnessed by its launcher): they are eager's
+    outputs, and that function is not run a second time on the same tensors."""
     if (is_random(symbol) if random is None else random):
         return {"kernel": symbol.sym, "uid": symbol.uid, "executor": symbol.executor or "", "verdict": "skipped",
                 "detail": "the region draws random numbers"}
@@ -375,14 +385,14 @@ def check_region(symbol: BoundSymbol, inputs: Sequence, outputs, functions: Opti
             # No detach: under inference mode no op of the check records autograd history.
             eager_fn, reference_fn = functions
             if reference_fn is None:  # values moved, not computed: the reference is eager's, exactly
-                refs = eager = flat_tensors(eager_fn(*inputs))
+                refs = eager = outs if eager_made else flat_tensors(eager_fn(*inputs))
                 clock.lap("eager float32")
             else:
                 raised = [t.double() if t.is_floating_point() else t for t in inputs]
                 clock.lap("inputs to float64")
                 refs = flat_tensors(reference_fn(*raised))
                 clock.lap("float64 reference")
-                eager = flat_tensors(eager_fn(*inputs))
+                eager = outs if eager_made else flat_tensors(eager_fn(*inputs))
                 clock.lap("eager float32")
         else:
             args = [t.detach() for t in inputs]
@@ -420,19 +430,37 @@ class _PartClock:
 
 class KernelChecker:
     """The ``checker`` of ``ProfileSettings`` for ``--check-numerics``: a callable
-    ``(symbol, inputs, outputs, parents) -> dict`` (:func:`check_region`). It builds each kernel's
-    :func:`region_functions` (with the chain's decomposed ATen symbols ``parents``) on its first
-    check and keeps them for the later checked calls;
+    ``(symbol, inputs, outputs, parents, made_by) -> dict`` (:func:`check_region`). It builds each
+    kernel's :func:`region_functions` (with the chain's decomposed ATen symbols ``parents``) on its
+    first check and keeps them for the later checked calls. ``made_by``: the generated function
+    the launcher witnessed return ``outputs`` for ``inputs`` (``numerics_hooks``), or None; when it
+    makes the calls of the region's eager function (:func:`_same_function`), the outputs are
+    eager's (``check_region``'s ``eager_made``);
     ``spent``: see :func:`check_region` (the overhead benchmark's breakdown)."""
 
     def __init__(self, spent: Optional[dict] = None) -> None:
-        self._functions: dict = {}  # id(symbol) -> (symbol, region_functions(symbol), is_random(symbol))
+        # id(symbol) -> [symbol, region_functions(symbol), is_random(symbol), the last ``made_by``
+        # found to be the region's eager function]
+        self._functions: dict = {}
         self.spent = spent  # a dict: the seconds per part of every check go there (check_region)
 
-    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs, parents: Optional[dict] = None) -> Optional[dict]:
+    def __call__(self, symbol: BoundSymbol, inputs: Sequence, outputs, parents: Optional[dict] = None,
+                 made_by: Optional[Callable] = None) -> Optional[dict]:
         known = self._functions.get(id(symbol))
         if known is None or known[0] is not symbol:
             random = is_random(symbol)
-            known = (symbol, None if random else region_functions(symbol, parents), random)
+            known = [symbol, None if random else region_functions(symbol, parents), random, None]
             self._functions[id(symbol)] = known
-        return check_region(symbol, inputs, outputs, known[1] or (), known[2], self.spent)
+        functions = known[1] or ()
+        eager_made = made_by is not None and (made_by is known[3] or _same_function(made_by, functions))
+        if eager_made:
+            known[3] = made_by
+        return check_region(symbol, inputs, outputs, functions, known[2], self.spent, eager_made)
+
+
+def _same_function(made_by: Callable, functions: tuple) -> bool:
+    """True when ``made_by`` (a generated region function) makes exactly the calls of the eager
+    function in ``functions`` (:func:`region_functions`): the same generated source over the same
+    ATen overloads (``code_key`` of :func:`~thundervis.compiler.executors.cpu_path.torch_region`)."""
+    key = getattr(made_by, "code_key", None)
+    return bool(functions) and key is not None and key == getattr(functions[0], "code_key", None)

@@ -149,9 +149,13 @@ def torch_region(fusion: BoundSymbol, parents: Optional[dict] = None) -> Callabl
         lines.append("  " + call_text(s, f"_op{i}"))
     outs = [p.name for p in fusion.outputs]
     lines.append(f"  return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-    code = compile("\n".join(lines) + "\n", f"<thundervis cpu region {fusion.sym}>", "exec")
+    source = "\n".join(lines) + "\n"
+    code = compile(source, f"<thundervis cpu region {fusion.sym}>", "exec")
     exec(code, namespace)  # source generated from the in-memory region only (validated names)
-    return namespace["_region"]
+    fn = namespace["_region"]
+    # Two region functions with equal keys make the same calls on their inputs (numerics check).
+    fn.code_key = (source, tuple(namespace[f"_op{i}"] for i in range(len(lines) - 2)))
+    return fn
 
 
 def _time_us(fn: Callable, args: tuple) -> tuple[float, object]:
@@ -186,21 +190,55 @@ class CpuRegion:
         self.why = ""
         self._hot_in = 0  # calls left before a region worth trying is compiled by Inductor
         self._pending = False  # True while Inductor may still replace torch (the slow call path)
+        self._witness: Optional[list] = None  # during run_witnessed: (args, outputs) of each torch_fn call
         self._report = runtime_reporter()
 
     def __call__(self, *args):
-        if not self._pending:
+        if not self._pending and self._witness is None:
             fn = self.fn
             if fn is not None:
                 return fn(*args)
+        return self._slow_call(args)
+
+    def _slow_call(self, args: tuple):
+        """A call that is not the plain one: the first, one while Inductor may still take the
+        region, or one :meth:`run_witnessed` watches."""
+        if self.fn is None:
             return self._first_call(args)
-        self._hot_in -= 1
-        if self._hot_in > 0:
-            return self.fn(*args)
-        return self._compiled(args, compile_in_fresh_thread(self.torch_fn, args))
+        if self._pending:
+            self._hot_in -= 1
+            if self._hot_in <= 0:
+                return self._compiled(args, compile_in_fresh_thread(self.torch_fn, args))
+        return self._run(self.fn, args)
+
+    def _run(self, fn: Callable, args: tuple):
+        """``fn(*args)``, noted for :meth:`run_witnessed` when ``fn`` is the torch path."""
+        out = fn(*args)
+        if self._witness is not None and fn is self.torch_fn:
+            self._witness.append((args, out))
+        return out
+
+    def run_witnessed(self, *args) -> tuple:
+        """Call the region as ``self(*args)`` does and return ``(outputs, function)``: ``function``
+        is :attr:`torch_fn` when ``outputs`` is the very object that function returned in this call
+        for these very argument objects (the torch path ran: the region's exact ATen calls, which
+        is what the numerics check runs as eager float32), else None (Inductor ran the region, or
+        whatever stands between that function and the caller returned something else). The
+        numerics check uses it so as not to run the same function on the same tensors twice."""
+        witness = self._witness = []
+        try:
+            out = self(*args)
+        finally:
+            self._witness = None
+        for seen, result in witness:
+            if result is out and len(seen) == len(args) and all(a is b for a, b in zip(seen, args)):
+                return out, self.torch_fn
+        return out, None
 
     def _first_call(self, args: tuple):
         self.torch_us, out = _time_us(self.torch_fn, args)
+        if self._witness is not None:
+            self._witness.append((args, out))
         self.fn, self.via = self.torch_fn, VIA_TORCH
         threshold = inductor_threshold_us()
         if not self._inductor:
@@ -224,14 +262,14 @@ class CpuRegion:
             first = str(e).splitlines()[0][:160] if str(e) else ""
             self.why = f"inductor failed: {type(e).__name__}: {first}"
             self._say()
-            return self.fn(*args)
+            return self._run(self.fn, args)
         compiled = job["fn"]
         try:
             self.inductor_us, ind_out = _time_us(compiled, args)
         except Exception as e:  # a compiled region that fails to run: torch keeps it
             self.why = f"inductor failed at run time: {type(e).__name__}: {str(e)[:160]}"
             self._say()
-            return self.fn(*args)
+            return self._run(self.fn, args)
         if self.inductor_us < self.torch_us:
             self.fn, self.via = compiled, VIA_INDUCTOR
             self.why = (f"inductor faster ({self.inductor_us:.0f} µs vs torch {self.torch_us:.0f} µs; "
@@ -240,7 +278,7 @@ class CpuRegion:
             return ind_out
         self.why = f"torch faster ({self.torch_us:.0f} µs vs inductor {self.inductor_us:.0f} µs)"
         self._say()
-        return self.fn(*args)
+        return self._run(self.fn, args)
 
     def _say(self) -> None:
         self._report("kernel_path", {"kernel": self.name, "uid": self.uid, "device": "cpu", "via": self.via,

@@ -213,3 +213,37 @@ def test_a_compile_waits_for_one_an_interrupt_left_running_and_gives_up_within_b
     out = job["fn"](torch.ones(3))  # none left: it compiles
     assert torch.equal(out[0] if isinstance(out, (tuple, list)) else out, torch.full((3,), 2.0))
     assert cpu_path.unfinished_compiles() == 0
+
+
+def _doubling_region():
+    """A one-op fusion (``t0 = a * 2``) built by hand: no compile needed."""
+    from thundervis.compiler.ir import BoundSymbol, TensorProxy
+    a = TensorProxy("a", (4,), "float32", "cpu", (1,))
+    t0 = TensorProxy("t0", (4,), "float32", "cpu", (1,))
+    mul = BoundSymbol("prims.mul", (a, 2.0), {}, t0, "m0", aten="aten.mul.Tensor")
+    return BoundSymbol("triton_fusion_0", (a,), {}, (t0,), "f0", subsymbols=(mul,), executor="triton")
+
+
+def test_a_witnessed_call_names_the_torch_function_only_for_what_that_function_returned(monkeypatch):
+    """``run_witnessed`` names the launcher's torch-path function only when the outputs handed
+    back are the very object that function returned, in this call, for these very arguments: on
+    the first call (the timed one) and on later ones; not when another function ran the region
+    (Inductor's), and not when something between the function and the caller hands back other
+    tensors (the numerics check then runs eager apart and flags them). Plain calls are not watched."""
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "off")
+    x = torch.randn(4)
+    region = cpu_path.CpuRegion(_doubling_region(), inductor=False)
+    for _ in range(2):  # the first call, then a plain later one
+        out, made_by = region.run_witnessed(x)
+        assert made_by is region.torch_fn and torch.equal(out[0], x * 2)
+    assert region._witness is None and torch.equal(region(x)[0], x * 2)
+    out, made_by = region.run_witnessed(x.clone())  # other argument objects: witnessed for those
+    assert made_by is region.torch_fn
+    region.fn, region.via = (lambda a: (a + a,)), cpu_path.VIA_INDUCTOR  # as when Inductor won
+    out, made_by = region.run_witnessed(x)
+    assert made_by is None and torch.equal(out[0], x * 2)
+    copying = cpu_path.CpuRegion(_doubling_region(), inductor=False)
+    real = cpu_path.CpuRegion.__call__
+    monkeypatch.setattr(cpu_path.CpuRegion, "__call__", lambda self, *a: tuple(t.clone() for t in real(self, *a)))
+    assert copying.run_witnessed(x)[1] is None
+    assert copying.run_witnessed(x)[1] is None

@@ -267,6 +267,45 @@ def test_a_checker_given_a_dict_adds_each_parts_time_and_judges_the_same():
     assert set(spent) == set(CHECK_PARTS) and all(v > 0 for v in spent.values()), spent
 
 
+def test_outputs_the_launcher_witnessed_eager_return_are_eager_s_and_eager_is_not_run_again(monkeypatch):
+    """When the CPU path's launcher proves that the kernel's outputs are what the region's torch
+    function returned for these inputs (``CpuRegion.run_witnessed``) and that function makes the
+    calls of the check's eager function (the same ``code_key``), the check takes them as eager's:
+    eager is not run a second time, and the row is what running it again gives. A function
+    making other calls proves nothing: eager runs."""
+    import torch
+
+    from thundervis import numerics_check
+    from thundervis.compiler.executors.cpu_path import CpuRegion
+    from thundervis.compiler.ir import BoundSymbol, TensorProxy
+    from thundervis.numerics_check import KernelChecker, region_functions
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "off")
+    a = TensorProxy("a", (64,), "float32", "cpu", (1,))
+    t0 = TensorProxy("t0", (64,), "float32", "cpu", (1,))
+    t1 = TensorProxy("t1", (), "float32", "cpu", ())
+    exp = BoundSymbol("prims.exp", (a,), {}, t0, "m0", aten="aten.exp.default")
+    total = BoundSymbol("prims.sum", (t0, [0]), {}, t1, "m1", aten="aten.sum.dim_IntList")
+    fusion = BoundSymbol("triton_fusion_0", (a,), {}, (t0, t1), "f0", subsymbols=(exp, total), executor="triton")
+    eager, reference = region_functions(fusion)
+    ran = []
+
+    def counted(*args):
+        ran.append(1)
+        return eager(*args)
+    counted.code_key = eager.code_key
+    monkeypatch.setattr(numerics_check, "region_functions", lambda symbol, parents=None: (counted, reference))
+    x = torch.randn(64)
+    region = CpuRegion(fusion, inductor=False)
+    out, made_by = region.run_witnessed(x)
+    assert made_by is region.torch_fn and made_by.code_key == eager.code_key
+    checker = KernelChecker()
+    witnessed = checker(fusion, (x,), out, None, made_by)
+    assert not ran and witnessed["verdict"] == "ok" and witnessed["max_abs"] == witnessed["eager_abs"] > 0
+    again = checker(fusion, (x,), out, None, None)
+    assert ran == [1] and again == witnessed
+    assert checker(fusion, (x,), out, None, lambda *args: out) == witnessed and ran == [1, 1]
+
+
 def test_an_output_that_is_a_view_of_another_shares_its_numbers_only_when_all_three_are():
     """A kernel returning ``x`` and ``x.t()`` (the kernel, eager and the reference alike) is judged
     once for both; where only some of the three are views the second output is judged on its own,
@@ -555,10 +594,11 @@ def test_no_kernel_of_the_model_zoo_is_flagged(tmp_path):
         assert r["numerics_flagged"] == [], r["model"]
 
 def test_default_cpu_path_checks_say_where_kernels_ran_and_flag_a_wrong_output(tmp_path, capsys, monkeypatch):
-    """With the default executors on CPU every kernel is checked against its float64 reference and
-    against eager run apart, never against its own outputs: a CPU path that returned wrong numbers
-    (here every output of the first kernel scaled by 1.01) is flagged, the others are not; the
-    table says where each kernel ran (present.status.path_text)."""
+    """With the default executors on CPU every kernel is checked against its float64 reference, and
+    its outputs stand for eager's only when its launcher witnessed the torch function return those
+    very tensors: a CPU path that hands back other numbers (here every output of the first kernel
+    scaled by 1.01 after that function returned) gets eager run apart and is flagged, the others
+    are not; the table says where each kernel ran (present.status.path_text)."""
     from thundervis.compiler.executors import cpu_path
     from thundervis.recording import open_recording
     script = tmp_path / "cpu.py"
