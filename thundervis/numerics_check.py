@@ -14,7 +14,8 @@ flagged; the other members one by one. On the CPU path the kernel's own call is 
 its launcher witnessed it (``CpuRegion.run_witnessed``: the kernel's outputs are the very tensors the
 torch function, whose calls are eager's, returned for these inputs in that call; see
 :func:`check_region`), and eager is not run again; anything else gets eager run apart. A check costs
-about two eager runs of the region (one float64 run and the judging on the CPU path); a region
+a float64 run and an eager run of the region and the judging (on the CPU path, with a witnessed
+call, the float64 run and the judging); a region
 those functions cannot be built for runs in the reference interpreter
 (:func:`thundervis.rerun.reference_outputs`). Errors are
 :func:`thundervis.kernel_numerics.errors` (max abs error, and that over the largest |reference|).
