@@ -339,21 +339,19 @@ def region_functions(symbol: BoundSymbol, parents: Optional[dict] = None) -> Opt
     # Only the parents the region's members come from: a chain has dozens, a region one or two.
     origins = {s.origin[0] for s in symbol.subsymbols if len(s.origin) == 1}
     mine = {uid: p for uid, p in (parents or {}).items() if uid in origins}
-    if moves_values_only(symbol):
-        for folded in ([mine] if mine else []) + [None]:  # folded as the CPU path folds them
-            try:
-                return torch_region(symbol, folded), None
-            except Exception:  # an op without a torch binding: interpret
-                continue
-        return None
+    moving = moves_values_only(symbol)
     try:
-        raised = symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
+        raised = None if moving else symbol.replace(subsymbols=float64_region(region_of(symbol)).symbols)
     except Exception:  # a fusion argument that is not a tensor: interpret
         return None
-    tries = [(mine, {uid: float64_symbol(p) for uid, p in mine.items()})] if mine else []
-    for folded, raised_folded in tries + [(None, None)]:  # a parent without a binding: its members
+    # Folded as the CPU path folds them, else (a parent without a binding) the members one by one.
+    for folded in ([mine] if mine else []) + [None]:
         try:
-            return torch_region(symbol, folded), torch_region(raised, raised_folded)
+            eager = torch_region(symbol, folded)
+            if moving:
+                return eager, None
+            raised_folded = {uid: float64_symbol(p) for uid, p in folded.items()} if folded else None
+            return eager, torch_region(raised, raised_folded)
         except Exception:  # an op without a torch binding, a name the generator refuses
             continue
     return None  # interpret
