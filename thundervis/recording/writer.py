@@ -15,7 +15,6 @@ must never break the user's training: a failed write is counted, noted once on s
 from __future__ import annotations
 
 import json
-import linecache
 import os
 import sqlite3
 import sys
@@ -30,16 +29,14 @@ from thundervis.compiler.serialize import kernel_to_dict
 from .dynamo_info import DynamoReasons, FrameFailures
 from .environment import device_name as _device, versions as _versions
 from .liveness import host_name, process_token
-from .pass_deltas import JSON_SEPARATOR, MAX_DELTA_CHAIN, TEXT_SEPARATOR, encode_delta, encode_ids
+from .pass_deltas import JSON_SEPARATOR, MAX_DELTA_CHAIN, TEXT_SEPARATOR, encode_delta
 from .schema import (INSERT_PASS_SYMBOLS, INSERT_SYMBOL_CONTENT, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text,
-                     create_indexes, create_schema)
+                     create_indexes)
 from .trace_text import TraceTextCache
+from .writer_rows import MAX_SOURCE_BYTES, create_complete, source_files, source_rows, symbol_row_lists  # noqa: F401
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
 
-
-# The user's source files are stored up to this size each (bigger ones: path only).
-MAX_SOURCE_BYTES = 2 * 2**20
 
 # Traces kept for their symbol rows are written out once they hold this many top-level symbols
 # (about 30 MiB of IR); the train_gpt example holds 2k.
@@ -48,33 +45,6 @@ MAX_PENDING_SYMBOLS = 50_000
 
 def _json(v: Any) -> str:
     return json.dumps(v, default=str)
-
-
-def _create_complete(path: str) -> None:
-    """Create the recording at ``path`` whole or not at all: schema and a ``running`` run row (this
-    process's pid, host and start token, so a kill at any later point reads as ``killed``) are
-    written to a hidden file beside it in rollback-journal mode, which is then renamed into place.
-    From its first byte the ``.tvrec`` alone is a valid recording; no WAL holds its start."""
-    folder, name = os.path.split(path)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}.creating")
-    try:
-        conn = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            create_schema(conn, _versions()["thundervis"] or "unknown")
-            conn.execute("INSERT INTO run(id, argv, cwd, started_at, status, pid, host, process_start)"
-                         " VALUES (1, '[]', ?, ?, 'running', ?, ?, ?)",
-                         (os.getcwd(), time.time(), os.getpid(), host_name(), process_token()))
-        finally:
-            conn.close()
-        if os.path.exists(path):
-            raise FileExistsError(f"{path} already exists")
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
 
 
 class RecordingObserver(CompileObserver):
@@ -90,7 +60,7 @@ class RecordingObserver(CompileObserver):
         if os.path.exists(self.path):
             raise FileExistsError(f"{self.path} already exists")
         self._lock = threading.RLock()
-        _create_complete(self.path)
+        create_complete(self.path)
         self._conn: Optional[sqlite3.Connection] = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -369,37 +339,10 @@ class RecordingObserver(CompileObserver):
     def record_sources(self, trace: Trace) -> None:
         """Store the text of every user source file ``trace``'s symbols point at that is not
         stored yet (the file as it is now, which is what this compile read)."""
-        files = []
-        stack = list(trace.symbols)
-        while stack:
-            b = stack.pop()
-            f = b.source.file if b.source is not None else None
-            if f and f not in self._sources_seen:
-                self._sources_seen.add(f)
-                files.append(f)
-            stack.extend(b.subsymbols)
+        files = source_files(trace, self._sources_seen)
         if not files:
             return
-        rows = []
-        for f in files:
-            text, size, digest = None, None, None
-            try:
-                if os.path.isfile(f):
-                    size = os.path.getsize(f)
-                    if size <= MAX_SOURCE_BYTES:
-                        with open(f, "rb") as fh:
-                            data = fh.read(MAX_SOURCE_BYTES + 1)
-                        import hashlib
-                        digest = hashlib.sha256(data).hexdigest()
-                        text = data.decode("utf-8", errors="replace")
-                elif f in linecache.cache:  # a notebook cell (``cell [N]``, compiler.source.cell_file)
-                    data = "".join(linecache.getlines(f)).encode("utf-8")[:MAX_SOURCE_BYTES]
-                    import hashlib
-                    size, digest = len(data), hashlib.sha256(data).hexdigest()
-                    text = data.decode("utf-8", errors="replace")
-            except OSError:
-                pass
-            rows.append((f, compress_text(text), size, digest))
+        rows = source_rows(files)
         self._write("the source files", lambda c: c.executemany(
             "INSERT OR IGNORE INTO sources(file, text, size, sha256) VALUES (?,?,?,?)", rows))
 
@@ -409,29 +352,8 @@ class RecordingObserver(CompileObserver):
             pending, self._pending_rows, self._pending_symbols = self._pending_rows, [], 0
         if not pending:
             return
-        rows_of = TraceTextCache()  # shares the rows of symbols a pass kept across a chain's passes
-
         ids, content_ids = self._symbol_sources, self._symbol_ids
-        new: list[tuple] = []
-        new_rows: list[tuple] = []
-        lists = []
-        for graph, chain, index, trace in pending:
-            row_ids = []
-            for r in rows_of.symbol_rows(graph, chain, index, trace):
-                key = (r[8], r[10], r[11], r[12])
-                sid = None
-                if key != (None, None, None, None):
-                    sid = ids.get(key)
-                    if sid is None:
-                        sid = ids[key] = len(ids) + 1
-                        new.append((sid,) + key)
-                content = (r[4], r[5], r[6], r[7], r[9], r[13], r[14], r[15], r[16], sid)
-                rid = content_ids.get(content)
-                if rid is None:
-                    rid = content_ids[content] = len(content_ids) + 1
-                    new_rows.append((rid,) + content)
-                row_ids.append(rid)
-            lists.append((graph, chain, index, compress_text(encode_ids(row_ids))))
+        new, new_rows, lists = symbol_row_lists(pending, ids, content_ids)
 
         def fn(c):
             c.executemany(INSERT_SYMBOL_SOURCE, new)
