@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from thundervis.present.asm import STAGES, AsmUnavailable, asm_listing, build_text
+from thundervis.present.asm import STAGES, AsmUnavailable, asm_listing, build_text, kernel_targets
 from thundervis.recording import RecordingError, UnknownItem
+from thundervis.safe_text import visible_line
 
 MAX_ROWS = 20000
 
@@ -27,7 +28,7 @@ def build_targets(rec) -> dict:
     except RecordingError:
         return {}
     for b in builds:
-        out.setdefault((b.graph, b.chain, b.kernel), []).append(b.target)
+        out.setdefault((b.graph, b.chain, b.kernel), []).append(visible_line(b.target))
     return out
 
 
@@ -38,7 +39,7 @@ def asm_json(rec, graph: int, chain: str, kernel: str, target: Optional[str] = N
     and ``rows`` (``[text, triton line, uid, op, file:line]``). AsmError with one sentence otherwise."""
     try:
         k = rec.find_kernel(str(kernel), int(graph), str(chain))
-        targets = [b.target for b in rec.kernel_builds(k)]
+        targets = kernel_targets(rec, k)
         listing = asm_listing(rec, k, target or None, str(stage))
     except (AsmUnavailable, UnknownItem) as e:
         raise AsmError(str(e).rstrip(".") + ".") from None

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import re
 
-# C0 controls except newline and tab, DEL, C1 controls, and the Unicode format characters that
-# reorder or hide text (bidi embeddings/overrides/isolates, zero-width joiners, BOM, ...).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_UNSAFE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# C0 controls except newline and tab, DEL, C1 controls (8-bit CSI U+009B and OSC U+009D among
+# them), the Unicode format characters that reorder or hide text (bidi marks, embeddings, overrides
+# and isolates, zero-width joiners, BOM, ...), and surrogates: a recorded string can hold a lone
+# one (JSON's "\ud800"), which no UTF-8 stream can encode, so printing it raw raises.
+_FORMAT = "\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff"
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f{_FORMAT}]")
+_UNSAFE_LINE = re.compile(f"[\x00-\x1f{_FORMAT}]")
+# In JSON text the C0 controls are already escaped by json itself; the rest only by ensure_ascii,
+# which would also escape every accented letter of a user's source line.
+_UNSAFE_JSON = re.compile(f"[{_FORMAT}]")
 
 
 def _escape(match: re.Match) -> str:
@@ -58,6 +64,16 @@ def html_text(text: object) -> str:
     gives an empty string. Every HTML output of recorded strings goes through it."""
     import html
     return html.escape(visible("" if text is None else text))
+
+
+def json_text(value: object, **kwargs) -> str:
+    """Return ``json.dumps(value, **kwargs)`` safe to write to a terminal, a pipe or a file: the
+    JSON escapes ``\\uXXXX`` stand for every control, C1, bidi/format character and lone surrogate
+    (parsing it gives the recorded strings back unchanged), other non-ASCII text stays readable.
+    Every JSON output of the CLI goes through it."""
+    import json
+    kwargs["ensure_ascii"] = False
+    return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(value, **kwargs))
 
 
 def plain_console(**kwargs):

@@ -107,7 +107,8 @@ class RecordingData:
     def asm_targets(self, kernel_id: int) -> list[str]:
         """Return the GPU targets kernel ``kernel_id`` was compiled for ahead of time ([] for a run
         without ``--target``)."""
-        return [b.target for b in self._call(lambda: self._rec.kernel_builds(self._rec.kernel(kernel_id)))]
+        from thundervis.present.asm import kernel_targets
+        return self._call(lambda: kernel_targets(self._rec, self._rec.kernel(kernel_id)))
 
     def asm_listing(self, kernel_id: int, target: Optional[str], stage: str):
         """Return the annotated rows of one compiled stage of one kernel (``present.asm.AsmListing``);

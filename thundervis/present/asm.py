@@ -6,14 +6,16 @@ came from, the member symbol that line was generated for (uid and op) and that s
 line (``train_gpt.py:52``). :func:`rows_for_source` keeps what one user line became;
 :func:`rows_for_uid` what one symbol became, and :attr:`AsmRow.uid` / :attr:`AsmRow.source` go the
 other way. :func:`target_summaries` and :func:`target_line` are the per-target resources ``ls``
-shows. Stage text is recorded data: rows carry it with control characters made visible, and
-nothing here executes it. Torch-free: reads only through the reader API.
+shows. Stage text, symbol uids and ops, file names, targets and plans are recorded data: the
+listing and its build carry every such string made visible (``safe_text.visible_line``), so no front
+end (CLI, TUI, widget) can print one raw, and nothing here executes it. Torch-free: reads only
+through the reader API.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from thundervis.safe_text import visible_line
@@ -56,8 +58,9 @@ class AsmRow:
 
 @dataclass(frozen=True)
 class AsmListing:
-    """One stage of one kernel build: the kernel, target, stage, the build (``KernelBuild``), the
-    rows, and the compiled Triton source's lines (for views that show both side by side)."""
+    """One stage of one kernel build: the kernel, target, stage, the build (``KernelBuild``, its
+    names, ``line_uids`` and ``members`` made visible by :func:`visible_build`), the rows, and the
+    compiled Triton source's lines (for views that show both side by side)."""
 
     kernel: str
     target: str
@@ -73,9 +76,16 @@ class AsmListing:
                 "triton_source": list(self.triton_source)}
 
 
+def kernel_targets(rec, kernel) -> list[str]:
+    """Return the GPU targets ``kernel`` (a ``KernelInfo``) was compiled for ahead of time, made
+    visible (what a view lists and hands back to :func:`pick_build`); [] without builds."""
+    return [visible_line(b.target) for b in rec.kernel_builds(kernel)]
+
+
 def pick_build(rec, kernel, target: Optional[str] = None):
     """Return the ``KernelBuild`` of ``kernel`` (a ``KernelInfo``) for ``target`` (default: the
-    first recorded); :class:`AsmUnavailable` naming the recorded targets otherwise."""
+    first recorded; a recorded target or its visible form, as views list it);
+    :class:`AsmUnavailable` naming the recorded targets otherwise."""
     builds = rec.kernel_builds(kernel)
     if not builds:
         raise AsmUnavailable(f"{visible_line(kernel.name)} was not compiled for any GPU target "
@@ -85,10 +95,27 @@ def pick_build(rec, kernel, target: Optional[str] = None):
     m = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", target.strip().lower())
     want = f"sm_{m.group(1)}" if m else target
     for b in builds:
-        if b.target == want:
+        if b.target == want or visible_line(b.target) == want:
             return b
     raise AsmUnavailable(f"{visible_line(kernel.name)} has no {visible_line(target)} build; "
-                         f"recorded targets: {', '.join(b.target for b in builds)}")
+                         f"recorded targets: {', '.join(visible_line(b.target) for b in builds)}")
+
+
+def _visible_member(m: dict) -> dict:
+    """Return a member entry with its ``sym`` and ``file`` made visible; other strings dropped."""
+    return {k: (visible_line(v) if isinstance(v, str) else v) for k, v in m.items()
+            if k not in ("sym", "file") or isinstance(v, str)}
+
+
+def visible_build(build):
+    """Return a copy of ``build`` (a ``KernelBuild``) whose recorded names a view may print (kernel,
+    target, error, ``line_uids`` values, ``members`` uids and their ``sym``/``file``) are made
+    visible, so uids still match between ``line_uids``, ``members`` and :class:`AsmRow`."""
+    return replace(build, kernel=visible_line(build.kernel), target=visible_line(build.target),
+                   error=None if build.error is None else visible_line(build.error),
+                   line_uids={n: visible_line(u) for n, u in build.line_uids.items()},
+                   members={visible_line(u): _visible_member(m) for u, m in build.members.items()
+                            if isinstance(m, dict)})
 
 
 def asm_listing(rec, kernel, target: Optional[str] = None, stage: str = "sass") -> AsmListing:
@@ -99,24 +126,27 @@ def asm_listing(rec, kernel, target: Optional[str] = None, stage: str = "sass") 
     build = pick_build(rec, kernel, target)
     if build.status != "ok":
         why = visible_line((build.error or build.status).splitlines()[0] if (build.error or build.status) else "")
-        raise AsmUnavailable(f"the {build.target} build of {visible_line(kernel.name)} {build.status}: {why}")
-    stages = rec.build_stages(build)
+        raise AsmUnavailable(f"the {visible_line(build.target)} build of {visible_line(kernel.name)} "
+                             f"{build.status}: {why}")
+    stages = rec.build_stages(build)  # read with the recorded target, before it is made visible
     if stages is None or stage not in stages.stages:
-        raise AsmUnavailable(f"the {build.target} build of {visible_line(kernel.name)} has no {stage} stage recorded")
+        raise AsmUnavailable(f"the {visible_line(build.target)} build of {visible_line(kernel.name)} "
+                             f"has no {stage} stage recorded")
+    build = visible_build(build)
     text = stages.stages[stage].splitlines()
     lines = stages.lines.get(stage) or []
     rows = []
     for i, t in enumerate(text):
         tl = lines[i] if i < len(lines) else 0
         uid = build.line_uids.get(tl) if tl else None
-        m = build.members.get(uid) if uid else None
+        m = build.members.get(uid) if uid else None  # visible_build made both sides visible
         m = m if isinstance(m, dict) else {}
         file = m.get("file") if isinstance(m.get("file"), str) else None
         line = m.get("line") if isinstance(m.get("line"), int) and not isinstance(m.get("line"), bool) else None
         sym = m.get("sym") if isinstance(m.get("sym"), str) else None
         rows.append(AsmRow(i, visible_line(t.expandtabs(8)), tl, uid, sym, file, line))
     source = tuple(visible_line(t.expandtabs(8)) for t in stages.source.splitlines())
-    return AsmListing(kernel.name, build.target, stage, build, tuple(rows), source)
+    return AsmListing(visible_line(kernel.name), build.target, stage, build, tuple(rows), source)
 
 
 def _same_file(recorded: Optional[str], asked: str) -> bool:
@@ -188,8 +218,8 @@ def resources_text(registers, spills, shared_bytes, occupancy, grid=None, launch
     smem = shared_bytes or 0
     smem_text = f"{smem / 1024:.1f}{kib} smem" if smem else "no smem"
     text = f"{registers} regs · {spills} spills · {smem_text} · {occ} {format_occupancy(occupancy)}"
-    if grid is not None:
-        text += f" · grid {grid}" + (times.format(launches) if (launches or 0) > 1 else "")
+    if grid is not None:  # a recorded plan's value: any JSON, so shown as visible text
+        text += f" · grid {visible_line(grid, 200)}" + (times.format(launches) if (launches or 0) > 1 else "")
     return text
 
 
@@ -208,8 +238,8 @@ def target_line(targets: dict) -> Optional[str]:
     for name, t in sorted(targets.items()):
         if t["status"] != "ok":
             first = (t.get("error") or "").splitlines()
-            parts.append(f"{name}: {t['status']}" + (f" ({visible_line(first[0])[:80]})" if first else ""))
+            parts.append(f"{visible_line(name)}: {t['status']}" + (f" ({visible_line(first[0])[:80]})" if first else ""))
             continue
-        parts.append(f"{name}: " + resources_text(t["registers"], t["spills"], t["shared_bytes"], t["occupancy"],
+        parts.append(f"{visible_line(name)}: " + resources_text(t["registers"], t["spills"], t["shared_bytes"], t["occupancy"],
                                                   t["grid"], t.get("launches")))
     return " | ".join(parts) if parts else None
