@@ -88,12 +88,18 @@ def test_the_last_measured_event_wins_and_a_runtime_fallback_means_torch():
     assert (b.device, b.via, b.measured) == ("cpu", "torch", True) and "boom" in b.why
 
 
-def test_ls_label_names_the_targets_built_then_what_ran_it():
-    from thundervis.commands.ls import fusion_label
-    k = {"name": "fw_fusion_3", "executor": "triton", "ran_in_torch": None,
-         "ran_on": KernelRun("cpu", "torch", True).as_json(),
-         "targets": {"sm_90": {"status": "ok"}, "sm_80": {"status": "failed"}}}
-    assert fusion_label(k) == "fw_fusion_3 [triton sm_90 · ran on cpu via torch]"
-    assert fusion_label({**k, "ran_on": None, "targets": {}}) == "fw_fusion_3 [triton]"
-    assert fusion_label({**k, "ran_on": None, "targets": {}, "ran_in_torch": "boom"}) == \
-        "fw_fusion_3 [triton · ran in torch at run time]"  # present.status's wording, as in every view
+def test_ls_label_is_the_kernel_tables(default_run, capsys):
+    """``ls`` (text and JSON) names each fusion by present's kernel table row: no label of its own."""
+    from thundervis.present.kernel_rows import kernel_table
+    from thundervis.recording import open_recording
+    with open_recording(default_run) as rec:
+        rows = {r.id: r for r in kernel_table(rec)}
+    code, out, _ = run_cli(capsys, "ls", "--json", default_run)
+    fusions = [f for g in json.loads(out)["graphs"] for f in g["fusions"]]
+    assert code == 0 and fusions
+    for f in fusions:
+        row = rows[f["id"]]
+        assert (f["label"], f["tag"], f["ran_in_torch"]) == (row.label, row.tag, row.fallback)
+        assert f["ran_on"] == (row.run.as_json() if row.run else None)
+    code, text, _ = run_cli(capsys, "ls", default_run)
+    assert all(f"fusion {r.label} {r.chain}" in text for r in rows.values())

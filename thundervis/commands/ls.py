@@ -6,7 +6,6 @@ The ``--json`` form is stable (documented in docs/recording.md); :func:`summary_
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import sys
 
@@ -14,7 +13,7 @@ from thundervis.commands.read_options import add_recording_arguments, rank_of_a_
 from thundervis.errors import UserError
 from thundervis.present.kernel_rows import group_sources
 from thundervis.present.units import format_ms, format_us
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import json_text, visible, visible_line
 
 
 def open_or_fail(path: str, rank=None):
@@ -49,28 +48,30 @@ def readable(path: str, rank=None):
 
 def summary_dict(rec, gpus=None) -> dict:
     """Return the ``ls --json`` document for an open recording (``Overview.as_json()``), with each
-    chain's ``timed`` line (``present.chain_times``; None when not profiled), the fallbacks: ``chains_eager``/``chains_total``, ``fallbacks``, each fusion's ``ran_in_torch`` and
-    ``ran_on`` (what ran it, ``present.status.KernelRun.as_json()``; None when not recorded), and the
-    roofline model (``modelled_step``, each fusion's ``roofline`` and ``targets.<sm>``) on the
-    recorded targets or the GPUs ``gpus`` names."""
+    chain's ``timed`` line (``present.chain_times``; None when not profiled), the fallbacks: ``chains_eager``/``chains_total``, ``fallbacks``, each fusion's ``ran_in_torch``,
+    ``ran_on`` (what ran it, ``present.status.KernelRun.as_json()``; None when not recorded), ``tag``
+    and ``label`` (``fw_fusion_0 [triton · ran on cpu via torch]``), all from the kernel table
+    (``present.kernel_rows.kernel_table``), and the roofline model (``modelled_step``, each fusion's
+    ``roofline`` and ``targets.<sm>``) on the recorded targets or the GPUs ``gpus`` names."""
     from thundervis.present.chain_times import chain_time_text
-    from thundervis.present.status import (chain_counts, compile_options_not_used, fallback_reasons, fallbacks,
-                                           kernel_runs)
+    from thundervis.present.kernel_rows import kernel_table, runs_of
+    from thundervis.present.status import chain_counts, compile_options_not_used, fallbacks
     ov = rec.overview()
     d = ov.as_json()
     for graph, g in zip(ov.graphs, d["graphs"]):  # a profiled chain's time per call, as ls prints it
         times = {c.chain: c for c in graph.timings.chains}
         for c in g["chains"]:
             c["timed"] = chain_time_text(times.get(c["kind"]))
-    fell_back = fallback_reasons(rec.events("kernel_fallback"))  # (graph, chain, kernel name) -> error
-    runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
+    table = kernel_table(rec, ov.graphs)
+    rows, runs = {r.id: r for r in table}, runs_of(table)
     from thundervis.present.asm import target_summaries
     targets = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     for g in d["graphs"]:
         for k in g["fusions"]:
-            k["ran_in_torch"] = fell_back.get((g["id"], k["chain"], k["name"]))
-            run = runs.get((g["id"], k["chain"], k["name"]))
-            k["ran_on"] = run.as_json() if run is not None else None
+            row = rows[k["id"]]
+            k["ran_in_torch"] = row.fallback
+            k["ran_on"] = row.run.as_json() if row.run is not None else None
+            k["tag"], k["label"] = row.tag, row.label
             k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     d["compile_options_not_used"] = compile_options_not_used(rec.events("compile_options_dropped"))
@@ -262,7 +263,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
             checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
             t = k.get("timing")  # run --profile: its median over the timed calls (the chain's line says which clock)
             timed = f" · {format_us(t['median_us'])} median" if isinstance(t, dict) and t.get("calls") else ""
-            lines.append(f"  fusion {fusion_label(k)} {k['chain']} · {k['n_ops']} ops{timed}{checked} · {src}")
+            lines.append(f"  fusion {k['label']} {k['chain']} · {k['n_ops']} ops{timed}{checked} · {src}")
             builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
             if builds:
                 from thundervis.present.asm import target_line
@@ -274,24 +275,6 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     lines.extend(modelled_step_lines(d))
     lines.extend(numerics_lines(rec))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
-
-
-def fusion_label(k: dict) -> str:
-    """Return ``name [executor sm_90 · ran on DEVICE via PATH]`` for an ``ls --json`` fusion
-    (``present.status.kernel_label``: the targets it compiled for, then what ran it; a run-time
-    fallback without a path reads ``ran in torch at run time``)."""
-    from thundervis.present.status import FELL_BACK_TEXT, KernelRun, kernel_label, run_from_event, tag_text
-    ran = k.get("ran_on")
-    run = None
-    if isinstance(ran, dict):
-        run = run_from_event({**ran, "kernel": k["name"], "planned": not ran.get("measured")})
-        if run is not None and ran.get("fell_back") is True:
-            run = KernelRun(run.device, run.via, run.measured, run.torch_us, run.inductor_us, run.why, True)
-    targets = k.get("targets") if isinstance(k.get("targets"), dict) else {}
-    built = sorted(str(t) for t, b in targets.items() if isinstance(b, dict) and b.get("status") == "ok")
-    if run is None and k.get("ran_in_torch") is not None:
-        return f"{k['name']} [{tag_text(k['executor'], FELL_BACK_TEXT, built)}]"
-    return kernel_label(k["name"], k["executor"], run, built)
 
 
 def group_summary_text(ov) -> str:
@@ -310,9 +293,10 @@ def cmd_ls(args) -> int:
         return cmd_ls_group(args)
     with readable(args.recording, args.rank) as rec:
         gpus = [x for x in (args.gpu or "").split(",") if x.strip()] or None
-        text = (json.dumps(summary_dict(rec, gpus), indent=2) + "\n") if args.json else \
-            summary_text(rec, passes=not args.brief, gpus=gpus)
-    sys.stdout.write(visible(text))  # strings from the recording: control characters made visible
+        # strings from the recording: control characters made visible (escaped, in JSON)
+        text = (json_text(summary_dict(rec, gpus), indent=2) + "\n") if args.json else \
+            visible(summary_text(rec, passes=not args.brief, gpus=gpus))
+    sys.stdout.write(text)
     return 0
 
 

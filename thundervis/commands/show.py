@@ -35,12 +35,6 @@ def pick_pass(rec, graph, chain, pass_):
         raise UserError(str(e).rstrip(".") + ".") from None
 
 
-def note_comments(rec, graph: int, chain: str):
-    """Return the ``PrintOptions.notes`` function of ``show`` (``present.status.note_function``)."""
-    from thundervis.present.status import note_function
-    return note_function(rec.events("kernel_fallback") + rec.events("kernel_path"), graph, chain)
-
-
 def collectives_comment(rec, graph: int, chain: str) -> str:
     """Return the comment block ``show`` prints under a trace: the collectives run eagerly right
     before and after the chain's calls (recording.collectives), or '' when none did."""
@@ -52,7 +46,9 @@ def collectives_comment(rec, graph: int, chain: str) -> str:
 
 def cmd_show(args) -> int:
     """Print the trace of the chosen pass, with the note of every symbol that has one."""
-    from thundervis.compiler.printer import PrintOptions, print_trace
+    from thundervis.errors import sentence
+    from thundervis.present.errors import DataError
+    from thundervis.present.trace_lines import trace_text
     from thundervis.recording import RecordingError
     with readable(args.recording, args.rank) as rec:
         g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
@@ -63,9 +59,11 @@ def cmd_show(args) -> int:
                 raise  # one sentence, exit 2 (readable)
             trace = None  # the stored text still shows the trace, without notes
         if trace is not None:
-            text = print_trace(trace, PrintOptions(uids=args.uids, source=not args.no_source,
-                                                   shapes=not args.no_shapes,
-                                                   notes=note_comments(rec, g.id, c.kind)))
+            try:  # printed as every view prints it, notes included (present.trace_lines)
+                text = trace_text(rec, trace, g.id, c.kind, uids=args.uids, source=not args.no_source,
+                                  shapes=not args.no_shapes)
+            except DataError as e:
+                raise UserError(sentence(e)) from None
         else:
             text = rec.pass_text(g.id, c.kind, p.index)
         text += collectives_comment(rec, g.id, c.kind)

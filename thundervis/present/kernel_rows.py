@@ -1,6 +1,7 @@
-"""The kernel table: one row per generated kernel, with its timing and run-time fallback, and the
-source column grouped per file (``modeling_gpt2.py:312, 318, 340``), for the TUI's kernels screen,
-the widget's Fusions tab and ``thundervis ls``."""
+"""The kernel table: one row per generated kernel, with its timing, run-time fallback, what ran it
+(``ran on cpu via torch``) and the source column grouped per file (``modeling_gpt2.py:312, 318,
+340``), built once by :func:`kernel_table` for the TUI's kernels screen, the widget's Fusions tab
+and ``thundervis ls``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,8 @@ from typing import Optional
 from thundervis.recording.model import KernelRef
 
 from .chain_times import chain_time_text
-from .status import clock_label, plan_note, ran_on_text, tag_text
+from .status import (KernelRun, built_targets, clock_label, fallback_reasons, kernel_runs, plan_note, ran_on_text,
+                     tag_text)
 from .units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
 
@@ -72,6 +74,7 @@ class KernelRow(KernelRef):
     clock: str = ""  # what measured ``median_us``: "CPU" or "GPU" (present.status.clock_label); "" not profiled
     targets: tuple[str, ...] = ()  # the GPU targets it was compiled for (present.status.built_targets)
     chain_time: str = ""  # its chain's time per call (present.chain_times); "" not profiled
+    run: Optional[KernelRun] = None  # what ran it: device and path (present.status.kernel_runs); None unknown
 
     @property
     def tag(self) -> str:
@@ -90,7 +93,8 @@ class KernelRow(KernelRef):
 
     def as_json(self) -> dict:
         """Return the row as JSON values, with its cells as text (``median``, ``share_text``,
-        ``gbps_text``, ``roofline_text``, ``pct_of_roofline_text``: present.units)."""
+        ``gbps_text``, ``roofline_text``, ``pct_of_roofline_text``: present.units; ``-`` when not
+        timed) and ``run``, what ran it (``KernelRun.as_json()``, None when not recorded)."""
         return {"id": self.id, "graph": self.graph, "chain": self.chain, "name": self.name,
                 "executor": self.executor, "uid": self.uid, "n_ops": self.n_ops, "ops": list(self.ops),
                 "members": list(self.members), "source_lines": list(self.source_lines), "sources": self.sources,
@@ -102,7 +106,8 @@ class KernelRow(KernelRef):
                 "gbps_text": format_gbps(self.gbps) if self.gbps else "", "roofline_us": self.roofline_us,
                 "roofline_bound": self.roofline_bound, "bytes_moved": self.bytes_moved, "flops": self.flops,
                 "pct_of_roofline": self.pct_of_roofline, "roofline_text": format_roofline_us(self.roofline_us),
-                "pct_of_roofline_text": format_pct(self.pct_of_roofline), "chain_time": self.chain_time}
+                "pct_of_roofline_text": format_pct(self.pct_of_roofline), "chain_time": self.chain_time,
+                "run": self.run.as_json() if self.run is not None else None}
 
 
 def _labels(source_lines) -> tuple[str, ...]:
@@ -130,7 +135,7 @@ def kernel_row(k, fallback: Optional[str] = None, run=None, roofline=None, targe
                                    t.calls if t else None, t.median_us if t else None, t.share if t else None,
                                    t.gbps if t else None, fallback, ran_on_text(run),
                                    clock=clock_label(t.device, t.clock) if t else "", targets=tuple(targets),
-                                   chain_time=chain_time_text(chain_timing) or ""),
+                                   chain_time=chain_time_text(chain_timing) or "", run=run),
                         roofline)
 
 
@@ -157,3 +162,27 @@ def kernel_rows(kernels, fallbacks: dict, runs: Optional[dict] = None,
     return tuple(kernel_row(k, fallbacks.get((k.graph, k.chain, k.name)), runs.get((k.graph, k.chain, k.name)),
                             roofline.get(k.id), built.get((k.graph, k.chain, k.name), ()),
                             chain_times.get((k.graph, k.chain))) for k in kernels)
+
+
+# The events the kernel table reads: run-time fallbacks and what ran each kernel.
+TABLE_EVENTS = ("kernel_fallback", "kernel_path", "aot_started")
+
+
+def kernel_table(rec, graphs=None, events=None) -> tuple[KernelRow, ...]:
+    """Return the kernel table of ``rec`` (an open ``Recording``): one :class:`KernelRow` per
+    kernel of ``graphs`` (``recording.model.Graph`` s; default every graph), each with its run-time
+    fallback, what ran it, the GPU targets it was built for and its chain's time per call; the
+    one builder of the table ``ls``, the TUI and the widget show. ``events``: the recording's events
+    when already read. Raises what the reader raises."""
+    graphs = rec.graphs() if graphs is None else graphs
+    if events is None:
+        events = [e for name in TABLE_EVENTS for e in rec.events(name)]
+    return kernel_rows([k for g in graphs for k in g.kernels], fallback_reasons(events), kernel_runs(events),
+                       built=built_targets(rec, events),
+                       chain_times={(c.graph, c.chain): c for g in graphs for c in g.timings.chains})
+
+
+def runs_of(rows) -> dict:
+    """Return ``{(graph, chain, kernel name): KernelRun}`` of the kernel table ``rows`` (those whose
+    run is known), as ``present.status.kernel_runs`` keys it."""
+    return {(r.graph, r.chain, r.name): r.run for r in rows if r.run is not None}

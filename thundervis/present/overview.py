@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Optional
 
-from .kernel_rows import KernelRow, kernel_rows
-from .status import (ChainStatus, built_targets, chain_counts, chain_status, dynamo_fallbacks, fallback_reasons,
-                     graph_eager, kernel_runs)
+from .kernel_rows import KernelRow, kernel_table, runs_of
+from .status import ChainStatus, chain_counts, chain_status, dynamo_fallbacks, graph_eager
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,11 @@ def read_overview(rec) -> ViewOverview:
     events = rec.events()
     statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
-    runs = kernel_runs(events)
-    kernels = kernel_rows([k for g in ov.graphs for k in g.kernels], fallback_reasons(events), runs,
-                          built=built_targets(rec, events),
-                          chain_times={(c.graph, c.chain): c for g in ov.graphs for c in g.timings.chains})
+    kernels = kernel_table(rec, ov.graphs, events)
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
-                        numerics=numerics_summary(rec, runs), dynamo_fallbacks=tuple(dynamo_fallbacks(events)))
+                        numerics=numerics_summary(rec, runs_of(kernels)),
+                        dynamo_fallbacks=tuple(dynamo_fallbacks(events)))
 
 
 def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from thundervis.compiler.printer import PrintedLine, PrintOptions, print_lines
+from thundervis.compiler.printer import PrintedLine, PrintOptions, print_lines, print_trace
 
 from .errors import data_errors
 from .status import note_function
@@ -24,12 +24,26 @@ def text_lines(lines: Iterable[str]) -> list[PrintedLine]:
     return [PrintedLine(line, TEXT) for line in lines]
 
 
+# The events a trace's notes are made of: run-time kernel fallbacks, and what ran each kernel
+# (``ran on cpu via torch`` on a fusion's line).
+NOTE_EVENTS = ("kernel_fallback", "kernel_path")
+
+
 def print_options(rec, graph: int, chain: str, **options) -> PrintOptions:
-    """Return the print options of the views for ``chain`` of ``graph`` of ``rec``: the notes of
-    :func:`~.status.note_function` (``options`` override the other fields: ``uids``, ``source``,
-    ``shapes``)."""
-    events = data_errors(rec.events, "kernel_fallback")
+    """Return the print options every view (``show``, the TUI, the widget) prints ``chain`` of
+    ``graph`` of ``rec`` with: the notes of :func:`~.status.note_function` (``options`` override
+    the other fields: ``uids``, ``source``, ``shapes``); ``DataError`` when the events cannot be
+    read."""
+    events = [e for name in NOTE_EVENTS for e in data_errors(rec.events, name)]
     return PrintOptions(notes=note_function(events, graph, chain), **options)
+
+
+def trace_text(rec, trace, graph: int, chain: str, **options) -> str:
+    """Return ``trace`` (a pass of ``chain`` of ``graph`` of ``rec``) printed as text with
+    :func:`print_options` (``options``: ``uids``, ``source``, ``shapes``): what ``show`` prints,
+    the same lines, notes included, as :func:`pass_lines` gives the TUI and the widget;
+    ``DataError`` when the events cannot be read."""
+    return print_trace(trace, print_options(rec, graph, chain, **options))
 
 
 def pass_lines(traces, graph: int, chain: str, index: int) -> list[PrintedLine]:
