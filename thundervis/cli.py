@@ -18,9 +18,20 @@ from thundervis.errors import UserError  # noqa: F401  (raised by commands; prin
 from thundervis.safe_text import visible_line
 
 
+class ExactOptionParser(argparse.ArgumentParser):
+    """An ArgumentParser that takes its options only as spelled in full (``allow_abbrev=False``):
+    a prefix such as a script's ``--start`` must never be read as ``--start-method``. Subparsers
+    are made with the parser's own class, so every parser of the CLI is one of these."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every subcommand module registered."""
-    parser = argparse.ArgumentParser(
+    """Return the argument parser with every subcommand module registered (no parser of it takes
+    an abbreviated option)."""
+    parser = ExactOptionParser(
         prog="thundervis",
         description="Compile PyTorch training scripts through a recording compiler and inspect what it did.",
     )

@@ -34,17 +34,12 @@ def open_viewer(path: str) -> bool:
     return True
 
 
-def split_trailing_flags(rest: list[str]) -> tuple[list[str], bool]:
-    """Return (script args, no_view): a ``--no-view`` after the script is ours, as in
-    ``thundervis run train.py --no-view``, unless it comes after a ``--`` separator (everything after
-    ``--`` goes to the script unchanged, the ``--`` itself dropped)."""
-    if "--" in rest:
-        i = rest.index("--")
-        head, tail = rest[:i], rest[i + 1:]
-    else:
-        head, tail = rest, []
-    no_view = "--no-view" in head
-    return [a for a in head if a != "--no-view"] + tail, no_view
+def split_script_args(rest: list[str]) -> list[str]:
+    """Return the target and its arguments from what follows our options: a ``--`` right before
+    the script is ours (``thundervis run -- train.py``) and dropped; everything after the script is
+    the script's, byte for byte, like ``python SCRIPT ARGS`` and torchrun (a ``--no-view`` or a
+    ``--`` there included)."""
+    return rest[1:] if rest[:1] == ["--"] else rest
 
 
 def _say_once_about_cpu(executors) -> None:
@@ -80,18 +75,16 @@ def _print_fallbacks(path: str) -> None:
 
 
 def resolve_target(args) -> tuple:
-    """Return (script, module, script args) from the parsed ``run`` arguments (``--no-view`` after
-    the script is taken as ours and set on ``args``); UserError when there is no target."""
-    rest, trailing_no_view = split_trailing_flags(list(args.target))
-    args.no_view = args.no_view or trailing_no_view
+    """Return (script, module, script args) from the parsed ``run`` arguments; UserError when there
+    is no target. Nothing after the script or ``-m MODULE`` is read as ours."""
     if args.module is not None:
         # -m takes the rest of the command line, like python -m: every argument after the module
-        # is the module's (a --no-view among them is ours, unless after --).
+        # is the module's. argparse ends an option's REMAINDER at a "--" and hands that "--" and
+        # what follows to the positional: joined back, the module's argv is as typed.
         if not args.module or args.module[0].startswith("-"):
             raise UserError("-m wants a module name (thundervis run -m MODULE [ARGS...]).")
-        module_args, module_no_view = split_trailing_flags(list(args.module[1:]))
-        args.no_view = args.no_view or module_no_view
-        return None, args.module[0], module_args + rest
+        return None, args.module[0], list(args.module[1:]) + list(args.target)
+    rest = split_script_args(list(args.target))
     if not rest:
         raise UserError("give a script to run (thundervis run SCRIPT [ARGS...]) or -m MODULE.")
     return rest[0], None, rest[1:]
@@ -137,8 +130,8 @@ def register(subparsers) -> None:
         "run", help="run a script with every torch.compile recorded",
         usage="thundervis run [--out PATH] [--executors LIST] [--no-view] [--nproc-per-node N [torchrun "
               "options]] (-m MODULE | SCRIPT) [ARGS...]",
-        epilog="A --no-view after the script is taken as ours; put script arguments after -- to pass "
-               "them through untouched.")
+        epilog="Everything after the script (or -m MODULE) is the script's, as with python and "
+               "torchrun: put thundervis's own options before it.")
     p.add_argument("--out", "-o", metavar="PATH",
                    help="recording to write (default: ./thundervis-runs/<script>-<time>.tvrec)")
     p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
