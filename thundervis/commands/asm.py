@@ -5,7 +5,6 @@ became; ``--json`` prints the rows. Reads through the reader and ``thundervis.pr
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from thundervis.errors import UserError
@@ -18,7 +17,7 @@ def cmd_asm(args) -> int:
     from thundervis.present.asm import (AsmUnavailable, annotated_text, asm_listing, build_text,
                                         parse_source_arg, rows_for_source)
     from thundervis.recording import UnknownItem
-    from thundervis.safe_text import visible_line
+    from thundervis.safe_text import json_text, visible_line
     want = None
     if args.source is not None:
         try:
@@ -41,7 +40,7 @@ def cmd_asm(args) -> int:
     if args.json:
         d = listing.as_json()
         d["rows"] = [r.as_json() for r in rows]
-        sys.stdout.write(json.dumps(d, indent=1) + "\n")
+        sys.stdout.write(json_text(d, indent=1) + "\n")
         return 0
     b = listing.build
     head = f"# {visible_line(kernel.name)} · {listing.target} · {listing.stage} · {build_text(b)}"

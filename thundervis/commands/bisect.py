@@ -3,11 +3,10 @@ pass of a chain on the same inputs and name the first pass, and the first symbol
 changes the numbers (see :mod:`thundervis.bisect`)."""
 from __future__ import annotations
 
-import json
 import sys
 
 from thundervis.errors import UserError, sentence
-from thundervis.safe_text import visible
+from thundervis.safe_text import json_text, visible
 
 
 def cmd_bisect(args) -> int:
@@ -23,9 +22,9 @@ def cmd_bisect(args) -> int:
             report = bisect(rec, args.graph, args.chain, args.inputs, args.seed)
         except (BisectError, RerunError, UnknownItem) as e:
             raise UserError(sentence(e)) from None
-    text = json.dumps(report.as_json(), indent=2, default=str) + "\n" if args.json else \
-        "\n".join(report_lines(report)) + "\n"
-    sys.stdout.write(visible(text))
+    text = json_text(report.as_json(), indent=2, default=str) + "\n" if args.json else \
+        visible("\n".join(report_lines(report)) + "\n")
+    sys.stdout.write(text)
     return 1 if report.divergence is not None else 0
 
 

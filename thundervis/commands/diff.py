@@ -6,12 +6,11 @@
 """
 from __future__ import annotations
 
-import json
 import sys
 from typing import Optional
 
 from thundervis.errors import UserError, writing
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import json_text, visible, visible_line
 
 
 def _pick_passes(chain, from_, to):
@@ -124,9 +123,8 @@ def cmd_diff(args) -> int:
         rows = [{"status": r.status, "a": r.a.text if r.a else None, "b": r.b.text if r.b else None,
                  "uid": r.uid, "kernel": r.kernel, "partners": [p.uid for p in r.partners]}
                 for r in d.lines]
-        json.dump({"before": d.before, "after": d.after, "counts": d.counts(), "lines": rows},
-                  sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text({"before": d.before, "after": d.after, "counts": d.counts(), "lines": rows},
+                                   indent=1) + "\n")
         return 0
     elif sys.stdout.isatty() and not args.plain:
         from thundervis.safe_text import plain_console
@@ -167,8 +165,7 @@ def _compare(args, open_or_fail) -> int:
         doc = comp.as_json()
         doc["fallbacks"] = {side: {"chains_eager": d["chains_eager"], "chains_total": d["chains_total"],
                                    "fallbacks": d["fallbacks"]} for side, d in zip("ab", docs)}
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(doc, indent=1) + "\n")
     else:
         sys.stdout.write(visible(comp.render_text()))
         sys.stdout.write(visible("fallbacks\n" + "\n".join(fallback_changes(*docs)) + "\n"))

@@ -2,11 +2,10 @@
 differ, which rank is slowest per kernel (no subcommand of its own; ``diff`` hands over)."""
 from __future__ import annotations
 
-import json
 import sys
 
 from thundervis.errors import UserError
-from thundervis.safe_text import visible
+from thundervis.safe_text import json_text, visible
 
 
 def cmd_diff_ranks(args) -> int:
@@ -24,8 +23,7 @@ def cmd_diff_ranks(args) -> int:
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None
     if args.json:
-        json.dump(comp.as_json(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(comp.as_json(), indent=1) + "\n")
     else:
         sys.stdout.write(visible(render_text(comp, None if args.full else args.context)))
     return 0 if comp.identical else 1

@@ -1,11 +1,11 @@
 """``thundervis export REC --perfetto OUT.json``: the profiled calls as a Chrome/Perfetto trace."""
 from __future__ import annotations
 
-import json
 import os
 
 from thundervis.commands.read_options import add_recording_file_argument
 from thundervis.errors import UserError, writing
+from thundervis.safe_text import json_text
 
 
 def cmd_export(args) -> int:
@@ -22,8 +22,8 @@ def cmd_export(args) -> int:
     if not tm.kernels:
         raise UserError(f"{args.recording} holds no timings; record it with thundervis run --profile.")
     doc = perfetto_trace(tm, os.path.basename(args.recording))
-    with writing(args.perfetto), open(args.perfetto, "w") as f:
-        json.dump(doc, f)
+    with writing(args.perfetto), open(args.perfetto, "w", encoding="utf-8") as f:
+        f.write(json_text(doc))
     n = sum(1 for e in doc["traceEvents"] if e["ph"] == "X" and e.get("cat") not in ("call", "untimed call"))
     untimed = sum(1 for e in doc["traceEvents"] if e.get("cat") == "untimed call")
     more = f" and {untimed} untimed call{'' if untimed == 1 else 's'} (wall time)" if untimed else ""

@@ -2,7 +2,6 @@
 or a source line through every pass, forward and backward, to the executor and kernel it ended in."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
@@ -11,7 +10,7 @@ from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 from thundervis.commands.read_options import add_recording_file_argument
 from thundervis.present.status import fallback_reasons, symbol_note
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import json_text, visible, visible_line
 
 
 def _sym_text(s) -> str:
@@ -93,8 +92,7 @@ def cmd_lineage(args) -> int:
             raise UserError(str(e) + ".") from None
         fell_back = fallback_reasons(rec.events("kernel_fallback"))
     if args.json:
-        json.dump([x.as_json() for x in lineages], sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text([x.as_json() for x in lineages], indent=2) + "\n")
     else:
         sys.stdout.write(visible("\n".join(lineage_text(x, fell_back) for x in lineages)))
     return 0

@@ -2,14 +2,13 @@
 of its own; ``ls`` hands a group folder without ``--rank`` over to :func:`cmd_ls_group`)."""
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 
 from thundervis.errors import UserError
 from thundervis.recording.group import rank_ranges
 from thundervis.present.variants import variant_labels
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import json_text, visible, visible_line
 
 MAX_RANK_LINES = 64
 
@@ -74,6 +73,5 @@ def cmd_ls_group(args) -> int:
         ov = open_group(args.recording).overview()
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None
-    text = json.dumps(ov.as_json(), indent=2) + "\n" if args.json else group_text(ov)
-    sys.stdout.write(visible(text))
+    sys.stdout.write(json_text(ov.as_json(), indent=2) + "\n" if args.json else visible(group_text(ov)))
     return 0

@@ -6,12 +6,11 @@ and the totals, or ``--rank R``'s table.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from thundervis.commands.read_options import add_recording_arguments
 from thundervis.errors import UserError
-from thundervis.safe_text import visible
+from thundervis.safe_text import json_text, visible
 
 
 def cmd_numerics(args) -> int:
@@ -29,10 +28,9 @@ def cmd_numerics(args) -> int:
         raise UserError(f"{args.recording} holds no numerics checks; record them with "
                         "thundervis run --check-numerics (or --compare-eager).")
     if args.json:
-        text = json.dumps(summary.as_json(), indent=2) + "\n"
-    else:
-        text = "\n".join(summary_lines(summary, flagged_only=args.flagged)) + "\n"
-    sys.stdout.write(visible(text))
+        sys.stdout.write(json_text(summary.as_json(), indent=2) + "\n")
+        return 0
+    sys.stdout.write(visible("\n".join(summary_lines(summary, flagged_only=args.flagged)) + "\n"))
     return 0
 
 
@@ -57,7 +55,7 @@ def _group_numerics(args) -> int:
     checked, flagged = sum(s.checked for _, s in per_rank), sum(s.flagged for _, s in per_rank)
     if args.json:
         doc = {"ranks": [{"rank": r, **s.as_json()} for r, s in per_rank], "checked": checked, "flagged": flagged}
-        sys.stdout.write(visible(json.dumps(doc, indent=2) + "\n"))
+        sys.stdout.write(json_text(doc, indent=2) + "\n")
         return 0
     lines = []
     for r, s in per_rank:

@@ -6,13 +6,12 @@ are printed as a table (or JSON) and appended to the recording.
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from thundervis.commands.read_options import add_kernel_arguments
 from thundervis.errors import UserError
 from thundervis.present.units import format_error, format_us
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import json_text, visible, visible_line
 
 
 def report_text(report) -> str:
@@ -45,8 +44,7 @@ def cmd_rerun(args) -> int:
     except (RerunError, RecordingError) as e:
         raise UserError(str(e).rstrip(".") + ".") from None
     if args.json:
-        json.dump(report.as_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(report.as_json(), indent=2) + "\n")
     else:
         sys.stdout.write(visible(report_text(report)))
     if report.store_error is not None:

@@ -4,12 +4,11 @@ by line with the ops each line became (forward and backward), the kernels they e
 left to torch and why, and each line's share of the profiled time (thundervis.present.source_view)."""
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
 
 from thundervis.errors import UserError
-from thundervis.safe_text import visible, visible_line
+from thundervis.safe_text import json_text, visible, visible_line
 
 _WIDTH = 100
 
@@ -59,8 +58,7 @@ def cmd_source(args) -> int:
         except UnknownItem as e:
             raise UserError(str(e).rstrip(".") + ".") from None
     if args.json:
-        json.dump(view.as_json(), sys.stdout, indent=1, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(view.as_json(), indent=1) + "\n")
     else:
         sys.stdout.write(visible(source_text(view, args.annotated)))
     return 0
