@@ -3,7 +3,9 @@
 :meth:`FileStore.open` refuses, with one sentence in a :class:`~.errors.RecordingError`, a path that
 is not a regular file (checked before anything opens it: a FIFO would block), does not exist, is not
 a thundervis recording, is truncated or corrupted, was written with a newer schema, or whose schema
-holds views, triggers or virtual tables (a plain recording has tables and indexes only). Every
+holds views, triggers or virtual tables (a plain recording has tables and indexes only) or anything
+outside the schema this version writes (schema_check.py: generated columns, unknown tables or
+columns, expression indexes), checked on what the connection reads, ``-wal`` included. Every
 connection runs with ``PRAGMA trusted_schema=OFF`` and a query time budget (a progress handler), so
 no file can make a query spin. The file is opened read-only (SQLite's ``immutable`` mode where
 nothing can change it or the directory is not writable), so no ``-wal``/``-shm`` files are left
@@ -24,6 +26,7 @@ from urllib.parse import quote
 
 from .errors import RecordingError
 from .schema import APPLICATION_ID, SCHEMA_VERSION
+from .schema_check import check_schema, recording_tables
 from .typed import decompress, describe, regular_file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -161,6 +164,7 @@ class FileStore:
             if version < 1:
                 raise RecordingError(f"{path} is not a thundervis recording (no schema version).")
             refuse_schema_objects(conn, path)
+            check_schema(conn, path, recording_tables())
             if check:
                 result = _budgeted(conn, lambda: conn.execute("PRAGMA quick_check").fetchone()[0])
                 if result != "ok":
@@ -186,6 +190,9 @@ class FileStore:
             try:
                 conn = connect(self.uri)
                 prepare_connection(conn)
+                # a live file's -wal may have changed since it was opened: check what this one reads
+                refuse_schema_objects(conn, self.path)
+                check_schema(conn, self.path, recording_tables())
                 self.prepare(conn)
             except sqlite3.Error as e:
                 raise RecordingError(f"{self.path} cannot be opened ({e}).") from None

@@ -34,15 +34,8 @@ from .group_texts import canonical_trace
 from .pass_deltas import JSON_SEPARATOR, TEXT_SEPARATOR, apply_delta
 from .typed import decompress
 from .schema import KERNEL_COLUMN_KEYS
-from .packed_store import PACKED_KEY, STORE_APPLICATION_ID, STORE_NAME, fingerprint, make_ref  # noqa: F401
+from .packed_store import PACKED_KEY, STORE_APPLICATION_ID, STORE_NAME, STORE_TABLES, fingerprint, make_ref  # noqa: F401
 
-_STORE_TABLES = """
-CREATE TABLE IF NOT EXISTS blobs (
-    fp   TEXT PRIMARY KEY,        -- sha256 hex of the uncompressed UTF-8 text
-    size INTEGER NOT NULL,        -- uncompressed bytes
-    data BLOB NOT NULL            -- zlib-compressed UTF-8 text
-);
-"""
 
 
 def _plain(value, path: str) -> Optional[str]:
@@ -63,7 +56,7 @@ def open_group_store(path: str) -> sqlite3.Connection:
     """Open (creating it when needed) the group store at ``path`` for writing."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"PRAGMA application_id = {STORE_APPLICATION_ID}")
-    conn.executescript(_STORE_TABLES)
+    conn.executescript(STORE_TABLES)
     return conn
 
 

@@ -22,11 +22,19 @@ from typing import Optional
 from urllib.parse import quote
 
 from .errors import RecordingError
+from .schema_check import allowed_tables, check_schema
 from .file_store import FileStore, _budgeted, _sqlite_sentence, connect, prepare_connection, refuse_schema_objects
 from .typed import MAX_DECOMPRESSED, decompress, regular_file
 
 STORE_NAME = "traces.tvstore"
 STORE_APPLICATION_ID = 0x54565354  # "TVST"
+STORE_TABLES = """
+CREATE TABLE IF NOT EXISTS blobs (
+    fp   TEXT PRIMARY KEY,        -- sha256 hex of the uncompressed UTF-8 text
+    size INTEGER NOT NULL,        -- uncompressed bytes
+    data BLOB NOT NULL            -- zlib-compressed UTF-8 text
+);
+"""
 REF_PREFIX = "@tvstore:sha256:"
 PACKED_KEY = "packed_into"
 
@@ -123,6 +131,7 @@ class PackedStore(FileStore):
                     conn.close()
                     return None
                 refuse_schema_objects(conn, path)
+                check_schema(conn, path, allowed_tables(STORE_TABLES), "group store")
             except sqlite3.Error:
                 return None
             self._store_conns[key] = conn
