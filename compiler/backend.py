@@ -361,7 +361,11 @@ class ThundervisCompiler:
             except Exception as e:
                 kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"
                 obs.chain_failed(graph, chain, f"{kind}: {type(e).__name__}: {e}", traceback.format_exc())
+                obs.runtime(graph, chain, "chain_compiled", {"seconds": time.perf_counter() - t0})
                 return _saving_copies(_announced(eager, graph, chain), saved_copies)
+            # The chain's own compile time: the backward's is not in the graph's compile_s
+            # (AOTAutograd compiles it lazily, at the first backward); views add it from this event.
+            obs.runtime(graph, chain, "chain_compiled", {"seconds": time.perf_counter() - t0})
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())

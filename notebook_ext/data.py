@@ -284,6 +284,9 @@ class RecordingData:
         with self._lock:
             from .asm_data import build_targets
             asm_targets = build_targets(self.rec)
+            compiled = self.rec.events("chain_compiled")
+        from thundervis.present.compile_times import compile_times
+        times = compile_times(self.graphs(), compiled)  # forward + the lazily compiled backward
         graphs = []
         for g in self.graphs():
             chains = []
@@ -309,7 +312,7 @@ class RecordingData:
                 chains.append(chain)
             graphs.append({"id": g.id, "default_chain": default_view.default_chain(g), "reason": g.reason,
                            "graph_break_reason": g.graph_break_reason,
-                           "compile_s": g.compile_s, "chains": chains,
+                           "compile_s": g.compile_s, "compile": times[g.id].as_json(), "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
                            "kernels": [dict(k, roofline=roofline[k["id"]].as_json() if k["id"] in roofline else None,
                                             asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))

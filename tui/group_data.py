@@ -135,10 +135,10 @@ class GroupData:
         from thundervis.recording import open_recording
         path = self._call(self._group.rank_path, rank)
         with self._call(lambda: open_recording(path, check=False)) as rec:
-            graphs = self._call(rec.graphs)
-            times = [g.compile_s for g in graphs if g.compile_s is not None]
+            from thundervis.present.compile_times import read_compile_times, run_compile_s
+            compile_s = run_compile_s(self._call(read_compile_times, rec))  # forward + backward
             chains = self._call(rec.timings).chains
-        compile_ms = sum(times) * 1e3 if times else None
+        compile_ms = compile_s * 1e3 if compile_s is not None else None
         step_ms = sum(c.median_us for c in chains) / 1e3 if chains else None
         return compile_ms, step_ms
 

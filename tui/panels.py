@@ -91,7 +91,8 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
         t.append("device  ", style=HEAD)
         t.append(visible_line(f"{r.device} · torch {r.torch}") + "\n")
     for g in ov.graphs:
-        took = f" · compiled in {format_ms(g.compile_s * 1e3)}" if g.compile_s is not None else " · compiling"
+        ct = ov.compile_time(g.id)  # forward plus backward, as present/compile_times words it
+        took = f" · {ct.text}" if ct is not None else " · compiling"
         t.append(f"graph {g.id}", style=Style(bold=True))
         t.append(took + (f" · {visible_line(g.reason)}" if g.reason else "") + "\n", style=DIM)
         whole = ov.graph_eager(g.id)

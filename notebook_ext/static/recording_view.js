@@ -90,7 +90,8 @@ function renderRecording(model, el, ask, shared) {
     for (const g of data.graphs) {
       const eager = g.chains.some((c) => c.eager);
       graphSel.appendChild(
-        h("option", { value: g.id, text: `graph ${g.id}${eager ? " (eager chains)" : ""}` }),
+        // present.compile_times' words: forward plus the lazily compiled backward, each part
+        h("option", { value: g.id, text: `graph ${g.id}${eager ? " (eager chains)" : ""}${g.compile ? " · " + g.compile.text : ""}` }),
       );
     }
     graphSel.value = String(model.get("graph"));

@@ -74,6 +74,11 @@ def summary_dict(rec, gpus=None) -> dict:
             k["tag"], k["label"] = row.tag, row.label
             k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
+    from thundervis.present.compile_times import compile_times, run_compile_text
+    times = compile_times(ov.graphs, rec.events("chain_compiled"))  # forward + the lazy backward
+    for g in d["graphs"]:
+        g["compile"] = times[g["id"]].as_json()
+    d["compile_text"] = run_compile_text(times)
     d["compile_options_not_used"] = compile_options_not_used(rec.events("compile_options_dropped"))
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
     d["collectives"] = collectives_dict(rec)
@@ -241,10 +246,12 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
                      f"· node {f.get('node_rank')}")
     if r.get("last_event"):
         lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
+    if d.get("compile_text"):
+        lines.append(f"        {d['compile_text']}")
     if not d["graphs"]:
         lines.append("no graphs were compiled")
     for g in d["graphs"]:
-        ms = f"compiled in {format_ms(g['compile_ms'])}" if g["compile_ms"] is not None else "compiling"
+        ms = g["compile"]["text"]  # present.compile_times: forward + backward, each part
         reason = f" · {g['reason']}" if g["reason"] else ""
         lines.append(f"graph {g['id']}  {ms}{reason}")
         for c in g["chains"]:

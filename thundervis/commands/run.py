@@ -63,7 +63,10 @@ def _print_fallbacks(path: str) -> None:
     from thundervis.recording import RecordingError, open_recording
     try:
         with open_recording(path, check=False) as rec:
-            lines = fallback_lines(summary_dict(rec), ops_limit=5)
+            d = summary_dict(rec)
+            lines = fallback_lines(d, ops_limit=5)
+            if d.get("compile_text"):  # present.compile_times: forward + the lazily built backward
+                lines.insert(0, d["compile_text"])
             from thundervis.commands.ls import numerics_lines
             lines += numerics_lines(rec)
     except (RecordingError, OSError) as e:

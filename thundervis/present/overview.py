@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Optional
 
+from .compile_times import compile_times
 from .kernel_rows import KernelRow, kernel_table, runs_of
 from .status import ChainStatus, chain_counts, chain_status, dynamo_fallbacks, graph_eager
 
@@ -27,6 +28,8 @@ class ViewOverview:
     numerics: object = None  # present.numerics.NumericsSummary (run --check-numerics), or None
     # present.status.Fallback: functions Dynamo runs eagerly (recompile limit, could not trace them)
     dynamo_fallbacks: tuple = ()
+    # present.compile_times.GraphCompileTime per graph: forward plus the lazily compiled backward
+    compile_times: tuple = ()
 
     # Fields of the reader's ``Overview`` that views read from here as well.
     path = property(attrgetter("overview.path"), doc="The recording's path (``str``).")
@@ -48,6 +51,10 @@ class ViewOverview:
     def graph_eager(self, graph: int) -> Optional[str]:
         """Return why graph ``graph`` ran eagerly as a whole, or None."""
         return next((why for g, why in self.eager_graphs if g == graph), None)
+
+    def compile_time(self, graph: int):
+        """Return graph ``graph``'s ``present.compile_times.GraphCompileTime`` (None when absent)."""
+        return next((t for t in self.compile_times if t.graph == graph), None)
 
     def eager_counts(self) -> tuple[int, int]:
         """Return (chains that ran eagerly, chains run), as ``ls`` counts them."""
@@ -74,7 +81,8 @@ def read_overview(rec) -> ViewOverview:
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
                         numerics=numerics_summary(rec, runs_of(kernels)),
-                        dynamo_fallbacks=tuple(dynamo_fallbacks(events)))
+                        dynamo_fallbacks=tuple(dynamo_fallbacks(events)),
+                        compile_times=tuple(compile_times(ov.graphs, events).values()))
 
 
 def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:

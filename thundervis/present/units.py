@@ -8,6 +8,18 @@ from typing import Optional
 from thundervis.compiler.units import format_ms, format_us  # noqa: F401
 
 
+def plural(n: int, word: str, many: Optional[str] = None) -> str:
+    """Return ``n`` and ``word`` agreeing in number: ``1 op``, ``2 ops``, ``0 ops``; ``many`` is
+    the plural when it is not ``word + "s"`` (``plural(2, "pass", "passes")``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def plural_word(n: int, word: str, many: Optional[str] = None) -> str:
+    """Return ``word`` in the number ``n`` asks for, without the number (``1 more reason``:
+    ``f"{n} more {plural_word(n, 'reason')}"``)."""
+    return word if n == 1 else (many or word + "s")
+
+
 def format_share(share: Optional[float]) -> str:
     """Return a fraction (0..1) as ``12.3%`` (``-`` for None)."""
     return "-" if share is None else f"{share * 100:.1f}%"
