@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from thundervis.compiler.collectives import CLAIM_NOTE, is_communication
+from thundervis.present.collectives import CLAIM_NOTE, is_communication
 from thundervis.recording import RecordingError
 from thundervis.present.collectives import describe, place_text, where_text
 from thundervis.present.units import format_ms, format_size
-from thundervis.recording.collectives import (collective_counts, collective_places, collectives,
+from thundervis.present.collectives import (collective_counts, collective_places, collectives,
                                               first_call_collectives, rows_by_place, trace_communication_ops)
 
 # What the details of a communication op say (the compiler's own claim note).

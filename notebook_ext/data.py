@@ -331,10 +331,7 @@ class RecordingData:
     def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
         """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return
         ``{"lines": report lines, "error": None}``; a request it cannot answer raises DataError."""
-        from thundervis.compiler import triton_mode
-        triton_mode.set_for_torch()
-        from thundervis.bisect import BisectError, bisect, report_lines
-        from thundervis.rerun import RerunError
+        from thundervis.compiler_api import BisectError, RerunError, bisect, report_lines
         if inputs not in (None, "captured", "random"):
             raise DataError("inputs are captured or random.")
         try:

@@ -19,7 +19,7 @@ from typing import Optional
 
 from thundervis.diff.labelled import labelled_diff
 from thundervis.recording import RecordingError, UnknownItem
-from thundervis.recording.group import rank_ranges
+from thundervis.recording import rank_ranges
 
 from thundervis.present.units import format_skew, format_us
 from thundervis.present.variants import variant_labels
@@ -47,7 +47,7 @@ ONE_TIMED_RANK = "only one rank has kernel times: there is nothing to compare ac
 def is_group_source(obj) -> bool:
     """Return True when ``obj`` is a group: an open :class:`~thundervis.recording.group.Group` or the
     path of a group folder."""
-    from thundervis.recording.group import Group, is_group
+    from thundervis.recording import Group, is_group
     if isinstance(obj, Group):
         return True
     return isinstance(obj, (str, os.PathLike)) and is_group(os.fspath(obj))
@@ -56,7 +56,7 @@ def is_group_source(obj) -> bool:
 def open_group_source(obj) -> "GroupData":
     """Return the :class:`GroupData` of ``obj`` (a group folder path or an open ``Group``);
     :class:`DataError` (one sentence) when it is not a group folder."""
-    from thundervis.recording.group import Group, open_group
+    from thundervis.recording import Group, open_group
     if isinstance(obj, GroupData):
         return obj
     if isinstance(obj, Group):

@@ -96,8 +96,9 @@ def report():
 def test_contracts_are_configured():
     options = use_cases.read_user_options(str(PYPROJECT))
     ids = {c.get("id") for c in options.contracts_options}
-    assert {"compiler-independent", "compiler-layers", "core-layers", "views-independent",
-            "views-read-through-the-reader", "sql-only-in-recording", "recording-layers"} <= ids
+    assert {"compiler-independent", "compiler-layers", "core-layers", "front-ends-independent",
+            "front-ends-use-the-view-model", "views-read-through-the-reader", "sql-only-in-recording",
+            "recording-layers"} <= ids
     assert "thundervis.compiler" in options.session_options["root_packages"]
 
 
@@ -140,12 +141,12 @@ def test_graph_covers_every_part(report):
     ("thundervis.recording.reader", "thundervis.diff.runs", "core-layers"),
     ("thundervis.recording.reader", "thundervis.commands.show", "core-layers"),
     ("thundervis.diff.runs", "thundervis.cli", "core-layers"),
-    ("thundervis.commands.ls", "thundervis.recording.reader", None),
-    ("thundervis.tui", "thundervis.notebook_ext", "views-independent"),
+    ("thundervis.commands.ls", "thundervis.recording", None),
+    ("thundervis.tui", "thundervis.notebook_ext", "front-ends-independent"),
     ("thundervis.tui", "sqlite3", "views-read-through-the-reader"),
     ("thundervis.notebook_ext", "thundervis.recording.writer", "views-read-through-the-reader"),
     ("thundervis.tui", "thundervis.commands.show", "views-read-through-the-reader"),
-    ("thundervis.tui", "thundervis.recording.reader", None),  # the one door
+    ("thundervis.tui", "thundervis.recording", None),  # the one door
     ("thundervis.rerun", "sqlite3", "sql-only-in-recording"),
     ("thundervis.compiler.backend", "sqlite3", "sql-only-in-recording"),
     ("thundervis.recording.results", "sqlite3", None),
@@ -177,6 +178,29 @@ def test_graph_covers_every_part(report):
     ("thundervis.compiler.executors.triton_region", "thundervis.compiler.passes.fuse", "compiler-layers"),
     ("thundervis.commands.run_options", "thundervis.runner", None),  # commands use the tools
     ("thundervis.runner", "thundervis.commands.run_options", "core-layers"),
+    # the front ends lay out the view model: no compiler, no store submodule, not each other
+    ("thundervis.tui.panels", "thundervis.compiler.collectives", "front-ends-use-the-view-model"),
+    ("thundervis.tui.styling", "thundervis.compiler.printer", "front-ends-use-the-view-model"),
+    ("thundervis.notebook_ext.data", "thundervis.compiler", "front-ends-use-the-view-model"),
+    ("thundervis.commands.bisect", "thundervis.compiler.triton_mode", "front-ends-use-the-view-model"),
+    ("thundervis.commands.show", "thundervis.compiler.printer", "front-ends-use-the-view-model"),
+    ("thundervis.commands.ls", "thundervis.recording.group", "front-ends-use-the-view-model"),
+    ("thundervis.commands.ls", "thundervis.recording.reader", "front-ends-use-the-view-model"),
+    ("thundervis.tui.comm_data", "thundervis.recording.collectives", "front-ends-use-the-view-model"),
+    ("thundervis.notebook_ext.group_data", "thundervis.recording.group", "front-ends-use-the-view-model"),
+    ("thundervis.commands.run_group", "thundervis.recording.group", "front-ends-use-the-view-model"),
+    ("thundervis.tui.data", "thundervis.recording", None),  # the reader's public entry
+    ("thundervis.tui.comm_data", "thundervis.present.collectives", None),
+    ("thundervis.commands.bisect", "thundervis.compiler_api", None),  # the public door to the compiler
+    ("thundervis.notebook_ext.data", "thundervis.compiler_api", None),
+    ("thundervis.commands.run_options", "thundervis.compiler.executors", None),  # run drives the compiler
+    ("thundervis.commands.profile_options", "thundervis.compiler.profiling", None),
+    ("thundervis.commands.run", "thundervis.compiler.backend", None),
+    ("thundervis.commands.run_group", "thundervis.recording.group_store", None),  # packs what it recorded
+    ("thundervis.commands.ls", "thundervis.tui.app", "front-ends-independent"),
+    ("thundervis.tui.app", "thundervis.commands.ls", "front-ends-independent"),
+    ("thundervis.notebook_ext.widget", "thundervis.commands.show", "front-ends-independent"),
+    ("thundervis.commands.view", "thundervis.api", None),  # which opens the TUI: an ignored edge
 ])
 def test_contracts_catch_violations(importer, imported, contract_id):
     report = _report([(importer, imported)])

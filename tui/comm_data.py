@@ -43,7 +43,7 @@ def read_communication(rec) -> CommunicationInfo:
     """Return the :class:`CommunicationInfo` of an open ``thundervis.recording.Recording`` (reads
     the last pass of every executed chain: call it from a worker)."""
     from thundervis.present.collectives import describe, place_text, where_text
-    from thundervis.recording.collectives import (
+    from thundervis.present.collectives import (
         collective_counts, collective_places, collectives, rows_by_place, trace_communication_ops)
     rows = collectives(rec)
     return CommunicationInfo(

@@ -221,9 +221,7 @@ class RecordingData:
         """Bisect one chain (:func:`thundervis.bisect.bisect`: runs every pass, imports torch; call
         it from a worker); return (report lines, None) or ([], one sentence saying why not)."""
         try:
-            from thundervis.compiler import triton_mode
-            triton_mode.set_for_torch()
-            from thundervis.bisect import bisect, report_lines
+            from thundervis.compiler_api import bisect, report_lines
             return report_lines(self._call(bisect, self._rec, graph, chain, inputs)), None
         except DataError as e:
             return [], str(e)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from thundervis.compiler.printer import COMMENT, DEF, META, TYPE, PrintedLine
+from thundervis.present.line_kinds import COMMENT, DEF, META, TYPE, PrintedLine
 
 FOLD = "fold"  # the kind of the line standing for the signature block
 _BLOCK = (DEF, META)

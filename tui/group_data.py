@@ -57,7 +57,7 @@ def open_group_data(path: str) -> "GroupData":
     """Open the group folder at ``path``; raise :class:`DataError` (one sentence) when it is not a
     group or has no rank recording."""
     from thundervis.recording import RecordingError
-    from thundervis.recording.group import open_group
+    from thundervis.recording import open_group
     try:
         group = open_group(path)
         if not group.ranks():

@@ -119,7 +119,7 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
 
 def symbol_details(d: SymbolView) -> Text:
     """Return the details pane for one symbol (a communication op says what it is first)."""
-    from thundervis.compiler.collectives import CLAIM_NOTE, communication_kind, is_communication, is_wait
+    from thundervis.present.collectives import CLAIM_NOTE, communication_kind, is_communication, is_wait
     comm = is_communication(d.sym)
     t = Text()
     t.append(visible_line(d.sym), style=styling.S_COMM if comm else

@@ -12,8 +12,8 @@ from typing import Optional
 from rich.style import Style
 from rich.text import Text
 
-from thundervis.compiler.collectives import is_communication
-from thundervis.compiler.printer import CALL, CODE, COMMENT, EXECUTOR, FILE, KEYWORD, MODULE, NOTE, TYPE, UID
+from thundervis.present.collectives import is_communication
+from thundervis.present.line_kinds import CALL, CODE, COMMENT, EXECUTOR, FILE, KEYWORD, MODULE, NOTE, TYPE, UID
 from thundervis.safe_text import visible_line
 
 FG = "#abb2bf"

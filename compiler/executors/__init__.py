@@ -1,10 +1,34 @@
 """Executors: who runs each symbol. See :mod:`.base` for the interface."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 from .base import (Executor, FusionExecutor, KernelBuildError, available_executors, get_executor,  # noqa: F401
-                   register_executor)
+                   register_executor, set_builtin_loader)
+
+# Modules that register an executor when imported; a missing optional module is skipped.
+_BUILTIN_MODULES = ("torch_executor", "triton_executor", "nvfuser_executor", "inductor_executor")
+
+_BUILTIN_LOADED: list = []  # [True] once every builtin module was tried
+
+
+def _load_builtin() -> None:
+    # Tracked apart from the registry: one builtin module imported on its own (cpu_path imports
+    # torch_executor) registers itself, and the others must still be loaded.
+    if _BUILTIN_LOADED:
+        return
+    for mod in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(f"{__package__}.{mod}")
+        except ImportError:
+            # Optional executors whose module (or library) is missing are simply not registered.
+            if mod == "torch_executor":
+                raise
+    _BUILTIN_LOADED.append(True)
+
+
+set_builtin_loader(_load_builtin)  # base looks executors up; this package knows which exist
 
 
 def fusion_executor_names(device: str = "cpu") -> list[str]:

@@ -137,24 +137,18 @@ def available_executors() -> list[str]:
     return sorted(_REGISTRY)
 
 
-# Modules that register an executor when imported; a missing optional module is skipped.
-_BUILTIN_MODULES = ("torch_executor", "triton_executor", "nvfuser_executor", "inductor_executor")
+# Loads the builtin executors before the first lookup. The package (executors/__init__.py), which
+# is always imported before this module, knows its executor modules and sets it: this module imports
+# none of them, since each imports this one.
+_builtin_loader: list[Callable[[], None]] = []
 
 
-_BUILTIN_LOADED: list = []  # [True] once every builtin module was tried
+def set_builtin_loader(load: Callable[[], None]) -> None:
+    """Set the function that imports the builtin executor modules (each registers itself); it runs
+    before every lookup and must be cheap once done."""
+    _builtin_loader[:] = [load]
 
 
 def _ensure_builtin() -> None:
-    # Tracked apart from the registry: one builtin module imported on its own (cpu_path imports
-    # torch_executor) registers itself, and the others must still be loaded.
-    if _BUILTIN_LOADED:
-        return
-    import importlib
-    for mod in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(f"{__package__}.{mod}")
-        except ImportError:
-            # Optional executors whose module (or library) is missing are simply not registered.
-            if mod == "torch_executor":
-                raise
-    _BUILTIN_LOADED.append(True)
+    for load in _builtin_loader:
+        load()

@@ -14,10 +14,7 @@ def cmd_bisect(args) -> int:
     from thundervis.commands.ls import readable
     from thundervis.recording import UnknownItem
     with readable(args.recording, getattr(args, "rank", None)) as rec:
-        from thundervis.compiler import triton_mode
-        triton_mode.set_for_torch()  # before anything imports Triton
-        from thundervis.bisect import BisectError, bisect, report_lines
-        from thundervis.rerun import RerunError
+        from thundervis.compiler_api import BisectError, RerunError, bisect, report_lines
         try:
             report = bisect(rec, args.graph, args.chain, args.inputs, args.seed)
         except (BisectError, RerunError, UnknownItem) as e:

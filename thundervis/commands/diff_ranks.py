@@ -13,7 +13,7 @@ def cmd_diff_ranks(args) -> int:
     compiled identical traces, 1 when they differ (like ``diff``)."""
     from thundervis.diff.ranks import compare_ranks, render_text
     from thundervis.recording import RecordingError
-    from thundervis.recording.group import open_group
+    from thundervis.recording import open_group
     if len(args.recordings) != 1:
         raise UserError("--ranks compares the ranks of one group folder (thundervis diff --ranks GROUP).")
     if args.from_ is not None or args.to is not None or args.graph is not None or args.chain is not None:

@@ -22,7 +22,7 @@ def collectives_between(rec, graph: int, chain: str) -> dict:
     """Return ``{"before": [lines], "after": [lines]}``: the collectives run eagerly right before
     and right after the first call of the chain (recording.collectives), one line each."""
     from thundervis.present.collectives import describe
-    from thundervis.recording.collectives import first_call_collectives
+    from thundervis.present.collectives import first_call_collectives
     before, after = first_call_collectives(rec, graph, chain)
     return {"before": [describe(r) for r in before], "after": [describe(r) for r in after]}
 

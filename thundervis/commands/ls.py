@@ -20,7 +20,7 @@ def open_or_fail(path: str, rank=None):
     """Open the recording at ``path`` (a group folder: the recording of ``rank``, default the
     lowest); a RecordingError becomes a UserError (exit 2)."""
     from thundervis.recording import RecordingError, open_recording
-    from thundervis.recording.group import is_group, open_group
+    from thundervis.recording import is_group, open_group
     try:
         if is_group(path):
             return open_group(path).open_rank(rank)
@@ -119,7 +119,7 @@ def collectives_dict(rec) -> dict:
     """Return the ``collectives`` part of ``ls --json``: ``in_traces`` (communication ops in the
     compiled traces), the run-time counts of those run between graphs (``between_graphs``,
     ``by_op`` ...) and ``places`` (where they ran, with counts)."""
-    from thundervis.recording.collectives import collective_counts, collective_places, trace_communication_ops
+    from thundervis.present.collectives import collective_counts, collective_places, trace_communication_ops
     d = {"in_traces": trace_communication_ops(rec), **collective_counts(rec).as_json()}
     d["places"] = [p.as_json() for p in collective_places(rec)]
     return d
@@ -130,7 +130,7 @@ def collective_lines(d: dict, places_limit: int = 8) -> list[str]:
     run had none): ops in the traces, collectives run between graphs per op, and where they ran."""
     from thundervis.present.collectives import place_text
     from thundervis.present.units import format_size
-    from thundervis.recording.collectives import CollectivePlace
+    from thundervis.present.collectives import CollectivePlace
     c = d.get("collectives") or {}
     if not c.get("in_traces") and not c.get("between_graphs"):
         return []
@@ -294,7 +294,7 @@ def group_summary_text(ov) -> str:
 def cmd_ls(args) -> int:
     """Print the summary of the recording ``args.recording`` (JSON with ``--json``); a group folder
     without ``--rank``: every rank's summary."""
-    from thundervis.recording.group import is_group
+    from thundervis.recording import is_group
     if is_group(args.recording) and args.rank is None:
         from thundervis.commands.ls_group import cmd_ls_group
         return cmd_ls_group(args)

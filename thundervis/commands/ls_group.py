@@ -6,7 +6,7 @@ import shlex
 import sys
 
 from thundervis.errors import UserError
-from thundervis.recording.group import rank_ranges
+from thundervis.recording import rank_ranges
 from thundervis.present.variants import variant_labels
 from thundervis.safe_text import json_text, visible, visible_line
 
@@ -68,7 +68,7 @@ def group_text(ov) -> str:
 def cmd_ls_group(args) -> int:
     """Print the summary of the group folder ``args.recording`` (JSON with ``--json``)."""
     from thundervis.recording import RecordingError
-    from thundervis.recording.group import open_group
+    from thundervis.recording import open_group
     try:
         ov = open_group(args.recording).overview()
     except RecordingError as e:

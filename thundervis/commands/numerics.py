@@ -18,7 +18,7 @@ def cmd_numerics(args) -> int:
     per rank, or rank ``args.rank``'s table); exit 2 when it holds none."""
     from thundervis.commands.ls import readable
     from thundervis.present.numerics import numerics_summary, summary_lines
-    from thundervis.recording.group import is_group
+    from thundervis.recording import is_group
     rank = getattr(args, "rank", None)
     if rank is None and is_group(args.recording):
         return _group_numerics(args)
@@ -40,7 +40,7 @@ def _group_numerics(args) -> int:
     from thundervis.commands.ls import readable
     from thundervis.present.numerics import numerics_summary
     from thundervis.recording import RecordingError
-    from thundervis.recording.group import open_group
+    from thundervis.recording import open_group
     try:
         ranks = open_group(args.recording).ranks()
     except RecordingError as e:

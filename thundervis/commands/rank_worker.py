@@ -9,6 +9,7 @@ exits with the script's exit code, so torchrun sees failures as it would without
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Optional, Sequence
@@ -39,6 +40,15 @@ def rank_file_name(rank: int, restart: int = 0) -> str:
     return f"rank-{rank:05d}.tvrec" if not restart else f"rank-{rank:05d}-restart{restart}.tvrec"
 
 
+def run_parser() -> argparse.ArgumentParser:
+    """Return a parser holding only ``thundervis run`` (what the worker parses; building the CLI's
+    whole parser would import every command, the CLI among them, which imports this one)."""
+    from thundervis.commands import run
+    parser = argparse.ArgumentParser(prog="thundervis")
+    run.register(parser.add_subparsers(dest="command", metavar="COMMAND"))
+    return parser
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run one worker: parse, record the user's script into the group folder, return its exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -53,11 +63,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "thundervis run --nproc-per-node N SCRIPT.", file=sys.stderr)
         return 2
     from thundervis import runner
-    from thundervis.cli import build_parser
     from thundervis.commands.run import resolve_target
     from thundervis.commands.run_options import check_run_options, parse_target_option
     try:
-        args = build_parser().parse_args(["run", "--no-view", *run_args])
+        args = run_parser().parse_args(["run", "--no-view", *run_args])
         script, module, script_args = resolve_target(args)
         executors, profile = check_run_options(args, script, module, check_target=False)
         targets = parse_target_option(getattr(args, "gpu_targets", None))

@@ -77,7 +77,7 @@ def cmd_run_group(args, script, module, script_args, *, open_viewer, say_about_c
         print(f"thundervis: the job {result.status}" + (f": {failed}" if failed else "")
               + f"; every rank's recording so far is in {shown}")
     from thundervis.commands.ls import group_summary_text
-    from thundervis.recording.group import open_group
+    from thundervis.recording import open_group
     sys.stdout.write(group_summary_text(open_group(out).overview()))
     print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
           f"(thundervis view {shlex.quote(shown)}, thundervis diff --ranks {shlex.quote(shown)})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from thundervis.cli import UserError
+from thundervis.errors import UserError
 from thundervis.commands.read_options import rank_of_a_recording
 
 

@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from typing import Optional
 
+from thundervis.compiler.collectives import (CLAIM_NOTE, communication_kind, is_communication,  # noqa: F401
+                                             is_wait)
 from thundervis.recording import Recording
-from thundervis.recording.collectives import (Collective, CollectivePlace, around_chain, collective_places,
-                                              collectives)
+from thundervis.recording.collectives import (Collective, CollectivePlace, around_chain,  # noqa: F401
+                                              collective_counts, collective_places, collectives,
+                                              first_call_collectives, rows_by_place, trace_communication_ops)
+
+# The front ends read collectives only through this module (the import contracts forbid them the
+# store's submodules and the compiler): the recorded rows and counts of recording.collectives, and
+# the compiler's rule for which ops communicate, are re-exported here beside their wording.
 
 from .units import format_ms, format_size
 

@@ -15,10 +15,17 @@ from .schema import SCHEMA_VERSION  # noqa: F401
 from .symbol_rows import TORCH_NOTED, SymbolRule  # noqa: F401
 
 
+# Reading a group folder of rank recordings (recording.group): the front ends' door to it.
+_GROUP_READING = ("Group", "GroupOverview", "RankSummary", "is_group", "open_group", "rank_ranges")
+
+
 def __getattr__(name: str):
     if name == "RecordingObserver":
         from .writer import RecordingObserver
         return RecordingObserver
+    if name in _GROUP_READING:  # group folders: loaded on first use (recording.group sits above the reader)
+        from . import group
+        return getattr(group, name)
     if name in ("lineage_of_uid", "lineage_of_source"):  # prefer Recording.lineage_of_uid / _source
         from . import lineage
         return getattr(lineage, name)
