@@ -22,6 +22,8 @@ from .decomposition_check import timed as check_timed
 from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, Refused, add_same_named_prims
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
+from .random_whole import REASON as RANDOM_REASON
+from .random_whole import RANDOM_WHOLE, is_random_whole
 from .resolve import UnknownSymbol, resolve_overload
 from .values import UnsupportedValue, constant, contiguous_strides, dtype_name, proxy_for, torch_dtype
 
@@ -36,7 +38,7 @@ add_same_named_prims(is_prim_overload)
 def decomposition_table() -> dict:
     """Return PyTorch's decomposition table without the prims, plus our lowerings (see
     :mod:`.lowerings`), which win over PyTorch's where both exist."""
-    keep = prim_overloads()
+    keep = prim_overloads() | RANDOM_WHOLE  # random ops stay whole: eager's draws (random_whole)
     table = {op: fn for op, fn in torch._decomp.decomposition_table.items() if op not in keep}
     table.update(TORCH_PRIM_LOWERINGS)
     table.update({op: fn for op, fn in ATEN_LOWERINGS.items() if op not in keep})
@@ -233,6 +235,8 @@ def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
         op = resolve_overload(b.sym)
     except UnknownSymbol as e:
         raise NotLowered(str(e)) from None
+    if is_random_whole(op):
+        raise NotLowered(RANDOM_REASON)
     template = template_for(op, b.args, b.kwargs)
     inputs: list[TensorProxy] = []
     seen = set()
