@@ -24,6 +24,7 @@ import torch
 
 from thundervis.compiler.interpreter import run_symbol
 from thundervis.compiler.ir import TensorProxy, Trace, flatten
+from thundervis.compiler.registry import UnknownSymbol, check_executable
 from thundervis.kernel_numerics import errors
 from thundervis.numerics_check import judge, output_eps, region_of, verdict
 from thundervis.present.units import format_error
@@ -219,6 +220,11 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
     if not c.passes:
         raise BisectError(f"graph {g.id} {chain} has no recorded passes")
     traces = [rec.pass_trace(p.ref) for p in c.passes]
+    for p, trace in zip(c.passes, traces):  # what runs (and what fusions hand the runner) is checked first
+        try:
+            check_executable(trace)
+        except UnknownSymbol as e:
+            raise BisectError(f"pass {p.name!r} of graph {g.id} {chain} is refused: {e}") from None
     report = BisectReport(graph=g.id, chain=chain, inputs="random")
     args, report.inputs = chain_inputs(rec, g.id, chain, traces[0], inputs, seed, report.notes)
 
