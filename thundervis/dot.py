@@ -16,29 +16,19 @@ Recorded text reaches DOT through two functions only: :func:`dot_text` (quoted s
 """
 from __future__ import annotations
 
-import html
 from typing import Iterable, Optional
 
-from thundervis.present.units import format_us
 from thundervis.compiler.collectives import is_communication
-from thundervis.compiler.ir import BoundSymbol, Trace, TensorProxy, short_dtype
+from thundervis.compiler.ir import BoundSymbol, Trace
+from thundervis.present.units import format_us
 
 from thundervis import dot_blocks
-from thundervis.dot_render import FORMATS, RenderError, render, write_diagram  # noqa: F401  (this module's API)
 from thundervis.diff.lines import is_fusion
-from thundervis.safe_text import visible_line
+from thundervis.dot_labels import (COMMUNICATION, PALETTE, between_note, block_node, dot_html,  # noqa: F401
+                                   dot_text, executor_colors, fusion_title, heat_color, legend, node_label,
+                                   op_name, shorten, tooltip, tooltip_text, type_label)
+from thundervis.dot_render import FORMATS, RenderError, render, write_diagram  # noqa: F401  (this module's API)
 
-# Border and fill per executor (fills are light so labels stay readable).
-PALETTE = {
-    "triton": ("#6a3d9a", "#efe6f8"),
-    "nvfuser": ("#2e8b3a", "#e3f4df"),
-    "inductor": ("#e07b00", "#fff0dc"),
-    "torch": ("#7a7a7a", "#f4f4f4"),
-}
-_OTHER = ("#1f6fb4", "#e2eef9")
-# Collectives and their waits (compiler.collectives): drawn apart, fusion never crosses them.
-COMMUNICATION = ("#b03a2e", "#fdecea")
-_HEAT = ((255, 247, 236), (254, 196, 79), (215, 48, 31))  # pale -> amber -> red
 # Graphviz's layout needs memory and time superlinear in the graph and can crash on huge ones:
 # a diagram holds at most this many op nodes (fusions drawn collapsed first when that fits).
 MAX_DIAGRAM_NODES = 5000
@@ -48,21 +38,6 @@ def diagram_nodes(symbols, collapse: bool) -> int:
     """Return how many op nodes a diagram of ``symbols`` draws (a fusion's members when not
     collapsed, else one node per fusion)."""
     return sum(1 if collapse or not is_fusion(b) else max(1, len(b.subsymbols)) for b in symbols)
-
-
-
-
-def executor_colors(executor: Optional[str]) -> tuple[str, str]:
-    """Return (border, fill) colours for an executor name."""
-    return PALETTE.get(executor or "", _OTHER)
-
-
-def heat_color(fraction: float) -> str:
-    """Return the heat colour for ``fraction`` in [0, 1] (0: pale, 1: red) as ``#rrggbb``."""
-    f = min(max(fraction, 0.0), 1.0)
-    lo, mid, hi = _HEAT
-    a, b, t = (lo, mid, f * 2) if f < 0.5 else (mid, hi, f * 2 - 1)
-    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b))
 
 
 def _module_of(b: BoundSymbol) -> str:
@@ -92,69 +67,6 @@ def _matches(b: BoundSymbol, prefix: str) -> bool:
     if b.source is not None and b.source.module and _in_module(b.source.module, prefix):
         return True
     return is_fusion(b) and any(_matches(s, prefix) for s in b.subsymbols)
-
-
-def _type(p: TensorProxy) -> str:
-    return f"{short_dtype(p.dtype)}[{', '.join(str(s) for s in p.shape)}]"
-
-
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _op_name(b: BoundSymbol) -> str:
-    s = b.sym
-    for pre in ("prims.", "aten.", "torch.nn.functional.", "torch."):
-        if s.startswith(pre):
-            s = s[len(pre):]
-            break
-    return s.removesuffix(".default")
-
-
-def dot_text(text: object) -> str:
-    """Return ``text`` as the value of a quoted DOT string attribute (a label, a tooltip, a graph
-    name): control and bidi characters made visible, ``\\`` and ``"`` escaped (a pass name ending
-    in a backslash cannot end the string early; ``\\N``, ``\\l`` are not DOT escapes), never
-    read as an HTML-like label. The one quoting function for recorded strings in plain DOT text."""
-    from graphviz import nohtml
-    return nohtml(visible_line(text).replace("\\", "\\\\").replace('"', '\\"'))
-
-
-def dot_html(text: object) -> str:
-    """Return ``text`` for an HTML-like DOT label: control and bidi characters made visible, then
-    HTML-escaped (Graphviz reads ``&``, ``<``, ``>`` and quotes in those labels)."""
-    return html.escape(visible_line(text))
-
-
-def _tooltip(text: str) -> str:
-    return dot_text(text)
-
-
-def _node_label(b: BoundSymbol, time_us: Optional[float], max_label: int) -> str:
-    rows = [f"<B>{dot_html(_op_name(b))}</B>"]
-    outs = b.flat_outputs()
-    if outs:
-        rows.append(f'<FONT POINT-SIZE="8">{dot_html(_short(" ".join(o.name for o in outs), max_label))}</FONT>')
-    if b.source is not None and b.source.line:
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(b.source.label())}</FONT>')
-    if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(time_us))}</B></FONT>')
-    return "<" + "<BR/>".join(rows) + ">"
-
-
-def _fusion_title(b: BoundSymbol, time_us: Optional[float]) -> str:
-    n = len(b.subsymbols)
-    parts = [f"<B>{dot_html(b.sym)}</B>", dot_html(b.executor or "?"), f"{n} op{'s' if n != 1 else ''}"]
-    if time_us is not None:
-        parts.append(f"<B>{dot_html(format_us(time_us))}</B>")
-    return "<" + " · ".join(parts) + ">"
-
-
-def _tooltip_text(b: BoundSymbol) -> str:
-    s = b.source
-    where = f"{s.label()}  {s.code}" if s is not None and s.line else ""
-    mod = f"  [{s.module}]" if s is not None and s.module else ""
-    return _short(f"{b.sym}  {where}{mod}".strip(), 300)
 
 
 def _drawn_symbols(trace: Trace, module: Optional[str]) -> list[BoundSymbol]:
@@ -201,11 +113,25 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
     each block one node unless ``expand`` names it (then a cluster of its ops); None: only when the
     trace repeats numbered blocks. Raise ValueError naming the modules when ``module`` matches no
     symbol, or the blocks when ``expand`` names none."""
-    import graphviz
-
-    timings = dict(timings or {})
     symbols = _drawn_symbols(trace, module)
+    collapse, title = _fit(trace, symbols, collapse, title)
+    drawing = _Drawing(trace, symbols, dict(timings or {}), collapse, max_label, *_plan_blocks(symbols, blocks, expand))
+    drawing.start(title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}"
+                  + (f" · module {module}" if module else ""))
+    for b in symbols:
+        drawing.symbol(b)
+    drawing.outputs()
+    drawing.clusters_and_edges()
+    drawing.folded_blocks()
+    drawing.notes(between or {})
+    drawing.legend()
+    return drawing.g
 
+
+def _fit(trace: Trace, symbols: list, collapse: bool, title: Optional[str]) -> tuple[bool, Optional[str]]:
+    """Return ``(collapse, title)`` for a diagram that fits :data:`MAX_DIAGRAM_NODES`: fusions
+    collapsed (said in the title) when every op would not fit but one node per fusion does; raise
+    ValueError naming the modules to draw apart when even that is too big."""
     n_nodes = diagram_nodes(symbols, collapse)
     if n_nodes > MAX_DIAGRAM_NODES and not collapse and diagram_nodes(symbols, True) <= MAX_DIAGRAM_NODES:
         collapse = True  # too big to draw every op of every fusion: one node per fusion
@@ -218,218 +144,227 @@ def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] =
         raise ValueError(f"graph {trace.graph} {trace.chain} after {trace.pass_name} has {n_nodes} ops, more than "
                          f"a diagram can show ({MAX_DIAGRAM_NODES}); draw one module with --module"
                          + (f" (modules: {shown})" if shown else ""))
+    return collapse, title
 
-    def time_of(b: BoundSymbol) -> Optional[float]:
-        t = timings.get(b.uid)
-        return timings.get(b.sym) if t is None and is_fusion(b) else t
 
-    all_blocks, opened = _plan_blocks(symbols, blocks, expand)
-    block_of_uid = {b.uid: blk for blk in all_blocks for b in blk.symbols}
-    folded = {blk.path: blk for blk in all_blocks if blk.path not in opened}
-    block_time = {blk.path: sum(t for t in (time_of(b) for b in blk.symbols) if t is not None)
-                  for blk in folded.values()}
-    times = [t for t in (time_of(b) for b in symbols if block_of_uid.get(b.uid) is None
-                         or block_of_uid[b.uid].path in opened) if t is not None]
-    times += [t for t in block_time.values() if t > 0]
-    t_max = max(times) if times else 0.0
+class _Drawing:
+    """One diagram being drawn, in the stages of :func:`trace_graph`: the graph and its style, then
+    each symbol (an op node, a fusion's cluster or collapsed node, a communication hexagon, or its
+    folded block), the trace's outputs, the expanded blocks' clusters and the edges, the folded
+    blocks' nodes, the between-notes and the legend. ``producer`` maps a value's name to the node
+    that made it, so each consumer is wired as it is drawn."""
 
-    g = graphviz.Digraph(name=dot_text(f"{trace.chain}_{trace.graph}"))
-    label = title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}" + \
-        (f" · module {module}" if module else "")
-    g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=dot_text(label),
-           nodesep="0.25", ranksep="0.35", newrank="true")
-    g.attr("node", shape="box", style="rounded,filled", fillcolor="white", fontname="Helvetica",
-           fontsize="10", margin="0.08,0.04", height="0.3")
-    g.attr("edge", fontname="Helvetica", fontsize="8", color="#666666", fontcolor="#444444",
-           arrowsize="0.6")
+    def __init__(self, trace: Trace, symbols: list, timings: dict, collapse: bool, max_label: int,
+                 all_blocks: list, opened: set):
+        import graphviz
+        self.graphviz, self.trace, self.collapse, self.max_label = graphviz, trace, collapse, max_label
+        self.timings, self.all_blocks, self.opened = timings, all_blocks, opened
+        self.block_of_uid = {b.uid: blk for blk in all_blocks for b in blk.symbols}
+        self.folded = {blk.path: blk for blk in all_blocks if blk.path not in opened}
+        self.block_time = {blk.path: sum(t for t in (self.time_of(b) for b in blk.symbols) if t is not None)
+                           for blk in self.folded.values()}
+        times = [t for t in (self.time_of(b) for b in symbols if self.block_of_uid.get(b.uid) is None
+                             or self.block_of_uid[b.uid].path in opened) if t is not None]
+        self.times = times + [t for t in self.block_time.values() if t > 0]
+        self.t_max = max(self.times) if self.times else 0.0
+        self.producer: dict[str, str] = {}  # proxy name -> node id
+        self.used_executors: set[str] = set()
+        self._ids = iter(range(1 << 30))
+        self.ends: dict[str, list] = {"n": [], "out": []}  # symbol nodes and output markers, for the notes
+        # Trace inputs (parameters, activations) are drawn next to each consumer rather than as one
+        # shared node: a shared node at the top drags long edges across a large graph.
+        self.input_names = {p.name for p in trace.inputs}
+        self.edges: list[tuple[str, str, str]] = []
+        self.seen_edges: set[tuple[str, str, str]] = set()
+        # Folded blocks: one node each, standing for every value their symbols produce.
+        for blk in self.folded.values():
+            for b in blk.symbols:
+                for p in b.flat_outputs():
+                    self.producer[p.name] = blk.node_id
+        self.folded_ids = {blk.node_id for blk in self.folded.values()}
+        self.block_graphs = {blk.path: graphviz.Digraph(name=f"cluster_{blk.node_id}") for blk in all_blocks
+                             if blk.path in opened}
+        self.drawn_blocks: set[str] = set()
+        self.sub_graphs: dict[tuple[str, str], object] = {}
 
-    producer: dict[str, str] = {}  # proxy name -> node id
-    used_executors: set[str] = set()
-    n_ids = iter(range(1 << 30))
+    def time_of(self, b: BoundSymbol) -> Optional[float]:
+        t = self.timings.get(b.uid)
+        return self.timings.get(b.sym) if t is None and is_fusion(b) else t
 
-    def new_id(prefix: str) -> str:
-        return f"{prefix}{next(n_ids)}"
-    ends: dict[str, list] = {"n": [], "out": []}  # symbol nodes and output markers, for the notes
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids)}"
 
-    # Trace inputs (parameters, activations) are drawn next to each consumer rather than as one
-    # shared node: a shared node at the top drags long edges across a large graph.
-    input_names = {p.name for p in trace.inputs}
+    def start(self, label: str) -> None:
+        """Make the graph, titled ``label``, with the diagram's default node and edge style."""
+        trace = self.trace
+        self.g = g = self.graphviz.Digraph(name=dot_text(f"{trace.chain}_{trace.graph}"))
+        g.attr(rankdir="TB", fontname="Helvetica", fontsize="12", labelloc="t", label=dot_text(label),
+               nodesep="0.25", ranksep="0.35", newrank="true")
+        g.attr("node", shape="box", style="rounded,filled", fillcolor="white", fontname="Helvetica",
+               fontsize="10", margin="0.08,0.04", height="0.3")
+        g.attr("edge", fontname="Helvetica", fontsize="8", color="#666666", fontcolor="#444444",
+               arrowsize="0.6")
 
-    edges: list[tuple[str, str, str]] = []
-    seen_edges: set[tuple[str, str, str]] = set()
-
-    def connect(b: BoundSymbol, nid: str) -> None:
+    def connect(self, b: BoundSymbol, nid: str) -> None:
+        """Wire each input of ``b`` into node ``nid``: from its producer, a trace input's own
+        ellipse, or a boundary node for a value made outside the drawn module."""
         for p in b.flat_inputs():
-            src = producer.get(p.name)
+            src = self.producer.get(p.name)
             value_label = (f"<<B>{dot_html(p.name)}</B><BR/><FONT POINT-SIZE=\"8\">"
-                           f"{dot_html(_type(p))}</FONT>>")
-            if src is None and p.name in input_names:
-                src = new_id("in")
-                g.node(src, label=value_label, shape="ellipse", style="filled", fillcolor="#eef3f8",
-                       color="#8aa4c0", fontsize="9", margin="0.04,0.02")
+                           f"{dot_html(type_label(p))}</FONT>>")
+            if src is None and p.name in self.input_names:
+                src = self.new_id("in")
+                self.g.node(src, label=value_label, shape="ellipse", style="filled", fillcolor="#eef3f8",
+                            color="#8aa4c0", fontsize="9", margin="0.04,0.02")
             elif src is None:  # a value from outside the module: one boundary node per value
-                src = new_id("bd")
-                producer[p.name] = src
-                g.node(src, label=value_label, shape="ellipse", style="dashed,filled", fillcolor="#f7f7f7",
-                       color="#999999", fontsize="9", margin="0.04,0.02")
+                src = self.new_id("bd")
+                self.producer[p.name] = src
+                self.g.node(src, label=value_label, shape="ellipse", style="dashed,filled", fillcolor="#f7f7f7",
+                            color="#999999", fontsize="9", margin="0.04,0.02")
             key = (src, nid, p.name)
-            if key not in seen_edges:
-                seen_edges.add(key)
-                edges.append((src, nid, _type(p)))
+            if key not in self.seen_edges:
+                self.seen_edges.add(key)
+                self.edges.append((src, nid, type_label(p)))
 
-    # Folded blocks: one node each, standing for every value their symbols produce.
-    for blk in folded.values():
-        for b in blk.symbols:
-            for p in b.flat_outputs():
-                producer[p.name] = blk.node_id
-    folded_ids = {blk.node_id for blk in folded.values()}
-    returned = {p.name for p in trace.flat_outputs()}
-    block_graphs = {p: graphviz.Digraph(name=f"cluster_{blk.node_id}") for blk in all_blocks
-                    for p in (blk.path,) if p in opened}
-    drawn_blocks: set[str] = set()
-    sub_graphs: dict[tuple[str, str], object] = {}
+    def _target(self, b: BoundSymbol, blk):
+        """Return the (sub)graph ``b`` is drawn in: the diagram, or in an expanded block one nested
+        cluster per submodule (self_attn, mlp ...)."""
+        if blk is None:
+            return self.g
+        sub = dot_blocks.submodule_of(b, blk.path)
+        if not sub:
+            return self.block_graphs[blk.path]
+        if (blk.path, sub) not in self.sub_graphs:
+            self.sub_graphs[(blk.path, sub)] = self.graphviz.Digraph(
+                name=f"cluster_{blk.node_id}_{len(self.sub_graphs)}")
+        return self.sub_graphs[(blk.path, sub)]
 
-    for b in symbols:
+    def symbol(self, b: BoundSymbol) -> None:
+        """Draw one top-level symbol (a folded block's symbol only marks its block as drawn)."""
         ex = b.executor or ""
         if ex:
-            used_executors.add(ex)
-        blk = block_of_uid.get(b.uid)
-        if blk is not None and blk.path in folded:
-            if blk.path not in drawn_blocks:  # the node is written once the values it reads are known
-                drawn_blocks.add(blk.path)
-                ends["n"].append(blk.node_id)
-                used_executors.update(blk.executors())
-            continue
-        target = g
-        if blk is not None:  # an expanded block: one nested cluster per submodule (self_attn, mlp ...)
-            sub = dot_blocks.submodule_of(b, blk.path)
-            target = block_graphs[blk.path]
-            if sub:
-                if (blk.path, sub) not in sub_graphs:
-                    sub_graphs[(blk.path, sub)] = graphviz.Digraph(name=f"cluster_{blk.node_id}_{len(sub_graphs)}")
-                target = sub_graphs[(blk.path, sub)]
+            self.used_executors.add(ex)
+        blk = self.block_of_uid.get(b.uid)
+        if blk is not None and blk.path in self.folded:
+            if blk.path not in self.drawn_blocks:  # the node is written once the values it reads are known
+                self.drawn_blocks.add(blk.path)
+                self.ends["n"].append(blk.node_id)
+                self.used_executors.update(blk.executors())
+            return
+        target = self._target(b, blk)
+        t = self.time_of(b)
+        heat = heat_color(t / self.t_max) if t is not None and self.t_max > 0 else None
+        if is_fusion(b) and not self.collapse:
+            self._fusion_cluster(target, b, t, heat)
+            return
+        nid = self.new_id("n")
+        self.ends["n"].append(nid)
+        self._node(target, nid, b, t, heat)
+        self.connect(b, nid)
+        for p in b.flat_outputs():
+            self.producer[p.name] = nid
+
+    def _fusion_cluster(self, target, b: BoundSymbol, t: Optional[float], heat: Optional[str]) -> None:
+        """Draw a fusion as a cluster of its member ops, titled by the kernel."""
+        border, fill = executor_colors(b.executor or None)
+        with target.subgraph(name=dot_text(f"cluster_{b.uid}")) as c:
+            # On a heat fill the title must contrast with it: white on the red end.
+            title_color = border if heat is None else ("white" if t / self.t_max > 0.75 else "#222222")
+            c.attr(label=fusion_title(b, t), style="rounded,filled", color=border,
+                   fillcolor=heat or fill, penwidth="2", fontsize="10", fontcolor=title_color,
+                   tooltip=tooltip(tooltip_text(b)))
+            for s in b.subsymbols:
+                sid = self.new_id("n")
+                self.ends["n"].append(sid)
+                c.node(sid, label=node_label(s, None, self.max_label), color=border, fillcolor="white",
+                       tooltip=tooltip(tooltip_text(s)))
+                self.connect(s, sid)
+                for p in s.flat_outputs():
+                    self.producer[p.name] = sid
+
+    def _node(self, target, nid: str, b: BoundSymbol, t: Optional[float], heat: Optional[str]) -> None:
+        """Draw one node: a collapsed fusion (its ops and source lines), a communication op, or an op."""
+        ex, max_label = b.executor or "", self.max_label
         border, fill = executor_colors(ex or None)
-        t = time_of(b)
-        heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
-        if is_fusion(b) and not collapse:
-            name = dot_text(f"cluster_{b.uid}")
-            with target.subgraph(name=name) as c:
-                # On a heat fill the title must contrast with it: white on the red end.
-                title_color = border if heat is None else ("white" if t / t_max > 0.75 else "#222222")
-                c.attr(label=_fusion_title(b, t), style="rounded,filled", color=border,
-                       fillcolor=heat or fill, penwidth="2", fontsize="10", fontcolor=title_color,
-                       tooltip=_tooltip(_tooltip_text(b)))
-                for s in b.subsymbols:
-                    sid = new_id("n")
-                    ends["n"].append(sid)
-                    c.node(sid, label=_node_label(s, None, max_label), color=border, fillcolor="white",
-                           tooltip=_tooltip(_tooltip_text(s)))
-                    connect(s, sid)
-                    for p in s.flat_outputs():
-                        producer[p.name] = sid
-            continue
-        nid = new_id("n")
-        ends["n"].append(nid)
         if is_fusion(b):  # collapsed fusion: one node for the kernel
-            ops = ", ".join(_op_name(s) for s in b.subsymbols)
+            ops = ", ".join(op_name(s) for s in b.subsymbols)
             srcs = list(dict.fromkeys(s.source.label() for s in b.subsymbols if s.source and s.source.line))
             lab = [f"<B>{dot_html(b.sym)}</B>",
-                   f'<FONT POINT-SIZE="8">{dot_html(_short(ops, max_label * 2))}</FONT>']
+                   f'<FONT POINT-SIZE="8">{dot_html(shorten(ops, max_label * 2))}</FONT>']
             if srcs:
                 lab.append(f'<FONT POINT-SIZE="8" COLOR="#555555">'
-                           f'{dot_html(_short(", ".join(srcs), max_label * 2))}</FONT>')
+                           f'{dot_html(shorten(", ".join(srcs), max_label * 2))}</FONT>')
             if t is not None:
                 lab.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(t))}</B></FONT>')
-            hot = heat is not None and t / t_max > 0.75
+            hot = heat is not None and t / self.t_max > 0.75
             target.node(nid, label="<" + "<BR/>".join(lab) + ">", color=border, fillcolor=heat or fill,
-                   penwidth="2", fontcolor="white" if hot else "black", tooltip=_tooltip(_tooltip_text(b)))
+                        penwidth="2", fontcolor="white" if hot else "black", tooltip=tooltip(tooltip_text(b)))
         elif is_communication(b.sym):
-            used_executors.add("communication")
-            target.node(nid, label=_node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
-                   fillcolor=heat or COMMUNICATION[1], penwidth="2",
-                   tooltip=_tooltip("communication: " + _tooltip_text(b)))
+            self.used_executors.add("communication")
+            target.node(nid, label=node_label(b, t, max_label), color=COMMUNICATION[0], shape="hexagon",
+                        fillcolor=heat or COMMUNICATION[1], penwidth="2",
+                        tooltip=tooltip("communication: " + tooltip_text(b)))
         else:
-            target.node(nid, label=_node_label(b, t, max_label), color=border,
+            target.node(nid, label=node_label(b, t, max_label), color=border,
                         fillcolor=heat or ("white" if ex in ("", "torch") else fill),
-                        tooltip=_tooltip(_tooltip_text(b)))
-        connect(b, nid)
-        for p in b.flat_outputs():
-            producer[p.name] = nid
+                        tooltip=tooltip(tooltip_text(b)))
 
-    # Each returned value gets a small marker under its producer (one shared "return" node would
-    # pull an edge from every corner of the graph).
-    for p in dict.fromkeys(trace.flat_outputs()):
-        src = producer.get(p.name)
-        if src is None or src in folded_ids:  # a trace input returned as is; a block counts its own
-            continue
-        out = new_id("out")
-        ends["out"].append(out)
-        g.node(out, label=f"<<B>{dot_html(p.name)}</B> → out>", shape="cds", style="filled",
-               fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
-        edges.append((src, out, _type(p)))
-    for (path, name), nested in sub_graphs.items():
-        nested.attr(label=f"<{dot_html(name[len(path) + 1:])}>", style="rounded,dotted", color="#7a93ad",
-                    fontsize="10", penwidth="1")
-        block_graphs[path].subgraph(nested)
-    for path, sub in block_graphs.items():
-        sub.attr(label=f"<<B>{dot_html(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
-                 fontsize="11", penwidth="1.5")
-        g.subgraph(sub)
-    for src, dst, lab in edges:
-        g.edge(src, dst, label=dot_text(lab))
-    block_in, shared = _block_edges(folded.values(), producer, input_names)
-    for blk in folded.values():
-        t = block_time[blk.path] or None
-        heat = heat_color(t / t_max) if t is not None and t_max > 0 else None
-        n_out = len({p.name for b in blk.symbols for p in b.flat_outputs() if p.name in returned})
-        g.node(blk.node_id, **_block_node(blk, t, heat, t_max, max_label, n_out, shared.get(blk.node_id)))
-    for src, dst, lab in block_in:
-        g.edge(src, dst, label=dot_text(lab))
-    for side in ("before", "after"):
-        lines = (between or {}).get(side) or []
-        if lines:
-            used_executors.add("communication")
-            note = _between_note(g, side, lines)
-            # Invisible edges keep the note above the first op or below the outputs.
-            if side == "before" and ends["n"]:
-                g.edge(note, ends["n"][0], style="invis")
-            for end in (ends["out"] or ends["n"][-1:]) if side == "after" else ():
-                g.edge(end, note, style="invis")
-    if used_executors - {"torch"} or times:
-        _legend(g, sorted(used_executors), bool(times), t_max)
-    return g
+    def outputs(self) -> None:
+        """Give each returned value a small marker under its producer (one shared "return" node
+        would pull an edge from every corner of the graph)."""
+        for p in dict.fromkeys(self.trace.flat_outputs()):
+            src = self.producer.get(p.name)
+            if src is None or src in self.folded_ids:  # a trace input returned as is; a block counts its own
+                continue
+            out = self.new_id("out")
+            self.ends["out"].append(out)
+            self.g.node(out, label=f"<<B>{dot_html(p.name)}</B> → out>", shape="cds", style="filled",
+                        fillcolor="#eef3f8", color="#8aa4c0", fontsize="8", height="0.2", margin="0.04,0.01")
+            self.edges.append((src, out, type_label(p)))
 
+    def clusters_and_edges(self) -> None:
+        """Add the expanded blocks' clusters (their submodules nested) and every value edge."""
+        for (path, name), nested in self.sub_graphs.items():
+            nested.attr(label=f"<{dot_html(name[len(path) + 1:])}>", style="rounded,dotted", color="#7a93ad",
+                        fontsize="10", penwidth="1")
+            self.block_graphs[path].subgraph(nested)
+        for path, sub in self.block_graphs.items():
+            sub.attr(label=f"<<B>{dot_html(path)}</B>>", style="rounded,dashed", color="#4a6a8a",
+                     fontsize="11", penwidth="1.5")
+            self.g.subgraph(sub)
+        for src, dst, lab in self.edges:
+            self.g.edge(src, dst, label=dot_text(lab))
 
-def _block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float, max_label: int,
-                n_out: int = 0, shared: Optional[list] = None) -> dict:
-    """Return the node attributes of a folded block: its path, what it holds, how many of the
-    trace's outputs it returns, the values it reads that many blocks share (``shared``: proxies),
-    its source lines grouped per file, its time; its SVG id is the block's node id (the widget
-    expands on click)."""
-    from thundervis.present.kernel_rows import group_sources
-    n_k, ops = len(blk.kernels), [b for b in blk.ops if b.sym != "del"]
-    n_torch = sum(1 for b in ops if (b.executor or "torch") == "torch")
-    held = [f"{n_k} kernel{'s' if n_k != 1 else ''}"] if n_k else []
-    if ops:
-        held.append(f"{len(ops)} op{'s' if len(ops) != 1 else ''}" + (f" ({n_torch} on torch)" if n_torch else ""))
-    rows = [f'<B>{dot_html(blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
-            f'<FONT POINT-SIZE="9">{dot_html(" · ".join(held) or "no ops")}</FONT>']
-    if shared:
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">reads {len(shared)} shared value'
-                    f'{"s" if len(shared) != 1 else ""} ({dot_html(_short(", ".join(_type(p) for p in shared), max_label))})</FONT>')
-    if n_out:
-        rows.append(f'<FONT POINT-SIZE="8">→ {n_out} trace output{"s" if n_out != 1 else ""}</FONT>')
-    where = group_sources([{"file": f, "line": n} for f, n in blk.sources()], limit=12)
-    if where:
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{dot_html(where)}</FONT>')
-    if time_us is not None:
-        rows.append(f'<FONT POINT-SIZE="8"><B>{dot_html(format_us(time_us))}</B></FONT>')
-    border, _ = executor_colors((blk.executors() or [None])[0])
-    hot = heat is not None and t_max > 0 and time_us / t_max > 0.75
-    return {"label": "<" + "<BR/>".join(rows) + ">", "shape": "box", "style": "rounded,filled",
-            "color": border, "fillcolor": heat or "#eef2f8", "penwidth": "2.5", "margin": "0.15,0.08",
-            "fontcolor": "white" if hot else "black", "id": blk.node_id,
-            "tooltip": _tooltip(_short(f"{blk.path}: {' · '.join(held)}; expand it to see its ops", 300))}
+    def folded_blocks(self) -> None:
+        """Draw each folded block's node (now that the values it reads are known) and its inputs."""
+        returned = {p.name for p in self.trace.flat_outputs()}
+        block_in, shared = _block_edges(self.folded.values(), self.producer, self.input_names)
+        for blk in self.folded.values():
+            t = self.block_time[blk.path] or None
+            heat = heat_color(t / self.t_max) if t is not None and self.t_max > 0 else None
+            n_out = len({p.name for b in blk.symbols for p in b.flat_outputs() if p.name in returned})
+            self.g.node(blk.node_id, **block_node(blk, t, heat, self.t_max, self.max_label, n_out,
+                                                  shared.get(blk.node_id)))
+        for src, dst, lab in block_in:
+            self.g.edge(src, dst, label=dot_text(lab))
+
+    def notes(self, between: dict) -> None:
+        """Draw the collectives run eagerly before and after the chain, kept above the first op and
+        below the outputs by invisible edges."""
+        for side in ("before", "after"):
+            lines = between.get(side) or []
+            if lines:
+                self.used_executors.add("communication")
+                note = between_note(self.g, side, lines)
+                if side == "before" and self.ends["n"]:
+                    self.g.edge(note, self.ends["n"][0], style="invis")
+                for end in (self.ends["out"] or self.ends["n"][-1:]) if side == "after" else ():
+                    self.g.edge(end, note, style="invis")
+
+    def legend(self) -> None:
+        """Add the legend when there is more than torch to tell apart, or a heat scale."""
+        if self.used_executors - {"torch"} or self.times:
+            legend(self.g, sorted(self.used_executors), bool(self.times), self.t_max)
 
 
 def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> tuple[list, dict]:
@@ -459,34 +394,8 @@ def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> 
             shared.setdefault(dst, []).extend(wide)
         vals = [p for p in vals if readers[p.name] <= fan_out]
         if vals:
-            edges.append((src, dst, _type(vals[0]) if len(vals) == 1 else f"{len(vals)} values"))
+            edges.append((src, dst, type_label(vals[0]) if len(vals) == 1 else f"{len(vals)} values"))
     return edges, shared
-
-
-def _between_note(g, side: str, lines: list, max_lines: int = 12) -> str:
-    """Draw the note of the collectives run eagerly right ``side`` (before, after) the chain's first
-    call; return its node id."""
-    shown = [dot_html(_short(line, 100)) for line in lines[:max_lines]]
-    if len(lines) > max_lines:
-        shown.append(dot_html(f"... {len(lines) - max_lines} more"))
-    border, fill = COMMUNICATION
-    heading = f"run eagerly {side} this chain's first call (between compiled graphs, not in this trace)"
-    label = f"<<B>{dot_html(heading)}</B><BR/>" + '<BR ALIGN="LEFT"/>'.join(shown) + '<BR ALIGN="LEFT"/>>'
-    name = f"between_{side}"
-    g.node(name, label=label, shape="note", style="filled,dashed", fillcolor=fill, color=border, fontsize="9")
-    return name
-
-
-def _legend(g, executors: Iterable[str], heat: bool, t_max: float) -> None:
-    cells = []
-    for ex in executors:
-        border, fill = COMMUNICATION if ex == "communication" else executor_colors(ex)
-        cells.append(f'<TD BGCOLOR="{fill}" COLOR="{border}" BORDER="2">{dot_html(ex)}</TD>')
-    if heat:
-        for f in (0.0, 0.5, 1.0):
-            cells.append(f'<TD BGCOLOR="{heat_color(f)}">{dot_html(format_us(t_max * f))}</TD>')
-    g.node("legend", label=f'<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2"><TR>{"".join(cells)}</TR></TABLE>>',
-           shape="plaintext", style="", fontsize="9")
 
 
 def trace_to_dot(trace: Trace, **options) -> str:
