@@ -20,13 +20,12 @@ from thundervis.diff.lines import is_fusion
 from thundervis.errors import sentence
 from thundervis.present import default_view
 from thundervis.present.errors import DataError, data_errors
-from thundervis.present.kernel_rows import kernel_row
+from thundervis.present.kernel_rows import kernel_table, runs_of, with_roofline
 from thundervis.present.numerics import numerics_json, numerics_summary, verdict_cell
 from thundervis.present.pass_traces import PassTraces
-from thundervis.present.status import (built_targets, chain_eager, fallback_reasons, kernel_runs,
-                                       recorded_dynamo_fallbacks, symbol_status)
+from thundervis.present.status import chain_eager, recorded_dynamo_fallbacks, symbol_status
 from thundervis.present.symbol_detail import symbol_view
-from thundervis.present.units import format_ms, format_share, format_us
+from thundervis.present.units import format_ms
 from thundervis.recording import PassRef, RecordingError, UnknownItem
 
 from .comm_data import communication_json, diagram_notes, is_communication_op
@@ -37,8 +36,8 @@ COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
 # The kernel table's cells a kernel of the payload carries from present.kernel_rows.KernelRow.as_json().
-KERNEL_CELLS = ("sources", "median", "share_text", "fallback", "status", "ran_on", "tag", "label", "roofline_text",
-                "pct_of_roofline_text", "chain_time")
+KERNEL_CELLS = ("sources", "median", "share_text", "fallback", "fallback_text", "status", "ran_on", "run", "tag",
+                "label", "roofline_text", "pct_of_roofline_text", "chain_time")
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 
@@ -60,8 +59,7 @@ class RecordingData:
         self._lock = threading.Lock()
         self._traces = PassTraces(rec, size=None)  # the payload reads every pass of every chain
         self._overview = None
-        self._fallbacks = None
-        self._runs: dict = {}
+        self._kernel_rows: Optional[dict] = None  # kernel id -> present.kernel_rows.KernelRow, read once
         self._numerics = None  # numerics_summary(), read once
 
     # -- reading ------------------------------------------------------------------------------
@@ -164,36 +162,35 @@ class RecordingData:
         ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
         ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow},
         ``chain_time``: its chain's time per call, present.chain_times)."""
-        self._read_kernel_runs()
+        rows = self._read_kernel_rows()
         numerics = self.numerics_summary()
-        chain_timings = {c.chain: c for c in graph.timings.chains}
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
-            row = kernel_row(k, self._fallbacks.get(key), self._runs.get(key), (roofline or {}).get(k.id),
-                             targets=self._built.get(key, ()), chain_timing=chain_timings.get(k.chain)).as_json()
+            row = with_roofline(rows[k.id], (roofline or {}).get(k.id)).as_json()
             cells = {key: row[key] for key in KERNEL_CELLS}
-            # a kernel with no time reads "-" as in the CLI and the TUI (present.units), not an empty cell
-            cells.update(median=format_us(row["median_us"]), share_text=format_share(row["share"]),
-                         numerics=verdict_cell(numerics.verdict_of(*key)) if numerics.checked else None)
+            cells["numerics"] = verdict_cell(numerics.verdict_of(*key)) if numerics.checked else None
             out.append({**k.as_json(), **cells})
         return out
 
-    def _read_kernel_runs(self) -> None:
-        """Read, once, where each kernel ran, the targets it was built for and why kernels fell back."""
-        if self._fallbacks is None:
+    def _read_kernel_rows(self) -> dict:
+        """Return {kernel id: ``KernelRow``}: the kernel table every view shows
+        (``present.kernel_rows.kernel_table``: what ran each kernel, why it fell back, its targets),
+        read once."""
+        if self._kernel_rows is None:
+            graphs = self.overview().graphs  # read (under the lock) before taking it
             with self._lock:
-                self._runs, self._built, self._fallbacks = data_errors(lambda: (kernel_runs(
-                    self.rec.events("kernel_fallback") + self.rec.events("kernel_path")), built_targets(self.rec),
-                    fallback_reasons(self.rec.events("kernel_fallback"))))
+                rows = data_errors(kernel_table, self.rec, graphs)
+            self._kernel_rows = {r.id: r for r in rows}
+        return self._kernel_rows
 
     def numerics_summary(self):
         """Return the run's ``present.numerics.NumericsSummary`` (read once; the kernel table's
         verdict cells and the Numerics tab share it)."""
         if self._numerics is None:
-            self._read_kernel_runs()
+            runs = runs_of(self._read_kernel_rows().values())
             with self._lock:
-                self._numerics = data_errors(lambda: numerics_summary(self.rec, self._runs))
+                self._numerics = data_errors(lambda: numerics_summary(self.rec, runs))
         return self._numerics
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,

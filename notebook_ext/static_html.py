@@ -97,7 +97,7 @@ def _kernels_table(kernels: list) -> str:
         roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
         # a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
-        fell = (f' <span class="tv-fellback" title="{_e(k["fallback"])}">⚠ {_e(k["status"])}</span>'
+        fell = (f' <span class="tv-fellback" title="{_e(k["fallback_text"])}">⚠ {_e(k["status"])}</span>'
                 if k.get("fallback") else "")
         rows.append(f"<tr><td>{_e(k['name'])}{fell}</td>{verdict}<td>{_e(k['chain'])}</td><td>{_e(executor)}</td>"
                     f"<td>{_e(k['n_ops'])}</td><td{chain_time}>{_e(med)}</td><td>{_e(roof)}</td><td>{_e(pct)}</td>"

@@ -110,7 +110,7 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
         t.append(f"  {visible_line(f.what + where)}: {visible_line(f.reason)}\n", style=Style(color=BAD))
     fell = [k for k in ov.kernels if k.fallback]
     for k in fell:
-        t.append(f"  {visible_line(k.name)} fell back to torch: {visible_line(k.fallback)}\n", style=Style(color=WARN))
+        t.append(f"  {visible_line(k.name)} {visible_line(k.fallback_text)}\n", style=Style(color=WARN))
     if r.traceback:
         t.append("\ntraceback\n", style=Style(color=BAD, bold=True))
         t.append(visible(capped(r.traceback.rstrip(), 100_000)) + "\n", style=Style(color="#e6a0a6"))
@@ -194,7 +194,7 @@ def kernel_summary(k: KernelRow) -> Text:
     t.append(visible_line(k.name), style=styling.S_FUSION)
     t.append(f"  [{visible_line(k.tag)}]  graph {k.graph} {visible_line(k.chain)}\n", style=DIM)
     if k.fallback:
-        t.append(f"fell back to torch at run time: {visible_line(k.fallback)}\n", style=Style(color=WARN, bold=True))
+        t.append(visible_line(k.fallback_text) + "\n", style=Style(color=WARN, bold=True))
     if k.note:
         t.append(visible(k.note) + "\n", style=Style(color=DIM, italic=True))
     if k.median_us is not None:

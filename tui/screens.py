@@ -128,7 +128,7 @@ class KernelsScreen(DetailScreen):
         for k in self.kernels:
             name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
             if k.fallback:
-                name.append(" ⚠ fell back", style=Style(color=panels.WARN))
+                name.append(f" ⚠ {k.status}", style=Style(color=panels.WARN))  # present's status word
             # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).
             verdict = (verdict_text(check(k)),) if self.checked else ()
             table.add_row(name, *verdict, *(Text(visible_line(c)) for c in (

@@ -65,15 +65,16 @@ def keeps_cursor(old: ViewState, new: ViewState) -> bool:
 
 
 def settle(state: ViewState, overview) -> ViewState:
-    """Return ``state`` made valid for ``overview`` (a ``ViewOverview``): the default chain when
-    its chain is gone, the chain's last pass when its pass is gone."""
+    """Return ``state`` made valid for ``overview`` (a ``ViewOverview``) by present's one rule
+    (``present.default_view.kept_view``: the same graph, chain and passes where they still exist,
+    else the chain's last pass, else the default view); a diff stays on, against the pass kept or
+    the previous one."""
     from dataclasses import replace
-    from thundervis.present.default_view import default_view
-    graph, chain, index = state.graph, state.chain, state.index
-    if graph is None or overview.chain(graph, chain or "") is None:
-        dv = default_view(overview.graphs)
-        graph, chain = (dv.graph, dv.chain) if dv is not None else (None, None)
-    c = overview.chain(graph, chain) if graph is not None else None
-    if c is not None and c.passes and (index is None or index not in {p.index for p in c.passes}):
-        index = c.passes[-1].index
-    return replace(state, graph=graph, chain=chain, index=index)
+    from thundervis.present.default_view import kept_view
+    chosen = state.diff_from is not None and state.diff_from >= 0
+    dv = kept_view(overview.graphs, state.graph, state.chain, state.index, state.diff_from if chosen else -1)
+    if dv is None:
+        return replace(state, graph=None, chain=None, index=None)
+    diff_from = (dv.compare_index if dv.compare_index >= 0 else -1) if chosen else state.diff_from
+    return replace(state, graph=dv.graph, chain=dv.chain, index=dv.pass_index if dv.has_pass else None,
+                   diff_from=diff_from)

@@ -99,7 +99,7 @@ function fusionsTab(view, c) {
       h("div", { class: "tv-detail-title", text: `${k.label || k.name} · ${k.n_ops} ops` }),
       h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
     );
-    if (k.fallback) kdetail.appendChild(h("div", { class: "tv-kv tv-fellback" }, h("span", { class: "tv-k", text: k.status }), h("span", { class: "tv-v", text: k.fallback })));
+    if (k.fallback) kdetail.appendChild(h("div", { class: "tv-kv tv-fellback" }, h("span", { class: "tv-k", text: k.status }), h("span", { class: "tv-v", text: k.fallback_text })));
     if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
     if (k.numerics) {
       kdetail.appendChild(h("div", { class: "tv-kv tv-kernel-numerics" }, h("span", { class: "tv-k", text: "numerics" }),
@@ -122,8 +122,8 @@ function fusionsTab(view, c) {
       "tr",
       { class: "tv-kernel-row", "data-kernel": k.name },
       h("td", {}, k.name,
-        // a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover
-        k.fallback ? h("span", { class: "tv-fellback", title: k.fallback, text: ` ⚠ ${k.status}` }) : null),
+        // a kernel that ran in torch at run time: present.kernel_rows status, its fallback_text on hover
+        k.fallback ? h("span", { class: "tv-fellback", title: k.fallback_text, text: ` ⚠ ${k.status}` }) : null),
       checked ? h("td", { class: `tv-verdict ${verdictClass(k.numerics ? k.numerics.verdict : "")}`, title: k.numerics ? k.numerics.title : "",
                           text: k.numerics ? k.numerics.text : "-" }) : null,
       h("td", { text: k.tag || k.executor }),

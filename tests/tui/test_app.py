@@ -482,7 +482,8 @@ async def test_eager_chains_and_fallen_back_kernels_are_marked(tmp_path):
         await pilot.pause()
         text = screen_text(app)
         assert "backward ran eagerly: NotImplementedError: no lowering for aten.weird" in text
-        assert f"{fell.name} fell back to torch: CompilationError: out of shared memory" in text
+        # present's wording (KernelRow.fallback_text), as the trace's note and the widget say it
+        assert f"{fell.name} ran in torch at run time: CompilationError: out of shared memory" in text
         await pilot.press("escape", "k")
         await pilot.pause(0.3)
         screen = app.screen

@@ -8,6 +8,9 @@ reads each graph's :func:`default_chain` from the payload):
 - chain: the graph's forward, else inference, else backward chain, preferring one with passes,
   else its first chain;
 - pass: the chain's last pass; no comparison (-1).
+
+:func:`kept_view` is the one rule for keeping a view when what it shows changes (a live recording
+grows, another rank is shown, the TUI's or widget's state names a chain or pass that is gone).
 """
 from __future__ import annotations
 
@@ -26,11 +29,12 @@ class DefaultView:
     chain: str
     pass_index: int
     compare_index: int = -1
+    has_pass: bool = True  # False: the chain holds no recorded pass yet (pass_index is 0, nothing to show)
 
     def as_json(self) -> dict:
-        """Return the view as ``{"graph", "chain", "pass_index", "compare_index"}``."""
+        """Return the view as ``{"graph", "chain", "pass_index", "compare_index", "has_pass"}``."""
         return {"graph": self.graph, "chain": self.chain, "pass_index": self.pass_index,
-                "compare_index": self.compare_index}
+                "compare_index": self.compare_index, "has_pass": self.has_pass}
 
 
 def default_chain(graph) -> Optional[str]:
@@ -97,22 +101,24 @@ def default_view(graphs: Sequence, graph=None, chain=None, pass_=None, compare=N
         return None
     g, c = pick_chain(graphs, graph, chain)
     if not c.passes:
-        return DefaultView(g.id, c.kind, 0, -1)
+        return DefaultView(g.id, c.kind, 0, -1, has_pass=False)
     p = c.find_pass(pass_) if pass_ is not None else c.passes[-1]
     cmp_ = c.find_pass(compare).index if compare is not None else -1
     return DefaultView(g.id, c.kind, p.index, cmp_)
 
 
-def kept_view(graphs: Sequence, graph: int, chain: str, pass_index: int, compare_index: int) -> Optional[DefaultView]:
-    """Return the view among ``graphs`` closest to the one shown (switching to another recording
-    of the same program, e.g. another rank): the same graph, chain and passes where they exist,
-    else that chain's last pass, else the default view of that graph, else the default view."""
+def kept_view(graphs: Sequence, graph: Optional[int] = None, chain: Optional[str] = None,
+              pass_index: Optional[int] = None, compare_index: Optional[int] = -1) -> Optional[DefaultView]:
+    """Return the view among ``graphs`` closest to the one shown (the recording grew, or another
+    recording of the same program is shown, e.g. another rank): the same graph, chain and passes
+    where they exist, else that chain's last pass, else the default view of that graph, else the
+    default view (None: no graph). Any part None: not chosen yet, the default."""
     g = next((x for x in graphs if x.id == graph), None)
     c = next((x for x in g.chains if x.kind == chain), None) if g is not None else None
     if c is None:
         return default_view(graphs, graph if g is not None else None)
     indexes = [p.index for p in c.passes]
     if not indexes:
-        return DefaultView(g.id, chain, 0, -1)
+        return DefaultView(g.id, chain, 0, -1, has_pass=False)
     p = pass_index if pass_index in indexes else indexes[-1]
     return DefaultView(g.id, chain, p, compare_index if compare_index in indexes and compare_index != p else -1)

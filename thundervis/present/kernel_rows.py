@@ -10,7 +10,7 @@ from typing import Optional
 from thundervis.recording.model import KernelRef
 
 from .chain_times import chain_time_text
-from .status import (KernelRun, built_targets, clock_label, fallback_reasons, kernel_runs, plan_note, ran_on_text,
+from .status import (FELL_BACK_TEXT, KernelRun, built_targets, clock_label, fallback_reasons, kernel_runs, plan_note, ran_on_text,
                      tag_text)
 from .units import format_gbps, format_pct, format_roofline_us, format_share, format_us
 
@@ -87,6 +87,12 @@ class KernelRow(KernelRef):
         return f"{self.name} [{self.tag}]"
 
     @property
+    def fallback_text(self) -> str:
+        """Why it ran in torch, as every view words it: ``ran in torch at run time: <error>``
+        (present.status.FELL_BACK_TEXT, as a trace's note says it); "" when it did not fall back."""
+        return f"{FELL_BACK_TEXT}: {self.fallback}" if self.fallback else ""
+
+    @property
     def status(self) -> str:
         """``fell back`` (ran in torch at run time) or ``compiled``."""
         return "fell back" if self.fallback else "compiled"
@@ -101,13 +107,12 @@ class KernelRow(KernelRef):
                 "language": self.language, "note": self.note, "calls": self.calls, "median_us": self.median_us,
                 "share": self.share, "gbps": self.gbps, "fallback": self.fallback, "status": self.status,
                 "ran_on": self.ran_on, "targets": list(self.targets), "tag": self.tag, "label": self.label,
-                "median": format_us(self.median_us) if self.median_us is not None else "",
-                "share_text": format_share(self.share) if self.share is not None else "",
+                "median": format_us(self.median_us), "share_text": format_share(self.share),
                 "gbps_text": format_gbps(self.gbps) if self.gbps else "", "roofline_us": self.roofline_us,
                 "roofline_bound": self.roofline_bound, "bytes_moved": self.bytes_moved, "flops": self.flops,
                 "pct_of_roofline": self.pct_of_roofline, "roofline_text": format_roofline_us(self.roofline_us),
                 "pct_of_roofline_text": format_pct(self.pct_of_roofline), "chain_time": self.chain_time,
-                "run": self.run.as_json() if self.run is not None else None}
+                "run": self.run.as_json() if self.run is not None else None, "fallback_text": self.fallback_text}
 
 
 def _labels(source_lines) -> tuple[str, ...]:
