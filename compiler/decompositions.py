@@ -20,6 +20,7 @@ from . import faults
 from .decomposition_check import output_mismatch, outputs_to_restride
 from .decomposition_check import timed as check_timed
 from .lowerings import ATEN_LOWERINGS, TORCH_PRIM_LOWERINGS, Refused, add_same_named_prims
+from .nn_lowerings import NN_LOWERINGS
 from .ir import BoundSymbol, Minter, TensorProxy, flatten, map_structure
 from .prims import is_prim_overload, prim_for, prim_overloads
 from .random_whole import REASON as RANDOM_REASON
@@ -41,7 +42,7 @@ def decomposition_table() -> dict:
     keep = prim_overloads() | RANDOM_WHOLE  # random ops stay whole: eager's draws (random_whole)
     table = {op: fn for op, fn in torch._decomp.decomposition_table.items() if op not in keep}
     table.update(TORCH_PRIM_LOWERINGS)
-    table.update({op: fn for op, fn in ATEN_LOWERINGS.items() if op not in keep})
+    table.update({op: fn for op, fn in (ATEN_LOWERINGS | NN_LOWERINGS).items() if op not in keep})
     return table
 
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from thundervis.compiler import CompileObserver, ThundervisCompiler
-from thundervis.compiler.lowerings import _flash_attention_cpu, _flash_attention_cpu_backward
+from thundervis.compiler.nn_lowerings import _flash_attention_cpu, _flash_attention_cpu_backward
 
 aten = torch.ops.aten
 # (query heads, key/value heads, causal, float mask)
@@ -99,7 +99,7 @@ def test_an_attention_too_large_to_hold_its_scores_stays_with_torch_and_says_why
     holds them whole), forward and backward, with the reason as its fallback note; training is
     still eager's."""
     import thundervis.compiler.decompositions as decompositions
-    import thundervis.compiler.lowerings as lowerings
+    import thundervis.compiler.nn_lowerings as lowerings
     monkeypatch.setattr(lowerings, "ATTENTION_SCORES_LIMIT", 2 * 4 * 8 * 8 - 1)  # the cases' 512, less one
     monkeypatch.setattr(decompositions, "_TEMPLATES", {})  # lowered before in this process: trace again
     q, k, v, _ = _inputs(4, 4, seed=2)

@@ -82,7 +82,7 @@ def test_weight_norm_backward_lowers_to_what_aten_computes():
     """``_weight_norm_interface_backward`` (the backward of ``torch.nn.utils.weight_norm``) lowers to
     prims: on its own it computes ATen's gradients (first and last dim, 1-D to 3-D, float32 and
     float64), and a weight-normalized layer trains like eager with no op left whole."""
-    from thundervis.compiler.lowerings import _weight_norm_backward
+    from thundervis.compiler.nn_lowerings import _weight_norm_backward
     aten = torch.ops.aten
     g = torch.Generator().manual_seed(0)
     for shape, dim in [((6, 8), 0), ((6, 8), 1), ((4, 3, 5), 0), ((4, 3, 5), 2), ((7,), 0)]:
