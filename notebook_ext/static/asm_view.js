@@ -2,8 +2,8 @@
 // target and stage (TTIR, TTGIR, LLVM IR, PTX, SASS) beside the compiled Triton source. Clicking a
 // Triton line highlights the instructions generated for it (and, lighter, for its symbol); clicking
 // an instruction shows its symbol, op and user source line and marks its Triton line. Rows come
-// from notebook_ext/asm_data.py (thundervis.present.asm); every recorded string is set with
-// textContent (h(..., {text})), never as markup.
+// from notebook_ext/asm_data.py (thundervis.present.asm); every recorded string is set through
+// visible() (h(..., {text}) or setText), never as markup.
 
 const ASM_STAGE_NAMES = { ttir: "TTIR", ttgir: "TTGIR", llir: "LLVM IR", ptx: "PTX", sass: "SASS" };
 
@@ -56,8 +56,8 @@ function asmPanel(ask, graph, chain, kernel, targets) {
     if (symbolSel) symbolSel.value = uid || "";
     const m = uid ? d.members[uid] || {} : {};
     info.className = "tv-asm-info";
-    info.textContent = `triton line ${line}: ${n} ${ASM_STAGE_NAMES[d.stage]} lines` +
-      (uid ? ` · symbol ${uid} ${m.sym || ""} (${nSym} lines)${m.where ? " · " + m.where : ""}` : " · no symbol");
+    setText(info, `triton line ${line}: ${n} ${ASM_STAGE_NAMES[d.stage]} lines` +
+      (uid ? ` · symbol ${uid} ${m.sym || ""} (${nSym} lines)${m.where ? " · " + m.where : ""}` : " · no symbol"));
   }
 
   function selectRow(i) {
@@ -68,9 +68,9 @@ function asmPanel(ask, graph, chain, kernel, targets) {
       for (const el of Array.from(src.children)) el.classList.toggle("tv-asm-hl", Number(el.dataset.line) === tline);
     }
     info.className = "tv-asm-info";
-    info.textContent = `${ASM_STAGE_NAMES[d.stage]} line ${i + 1}: ` +
+    setText(info, `${ASM_STAGE_NAMES[d.stage]} line ${i + 1}: ` +
       (uid ? `symbol ${uid} ${sym || ""}${where ? " · " + where : ""}` : "no symbol (prologue, epilogue or Triton library code)") +
-      (tline ? ` · triton line ${tline}` : "");
+      (tline ? ` · triton line ${tline}` : ""));
   }
 
   function drawBar(d) {
@@ -127,14 +127,14 @@ function asmPanel(ask, graph, chain, kernel, targets) {
 
   function load() {
     info.className = "tv-asm-info tv-muted";
-    info.textContent = "loading the machine code…";
+    setText(info, "loading the machine code…");
     ask({ what: "asm", graph, chain, kernel, target: state.target, stage: state.stage }).then((r) => {
       if (!r.ok) {
         clear(src);
         clear(code);
         for (const b of Array.from(bar.querySelectorAll(".tv-asm-stage"))) b.classList.toggle("tv-active", b.dataset.stage === state.stage);
         info.className = "tv-asm-info tv-asm-error";
-        info.textContent = r.error;
+        setText(info, r.error);
         return;
       }
       draw(r.data);

@@ -7,10 +7,12 @@
 // fusion diagram (SVG made by Graphviz in the kernel) is parsed as XML and stripped of scripts,
 // event handlers, foreign objects and links before it is shown.
 
-// C0 controls but newline and tab, DEL, C1 controls and the Unicode format characters that reorder
-// or hide text (bidi overrides and isolates, zero-width ones, BOM): the same set as the terminal
-// views' thundervis/safe_text.py. A recorded U+202E must not reorder what the page shows.
-const UNSAFE_CHARS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+// C0 controls but newline and tab, DEL, C1 controls (8-bit CSI U+009B, OSC U+009D), the Unicode
+// format characters that reorder or hide text (bidi marks, overrides and isolates, zero-width ones,
+// BOM) and lone surrogates: the same set as the terminal views' thundervis/safe_text.py. A recorded
+// U+202E must not reorder what the page shows. (No `u` flag: surrogates are matched as code units,
+// a well-formed pair is left alone.)
+const UNSAFE_CHARS = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 function visible(text) {
   return String(text).replace(UNSAFE_CHARS, (ch) => {
@@ -20,11 +22,16 @@ function visible(text) {
   });
 }
 
+// Set an element's text to `text` made visible: every text a view sets outside h() goes through it.
+function setText(el, text) {
+  el.textContent = visible(text === null || text === undefined ? "" : text);
+}
+
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
-    if (k === "class") el.className = v;
+    if (k === "class") el.className = visible(v);
     else if (k === "text") el.textContent = visible(v);
     else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
     else el.setAttribute(k, visible(v));

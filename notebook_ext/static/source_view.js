@@ -46,7 +46,7 @@ function sourceTab(model, ask, data, set, state) {
     clear(graphSel);
     for (const o of view.graph_options || []) graphSel.appendChild(h("option", { value: o.graph === null ? "" : String(o.graph), text: o.label }));
     graphSel.value = state.graph === null ? "" : String(state.graph);
-    summary.textContent = view.error || view.summary || "";
+    setText(summary, view.error || view.summary || "");
     const width = String((view.lines || []).length).length;
     let gap = false;
     for (const row of view.lines || []) {
@@ -57,14 +57,14 @@ function sourceTab(model, ask, data, set, state) {
       }
       gap = false;
       const [mark, cls] = SOURCE_MARKS[row.status] || [" ", ""];
-      const line = h("div", { class: `tv-src-row${row.ops.length ? " tv-src-ops tv-clickable" : ""}`, "data-line": row.line },
+      const line = h("div", { class: `tv-src-row${row.ops.length ? " tv-src-ops tv-clickable" : ""}`, "data-line": row.line,
+        title: row.ops.length ? "open this line's ops in the Passes tab" : null },
         h("span", { class: "tv-lno", text: String(row.line).padStart(width, " ") + " " }),
         h("span", { class: "tv-src-share", text: row.share_text }),
         h("span", { class: `tv-src-mark ${cls}`, text: mark + " " }),
         h("span", { class: "tv-src-code", text: row.text }));
       list.appendChild(line);
       if (!row.ops.length) continue;
-      line.title = "open this line's ops in the Passes tab";
       line.addEventListener("click", () => jump(row.ops[0]));
       for (const note of row.notes) {
         const div = h("div", { class: "tv-src-note", text: `${note.graph_label || "g" + note.graph} ${note.text}` });
