@@ -9,9 +9,11 @@ from .model import (Chain, ChainLineage, ChainTiming, Event, Failure, Graph, Ker
                     KernelSource, KernelTiming, Lineage, LineageEnd, LineageStep, Overview, PassInfo,
                     PassRef, RerunResult, Revision, Run, SourceSnippet, Symbol, SymbolDetail, Timings,
                     UnknownItem, chain_position)
+from .budgets import TooLarge  # noqa: F401
 from .reader import Recording, RecordingError, open_recording  # noqa: F401
 from .results import ResultsNotStored  # noqa: F401
 from .schema import SCHEMA_VERSION  # noqa: F401
+from .source_texts import line_budget  # noqa: F401
 from .symbol_rows import TORCH_NOTED, SymbolRule  # noqa: F401
 
 

@@ -22,6 +22,7 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import Optional
 
+from .budgets import TooLarge, count_expanded
 from .errors import RecordingError
 from .typed import MAX_DECOMPRESSED, decompress, describe, load_json
 
@@ -101,17 +102,20 @@ def encode_ids(ids: list[int]) -> str:
     return ",".join(parts)
 
 
-def decode_ids(blob, what: str, path: str) -> list[int]:
+def decode_ids(blob, what: str, path: str, limit: int = MAX_PASS_ROWS) -> list[int]:
     """Return the row ids a ``pass_symbols.rows`` value holds; :class:`RecordingError` for
-    anything but a compressed list of positive ids."""
+    anything but a compressed list of positive ids, :class:`~.budgets.TooLarge` for a list of more
+    than ``limit`` ids (counted while decompressing, before anything is split)."""
     if not isinstance(blob, bytes):
         raise RecordingError(f"{path} is corrupted ({what} is {describe(blob)} where compressed ids belong).")
+    limit = min(limit, MAX_PASS_ROWS)
+    commas, size = count_expanded(blob, b",", limit)
+    if commas + 1 > limit:
+        raise TooLarge(path, what, size)
     text = decompress(blob, what, path).decode("ascii", "replace")
     if not text:
         return []
     parts = text.split(",")
-    if len(parts) > MAX_PASS_ROWS:
-        raise RecordingError(f"{path} is refused ({what} lists more than {MAX_PASS_ROWS} symbols).")
     ids, cur = [], 0
     try:
         for p in parts:

@@ -31,6 +31,7 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem, chain_position)
 from .liveness import last_recorded, run_status
 from .pass_deltas import resolve_pass_texts
+from . import source_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
 from .store import Store, open_store
 from .symbol_rows import SymbolIndex, SymbolRule
@@ -351,33 +352,22 @@ class Recording:
 
     def source_files(self) -> list[str]:
         """Return the user source files whose text the recording holds."""
-        if not self.store.has_table("sources"):
-            return []
-        return [r[0] for r in self.store.rows("SELECT file FROM sources ORDER BY file") if isinstance(r[0], str)]
+        return source_texts.source_files(self.store)
 
     def source_text(self, file: str) -> Optional[str]:
         """Return the text of user source file ``file`` as it was when the run compiled it (None
-        when the recording does not hold it)."""
-        if not self.store.has_table("sources"):
-            return None
-        rows = self.store.rows("SELECT text FROM sources WHERE file=?", (file,))
-        if not rows or rows[0][0] is None:
-            return None
-        return self.store.text(rows[0][0], f"recorded source of {file}")
+        when the recording does not hold it); :class:`~.budgets.TooLarge` past the line budget."""
+        return source_texts.source_text(self.store, file)
+
+    def source_lines(self, file: str, limit: int = source_texts.MIN_SOURCE_LINES) -> Optional[list[str]]:
+        """Return the lines of user source ``file`` (None when not recorded), streamed under the
+        budget ``limit`` (:func:`.source_texts.line_budget`); :class:`~.budgets.TooLarge` past it."""
+        return source_texts.source_lines(self.store, file, limit)
 
     def source_snippet(self, source, context: int = SNIPPET_CONTEXT) -> Optional[SourceSnippet]:
         """Return the lines around ``source`` (a SourceInfo: file, line, code) from the recorded
         file text, ``context`` lines either side; without the file text, the recorded code line."""
-        if source is None or not source.line:
-            return None
-        text = self.source_text(source.file)
-        if text is not None:
-            lines = text.splitlines()
-            if 1 <= source.line <= len(lines):
-                first = max(1, source.line - context)
-                return SourceSnippet(source.file, source.line, first,
-                                     tuple(lines[first - 1:source.line + context]), True)
-        return SourceSnippet(source.file, source.line, source.line, (source.code or "",), False)
+        return source_texts.source_snippet(self.store, source, context)
 
     # -- timings and re-runs --------------------------------------------------------------------
 

@@ -96,6 +96,7 @@ class SymbolIndex:
         self._derived: dict[tuple, tuple[Symbol, ...]] = {}
         self._rows_complete = False
         self._pass_cache: dict[tuple, tuple[Symbol, ...]] = {}  # (graph, chain, pass) -> its symbols
+        self._n_rows: Optional[int] = None  # symbol_rows in the file (sizes the list budget)
 
     def _shared_passes(self, graph: Optional[int] = None) -> dict[tuple, list[int]]:
         """Map (graph, chain, pass holding rows) -> the other passes that share those rows."""
@@ -112,6 +113,14 @@ class SymbolIndex:
         """True for schema 4 (content-addressed rows listed per pass), False for one row per symbol."""
         return self.store.has_table("pass_symbols")
 
+    def _list_budget(self) -> int:
+        """Return how many entries one pass's symbol list may have: its entries are distinct
+        symbol rows, so twice the rows the recording holds (and a floor) is generous."""
+        if self._n_rows is None:
+            n = self.store.rows("SELECT COUNT(*) FROM symbol_rows")[0][0]
+            self._n_rows = n if isinstance(n, int) else 0
+        return max(10_000, 2 * self._n_rows)
+
     def _content_rows(self, where: str, params: tuple) -> dict[int, tuple]:
         """Return {row id: checked symbol_rows row (with its source location)} matching ``where``."""
         rows = _CHECK_CONTENT(self.store.rows(f"{_CONTENT_SELECT} WHERE {where}", params), self.store.path)
@@ -124,7 +133,8 @@ class SymbolIndex:
         lists = self.store.rows(f"SELECT graph_id, chain, pass_idx, rows FROM pass_symbols WHERE {pass_where}",
                                 pass_params)
         _CHECK_PASS_LIST([r[:3] for r in lists], self.store.path)
-        decoded = [(g, c, i, decode_ids(blob, f"the symbol list of graph {g} {c} pass {i}", self.store.path))
+        limit = self._list_budget() if lists else 0
+        decoded = [(g, c, i, decode_ids(blob, f"the symbol list of graph {g} {c} pass {i}", self.store.path, limit))
                    for g, c, i, blob in lists]
         if row_where is None:
             wanted = sorted({rid for *_, ids in decoded for rid in ids})
