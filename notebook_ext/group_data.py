@@ -141,15 +141,10 @@ class GroupData:
                 "variants": variants}
 
     def first_rank(self) -> int:
-        """Return the lowest rank whose recording can be read; DataError when none can."""
-        ov = self.overview()
-        for r in ov.ranks:
-            if not r.error:
-                return r.rank
-        if not ov.ranks:
-            raise DataError(f"the group {ov.path} holds no rank recordings.")
-        raise DataError(f"no rank of the group {ov.path} can be read (rank {ov.ranks[0].rank}: "
-                        f"{ov.ranks[0].error.rstrip('.')}).")
+        """Return the rank the widget opens on (``present.ranks.first_rank``: the lowest rank whose
+        recording can be read); DataError when none can."""
+        from thundervis.present.ranks import first_rank
+        return first_rank(self.overview())
 
     def fingerprint_of(self, rank: int) -> Optional[str]:
         """Return the fingerprint of ``rank``'s traces (None when unknown)."""

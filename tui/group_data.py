@@ -163,18 +163,14 @@ class GroupData:
                 self._ranks[rank] = data
         return data
 
-    def start(self, rank: Optional[int] = None, tries: int = 8) -> tuple[int, RecordingData]:
-        """Return (rank, its data) to show first: ``rank``, or the lowest rank that opens (of the
-        first ``tries``); DataError (the first rank's reason) when none does."""
-        if rank is not None:
-            return rank, self.rank_data(rank)
-        first = None
-        for r in self.ranks()[:tries]:
-            try:
-                return r, self.rank_data(r)
-            except DataError as e:
-                first = first or e
-        raise first or DataError(f"the group {self.path} holds no rank recordings.")
+    def start(self, rank: Optional[int] = None) -> tuple[int, RecordingData]:
+        """Return (rank, its data) to show first: ``rank``, or the rank present's one rule picks
+        (``present.ranks.first_rank``: the lowest readable one, as the widget and the CLI open);
+        DataError (one sentence) when it cannot be opened."""
+        from thundervis.present.ranks import first_rank
+        if rank is None:
+            rank = first_rank(self.overview())
+        return rank, self.rank_data(rank)
 
     # -- comparison -----------------------------------------------------------------------------
 

@@ -18,12 +18,19 @@ from thundervis.safe_text import json_text, visible, visible_line
 
 def open_or_fail(path: str, rank=None):
     """Open the recording at ``path`` (a group folder: the recording of ``rank``, default the
-    lowest); a RecordingError becomes a UserError (exit 2)."""
+    first rank as every view picks it, ``present.ranks.first_rank``); a RecordingError becomes a
+    UserError (exit 2)."""
+    from thundervis.present.errors import DataError
+    from thundervis.present.ranks import first_rank
     from thundervis.recording import RecordingError, open_recording
     from thundervis.recording import is_group, open_group
     try:
         if is_group(path):
-            return open_group(path).open_rank(rank)
+            group = open_group(path)
+            try:
+                return group.open_rank(first_rank(group.overview(), rank))
+            except DataError as e:
+                raise UserError(str(e).rstrip(".") + ".") from None
         if rank is not None:
             raise rank_of_a_recording(path)
         return open_recording(path)
