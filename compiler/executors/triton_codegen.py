@@ -30,6 +30,7 @@ says so with ``TRITON_DEBUG=1``). Integer division, remainder and fmod, and floa
 remainder and fmod, compute what eager computes, bit for bit (:meth:`Part.rounded_division`,
 :meth:`Part.remainder`). Every name a part emits carries its prefix, so parts can share one kernel body.
 
+Reductions over a row held whole are :mod:`.triton_reduce`, rows longer than a block :mod:`.triton_loop`.
 The shape, concatenation and indexing ops are :mod:`.triton_reindex`; the argument binding, domain
 helpers and value kinds are :mod:`.triton_region` (re-exported here).
 """
@@ -38,9 +39,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .. import faults
 from ..ir import BoundSymbol, TensorProxy
-from ..values import torch_dtype
 from . import triton_ops as ops
 from .triton_index import (Index, broadcast_index, linear, numel, offset, out_strides, row_compatible,  # noqa: F401
                            strides_of)
@@ -48,13 +47,14 @@ from .triton_region import (ATEN_OPS, FREE_OPS, Const, Tile, Unfusable, Virtual,
                             prim_name, reduce_dims, reduction_domain, slice_params)
 from .triton_arith import ArithmeticOps
 from .triton_loop import LoopedReductions
+from .triton_reduce import PersistentReductions
 from .triton_reindex import ReindexOps
 
 
 # The source text ops.literal writes for a number: 1.5, -3e+38, 7, float('-inf'), float('nan').
 
 
-class Part(ReindexOps, LoopedReductions, ArithmeticOps):
+class Part(ReindexOps, PersistentReductions, LoopedReductions, ArithmeticOps):
     """Generates the body of one kernel part over one iteration domain; raises Unfusable on anything
     it cannot express. ``prefix`` starts every name it emits (parameters ``{prefix}in{i}`` /
     ``{prefix}out{k}``, tile variables, indices), ``read_strides`` gives the layout of values that
@@ -364,79 +364,6 @@ class Part(ReindexOps, LoopedReductions, ArithmeticOps):
         dtype = "bool" if name in ops.COMPARE or name in ops.LOGICAL or name in ("isnan", "logical_not") else C
         var = self.emit(self.cast(expr, dtype, out.dtype) if dtype != out.dtype else expr)
         self.env[out.name] = Tile(var, level, level, out.dtype)
-
-    def reduction(self, b: BoundSymbol, name: str, out: TensorProxy, level: str) -> None:
-        a = bind(b)
-        x = a["self"]
-        C = ops.compute_dtype(out.dtype)
-        e, dt = self.value(x, "full", x.shape)
-        # an index reduction compares its input's values (its int64 result is only the index)
-        xv = self.emit(self.cast(e, dt, ops.compute_dtype(x.dtype) if name in ops.INDEX_REDUCTIONS else C))
-        if self.looped:
-            self._reduce_chunk(xv)
-            return
-        N = self.N
-        mask = self.mask("full")
-        if name in ops.INDEX_REDUCTIONS:
-            Cx = ops.compute_dtype(x.dtype)
-            best, first = self.first_extreme(name, xv, Cx, mask)
-            r = first
-            if Cx in ops.FLOATS:  # NaN is the extreme: the first NaN's index
-                nan = self.emit(f"tl.min(tl.where({mask} & ({xv} != {xv}), {self.p}n, {N}), axis=1, keep_dims=True)")
-                r = self.emit(f"tl.where({nan} < {N}, {nan}, {r})")
-            r = self.emit(f"{r}.to(tl.int64)")
-            C = "int64"
-        elif name in ("sum", "mean"):
-            r = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True)")
-            if faults.active("triton_sum_init"):  # a test fault: the sum starts at 1.0
-                r = self.emit(f"{r} + 1.0")
-            if name == "mean":
-                r = self.emit(f"{r} / {float(N)!r}")
-        elif name in ops.TRUTH_REDUCTIONS:
-            red, fill = ops.TRUTH_REDUCTIONS[name]
-            xi = self.emit(f"{self.cast(xv, C, 'bool')}.to(tl.int32)")  # reduced as int32, not int1
-            r = self.emit(f"tl.{red}(tl.where({mask}, {xi}, {fill}), axis=1, keep_dims=True) != 0")
-            C = "bool"
-        elif name in ("amax", "amin"):
-            fn = "tl.max" if name == "amax" else "tl.min"
-            fill = self.extreme_fill(name, C)
-            r = self.emit(f"{fn}(tl.where({mask}, {xv}, {fill}), axis=1, keep_dims=True)")
-            if C in ops.FLOATS:  # propagate NaN like torch
-                nan = self.emit(f"tl.max(tl.where({mask} & ({xv} != {xv}), 1, 0), axis=1, keep_dims=True)")
-                r = self.emit(f"tl.where({nan} > 0, float('nan'), {r})")
-        else:  # var
-            corr = a.get("correction")
-            if "unbiased" in a:  # var.dim / var.default
-                corr = 1 if a["unbiased"] else 0
-            corr = 1 if corr is None else corr
-            mean = self.emit(f"tl.sum(tl.where({mask}, {xv}, 0), axis=1, keep_dims=True) / {float(N)!r}")
-            d = self.emit(f"tl.where({mask}, {xv} - {mean}, 0.0)")
-            r = self.emit(f"tl.sum({d} * {d}, axis=1, keep_dims=True) / {float(max(N - corr, 0))!r}")
-        if C != out.dtype:
-            r = self.emit(self.cast(r, C, out.dtype))
-        self.env[out.name] = Tile(r, level, "row", out.dtype)
-
-    def first_extreme(self, name: str, xv: str, C: str, mask: str) -> tuple[str, str]:
-        """Emit the row's max (argmax) or min (argmin) of ``xv`` (dtype ``C``) over ``mask``, NaN
-        left out, and the first index ``n`` holding it (``N`` where none does: a row of NaN);
-        return their names (``[BM, 1]`` each)."""
-        red = ops.INDEX_REDUCTIONS[name]
-        fill = self.extreme_fill("amax" if red == "max" else "amin", C)
-        clean = f"tl.where({mask} & ({xv} == {xv}), {xv}, {fill})" if C in ops.FLOATS else f"tl.where({mask}, {xv}, {fill})"
-        best = self.emit(f"tl.{red}({clean}, axis=1, keep_dims=True)")
-        first = self.emit(f"tl.min(tl.where({mask} & ({xv} == {best}), {self.p}n, {self.N}), axis=1, keep_dims=True)")
-        return best, first
-
-    @staticmethod
-    def extreme_fill(name: str, C: str) -> str:
-        """Return the neutral start of ``amax`` (the lowest value of dtype ``C``) or ``amin`` (the highest)."""
-        if C in ops.FLOATS:
-            return "float('-inf')" if name == "amax" else "float('inf')"
-        if C == "bool":
-            return "0" if name == "amax" else "1"
-        import torch
-        info = torch.iinfo(torch_dtype(C))
-        return str(info.min if name == "amax" else info.max)
 
     # ------------------------------------------------------------------ outputs
     def store(self, k: int, p: TensorProxy) -> None:
