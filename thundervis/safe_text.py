@@ -2,9 +2,12 @@
 
 Recordings are files people send each other, so any string read from one (a symbol name, a source
 line, a traceback, a kernel name) may hold escape sequences that retitle a terminal, clear the
-screen or hide text. Every view that prints such a string passes it through :func:`visible` (or
-:func:`visible_line` for one-line fields): control characters, C1 controls and Unicode bidi/format
-controls become visible escapes, so what the user sees is what the file holds.
+screen or hide text. This module is the one output boundary: every view that prints such a string
+passes it through :func:`visible` (or :func:`visible_line` for one-line fields, :func:`html_text`
+for HTML), every JSON output through :func:`json_text`: control characters, C1 controls (8-bit
+CSI/OSC), Unicode bidi/format controls and lone surrogates become visible escapes, so what the
+user sees is what the file holds and nothing fails to encode. The widget's JS ``visible()``
+(notebook_ext/static/common.js) matches the same set.
 """
 from __future__ import annotations
 

@@ -21,3 +21,26 @@ def test_bidi_and_zero_width_controls_are_visible():
 def test_plain_text_unchanged():
     s = "t2 = triton_fusion_0(t0, b)  # café f32[8, 64] → ok"
     assert visible(s) == s and visible_line(s) == s
+
+
+def test_c1_bidi_isolates_marks_and_lone_surrogates_are_visible():
+    """Issue 41: 8-bit CSI/OSC, every bidi override, isolate and mark, and a lone surrogate (which no
+    UTF-8 terminal can be sent) come out as escapes, on one line or several."""
+    evil = "a\x9b31m\x9d0;t\x9c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\ud800\udfffz"
+    for f in (visible, visible_line):
+        out = f(evil)
+        out.encode("utf-8")  # encodable: no surrogate left
+        assert out == ("a\\x9b31m\\x9d0;t\\x9c\\u202a\\u202b\\u202c\\u202d\\u202e\\u2066\\u2067\\u2068\\u2069"
+                       "\\u200e\\u200f\\u061c\\ud800\\udfffz")
+    assert visible("é 😀 →") == "é 😀 →"  # astral characters are not surrogates in a str
+
+
+def test_json_text_escapes_what_json_leaves_raw_and_round_trips():
+    import json
+    from thundervis.safe_text import json_text
+    value = {"k\u202e": ["\x1b]0;t\x07", "\x7f\x9b\x9d", "\u2066\ud800", "café"], "n": 1}
+    text = json_text(value, indent=1, sort_keys=True)
+    assert text.isascii() is False and "café" in text  # readable non-ASCII text stays
+    assert not any(c in text for c in "\x1b\x07\x7f\x9b\x9d\u202e\u2066\ud800")
+    assert "\\u202e" in text and "\\ud800" in text and "\\u007f" in text
+    assert json.loads(text) == value
