@@ -19,6 +19,8 @@ from typing import Optional
 import anywidget
 import traitlets
 
+from thundervis.safe_text import encodable
+
 from .data import DataError, RecordingData
 from .group_data import GROUP_REQUESTS, GroupData
 from .static_html import diff_html, recording_diffs_html, recording_html
@@ -41,6 +43,11 @@ class _Base(anywidget.AnyWidget):
     _css = _STATIC / "widget.css"
 
     data = traitlets.Dict().tag(sync=True)
+
+    @traitlets.validate("data")
+    def _encodable_data(self, proposal) -> dict:
+        """The payload as synced: lone surrogates from the recording escaped (the comm sends UTF-8)."""
+        return encodable(proposal["value"])
 
     def _static_html(self) -> str:
         raise NotImplementedError
@@ -98,7 +105,7 @@ class RecordingWidget(_Base):
         if not isinstance(content, dict) or "request" not in content:
             return
         reply = self.request(content["request"])
-        self.send({"id": content.get("id"), **reply})
+        self.send(encodable({"id": content.get("id"), **reply}))  # the comm sends UTF-8: no lone surrogate
 
 
 class GroupWidget(RecordingWidget):

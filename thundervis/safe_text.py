@@ -79,6 +79,32 @@ def json_text(value: object, **kwargs) -> str:
     return _UNSAFE_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", json.dumps(value, **kwargs))
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(value):
+    """Return ``value`` (JSON-able: dicts, lists, strings, numbers) with every lone surrogate in its
+    strings and keys made a visible ``\\udXXX``, so a transport that encodes it as UTF-8 (a widget's
+    comm) cannot fail on one; everything else is left as it is (the front end makes it visible).
+    The value itself is returned when it holds none (the usual case: one C-speed check)."""
+    import json
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except (UnicodeEncodeError, TypeError, ValueError):
+        pass
+
+    def walk(v):
+        if isinstance(v, str):
+            return _SURROGATE.sub(_escape, v)
+        if isinstance(v, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+    return walk(value)
+
+
 def plain_console(**kwargs):
     """Return a ``rich.console.Console`` that never reads recorded strings as markup or emoji codes
     (``markup=False, emoji=False, highlight=False``); ``kwargs`` go to the Console. Every Rich

@@ -44,3 +44,14 @@ def test_json_text_escapes_what_json_leaves_raw_and_round_trips():
     assert not any(c in text for c in "\x1b\x07\x7f\x9b\x9d\u202e\u2066\ud800")
     assert "\\u202e" in text and "\\ud800" in text and "\\u007f" in text
     assert json.loads(text) == value
+
+
+def test_encodable_escapes_only_lone_surrogates_and_keeps_a_clean_value():
+    from thundervis.safe_text import encodable
+    clean = {"a": ["\x1b[31m", "é 😀"], "n": 1}
+    assert encodable(clean) is clean  # nothing to do: the very value, untouched
+    value = {"k\ud800": ["x\udfffy", {"z": "\ud83d"}], "n": None, "f": 1.5}
+    out = encodable(value)
+    assert out == {"k\\ud800": ["x\\udfffy", {"z": "\\ud83d"}], "n": None, "f": 1.5}
+    import json
+    json.dumps(out, ensure_ascii=False).encode("utf-8")

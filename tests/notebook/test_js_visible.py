@@ -159,3 +159,36 @@ def test_no_js_file_sets_text_past_visible():
             # a raw string or template handed to append()/after() becomes a text node unescaped
             assert not re.search(r"\.(append|prepend|after|before|replaceWith|replaceChildren)\(\s*[`'\"]", line), \
                 f"{path.name}:{n}: {line.strip()}"
+
+
+def test_widget_payload_and_replies_hold_no_lone_surrogate(tmp_path):
+    """A lone surrogate in a recorded string (here a build's uids, ops and files) would make the
+    comm's UTF-8 encoding fail: the synced payload (a kernel's ops) and every reply (a build's uids,
+    ops and files) are made encodable."""
+    import contextlib
+    import sqlite3
+    from roofline_fixtures import roofline_recording
+    from thundervis.notebook_ext import RecordingData
+    from thundervis.notebook_ext.widget import RecordingWidget
+    from thundervis.recording import open_recording
+    path = roofline_recording(str(tmp_path / "r.tvrec"), build=True)
+    with contextlib.closing(sqlite3.connect(path)) as c, c:
+        (summary,) = c.execute("SELECT summary FROM kernel_builds").fetchone()
+        s = json.loads(summary)
+        s["line_uids"] = {k: v + LONE for k, v in s["line_uids"].items()}
+        s["members"] = {u + LONE: {**m, "sym": m["sym"] + LONE} for u, m in s["members"].items()}
+        c.execute("UPDATE kernel_builds SET summary=?", (json.dumps(s),))
+        (ops,) = c.execute("SELECT ops FROM kernels").fetchone()
+        c.execute("UPDATE kernels SET ops=?", (json.dumps([op + LONE for op in json.loads(ops)]),))
+    sent = []
+    with open_recording(path) as rec:
+        w = RecordingWidget(RecordingData(rec))
+        json.dumps(w.data, ensure_ascii=False).encode("utf-8")
+        w.send = sent.append
+        w._on_request(w, {"id": 1, "request": {"what": "asm", "graph": 0, "chain": "forward",
+                                               "kernel": "fw_fusion_0"}}, [])
+    (reply,) = sent
+    assert reply["ok"] and reply["id"] == 1, reply
+    text = json.dumps(reply, ensure_ascii=False)
+    text.encode("utf-8")
+    assert "\\\\ud800" in text or "\\ud800" in text
