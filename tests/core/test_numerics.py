@@ -138,9 +138,9 @@ def test_same_bits_takes_memcmp_only_for_alike_dense_layouts_and_judging_matches
     differently laid out outputs, equal or not, and without a C library's ``memcmp`` too."""
     import torch
 
-    from thundervis import numerics_check
+    from thundervis import numerics_verdict
     from thundervis.kernel_numerics import errors
-    from thundervis.numerics_check import _quick_errors, _same_bits
+    from thundervis.numerics_verdict import _quick_errors, _same_bits
     g = torch.Generator().manual_seed(3)
     r = torch.randn(6, 8, generator=g, dtype=torch.float64)
     e = r.float()
@@ -155,8 +155,8 @@ def test_same_bits_takes_memcmp_only_for_alike_dense_layouts_and_judging_matches
     assert _same_bits(nan, nan.clone())  # the same bits, though NaN != NaN
     cases = [(e, e.clone(), r), (off, e.clone(), r), (e.t(), e.clone().t(), r.t()), (off.t(), e.t(), r.t()),
              (e[:, ::2], e.clone()[:, ::2], r[:, ::2]), (off.t().contiguous(), e.t(), r.t())]
-    for memcmp in (numerics_check._memcmp, None):
-        monkeypatch.setattr(numerics_check, "_memcmp", memcmp)
+    for memcmp in (numerics_verdict._memcmp, None):
+        monkeypatch.setattr(numerics_verdict, "_memcmp", memcmp)
         for o, ea, ref in cases:
             found = _quick_errors([o], [ea], [ref])[0]
             assert found[:2] == errors([o], [ref]) and found[2:] == errors([ea], [ref]), (memcmp, o.stride())
@@ -313,7 +313,7 @@ def test_an_output_that_is_a_view_of_another_shares_its_numbers_only_when_all_th
     import torch
 
     from thundervis.kernel_numerics import errors
-    from thundervis.numerics_check import _quick_errors, judge
+    from thundervis.numerics_verdict import _quick_errors, judge
     g = torch.Generator().manual_seed(1)
     r = torch.randn(6, 4, generator=g, dtype=torch.float64)
     e = r.float()
@@ -337,7 +337,7 @@ def test_integer_and_bool_outputs_equal_everywhere_are_exact_zeros_and_a_wrong_o
     import torch
 
     from thundervis.kernel_numerics import errors
-    from thundervis.numerics_check import _quick_errors, judge
+    from thundervis.numerics_verdict import _quick_errors, judge
     idx = torch.tensor([3, 1, 4, 1, 5])
     mask = torch.tensor([True, False, True])
     quick = _quick_errors([idx, mask], [idx.clone(), mask.clone()], [idx.clone(), mask.clone()])
