@@ -17,25 +17,25 @@ a generated kernel:
   (not lowered to prims, or not claimed by a fusion executor).
 
 :func:`chain_eager` / :func:`graph_eager` say whether (and why) a chain or graph ran eagerly;
-:func:`kernel_fallbacks` is the one reader of run-time fallback events; :func:`fallbacks` lists them
-all through the reader API; :func:`chain_counts` counts eager chains.
+:func:`fallbacks` lists them all through
+the reader API; :func:`chain_counts` counts eager chains.
 
-What ran each kernel, where (:func:`kernel_runs`, :func:`ran_on_text`, :func:`kernel_label`,
-:func:`kernel_tag`, :func:`built_targets`): a
-Triton fusion's kernel is generated (and, with ``--target``, compiled) for a GPU, but what runs it
-depends on the machine: a compiled Triton kernel on a GPU, Triton's interpreter, or, without CUDA
-and with the default executors, the fast CPU path (the region's ATen ops through torch, or Inductor),
-chosen by measuring (``kernel_path`` events; a ``kernel_fallback`` means torch ran it):
-``fw_fusion_3 [triton · ran on cpu via torch]``, ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]``.
-:func:`clock_label` names what a profiled time measured, so a CPU time never reads as a GPU time.
+What ran each kernel, where (:func:`kernel_runs`, :func:`ran_on_text`, :func:`kernel_label` ...),
+and the reader of run-time kernel fallbacks (:func:`kernel_fallbacks`) are :mod:`.kernel_runs`,
+re-exported here.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from thundervis.recording import TORCH_NOTED, Recording, RecordingError, UnknownItem
+
+# What ran each kernel, and run-time kernel fallbacks, are .kernel_runs' (re-exported: every view
+# has read them from here).
+from .kernel_runs import (DEVICES, FELL_BACK_TEXT, PATHS, KernelFallback, KernelRun, built_targets,  # noqa: F401
+                          clock_label, kernel_fallbacks, kernel_label, kernel_runs, kernel_tag, path_text,
+                          plan_note, ran_on_text, run_from_event, source_label, tag_text)
 
 EXECUTED_CHAINS = ("forward", "backward", "inference")
 EAGER, KERNEL, RECOMPILE_LIMIT, NOT_TRACED, TORCH_OP = "eager", "kernel", "recompile limit", "not traced", "torch op"
@@ -61,12 +61,6 @@ class Fallback:
                 "reason": self.reason, "source": self.source, "uid": self.uid}
 
 
-def _label(file, line) -> Optional[str]:
-    if not line:
-        return None
-    return f"{os.path.basename(str(file or '?'))}:{line}"
-
-
 def _one_line(text) -> str:
     lines = str(text or "").strip().splitlines()
     return " ".join(lines[0].split()) if lines else ""
@@ -82,7 +76,7 @@ def _first_source(rec: Recording, graph: int, chains) -> Optional[str]:
         try:
             for s in rec.symbols(graph, c.kind, c.passes[0].index):
                 if s.source is not None and s.source.line:
-                    return _label(s.source.file, s.source.line)
+                    return source_label(s.source.file, s.source.line)
         except RecordingError:
             continue
     return None
@@ -135,44 +129,6 @@ class ChainStatus:
 def chain_status(graph, chain) -> ChainStatus:
     """Return the :class:`ChainStatus` of ``chain`` of ``graph``."""
     return ChainStatus(graph.id, chain.kind, chain.status, chain_eager(graph, chain))
-
-
-@dataclass(frozen=True)
-class KernelFallback:
-    """A generated kernel that failed at run time and ran its region in torch instead (one
-    ``kernel_fallback`` event): where, which kernel, which executor built it, why."""
-
-    graph: Optional[int]
-    chain: Optional[str]
-    kernel: str
-    executor: str
-    uid: Optional[str]
-    error: str
-    sources: tuple  # ``file.py:LINE`` labels of the lines the kernel covers
-
-    def as_json(self) -> dict:
-        """Return the fallback as a JSON-ready dict."""
-        return {"graph": self.graph, "chain": self.chain, "kernel": self.kernel, "executor": self.executor,
-                "uid": self.uid, "error": self.error, "sources": list(self.sources)}
-
-
-def kernel_fallbacks(events) -> list[KernelFallback]:
-    """Return the run-time kernel fallbacks among ``events`` (``Recording.events()``): the one
-    reader of ``kernel_fallback`` events."""
-    out = []
-    for e in events:
-        if e.event != "kernel_fallback":
-            continue
-        d = e.data if isinstance(e.data, dict) else {}
-        name = d.get("kernel")
-        if not isinstance(name, str):
-            continue
-        srcs = [s for s in d.get("sources") or [] if isinstance(s, dict)]
-        labels = tuple(filter(None, (_label(s.get("file"), s.get("line")) for s in srcs)))
-        uid = d.get("uid") if isinstance(d.get("uid"), str) else None
-        out.append(KernelFallback(e.graph, e.chain, name, str(d.get("executor") or "kernel"), uid,
-                                  " ".join(str(d.get("error") or "").split()), labels))
-    return out
 
 
 def compile_options_not_used(events) -> list[str]:
@@ -235,7 +191,7 @@ def fallbacks(rec: Recording, ops: bool = True) -> list[Fallback]:
                 except RecordingError:
                     continue
                 for s in symbols:
-                    src = _label(s.source.file, s.source.line) if s.source else None
+                    src = source_label(s.source.file, s.source.line) if s.source else None
                     out.append(Fallback(TORCH_OP, g.id, c.kind, s.sym, _one_line(s.note), src, s.uid))
     return out
 
@@ -261,9 +217,9 @@ def dynamo_fallbacks(events) -> list[Fallback]:
             if last:
                 reason += f"; last guard failure: {last}"
             out.append(Fallback(RECOMPILE_LIMIT, None, None, f"Dynamo runs {d.get('function')} eagerly", reason,
-                                _label(d.get("file"), d.get("line"))))
+                                source_label(d.get("file"), d.get("line"))))
         elif e.event == "dynamo_frame_failed":
-            where = _label(d.get("at_file"), _int(d.get("at_line"))) or _label(d.get("file"), _int(d.get("line")))
+            where = source_label(d.get("at_file"), _int(d.get("at_line"))) or source_label(d.get("file"), _int(d.get("line")))
             out.append(Fallback(NOT_TRACED, None, None, f"Dynamo runs {d.get('function')} eagerly",
                                 dynamo_reason(d.get("reason"), d.get("fail_type")), where))
     return out
@@ -341,152 +297,3 @@ def note_function(events, graph: int, chain: str):
             parts.append(text)
         return visible_line("  # ".join(parts)) if parts else None
     return note
-
-
-# ---------------------------------------------------------------- what ran each kernel, where
-
-# The paths the compiler reports (compiler/executors/cpu_path.py VIA_*); anything else is shown as
-# "unknown" (recordings are untrusted input).
-PATHS = ("triton", "triton-interpreter", "torch", "inductor", "nvfuser")
-DEVICES = ("cpu", "cuda")
-
-
-@dataclass(frozen=True)
-class KernelRun:
-    """How one kernel ran: ``device`` (``cpu``, ``cuda``), ``via`` (one of :data:`PATHS`),
-    ``measured`` (False: only the plan made at build time is known, the kernel never ran),
-    ``torch_us``/``inductor_us`` (the fast CPU path's first-call measurements, µs per call, None
-    when not measured) and ``why`` (the reason of the choice, or of a run-time fallback)."""
-
-    device: str
-    via: str
-    measured: bool = False
-    torch_us: Optional[float] = None
-    inductor_us: Optional[float] = None
-    why: str = ""
-    fell_back: bool = False  # its kernel failed at run time and torch ran the region instead
-
-    def as_json(self) -> dict:
-        """Return the ``ran_on`` object of ``ls --json``: device, via, measured, torch_us,
-        inductor_us, why and ``text`` (what views print)."""
-        return {"device": self.device, "via": self.via, "measured": self.measured, "torch_us": self.torch_us,
-                "inductor_us": self.inductor_us, "why": self.why, "fell_back": self.fell_back,
-                "text": ran_on_text(self)}
-
-
-def _number(v) -> Optional[float]:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= 0 else None
-
-
-def _choice(v, allowed: tuple) -> str:
-    return v if isinstance(v, str) and v in allowed else "unknown"
-
-
-def run_from_event(data) -> Optional[KernelRun]:
-    """Return the :class:`KernelRun` a ``kernel_path`` event's data says (None when it is not an
-    object naming a kernel); every field is validated, unknown values read ``unknown``."""
-    if not isinstance(data, dict) or not isinstance(data.get("kernel"), str):
-        return None
-    why = data.get("why")
-    return KernelRun(_choice(data.get("device"), DEVICES), _choice(data.get("via"), PATHS),
-                     data.get("planned") is not True, _number(data.get("torch_us")),
-                     _number(data.get("inductor_us")), " ".join(why.split())[:300] if isinstance(why, str) else "")
-
-
-def kernel_runs(events) -> dict:
-    """Return {(graph, chain, kernel name): KernelRun} from a recording's ``events``
-    (``Recording.events()``): the last ``kernel_path`` event of each kernel (a measured one beats a
-    plan), and torch for a kernel that fell back at run time (:func:`kernel_fallbacks`). Kernels
-    with neither (older recordings, other executors) are absent."""
-    out: dict = {}
-    for e in events:
-        if e.event != "kernel_path":
-            continue
-        run = run_from_event(e.data)
-        if run is not None:
-            key = (e.graph, e.chain, e.data["kernel"])
-            if run.measured or not (key in out and out[key].measured):
-                out[key] = run
-    for f in kernel_fallbacks(events):
-        key = (f.graph, f.chain, f.kernel)
-        device = out[key].device if key in out else "unknown"
-        out[key] = KernelRun(device, "torch", True, why=f"fell back at run time: {f.error[:300]}", fell_back=True)
-    return out
-
-
-FELL_BACK_TEXT = "ran in torch at run time"  # a kernel that failed with no recorded path: torch ran its region
-
-
-def path_text(run: Optional[KernelRun]) -> str:
-    """Return where and how a kernel ran, for a table column: ``cpu via torch`` (``... (fell
-    back)`` for a run-time fallback; "" for None)."""
-    if run is None:
-        return ""
-    return _device_via(run) + (" (fell back)" if run.fell_back else "")
-
-
-def ran_on_text(run: Optional[KernelRun]) -> str:
-    """Return ``ran on cpu via torch`` (``runs on ...`` for a plan never run, ``... after its kernel
-    failed`` for a run-time fallback; "" for None)."""
-    if run is None:
-        return ""
-    verb = "ran on" if run.measured else "runs on"
-    return f"{verb} {_device_via(run)}" + (" after its kernel failed" if run.fell_back else "")
-
-
-def _device_via(run: KernelRun) -> str:
-    """``cpu via torch``: the device and the path, the one wording :func:`path_text` (a table
-    column) and :func:`ran_on_text` (a sentence) share."""
-    return f"{run.device} via {run.via}"
-
-
-def plan_note(note: Optional[str], run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> Optional[str]:
-    """Return a kernel's generator note as views show it: as is, or, for a kernel also compiled
-    for GPU ``targets``, headed by the device its note describes (``cpu plan: ...``): the recorded
-    kernel is planned for the run's own device, each target's build is planned apart (its own
-    grid and launches), so the note must not read as the target's plan."""
-    if not note or not tuple(targets) or run is None or not run.device:
-        return note
-    return f"{run.device} plan: {note}"
-
-
-def kernel_tag(executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
-    """Return what a kernel's label says in brackets: ``triton sm_90 · ran on cpu via torch``
-    (``targets``: the GPU archs it was compiled for; ``run``: how it ran, see :func:`kernel_runs`)."""
-    return tag_text(executor, ran_on_text(run), targets)
-
-
-def tag_text(executor: str, ran_on: str = "", targets: Iterable[str] = ()) -> str:
-    """Return :func:`kernel_tag` from the ``ran_on`` text already made (:func:`ran_on_text`)."""
-    head = " ".join([executor, *targets])
-    return f"{head} · {ran_on}" if ran_on else head
-
-
-def kernel_label(name: str, executor: str, run: Optional[KernelRun] = None, targets: Iterable[str] = ()) -> str:
-    """Return how views name a kernel: ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]``
-    (:func:`kernel_tag` in brackets)."""
-    return f"{name} [{kernel_tag(executor, run, targets)}]"
-
-
-def built_targets(rec, events=None) -> dict:
-    """Return ``{(graph, chain, kernel name): (target, ...)}``: the GPU targets each kernel was
-    compiled for ahead of time (``run --target``), successful builds only, in name order; empty for a
-    run without targets (``events``: the recording's events when already read, to skip the builds
-    table then)."""
-    if events is not None and not any(e.event == "aot_started" for e in events):
-        return {}
-    if not callable(getattr(rec, "kernel_builds", None)):
-        return {}
-    out: dict = {}
-    for b in rec.kernel_builds():
-        if b.status == "ok":
-            out.setdefault((b.graph, b.chain, b.kernel), set()).add(b.target)
-    return {k: tuple(sorted(v)) for k, v in out.items()}
-
-
-def clock_label(device: Optional[str], clock: Optional[str] = None) -> str:
-    """Return what a profiled time measured: ``GPU`` only for a device clock on CUDA, else ``CPU``
-    (host clock, or a CPU run): nothing is called a GPU time that a GPU did not measure."""
-    if isinstance(device, str) and device.startswith("cuda") and clock == "device":
-        return "GPU"
-    return "CPU"
