@@ -28,7 +28,8 @@ def open_or_fail(path: str, rank=None):
         if is_group(path):
             group = open_group(path)
             try:
-                return group.open_rank(first_rank(group.overview(), rank))
+                # a named rank needs no overview (which opens every rank: N ranks, N² opens)
+                return group.open_rank(rank if rank is not None else first_rank(group.overview()))
             except DataError as e:
                 raise UserError(str(e).rstrip(".") + ".") from None
         if rank is not None:

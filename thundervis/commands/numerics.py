@@ -37,18 +37,20 @@ def cmd_numerics(args) -> int:
 def _group_numerics(args) -> int:
     """Print one line per rank of the group folder ``args.recording`` (kernels checked, flagged,
     the flagged kernels' names) and the totals; ``--json``: each rank's summary."""
-    from thundervis.commands.ls import readable
     from thundervis.present.numerics import numerics_summary
     from thundervis.recording import RecordingError
     from thundervis.recording import open_group
-    try:
-        ranks = open_group(args.recording).ranks()
+    per_rank = []
+    try:  # the group is opened (its folder listed) once, each rank once: linear in the ranks
+        group = open_group(args.recording)
+        for r in group.ranks():
+            rec = group.open_rank(r)
+            try:
+                per_rank.append((r, numerics_summary(rec)))
+            finally:
+                rec.close()
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None
-    per_rank = []
-    for r in ranks:
-        with readable(args.recording, r) as rec:
-            per_rank.append((r, numerics_summary(rec)))
     if not any(s.rows or s.eager for _, s in per_rank):
         raise UserError(f"no rank of {args.recording} holds numerics checks; record them with "
                         "thundervis run --nproc-per-node N --check-numerics (or --compare-eager).")

@@ -359,6 +359,8 @@ class Group:
 
     def __init__(self, path: str):
         self.path = os.path.abspath(path)
+        self._files: Optional[tuple] = None  # (the folder's mtime, rank_files()): listed once
+
 
     def launches(self) -> list[Launch]:
         """Return every node's launch, by node rank (unreadable launch files are left out)."""
@@ -372,6 +374,17 @@ class Group:
 
     def rank_files(self) -> dict[int, tuple[int, str]]:
         """Return {rank: (restart, path)} of the latest recording of every rank."""
+        return dict(self._rank_map())
+
+    def _rank_map(self) -> dict[int, tuple[int, str]]:
+        """:meth:`rank_files`, shared, not copied: the folder is listed again only when it changed,
+        so opening each of N ranks stays linear in N."""
+        try:
+            stamp = os.stat(self.path).st_mtime_ns
+        except OSError as e:
+            raise RecordingError(f"the group {self.path} cannot be read ({e.strerror}).") from None
+        if self._files is not None and self._files[0] == stamp:
+            return self._files[1]
         out: dict[int, tuple[int, str]] = {}
         for name in os.listdir(self.path):
             m = _RANK.fullmatch(name)
@@ -382,7 +395,9 @@ class Group:
                 if rank not in out or out[rank][0] < restart or (
                         out[rank][0] == restart and name.endswith(".tvrec")):
                     out[rank] = (restart, os.path.join(self.path, name))
-        return dict(sorted(out.items()))
+        out = dict(sorted(out.items()))
+        self._files = (stamp, out)
+        return out
 
     def ranks(self) -> list[int]:
         """Return the ranks that have a recording, in order."""
@@ -391,7 +406,7 @@ class Group:
     def rank_path(self, rank: Optional[int] = None) -> str:
         """Return the recording path of ``rank`` (None: the lowest rank); RecordingError naming the
         recorded ranks when there is no such rank."""
-        files = self.rank_files()
+        files = self._rank_map()
         if not files:
             raise RecordingError(f"the group {self.path} holds no rank recordings.")
         if rank is None:

@@ -22,7 +22,7 @@ from bisect import bisect_left
 from itertools import accumulate
 from typing import Optional
 
-from .budgets import TooLarge, count_expanded
+from .budgets import MAX_OBJECTS, TooLarge, count_expanded
 from .errors import RecordingError
 from .typed import MAX_DECOMPRESSED, decompress, describe, load_json
 
@@ -70,6 +70,9 @@ def encode_delta(base: str, text: str, sep: str) -> str:
 def apply_delta(base: str, delta: str, sep: str, what: str, path: str) -> str:
     """Return the text the delta ``delta`` (JSON text, see :func:`encode_delta`) makes of ``base``;
     :class:`RecordingError` naming ``what`` for a damaged delta."""
+    # counted before anything is split or parsed: each piece and operation is a Python object
+    if base.count(sep) > MAX_OBJECTS or delta.count(",") > 2 * MAX_OBJECTS:
+        raise TooLarge(path, what, max(len(base), len(delta)))
     ops = load_json(delta, what, path, list)
     old = base.split(sep)
     n_old = len(old)

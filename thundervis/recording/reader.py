@@ -30,14 +30,18 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
                     KernelTiming, Lineage, Overview, PassInfo, PassRef, RerunResult, Revision, Run,
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem, chain_position)
 from .liveness import last_recorded, run_status
-from .pass_deltas import resolve_pass_texts
-from . import source_texts
+from . import pass_texts, source_texts
+from .pass_texts import kernel_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
 from .store import Store, open_store
 from .symbol_rows import SymbolIndex, SymbolRule
 from .typed import load_json, row_checker
 
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
+# Events one query builds (a run notes a few per graph and kernel; a file may hold millions), read
+# EVENT_PAGE rows at a time.
+MAX_EVENTS = 100_000
+EVENT_PAGE = 5_000
 
 
 def open_recording(path: str, *, check: bool = True) -> "Recording":
@@ -72,7 +76,6 @@ _CHECK_RUN = row_checker("run", ("script", "module", "argv", "cwd", "python", "t
                          ("text?", "text?", "text", "text", "text?", "text?", "text?", "text?", "text?", "text?",
                           "num", "num?", "text", "int?", "text?", "int?", "text?", "text?"))
 _RUN_STATUSES = ("running", "ok", "failed", "interrupted")
-_CHECK_PASS_ROW = row_checker("passes", ("name", "symbols_from", "meta"), ("text", "nat", "text?"))
 _CHECK_KERNEL_SOURCE = row_checker("kernels", ("id", "name", "language"), ("int", "text", "text?"))
 
 
@@ -91,6 +94,7 @@ class Recording:
         self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
         self._symbol_index = SymbolIndex(self)
         self._texts: dict = {}  # pass texts built from deltas, for the next pass's delta (pass_deltas)
+        self._n_symbol_rows: Optional[int] = None  # sizes the JSON budget (pass_texts.json_budget)
 
     # -- the store --------------------------------------------------------------------------------
 
@@ -206,12 +210,22 @@ class Recording:
         return [Failure(*r) for r in _CHECK_FAILURES(self.store.rows(
             "SELECT graph_id, chain, error, traceback FROM failures ORDER BY id"), self.path)]
 
-    def events(self, event: Optional[str] = None) -> list[Event]:
-        """Return the recorded events (all, or those named ``event``), in order."""
-        where, params = ("WHERE event=?", (event,)) if event else ("", ())
-        return [Event(g, c, e, self._json(d, None, "events.data"), at) for g, c, e, d, at in _CHECK_EVENTS(
-            self.store.rows(f"SELECT graph_id, chain, event, data, at FROM events {where} ORDER BY id", params),
-            self.path)]
+    def events(self, event: Optional[str] = None, limit: int = MAX_EVENTS) -> list[Event]:
+        """Return the first ``limit`` recorded events (all, or those named ``event``), in order, read
+        a page at a time: a file of millions of events costs a bounded read, not gigabytes."""
+        where = "AND event=?" if event else ""
+        out: list[Event] = []
+        last = -(1 << 63)
+        while len(out) < limit:
+            page = self.store.rows(f"SELECT id, graph_id, chain, event, data, at FROM events WHERE id > ? {where}"
+                                   " ORDER BY id LIMIT ?", (last, *((event,) if event else ()),
+                                                           min(EVENT_PAGE, limit - len(out))))
+            if not page:
+                break
+            last = page[-1][0]
+            out.extend(Event(g, c, e, self._json(d, None, "events.data"), at)
+                       for g, c, e, d, at in _CHECK_EVENTS([r[1:] for r in page], self.path))
+        return out
 
     # -- kernels --------------------------------------------------------------------------------
 
@@ -270,52 +284,20 @@ class Recording:
     def kernel_source(self, kernel: Union[KernelInfo, int]) -> KernelSource:
         """Return the generated code and the region IR (JSON text) of one kernel."""
         kid = kernel.id if isinstance(kernel, KernelInfo) else int(kernel)
-        rows = self.store.rows("SELECT id, name, language, code, trace_json FROM kernels WHERE id=?", (kid,))
+        rows = self.store.rows("SELECT id, name, language, code, trace_json, CASE WHEN json_valid(members)"
+                               " THEN json_array_length(members) ELSE 0 END FROM kernels WHERE id=?", (kid,))
         if not rows:
             raise UnknownItem(f"no kernel with id {kid} in this recording")
-        kid, name, language, code, trace_json = rows[0]
+        kid, name, language, code, trace_json, n_members = rows[0]
         _CHECK_KERNEL_SOURCE([(kid, name, language)], self.path)
-        return KernelSource(kid, name, language, self.store.text(code, f"code of kernel {name}"),
-                            self.store.text(trace_json, f"region IR of kernel {name}"))
+        return kernel_texts(self, kid, name, language, code, trace_json, n_members)
 
     # -- passes ---------------------------------------------------------------------------------
 
     def _pass_row(self, ref: PassRef, want: str = "both") -> tuple:
-        """Return (name, symbols_from, trace_json, printed, meta) of one pass as texts, following a
-        shared pass to the pass that holds its JSON and text; ``want`` "json" or "printed" leaves
-        the other text of a delta-stored pass (schema 4) unbuilt (None)."""
-        graph, chain, index = ref.graph, ref.chain, ref.index
-        what = f"graph {graph} {chain} pass {index}"
-        store = self.store
-        delta_col = ", delta_base" if self.schema_version >= 4 else ", NULL"
-        with self.snapshot():
-            rows = store.rows(f"SELECT name, symbols_from, trace_json, printed, meta{delta_col} FROM passes"
-                              " WHERE graph_id=? AND chain=? AND idx=?", (graph, chain, index))
-            if not rows:
-                raise UnknownItem(f"graph {graph} {chain} has no pass {index}")
-            name, held, trace_json, printed, meta, delta = rows[0]
-            _CHECK_PASS_ROW([(name, held, meta)], self.path)
-            rebuild = False
-            if trace_json is None or printed is None:
-                src = store.rows(f"SELECT trace_json, printed{delta_col} FROM passes WHERE graph_id=? AND chain=?"
-                                 " AND idx=?", (graph, chain, held))
-                if not src or held == index or src[0][0] is None or src[0][1] is None:
-                    raise RecordingError(f"{self.path} is corrupted ({what} shares a trace that is missing).")
-                trace_json, printed, delta = src[0]
-                rebuild = True
-            if delta is not None:  # schema 4: a delta against an earlier pass of the chain
-                trace_json, printed = resolve_pass_texts(store, graph, chain, held, delta, trace_json, printed, what,
-                                                         want, self._texts)
-            else:
-                rebuild = rebuild or store.is_reference(trace_json) or store.is_reference(printed)
-                trace_json, printed = store.pass_texts(trace_json, printed, meta, what)
-            if rebuild and printed is not None and printed.startswith("# graph "):
-                from thundervis.compiler.ir import Trace
-                from thundervis.compiler.printer import header_line
-                header = header_line(Trace(name=chain, inputs=(), symbols=(), outputs=(), chain=chain,
-                                           graph=graph, pass_name=name, meta=self._json(meta, {}, "passes.meta")))
-                printed = header + "\n" + printed.split("\n", 1)[1] if "\n" in printed else header
-        return name, held, trace_json, printed, meta
+        """Return (name, symbols_from, trace_json, printed, meta) of one pass as texts (see
+        :func:`.pass_texts.pass_row`: shared passes followed, deltas applied, JSON budgeted)."""
+        return pass_texts.pass_row(self, ref, want)
 
     def pass_info(self, ref: PassLike, chain: Optional[str] = None, index: Optional[int] = None) -> PassInfo:
         """Return the :class:`PassInfo` of one pass (a PassRef, or graph, chain, index)."""
