@@ -110,7 +110,7 @@ def test_trace_notes_are_shows(example_run, capsys):
 def test_default_view_is_one_choice(example_run, capsys):
     """``show`` without options, the TUI's first view and the widget's first view open the same
     graph, chain and pass (present.default_view)."""
-    from thundervis.commands.show import pick_pass
+    from thundervis.present.selection import select
     from thundervis.recording import open_recording
     from thundervis.tui.view_state import ViewState, settle
     path, _ = example_run
@@ -120,7 +120,8 @@ def test_default_view_is_one_choice(example_run, capsys):
     finally:
         tui.close()
     with open_recording(path) as rec:
-        g, c, p = pick_pass(rec, None, None, None)
+        chosen = select(rec.graphs())  # what show, dot and diff resolve no options to
+        g, c, p = chosen.graph, chosen.chain, chosen.pass_
     widget_graph = next(x for x in payload["graphs"] if x["id"] == payload["default_graph"])
     widget_chain = next(x for x in widget_graph["chains"] if x["kind"] == widget_graph["default_chain"])
     assert (g.id, c.kind, p.index) == (state.graph, state.chain, state.index) == \

@@ -13,32 +13,15 @@ from thundervis.errors import UserError, writing
 from thundervis.safe_text import json_text, visible, visible_line
 
 
-def _pick_passes(chain, from_, to):
-    """Return (before PassInfo, after PassInfo) of ``chain``; UserError naming the valid passes."""
-    from thundervis.recording import UnknownItem
-    if not chain.passes:
-        raise UserError(f"graph {chain.graph} {chain.kind} has no recorded pass.")
-    try:
-        after = chain.find_pass(to) if to is not None else chain.passes[-1]
-        if from_ is not None:
-            before = chain.find_pass(from_)
-        else:
-            earlier = [p for p in chain.passes if p.index < after.index]
-            before = earlier[-1] if earlier else after
-    except UnknownItem as e:
-        raise UserError(str(e) + ".") from None
-    return before, after
-
-
 def pass_diff(rec, graph, chain, from_, to, traces: Optional[list] = None):
     """Return the :class:`~thundervis.diff.TraceDiff` the arguments select in an open recording;
     the two traces are appended to ``traces`` when given (callers reuse them: a big pass takes
     seconds to load)."""
-    from thundervis.commands.show import pick_chain
+    from thundervis.commands.read_options import pass_pair
     from thundervis.diff.labelled import labelled_diff
     from thundervis.recording import RecordingError
-    g, c = pick_chain(rec, graph, chain)
-    before, after = _pick_passes(c, from_, to)
+    chosen = pass_pair(rec, graph, chain, from_, to)  # present.selection
+    g, c, before, after = chosen.graph, chosen.chain, chosen.before, chosen.pass_
     try:
         a = rec.pass_trace(g.id, c.kind, before.index)
         b = rec.pass_trace(g.id, c.kind, after.index)

@@ -31,14 +31,15 @@ def cmd_dot(args) -> int:
     """Write the diagram of the chosen trace."""
     from thundervis import dot
     from thundervis.commands.ls import open_or_fail
-    from thundervis.commands.show import pick_pass
+    from thundervis.commands.read_options import selection
     from thundervis.recording import RecordingError
     fmt = args.out.rsplit(".", 1)[-1].lower() if "." in args.out else ""
     if fmt not in dot.FORMATS:
         raise UserError(f"cannot tell the diagram format from {args.out!r}: name it .svg, .png, .pdf or .dot.")
     rec = open_or_fail(args.recording, args.rank)
     try:
-        g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
+        chosen = selection(rec, args.graph, args.chain, args.pass_)  # present.selection
+        g, c, p = chosen.graph, chosen.chain, chosen.pass_
         try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
         except RecordingError as e:

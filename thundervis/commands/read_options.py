@@ -49,3 +49,26 @@ def add_kernel_arguments(p, made_with: str = "", kernel_hint: str = "") -> None:
 def rank_of_a_recording(path: str) -> UserError:
     """Return the one error every reading command gives for ``--rank`` on a single recording."""
     return UserError(f"--rank picks a rank of a group folder; {path} is one recording, not a group folder.")
+
+
+def selection(rec, graph=None, chain=None, pass_=None):
+    """Return the ``present.selection.Selection`` the options ``--graph``/``--chain``/``--pass``
+    name in the open recording ``rec`` (None: the default view's); UserError naming the valid
+    choices."""
+    from thundervis.present.errors import DataError
+    from thundervis.present.selection import select
+    try:
+        return select(rec.graphs(), graph, chain, pass_, rec.path)
+    except DataError as e:
+        raise UserError(str(e)) from None
+
+
+def pass_pair(rec, graph=None, chain=None, from_=None, to=None):
+    """Return the ``present.selection.Selection`` of a pass diff (``--from``/``--to``: by default
+    the last pass against the one before it); UserError naming the valid choices."""
+    from thundervis.present.errors import DataError
+    from thundervis.present.selection import select_pair
+    try:
+        return select_pair(rec.graphs(), graph, chain, from_, to, rec.path)
+    except DataError as e:
+        raise UserError(str(e)) from None

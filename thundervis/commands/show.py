@@ -10,29 +10,7 @@ import sys
 from thundervis.errors import UserError
 from thundervis.safe_text import visible
 from thundervis.commands.ls import readable
-from thundervis.commands.read_options import add_pass_command
-
-
-def pick_chain(rec, graph, chain):
-    """Return the (Graph, Chain) the user asked for (``present.default_view.pick_chain``); UserError
-    naming the valid choices when there is no such graph or chain."""
-    from thundervis.present import default_view
-    from thundervis.recording import UnknownItem
-    try:
-        return default_view.pick_chain(rec.graphs(), graph, chain, rec.path)
-    except UnknownItem as e:
-        raise UserError(str(e).rstrip(".") + ".") from None
-
-
-def pick_pass(rec, graph, chain, pass_):
-    """Return the (Graph, Chain, PassInfo) the user asked for (``present.default_view.pick_pass``);
-    UserError naming the valid choices when there is no such graph, chain or pass."""
-    from thundervis.present import default_view
-    from thundervis.recording import UnknownItem
-    try:
-        return default_view.pick_pass(rec.graphs(), graph, chain, pass_, rec.path)
-    except UnknownItem as e:
-        raise UserError(str(e).rstrip(".") + ".") from None
+from thundervis.commands.read_options import add_pass_command, selection
 
 
 def collectives_comment(rec, graph: int, chain: str) -> str:
@@ -51,7 +29,8 @@ def cmd_show(args) -> int:
     from thundervis.present.trace_lines import trace_text
     from thundervis.recording import RecordingError
     with readable(args.recording, args.rank) as rec:
-        g, c, p = pick_pass(rec, args.graph, args.chain, args.pass_)
+        chosen = selection(rec, args.graph, args.chain, args.pass_)  # present.selection
+        g, c, p = chosen.graph, chosen.chain, chosen.pass_
         try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
         except RecordingError:
