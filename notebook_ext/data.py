@@ -23,6 +23,8 @@ from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_table, runs_of, with_roofline
 from thundervis.present.numerics import numerics_json, numerics_summary, verdict_cell
 from thundervis.present.pass_traces import PassTraces
+from thundervis.present.eager_regions import EVENTS as EAGER_EVENTS
+from thundervis.present.eager_regions import beside_regions, eager_regions
 from thundervis.present.status import chain_eager, recorded_dynamo_fallbacks, symbol_status
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.present.units import format_ms
@@ -46,6 +48,16 @@ def _source_json(s) -> Optional[dict]:
     if s is None:
         return None
     return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "label": s.label()}
+
+
+def _dynamo_json(rec) -> tuple[list, list, list]:
+    """Return the payload's ``dynamo_fallbacks`` (every function Dynamo ran eagerly),
+    ``dynamo_rest`` (those the eager regions do not already say) and ``eager_regions`` (the code
+    Dynamo left to eager, ``present.eager_regions``), each as JSON-ready dicts."""
+    found = recorded_dynamo_fallbacks(rec)
+    regions = eager_regions([e for name in EAGER_EVENTS for e in rec.events(name)])
+    return ([f.as_json() for f in found], [f.as_json() for f in beside_regions(found)],
+            [r.as_json() for r in regions])
 
 
 class RecordingData:
@@ -316,14 +328,15 @@ class RecordingData:
                                        for k in self.kernels_json(g, roofline)]})
         with self._lock:
             communication = communication_json(self.rec)
-            dynamo = [f.as_json() for f in recorded_dynamo_fallbacks(self.rec)]
+            dynamo, dynamo_rest, regions = _dynamo_json(self.rec)
         numerics = numerics_json(self.numerics_summary())
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "default_graph": shown.id if shown is not None else None,
                 "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
-                "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo}
+                "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
+                "eager_regions": regions, "dynamo_rest": dynamo_rest}
 
     def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
         """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return

@@ -29,6 +29,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from thundervis.dynamo_breaks import GraphBreakWatcher
 from thundervis.errors import UserError
 from thundervis.interrupts import HeldSignals, RedeliveredInterrupts, Terminated
 
@@ -232,7 +233,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         raise Terminated()
 
     status, code, tb = "ok", 0, None
-    watcher = collectives = aot = progress = None
+    watcher = breaks = collectives = aot = progress = None
     from thundervis.compiler.observer import MultiObserver
     from thundervis.progress import progress_observer
     # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
@@ -262,6 +263,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
                                                   profile=profile, aot=aot)
         watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
+        breaks = GraphBreakWatcher(lambda event, data: recorder.note(event, data)).__enter__()
         collectives = _watch_collectives(recorder)
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
@@ -295,6 +297,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
                 progress.close()
             if watcher is not None:
                 watcher.__exit__(None, None, None)
+            if breaks is not None:
+                breaks.__exit__(None, None, None)
             if collectives is not None:
                 try:
                     collectives.stop()

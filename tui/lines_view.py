@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from . import styling
+from .layout import jump_top, kept_top
 
 CURSOR = Style(bgcolor="#2f3b54")
 CURSOR_BLUR = Style(bgcolor="#262b36")
@@ -217,9 +218,15 @@ class LinesView(ScrollView, can_focus=True):
         return strip
 
     def on_resize(self) -> None:
-        """Side-by-side rows depend on the width: draw them again."""
+        """Side-by-side rows depend on the width: draw them again. A view made shorter (the
+        details opened under it) keeps the cursor's line on screen."""
         if self.mode == "side":
             self._cache.clear()
+        if self._count:
+            top = self.scroll_offset.y
+            kept = kept_top(self.cursor, top, self.scrollable_content_region.height)
+            if kept != top:
+                self.scroll_to(y=kept, animate=False, immediate=True)
 
     def on_focus(self) -> None:
         """Show the cursor line in its focused colour."""
@@ -254,6 +261,19 @@ class LinesView(ScrollView, can_focus=True):
         elif index >= top + height:
             self.scroll_to(y=index - height + 1, animate=False, immediate=True)
         self.post_message(self.CursorMoved(self, index, self.uid_at(index)))
+
+    def jump_to(self, index: int) -> None:
+        """Select line ``index`` as a jump does (a search hit, a symbol picked elsewhere): the line
+        itself on screen with the lines above it that say where it comes from
+        (:func:`.layout.jump_top`), even when the cursor was there already."""
+        if not self._count:
+            return
+        index = max(0, min(self._count - 1, index))
+        height = max(1, self.scrollable_content_region.height)
+        top = jump_top(index, self.scroll_offset.y, height, self._count)
+        if top != self.scroll_offset.y:
+            self.scroll_to(y=top, animate=False, immediate=True)
+        self.move_cursor(index)
 
     def action_cursor(self, delta: int) -> None:
         """Move the cursor ``delta`` lines."""

@@ -16,6 +16,7 @@ from . import styling
 from thundervis.present.kernel_rows import KernelRow
 from thundervis.present.overview import ViewOverview
 from thundervis.present.progress import chain_progress
+from thundervis.present.eager_regions import beside_regions, eager_short
 from thundervis.present.status import ChainStatus
 from thundervis.present.symbol_detail import SymbolView
 from thundervis.present.units import (format_bytes, format_error, format_gbps, format_ms, format_pct,
@@ -105,7 +106,9 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
                 t.append(f"  {c.kind} ran eagerly: {visible_line(st.eager)}\n", style=Style(color=BAD))
     if not ov.graphs:
         t.append("no graph compiled yet\n" if r.status == "running" else "no graph was compiled\n", style=DIM)
-    for f in ov.dynamo_fallbacks:  # functions with no graph to show them in: said here or nowhere
+    for region in ov.eager_regions:  # code Dynamo left to eager: no graph to show it in
+        t.append(f"  {visible_line(region.text)}\n", style=Style(color=BAD))
+    for f in beside_regions(ov.dynamo_fallbacks):  # with no graph to show them in: said here or nowhere
         where = f" · {f.source}" if f.source else ""
         t.append(f"  {visible_line(f.what + where)}: {visible_line(f.reason)}\n", style=Style(color=BAD))
     fell = [k for k in ov.kernels if k.fallback]
@@ -266,6 +269,9 @@ def topbar(ov: ViewOverview, group: Optional[Text] = None) -> Text:
         t.append(f" · {eager} eager", style=Style(color=BAD))
     if fell:
         t.append(f" · {fell} fell back", style=Style(color=WARN))
+    skipped = eager_short(ov.eager_regions)
+    if skipped:
+        t.append(f" · {skipped}", style=Style(color=BAD))
     if ov.collectives_between:
         t.append(f" · comm {ov.collectives_between} between graphs", style=Style(color=styling.COMM))
     return t

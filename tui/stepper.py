@@ -10,11 +10,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from . import panels
+from .layout import DETAILS_ROWS, NARROW, NARROW_PASS_ROWS, PASS_ROWS, narrow_rows  # noqa: F401  (imported from here)
 from .view_state import ViewState, visible_passes
-
-NARROW = 110  # below this many columns the details pane goes under the trace
-NARROW_PASS_ROWS = 4  # the pass band's least height on a narrow terminal ...
-PASS_ROWS = 9  # ... and the passes it always has room for (a compiled chain's)
 
 
 class Stepper(Vertical):
@@ -25,6 +22,8 @@ class Stepper(Vertical):
         super().__init__(**kwargs)
         self.chain_keys: list[tuple[int, str]] = []
         self.pass_keys: list[int] = []
+        self._pass_rows: list = []  # each row's PassInfo (drawn again when the marker moves)
+        self._marked = None  # the pass row that carries the marker
 
     def compose(self) -> ComposeResult:
         """Labels and the two option lists."""
@@ -38,23 +37,27 @@ class Stepper(Vertical):
         ol = self.query_one("#chains", OptionList)
         self.chain_keys = []
         ol.clear_options()
+        mine = (state.graph, state.chain)
         for g in overview.graphs:
             for c in g.chains:
-                ol.add_option(Option(panels.chain_row(c, overview.status(g.id, c.kind))))
+                st = overview.status(g.id, c.kind)
+                ol.add_option(Option(panels.chain_row(c, st, selected=(g.id, c.kind) == mine)))
                 self.chain_keys.append((g.id, c.kind))
         if not self.chain_keys:
             ol.add_option(Option(Text("no compiled graph", style=Style(dim=True)), disabled=True))
-        if (state.graph, state.chain) in self.chain_keys:
-            ol.highlighted = self.chain_keys.index((state.graph, state.chain))
+        if mine in self.chain_keys:
+            ol.highlighted = self.chain_keys.index(mine)
 
     def fill_passes(self, chain, state: ViewState) -> None:
         """List the visible passes of ``chain`` (a ``Chain`` or None), the state's highlighted."""
         ol = self.query_one("#passes", OptionList)
         ol.clear_options()
-        self.pass_keys = []
+        self.pass_keys, self._pass_rows = [], []
         for p in visible_passes(state, chain):
-            ol.add_option(Option(panels.pass_row(p)))
+            ol.add_option(Option(panels.pass_row(p, selected=p.index == state.index)))
             self.pass_keys.append(p.index)
+            self._pass_rows.append(p)
+        self._marked = self.pass_keys.index(state.index) if state.index in self.pass_keys else None
         self.highlight(state)
         self.fit()
 
@@ -63,21 +66,43 @@ class Stepper(Vertical):
         ol = self.query_one("#passes", OptionList)
         if state.index in self.pass_keys:
             pos = self.pass_keys.index(state.index)
+            self._move_pass_marker(ol, pos)
             if ol.highlighted != pos:
                 with ol.prevent(OptionList.OptionHighlighted):
                     ol.highlighted = pos
 
+    def _move_pass_marker(self, ol: OptionList, pos: int) -> None:
+        """Draw the selection marker (not colour alone) on pass row ``pos`` and off the old one."""
+        old = self._marked
+        if old == pos:
+            return
+        if old is not None and old < len(self._pass_rows):
+            ol.replace_option_prompt_at_index(old, panels.pass_row(self._pass_rows[old], selected=False))
+        ol.replace_option_prompt_at_index(pos, panels.pass_row(self._pass_rows[pos], selected=True))
+        self._marked = pos
+
     def fit(self, width: int | None = None, height: int | None = None) -> None:
         """On a narrow terminal the chains and passes sit in a band above the trace: make it tall
         enough for every pass of the chain (9 in a compiled chain) so none hides at 80x24, up to a
-        third of a taller terminal."""
+        third of a taller terminal; with the details pane open under the trace, give it its rows
+        (layout.narrow_rows: the trace keeps at least 8)."""
         width = self.app.size.width if width is None else width
         height = self.app.size.height if height is None else height
         if width >= NARROW:
             self.styles.height = None  # the CSS's: the full height beside the trace
+            self.screen.query_one("#details").styles.height = None  # and the details beside it
             return
-        rows = min(max(NARROW_PASS_ROWS, len(self.pass_keys)), max(PASS_ROWS, height // 3))
         # a short terminal drops the band's bottom border (the trace title below separates them)
         short = self.screen.has_class("-short")
         self.styles.border_bottom = ("none", "black") if short else None
-        self.styles.height = rows + (0 if short else 1)
+        # The details pane under the trace (on a short terminal only when asked, `i`) takes rows from
+        # the band first and never the trace's last MIN_TRACE_ROWS (layout.narrow_rows).
+        details = self.screen.query_one("#details")
+        shown = details.has_class("-shown") if short else not details.has_class("-hidden")
+        banner = 3 if self.screen.query_one("#banner").has_class("-shown") else 0  # its max-height
+        band, rows = narrow_rows(height, len(self.pass_keys), short=short, details=shown, banner=banner,
+                                 want=DETAILS_ROWS if short else DETAILS_ROWS - 1)
+        self.styles.height = band
+        details.styles.height = rows if shown else None
+        # a shorter band still shows the pass that is shown
+        self.call_after_refresh(self.query_one("#passes", OptionList).scroll_to_highlight)

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from thundervis.present.eager_regions import beside_regions
 from thundervis.present.trace_lines import text_lines
 from thundervis.safe_text import visible_line
 
@@ -199,7 +200,8 @@ def _no_graph_lines(overview) -> list:
     if running:
         return ["no compiled graph in this recording yet"]
     lines = ["no graph was compiled in this run"]
-    n = len(overview.dynamo_fallbacks)
+    lines += [visible_line(r.text) for r in overview.eager_regions]  # present.eager_regions words each
+    n = len(beside_regions(overview.dynamo_fallbacks))  # the rest: recompile limits
     if n:
         lines.append(f"Dynamo ran {n} function{'' if n == 1 else 's'} eagerly: see the run summary")
     return lines

@@ -10,11 +10,15 @@
 
 // The functions Dynamo ran eagerly (present.status.dynamo_fallbacks): no graph of theirs exists, so
 // this banner is the only place the widget can say so. Recorded text goes in as text, never markup.
+// The code Dynamo left to eager (present.eager_regions: graph breaks and functions it could not
+// trace) comes first, each in its one wording; the functions it listed stand for the rest.
 function dynamoBanner(data) {
-  const items = data.dynamo_fallbacks || [];
-  if (!items.length && (data.graphs || []).length) return null;
+  const regions = data.eager_regions || [];
+  const items = data.dynamo_rest || data.dynamo_fallbacks || [];
+  if (!items.length && !regions.length && (data.graphs || []).length) return null;
   const box = h("div", { class: "tv-eager-banner tv-dynamo-banner" });
   if (!(data.graphs || []).length) box.appendChild(h("div", { text: data.status === "running" ? "no graph compiled yet" : "no graph was compiled in this run" }));
+  for (const r of regions) box.appendChild(h("div", { text: r.text }));
   for (const f of items) {
     box.appendChild(h("div", {}, h("b", { text: `${f.what}${f.source ? " · " + f.source : ""}: ` }), f.reason));
   }

@@ -149,9 +149,9 @@ def test_a_run_that_dynamo_could_not_trace_says_why_in_ls(rnn_run, capsys):
     path, line = rnn_run
     code, out, _ = run_cli(capsys, "ls", path)
     assert code == 0
-    assert "no chain was compiled · 1 function Dynamo could not trace ran eagerly" in out
-    assert (f"  fallback not traced: Dynamo runs forward eagerly · train_rnn.py:{line}: Attempted to wrap RNN, "
-            "GRU, or LSTM: Dynamo does not support RNN, GRU, or LSTM.") in out
+    assert "no chain was compiled · 1 code region Dynamo skipped ran eagerly" in out
+    assert (f"  train_rnn.py:{line} LSTM (all of forward) ran eagerly (Dynamo does not support RNN, GRU, or "
+            "LSTM: torch._dynamo.config.allow_rnn=True)") in out
     import json
     doc = json.loads(run_cli(capsys, "ls", path, "--json")[1])
     (f,) = doc["fallbacks"]
@@ -173,4 +173,4 @@ def test_the_tui_run_summary_and_the_widget_payload_say_it(rnn_run):
     from tui.panels import run_summary
     text = run_summary(view).plain
     assert "no graph was compiled" in text
-    assert f"Dynamo runs forward eagerly · train_rnn.py:{line}: Attempted to wrap RNN" in text
+    assert f"train_rnn.py:{line} LSTM (all of forward) ran eagerly (Dynamo does not support RNN" in text

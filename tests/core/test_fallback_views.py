@@ -113,9 +113,9 @@ def test_ls_shows_the_summary_and_every_fallback(fallback_run, capsys):
     assert code == 0
     with open_recording(path) as rec:
         eager, total = chain_counts(rec)
-    assert f"{eager} of {total} chains ran eagerly · 1 function Dynamo could not trace ran eagerly" in out
-    assert (f"fallback not traced: Dynamo runs recurrent eagerly · train_fb.py:{line_of(script, 'LINE_LSTM')}: "
-            "Attempted to wrap RNN, GRU, or LSTM") in out
+    assert f"{eager} of {total} chains ran eagerly · 1 code region Dynamo skipped ran eagerly" in out
+    assert (f"  train_fb.py:{line_of(script, 'LINE_LSTM')} LSTM (all of recurrent) ran eagerly (Dynamo does not "
+            "support RNN, GRU, or LSTM: torch._dynamo.config.allow_rnn=True)") in out
     assert "fallback eager: graph 0 backward · backward ran eagerly · train_fb.py:" in out
     assert "fallback kernel: " in out and KERNEL_ERROR in out and failed[0] in out
     # no longer listed as plain [triton]

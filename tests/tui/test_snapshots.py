@@ -97,3 +97,36 @@ def test_snapshot_100x30_source(snap_compare, small_rec):
         await pilot.press("n")
         await pilot.pause(0.1)
     assert snap_compare(open_app(small_rec), terminal_size=(100, 30), run_before=run_before)
+
+
+def _search_jump(query: str, details: bool = False):
+    """Search ``query`` (``/``, type, Enter), then with ``details`` open the details pane (``i``)."""
+    async def run_before(pilot):
+        from tui_helpers import wait_for
+        app = pilot.app
+        await settle(app, pilot)
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SearchScreen")
+        for ch in query:
+            await pilot.press(ch)
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ThundervisApp" or app.screen is app.screen_stack[0])
+        await settle(app, pilot)
+        if details:
+            await pilot.press("i")
+            await pilot.pause(0.3)
+        await pilot.pause(0.1)
+    return run_before
+
+
+def test_snapshot_80x24_search_jump(snap_compare, small_rec):
+    """A search jump shows the symbol's own line (and its source comment above it), the chain and
+    pass shown marked by '▶', not by colour alone."""
+    assert snap_compare(open_app(small_rec), terminal_size=(80, 24), run_before=_search_jump("fw_fusion_4"))
+
+
+def test_snapshot_80x24_search_jump_with_details(snap_compare, small_rec):
+    """With the details open under the trace, the trace keeps 8 rows and the selected line."""
+    assert snap_compare(open_app(small_rec), terminal_size=(80, 24),
+                        run_before=_search_jump("fw_fusion_4", details=True))

@@ -89,6 +89,10 @@ def summary_dict(rec, gpus=None) -> dict:
     d["compile_text"] = run_compile_text(times)
     d["compile_options_not_used"] = compile_options_not_used(rec.events("compile_options_dropped"))
     d["fallbacks"] = [f.as_json() for f in fallbacks(rec)]
+    from thundervis.present.eager_regions import EVENTS, eager_head, eager_regions
+    regions = eager_regions([e for name in EVENTS for e in rec.events(name)])
+    d["eager_regions"] = [r.as_json() for r in regions]  # code Dynamo left to eager (present.eager_regions)
+    d["eager_head"] = eager_head(d["chains_eager"], d["chains_total"], regions)
     d["collectives"] = collectives_dict(rec)
     add_roofline(d, rec, gpus)
     from thundervis.present.numerics import numerics_summary
@@ -180,18 +184,13 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     from thundervis.present.source_view import op_name
     from thundervis.present.status import NOT_TRACED, TORCH_OP
     v = visible_line
-    head = (f"{d['chains_eager']} of {d['chains_total']} chains ran eagerly" if d["chains_total"]
-            else "no chain was compiled")
-    # A function Dynamo could not trace never became a graph: without this it would be missing
-    # from the count above, although it ran eagerly.
-    not_traced = sum(1 for f in d["fallbacks"] if f["kind"] == NOT_TRACED)
-    if not_traced:
-        head += f" · {not_traced} function{'' if not_traced == 1 else 's'} Dynamo could not trace ran eagerly"
-    lines = [head]
+    # present.eager_regions words the head and each region Dynamo left to eager (graph breaks and
+    # functions it could not trace): a model that mostly ran eagerly never reads as compiled.
+    lines = [d["eager_head"]] + [f"  {v(r['text'])}" for r in d.get("eager_regions", [])]
     if d.get("compile_options_not_used"):
         lines.append(f"torch.compile options not used: {v(', '.join(d['compile_options_not_used']))} "
                      f"(every graph compiles through thundervis; mode and options are Inductor's)")
-    loud = [f for f in d["fallbacks"] if f["kind"] != TORCH_OP]
+    loud = [f for f in d["fallbacks"] if f["kind"] not in (TORCH_OP, NOT_TRACED)]  # NOT_TRACED: a region above
     for f in loud:
         where = f" · {v(f['source'])}" if f["source"] else ""
         chain = "" if f["graph"] is None else f"graph {f['graph']}{' ' + f['chain'] if f['chain'] else ''} · "

@@ -24,12 +24,12 @@ def source_text(view, annotated_only: bool = False) -> str:
     indent = " " * (width + 5)
     last = 0
     for row in view.lines:
-        if annotated_only and not row.ops:
+        if annotated_only and not row.ops and not row.eager:
             continue
         if annotated_only and row.line > last + 1:
             out.append(" " * (width + 2) + "...")
         last = row.line
-        mark = "●" if row.ops else " "
+        mark = "●" if row.ops else "○" if row.eager else " "  # ○: code Dynamo left to eager
         code = visible_line(row.text.rstrip())
         time = row.time_text()
         head = f"{row.line:>{width}} {mark}  {code}"
@@ -37,6 +37,9 @@ def source_text(view, annotated_only: bool = False) -> str:
             head = f"{head:<{_WIDTH - len(time) - 2}}  {time}" if len(head) < _WIDTH - len(time) - 2 \
                 else f"{head}  {time}"
         out.append(head)
+        for text in row.eager:  # present.eager_regions' wording
+            out.extend(textwrap.wrap(visible_line(text), width=_WIDTH, initial_indent=indent + "↳ ",
+                                     subsequent_indent=indent + "    ", break_on_hyphens=False))
         for note in row.notes():
             text = f"{note.graph_label} {note.text()}" if several else note.text()
             out.extend(textwrap.wrap(visible_line(text), width=_WIDTH, initial_indent=indent + "↳ ",

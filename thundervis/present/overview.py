@@ -9,6 +9,7 @@ from operator import attrgetter
 from typing import Optional
 
 from .compile_times import compile_times
+from .eager_regions import eager_regions
 from .kernel_rows import KernelRow, kernel_table, runs_of
 from .status import ChainStatus, chain_counts, chain_status, dynamo_fallbacks, graph_eager
 
@@ -30,6 +31,8 @@ class ViewOverview:
     dynamo_fallbacks: tuple = ()
     # present.compile_times.GraphCompileTime per graph: forward plus the lazily compiled backward
     compile_times: tuple = ()
+    # present.eager_regions.EagerRegion: code Dynamo left to eager (graph breaks, untraced functions)
+    eager_regions: tuple = ()
 
     # Fields of the reader's ``Overview`` that views read from here as well.
     path = property(attrgetter("overview.path"), doc="The recording's path (``str``).")
@@ -65,7 +68,8 @@ class ViewOverview:
         ``collectives_between`` and ``dynamo_fallbacks``."""
         return {**self.overview.as_json(), "statuses": [s.as_json() for s in self.statuses],
                 "kernel_rows": [k.as_json() for k in self.kernels], "collectives_between": self.collectives_between,
-                "dynamo_fallbacks": [f.as_json() for f in self.dynamo_fallbacks]}
+                "dynamo_fallbacks": [f.as_json() for f in self.dynamo_fallbacks],
+                "eager_regions": [r.as_json() for r in self.eager_regions]}
 
 
 def read_overview(rec) -> ViewOverview:
@@ -82,7 +86,8 @@ def read_overview(rec) -> ViewOverview:
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
                         numerics=numerics_summary(rec, runs_of(kernels)),
                         dynamo_fallbacks=tuple(dynamo_fallbacks(events)),
-                        compile_times=tuple(compile_times(ov.graphs, events).values()))
+                        compile_times=tuple(compile_times(ov.graphs, events).values()),
+                        eager_regions=eager_regions(events))
 
 
 def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:

@@ -163,6 +163,8 @@ class SourceLine:
     ops: tuple
     time_us: Optional[float]
     share: Optional[float]
+    # present.eager_regions wordings of the code Dynamo left to eager that covers this line
+    eager: tuple = ()
 
     @property
     def label(self) -> str:
@@ -255,4 +257,4 @@ class SourceLine:
                 "fallbacks": [{"op": op, "reason": r} for op, r in self.fallbacks],
                 "notes": [n.as_json() for n in self.notes()], "time_us": self.time_us,
                 "share": self.share, "share_text": format_share(self.share) if self.share is not None else "",
-                "time_text": self.time_text(), "status": self.status}
+                "time_text": self.time_text(), "status": self.status, "eager": list(self.eager)}

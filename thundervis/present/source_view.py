@@ -33,6 +33,7 @@ from .status import (EAGER, EXECUTED_CHAINS, KERNEL, chain_eager, chains_with_pa
                      graph_eager, kernel_runs, ran_on_text, symbol_status)
 from .source_rows import (COMPILED, FELL_BACK, NO_OPS, PARTLY_TORCH, ChainNote, LineOp,  # noqa: F401
                           SourceLine, _one_line, file_label, op_name)
+from .eager_regions import eager_regions
 from .units import format_us
 
 
@@ -223,6 +224,7 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     text_lines = text_lines or []
     numbers = range(1, len(text_lines) + 1) if recorded else sorted(by_line)
     extra = sorted(n for n in by_line if recorded and n > len(text_lines))  # file changed after the run
+    regions = eager_regions(events)
     rows = []
     for n in list(numbers) + extra:
         ops = tuple(by_line.get(n, ()))
@@ -230,7 +232,10 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
         t = sum(o.time_us for o in ops if o.time_us is not None) if profiled and ops else None
         if t is not None and not any(o.time_us is not None for o in ops):
             t = None
-        rows.append(SourceLine(file, n, code, ops, t, (t / total) if t is not None and total > 0 else None))
+        # The wording once, at the region's first line; the lines after it point back to it.
+        eager = tuple(r.text if r.line == n else f"ran eagerly (see line {r.line})"
+                      for r in regions if r.covers(file, n))
+        rows.append(SourceLine(file, n, code, ops, t, (t / total) if t is not None and total > 0 else None, eager))
     return SourceFile(file, recorded, graph, tuple(rows), total if profiled else None,
                       tuple(recorded_files(rec)), tuple(graph_ops), note)
 
