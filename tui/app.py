@@ -180,6 +180,7 @@ class ThundervisApp(App):
             self.trace.restate(new)
         if old.details_hidden != new.details_hidden:
             self.query_one("#details").set_class(new.details_hidden, "-hidden")
+            self.query_one(Stepper).fit()
         if old.selected_uid != new.selected_uid:
             self._selection_changed(new)
 
@@ -258,7 +259,9 @@ class ThundervisApp(App):
     def _update_banner(self) -> None:
         banner = self.query_one("#banner", Static)
         text = panels.banner(self.overview.run)
-        banner.set_class(text is not None, "-shown")
+        if banner.has_class("-shown") != (text is not None):
+            banner.set_class(text is not None, "-shown")
+            self.query_one(Stepper).fit()  # the banner's rows come out of the band and the details
         banner.update(text or "")
 
     # -- selection and details ------------------------------------------------------------------
@@ -331,6 +334,7 @@ class ThundervisApp(App):
         terminal shows the details pane under the trace for a while instead."""
         if setting == "details" and self.screen.has_class("-short"):
             self.query_one("#details").toggle_class("-shown")
+            self.query_one(Stepper).fit()  # the details take their rows from the band, not the trace
             return
         self.state = navigation.toggled(self.state, setting)
         if setting == "unchanged":

@@ -44,10 +44,15 @@ def ms_text(ms: Optional[float]) -> str:
     return format_ms(ms).rjust(9)
 
 
-def chain_row(c, status: Optional[ChainStatus]) -> Text:
-    """Return one row of the chain picker (``c`` a ``recording.model.Chain``): graph, chain, pass
-    count, eager mark (from its ``present.status.ChainStatus``)."""
+SELECTED = "▶"  # marks the chain and the pass shown: the highlight's colour is not the only sign
+
+
+def chain_row(c, status: Optional[ChainStatus], selected: bool = False) -> Text:
+    """Return one row of the chain picker (``c`` a ``recording.model.Chain``): the marker when it is
+    the chain shown (``selected``), graph, chain, pass count, eager mark (from its
+    ``present.status.ChainStatus``)."""
     t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{SELECTED if selected else ' '} ", style=Style(bold=True))
     t.append(f"g{c.graph} ", style=DIM)
     t.append(f"{visible_line(c.kind):<9}", style=Style(bold=True))
     n = len(c.passes)
@@ -62,15 +67,17 @@ def chain_row(c, status: Optional[ChainStatus]) -> Text:
     return t
 
 
-def pass_row(p) -> Text:
-    """Return one stepper row (``p`` a ``recording.model.PassInfo``): index, name, duration, symbol count; unchanged passes dimmed."""
+def pass_row(p, selected: bool = False) -> Text:
+    """Return one stepper row (``p`` a ``recording.model.PassInfo``): the marker when it is the pass
+    shown (``selected``), index, name, duration, symbol count; unchanged passes dimmed."""
     t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(SELECTED if selected else " ", style=Style(bold=True))
     mark = "●" if p.changed else "·"
     t.append(f"{mark}", style=Style(color=OK if p.changed else DIM))
     t.append(f"{p.index:>2} ", style=DIM)
     t.append(f"{visible_line(p.name)[:10]:<10}", style=Style(bold=p.changed, color=None if p.changed else DIM))
     t.append(ms_text(p.duration_ms), style=Style(color="#d19a66" if p.duration_ms >= 100 else DIM))
-    t.append(f"{p.n_symbols:>6}", style=Style(color="#56b6c2"))
+    t.append(f"{p.n_symbols:>5}", style=Style(color="#56b6c2"))
     return t
 
 

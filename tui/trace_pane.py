@@ -149,14 +149,14 @@ class TracePane(Vertical):
 
     def move_to_printed(self, printed: int) -> None:
         """Move the cursor to line ``printed`` of the pass's printed lines."""
-        self.query_one(LinesView).move_cursor(self.shown.shown_index(printed) if self.shown is not None else printed)
+        self.query_one(LinesView).jump_to(self.shown.shown_index(printed) if self.shown is not None else printed)
 
     def select_uid(self, uid: str) -> None:
         """Move the cursor to the first line of symbol ``uid`` (if shown) and focus the view."""
         view = self.query_one(LinesView)
         for i in range(view.line_count()):
             if view.uid_at(i) == uid:
-                view.move_cursor(i)
+                view.jump_to(i)
                 view.focus()
                 return
 
