@@ -1,84 +1,98 @@
-"""Compile time: thundervis' whole pipeline including the recording vs ``torch.compile`` with the
-default (Inductor) backend, on the GPT example model and the same inputs.
+"""Compile time as the trace grows: per-pass cost per symbol of tiny Llama-shaped models at several
+depths, and thundervis' whole first training step against ``torch.compile`` (Inductor, caches off).
 
-Compile time = wall time of the first training step (forward and backward compile plus one run)
-minus nothing: both sides pay Dynamo's tracing the same way. Inductor's on-disk caches are turned
-off so its number is a cold compile. Prints the ratio thundervis / inductor (target <= 0.5), and
-the share of thundervis' compile time spent checking decompositions (target < 5%).
-Usage: ``python benchmarks/compile_time.py [--executors torch|default|LIST]``.
+Each depth builds a random tiny Llama (``transformers.LlamaConfig``, hidden 64, no download) and
+compiles one training step (forward and backward) through thundervis with the recording on. Every
+pass's duration comes from the recording (the pipeline times each pass); a pass's symbols are those
+of the trace it was given, summed over the forward and backward chains. Printed: ms per symbol of
+every pass at each depth, the ratio deepest / shallowest (target <= 1.5 for every pass), and the
+same for the recording's own work per pass (JSON, printed text, symbol rows). At ``--inductor-depth``
+(24 by default; 0 skips it) the first step's wall time is also measured under plain
+``torch.compile`` with Inductor's caches off and printed as the ratio thundervis / Inductor
+(target <= 0.35).
+
+    python benchmarks/compile_time.py [--depths 2,8,24,80] [--inductor-depth 24] [--executors LIST]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import tempfile
-import time
 
-import torch
+os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")  # before torch is imported
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _gpt_model import build, train_step  # noqa: E402
+from _compile_scale import first_step_seconds, llama, thundervis_step  # noqa: E402
 
-TARGET = 0.5
-CHECK_TARGET = 0.05
-
-
-def first_step_seconds(compile_fn) -> float:
-    """Return the seconds of the first compiled training step of a fresh model."""
-    import torch._dynamo
-    torch._dynamo.reset()
-    model, batches, _ = build()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    run = compile_fn(model)
-    t0 = time.perf_counter()
-    train_step(run, model, opt, batches[0])
-    return time.perf_counter() - t0
+PASS_TARGET = 1.5
+INDUCTOR_TARGET = 0.35
 
 
-def main() -> int:
-    """Measure and print; return 0 when the ratio meets the target, 1 otherwise."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--executors", default="torch",
-                   help="comma-separated executors (default: torch; 'default' for the compiler's defaults)")
-    args = p.parse_args()
-    executors = None if args.executors == "default" else args.executors.split(",")
-    import torch._inductor.config as inductor_config
-    from thundervis.compiler import ThundervisCompiler
-    from thundervis.compiler.backend import reset_graph_ids
-    from thundervis.compiler.decomposition_check import STATS as check_stats
-    from thundervis.recording import RecordingObserver
-
-    inductor_config.fx_graph_cache = False
-    if hasattr(inductor_config, "autotune_local_cache"):
-        inductor_config.autotune_local_cache = False
+def _depths(text: str) -> list[int]:
     try:
-        import torch._functorch.config as functorch_config
-        functorch_config.enable_autograd_cache = False
-    except Exception:
-        pass
-    _, _, where = build()
-    with tempfile.TemporaryDirectory() as tmp:
-        rec = RecordingObserver(os.path.join(tmp, "bench.tvrec"))
-        rec.start_run(script=__file__, module=None, argv=sys.argv, cwd=os.getcwd())
-        reset_graph_ids()
-        check_stats.reset()
-        ours = first_step_seconds(lambda m: torch.compile(m, backend=ThundervisCompiler(executors=executors, observer=rec),
-                                                          dynamic=False))
-        checked, check_s, refused = check_stats.calls, check_stats.seconds, check_stats.refused
-        rec.finish_run("ok", 0)
-        rec.close()
-    inductor = first_step_seconds(lambda m: torch.compile(m, dynamic=False))
-    ratio = ours / inductor
-    print(f"model: {where} · executors: {args.executors}")
-    print(f"thundervis (recording on):  {ours:8.2f} s  first training step")
-    print(f"torch.compile (inductor):   {inductor:8.2f} s  first training step, caches off")
-    print(f"ratio thundervis/inductor:  {ratio:8.3f}  (target <= {TARGET})  {'OK' if ratio <= TARGET else 'MISSED'}")
-    share = check_s / ours
-    print(f"decomposition check:        {check_s * 1e3:8.2f} ms  {checked} ops checked, {refused} refused")
-    print(f"check share of compile:     {100 * share:8.3f} %  (target < {100 * CHECK_TARGET:.0f} %)  "
-          f"{'OK' if share < CHECK_TARGET else 'MISSED'}")
-    return 0 if ratio <= TARGET and share < CHECK_TARGET else 1
+        depths = sorted({int(d) for d in text.split(",") if d.strip()})
+    except ValueError:
+        depths = []
+    if not depths or depths[0] < 1:
+        raise ValueError(f"--depths wants positive layer counts separated by commas, not {text!r}")
+    return depths
+
+
+def _table(title: str, depths: list[int], results: dict, value) -> bool:
+    """Print one row per pass (value(PassCost) at each depth, deepest / shallowest); return True
+    when every ratio meets the target."""
+    names = []
+    for d in depths:
+        names += [n for n in results[d][1] if n not in names]
+    print(f"\n{title}")
+    print(f"{'pass':<12}" + "".join(f"{f'{d} layers':>12}" for d in depths) + f"{'ratio':>9}")
+    ok = True
+    for n in names:
+        vals = [value(results[d][1][n]) if n in results[d][1] else None for d in depths]
+        row = f"{n:<12}" + "".join(f"{v:12.4f}" if v is not None else f"{'-':>12}" for v in vals)
+        lo, hi = vals[0], vals[-1]
+        if lo and hi is not None and len(depths) > 1:
+            ratio = hi / lo
+            ok &= ratio <= PASS_TARGET
+            row += f"{ratio:9.2f}" + ("" if ratio <= PASS_TARGET else "  MISSED")
+        print(row)
+    return ok
+
+
+def main(argv=None) -> int:
+    """Measure and print; return 0 when every target is met, 1 otherwise, 2 on bad input."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--depths", default="2,8,24,80", help="decoder layer counts (default 2,8,24,80)")
+    p.add_argument("--inductor-depth", type=int, default=24,
+                   help="depth compared with torch.compile/Inductor (default 24; 0: skip)")
+    p.add_argument("--executors", default="default",
+                   help="comma-separated executors ('default': the compiler's defaults)")
+    args = p.parse_args(argv)
+    try:
+        depths = _depths(args.depths)
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
+    executors = None if args.executors == "default" else args.executors.split(",")
+    results = {}
+    for d in depths:
+        results[d] = thundervis_step(d, executors)
+        wall, costs, acquired = results[d]
+        print(f"{d:3d} layers: {acquired:6d} symbols acquired, first step {wall:7.2f} s", flush=True)
+    ok = _table("pass ms / input symbol (forward + backward)", depths, results, lambda c: c.ms_per_symbol())
+    ok &= _table("recording ms / input symbol, per pass", depths, results, lambda c: c.record_ms_per_symbol())
+    if args.inductor_depth:
+        d = args.inductor_depth
+        ours = results[d][0] if d in results else thundervis_step(d, executors)[0]
+        model, ids = llama(d)
+        inductor = first_step_seconds(model, ids, None)
+        ratio = ours / inductor
+        ok &= ratio <= INDUCTOR_TARGET
+        print(f"\n{d} layers, first training step: thundervis (recording on) {ours:.2f} s, "
+              f"torch.compile (Inductor, caches off) {inductor:.2f} s")
+        print(f"ratio thundervis / inductor: {ratio:.3f}  (target <= {INDUCTOR_TARGET})  "
+              f"{'OK' if ratio <= INDUCTOR_TARGET else 'MISSED'}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

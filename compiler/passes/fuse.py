@@ -62,25 +62,76 @@ class _Graph:
                 producer[p.name] = i
         self.node = list(range(len(symbols)))  # symbol index -> node id
         self.members: dict[int, list[int]] = {i: [i] for i in range(len(symbols))}
+        # A topological order of the contracted graph (every edge goes up): a path a -> b only
+        # passes nodes ordered between them, so searches stay inside that span instead of walking
+        # everything downstream (which made fusing quadratic in the trace).
+        self.ord: list[int] = list(range(len(symbols)))
+        self.steps = 0  # nodes visited by searches: what the tests count to catch quadratic growth
 
     def has_detour(self, a: int, b: int) -> Optional[int]:
-        """Return a node on a path a -> ... -> b through other nodes (None when there is none)."""
+        """Return a node on a path a -> ... -> b through other nodes (None when there is none).
+
+        The search visits nodes in the same order as an unbounded depth-first search, skipping
+        only nodes ordered after ``b`` (none of them reaches ``b``), so it names the same node."""
+        limit = self.ord[b]
+        if self.ord[a] > limit:
+            return None
+        ord_, succ = self.ord, self.succ
         seen = {a, b}
-        stack = [(s, s) for s in self.succ[a] if s != b]
+        stack = [(s, s) for s in succ[a] if s != b and ord_[s] < limit]
         while stack:
             n, first = stack.pop()
             if n in seen:
                 continue
             seen.add(n)
-            for s in self.succ[n]:
+            self.steps += 1
+            for s in succ[n]:
                 if s == b:
                     return first
-                if s not in seen:
+                if s not in seen and ord_[s] < limit:
                     stack.append((s, first))
         return None
 
+    def _span(self, start: int, edges: dict, inside) -> list[int]:
+        """Return the nodes reached from ``start`` along ``edges`` whose order ``inside`` accepts."""
+        ord_ = self.ord
+        seen, stack = set(), [s for s in edges[start] if inside(ord_[s])]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            self.steps += 1
+            stack.extend(s for s in edges[n] if s not in seen and inside(ord_[s]))
+        return list(seen)
+
+    def _reorder(self, keep: int, gone: int) -> None:
+        """Give the merged node a place in the order before the edges move. Precondition: no path
+        joins the two nodes except a direct edge. Between their places, what the earlier one
+        reaches moves after the merged node and what reaches the later one moves before it; the
+        rest keeps its place."""
+        ord_ = self.ord
+        u, v = (keep, gone) if ord_[keep] < ord_[gone] else (gone, keep)
+        lo, hi = ord_[u], ord_[v]
+        after = [n for n in self._span(u, self.succ, lambda o: o < hi) if n != v]
+        if not after:
+            ord_[keep] = hi
+            return
+        before = [n for n in self._span(v, self.pred, lambda o: o > lo) if n != u]
+        if not before:
+            ord_[keep] = lo
+            return
+        before.sort(key=ord_.__getitem__)
+        after.sort(key=ord_.__getitem__)
+        slots = sorted([lo, hi] + [ord_[n] for n in before] + [ord_[n] for n in after])
+        for n, o in zip(before + [keep], slots):
+            ord_[n] = o
+        for n, o in zip(after, slots[len(slots) - len(after):]):
+            ord_[n] = o
+
     def merge(self, keep: int, gone: int) -> None:
-        """Merge node ``gone`` into node ``keep``."""
+        """Merge node ``gone`` into node ``keep`` (no path may join them but a direct edge)."""
+        self._reorder(keep, gone)
         for s in self.succ.pop(gone):
             self.pred[s].discard(gone)
             if s != keep:
@@ -263,6 +314,7 @@ def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
     records: list[KernelRecord] = []
     count = sum(1 for b in syms if b.fusion)  # fusions of an earlier fusion executor keep their names
     executor.see_decomposed(trace.meta.get(DECOMPOSED) or {})
+    by_member = _refusals_by_member(refused)
     for node in sorted(g.members, key=lambda n: g.members[n][0]):
         members = g.members[node]
         head = syms[members[0]]
@@ -276,7 +328,7 @@ def fuse(trace: Trace, executor: FusionExecutor) -> Trace:
             continue
         inputs, outputs = _region_io(trace, members, uses)
         name = kernel_name(trace.graph, trace.chain, count)
-        notes = _refusal_notes(syms, g, refused, members)
+        notes = _refusal_notes(syms, g, refused, members, by_member)
         fusion = BoundSymbol(
             sym=name, args=tuple(inputs), kwargs={}, outputs=tuple(outputs), uid=minter.uid(),
             origin=tuple(syms[i].uid for i in members),
@@ -302,10 +354,23 @@ def _to_torch(b: BoundSymbol, why: str) -> BoundSymbol:
     return b.replace(executor="torch", note=why)
 
 
-def _refusal_notes(syms, g: _Graph, refused: dict, members: list[int]) -> list[str]:
+def _refusals_by_member(refused: dict) -> dict[int, list[tuple[int, int]]]:
+    """Return {symbol index: the refused (producer, consumer) pairs it is in}."""
+    by_member: dict[int, list[tuple[int, int]]] = {}
+    for p, c in refused:
+        by_member.setdefault(p, []).append((p, c))
+        by_member.setdefault(c, []).append((p, c))
+    return by_member
+
+
+def _refusal_notes(syms, g: _Graph, refused: dict, members: list[int], by_member: Optional[dict] = None) -> list[str]:
     inside = set(members)
     notes = []
-    for (p, c), why in sorted(refused.items()):
+    # Only the refusals that touch the region: scanning all of them for every region was
+    # quadratic in the trace.
+    by_member = _refusals_by_member(refused) if by_member is None else by_member
+    keys = sorted({k for i in members for k in by_member.get(i, ())})
+    for (p, c), why in ((k, refused[k]) for k in keys):
         if c in inside and p not in inside:
             notes.append(f"not fused with producer {_describe(syms[p])}: {why}")
         elif p in inside and c not in inside and g.node[c] != g.node[p]:

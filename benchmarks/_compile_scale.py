@@ -1,0 +1,114 @@
+"""What ``compile_time.py`` measures on one model: a tiny Llama-shaped model (``transformers``
+config, random init, no download) of a given depth, one training step compiled by thundervis with
+the recording on, and the per-pass cost read back from the recording.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+
+
+def import_transformers():
+    """Return the ``transformers`` module, or raise ImportError with one sentence saying why."""
+    try:  # PyPI's torchvision beside the CPU torch wheel: declare the two ops its import registers
+        import torchvision  # noqa: F401  (transformers imports it)
+    except RuntimeError:
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]
+        lib = torch.library.Library("torchvision", "FRAGMENT")
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        import_transformers.library = lib  # the definitions live as long as the library object
+        import torchvision  # noqa: F401,F811
+    except ImportError:
+        pass
+    import transformers
+    return transformers
+
+
+def llama(layers: int, hidden: int = 64):
+    """Return (model, input ids) of a random tiny Llama with ``layers`` decoder layers."""
+    transformers = import_transformers()
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=hidden, intermediate_size=2 * hidden,
+                                   num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(cfg), torch.randint(0, 128, (2, 16))
+
+
+def first_step_seconds(model, ids, backend) -> float:
+    """Return the wall seconds of the first training step (compile included) through ``backend``."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=backend, dynamic=False) if backend else torch.compile(model, dynamic=False)
+    t0 = time.perf_counter()
+    compiled(input_ids=ids, labels=ids).loss.backward()
+    return time.perf_counter() - t0
+
+
+@dataclass
+class PassCost:
+    """Summed over the compiled chains: a pass's seconds, its input symbols, and the seconds the
+    recording took to store what it produced."""
+
+    seconds: float = 0.0
+    symbols: int = 0
+    record_s: float = 0.0
+    chains: set = field(default_factory=set)
+
+    def ms_per_symbol(self) -> float:
+        """Milliseconds of the pass per input symbol (0 when it saw none)."""
+        return 1e3 * self.seconds / self.symbols if self.symbols else 0.0
+
+    def record_ms_per_symbol(self) -> float:
+        """Milliseconds of recording per input symbol (0 when it saw none)."""
+        return 1e3 * self.record_s / self.symbols if self.symbols else 0.0
+
+
+def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int]:
+    """Compile and run one training step of a ``layers``-deep tiny Llama through thundervis with
+    the recording on; return (wall seconds, {pass name: PassCost}, symbols acquired)."""
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.compiler.backend import reset_graph_ids
+    from thundervis.recording import RecordingObserver, open_recording
+
+    record_s: dict = defaultdict(float)
+
+    class TimedRecording(RecordingObserver):
+        def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
+            t0 = time.perf_counter()
+            super().pass_done(graph, chain, index, name, trace, duration_s, changed)
+            record_s[(graph, chain, index)] += time.perf_counter() - t0
+
+    model, ids = llama(layers)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.tvrec")
+        rec = TimedRecording(path)
+        rec.start_run(script=__file__, module=None, argv=sys.argv, cwd=os.getcwd())
+        reset_graph_ids()
+        wall = first_step_seconds(model, ids, ThundervisCompiler(executors=executors, observer=rec))
+        rec.finish_run("ok", 0)
+        rec.close()
+        costs: dict = defaultdict(PassCost)
+        acquired = 0
+        with open_recording(path) as r:
+            for g in r.graphs():
+                for chain in g.chains:
+                    if chain.kind not in ("forward", "backward", "inference"):
+                        continue
+                    passes = sorted(chain.passes, key=lambda p: p.index)
+                    if passes:
+                        acquired += passes[0].n_symbols
+                    for before, p in zip(passes, passes[1:]):
+                        c = costs[p.name]
+                        c.seconds += p.duration_ms / 1e3
+                        c.symbols += before.n_symbols
+                        c.record_s += record_s.get((g.id, chain.kind, p.index), 0.0)
+                        c.chains.add((g.id, chain.kind))
+    return wall, dict(costs), acquired
