@@ -297,6 +297,7 @@ class RecordingData:
         from thundervis.present.compile_times import compile_times
         times = compile_times(self.graphs(), compiled)  # forward + the lazily compiled backward
         graphs = []
+        kinds = sorted({c.kind for g in self.graphs() for c in g.chains})
         for g in self.graphs():
             chains = []
             for c in g.chains:
@@ -319,7 +320,10 @@ class RecordingData:
                 else:
                     chain.update({"lines": None, "diffs": None, "diagram": None, "lazy": True})
                 chains.append(chain)
-            graphs.append({"id": g.id, "default_chain": default_view.default_chain(g), "reason": g.reason,
+            # the chain a switch to this graph opens, per chain kind shown before (present.default_view)
+            on_switch = {kind: default_view.chain_on_switch(g, kind) for kind in kinds}
+            graphs.append({"id": g.id, "default_chain": default_view.default_chain(g), "chain_on_switch": on_switch,
+                           "reason": g.reason,
                            "graph_break_reason": g.graph_break_reason,
                            "compile_s": g.compile_s, "compile": times[g.id].as_json(), "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from thundervis.present.default_view import default_chain
+from thundervis.present.default_view import chain_on_switch
 
 from .view_state import ViewState, visible_passes
 
@@ -39,14 +39,14 @@ def next_chain(state: ViewState, overview, keys: list) -> ViewState:
 
 
 def next_graph(state: ViewState, overview) -> ViewState:
-    """Return the state on the next compiled graph: the same chain kind when it has one, else the
-    chain a view opens in it (:func:`thundervis.present.default_view.default_chain`)."""
+    """Return the state on the next compiled graph, on the chain present's rule opens there
+    (:func:`thundervis.present.default_view.chain_on_switch`: the same kind, else its default)."""
     if overview is None or not overview.graphs:
         return state
     ids = [g.id for g in overview.graphs]
     nxt = ids[(ids.index(state.graph) + 1) % len(ids)] if state.graph in ids else ids[0]
     g = next(g for g in overview.graphs if g.id == nxt)
-    kind = state.chain if any(c.kind == state.chain for c in g.chains) else default_chain(g)
+    kind = chain_on_switch(g, state.chain)
     return to_chain(state, overview, nxt, kind) if kind is not None else state
 
 

@@ -119,7 +119,8 @@ function renderRecording(model, el, ask, shared) {
 
   graphSel.addEventListener("change", () => {
     const g = data.graphs.find((x) => String(x.id) === graphSel.value);
-    const c = g.chains.find((x) => x.kind === g.default_chain); // present.default_view
+    const kind = (g.chain_on_switch || {})[model.get("chain")] || g.default_chain; // present.default_view.chain_on_switch
+    const c = g.chains.find((x) => x.kind === kind);
     set({ graph: g.id, chain: c ? c.kind : "", pass_index: c ? c.default_pass : 0, compare_index: -1, selected_uid: "" });
   });
   chainSel.addEventListener("change", () => {

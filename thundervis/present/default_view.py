@@ -107,6 +107,15 @@ def default_view(graphs: Sequence, graph=None, chain=None, pass_=None, compare=N
     return DefaultView(g.id, c.kind, p.index, cmp_)
 
 
+def chain_on_switch(graph, kind: Optional[str]) -> Optional[str]:
+    """Return the chain a view opens when the user switches to ``graph`` (a ``recording.model.Graph``)
+    from a chain of ``kind``: the same kind when the graph has it, else its :func:`default_chain`
+    (the TUI's next graph, the widget's graph menu)."""
+    if kind is not None and any(c.kind == kind for c in graph.chains):
+        return kind
+    return default_chain(graph)
+
+
 def kept_view(graphs: Sequence, graph: Optional[int] = None, chain: Optional[str] = None,
               pass_index: Optional[int] = None, compare_index: Optional[int] = -1) -> Optional[DefaultView]:
     """Return the view among ``graphs`` closest to the one shown (the recording grew, or another
