@@ -263,7 +263,7 @@ def test_every_command_on_every_planted_column(base, tmp_path, column):
     path = str(tmp_path / "planted.tvrec")
     shutil.copyfile(base, path)
     if not plant(path, table, col):
-        pytest.skip(f"{column} holds no text here (a binary row list)")
+        pytest.skip(f"{column} cannot hold the payload (a CHECKed value or a binary row list)")
     for argv in commands(path, tmp_path):
         if argv[0] in ("rerun", "repro") and table not in ("kernels", "passes", "run", "symbol_rows"):
             continue  # they read the kernel, its trace and the run: another column changes nothing there
