@@ -81,3 +81,28 @@ def test_bernoulli_matches_eager_with_the_same_seed():
         want = f(x)
         torch.manual_seed(seed)
         assert torch.equal(compiled(x), want)
+
+
+RANDOM_OPS = {
+    "rrelu": lambda x: F.rrelu(x, training=True) * 2,
+    "alpha_dropout": lambda x: F.alpha_dropout(x, 0.3, True) + 1,
+    "dropout2d": lambda x: F.dropout2d(x.view(4, 8, 2, 2), 0.4, True).view(8, 16) * 1,
+    "rand_like": lambda x: torch.rand_like(x) * x,
+    "randn": lambda x: torch.randn(x.shape) + x,
+    "normal": lambda x: torch.normal(x, 1.0) * 2,
+    "multinomial": lambda x: torch.multinomial(x.abs() + 0.1, 3).float() + 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_OPS))
+def test_other_random_ops_match_eager_with_the_same_seed(name):
+    torch._dynamo.reset()
+    reset_graph_ids()
+    f = RANDOM_OPS[name]
+    compiled = torch.compile(f, backend=ThundervisCompiler())
+    x = torch.randn(8, 16)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        want = f(x)
+        torch.manual_seed(seed)
+        assert torch.equal(compiled(x), want), f"{name}, seed {seed}"

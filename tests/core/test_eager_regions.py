@@ -170,3 +170,29 @@ def test_recorded_fields_are_checked_and_duplicates_merge():
     assert [x.kind for x in eager_regions([failed])] == [NOT_TRACED]
     assert eager_head(0, 6, ()) == "0 of 6 chains ran eagerly"
     assert explain("plain words") == ("plain words", None)
+
+
+def test_the_watcher_reads_the_log_text_alone_and_leaves_the_logger_as_it_was(tmp_path):
+    """Without Dynamo's frame on the stack (another torch), the record's own text still gives the
+    line and the reason; entering and leaving the watcher puts the logger's level and propagation
+    back, so Dynamo's graph-break log stays as quiet (or as loud) as the user set it."""
+    import logging
+    from thundervis.dynamo_breaks import _LOGGER, GraphBreakWatcher, describe
+    src = tmp_path / "m.py"
+    src.write_text("def f(x):\n    y = x + 1\n    return y.item()\n")
+    text = (f"Graph break in user code at {src}:3\nGraph Break Reason: Unsupported Tensor.item() call\n"
+            "  Explanation: Dynamo does not support tracing `Tensor.item()`.\n\nUser code traceback:\n")
+    record = logging.LogRecord(_LOGGER, logging.DEBUG, __file__, 1, text, None, None)
+    d = describe(record)
+    assert (d["at_file"], d["at_line"], d["code"], d["resumed"]) == (str(src), 3, "return y.item()", True)
+    assert (d["first_line"], d["last_line"]) == (3, 3) and "Explanation" in d["reason"]
+    assert describe(logging.LogRecord(_LOGGER, logging.DEBUG, __file__, 1, "something else", None, None)) is None
+    log = logging.getLogger(_LOGGER)
+    before = (log.level, log.propagate, list(log.handlers))
+    notes = []
+    with GraphBreakWatcher(lambda event, data: notes.append((event, data))) as w:
+        assert log.isEnabledFor(logging.DEBUG) and w in log.handlers
+        log.debug(text)
+        log.debug(text)  # the same break again (a recompile): recorded once
+    assert (log.level, log.propagate, list(log.handlers)) == before
+    assert [e for e, _ in notes] == ["dynamo_graph_break"]
