@@ -34,7 +34,7 @@ from .status import (EAGER, EXECUTED_CHAINS, KERNEL, chain_eager, chains_with_pa
 from .source_rows import (COMPILED, FELL_BACK, NO_OPS, PARTLY_TORCH, ChainNote, LineOp,  # noqa: F401
                           SourceLine, _one_line, file_label, op_name)
 from .eager_regions import eager_regions
-from .units import format_us
+from .units import format_us, plural
 
 
 @dataclass(frozen=True)
@@ -81,9 +81,10 @@ class SourceFile:
         ops = [o for x in self.lines for o in x.ops]
         kernels = {(o.graph, o.kernel) for o in ops if o.kernel}
         n_torch = sum(1 for o in ops if not o.kernel and (o.executor == "torch" or o.fallback))
-        parts = [self.label + (f" · graph {self.graph}" if self.graph is not None else ""),
-                 f"{len(self.annotated)} of {len(self.lines)} lines made {len(ops)} ops"
-                 f" in {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"]
+        made = (f"{len(self.annotated)} of {plural(len(self.lines), 'line')} made {plural(len(ops), 'op')}"
+                f" in {plural(len(kernels), 'kernel')}") if ops else \
+            f"{plural(len(self.lines), 'line')} · made no ops (no compiled graph traced a line of it)"
+        parts = [self.label + (f" · graph {self.graph}" if self.graph is not None else ""), made]
         if n_torch:
             parts.append(f"{n_torch} on torch")
         if not self.recorded:
@@ -96,7 +97,7 @@ class SourceFile:
         """Return the graph picker's choices, (graph id or None for all, label): ``all graphs · 496
         ops``, then ``graph 0 · 480 ops`` per graph (``no ops from this file`` where it made none)."""
         def ops(n: int) -> str:
-            return f"{n} op{'s' if n != 1 else ''}" if n else "no ops from this file"
+            return plural(n, "op") if n else "no ops from this file"
         return [(None, f"all graphs · {ops(sum(n for _, n in self.graph_ops))}")] + \
             [(g, f"graph {g} · {ops(n)}") for g, n in self.graph_ops]
 
@@ -116,11 +117,20 @@ def recorded_files(rec) -> list[str]:
 
 
 def default_file(rec) -> Optional[str]:
-    """Return the file a Source view opens on: the run's script when its text is recorded, else the
-    first recorded file (None when there is none)."""
+    """Return the file a Source view opens on: the run's script when ops came from it, else the
+    first recorded file ops came from, else the script or the first recorded file (None when
+    there is none). The script's text is recorded whether or not it made ops."""
     files = recorded_files(rec)
     script = rec.run().script
-    return script if script in files else (files[0] if files else None)
+    with_ops = set()
+    for g in rec.graphs():
+        for c in chains_with_passes(g, tuple(EXECUTED_CHAINS)):
+            with_ops.update(s.source.file for s in rec.symbols(g.id, c.kind, c.passes[-1].index)
+                            if s.source is not None and s.source.file)
+    first = next((f for f in files if f in with_ops), None)
+    if script in files and (script in with_ops or first is None):
+        return script
+    return first or (files[0] if files else None)
 
 
 def resolve_file(rec, query: str) -> str:

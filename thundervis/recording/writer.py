@@ -135,6 +135,11 @@ class RecordingObserver(CompileObserver):
                        v["thundervis"], _device(), _json(list(executors)) if executors else None,
                        time.time(), os.getpid(), host_name(), process_token()))
         self._write("the run", fn)
+        if script:  # the run's own script, whether or not a compiled graph traces a line of it
+            self._sources_seen.add(script)
+            rows = source_rows([script])
+            self._write("the script's text", lambda c: c.executemany(
+                "INSERT OR IGNORE INTO sources(file, text, size, sha256) VALUES (?,?,?,?)", rows))
         self.checkpoint()  # the run row in the main file: a copy of the .tvrec alone names the script
 
     def finish_run(self, status: str, exit_code: int, traceback_text: Optional[str] = None) -> None:
