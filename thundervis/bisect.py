@@ -204,12 +204,10 @@ def chain_inputs(rec, graph: int, chain: str, trace: Trace, inputs: Optional[str
 
 # ----------------------------------------------------------------------------------- bisect
 
-def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Optional[str] = None,
-           seed: int = 0) -> BisectReport:
-    """Bisect one chain of the open recording ``rec``; return a :class:`BisectReport`. Raises
-    :class:`BisectError` (one sentence) for requests it cannot answer, ``UnknownItem`` for a graph
-    or chain the recording does not hold."""
-    t0 = time.perf_counter()
+def _compiled_passes(rec, graph: Optional[int], chain: str) -> tuple:
+    """Return ``(graph, chain, traces)``: the chain to bisect and the trace of each of its passes,
+    each checked to be executable; raise :class:`BisectError` for a chain that is not compiled, has
+    no passes, or holds a pass that is refused."""
     if chain not in COMPILED_CHAINS:
         raise BisectError(f"bisect takes a compiled chain ({', '.join(COMPILED_CHAINS)}), not {chain!r}")
     from thundervis.present.default_view import pick_chain
@@ -225,6 +223,16 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
             check_executable(trace)
         except UnknownSymbol as e:
             raise BisectError(f"pass {p.name!r} of graph {g.id} {chain} is refused: {e}") from None
+    return g, c, traces
+
+
+def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Optional[str] = None,
+           seed: int = 0) -> BisectReport:
+    """Bisect one chain of the open recording ``rec``; return a :class:`BisectReport`. Raises
+    :class:`BisectError` (one sentence) for requests it cannot answer, ``UnknownItem`` for a graph
+    or chain the recording does not hold."""
+    t0 = time.perf_counter()
+    g, c, traces = _compiled_passes(rec, graph, chain)
     report = BisectReport(graph=g.id, chain=chain, inputs="random")
     args, report.inputs = chain_inputs(rec, g.id, chain, traces[0], inputs, seed, report.notes)
 

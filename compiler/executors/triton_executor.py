@@ -46,7 +46,8 @@ from .cpu_path import VIA_INTERPRETER, VIA_TORCH, VIA_TRITON, CpuRegion, path_ev
 from .inductor_executor import inductor_unavailable_reason
 from .triton_codegen import ATEN_OPS, Unfusable, bind, prim_name
 from .triton_index import numel
-from .triton_region import advanced_index_block, pad_leads, reduce_dims
+from .triton_index_checks import indexing_problem
+from .triton_region import reduce_dims
 from .triton_plan import PHASE_LIMIT, generate
 
 
@@ -139,6 +140,21 @@ class TritonExecutor(FusionExecutor):
         outs = b.flat_outputs()
         if len(outs) != 1 or not isinstance(b.outputs, TensorProxy):
             return f"{b.sym} has several outputs"
+        why = self._tensor_problem(b, outs)
+        if why is not None:
+            return why
+        try:
+            a = bind(b)
+        except Exception as e:
+            return f"cannot read the arguments of {b.sym}: {e}"
+        dropped = dropped_argument("triton", b.sym, b.aten, a, ops.HONOURED.get(name, ()))
+        if dropped is not None:
+            return dropped
+        return self._op_problem(name, b, a, outs[0], self.device_kind_of(outs[0].device))
+
+    def _tensor_problem(self, b: BoundSymbol, outs: list) -> Optional[str]:
+        """Return why the tensors of ``b`` (``outs`` its outputs) cannot run here: mixed or
+        unsupported devices, the interpreter mode, dtypes, empty tensors (None when they can)."""
         devices = {p.device for p in b.flat_inputs() + outs}
         if len(devices) > 1:
             return f"{b.sym} mixes devices {sorted(devices)}"
@@ -156,13 +172,12 @@ class TritonExecutor(FusionExecutor):
                 return f"{p.dtype} runs in Triton only on CUDA"
             if 0 in p.shape:
                 return "empty tensors are left to torch"
-        try:
-            a = bind(b)
-        except Exception as e:
-            return f"cannot read the arguments of {b.sym}: {e}"
-        dropped = dropped_argument("triton", b.sym, b.aten, a, ops.HONOURED.get(name, ()))
-        if dropped is not None:
-            return dropped
+        return None
+
+    def _op_problem(self, name: str, b: BoundSymbol, a: dict, out: TensorProxy, device: str) -> Optional[str]:
+        """Return why this op cannot run here with its bound arguments ``a`` (None when it can):
+        reductions past the persistent limit, ``pow``, ``sign``, device transfers, factories,
+        ``arange`` and the indexing ops' own checks."""
         if name in ops.REDUCTIONS:
             # dims apart are reduced last, read through a permute (triton_plan.generate)
             x = b.args[0]
@@ -176,19 +191,19 @@ class TritonExecutor(FusionExecutor):
             base, exp = a.get("self"), a.get("exponent")
             if isinstance(exp, TensorProxy) and not (isinstance(base, (int, float)) and base > 0):
                 return "pow with a tensor exponent is left to torch"
-        if name == "sign" and outs[0].dtype == "bool":
+        if name == "sign" and out.dtype == "bool":
             return "sign of bool is left to torch"
-        if name == "convert_element_type" and a.get("device") is not None and str(a["device"]) != outs[0].device \
+        if name == "convert_element_type" and a.get("device") is not None and str(a["device"]) != out.device \
                 and self.device_kind_of(str(a["device"])) != device:
             return "device transfer is left to torch"
         if name in ops.FACTORY and not isinstance(a.get("fill_value", a.get("s")), (int, float, bool)):
             return "factory with a non-constant value"
         if name == "arange":
             if not all(isinstance(a.get(k), int) for k in ("start", "end", "step") if a.get(k) is not None) \
-                    or outs[0].dtype not in ("int64", "int32"):
+                    or out.dtype not in ("int64", "int32"):
                 return "arange of non-integers is left to torch"
         if name in ops.INDEXING or name in ("slice", "select"):
-            return _indexing_problem(name, a, outs[0])
+            return indexing_problem(name, a, out)
         return None
 
     def can_run(self, b: BoundSymbol) -> bool:
@@ -240,77 +255,6 @@ class TritonExecutor(FusionExecutor):
         if b.uid not in self._built:
             self.build_kernel(b)
         return self._built[b.uid]
-
-
-def _indexing_problem(name: str, a: dict, out: TensorProxy) -> Optional[str]:
-    """Return why the generator cannot run indexing / slicing op ``name`` (None when it can)."""
-    if name == "slice":
-        return None if isinstance(a.get("step") or 1, int) and (a.get("step") or 1) > 0 else "slice with a step below 1"
-    if name == "select":
-        index = a.get("index")
-        return None if isinstance(index, int) and not isinstance(index, bool) else "select at a non-constant index"
-    if name == "cat":
-        if any(not isinstance(x, TensorProxy) or x.dtype != out.dtype for x in a["tensors"]):
-            return "cat of tensors of other dtypes than its result"
-        return None
-    if name == "gather":
-        return None if a["index"].shape == out.shape else "gather whose index has another shape than its result"
-    if name == "embedding":
-        w, idx = a["weight"], a["indices"]
-        if len(w.shape) != 2 or idx.dtype not in ("int64", "int32") or tuple(out.shape) != tuple(idx.shape) + (w.shape[1],):
-            return "embedding of a weight that is not 2-D, or with non-integer indices"
-        return None
-    if name == "scatter":
-        x, idx, dim = a["self"], a["index"], a["dim"]
-        if not isinstance(a.get("value"), (int, float, bool)) or not isinstance(x, TensorProxy):
-            return "scatter of a tensor source is left to torch (only a scalar value is generated)"
-        dim %= max(len(x.shape), 1)
-        if idx.shape[dim] != 1 or any(i != s for d, (i, s) in enumerate(zip(idx.shape, x.shape)) if d != dim) \
-                or len(idx.shape) != len(x.shape):
-            return "scatter with other than one index per row along its dim is left to torch"
-        return None
-    if name == "constant_pad_nd":
-        if not isinstance(a.get("value") or 0, (int, float, bool)):
-            return "constant_pad_nd with a non-constant value"
-        try:
-            pad_leads(a["pad"], a["self"])
-        except Unfusable as e:
-            return str(e)
-        return None
-    if name == "index":
-        try:
-            advanced_index_block(a["indices"], a["self"], out)
-        except Unfusable as e:
-            return str(e)
-        return None
-    if name == "scatter_add":
-        index, src, base = a["index"], a["src"], a["self"]
-        if not (isinstance(index, TensorProxy) and isinstance(src, TensorProxy)) or index.dtype not in ("int64", "int32"):
-            return "scatter_add with other than an integer index tensor and a source tensor is left to torch"
-        if out.dtype not in ("float32", "int32"):
-            return f"scatter_add of {out.dtype} (no atomic add) is left to torch"
-        if len(index.shape) != len(out.shape) or len(src.shape) != len(out.shape) or not out.shape:
-            return "scatter_add whose index, source and input differ in rank is left to torch"
-        dim = a["dim"] % len(out.shape)
-        if any(i > s for i, s in zip(index.shape, src.shape)) or any(
-                i > o for d, (i, o) in enumerate(zip(index.shape, out.shape)) if d != dim):
-            return "scatter_add with an index larger than its source or input is left to torch"
-        if 0 in index.shape:
-            return "empty tensors are left to torch"
-        return None
-    if name == "index_put":
-        values = a["values"]
-        if not isinstance(values, TensorProxy):
-            return "index_put of a scalar value is left to torch"
-        try:
-            advanced_index_block(a["indices"], out, values)
-        except Unfusable:
-            return ("index_put with other than integer index tensors on adjacent dims, or with broadcast "
-                    "values, is left to torch")
-        if a.get("accumulate") and out.dtype not in ("float32", "int32"):
-            return f"index_put accumulating {out.dtype} (no atomic add) is left to torch"
-        return None
-    return None
 
 
 def structure_key(fusion: BoundSymbol, device: str) -> str:
