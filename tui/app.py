@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import Iterable, Optional
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -24,20 +24,16 @@ from thundervis.present.overview import ViewOverview
 from thundervis.safe_text import visible, visible_line
 
 from . import navigation, panels
-from .data import DataError, RecordingData, SearchHit
+from .data import DataError, RecordingData
 from .details_pane import DetailsPane
 from .lines_view import LinesView
 from .palette import bindings, palette_entries
 from .rank_navigation import RankSwitcher
 from .requests import OpenKernels, ShowRank
+from .screen_actions import ScreenActions
 from .stepper import NARROW, Stepper
 from .trace_pane import TracePane
 from .view_state import ViewState, content_key, diff_base, keeps_cursor, settle, visible_passes
-
-# The screens the main view opens are imported when first opened: the first paint waits for every
-# module imported here.
-if TYPE_CHECKING:
-    from .source_screen import SourceJump
 
 SHORT = 34  # below NARROW columns and this many rows the details show only when asked (i)
 # Worker threads run Python (loading traces, diffing, lineage) while the UI thread waits on the
@@ -45,7 +41,7 @@ SHORT = 34  # below NARROW columns and this many rows the details show only when
 SWITCH_INTERVAL_S = 0.0005
 
 
-class ThundervisApp(App):
+class ThundervisApp(ScreenActions, App):
     """Browse one recording (a :class:`tui.data.RecordingData`), or one rank at a time of a group
     (``group``, a :class:`tui.group_data.GroupData`, showing rank ``rank`` first)."""
 
@@ -339,92 +335,6 @@ class ThundervisApp(App):
         self.state = navigation.toggled(self.state, setting)
         if setting == "unchanged":
             self.notify("passes that changed nothing are " + ("hidden" if self.state.hide_unchanged else "shown"), timeout=2)
-
-    # -- actions: screens -----------------------------------------------------------------------
-
-    def action_kernels(self, kernel_id: Optional[int] = None) -> None:
-        """Open the kernels table (on ``kernel_id`` when given)."""
-        from .screens import KernelsScreen
-        if self.overview is not None:
-            self.push_screen(KernelsScreen(self.data, self.overview, kernel_id))
-
-    def action_numerics(self) -> None:
-        """Open the numerics screen: kernels by verdict."""
-        if self.overview is not None:
-            from .numerics_screen import NumericsScreen
-            self.push_screen(NumericsScreen(self.data, self.overview, self.overview.numerics))
-
-    def action_bisect(self) -> None:
-        """Bisect the chain shown (every pass on the same inputs, in a worker)."""
-        if self.overview is not None and self.state.graph is not None and self.state.chain:
-            from .numerics_screen import BisectScreen
-            self.push_screen(BisectScreen(self.data, self.state.graph, self.state.chain))
-
-    def action_run_info(self) -> None:
-        """Show the run: status, eager chains, fallbacks, traceback."""
-        from .screens import RunScreen
-        if self.overview is not None:
-            self.push_screen(RunScreen(self.overview))
-
-    def action_communication(self) -> None:
-        """Show the run's collectives: traced into the graphs, and run between them per place."""
-        from .comm_screen import CommunicationScreen
-        if self.overview is not None:
-            self.push_screen(CommunicationScreen(self.data))
-
-    def action_help(self) -> None:
-        """Show every key binding."""
-        from .screens import HelpScreen
-        if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
-
-    def action_search(self) -> None:
-        """Search symbols and source lines of the pass shown, and kernel names."""
-        from . import jumps
-        if self.overview is not None:
-            printed = self.trace.printed_lines if self.trace.lines else []
-            jumps.open_search(self, self.data, self.overview, self.state, printed, self._search_hit)
-
-    def _search_hit(self, hit: SearchHit) -> None:
-        if hit.kind == "kernel":
-            self.action_kernels(hit.kernel_id)
-        elif self.state.diff_from is not None:  # the hit is in the pass's trace: leave the diff
-            self._pending_line = hit.line
-            self.state = replace(self.state, diff_from=None)
-        else:
-            self.select_printed_line(hit.line or 0)
-            self.query_one(LinesView).focus()
-
-    def action_source(self) -> None:
-        """Open the Source screen on the selected line's file (else the run's script); enter there
-        comes back to that line's ops in the final pass of their chain."""
-        from . import jumps
-        if self.overview is not None:
-            jumps.open_source(self, self.data, self.selected_source, self.show_ops)
-
-    def show_ops(self, jump: SourceJump) -> None:
-        """Show the final pass of ``jump``'s chain with the cursor on its first op (``to_kernel``:
-        the kernels table on its kernel)."""
-        if jump.to_kernel and jump.kernel_id is not None:
-            self.action_kernels(jump.kernel_id)
-            return
-        c = self.overview.chain(jump.graph, jump.chain) if self.overview else None
-        if c is None or not c.passes:
-            return
-        new = replace(navigation.to_chain(self.state, self.overview, jump.graph, jump.chain),
-                      index=c.passes[-1].index, diff_from=None)
-        if new == self.state and self.loaded:
-            self.trace.select_uid(jump.uids[0])
-            return
-        self._pending_uid = jump.uids[0]
-        if content_key(new, c) == content_key(self.state, self.current_chain()):
-            self.show_view()  # the same view, still loading: show it again to select the symbol
-        self.state = new
-
-    def action_edit(self) -> None:
-        """Open the selected line's source in ``$EDITOR`` (``+LINE FILE``), then come back."""
-        from .editor import open_in_editor
-        open_in_editor(self, self.selected_source)
 
     # -- actions: ranks of a group --------------------------------------------------------------
 
