@@ -22,7 +22,7 @@ from thundervis.recording import RecordingError, UnknownItem
 from thundervis.recording import rank_ranges
 
 from thundervis.present.units import format_skew, format_us
-from thundervis.present.variants import variant_labels
+from thundervis.present.variants import first_rank_of, variant_labels
 
 from .data import DataError, RecordingData
 from .diff_data import diff_json
@@ -188,7 +188,7 @@ class GroupData:
                      for d in v.differences[:MAX_DIFFERENCES]]
             variants.append({"label": labels.get(v.fingerprint), "fingerprint": v.fingerprint,
                              "ranks": list(v.ranks[:MAX_RANKS_LISTED]), "ranks_text": rank_ranges(v.ranks),
-                             "n_ranks": len(v.ranks), "first_rank": v.ranks[0] if v.ranks else None,
+                             "n_ranks": len(v.ranks), "first_rank": first_rank_of(v.ranks),
                              "reference": comp.reference in v.ranks, "differences": diffs,
                              "n_differences": len(v.differences)})
         skews = []

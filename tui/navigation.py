@@ -5,18 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from thundervis.present.default_view import chain_on_switch
+from thundervis.present.default_view import chain_on_switch, kept_view
 
 from .view_state import ViewState, visible_passes
 
 
 def to_chain(state: ViewState, overview, graph: int, chain: str) -> ViewState:
-    """Return the state showing the last pass of ``chain`` of ``graph`` (a diff against the
-    previous pass stays on; one against a chosen pass of the old chain goes)."""
+    """Return the state showing the pass ``chain`` of ``graph`` opens on (present's default view:
+    its last pass) (a diff against the previous pass stays on; one against a chosen pass of the
+    old chain goes)."""
     if (graph, chain) == (state.graph, state.chain):
         return state
-    c = overview.chain(graph, chain) if overview is not None else None
-    return replace(state, graph=graph, chain=chain, index=c.passes[-1].index if c and c.passes else None,
+    dv = None
+    if overview is not None and overview.chain(graph, chain) is not None:
+        dv = kept_view(overview.graphs, graph, chain)  # no pass chosen there yet: the one it opens on
+    return replace(state, graph=graph, chain=chain, index=dv.pass_index if dv is not None and dv.has_pass else None,
                    diff_from=None if state.diff_from is None or state.diff_from >= 0 else -1)
 
 

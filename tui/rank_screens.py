@@ -15,7 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from thundervis.present.variants import variant_labels
+from thundervis.present.variants import first_rank_of, variant_labels
 from thundervis.recording import chain_position
 from thundervis.safe_text import visible_line
 
@@ -177,7 +177,7 @@ class RankComparisonScreen(Screen):
             self._keys.append(None)
             for d in sorted(v.differences, key=_pass_order)[:500]:
                 options.append(Option(rank_panels.difference_row(d)))
-                self._keys.append((comp.reference, v.ranks[0], d))
+                self._keys.append((comp.reference, first_rank_of(v.ranks), d))  # present.variants
         ol.add_options(options)
         first = next((i for i, k in enumerate(self._keys) if k is not None), None)
         if first is not None:

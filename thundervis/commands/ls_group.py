@@ -7,7 +7,7 @@ import sys
 
 from thundervis.errors import UserError
 from thundervis.recording import rank_ranges
-from thundervis.present.variants import variant_labels
+from thundervis.present.variants import first_rank_of, variant_labels
 from thundervis.safe_text import json_text, visible, visible_line
 
 MAX_RANK_LINES = 64
@@ -31,9 +31,7 @@ def group_text(ov) -> str:
     lines.append(f"{'rank':>5}  {'status':<12} {'host':<14} {'pid':>7} {'graphs':>6} {'passes':>6} "
                  f"{'kernels':>7} {'comm in/between':>15}  traces")
     labels = variant_labels(ov.variants)
-    first = {}
-    for fp, ranks in ov.variants.items():
-        first[fp] = min(ranks)
+    first = {fp: first_rank_of(ranks) for fp, ranks in ov.variants.items()}  # present.variants
     shown = ov.ranks if len(ov.ranks) <= MAX_RANK_LINES else ov.ranks[:MAX_RANK_LINES]
     for r in shown:
         if r.error:

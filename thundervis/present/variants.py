@@ -7,6 +7,7 @@ of a group folder all show these labels.
 from __future__ import annotations
 
 import string
+from typing import Iterable, Optional
 
 from .units import short_fingerprint
 
@@ -17,3 +18,10 @@ def variant_labels(variants: dict) -> dict:
     order = sorted(variants, key=lambda fp: (min(variants[fp]) if variants[fp] else 0, fp))
     letters = string.ascii_uppercase
     return {fp: letters[i] if i < len(letters) else short_fingerprint(fp) for i, fp in enumerate(order)}
+
+
+def first_rank_of(ranks: Iterable[int]) -> Optional[int]:
+    """Return the rank that stands for a variant (its ranks ``ranks``): the lowest, which the
+    rank comparison diffs, ``ls`` points to (``= rank N``) and the views open (None for none)."""
+    ranks = list(ranks)
+    return min(ranks) if ranks else None
