@@ -31,7 +31,10 @@ function renderDiff(model, el) {
         h("td", { text: `${d.time_a_text} → ${d.time_b_text}` })),
     );
   }
-  if (!comp.differences.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: "no fusion differences" })));
+  // thundervis.diff.paths: the same fusions can still run through other paths (torch, Inductor)
+  const paths = (comp.paths && comp.paths.lines) || [];
+  if (!comp.differences.length) tb.appendChild(h("tr", {}, h("td", { colspan: 6, class: "tv-muted", text: paths.length ? "no fusion differences in what was fused" : "no fusion differences" })));
+  for (const line of paths) tb.appendChild(h("tr", {}, h("td", { colspan: 6, text: line })));
   root.append(table, h("pre", { class: "tv-trace", text: data.text }));
 }
 

@@ -20,6 +20,8 @@ from typing import Optional
 from thundervis.compiler.ir import BoundSymbol, Trace
 from thundervis.present.units import format_us
 
+from .graph_match import match_graphs
+from .paths import PathComparison, compare_paths, fusion_paths
 from .lines import is_fusion
 
 SAME, EXECUTOR, CHANGED, SPLIT, MERGED, REGROUPED, ADDED, REMOVED = (
@@ -78,6 +80,7 @@ class RunSide:
     script: Optional[str]
     executors: Optional[list]
     graphs: list[GraphSide]
+    paths: dict = field(default_factory=dict)  # (graph, chain, kernel) -> "cpu via torch" (diff.paths)
 
 
 def _src_label(b: BoundSymbol) -> str:
@@ -185,6 +188,7 @@ class RunComparison:
     notes: list[str]
     # Matched graphs' chains timed in both runs: graph in a and in b, chain, wall µs per call in each.
     chain_walls: list[tuple[int, int, str, float, float]] = field(default_factory=list)
+    paths: Optional[PathComparison] = None  # which path (torch, Inductor) ran the fusions in each run
 
     def differences(self) -> list[FusionChange]:
         """Return the changes other than ``same``."""
@@ -238,7 +242,7 @@ class RunComparison:
                 "counts": self.counts(), "match": self.match_stats(),
                 "differences": [c.as_json() for c in self.differences()],
                 "timing_deltas": self.timing_deltas(), "chain_time_deltas": self.chain_time_deltas(),
-                "notes": self.notes}
+                "paths": self.paths.as_json() if self.paths is not None else None, "notes": self.notes}
 
     def render_text(self) -> str:
         """Return the comparison as plain text for the terminal."""
@@ -251,14 +255,16 @@ class RunComparison:
         out.append(f"fusions: {st['fusions_a']} in A, {st['fusions_b']} in B, {st['fusions_matched']} matched; "
                    f"fused ops shared: {st['fused_ops_shared']} of {st['fused_ops_total']}")
         diffs = self.differences()
-        if not diffs:
-            out.append("no fusion differences")
+        paths = self.paths.lines() if self.paths is not None else []
+        if not diffs:  # the same fusions can still run through other paths (torch, Inductor)
+            out.append("no fusion differences" + (" in what was fused" if paths else ""))
         else:
             c = self.counts()
             out.append("differences: " + ", ".join(f"{c[k]} {k}" for k in KINDS if k != SAME and c[k]))
             for d in diffs:
                 where = f"graph {d.graph_a if d.graph_a is not None else d.graph_b} {d.chain}"
                 out.append(f"  {where}: {d.describe()}")
+        out += paths
         deltas = self.timing_deltas()
         if deltas:
             out.append("kernel time (median µs)   A -> B   delta")
@@ -277,41 +283,6 @@ class RunComparison:
 
 def _ids(xs, n: int = 12) -> str:
     return ", ".join(str(x) for x in xs[:n]) + (f", … ({len(xs)} in all)" if len(xs) > n else "")
-
-
-def _match_graphs(a: RunSide, b: RunSide) -> tuple[list[tuple[int, int, str]], list[int], list[int]]:
-    pairs = []
-    free_b = {g.id: g for g in b.graphs}
-    by_sig: dict[str, list[int]] = {}
-    for g in b.graphs:
-        by_sig.setdefault(g.signature, []).append(g.id)
-    left = []
-    for g in a.graphs:
-        ids = [i for i in by_sig.get(g.signature, []) if i in free_b]
-        if ids:
-            pairs.append((g.id, ids[0], "identical"))
-            del free_b[ids[0]]
-        else:
-            left.append(g)
-    # Graphs that differ (another torch version, an edited script): pair by shared source lines.
-    scored = []
-    for ga in left:
-        for gb in free_b.values():
-            union = ga.sources | gb.sources
-            if union:
-                j = len(ga.sources & gb.sources) / len(union)
-                if j >= 0.3:
-                    scored.append((-j, abs(ga.id - gb.id), ga.id, gb.id))
-    used_a = set()
-    for _, _, ia, ib in sorted(scored):
-        if ia in used_a or ib not in free_b:
-            continue
-        pairs.append((ia, ib, "similar"))
-        used_a.add(ia)
-        del free_b[ib]
-    only_a = [g.id for g in left if g.id not in used_a]
-    pairs.sort()
-    return pairs, only_a, sorted(free_b)
 
 
 def compare_fusions(fa: list[FusionInfo], fb: list[FusionInfo], chain: str,
@@ -382,7 +353,7 @@ def compare_runs(a: RunSide, b: RunSide) -> RunComparison:
     same_script = (a.script or "").rsplit("/", 1)[-1] == (b.script or "").rsplit("/", 1)[-1]
     if not same_script:
         notes.append(f"the recordings are of different scripts ({a.script} and {b.script}); compared anyway")
-    pairs, only_a, only_b = _match_graphs(a, b)
+    pairs, only_a, only_b = match_graphs(a, b)
     ga_by_id = {g.id: g for g in a.graphs}
     gb_by_id = {g.id: g for g in b.graphs}
     changes: list[FusionChange] = []
@@ -408,7 +379,8 @@ def compare_runs(a: RunSide, b: RunSide) -> RunComparison:
     walls = [(ia, ib, chain, ga_by_id[ia].chain_walls[chain], gb_by_id[ib].chain_walls[chain])
              for ia, ib, _ in pairs for chain in _COMPARED_CHAINS
              if chain in ga_by_id[ia].chain_walls and chain in gb_by_id[ib].chain_walls]
-    comp = RunComparison(a.label, b.label, same_script, pairs, only_a, only_b, changes, notes, walls)
+    comp = RunComparison(a.label, b.label, same_script, pairs, only_a, only_b, changes, notes, walls,
+                         compare_paths(changes, a.paths, b.paths))
     if not same_script or only_a or only_b:
         st = comp.match_stats()
         notes.append(f"matched {st['graphs_matched']} of {max(st['graphs_a'], st['graphs_b'])} graphs and "
@@ -447,4 +419,4 @@ def run_side_from_recording(rec, label: Optional[str] = None) -> RunSide:
                     sig_trace = rec.pass_trace(g.id, c.kind, c.passes[0].index)
         sig, sources = graph_signature(sig_trace) if sig_trace is not None else (f"empty{g.id}", frozenset())
         graphs.append(GraphSide(g.id, sig, sources, finals, timings.get(g.id, {}), walls.get(g.id, {})))
-    return RunSide(label or rec.path, run.script or run.target, run.executors, graphs)
+    return RunSide(label or rec.path, run.script or run.target, run.executors, graphs, fusion_paths(rec.events()))
