@@ -109,6 +109,14 @@ _TEMPLATES: dict = {}
 
 
 def _trace_template(op, args, kwargs) -> Template:
+    """Return the :class:`Template` of ``op`` on arguments like ``args``/``kwargs``: its decomposition
+    traced on fake tensors of their metadata; raise :class:`NotLowered` saying why it has none."""
+    return _template_of(_decomposition_graph(op, args, kwargs))
+
+
+def _decomposition_graph(op, args, kwargs):
+    """Trace ``op``'s decomposition (our table, faults included) with ``make_fx`` on fake tensors of
+    the arguments' metadata, one per distinct proxy; return the FX graph module."""
     proxies = [p for p in flatten((args, tuple(kwargs.values()))) if isinstance(p, TensorProxy)]
     mode = _fake()
     with mode:
@@ -133,6 +141,12 @@ def _trace_template(op, args, kwargs) -> Template:
         raise NotLowered(str(e)) from None
     except Exception as e:  # data-dependent ops, missing fake kernels ...
         raise NotLowered(f"tracing its decomposition failed: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}") from None
+    return gm
+
+
+def _template_of(gm) -> Template:
+    """Return the template of a traced decomposition: its prim calls, each argument an input, an
+    earlier node's output or a constant; raise :class:`NotLowered` for a call that is not a prim."""
     ref: dict = {}
     nodes: list[_Node] = []
     placeholder = 0
@@ -230,8 +244,11 @@ def _restrided(v: TensorProxy, out: TensorProxy, parent: BoundSymbol, minter: Mi
             sym("permute", (c, inv), {}, out, "aten.permute.default")]
 
 
-def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
-    """Return prim symbols computing ``b``'s outputs (named as ``b``'s outputs); raise NotLowered."""
+def _checked_template(b: BoundSymbol) -> tuple:
+    """Return ``(template, inputs, outputs, restride)`` for ``b``: its op's template, ``b``'s
+    distinct tensor inputs and flat outputs, and the indices of the outputs whose values are right in
+    another layout (they end with a copy into the recorded one); raise NotLowered when the op has no
+    template or the template computes other outputs than ``b`` recorded."""
     try:
         op = resolve_overload(b.sym)
     except UnknownSymbol as e:
@@ -249,10 +266,15 @@ def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
     with check_timed():
         computed = [_computed(template, inputs, src) for src in template.outputs]
         problem = output_mismatch(flat_outs, computed, strides=False)
-        # Outputs with the right values in another layout end with a copy into the recorded layout.
         restride = {i for i in outputs_to_restride(flat_outs, computed) if template.outputs[i][0] != "const"}
     if problem is not None:
         raise NotLowered(problem)
+    return template, inputs, flat_outs, restride
+
+
+def lower_symbol(b: BoundSymbol, minter: Minter) -> list[BoundSymbol]:
+    """Return prim symbols computing ``b``'s outputs (named as ``b``'s outputs); raise NotLowered."""
+    template, inputs, flat_outs, restride = _checked_template(b)
     # Output proxies of the parent are produced directly by the node that computes them.
     wanted: dict = {}
     for i, (o, src) in enumerate(zip(flat_outs, template.outputs)):

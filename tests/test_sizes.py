@@ -51,8 +51,6 @@ NOT_SPLIT_YET: dict[str, str] = {
     "tui/panels.py:symbol_details": "tui/panels.py is being changed by the one-wording work; split after it",
     "notebook_ext/data.py:RecordingData.payload": "notebook_ext/data.py is being changed by the one-wording work",
     "compiler/executors/triton_plan.py:_phases": "next round",
-    "compiler/decompositions.py:lower_symbol": "next round",
-    "compiler/decompositions.py:_trace_template": "next round",
 }
 
 
