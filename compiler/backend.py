@@ -8,28 +8,30 @@ eager graph. Each failure is reported once to the observer.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
 import traceback
 from typing import Callable, Optional, Sequence
 
-from . import chain_calls, triton_mode
+from . import triton_mode
 
 triton_mode.set_for_torch()  # before torch's AOTAutograd imports Triton
 
 import torch  # noqa: E402
 import torch.fx  # noqa: E402
 from torch._functorch.aot_autograd import aot_module_simplified  # noqa: E402
-from torch._functorch.partitioners import default_partition  # noqa: E402
 
+from . import remat as _remat
 from .acquire import UnsupportedGraph, fx_to_trace
-from .input_names import aot_argument_names, aot_input_names, dynamo_input_names, saved_input_names
-from .ir import flatten
+from .input_names import (aot_argument_names, aot_input_names, dynamo_input_names, parameter_flags,
+                          saved_input_names)
+from .ir import Trace, flatten
+from .chain_wrappers import (_announced, _eager_boxed, _flatten_boxed_inputs, _guard_first_call,
+                             _mutated_inputs_saved, _no_donated_buffers, _saving_copies, _tracing_context)
 from .observer import CompileObserver
 from .pipeline import CompileOptions, compile_chain
-from .profiling import ProfiledChain, ProfileSettings
+from .profiling import ProfileSettings
 from .shape_specialize import ShapeSpecialized, is_dynamic
 from .source import call_site
 
@@ -45,21 +47,24 @@ def _dynamo_control_flow() -> tuple:
 
 
 _DYNAMO_CONTROL_FLOW = _dynamo_control_flow()
-_defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None}
+_defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None, "remat": "auto"}
 _lock = threading.Lock()
 _OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
                  debug: Optional[bool] = None, profile: Optional[ProfileSettings] = None,
-                 aot=None) -> None:
+                 aot=None, remat: Optional[str] = None) -> None:
     """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does);
+    ``remat``: the rematerialization policy (:mod:`.remat`; None: unchanged);
     ``profile``: run-time profiling / input capture settings (None: off); ``aot``: the
     :class:`~.aot.pool.AheadOfTime` every compiler shares (None: none)."""
     _defaults["observer"] = observer
     _defaults["executors"] = list(executors) if executors else None
     _defaults["profile"] = profile
     _defaults["aot"] = aot
+    if remat is not None:
+        _defaults["remat"] = _remat.check_policy(remat)
     if debug is not None:
         _defaults["debug"] = debug
 
@@ -68,122 +73,6 @@ def reset_graph_ids() -> None:
     """Restart graph numbering at 0 (a new recording starts)."""
     global _graph_ids
     _graph_ids = itertools.count()
-
-
-def _eager_boxed(gm: torch.fx.GraphModule) -> Callable:
-    def run(args):
-        out = gm(*args)
-        args.clear()
-        return out
-    run._boxed_call = True
-    return run
-
-
-def _announced(fn: Callable, graph: int, chain: str) -> Callable:
-    """Return boxed ``fn`` telling :mod:`.chain_calls` when each of its calls starts and ends
-    (``fn.state`` of :func:`_guard_first_call`, if any, stays readable on the result)."""
-    def run(args):
-        chain_calls.started(graph, chain)
-        try:
-            return fn(args)
-        finally:
-            chain_calls.finished(graph, chain)
-    run._boxed_call = True
-    if hasattr(fn, "state"):
-        run.state = fn.state
-    return run
-
-
-def _tracing_context(fresh: bool):
-    """A tracing context of its own for a compile outside Dynamo's (a shape's first call), where
-    AOTAutograd leaves its metadata (:func:`_mutated_inputs_saved` reads it); else no-op."""
-    if not fresh or torch._guards.TracingContext.try_get() is not None:
-        return contextlib.nullcontext()
-    return torch._guards.tracing(torch._guards.TracingContext(None))
-
-
-def _mutated_inputs_saved(gm: torch.fx.GraphModule) -> list[int]:
-    """Return the positions among forward graph ``gm``'s outputs of the tensors saved for backward
-    that are inputs AOTAutograd mutates after the forward returns (BatchNorm's running statistics,
-    which a checkpointed region saves to recompute from). Empty when AOTAutograd's metadata is not
-    there or does not line up with the graph."""
-    try:
-        meta = torch._guards.TracingContext.try_get().fw_metadata
-        mutated = {i for i, info in enumerate(meta.input_info) if info.mutates_data}
-        first_saved = int(meta.num_forward_returns)
-    except Exception:
-        return []
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    if not mutated or len(placeholders) != len(meta.input_info):
-        return []
-    index = {n: i for i, n in enumerate(placeholders)}
-    outputs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-    return [j for j, o in enumerate(outputs)
-            if j >= first_saved and isinstance(o, torch.fx.Node) and index.get(o) in mutated]
-
-
-def _no_donated_buffers() -> None:
-    """Tell AOTAutograd (through the forward's metadata) that the backward reuses none of the
-    tensors the forward saved for it: none is written, the generated code only drops its references.
-    With the donated buffers AOTAutograd finds otherwise (buffers Inductor may overwrite), a
-    ``backward(retain_graph=True)`` after the backward was compiled is refused ("compiled with
-    non-empty donated buffers"), and a training loop that keeps its graph would stop."""
-    try:
-        meta = torch._guards.TracingContext.try_get().fw_metadata
-        if meta.bw_donated_idxs:
-            meta.bw_donated_idxs = []
-    except Exception:  # no tracing context, or a torch without donated buffers
-        pass
-
-
-def _saving_copies(fn: Callable, positions: Sequence[int]) -> Callable:
-    """Return boxed ``fn`` whose outputs at ``positions`` are copies: a tensor saved for backward
-    must keep the value it had in the forward, and AOTAutograd writes the input's new value into
-    the input itself after the forward returns (autograd would then refuse the saved tensor, its
-    version having moved)."""
-    if not positions:
-        return fn
-
-    def run(args):
-        out = list(fn(args))
-        for j in positions:
-            if isinstance(out[j], torch.Tensor):
-                out[j] = out[j].clone()
-        return out
-    run._boxed_call = True
-    if hasattr(fn, "state"):
-        run.state = fn.state
-    return run
-
-
-def _guard_first_call(fn: Callable, eager: Callable, report: Callable[[BaseException], None]) -> Callable:
-    """Return a boxed callable that runs ``fn``; if its first call raises, report it and switch to
-    ``eager`` for good (the functional graph has no side effects to undo). When ``fn`` is a
-    :class:`ProfiledChain`, its plain callable replaces it once profiling is done; ``run.state``
-    shows which callable runs now."""
-    state = {"fn": fn, "checked": False}
-    if isinstance(fn, ProfiledChain):
-        def profiling_done():
-            if state["fn"] is fn:
-                state["fn"] = fn.plain
-        fn.on_done = profiling_done
-
-    def run(args):
-        if state["checked"]:
-            return state["fn"](args)
-        saved = list(args)
-        try:
-            out = fn(args)
-        except Exception as e:  # a kernel that fails at run time must not stop training
-            report(e)
-            state["fn"] = eager
-            state["checked"] = True
-            return eager(saved)
-        state["checked"] = True
-        return out
-    run._boxed_call = True
-    run.state = state
-    return run
 
 
 def ahead_of_time(targets, observer: Optional[CompileObserver], aot=None):
@@ -209,16 +98,29 @@ def ahead_of_time(targets, observer: Optional[CompileObserver], aot=None):
     return made
 
 
+def _acquire_one(gm, graph: int, chain: str, arguments: list, forward_outputs: list, site) -> Trace:
+    """Return the trace of AOTAutograd chain graph ``gm`` with readable input names."""
+    names = _aot_names(gm, arguments)
+    if chain == "backward":
+        names = {**_saved_names(gm, forward_outputs), **names}
+    return fx_to_trace(gm, chain=chain, graph=graph, input_names=names, call_site=site)
+
+
 class ThundervisCompiler:
     """A Dynamo backend object: ``torch.compile(model, backend=ThundervisCompiler(...))``.
     ``targets``: GPU targets every Triton kernel is compiled for ahead of time (``"sm_80,sm_90"``;
     ``"local"``: the local GPU's architecture, none without CUDA; None: none); ``aot``: a shared
-    :class:`~.aot.pool.AheadOfTime` instead (``thundervis run`` passes one)."""
+    :class:`~.aot.pool.AheadOfTime` instead (``thundervis run`` passes one); ``remat``: ``off`` or
+    ``auto`` (None: the process default, ``auto``), see :mod:`.remat`."""
 
     def __init__(self, executors: Optional[Sequence[str]] = None, debug: bool = False,
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-                 targets=None, aot=None):
+                 targets=None, aot=None, remat: Optional[str] = None):
         observer = observer or CompileObserver()
+        self.remat = _remat.check_policy(remat if remat is not None else _defaults["remat"])
+        self._partitions: dict[int, _remat.Partitioned] = {}  # graph id -> both policies' partitions
+        self._finals: dict[int, Trace] = {}  # graph id -> its final forward trace, until the backward's
+        self._param_flags: dict[int, list] = {}  # graph id -> per AOTAutograd argument: a parameter/buffer?
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer,
                                       profile=profile, aot=ahead_of_time(targets, observer, aot))
         self._sites: dict = {}  # graph id -> the user line that called the compiled code (SourceInfo)
@@ -282,6 +184,10 @@ class ThundervisCompiler:
         except Exception:
             dynamo_names, arguments = [], []
         self._arguments[graph] = arguments
+        try:
+            self._param_flags[graph] = parameter_flags(gm)
+        except Exception:
+            self._param_flags[graph] = []
         placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         try:
             t0 = time.perf_counter()
@@ -332,8 +238,53 @@ class ThundervisCompiler:
                 obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
             except Exception as e:
                 obs.chain_failed(graph, "joint", f"{type(e).__name__}: {e}", traceback.format_exc())
-            return default_partition(joint_module, joint_inputs, **kwargs)
+            part = _remat.partition(joint_module, joint_inputs, self.remat, **kwargs)
+            self._partitions[graph] = part
+            return _remat.chosen(part)
         return partition
+
+    def _acquire(self, gm, graph: int, chain: str, t0: float) -> tuple[Trace, int]:
+        """Acquire chain ``gm`` and report it; with both partitions known, report the ``off``
+        partition's chain as ``acquire`` and the one that runs as pass 1, ``remat``, whose notes
+        say what each decision kept or recomputed. Return (the trace to compile, its next pass)."""
+        obs, site, arguments = self.options.observer, self._sites.get(graph), self._arguments.get(graph, [])
+        part = self._partitions.get(graph) if chain in ("forward", "backward") else None
+        outs = self._forward_outputs.pop(graph, {}) if chain == "backward" else {}
+        off_gm = part.off[0 if chain == "forward" else 1] if part is not None else None
+        before = _acquire_one(off_gm, graph, chain, arguments, outs.get("off", []), site) if off_gm else None
+        trace = _acquire_one(gm, graph, chain, arguments, outs.get("run", []), site)  # acquired last: what runs
+        if before is None:
+            before = trace
+        else:
+            trace = _remat.aligned(before, off_gm, trace, gm, _remat.notes_for(part, chain))
+        if chain == "forward":
+            self._forward_outputs[graph] = {"run": list(flatten(trace.outputs)), "off": list(flatten(before.outputs))}
+        dt = time.perf_counter() - t0
+        obs.pass_done(graph, chain, 0, "acquire", before.replace(meta={"duration_ms": dt * 1e3}), dt, True)
+        if part is None:
+            return trace, 1
+        meta = {"remat_policy": part.policy, "saved_bytes_off": _remat.saved_bytes(part, "off"),
+                "saved_bytes_auto": _remat.saved_bytes(part, "auto")}
+        if part.error:
+            meta["remat_error"] = part.error[:500]
+        trace = trace.replace(meta=meta)
+        obs.pass_done(graph, chain, 1, _remat.PASS_NAME, trace, 0.0,
+                      trace.symbols != before.symbols or trace.outputs != before.outputs)
+        return _remat.without_notes(trace), 2
+
+    def _ledger(self, graph: int, chain: str, final: Trace) -> None:
+        """Keep the final forward trace; once the backward's is there, report the graph's ledger."""
+        if chain == "forward":
+            self._finals[graph] = final
+            return
+        fw, part = self._finals.pop(graph, None), self._partitions.pop(graph, None)
+        if chain != "backward" or fw is None or part is None:
+            return
+        try:
+            data = _remat.ledger(part, fw, final, self._param_flags.get(graph, []))
+        except Exception as e:  # the ledger is a record: the compiled chain runs without it
+            data = {"error": f"{type(e).__name__}: {e}"}
+        self.options.observer.memory_ledger(graph, data)
 
     def _chain_compiler(self, graph: int, chain: str):
         """Return the AOTAutograd compiler of one chain of ``graph`` (whose call site, the user line
@@ -349,15 +300,9 @@ class ThundervisCompiler:
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
-                names = _aot_names(gm, self._arguments.get(graph, []))
-                if chain == "backward":
-                    names = {**_saved_names(gm, self._forward_outputs.pop(graph, [])), **names}
-                trace = fx_to_trace(gm, chain=chain, graph=graph, input_names=names, call_site=site)
-                if chain == "forward":
-                    self._forward_outputs[graph] = list(flatten(trace.outputs))
-                dt = time.perf_counter() - t0
-                obs.pass_done(graph, chain, 0, "acquire", trace.replace(meta={"duration_ms": dt * 1e3}), dt, True)
-                _, fn = compile_chain(trace, options)
+                trace, start = self._acquire(gm, graph, chain, t0)
+                final, fn = compile_chain(trace, options, start=start)
+                self._ledger(graph, chain, final)
             except Exception as e:
                 kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"
                 obs.chain_failed(graph, chain, f"{kind}: {type(e).__name__}: {e}", traceback.format_exc())
@@ -376,32 +321,6 @@ class ThundervisCompiler:
                 guarded = compared_with_eager(guarded, eager, steps, reporter(obs, graph, chain))
             return _saving_copies(_announced(guarded, graph, chain), saved_copies)
         return compile_fx_graph
-
-
-def _flatten_boxed_inputs(gm: torch.fx.GraphModule, example_inputs) -> Optional[torch.fx.GraphModule]:
-    """Return a copy of ``gm`` whose first input, a list of tensors read only by ``list[i]``
-    (compiled autograd's graphs: DDP's python reducer traces its all-reduces there), is one input
-    per tensor; None when the graph uses the list any other way."""
-    import operator
-    gm = torch.fx.GraphModule(gm, gm.graph.__deepcopy__() if hasattr(gm.graph, "__deepcopy__") else gm.graph)
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    boxed, items = placeholders[0], example_inputs[0]
-    if not all(isinstance(t, torch.Tensor) for t in items):
-        return None
-    users = list(boxed.users)
-    if not all(u.op == "call_function" and u.target is operator.getitem and isinstance(u.args[1], int)
-               and 0 <= u.args[1] < len(items) for u in users):
-        return None
-    with gm.graph.inserting_before(boxed):
-        new = [gm.graph.placeholder(f"{boxed.name}_{i}") for i in range(len(items))]
-    for node, value in zip(new, items):
-        node.meta["example_value"] = node.meta["val"] = value
-    for u in users:
-        u.replace_all_uses_with(new[u.args[1]])
-        gm.graph.erase_node(u)
-    gm.graph.erase_node(boxed)
-    gm.recompile()
-    return gm
 
 
 def _aot_names(gm: torch.fx.GraphModule, arguments: list) -> dict[str, str]:
@@ -436,7 +355,7 @@ def _compile_reason() -> Optional[str]:
 
 def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callable:
     """The ``torch_dynamo_backends`` entry point: compile with the process defaults (see
-    :func:`set_defaults`) overridden by ``options`` (``executors``, ``debug``)."""
+    :func:`set_defaults`) overridden by ``options`` (``executors``, ``debug``, ``remat``)."""
     compiler = ThundervisCompiler(
         executors=options.get("executors", _defaults["executors"]),
         debug=options.get("debug", _defaults["debug"]),
@@ -444,6 +363,7 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
         profile=options.get("profile", _defaults["profile"]),
         targets=options.get("targets"),
         aot=None if "targets" in options else _defaults["aot"],
+        remat=options.get("remat"),
     )
     return compiler(gm, example_inputs)
 
@@ -474,14 +394,14 @@ def plan_records(step: Callable, *args) -> tuple[list, list]:
 
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
         observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-        targets=None, **compile_kwargs):
+        targets=None, remat: Optional[str] = None, **compile_kwargs):
     """Return ``torch.compile(fn_or_module)`` routed through our compiler (``profile``: time kernels
     at run time and/or capture fusion inputs, see :mod:`profiling`; ``targets``: GPU targets to
     compile every kernel for ahead of time, ``"sm_90"`` or ``"local"``; None: those of the
-    ``thundervis run`` in progress, else none)."""
+    ``thundervis run`` in progress, else none; ``remat``: ``off`` or ``auto``, None: the default)."""
     shared = _defaults["aot"] if targets is None else None
     backend = ThundervisCompiler(executors=executors, debug=debug,
                                  observer=observer or _defaults["observer"],
                                  profile=profile if profile is not None else _defaults["profile"],
-                                 targets=targets, aot=shared)
+                                 targets=targets, aot=shared, remat=remat)
     return torch.compile(fn_or_module, backend=backend, **compile_kwargs)

@@ -178,3 +178,12 @@ def assign_input_names(fx_names: Sequence[str], wanted: Mapping[str, str]) -> di
         taken.add(name)
         out[fx] = name
     return out
+
+
+def parameter_flags(gm) -> list[bool]:
+    """Return, per AOTAutograd flat argument of Dynamo graph ``gm`` (:func:`aot_argument_names`'s
+    order), whether it is a module parameter or buffer (Dynamo names a lifted one by its
+    ``_parameters`` / ``_buffers`` hop)."""
+    own = len(list(gm.named_parameters(remove_duplicate=False))) + len(list(gm.named_buffers(remove_duplicate=False)))
+    raw = [n.name.lower() for n in gm.graph.nodes if n.op == "placeholder"]
+    return [True] * own + [("_parameters_" in n or "_buffers_" in n) for n in raw]

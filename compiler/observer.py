@@ -33,6 +33,10 @@ class CompileObserver:
         ``unplanned`` or ``unfinished``; stages, resources, occupancy, instruction mix, line maps).
         Called from a worker-result thread."""
 
+    def memory_ledger(self, graph: int, ledger: dict) -> None:
+        """The memory ledger of ``graph``'s forward/backward pair was computed
+        (:func:`.ledger.graph_ledger`'s dict; ``{"error": ...}`` when it could not be)."""
+
     def chain_failed(self, graph: int, chain: Optional[str], error: str, tb: str) -> None:
         """Compiling ``chain`` (None: the whole graph) failed; it runs eagerly instead."""
 

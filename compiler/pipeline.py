@@ -124,12 +124,13 @@ class PassRunner:
         return out
 
 
-def compile_chain(trace: Trace, options: CompileOptions) -> tuple[Trace, Callable]:
-    """Run the whole pipeline on an acquired trace (already reported as pass 0) and return
-    (execution trace, boxed callable)."""
+def compile_chain(trace: Trace, options: CompileOptions, start: int = 1) -> tuple[Trace, Callable]:
+    """Run the whole pipeline on an acquired trace (already reported as passes ``0 .. start-1``:
+    acquire, and remat when the backend chose what to save) and return (execution trace, boxed
+    callable)."""
     device = trace.inputs[0].device.split(":")[0] if trace.inputs else "cpu"
     executors = resolve_executors(options.executors, device)
-    runner = PassRunner(trace.graph, trace.chain, options, start=1)
+    runner = PassRunner(trace.graph, trace.chain, options, start=start)
     with compiling(options.observer, trace.graph, trace.chain):
         for name, fn in chain_passes(executors):
             trace = runner.run(name, fn, trace)

@@ -138,8 +138,11 @@ def test_compiled_traces_name_inputs_after_what_they_are(traces):
 def test_input_names_are_stable_across_passes(traces):
     for chain in ("forward", "backward"):
         passes = traces.traces(chain)
-        first = passes["acquire"]
+        # the remat pass changes what the backward is given (the values the forward saves)
+        first = passes.get("remat", passes["acquire"])
         for name, t in passes.items():
+            if name == "acquire" and "remat" in passes:
+                continue
             assert [p.name for p in t.inputs] == [p.name for p in first.inputs], (chain, name)
             assert t.fx_names == first.fx_names, (chain, name)
 

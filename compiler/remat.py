@@ -1,0 +1,232 @@
+"""Rematerialization: which values the forward saves for the backward, and which the backward
+recomputes instead.
+
+Both policies partition the same joint graph: ``off`` with AOTAutograd's ``default_partition``
+(saves what eager saves), ``auto`` with its min-cut partitioner (recomputes cheap pointwise and
+reshape chains in the backward when that saves memory). Both are computed at every compile, so a
+recording holds each policy's decisions and the bytes each keeps (the what-if of ``thundervis memory
+--remat``) whichever one ran. Everything here reads FX metadata (shapes, dtypes) only, never storage.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Optional
+
+import torch
+import torch.fx
+from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+
+from .ir import BoundSymbol, Minter, TensorProxy, Trace, map_structure
+
+POLICIES = ("off", "auto")
+# The min-cut partitioner's settings under ``auto``. Its default bans recomputing a value whose
+# backward use is "materialized" (read by an op outside its fusible list), which in our graphs
+# (not decomposed: tanh_backward, gelu_backward ... stay whole) bans nearly every pointwise chain;
+# Inductor's decomposed graphs do not hit that. Lifting that one ban recomputes GPT-2's GELU chain
+# (4 of its [b, s, 4h] tensors per layer) and still never recomputes a matmul, attention or a
+# reduction (those bans stay).
+AUTO_CONFIG = {"ban_recompute_materialized_backward": False}
+PASS_NAME = "remat"
+
+
+def check_policy(policy: Optional[str]) -> str:
+    """Return ``policy`` (None: ``auto``) or raise ValueError naming the accepted ones."""
+    policy = "auto" if policy is None else policy
+    if policy not in POLICIES:
+        raise ValueError(f"unknown remat policy {policy!r}: use off or auto")
+    return policy
+
+
+@dataclasses.dataclass
+class Partitioned:
+    """One graph's partitions: the ``off`` pair, the ``auto`` pair (None when min-cut failed, with
+    ``error``), the policy that ran, and each saved value's decisions (:func:`decisions`)."""
+
+    policy: str
+    n_user_outputs: int
+    off: tuple
+    auto: Optional[tuple]
+    error: Optional[str]
+    decisions: list
+
+
+def _saved_nodes(fw: torch.fx.GraphModule, n_user_outputs: int) -> list[torch.fx.Node]:
+    out = next(n for n in fw.graph.nodes if n.op == "output").args[0]
+    return [n for n in out[n_user_outputs:]
+            if isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor)]
+
+
+def _bytes(node: torch.fx.Node) -> int:
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor):
+        return 0
+    return v.numel() * v.element_size()
+
+
+def _describe(node: torch.fx.Node) -> dict:
+    v = node.meta.get("val")
+    shape = [int(s) for s in v.shape] if isinstance(v, torch.Tensor) else []
+    dtype = str(v.dtype).removeprefix("torch.") if isinstance(v, torch.Tensor) else type(v).__name__
+    op = "input" if node.op == "placeholder" else str(getattr(node.target, "__name__", node.target))
+    return {"fx": node.name, "shape": shape, "dtype": dtype, "bytes": _bytes(node), "op": op}
+
+
+def _recompute_chain(bw: torch.fx.GraphModule, name: str, saved: set) -> list[str]:
+    """Return the ops the backward ``bw`` runs to recompute node ``name`` from what it is given."""
+    nodes = {n.name: n for n in bw.graph.nodes}
+    chain, stack, seen = [], [nodes[name]], set()
+    while stack:
+        n = stack.pop()
+        if n.name in seen or n.op != "call_function":
+            continue
+        seen.add(n.name)
+        chain.append(str(getattr(n.target, "__name__", n.target)))
+        stack.extend(a for a in n.all_input_nodes if a.name not in saved)
+    return chain
+
+
+def decisions(off: tuple, auto: Optional[tuple], n_user_outputs: int) -> list[dict]:
+    """Return one dict per value either policy saves: its FX name, shape, dtype, bytes, the op that
+    made it, and per policy (``off``, ``auto``) ``saved`` / ``recomputed`` / ``not saved`` with
+    ``why``."""
+    off_saved = {n.name: n for n in _saved_nodes(off[0], n_user_outputs)}
+    auto_saved = {n.name: n for n in _saved_nodes(auto[0], n_user_outputs)} if auto else dict(off_saved)
+    auto_bw = {n.name: n for n in auto[1].graph.nodes} if auto else {}
+    rows = []
+    for name, node in off_saved.items():
+        row = {**_describe(node), "off": "saved", "why_off": "off saves what eager autograd saves"}
+        if name in auto_saved:
+            row.update(auto="saved", why_auto="min-cut keeps it: no cheaper set of saved values reaches it")
+        elif name in auto_bw and auto_bw[name].op == "call_function":
+            ops = _recompute_chain(auto[1], name, set(auto_saved))
+            row.update(auto="recomputed", why_auto=f"recomputed in the backward by {len(ops)} cheap op(s) "
+                       f"({', '.join(sorted(set(ops))[:4])}) instead of keeping {row['bytes']} bytes")
+        else:
+            row.update(auto="not saved", why_auto="min-cut saves other values the backward needs instead")
+        rows.append(row)
+    for name, node in auto_saved.items():
+        if name not in off_saved:
+            rows.append({**_describe(node), "off": "not saved", "why_off": "off saves what eager autograd saves",
+                         "auto": "saved", "why_auto": "saved so the backward can recompute cheaper values from it"})
+    return rows
+
+
+def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, **kwargs) -> Partitioned:
+    """Partition ``joint`` both ways (AOTAutograd's ``partition_fn`` arguments) and return a
+    :class:`Partitioned`; ``policy`` says which pair runs. A min-cut failure leaves ``off`` running."""
+    n_user = int(kwargs.get("num_fwd_outputs", 0))
+    # each partitioner may edit the joint graph it is given; node metadata (fake tensors) is shared
+    spare = torch.fx.GraphModule(joint, copy.deepcopy(joint.graph))
+    off = default_partition(spare, joint_inputs, **kwargs)
+    auto, error = None, None
+    try:
+        from torch._functorch import config
+        with config.patch(**AUTO_CONFIG):
+            auto = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+    except Exception as e:  # the compile goes on with what eager saves
+        error = f"{type(e).__name__}: {e}"
+    return Partitioned(policy=policy, n_user_outputs=n_user, off=off, auto=auto, error=error,
+                       decisions=decisions(off, auto, n_user))
+
+
+def chosen(p: Partitioned) -> tuple:
+    """Return the (forward, backward) pair that runs under ``p.policy``."""
+    return p.auto if p.policy == "auto" and p.auto is not None else p.off
+
+
+def _call_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """The nodes :func:`~.acquire.fx_to_trace` makes one symbol of, in its order."""
+    import operator
+    tuples = {n for n in gm.graph.nodes if isinstance(n.meta.get("val"), (tuple, list))}
+    return [n for n in gm.graph.nodes if n.op == "get_attr"
+            or (n.op == "call_function" and not (n.target is operator.getitem and n.args[0] in tuples))]
+
+
+def aligned(before: Trace, before_gm: torch.fx.GraphModule, after: Trace, after_gm: torch.fx.GraphModule,
+            notes: dict) -> Trace:
+    """Return ``after`` (acquired from ``after_gm``) with the proxy names and uids ``before``
+    (acquired from ``before_gm``) gave the same FX nodes, so a diff of the two shows only what
+    moved; a node only ``after`` has gets fresh ones. ``notes``: {FX name: note} for the symbols
+    whose value a policy decision concerns."""
+    fx_before = {n.name: b for n, b in zip(_call_nodes(before_gm), before.symbols)}
+    names, uids = {}, {}
+    for n, b in zip(_call_nodes(after_gm), after.symbols):
+        old = fx_before.get(n.name)
+        if old is None:
+            continue
+        uids[b.uid] = old.uid
+        for p, q in zip(b.flat_outputs(), old.flat_outputs()):
+            names[p.name] = q.name
+    mint = Minter(before)
+    made = {p.name for b in before.symbols for p in b.flat_outputs()}
+    taken = {p.name for p in before.inputs} | made
+    for p in after.inputs:  # inputs keep their readable names (the saved values a backward reads)
+        if p.name not in made:
+            names[p.name] = p.name
+            taken.add(p.name)
+
+    def rename(x):
+        if not isinstance(x, TensorProxy):
+            return x
+        if x.name not in names:
+            fresh = mint.name()
+            while fresh in taken:
+                fresh = mint.name()
+            names[x.name] = fresh
+        return dataclasses.replace(x, name=names[x.name])
+
+    fx_after = {b.uid: n.name for n, b in zip(_call_nodes(after_gm), after.symbols)}
+    symbols = []
+    for b in after.symbols:
+        uid = uids.get(b.uid) or mint.uid()
+        note = notes.get(fx_after.get(b.uid, ""))
+        symbols.append(BoundSymbol(
+            sym=b.sym, args=map_structure(rename, b.args), kwargs=map_structure(rename, b.kwargs),
+            outputs=map_structure(rename, b.outputs), uid=uid, origin=b.origin,
+            source=b.source, seq_nr=b.seq_nr, aten=b.aten, executor=b.executor, note=note or b.note))
+    return mint.stamp(after, inputs=tuple(map_structure(rename, after.inputs)), symbols=tuple(symbols),
+                      outputs=map_structure(rename, after.outputs), pass_name=PASS_NAME)
+
+
+def notes_for(p: Partitioned, chain: str) -> dict:
+    """Return {FX name: note} of the decisions the ``chain`` trace of the policy that ran shows:
+    in the forward each saved value's producer, in the backward each recomputed value."""
+    notes = {}
+    for d in p.decisions:
+        verdict, why = d[p.policy], d[f"why_{p.policy}"]
+        if chain == "forward" and verdict == "saved":
+            notes[d["fx"]] = f"saved for backward ({d['bytes']} B; remat {p.policy}: {why})"
+        elif chain == "backward" and verdict == "recomputed":
+            notes[d["fx"]] = f"recomputed, not saved (remat {p.policy}: {why})"
+    return notes
+
+
+def without_notes(trace: Trace) -> Trace:
+    """Return ``trace`` without the decision notes :func:`aligned` put on it: they belong to the
+    recorded ``remat`` pass; later passes keep a note field for their own reasons."""
+    marks = ("saved for backward (", "recomputed, not saved (")
+    return trace.replace(symbols=tuple(b.replace(note=None) if b.note and b.note.startswith(marks) else b
+                                       for b in trace.symbols))
+
+
+def saved_bytes(p: Partitioned, policy: str) -> int:
+    """Return the bytes of the values ``policy`` saves (each value's own size, views not merged)."""
+    return sum(d["bytes"] for d in p.decisions if d[policy] == "saved")
+
+
+def ledger(p: Partitioned, forward: Trace, backward: Trace, parameter_inputs: list) -> dict:
+    """Return the memory ledger (:func:`.ledger.graph_ledger`) of the final ``forward`` and
+    ``backward`` traces compiled from ``p``'s chosen partition, each saved value with its decision."""
+    from .acquire import fx_to_trace
+    from .ledger import graph_ledger, saved_storage
+    what_if = {}
+    for policy, pair in (("off", p.off), ("auto", p.auto)):
+        if pair is not None:
+            acquired = fx_to_trace(pair[0], chain="forward", graph=forward.graph)
+            what_if[policy] = saved_storage(acquired, p.n_user_outputs, parameter_inputs)
+    by_fx = {d["fx"]: d for d in p.decisions}
+    saved = _saved_nodes(chosen(p)[0], p.n_user_outputs)
+    rows = [by_fx.get(n.name) for n in saved]
+    return graph_ledger(forward, backward, p.n_user_outputs, parameter_inputs, rows,
+                        p.policy if p.auto is not None else "off", p.decisions, what_if)

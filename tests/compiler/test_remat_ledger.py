@@ -1,0 +1,149 @@
+"""Rematerialization (compiler/remat.py) and the memory ledger (compiler/ledger.py): ``auto``
+recomputes a cheap pointwise chain in the backward instead of saving it, gradients still match
+eager, the ``remat`` pass is recorded with its decisions, and the ledger's saved total equals what
+``saved_tensors_hooks`` measures, exactly."""
+from __future__ import annotations
+
+import copy
+import os
+import sys
+
+import pytest
+import torch
+
+from thundervis.compiler import CompileObserver
+from thundervis.compiler.backend import ThundervisCompiler, reset_graph_ids
+from thundervis.compiler.ledger import aliases, extent_bytes, timeline
+from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks")
+
+
+class Ledgers(CompileObserver):
+    """Keeps every ledger and the passes of every chain."""
+
+    def __init__(self):
+        self.ledgers, self.passes = {}, []
+
+    def memory_ledger(self, graph, ledger):
+        self.ledgers[graph] = ledger
+
+    def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
+        self.passes.append((graph, chain, index, name, trace, changed))
+
+
+class Block(torch.nn.Module):
+    """A linear layer, a long chain of pointwise ops, another linear: what min-cut recomputes."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32)
+
+    def forward(self, x):
+        h = self.a(x)
+        h = torch.tanh(h) * torch.sigmoid(h) + h * 0.5
+        return self.b(torch.relu(h) * h).square().mean()
+
+
+def measured(run, model, x) -> int:
+    """Saved bytes of one step, as benchmarks/saved_memory.py counts them."""
+    sys.path.insert(0, BENCH)
+    try:
+        from _memory_models import saved_bytes
+    finally:
+        sys.path.remove(BENCH)
+
+    class Out:
+        def __init__(self, loss):
+            self.loss = loss
+    return saved_bytes(lambda x: Out(run(x)), model, {"x": x})[0]
+
+
+def compiled(model, remat, executors=("torch",)):
+    torch._dynamo.reset()
+    reset_graph_ids()
+    obs = Ledgers()
+    backend = ThundervisCompiler(executors=list(executors) if executors else None, observer=obs, remat=remat)
+    return torch.compile(model, backend=backend, dynamic=False), obs
+
+
+@pytest.mark.parametrize("executors", [("torch",), None])
+def test_auto_saves_less_matches_eager_and_ledger_equals_measured(executors):
+    torch.manual_seed(0)
+    base, x = Block(), torch.randn(16, 32)
+    ref = copy.deepcopy(base)
+    ref(x).backward()
+    totals = {}
+    for remat in ("off", "auto"):
+        model = copy.deepcopy(base)
+        run, obs = compiled(model, remat, executors)
+        run(x).backward()
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=f"{remat}: gradient of {n}")
+        model.zero_grad()
+        got = measured(run, model, x)
+        ledger = obs.ledgers[0]
+        assert ledger["totals"]["saved_bytes"] == got, (remat, ledger["saved"])
+        assert ledger["totals"]["policy"] == remat
+        totals[remat] = got
+        # both policies' what-if are recorded whichever ran, the one that ran equal to the ledger
+        assert ledger["totals"][f"what_if_{remat}"] == got
+    assert totals["auto"] < totals["off"]
+    assert ledger["totals"]["what_if_off"] == totals["off"]
+
+
+def test_remat_pass_is_recorded_with_its_decisions():
+    torch.manual_seed(0)
+    run, obs = compiled(Block(), "auto")
+    run(torch.randn(16, 32)).backward()
+    remat = {chain: (trace, changed) for g, chain, i, name, trace, changed in obs.passes if name == "remat"}
+    assert set(remat) == {"forward", "backward"}
+    assert all(changed for _, changed in remat.values())
+    fw, bw = remat["forward"][0], remat["backward"][0]
+    assert [s.note for s in bw.symbols if s.note and s.note.startswith("recomputed")], "no recomputed op noted"
+    assert any(s.note and s.note.startswith("saved for backward") for s in fw.symbols)
+    acquired = {chain: t for g, chain, i, name, t, _ in obs.passes if name == "acquire" and chain == "backward"}
+    kept = {p.name for p in acquired["backward"].inputs} & {p.name for p in bw.inputs}
+    assert kept, "the remat trace keeps the names the acquired trace gave the same values"
+    decisions = obs.ledgers[0]["decisions"]
+    assert {d["auto"] for d in decisions} >= {"recomputed"}
+    assert all(d["off"] in ("saved", "not saved") for d in decisions)
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="unknown remat policy 'sometimes'"):
+        ThundervisCompiler(remat="sometimes")
+
+
+def _p(name, shape, strides=None, dtype="float32"):
+    return TensorProxy(name, shape, dtype, "cpu", strides)
+
+
+def test_views_share_storage_and_dels_free_it():
+    x = _p("x", (4, 8), (8, 1))
+    a, v, b = _p("a", (4, 8), (8, 1)), _p("v", (8, 4), (1, 8)), _p("b", (4, 8), (8, 1))
+    syms = (BoundSymbol("aten.mul.Tensor", (x, 2.0), {}, a, "f0", aten="aten.mul.Tensor"),
+            BoundSymbol("aten.t.default", (a,), {}, v, "f1", aten="aten.t.default"),
+            BoundSymbol("aten.add.Tensor", (x, 1.0), {}, b, "f2", aten="aten.add.Tensor"),
+            BoundSymbol("del", (a,), {}, None, "f3"),
+            BoundSymbol("del", (v,), {}, None, "f4"))
+    trace = Trace("forward", (x,), syms, (b,))
+    assert aliases(trace)["v"] == "a"
+    assert [r["live_bytes"] for r in timeline(trace)] == [128, 128, 256, 256, 128]
+    assert extent_bytes(_p("s", (2, 3), (6, 1))) == (1 + 6 + 2) * 4
+
+
+@pytest.mark.slow
+def test_ledger_equals_measured_on_a_tiny_gpt2():
+    pytest.importorskip("transformers")
+    sys.path.insert(0, BENCH)
+    try:
+        from _memory_models import build, saved_bytes
+    finally:
+        sys.path.remove(BENCH)
+    model, batch = build("gpt2", hidden=64, layers=1, batch=2, seq=32)
+    run, obs = compiled(model, "auto", executors=None)
+    run(**batch).loss.backward()
+    model.zero_grad()
+    got = saved_bytes(run, model, batch)[0]
+    assert sum(v["totals"]["saved_bytes"] for v in obs.ledgers.values()) == got
