@@ -171,3 +171,17 @@ def test_a_group_with_no_readable_rank_is_one_sentence(group_without_rank_0, cap
     code, out, err = run_cli(capsys, "show", group_without_rank_0)
     assert code == 2 and "Traceback" not in err and "can be read (rank 0" in err
     shutil.rmtree(group_without_rank_0)
+
+
+def test_lineage_words_a_fallback_as_the_trace_does(example_run, capsys):
+    """``thundervis lineage`` of the line whose kernel fell back says it in the trace note's words."""
+    path, failed = example_run
+    if failed is None:
+        pytest.skip("no kernel fell back in this run")
+    from thundervis.present.kernel_rows import kernel_table
+    from thundervis.recording import open_recording
+    with open_recording(path) as rec:
+        (row,) = [r for r in kernel_table(rec) if r.name == failed]
+    line = next(s for s in row.source_lines)  # file.py:LINE of a line the kernel covers
+    code, out, _ = run_cli(capsys, "lineage", path, "--source", line)
+    assert code == 0 and row.fallback_text.startswith("ran in torch at run time: ") and row.fallback_text in out

@@ -9,7 +9,8 @@ import textwrap
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 from thundervis.commands.read_options import add_recording_file_argument
-from thundervis.present.status import fallback_reasons, symbol_note
+from thundervis.present.kernel_rows import kernel_table
+from thundervis.present.status import symbol_note
 from thundervis.safe_text import json_text, visible, visible_line
 
 
@@ -21,7 +22,7 @@ def _sym_text(s) -> str:
 def lineage_text(lin, fell_back: dict | None = None) -> str:
     """Return the human-readable form of one :class:`~thundervis.recording.Lineage`; each end says
     why it runs where it runs (its recorded note) and ``fell_back`` ({(graph, chain, kernel name):
-    error}) marks kernels that ran in torch at run time."""
+    the kernel table's ``fallback_text``}) marks kernels that ran in torch at run time."""
     fell_back = fell_back or {}
     lines = []
     src = ""
@@ -55,9 +56,9 @@ def lineage_text(lin, fell_back: dict | None = None) -> str:
             if e.kernel:
                 label += f" = kernel {e.kernel.name} ({len(e.kernel.ops)} ops)"
             by_executor.setdefault(e.executor or "no executor", []).append(label)
-            error = fell_back.get((lin.graph, c.chain, e.symbol.sym))
-            if error is not None:
-                notes.append(f"{e.symbol.uid} ran in torch at run time: {visible_line(error)}")
+            fell = fell_back.get((lin.graph, c.chain, e.symbol.sym))
+            if fell:  # present's wording (KernelRow.fallback_text), as show's note and the TUI say it
+                notes.append(f"{e.symbol.uid} {visible_line(fell)}")
             note = symbol_note(e.executor, e.symbol.note)
             if note and not e.kernel:
                 notes.append(f"{e.symbol.uid} {e.symbol.sym.removeprefix('prims.')}: {visible_line(note)}")
@@ -90,7 +91,7 @@ def cmd_lineage(args) -> int:
                 lineages = rec.lineage_of_source(query[0], query[1], args.graph)
         except UnknownItem as e:
             raise UserError(str(e) + ".") from None
-        fell_back = fallback_reasons(rec.events("kernel_fallback"))
+        fell_back = {(r.graph, r.chain, r.name): r.fallback_text for r in kernel_table(rec) if r.fallback}
     if args.json:
         sys.stdout.write(json_text([x.as_json() for x in lineages], indent=2) + "\n")
     else:
