@@ -50,7 +50,6 @@ NOT_SPLIT_YET: dict[str, str] = {
     "thundervis/runner.py:run_target": "runner.py is being changed in this round; split after it lands",
     "tui/panels.py:symbol_details": "tui/panels.py is being changed by the one-wording work; split after it",
     "notebook_ext/data.py:RecordingData.payload": "notebook_ext/data.py is being changed by the one-wording work",
-    "compiler/executors/triton_plan.py:_phases": "next round",
 }
 
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..ir import BoundSymbol, TensorProxy
-from .triton_codegen import FREE_OPS as FREE
 from ..printer import call_text, comment_text
 from .triton_codegen import Part, Unfusable, prim_name
 from . import triton_ops as ops
@@ -36,6 +35,7 @@ from .triton_ops import REDUCTIONS
 from .triton_region import reduced_last, reduces_apart
 from .triton_index import out_strides
 from .triton_index import numel, strides_of
+from .triton_phase_plan import PhasePlan, free_closure
 
 PHASE_LIMIT = 1 << 16
 
@@ -197,70 +197,14 @@ def _sections(comps, members, outputs, device_kind) -> KernelSource:
 
 
 def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str) -> KernelSource:
-    producer = {p.name: i for i, b in enumerate(members) for p in b.flat_outputs()}
-    free = {i for i, b in enumerate(members) if prim_name(b) in FREE}
-    written = {p.name: out_strides(p) for b in members for p in b.flat_outputs()}
-
-    def closure(own) -> list[int]:
-        need, stack = set(own), list(own)
-        while stack:
-            for x in members[stack.pop()].flat_inputs():
-                j = producer.get(x.name)
-                if j is not None and j not in need and j in free:
-                    need.add(j)
-                    stack.append(j)
-        return sorted(need)
-
-    region_out = {p.name for p in outputs}
-
-    def fits(own) -> bool:
-        try:
-            returned = [p for i in own for p in members[i].flat_outputs() if p.name in region_out]
-            part = Part([members[i] for i in closure(own)], returned, device_kind, read_strides=written)
-            part.run()
-            for k, p in enumerate(returned):
-                part.store(k, p)
-            return True
-        except Unfusable:
-            return False
-
-    plan: list[tuple[str, list[int]]] = []  # (kind, own member indices); kinds: gen, copy, put
-    cur: list[int] = []
-    for i, b in enumerate(members):
-        if i in free and not any(p.name in region_out for p in b.flat_outputs()):
-            continue  # re-derived by each part that needs it
-        if prim_name(b) in ops.PUTS:
-            if cur:
-                plan.append(("gen", cur))
-                cur = []
-            plan += [("copy", [i]), ("put", [i])]
-            continue
-        if fits(cur + [i]):
-            cur.append(i)
-            continue
-        if cur:
-            plan.append(("gen", cur))
-        cur = [i]
-        if not fits(cur):
-            Part([members[j] for j in closure(cur)], [], device_kind, read_strides=written).run()  # raises why
-    if cur:
-        plan.append(("gen", cur))
-    stored = {p.name for kind, own in plan if kind == "copy" for p in members[own[0]].flat_outputs()}
-    # Which values each part reads that an earlier part must write.
-    reads_after: list[set[str]] = []
-    for kind, own in plan:
-        syms = [members[j] for j in closure(own)]
-        if kind == "copy":
-            syms = [members[j] for j in _free_closure(members[own[0]], producer, free, members)]
-            syms.append(members[own[0]])
-        inside = {p.name for s in syms for p in s.flat_outputs()}
-        if kind == "copy":
-            inside.discard(members[own[0]].outputs.name)
-        reads_after.append({p.name for s in syms for p in s.flat_inputs()} - inside)
+    plan = PhasePlan(members, outputs, device_kind)
+    closure, written, region_out = plan.closure, plan.written, plan.region_out
+    stored = {p.name for kind, own in plan.steps if kind == "copy" for p in members[own[0]].flat_outputs()}
+    reads_after = plan.reads_after()
     parts, scratch = [], []
     out_names = [p.name for p in outputs]
-    for n, (kind, own) in enumerate(plan):
-        later = set().union(*reads_after[n + 1:]) if n + 1 < len(plan) else set()
+    for n, (kind, own) in enumerate(plan.steps):
+        later = set().union(*reads_after[n + 1:]) if n + 1 < len(plan.steps) else set()
         prefix = f"p{n}_"
         if kind == "put":
             syms = [members[j] for j in closure(own)]
@@ -272,7 +216,7 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
         if kind == "copy":
             b = members[own[0]]
             copy = BoundSymbol("prims.clone", (b.args[0],), {}, b.outputs, uid=b.uid, aten="aten.clone.default")
-            syms = [members[j] for j in _free_closure(b, producer, free, members)] + [copy]
+            syms = [members[j] for j in free_closure(b, plan.producer, plan.free, members)] + [copy]
             outs = [b.outputs]
         else:
             syms = [members[j] for j in closure(own)]
@@ -289,17 +233,6 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
     # On a GPU one program runs phases only while each fits one block; else a phase per launch.
     spread = device_kind == "cuda" and any(part.sizes["grid"] > 1 for part, _ in parts)
     return _module(parts, members, outputs, scratch, "launches" if spread else "phases", device_kind)
-
-
-def _free_closure(b: BoundSymbol, producer: dict, free: set, members: list) -> list[int]:
-    need, stack = set(), [b]
-    while stack:
-        for x in stack.pop().flat_inputs():
-            j = producer.get(x.name)
-            if j is not None and j not in need and j in free:
-                need.add(j)
-                stack.append(members[j])
-    return sorted(need)
 
 
 def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy], scratch: list[TensorProxy],
