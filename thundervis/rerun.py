@@ -280,6 +280,26 @@ def get_fusion_executor(name: str):
     return ex
 
 
+def unavailable_executors(names: Sequence[str]) -> dict[str, str]:
+    """Return ``{name: why}`` for the executors of ``names`` that cannot run here (not installed,
+    no device for them): not failures, just absent; the rest of ``names`` can run."""
+    out = {}
+    for name in names:
+        try:
+            get_fusion_executor(name)
+        except ExecutorMissing as e:
+            out[name] = str(e).rstrip(".")
+    return out
+
+
+def unavailable_note(missing: dict[str, str]) -> Optional[str]:
+    """Return the one note that says which executors were left out and why (None for none):
+    ``left out, not available here: the nvfuser executor is not available: nvfuser needs ...``."""
+    if not missing:
+        return None
+    return "left out, not available here: " + "; ".join(missing.values())
+
+
 def build_runner(region: Trace, kernel_name: str, executor) -> Callable[[list], tuple]:
     """Return a boxed callable running the region with ``executor``: one fusion symbol regenerated
     by a fusion executor, or the member ops one by one with ``torch``."""
@@ -383,9 +403,15 @@ def rerun_recorded_kernel(rec, kernel: KernelInfo, executor: Union[str, Sequence
     if args is None:
         args = random_inputs_or_refuse(region, k.name, seed)
     refs = reference_or_refuse(region, k.name, args)
-    for name in names:
-        if strict:
+    if strict:
+        for name in names:
             get_fusion_executor(name)  # say which executor is missing before running anything
+    else:  # an executor not installed here is no result: said once, not a row of the table
+        missing = unavailable_executors(names)
+        names = [n for n in names if n not in missing]
+        if missing:
+            report.notes.append(unavailable_note(missing))
+    for name in names:
         r = run_one(region, k.name, name, args, iters, dev, refs, report.inputs, strict)
         report.results.append(dataclasses.replace(r, kernel_id=k.id))
     return report
@@ -397,8 +423,8 @@ def rerun_kernel(path: str, kernel: str, executor: Union[str, Sequence[str], Non
                  seed: int = 0) -> RerunReport:
     """Re-run kernel ``kernel`` of the recording at ``path`` and return a :class:`RerunReport`.
 
-    ``executor``: one name, a list, ``"all"`` (every known executor; missing ones are reported as
-    unavailable) or None (the kernel's own). ``inputs``: ``random`` or ``captured`` (falls back to
+    ``executor``: one name, a list, ``"all"`` (every known executor; those not
+    installed here are left out, with one note saying which) or None (the kernel's own). ``inputs``: ``random`` or ``captured`` (falls back to
     random, with a note, when the captured ones are missing or do not match). ``device``: ``cpu``,
     ``cuda`` or None (where it was recorded). ``store``: append the results to the recording (when
     it cannot be written, ``report.store_error`` says why and the results still count).

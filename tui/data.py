@@ -246,6 +246,11 @@ class RecordingData:
         except Exception as e:  # torch missing or broken: say so in the UI
             out.error = f"re-run is not available here ({type(e).__name__}: {e})"
             return out
+        from thundervis.rerun import unavailable_executors, unavailable_note
+        missing = unavailable_executors(executors)  # not installed here: no row, one note
+        if missing:
+            out.notes.append(unavailable_note(missing))
+        executors = tuple(n for n in executors if n not in missing)
         for i, name in enumerate(executors):
             if progress is not None:
                 progress(i, len(executors), name)
