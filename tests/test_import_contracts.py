@@ -193,6 +193,12 @@ def test_graph_covers_every_part(report):
     ("thundervis.tui.comm_data", "thundervis.present.collectives", None),
     ("thundervis.commands.bisect", "thundervis.compiler_api", None),  # the public door to the compiler
     ("thundervis.notebook_ext.data", "thundervis.compiler_api", None),
+    ("thundervis.tui.data", "thundervis.rerun", "front-ends-use-the-view-model"),  # through compiler_api
+    ("thundervis.commands.repro", "thundervis.repro", "front-ends-use-the-view-model"),
+    ("thundervis.notebook_ext.data", "thundervis.bisect", "front-ends-use-the-view-model"),
+    ("thundervis.commands.numerics", "thundervis.numerics_check", "front-ends-use-the-view-model"),
+    ("thundervis.commands.profile_options", "thundervis.numerics_check", None),  # run arms the check
+    ("thundervis.tui.data", "thundervis.present.numerics", None),
     ("thundervis.commands.run_options", "thundervis.compiler.executors", None),  # run drives the compiler
     ("thundervis.commands.profile_options", "thundervis.compiler.profiling", None),
     ("thundervis.commands.run", "thundervis.compiler.backend", None),

@@ -242,11 +242,11 @@ class RecordingData:
         calling ``progress(done, total, executor)``; errors come back in the outcome."""
         out = RerunOutcome(kernel.name)
         try:
-            from thundervis.rerun import rerun_kernel
+            from thundervis.compiler_api import rerun_kernel
         except Exception as e:  # torch missing or broken: say so in the UI
             out.error = f"re-run is not available here ({type(e).__name__}: {e})"
             return out
-        from thundervis.rerun import unavailable_executors, unavailable_note
+        from thundervis.compiler_api import unavailable_executors, unavailable_note
         missing = unavailable_executors(executors)  # not installed here: no row, one note
         if missing:
             out.notes.append(unavailable_note(missing))
@@ -278,7 +278,7 @@ class RecordingData:
             n += 1
             path = f"{base}_{n}.py"
         try:
-            from thundervis.repro import write_repro
+            from thundervis.compiler_api import write_repro
             return write_repro(self.path, kernel.name, path, graph=kernel.graph, chain=kernel.chain)
         except Exception as e:
             raise DataError(f"could not write the repro script for {kernel.name} ({e})") from None

@@ -11,8 +11,7 @@ from thundervis.errors import UserError, as_user_errors, writing
 def cmd_repro(args) -> int:
     """Write the repro script; UserError for bad requests (exit 2)."""
     from thundervis.recording import RecordingError
-    from thundervis.repro import write_repro
-    from thundervis.rerun import RerunError
+    from thundervis.compiler_api import RerunError, write_repro
     if os.path.isdir(args.output):
         raise UserError(f"{args.output} is a directory; give a file name such as repro.py.")
     with as_user_errors(RerunError, RecordingError), writing(args.output):

@@ -10,7 +10,7 @@ import sys
 
 from thundervis.commands.read_options import add_kernel_arguments
 from thundervis.errors import UserError
-from thundervis.present.units import format_error, format_us
+from thundervis.present.units import format_error, format_us, plural
 from thundervis.safe_text import json_text, visible, visible_line
 
 
@@ -28,7 +28,7 @@ def report_text(report) -> str:
         else:
             lines.append(f"{r.executor:<10} {r.status:<12} {r.detail}")
     iters = report.results[0].iters if report.results else 0
-    lines.append(f"(median/min over {iters} calls after one warm-up; errors against the float64 reference "
+    lines.append(f"(median/min over {plural(iters, 'call')} after one warm-up; errors against the float64 reference "
                  "interpreter, rel = max |out - ref| / max |ref|)")
     return "\n".join(lines) + "\n"
 
@@ -36,7 +36,7 @@ def report_text(report) -> str:
 def cmd_rerun(args) -> int:
     """Re-run the kernel and print the results; UserError for bad requests (exit 2)."""
     from thundervis.recording import RecordingError
-    from thundervis.rerun import RerunError, rerun_kernel
+    from thundervis.compiler_api import RerunError, rerun_kernel
     try:
         report = rerun_kernel(args.recording, args.kernel, executor=args.executor, inputs=args.inputs,
                               iters=args.iters, device=args.device, graph=args.graph, chain=args.chain,
