@@ -23,6 +23,7 @@ from thundervis.present.errors import DataError, data_errors
 from thundervis.present.kernel_rows import kernel_table, runs_of, with_roofline
 from thundervis.present.numerics import numerics_json, numerics_summary, verdict_cell
 from thundervis.present.pass_traces import PassTraces
+from thundervis.present.run_status import run_status
 from thundervis.present.eager_regions import EVENTS as EAGER_EVENTS
 from thundervis.present.eager_regions import beside_regions, eager_regions
 from thundervis.present.status import chain_eager, recorded_dynamo_fallbacks, symbol_status
@@ -337,7 +338,8 @@ class RecordingData:
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
                 "default_graph": shown.id if shown is not None else None,
-                "status": run.status, "device": run.device, "graphs": graphs, "infos": infos.items,
+                "status": run.status, "run_status": run_status(run, len(graphs)).as_json(),  # present's words
+                "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
                 "eager_regions": regions, "dynamo_rest": dynamo_rest}

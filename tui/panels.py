@@ -111,8 +111,8 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
             st = ov.status(g.id, c.kind)
             if st is not None and st.eager:
                 t.append(f"  {c.kind} ran eagerly: {visible_line(st.eager)}\n", style=Style(color=BAD))
-    if not ov.graphs:
-        t.append("no graph compiled yet\n" if r.status == "running" else "no graph was compiled\n", style=DIM)
+    if ov.run_status.no_graph:  # present.run_status's words
+        t.append(ov.run_status.no_graph + "\n", style=DIM)
     for region in ov.eager_regions:  # code Dynamo left to eager: no graph to show it in
         t.append(f"  {visible_line(region.text)}\n", style=Style(color=BAD))
     for f in beside_regions(ov.dynamo_fallbacks):  # with no graph to show them in: said here or nowhere
@@ -285,16 +285,14 @@ def topbar(ov: ViewOverview, group: Optional[Text] = None) -> Text:
 
 
 def banner(r) -> Optional[Text]:
-    """Return the banner of a run that failed, was interrupted or killed (None otherwise)."""
-    if r.status in ("ok", "running"):
+    """Return the banner of a run that failed, was interrupted or killed (None otherwise), in
+    present.run_status's words."""
+    from thundervis.present.run_status import run_status
+    ended = run_status(r, 1).ended
+    if not ended:
         return None
-    last = (r.traceback or "").strip().splitlines()[-1:] or [""]
     t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(f"the script {visible_line(r.status)}", style=Style(bold=True))
-    if r.exit_code is not None:
-        t.append(f" (exit {r.exit_code})")
-    if last[0]:
-        t.append(f": {visible_line(last[0])}")
+    t.append(visible_line(ended), style=Style(bold=True))
     t.append("  — t: traceback", style=Style(dim=True))
     return t
 

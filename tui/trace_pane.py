@@ -196,10 +196,10 @@ class TracePane(Vertical):
 def _no_graph_lines(overview) -> list:
     """The trace pane's lines for a recording without a compiled graph: still being recorded, or
     a run that compiled none, saying how many functions Dynamo ran eagerly (why: the run summary)."""
-    running = overview is None or getattr(overview.run, "status", None) == "running"
-    if running:
-        return ["no compiled graph in this recording yet"]
-    lines = ["no graph was compiled in this run"]
+    from thundervis.present.run_status import NO_GRAPH, NO_GRAPH_YET
+    if overview is None or overview.run_status.status == "running":
+        return [NO_GRAPH_YET]  # present.run_status's words
+    lines = [overview.run_status.no_graph or NO_GRAPH]
     lines += [visible_line(r.text) for r in overview.eager_regions]  # present.eager_regions words each
     n = len(beside_regions(overview.dynamo_fallbacks))  # the rest: recompile limits
     if n:

@@ -17,7 +17,7 @@ function dynamoBanner(data) {
   const items = data.dynamo_rest || data.dynamo_fallbacks || [];
   if (!items.length && !regions.length && (data.graphs || []).length) return null;
   const box = h("div", { class: "tv-eager-banner tv-dynamo-banner" });
-  if (!(data.graphs || []).length) box.appendChild(h("div", { text: data.status === "running" ? "no graph compiled yet" : "no graph was compiled in this run" }));
+  if (data.run_status.no_graph) box.appendChild(h("div", { text: data.run_status.no_graph })); // present.run_status
   for (const r of regions) box.appendChild(h("div", { text: r.text }));
   for (const f of items) {
     box.appendChild(h("div", {}, h("b", { text: `${f.what}${f.source ? " · " + f.source : ""}: ` }), f.reason));
@@ -47,7 +47,7 @@ function renderRecording(model, el, ask, shared) {
     h("span", {
       class: "tv-muted",
       // a session recording (thundervis.jit in this kernel) stays "running" while the kernel lives
-      text: `${data.status === "running" ? "recording live" : "run " + data.status}${data.device ? " · " + data.device : ""}`,
+      text: `${data.run_status.label}${data.device ? " · " + data.device : ""}`, // present.run_status
     }),
     comm && comm.header ? h("span", { class: "tv-comm-count", title: "communication ops in the traces · collectives run between compiled graphs", text: comm.header }) : null,
   );

@@ -46,7 +46,7 @@ def test_ls_json_is_the_overview(recorded, capsys):
     # roofline and targets), each chain's timed line (present.chain_times; None: not profiled) and
     # the torch.compile options a run overrode (none here)
     added = ("chains_eager", "chains_total", "fallbacks", "collectives", "modelled_step", "roofline", "numerics",
-             "compile_options_not_used")
+             "compile_options_not_used", "run_status")
     assert set(added) <= set(doc)
     assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
     assert doc["compile_options_not_used"] == []

@@ -82,6 +82,8 @@ def summary_dict(rec, gpus=None) -> dict:
             k["tag"], k["label"] = row.tag, row.label
             k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
+    from thundervis.present.run_status import run_status
+    d["run_status"] = run_status(ov.run, len(ov.graphs)).as_json()  # how views word the run's end
     from thundervis.present.compile_times import compile_times, run_compile_text
     times = compile_times(ov.graphs, rec.events("chain_compiled"))  # forward + the lazy backward
     for g in d["graphs"]:
@@ -242,10 +244,9 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     r = d["run"]
     lines = []
     took = f" · {format_ms(r['duration_s'] * 1e3)}" if r["duration_s"] is not None else ""
-    code = f" (exit {r['exit_code']})" if r["exit_code"] is not None else ""
     target = r["script"] or f"-m {r['module']}"
     lines.append(f"run     {target} {' '.join(str(a) for a in r['argv'][1:])}".rstrip())
-    lines.append(f"status  {r['status']}{code}{took} · torch {r['torch']} · {r['device']}")
+    lines.append(f"status  {d['run_status']['text']}{took} · torch {r['torch']} · {r['device']}")  # present.run_status
     ranks = [e.data for e in rec.events("distributed") if isinstance(e.data, dict)]
     if ranks:  # one rank of a multi-process run (thundervis run --nproc-per-node)
         f = ranks[-1]
@@ -255,8 +256,8 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
         lines.append(f"        the process is gone; last recorded: {visible_line(r['last_event'])}")
     if d.get("compile_text"):
         lines.append(f"        {d['compile_text']}")
-    if not d["graphs"]:
-        lines.append("no graphs were compiled")
+    if d["run_status"]["no_graph"]:
+        lines.append(d["run_status"]["no_graph"])
     for g in d["graphs"]:
         ms = g["compile"]["text"]  # present.compile_times: forward + backward, each part
         reason = f" · {g['reason']}" if g["reason"] else ""

@@ -40,6 +40,12 @@ class ViewOverview:
     graphs = property(attrgetter("overview.graphs"), doc="The recorded ``Graph`` objects (a tuple).")
     revision = property(attrgetter("overview.revision"), doc="The revision the overview was read at.")
 
+    @property
+    def run_status(self):
+        """How the run ended, as views word it (``present.run_status.RunStatus``)."""
+        from .run_status import run_status
+        return run_status(self.run, len(self.graphs))
+
     def chain(self, graph: int, kind: str):
         """Return the ``Chain`` ``kind`` of graph ``graph`` (None when absent)."""
         for g in self.graphs:
