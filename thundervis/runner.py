@@ -208,7 +208,7 @@ def _traceable_module_call(model):
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
                executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None,
-               notes: Sequence[tuple[str, object]] = (), targets=None) -> RunResult:
+               notes: Sequence[tuple[str, object]] = (), targets=None, remat: Optional[str] = None) -> RunResult:
     """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
     :func:`check_output` has validated). Return how it ended; the recording is closed.
     ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None.
@@ -261,13 +261,14 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         progress = progress_observer(executors=executors)  # the live status line (a terminal only)
         observer = recorder if progress is None else MultiObserver(recorder, progress)
         compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
-                                                  profile=profile, aot=aot)
+                                                  profile=profile, aot=aot, remat=remat)
         watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
         breaks = GraphBreakWatcher(lambda event, data: recorder.note(event, data)).__enter__()
         collectives = _watch_collectives(recorder)
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
-        backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot)
+        backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot,
+                                 remat=remat)
         torch.compile = _routed_compile(saved_compile, compiler)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())

@@ -12,7 +12,7 @@ import sys
 from thundervis.commands.read_options import add_recording_arguments, rank_of_a_recording
 from thundervis.errors import UserError
 from thundervis.present.kernel_rows import group_sources
-from thundervis.present.units import format_ms, format_us
+from thundervis.present.units import format_ms, format_us, plural, plural_word
 from thundervis.safe_text import json_text, visible, visible_line
 
 
@@ -100,11 +100,26 @@ def summary_dict(rec, gpus=None) -> dict:
     from thundervis.present.numerics import numerics_summary
     numerics = numerics_summary(rec, runs)
     d["numerics"] = numerics.as_json()
+    add_memory(d, rec)
     for g in d["graphs"]:
         for k in g["fusions"]:
             row = numerics.verdict_of(g["id"], k["chain"], k["name"])
             k["numerics"] = None if row is None or row.verdict == "not checked" else row.verdict
     return d
+
+
+def add_memory(d: dict, rec) -> None:
+    """Merge the memory ledger into the ``ls --json`` document ``d``: top-level ``saved_bytes`` (per
+    step, counted like ``saved_tensors_hooks``; None when not recorded) and per chain
+    ``saved_bytes``, ``saved`` and ``peak_bytes`` (``present.memory``)."""
+    from thundervis.present.memory import step_memory
+    d["saved_bytes"], per_chain = step_memory(rec)
+    for g in d["graphs"]:
+        for c in g["chains"]:
+            m = per_chain.get((g["id"], c["kind"]))
+            c["saved_bytes"] = m["saved_bytes"] if m else None
+            c["saved"] = m["saved"] if m else []
+            c["peak_bytes"] = m["peak_bytes"] if m else None
 
 
 def add_roofline(d: dict, rec, gpus=None) -> None:
@@ -150,7 +165,7 @@ def collective_lines(d: dict, places_limit: int = 8) -> list[str]:
         return []
     ops = ", ".join(f"{n} {op}" for op, n in sorted(c["by_op"].items(), key=lambda kv: (-kv[1], kv[0])))
     total = sum(c["bytes_by_op"].values())
-    lines = [f"collectives  {c['in_traces']} communication ops in the traces · {c['between_graphs']} collectives "
+    lines = [f"collectives  {plural(c['in_traces'], 'communication op')} in the traces · {plural(c['between_graphs'], 'collective')} "
              f"run between compiled graphs" + (f" ({ops}; {format_size(total)})" if ops else "")
              + ("" if c["complete"] else " so far")]
     for p in c["places"][:places_limit]:
@@ -204,7 +219,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
         groups: dict[str, list] = {}
         for f in ops:
             groups.setdefault(_SIZE_LIST.sub("[…]", f["reason"]), []).append(f)
-        lines.append(f"{len(ops)} ops run by torch (why not lowered / not fused):")
+        lines.append(f"{plural(len(ops), 'op')} run by torch (why not lowered / not fused):")
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         for reason, items in ordered[:ops_limit]:
             reason = _common_sizes([f["reason"] for f in items])
@@ -214,7 +229,7 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
             lines.append(f"  {len(items):>3} × {v(', '.join(syms[:3]))}{' ...' if len(syms) > 3 else ''}: "
                          f"{v(reason)}{where}")
         if len(ordered) > ops_limit:
-            lines.append(f"  ... and {len(ordered) - ops_limit} more reasons (thundervis ls --json lists all)")
+            lines.append(f"  ... and {plural(len(ordered) - ops_limit, 'more reason')} (thundervis ls --json lists all)")
     return lines
 
 
@@ -262,23 +277,27 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
         ms = g["compile"]["text"]  # present.compile_times: forward + backward, each part
         reason = f" · {g['reason']}" if g["reason"] else ""
         lines.append(f"graph {g['id']}  {ms}{reason}")
+        # The whole graph-break reason (Dynamo's explanation and hints), indented under the graph;
+        # its first line is the graph's reason already.
+        gb = [ln.rstrip() for ln in (g.get("graph_break_reason") or "").splitlines() if ln.strip()]
+        lines += [f"         {visible_line(ln)}" for ln in gb[1 if gb and g["reason"] and g["reason"].endswith(gb[0]) else 0:]]
         for c in g["chains"]:
             total = sum(p["ms"] for p in c["passes"])
             err = f": {visible_line(c['error'])}" if c["error"] else ""
-            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {len(c['passes'])} pass{'' if len(c['passes']) == 1 else 'es'} · {format_ms(total)}")
+            lines.append(f"  {c['kind']:<10} {c['status']}{err} · {plural(len(c['passes']), 'pass', 'passes')} · {format_ms(total)}")
             if c.get("timed"):
                 lines.append(f"  {'':<10} timed · {c['timed']}")
             if passes:
                 for p in c["passes"]:
                     mark = "changed" if p["changed"] else "-"
                     lines.append(f"    {p['index']:>2} {p['name']:<12} {format_ms(p['ms']):>10}  {mark:<7} "
-                                 f"{p['n_symbols']:>5} symbols")
+                                 f"{p['n_symbols']:>5} {plural_word(p['n_symbols'], 'symbol')}")
         for k in g["fusions"]:
             src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
             checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
             t = k.get("timing")  # run --profile: its median over the timed calls (the chain's line says which clock)
             timed = f" · {format_us(t['median_us'])} median" if isinstance(t, dict) and t.get("calls") else ""
-            lines.append(f"  fusion {k['label']} {k['chain']} · {k['n_ops']} ops{timed}{checked} · {src}")
+            lines.append(f"  fusion {k['label']} {k['chain']} · {plural(k['n_ops'], 'op')}{timed}{checked} · {src}")
             builds = {t: v for t, v in (k.get("targets") or {}).items() if "status" in v}  # AOT builds only
             if builds:
                 from thundervis.present.asm import target_line

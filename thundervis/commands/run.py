@@ -108,7 +108,8 @@ def cmd_run(args) -> int:
     out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
     _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
-                               executors=executors, debug=args.debug, profile=profile, targets=targets)
+                               executors=executors, debug=args.debug, profile=profile, targets=targets,
+                               remat=args.remat)
     shown = shown_path(result.path)
     sys.stdout.flush()
     if result.status == "ok":
@@ -140,6 +141,9 @@ def register(subparsers) -> None:
     p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
     p.add_argument("--no-view", action="store_true", help="do not open the viewer at the end")
     p.add_argument("--debug", action="store_true", help="check every trace after every pass")
+    p.add_argument("--remat", choices=("off", "auto"), default="auto",
+                   help="rematerialization: auto (default) recomputes cheap values in the backward instead of "
+                        "saving them; off saves what eager saves")
     add_target_argument(p)
     from thundervis.commands.profile_options import add_profile_arguments
     add_profile_arguments(p)

@@ -358,6 +358,81 @@ CREATE TABLE IF NOT EXISTS symbol_costs (
     precision     TEXT NOT NULL,              -- fp32 | bf16 | fp8 | fp64
     PRIMARY KEY (graph_id, chain, position)
 );
+
+-- The memory ledger of each forward/backward pair (compiler/ledger.py), from trace metadata only.
+CREATE TABLE IF NOT EXISTS memory_graphs (
+    graph_id      INTEGER PRIMARY KEY,
+    policy        TEXT NOT NULL,              -- the remat policy that ran: off | auto
+    saved_bytes   INTEGER NOT NULL,           -- distinct storages, parameters and buffers excluded
+    saved_tensors INTEGER NOT NULL,           -- those storages
+    parameters    INTEGER NOT NULL,
+    gradients     INTEGER NOT NULL,
+    peak_bytes    INTEGER NOT NULL,           -- static: parameters + the larger chain peak
+    what_if_off   INTEGER NOT NULL,           -- bytes the off policy's saved values hold (views not merged)
+    what_if_auto  INTEGER NOT NULL,
+    error         TEXT                        -- why there is no ledger (then the rest is 0)
+);
+
+CREATE TABLE IF NOT EXISTS memory_saved (
+    graph_id      INTEGER NOT NULL,
+    position      INTEGER NOT NULL,           -- order among the forward's saved outputs
+    name          TEXT NOT NULL,
+    shape         TEXT NOT NULL,              -- JSON list of sizes
+    dtype         TEXT NOT NULL,
+    bytes         INTEGER NOT NULL,
+    storage       TEXT NOT NULL,              -- the value whose storage it uses
+    storage_bytes INTEGER NOT NULL,
+    kind          TEXT NOT NULL,              -- new | parameter | input | view of ...
+    counted       INTEGER NOT NULL,           -- 1: adds its storage to saved_bytes
+    producer      TEXT NOT NULL,              -- the final forward's symbol (kernel) that made it
+    op            TEXT NOT NULL,              -- the ATen op inside it
+    file          TEXT NOT NULL,
+    line          INTEGER NOT NULL,
+    code          TEXT NOT NULL,
+    module        TEXT NOT NULL,
+    readers       TEXT NOT NULL,              -- JSON list of the backward symbols that read it
+    why           TEXT NOT NULL,
+    PRIMARY KEY (graph_id, position)
+);
+
+CREATE TABLE IF NOT EXISTS memory_decisions (
+    graph_id  INTEGER NOT NULL,
+    position  INTEGER NOT NULL,
+    fx        TEXT NOT NULL,                  -- the joint graph's node name
+    shape     TEXT NOT NULL,                  -- JSON list
+    dtype     TEXT NOT NULL,
+    bytes     INTEGER NOT NULL,
+    op        TEXT NOT NULL,
+    off       TEXT NOT NULL,                  -- saved | recomputed | not saved
+    why_off   TEXT NOT NULL,
+    auto      TEXT NOT NULL,
+    why_auto  TEXT NOT NULL,
+    PRIMARY KEY (graph_id, position)
+);
+
+CREATE TABLE IF NOT EXISTS memory_timeline (
+    graph_id   INTEGER NOT NULL,
+    chain      TEXT NOT NULL,
+    position   INTEGER NOT NULL,              -- top-level symbol index in the final trace
+    uid        TEXT NOT NULL,
+    sym        TEXT NOT NULL,
+    live_bytes INTEGER NOT NULL,
+    PRIMARY KEY (graph_id, chain, position)
+);
+
+CREATE TABLE IF NOT EXISTS memory_peaks (
+    graph_id INTEGER NOT NULL,
+    chain    TEXT NOT NULL,
+    bytes    INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    sym      TEXT NOT NULL,
+    kernel   TEXT NOT NULL,
+    file     TEXT NOT NULL,
+    line     INTEGER NOT NULL,
+    code     TEXT NOT NULL,
+    module   TEXT NOT NULL,
+    PRIMARY KEY (graph_id, chain)
+);
 """
 
 

@@ -29,11 +29,11 @@ from thundervis.compiler.serialize import kernel_to_dict
 from .dynamo_info import DynamoReasons, FrameFailures
 from .environment import device_name as _device, versions as _versions
 from .liveness import host_name, process_token
-from .pass_deltas import JSON_SEPARATOR, MAX_DELTA_CHAIN, TEXT_SEPARATOR, encode_delta
 from .schema import (INSERT_PASS_SYMBOLS, INSERT_SYMBOL_CONTENT, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text,
                      create_indexes)
 from .trace_text import TraceTextCache
-from .writer_rows import MAX_SOURCE_BYTES, create_complete, source_files, source_rows, symbol_row_lists  # noqa: F401
+from .writer_rows import (MAX_SOURCE_BYTES, compile_reasons, create_complete, source_files, source_rows,  # noqa: F401
+                          stored_pass_texts, symbol_row_lists)
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
 
@@ -221,18 +221,7 @@ class RecordingObserver(CompileObserver):
     def graph_started(self, graph: int, info: dict) -> None:
         """Record a new compiled graph with Dynamo's reasons for compiling it."""
         self.record_frame_failures()
-        try:
-            why = self._reasons.current()
-        except Exception:
-            why = {"compile_id": None, "recompile_reason": None, "graph_break_reason": None}
-        if isinstance(info.get("specialization"), str):
-            # One shape of a dynamic-shape graph, compiled at its first call: not during a Dynamo
-            # compile, so Dynamo's compile id and recompile reason (of an earlier compile) are not its.
-            why = {**why, "compile_id": None, "recompile_reason": None}
-        reason = (info["specialization"] if isinstance(info.get("specialization"), str)
-                  else ("recompile: " + why["recompile_reason"].splitlines()[0]) if why["recompile_reason"]
-                  else ("graph break: " + why["graph_break_reason"].splitlines()[0]) if why["graph_break_reason"]
-                  else info.get("reason"))
+        why, reason = compile_reasons(self._reasons, info)
 
         def fn(c):
             c.execute("INSERT OR REPLACE INTO graphs(id, compile_id, reason, recompile_reason,"
@@ -314,16 +303,8 @@ class RecordingObserver(CompileObserver):
         the chain's previous stored pass when they are clearly smaller and the chain of deltas stays
         within MAX_DELTA_CHAIN, else (or with ``whole``) the compressed full texts (delta base None).
         Call under the lock."""
-        j_text, p_text = self._encoder.to_json(trace), self._encoder.print(trace)
-        full_j, full_p = compress_text(j_text), compress_text(p_text)
         prev = self._delta_prev.get((graph, chain))
-        stored = (full_j, full_p, None)
-        depth = 0
-        if not whole and prev is not None and prev[0] < index and prev[3] < MAX_DELTA_CHAIN:
-            delta_j = compress_text(encode_delta(prev[1], j_text, JSON_SEPARATOR))
-            delta_p = compress_text(encode_delta(prev[2], p_text, TEXT_SEPARATOR))
-            if len(delta_j) + len(delta_p) < 0.8 * (len(full_j) + len(full_p)):
-                stored, depth = (delta_j, delta_p, prev[0]), prev[3] + 1
+        stored, j_text, p_text, depth = stored_pass_texts(self._encoder, trace, index, None if whole else prev)
         self._delta_prev[(graph, chain)] = (index, j_text, p_text, depth)
         return stored
 
@@ -387,6 +368,11 @@ class RecordingObserver(CompileObserver):
                            k.get("note"), compress_text(_json(k["trace"])) if k.get("trace") is not None else None,
                            _json({key: v for key, v in k.items() if key not in KERNEL_COLUMN_KEYS})))
         self._write(f"kernels of graph {graph} {chain}", fn)
+
+    def memory_ledger(self, graph: int, ledger: dict) -> None:
+        """Record ``graph``'s memory ledger (the ``memory_*`` tables)."""
+        from .writer_memory import write_ledger
+        self._write(f"memory ledger of graph {graph}", lambda c: write_ledger(c, graph, ledger))
 
     def kernel_compiled(self, graph: int, chain: str, kernel: str, target: str, build: dict) -> None:
         """Record a kernel compiled ahead of time for ``target`` (or its failure); see recording/builds.py."""
