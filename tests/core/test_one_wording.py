@@ -66,6 +66,9 @@ def test_kernels_ran_on_and_fallbacks_read_the_same_everywhere(example_run):
         tui_rows = {(k.name, k.ran_on, k.fallback or "", k.label) for k in tui.overview().kernels}
         widget = {(k["name"], k["ran_on"], k["fallback"] or "", k["label"])
                   for g in payload["graphs"] for k in g["kernels"]}
+        # how the run ended (present.run_status): ls's status line, the TUI's and the widget's header
+        assert ls["run_status"] == tui.overview().run_status.as_json() == payload["run_status"]
+        assert ls["run_status"]["text"] == "ok (exit 0)" and ls["run_status"]["no_graph"] == ""
     finally:
         tui.close()
     assert cli and cli == tui_rows == widget
