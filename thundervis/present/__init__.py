@@ -7,15 +7,21 @@ data), the widget sends their ``as_json()``. Import the modules directly
 (``from thundervis.present import kernel_rows``); this file holds only this docstring.
 
 - :mod:`.errors`: the one ``DataError`` views raise (one sentence for the user);
-- :mod:`.default_view`: which graph, chain and pass a view opens;
+- :mod:`.default_view`: which graph, chain and pass a view opens, and keeps when what it shows changes;
+- :mod:`.selection`: the user's graph/chain/pass choice (``--graph``, ``--chain``, ``--pass``,
+  ``--from``/``--to``) resolved once, or one sentence naming the valid choices;
+- :mod:`.ranks`: the rank a group opens on (``--rank`` absent), for the CLI, the TUI and the widget;
+- :mod:`.run_status`: how a run ended, in one wording (status line, banner, "no graph was compiled");
 - :mod:`.status`: chain and kernel status (ran eagerly, fell back at run time, why), fallbacks;
 - :mod:`.diff_labels`: pass diffs with their labels;
 - :mod:`.variants`: the labels of a group's trace variants;
 - :mod:`.units`: times, shares and sizes as text;
 - :mod:`.symbol_detail`: what a details pane shows about one symbol;
-- :mod:`.kernel_rows`: the kernel table (source column grouped per file);
+- :mod:`.kernel_rows`: the kernel table, built once (``kernel_table``) with what ran each kernel
+  (``ran on cpu via torch``) and why it fell back;
 - :mod:`.overview`: a recording's overview with statuses and kernel rows, read once;
-- :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans);
+- :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans),
+  with the notes ``show`` prints (one ``print_options`` for every view);
 - :mod:`.asm`: a kernel's GPU builds (``run --target``): stage lines annotated with op, uid and
   user line, and the per-target resources ``ls`` shows;
 - :mod:`.roofline`: bytes, FLOPs and roofline µs per kernel and torch matmul/attention, the modelled
