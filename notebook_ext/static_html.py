@@ -187,7 +187,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
     ``note`` (plain text) is said under the title (a group's widget says which rank this is);
     ``source``: the Source tab's view of the run's script (:func:`source_html`)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
-             f'<p class="tv-muted">{_e(payload.get("path"))} · run {_e(payload.get("status"))}'
+             f'<p class="tv-muted">{_e(payload.get("path"))} · {_e((payload.get("run_status") or {}).get("label") or "")}'
              f' · static view (run the notebook for the interactive widget)</p>']
     if note:
         parts.append(f'<p class="tv-note-line">{_e(note)}</p>')
