@@ -96,11 +96,40 @@ class BoundSymbol:
 
     def flat_outputs(self) -> list[TensorProxy]:
         """Return the output proxies as a flat list."""
-        return [p for p in flatten(self.outputs) if isinstance(p, TensorProxy)]
+        out = self.outputs
+        if isinstance(out, TensorProxy):
+            return [out]
+        found: list[TensorProxy] = []
+        _collect_proxies(out, found)
+        return found
 
     def flat_inputs(self) -> list[TensorProxy]:
         """Return the proxies read by this symbol (args then kwargs), duplicates kept."""
-        return [p for p in flatten((self.args, tuple(self.kwargs.values()))) if isinstance(p, TensorProxy)]
+        found: list[TensorProxy] = []
+        _collect_proxies(self.args, found)
+        if self.kwargs:
+            _collect_proxies(self.kwargs, found)
+        return found
+
+
+def _collect_proxies(x, found: list) -> None:
+    """Append the proxies among the leaves of ``x`` to ``found``, in :func:`flatten`'s order.
+    Every pass asks every symbol for its proxies, often more than once: a plain loop, not
+    :func:`flatten`'s nested generators, keeps that cheap."""
+    if isinstance(x, TensorProxy):
+        found.append(x)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            if isinstance(y, TensorProxy):
+                found.append(y)
+            elif isinstance(y, (tuple, list, dict)):
+                _collect_proxies(y, found)
+    elif isinstance(x, dict):
+        for y in x.values():
+            if isinstance(y, TensorProxy):
+                found.append(y)
+            elif isinstance(y, (tuple, list, dict)):
+                _collect_proxies(y, found)
 
 
 @dataclass(frozen=True)
