@@ -25,6 +25,8 @@ import re
 import sys
 from typing import Callable, Optional
 
+from thundervis.recording.dynamo_info import remember_unresumed
+
 _LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 _REASON_LIMIT = 2000
 _NOT_RESUMED = "cannot resume from"
@@ -46,6 +48,8 @@ class GraphBreakWatcher(logging.Handler):
             data = describe(record)
             if data is None:
                 return
+            if not data["resumed"] and data.get("gb_type"):  # the graph this break ends names it
+                remember_unresumed(data["at_file"], data["at_line"], data["gb_type"])
             key = (data.get("frame_file"), data.get("frame_function"), data.get("at_line"), data.get("gb_type"))
             if key in self._seen:
                 return

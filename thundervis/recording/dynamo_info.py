@@ -41,15 +41,31 @@ class DynamoReasons:
         self._seen_breaks = len(breaks)
         texts = []
         for r in new:
-            where = ""
+            where, reason = "", str(getattr(r, "reason", r))
             try:
                 if r.user_stack:
                     f = r.user_stack[-1]
                     where = f" at {f.filename}:{f.lineno}"
+                    if reason == _UNRESUMED_NAME and (f.filename, f.lineno) in _UNRESUMED:
+                        reason = f"{_UNRESUMED[(f.filename, f.lineno)]} (not resumed: the rest of the function ran eagerly)"
             except Exception:
                 pass
-            texts.append(f"{getattr(r, 'reason', r)}{where}".strip())
+            texts.append(f"{reason}{where}".strip())
         return "\n".join(texts) or None
+
+
+# A graph break Dynamo cannot resume from reaches it as ``GraphCompileReason("step_unsupported")``,
+# its real reason only in its log: thundervis.dynamo_breaks hands that over, by (file, line), as
+# Dynamo logs it (before it compiles the graph the break ends).
+_UNRESUMED_NAME = "step_unsupported"
+_UNRESUMED: dict = {}
+
+
+def remember_unresumed(file: str, line: int, reason: str) -> None:
+    """Keep Dynamo's one-line ``reason`` for the graph break it could not resume from at ``line``
+    of ``file``, for the graph that break ends (bounded: the first 1000 places)."""
+    if len(_UNRESUMED) < 1000 or (file, line) in _UNRESUMED:
+        _UNRESUMED[(file, line)] = reason
 
 
 def _break_list() -> list:
