@@ -11,7 +11,7 @@ import time
 
 from .environment import versions as _versions
 from .liveness import host_name, process_token
-from .pass_deltas import encode_ids
+from .pass_deltas import JSON_SEPARATOR, MAX_DELTA_CHAIN, TEXT_SEPARATOR, encode_delta, encode_ids
 from .schema import compress_text, create_schema
 from .trace_text import TraceTextCache
 
@@ -114,3 +114,38 @@ def symbol_row_lists(pending: list, ids: dict, content_ids: dict) -> tuple:
             row_ids.append(rid)
         lists.append((graph, chain, index, compress_text(encode_ids(row_ids))))
     return new, new_rows, lists
+
+
+def compile_reasons(reasons, info: dict) -> tuple[dict, str]:
+    """Return (Dynamo's reasons ``{compile_id, recompile_reason, graph_break_reason}`` for the
+    graph being compiled, read from ``reasons`` (a :class:`~.dynamo_info.DynamoReasons`), the graph's
+    one-line reason) for a graph whose compiler ``info`` is given."""
+    try:
+        why = reasons.current()
+    except Exception:
+        why = {"compile_id": None, "recompile_reason": None, "graph_break_reason": None}
+    if isinstance(info.get("specialization"), str):
+        # One shape of a dynamic-shape graph, compiled at its first call: not during a Dynamo
+        # compile, so Dynamo's compile id and recompile reason (of an earlier compile) are not its.
+        why = {**why, "compile_id": None, "recompile_reason": None}
+    reason = (info["specialization"] if isinstance(info.get("specialization"), str)
+              else ("recompile: " + why["recompile_reason"].splitlines()[0]) if why["recompile_reason"]
+              else ("graph break: " + why["graph_break_reason"].splitlines()[0]) if why["graph_break_reason"]
+              else info.get("reason"))
+    return why, reason
+
+
+def stored_pass_texts(encoder, trace, index: int, prev) -> tuple:
+    """Return ((trace JSON, printed text, delta base) as stored, JSON text, printed text, delta
+    depth) of a pass: compressed deltas against ``prev`` (the chain's previous stored pass: index,
+    JSON, text, depth; None: store whole) when they are clearly smaller and the chain of deltas
+    stays within MAX_DELTA_CHAIN, else the compressed full texts (delta base None)."""
+    j_text, p_text = encoder.to_json(trace), encoder.print(trace)
+    full_j, full_p = compress_text(j_text), compress_text(p_text)
+    stored, depth = (full_j, full_p, None), 0
+    if prev is not None and prev[0] < index and prev[3] < MAX_DELTA_CHAIN:
+        delta_j = compress_text(encode_delta(prev[1], j_text, JSON_SEPARATOR))
+        delta_p = compress_text(encode_delta(prev[2], p_text, TEXT_SEPARATOR))
+        if len(delta_j) + len(delta_p) < 0.8 * (len(full_j) + len(full_p)):
+            stored, depth = (delta_j, delta_p, prev[0]), prev[3] + 1
+    return stored, j_text, p_text, depth
