@@ -295,7 +295,7 @@ def run_model(name: str, workdir: str, timeout: float, check_numerics: bool = Fa
             os.remove(stale)
     cmd = [sys.executable, "-m", "thundervis.cli", "run", "--no-view", "--out", rec,
            *(["--check-numerics"] if check_numerics else []),
-           os.path.abspath(__file__), "--", "--train", name, "--losses", losses]
+           os.path.abspath(__file__), "--train", name, "--losses", losses]  # all after the script is its own
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRITON_INTERPRET": "1"}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)

@@ -27,7 +27,7 @@ from thundervis.compiler.ir import TensorProxy, Trace, flatten
 from thundervis.compiler.registry import UnknownSymbol, check_executable
 from thundervis.kernel_numerics import errors
 from thundervis.numerics_check import judge, output_eps, region_of, verdict
-from thundervis.present.units import format_error
+from thundervis.present.units import format_error, plural
 from thundervis.rerun import float64_region, random_inputs
 
 COMPILED_CHAINS = ("forward", "backward", "inference")
@@ -342,7 +342,7 @@ def _with_lineage(rec, graph, chain, p, b, output, rel, prev_rel) -> Divergence:
 
 def report_lines(r: BisectReport) -> list[str]:
     """The lines ``thundervis bisect`` prints (recorded strings not yet made visible: callers do)."""
-    lines = [f"bisect graph {r.graph} {r.chain} · {len(r.passes)} passes · {r.inputs} inputs · "
+    lines = [f"bisect graph {r.graph} {r.chain} · {plural(len(r.passes), 'pass', 'passes')} · {r.inputs} inputs · "
              f"pass 0 float32 vs float64: max rel {format_error(r.eager_rel)}"]
     lines += [f"note: {n}" for n in r.notes]
     for p in r.passes:

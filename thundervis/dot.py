@@ -20,7 +20,7 @@ from typing import Iterable, Optional
 
 from thundervis.compiler.collectives import is_communication
 from thundervis.compiler.ir import BoundSymbol, Trace
-from thundervis.present.units import format_us
+from thundervis.present.units import format_us, plural
 
 from thundervis import dot_blocks
 from thundervis.diff.lines import is_fusion
@@ -136,7 +136,7 @@ def _fit(trace: Trace, symbols: list, collapse: bool, title: Optional[str]) -> t
     if n_nodes > MAX_DIAGRAM_NODES and not collapse and diagram_nodes(symbols, True) <= MAX_DIAGRAM_NODES:
         collapse = True  # too big to draw every op of every fusion: one node per fusion
         title = (title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}") + \
-            f" · fusions collapsed ({n_nodes} ops)"
+            f" · fusions collapsed ({plural(n_nodes, 'op')})"
         n_nodes = diagram_nodes(symbols, True)
     if n_nodes > MAX_DIAGRAM_NODES:
         mods = modules_of(trace)

@@ -28,6 +28,7 @@ from .base_screen import DetailScreen, detail_bindings
 from thundervis.present.errors import DataError
 from thundervis.present.kernel_rows import KernelRow
 from .lines_view import LinesView
+from thundervis.present.units import plural, plural_word
 
 LINE_HL = Style(bgcolor="#4b3d12")  # instructions of the selected Triton line
 SYMBOL_HL = Style(bgcolor="#2a3320")  # instructions of the selected line's symbol
@@ -126,7 +127,7 @@ class AsmScreen(DetailScreen):
             return
         others = [t for t in self.targets if t != listing.target]
         hint = f"  (t: {', '.join(others)})" if others else ""
-        lines = f" · {len(listing.rows)} lines"
+        lines = f" · {plural(len(listing.rows), 'line')}"
         target = f" · {listing.target}"
         head = f"{target} · {STAGE_NAMES[listing.stage]}"
         full, short = f" · {build_text(listing.build)}", f" · {build_text(listing.build, short=True)}"
@@ -207,11 +208,11 @@ class AsmScreen(DetailScreen):
             code.scroll_into_view(rows[0].index)
         t = Text()
         t.append(f"triton line {line}: ", style=Style(bold=True))
-        t.append(f"{len(rows)} {STAGE_NAMES[self.listing.stage]} lines")
+        t.append(f"{len(rows)} {STAGE_NAMES[self.listing.stage]} {plural_word(len(rows), 'line')}")
         if self.symbol:
             member = self.listing.build.members.get(self.symbol) or {}
             t.append(f" · symbol {visible_line(self.symbol)} {visible_line(str(member.get('sym') or ''))}")
-            t.append(f" ({len(same)} lines)", style=NOTE)
+            t.append(f" ({plural(len(same), 'line')})", style=NOTE)
             where = next((r.where for r in same if r.where), None)
             if where:
                 t.append(" · ")

@@ -18,6 +18,7 @@ from thundervis.safe_text import visible_line
 from . import panels, styling
 from .comm_data import CommunicationInfo
 from .data import DataError
+from thundervis.present.units import plural
 
 
 def communication_text(info: CommunicationInfo) -> Text:
@@ -34,7 +35,7 @@ def communication_text(info: CommunicationInfo) -> Text:
              f"{styling.COMM_MARK} in the trace view: run by torch as opaque collectives, never fused across)\n")
     c = info.counts
     t.append("between graphs  ", style=panels.HEAD)
-    t.append(f"{c.between_graphs} collectives run eagerly between the compiled graphs, {c.recorded} listed below")
+    t.append(f"{plural(c.between_graphs, 'collective')} run eagerly between the compiled graphs, {c.recorded} listed below")
     if not c.complete:
         t.append(" (no summary of the run yet: counts of those recorded one by one)", style=panels.DIM)
     t.append("\n")

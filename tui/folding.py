@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from thundervis.present.line_kinds import COMMENT, DEF, META, TYPE, PrintedLine
+from thundervis.present.units import plural
 
 FOLD = "fold"  # the kind of the line standing for the signature block
 _BLOCK = (DEF, META)
@@ -73,7 +74,7 @@ def input_count(block: Sequence) -> Optional[int]:
 def fold_line(block: Sequence, folded: bool) -> PrintedLine:
     """Return the line standing for ``block``: ``34 inputs ▸`` (closed) or ``▾`` (open)."""
     n = input_count(block)
-    what = f"{n} input{'' if n == 1 else 's'}" if n is not None else f"signature, {len(block)} lines"
+    what = plural(n, "input") if n is not None else f"signature, {plural(len(block), 'line')}"
     text = f"  {what} {'▸' if folded else '▾'}"
     return PrintedLine(text, FOLD, None, 0, ((2, len(text), COMMENT),))
 

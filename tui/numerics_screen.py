@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 
 from thundervis.present.numerics import (NumericsRow, NumericsSummary, eager_line, fmt_ratio, header,
                                          ran_width, row_line, verdict_cell)
-from thundervis.present.units import format_error
+from thundervis.present.units import format_error, plural
 from thundervis.safe_text import visible_line
 
 from . import panels
@@ -80,7 +80,7 @@ class NumericsScreen(DetailScreen):
         if s is None or not s.checked:
             title = "numerics · not checked (record with thundervis run --check-numerics)"
         else:
-            title = f"numerics · {s.checked} kernels checked against float64 · {s.flagged} flagged"
+            title = f"numerics · {plural(s.checked, 'kernel')} checked against float64 · {s.flagged} flagged"
         self.set_title(Text(title, style=Style(bold=True)))
         foot = Text()
         for e in (s.eager if s is not None else ()):

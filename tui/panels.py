@@ -20,7 +20,7 @@ from thundervis.present.eager_regions import beside_regions, eager_short
 from thundervis.present.status import ChainStatus
 from thundervis.present.symbol_detail import SymbolView
 from thundervis.present.units import (format_bytes, format_error, format_gbps, format_ms, format_pct,
-                                      format_roofline_us, format_share, format_us)
+                                      format_roofline_us, format_share, format_us, plural)
 
 OK = "#98c379"
 BAD = "#e06c75"
@@ -210,7 +210,7 @@ def kernel_summary(k: KernelRow) -> Text:
     if k.median_us is not None:
         share = f" · {format_share(k.share)} of step" if k.share is not None else ""
         clock = f" ({k.clock} time)" if k.clock else ""
-        t.append(f"median {format_us(k.median_us)}{clock} over {k.calls} calls{share}"
+        t.append(f"median {format_us(k.median_us)}{clock} over {plural(k.calls, 'call')}{share}"
                  + (f" · {format_gbps(k.gbps)}" if k.gbps else "") + "\n")
     if k.chain_time:
         t.append(f"{visible_line(k.chain)} chain: ", style=HEAD)
@@ -221,7 +221,7 @@ def kernel_summary(k: KernelRow) -> Text:
         t.append(f"roofline {format_roofline_us(k.roofline_us)} µs ({k.roofline_bound}-bound) · "
                  f"{format_bytes(k.bytes_moved)} moved · "
                  f"{k.flops:,} FLOPs{pct}\n")
-    t.append(f"{k.n_ops} ops: ", style=HEAD)
+    t.append(f"{plural(k.n_ops, 'op')}: ", style=HEAD)
     t.append(", ".join(visible_line(o).removeprefix("prims.") for o in k.ops[:40])
              + (" …" if len(k.ops) > 40 else "") + "\n")
     if k.sources:
@@ -268,7 +268,7 @@ def topbar(ov: ViewOverview, group: Optional[Text] = None) -> Text:
     colour = OK if r.status == "ok" else WARN if r.status == "running" else BAD
     t.append("  ")
     t.append(visible_line(r.status), style=Style(color=colour, bold=True))
-    t.append(f"  {len(ov.graphs)} graph{'s' if len(ov.graphs) != 1 else ''} · {len(ov.kernels)} kernels",
+    t.append(f"  {plural(len(ov.graphs), 'graph')} · {plural(len(ov.kernels), 'kernel')}",
              style=Style(dim=True))
     eager = ov.eager_counts()[0]
     fell = sum(1 for k in ov.kernels if k.fallback)
@@ -315,7 +315,7 @@ def trace_title(p, diff: bool, base: Optional[int], side: bool, counts: Optional
                 bits = [f"{v} {k}" for k, v in counts.items() if v and k != "unchanged"]
                 t.append(("  " + ", ".join(bits)) if bits else "  no change", style=Style(dim=True))
     else:
-        t.append(f"  {format_ms(p.duration_ms)} · {p.n_symbols} symbols", style=Style(dim=True))
+        t.append(f"  {format_ms(p.duration_ms)} · {plural(p.n_symbols, 'symbol')}", style=Style(dim=True))
         if not p.changed:
             t.append(" · changed nothing", style=Style(dim=True))
     return t

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from thundervis.safe_text import visible_line
 
-from thundervis.present.units import format_skew, format_us, short_fingerprint
+from thundervis.present.units import format_skew, format_us, plural, short_fingerprint
 from .group_data import GroupInfo, RankRow
 from .panels import BAD, DIM, HEAD, OK, WARN, ms_text
 
@@ -32,7 +32,7 @@ def group_bar(info: Optional[GroupInfo], name: str, rank: int) -> Text:
     if info is None:
         t.append(" · reading the group …", style=DIM)
         return t
-    t.append(f"/{info.n_ranks} ranks ", style=DIM)
+    t.append(f"/{plural(info.n_ranks, 'rank')} ", style=DIM)
     t.append(visible_line(info.status), style=Style(color=status_colour(info.status), bold=True))
     if info.identical:
         t.append(" · identical", style=Style(color=OK))
@@ -108,7 +108,7 @@ def variant_row(label: str, variant, reference: bool) -> Text:
     if reference:
         t.append("  (the reference)", style=DIM)
     else:
-        t.append(f"  {len(variant.differences)} passes differ", style=Style(color=WARN))
+        t.append(f"  {plural(len(variant.differences), 'pass', 'passes')} differ", style=Style(color=WARN))
     return t
 
 
@@ -139,7 +139,7 @@ def skew_table(comp, limit: int = 200) -> Text:
         t.append("Run with --profile (thundervis run --profile --nproc-per-node N SCRIPT)\n"
                  "to time every kernel on every rank.\n", style=DIM)
         return t
-    t.append(f"kernel time across ranks: {len(comp.skews)} kernels, median per rank, most skewed first\n",
+    t.append(f"kernel time across ranks: {plural(len(comp.skews), 'kernel')}, median per rank, most skewed first\n",
              style=HEAD)
     t.append(f"{'kernel':<20} {'chain':<8} {'slowest':>7} {'median':>9} {'fastest':>7} {'median':>9} {'skew':>6}\n",
              style=Style(bold=True))

@@ -25,6 +25,7 @@ from .data import DataError
 from .group_data import GroupData, RankRow
 from .lines_view import LinesView
 from .requests import ShowRank
+from thundervis.present.units import plural
 
 CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
 TIMES_BATCH = 16  # rank picker: redraw the rows after reading this many ranks' times
@@ -102,7 +103,7 @@ class RankPicker(ModalScreen):
                 if r.rank == self.current:
                     ol.highlighted = i
         self.rows = rows
-        title = f"switch to rank: {len(rows)} ranks"
+        title = f"switch to rank: {plural(len(rows), 'rank')}"
         self.query_one("#ranktitle", Static).update(Text(title + ("" if done else " (reading times …)"),
                                                          style=Style(bold=True)))
         self.loaded = done

@@ -219,7 +219,7 @@ def test_ls_prints_the_modelled_step_time(tmp_path, capsys):
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("modelled step"))
     assert f"sm_90 H100 SXM  {expect:.3g} µs" in line and "no target recorded: sm_90 assumed" in line
-    assert "1 kernels and 1 torch ops" in line
+    assert "1 kernel and 1 torch op," in line
     code, out, _ = run_cli(capsys, "ls", "--brief", "--gpu", "sm_80,h200", path)
     lines = [x for x in out.splitlines() if x.startswith("modelled step")]
     assert len(lines) == 2 and "A100 80GB SXM" in lines[0] and "H200 SXM" in lines[1] and "assumed" not in out

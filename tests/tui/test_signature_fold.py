@@ -37,7 +37,7 @@ def test_fold_is_by_kind_not_text():
     lines = [PrintedLine("def looks_like_a_signature(x):", "text"), PrintedLine("  # a: f32", "text")]
     assert fold_signature(lines).lines == lines and fold_signature(lines).start == -1
     no_meta = [PrintedLine("def f():", "def"), PrintedLine("  return ()", "return")]
-    assert fold_signature(no_meta).lines[0].text.strip() == "signature, 1 lines ▸"
+    assert fold_signature(no_meta).lines[0].text.strip() == "signature, 1 line ▸"
 
 
 async def _toggle_and_check(small_rec, toggle):

@@ -10,6 +10,7 @@ import sys
 from thundervis.errors import UserError
 from thundervis.commands.ls import readable
 from thundervis.commands.read_options import add_kernel_arguments
+from thundervis.present.units import plural
 
 
 def cmd_asm(args) -> int:
@@ -45,7 +46,7 @@ def cmd_asm(args) -> int:
     b = listing.build
     head = f"# {visible_line(kernel.name)} · {listing.target} · {listing.stage} · {build_text(b)}"
     if want is not None:
-        head += f" · only what {visible_line(args.source)} became ({len(rows)} lines)"
+        head += f" · only what {visible_line(args.source)} became ({plural(len(rows), 'line')})"
     sys.stdout.write(head + "\n" + annotated_text(listing, rows))
     return 0
 

@@ -11,6 +11,7 @@ from typing import Optional
 
 from thundervis.errors import UserError, writing
 from thundervis.safe_text import json_text, visible, visible_line
+from thundervis.present.units import plural
 
 
 def pass_diff(rec, graph, chain, from_, to, traces: Optional[list] = None):
@@ -71,7 +72,7 @@ def _kernel_lines(d) -> list[str]:
     out = []
     for kernel, rows in d.kernels().items():
         ops = ", ".join(r.a.sym.removeprefix("prims.") for r in rows[:8]) + (", …" if len(rows) > 8 else "")
-        out.append(f"  {kernel} <- {len(rows)} ops: {ops}")
+        out.append(f"  {kernel} <- {plural(len(rows), 'op')}: {ops}")
     return out
 
 

@@ -12,6 +12,7 @@ from thundervis.commands.read_options import add_recording_file_argument
 from thundervis.present.kernel_rows import kernel_table
 from thundervis.present.status import symbol_note
 from thundervis.safe_text import json_text, visible, visible_line
+from thundervis.present.units import plural
 
 
 def _sym_text(s) -> str:
@@ -54,7 +55,7 @@ def lineage_text(lin, fell_back: dict | None = None) -> str:
         for e in c.ends:
             label = f"{e.symbol.uid} {e.symbol.sym}"
             if e.kernel:
-                label += f" = kernel {e.kernel.name} ({len(e.kernel.ops)} ops)"
+                label += f" = kernel {e.kernel.name} ({plural(len(e.kernel.ops), 'op')})"
             by_executor.setdefault(e.executor or "no executor", []).append(label)
             fell = fell_back.get((lin.graph, c.chain, e.symbol.sym))
             if fell:  # present's wording (KernelRow.fallback_text), as show's note and the TUI say it

@@ -9,6 +9,7 @@ from thundervis.errors import UserError
 from thundervis.recording import rank_ranges
 from thundervis.present.variants import first_rank_of, variant_labels
 from thundervis.safe_text import json_text, visible, visible_line
+from thundervis.present.units import plural
 
 MAX_RANK_LINES = 64
 
@@ -19,7 +20,7 @@ def group_text(ov) -> str:
     target = next((" ".join(l.target) for l in ov.launches if l.target), "")
     world = ov.world_size or len(ov.ranks)
     lines.append(f"group   {target}".rstrip())
-    lines.append(f"status  {ov.status} · {world} ranks · {len(ov.ranks)} recordings")
+    lines.append(f"status  {ov.status} · {plural(world, 'rank')} · {plural(len(ov.ranks), 'recording')}")
     for l in ov.launches:
         code = f" (exit {l.exit_code})" if l.exit_code is not None else ""
         fails = "; ".join(
@@ -47,7 +48,7 @@ def group_text(ov) -> str:
         for m in r.missing:
             lines.append(f"       missing: {m}")
     if len(ov.ranks) > len(shown):
-        lines.append(f"       ... {len(ov.ranks) - len(shown)} more ranks (thundervis ls GROUP --json lists all)")
+        lines.append(f"       ... {plural(len(ov.ranks) - len(shown), 'more rank')} (thundervis ls GROUP --json lists all)")
     if ov.absent:
         lines.append(f"absent  ranks {rank_ranges(ov.absent)}: no recording (the worker never started recording)")
     if any(r.n_communication or r.n_collectives_between for r in ov.ranks):

@@ -11,6 +11,7 @@ import sys
 from thundervis.commands.read_options import add_recording_arguments
 from thundervis.errors import UserError
 from thundervis.safe_text import json_text, visible
+from thundervis.present.units import plural
 
 
 def cmd_numerics(args) -> int:
@@ -65,9 +66,9 @@ def _group_numerics(args) -> int:
             continue
         names = [row.kernel for row in s.rows if row.verdict == "flagged"]
         shown = f": {', '.join(names[:8])}{' ...' if len(names) > 8 else ''}" if names else ""
-        lines.append(f"rank {r:<5} {s.checked} kernels checked · {s.flagged} flagged{shown}")
+        lines.append(f"rank {r:<5} {plural(s.checked, 'kernel')} checked · {s.flagged} flagged{shown}")
     lines.append(f"thundervis numerics {args.recording} --rank R lists one rank's kernels")
-    lines.append(f"{len(per_rank)} ranks · {checked} kernels checked · {flagged} flagged")
+    lines.append(f"{plural(len(per_rank), 'rank')} · {plural(checked, 'kernel')} checked · {flagged} flagged")
     sys.stdout.write(visible("\n".join(lines) + "\n"))
     return 0
 

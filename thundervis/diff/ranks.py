@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from thundervis.present.units import format_skew, format_us
+from thundervis.present.units import format_skew, format_us, plural
 from thundervis.present.variants import variant_labels
 from thundervis.recording import RecordingError
 
@@ -214,7 +214,7 @@ def render_text(comp: RankComparison, context: Optional[int] = 3, max_skews: int
             if not v.differences:
                 lines.append(f"{name}: ranks {ranks} (the reference)")
                 continue
-            lines.append(f"{name}: ranks {ranks}: {len(v.differences)} passes differ")
+            lines.append(f"{name}: ranks {ranks}: {plural(len(v.differences), 'pass', 'passes')} differ")
             for d in v.differences[:40]:
                 side = f" (only on the {d.only})" if d.only else ""
                 lines.append(f"  graph {d.graph} {d.chain} pass {d.index} {d.name}{side}")
@@ -225,7 +225,7 @@ def render_text(comp: RankComparison, context: Optional[int] = 3, max_skews: int
     for rank, why in sorted(comp.unreadable.items()):
         lines.append(f"rank {rank}: unreadable: {why}")
     if comp.skews:
-        lines.append(f"kernel time across ranks (median per rank; {len(comp.skews)} kernels, most skewed first):")
+        lines.append(f"kernel time across ranks (median per rank; {plural(len(comp.skews), 'kernel')}, most skewed first):")
         lines.append(f"  {'kernel':<28} {'chain':<9} {'slowest':>8} {'median':>10} {'fastest':>8} {'median':>10} {'skew':>6}")
         for k in comp.skews[:max_skews]:
             lines.append(f"  {k.name[:28]:<28} {k.chain:<9} {'rank ' + str(k.slowest):>8} "

@@ -13,6 +13,7 @@ from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, 
                     gc_paused, intraline_spans)
 from .lines import is_fusion
 from thundervis.safe_text import html_text, visible, visible_line
+from thundervis.present.units import plural
 
 FOLD = "fold"  # status of a row standing for folded unchanged lines
 
@@ -66,12 +67,12 @@ def row_note(d: DiffLine, side: str) -> str:
             return f"→ merged into {p[0].uid}: {_short(p[0].text)}"
         if len(p) == 1:
             return f"→ replaced by {p[0].uid}: {_short(p[0].text)}"
-        return f"→ replaced by {len(p)} lines: {_uids(p)}"
+        return f"→ replaced by {plural(len(p), 'line')}: {_uids(p)}"
     if d.status == MOVED:
         return "moved from here" if side == "a" else "moved here"
     if d.status == ADDED and d.partners and d.b is not None:
         if is_fusion(d.b.symbol):
-            return f"fuses {len(d.partners)} ops: {_uids(d.partners)}"
+            return f"fuses {plural(len(d.partners), 'op')}: {_uids(d.partners)}"
         if d.b.depth == 0:
             return f"from {_uids(d.partners)}"
     return ""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from .units import format_error
+from .units import format_error, plural
 
 # Worst first: how the numerics screen orders kernels.
 VERDICT_ORDER = ("flagged", "error", "ok", "skipped", "not checked")
@@ -172,7 +172,7 @@ def summary_lines(s: NumericsSummary, flagged_only: bool = False) -> list[str]:
         lines += ["  " + eager_line(e) for e in s.eager]
     not_checked = len(s.rows) - s.checked
     tail = f" · {not_checked} not checked" if not_checked else ""
-    lines.append(f"{s.checked} kernels checked{tail} · {s.flagged} flagged")
+    lines.append(f"{plural(s.checked, 'kernel')} checked{tail} · {s.flagged} flagged")
     return lines
 
 
@@ -182,7 +182,7 @@ def ls_lines(s: NumericsSummary) -> list[str]:
         return []
     lines = []
     if s.checked:
-        lines.append(f"numerics  {s.checked} kernels checked against float64 · {s.flagged} flagged")
+        lines.append(f"numerics  {plural(s.checked, 'kernel')} checked against float64 · {s.flagged} flagged")
         bad = [r for r in s.rows if r.verdict in ("flagged", "error")]
         width = ran_width(bad)
         lines += ["  " + row_line(r, width) for r in bad]
@@ -215,7 +215,7 @@ def numerics_json(s: NumericsSummary) -> Optional[dict]:
         d.update(mark=r.mark, max_rel_text=format_error(r.max_rel), eager_rel_text=format_error(r.eager_rel),
                  ratio_text=fmt_ratio(r.ratio), ran_text=r.ran_text)
         rows.append(d)
-    header = f"{s.checked} kernels checked against float64 · {s.flagged} flagged" if s.checked else \
+    header = f"{plural(s.checked, 'kernel')} checked against float64 · {s.flagged} flagged" if s.checked else \
         "kernels not checked (thundervis run --check-numerics)"
     return {"header": header, "rows": rows, "eager": [eager_line(e) for e in s.eager], "checked": s.checked,
             "flagged": s.flagged}

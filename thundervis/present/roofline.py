@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 from thundervis.gpus import DEFAULT_TARGET, GPU, TARGET_GPU, gpu_for
 from thundervis.compiler.roofline_cost import trace_costs
 
-from .units import format_roofline_us
+from .units import format_roofline_us, plural
 
 STEP_CHAINS = ("forward", "backward", "inference")  # what one training or inference step calls
 MODELLED_KINDS = ("fusion", "matmul", "attention", "conv")  # the rows of the roofline table
@@ -246,11 +246,11 @@ class StepModel:
         note = f" · {self.why or 'no target recorded: sm_90 assumed'} (run --target, or ls --gpu)" \
             if self.assumed else ""
         if self.left_out:
-            note += f" · {len(self.left_out)} chains not modelled ({', '.join(f'graph {g} {c}' for g, c, _ in self.left_out[:3])}" \
+            note += f" · {plural(len(self.left_out), 'chain')} not modelled ({', '.join(f'graph {g} {c}' for g, c, _ in self.left_out[:3])}" \
                     + (" ..." if len(self.left_out) > 3 else "") + ")"
         return (f"modelled step  {self.target} {self.gpu}  {format_roofline_us(self.total_us)} µs"
                 + (f" ({parts})" if parts else "")
-                + f" · roofline of {self.kernels} kernels and {self.torch_ops} torch ops, one call per chain{note}")
+                + f" · roofline of {plural(self.kernels, 'kernel')} and {plural(self.torch_ops, 'torch op')}, one call per chain{note}")
 
 
 def step_models(rec, gpus: Optional[Iterable[str]] = None, costs=None) -> list[StepModel]:

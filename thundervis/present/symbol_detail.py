@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .units import format_gbps, format_us
+from .units import format_gbps, format_us, plural
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def timing_text(t) -> Optional[str]:
     """Return ``12.3 µs median over 10 calls · 4.5% of step · 12 GB/s`` for a ``KernelTiming``."""
     if t is None:
         return None
-    text = f"{format_us(t.median_us)} median over {t.calls} calls · {t.share * 100:.1f}% of step"
+    text = f"{format_us(t.median_us)} median over {plural(t.calls, 'call')} · {t.share * 100:.1f}% of step"
     return text + (f" · {format_gbps(t.gbps)}" if t.gbps else "")
 
 
