@@ -301,7 +301,7 @@ class RecordingData:
                     break
         for k in kernels:
             if q in k.name.lower():
-                hits.append(SearchHit("kernel", f"{k.name}  [{k.executor}] graph {k.graph} {k.chain}",
+                hits.append(SearchHit("kernel", f"{k.label}  graph {k.graph} {k.chain}",  # present's label
                                       kernel_id=k.id))
         return hits
 

@@ -300,7 +300,7 @@ def summarize_rank_file(rank: int, restart: int, path: str, cache: dict) -> Rank
         if key not in cache:
             if not os.path.exists(variant):
                 raise RecordingError(f"{os.path.basename(path)} stands on {doc['variant']}, which is missing "
-                                     "from the group folder.")
+                                     "from the group folder: copy the whole group folder.")
             cache[key] = summarize_rank(-1, 0, variant, cache)
         base = cache[key]
         if base.error:
