@@ -39,8 +39,8 @@ COLLAPSE_ABOVE = 60
 # Above this many symbols in the diagram's trace Graphviz is not run for the payload (on request only).
 DIAGRAM_LIMIT = 4000
 # The kernel table's cells a kernel of the payload carries from present.kernel_rows.KernelRow.as_json().
-KERNEL_CELLS = ("sources", "median", "share_text", "fallback", "fallback_text", "status", "ran_on", "run", "tag",
-                "label", "roofline_text", "pct_of_roofline_text", "chain_time")
+KERNEL_CELLS = ("sources", "sources_cell", "median", "share_text", "fallback", "fallback_text", "status", "ran_on",
+                "run", "tag", "label", "roofline_text", "pct_of_roofline_text", "chain_time")
 # A chain whose distinct traces hold more symbols than this is sent when the browser opens it.
 INLINE_SYMBOLS = 20000
 

@@ -93,7 +93,7 @@ def _kernels_table(kernels: list) -> str:
         # its chain's wall time per call against its kernels (present.chain_times), on hover
         chain_time = (f' title="{_e(str(k["chain"]) + " chain: " + k["chain_time"])}"'
                       if isinstance(k.get("chain_time"), str) and k["chain_time"] else "")
-        srcs = k.get("sources") or ""
+        srcs = k.get("sources_cell") or ""  # present.kernel_rows: the cell every table shows
         roof, pct = k.get("roofline_text") or "-", k.get("pct_of_roofline_text") or "-"  # present.units
         executor = k["tag"] if isinstance(k.get("tag"), str) and k["tag"] else k["executor"]
         # a kernel that ran in torch at run time: present.kernel_rows status, its reason on hover

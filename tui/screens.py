@@ -19,7 +19,7 @@ from thundervis.safe_text import visible, visible_line
 
 from . import panels
 from .base_screen import DetailScreen, detail_bindings
-from thundervis.present.kernel_rows import KernelRow, group_sources
+from thundervis.present.kernel_rows import KernelRow
 from thundervis.present.overview import ViewOverview
 from thundervis.recording import chain_position
 from thundervis.present.units import format_gbps, format_pct, format_roofline_us, format_share, format_us
@@ -138,7 +138,7 @@ class KernelsScreen(DetailScreen):
                 format_roofline_us(k.roofline_us),
                 format_pct(k.pct_of_roofline), format_share(k.share),
                 format_gbps(k.gbps).removesuffix(" GB/s"),
-                group_sources(k.source_lines, limit=6))), key=str(k.id))
+                k.sources_cell)), key=str(k.id))
         n = len(self.kernels)
         timed = (" · " + " and ".join(f"{c} times" for c in clocks)) if clocks else \
             " · not profiled (thundervis run --profile records times)"

@@ -133,7 +133,7 @@ function fusionsTab(view, c) {
       h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
       h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
       h("td", { text: k.share_text }),
-      h("td", { text: k.sources }),
+      h("td", { text: k.sources_cell, title: k.sources }), // present.kernel_rows: the cell every table shows
     );
     tr.addEventListener("click", () => {
       state.kernel = state.kernel === k.name ? "" : k.name;

@@ -61,10 +61,10 @@ def test_kernels_ran_on_and_fallbacks_read_the_same_everywhere(example_run):
     path, failed = example_run
     ls, tui, payload = _front_ends(path)
     try:
-        cli = {(f["name"], f["ran_on"]["text"] if f["ran_on"] else "", f["ran_in_torch"] or "", f["label"])
-               for g in ls["graphs"] for f in g["fusions"]}
-        tui_rows = {(k.name, k.ran_on, k.fallback or "", k.label) for k in tui.overview().kernels}
-        widget = {(k["name"], k["ran_on"], k["fallback"] or "", k["label"])
+        cli = {(f["name"], f["ran_on"]["text"] if f["ran_on"] else "", f["ran_in_torch"] or "", f["label"],
+                f["sources_cell"]) for g in ls["graphs"] for f in g["fusions"]}
+        tui_rows = {(k.name, k.ran_on, k.fallback or "", k.label, k.sources_cell) for k in tui.overview().kernels}
+        widget = {(k["name"], k["ran_on"], k["fallback"] or "", k["label"], k["sources_cell"])
                   for g in payload["graphs"] for k in g["kernels"]}
         # how the run ended (present.run_status): ls's status line, the TUI's and the widget's header
         assert ls["run_status"] == tui.overview().run_status.as_json() == payload["run_status"]

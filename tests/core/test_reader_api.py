@@ -61,6 +61,7 @@ def test_ls_json_is_the_overview(recorded, capsys):
             ran = k.pop("ran_on")
             assert ran is None or ran["text"].startswith(("ran on", "runs on"))
             assert k.pop("label") == f"{k['name']} [{k.pop('tag')}]"  # the kernel table's (present.kernel_rows)
+            assert isinstance(k.pop("sources_cell"), str)
     assert base == json.loads(json.dumps(ov.as_json()))
     assert ov.status == ov.run.status == "ok" and ov.revision.status == "ok"
     # The keys documented in docs/recording.md are all there.

@@ -79,7 +79,7 @@ def summary_dict(rec, gpus=None) -> dict:
             row = rows[k["id"]]
             k["ran_in_torch"] = row.fallback
             k["ran_on"] = row.run.as_json() if row.run is not None else None
-            k["tag"], k["label"] = row.tag, row.label
+            k["tag"], k["label"], k["sources_cell"] = row.tag, row.label, row.sources_cell
             k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
     from thundervis.present.run_status import run_status
@@ -293,7 +293,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
                     lines.append(f"    {p['index']:>2} {p['name']:<12} {format_ms(p['ms']):>10}  {mark:<7} "
                                  f"{p['n_symbols']:>5} {plural_word(p['n_symbols'], 'symbol')}")
         for k in g["fusions"]:
-            src = group_sources(k["sources"], limit=6)  # present.kernel_rows: file:12, 14, 20
+            src = k["sources_cell"]  # the kernel table's cell (present.kernel_rows): file:12, 14, 20
             checked = f" · numerics {k['numerics']}" if k.get("numerics") else ""
             t = k.get("timing")  # run --profile: its median over the timed calls (the chain's line says which clock)
             timed = f" · {format_us(t['median_us'])} median" if isinstance(t, dict) and t.get("calls") else ""

@@ -45,6 +45,9 @@ def group_sources(source_lines, limit: Optional[int] = None) -> str:
     return "; ".join(parts) + (" …" if cut else "")
 
 
+SOURCES_SHOWN = 6  # source lines a kernel table's cell lists before `` …``
+
+
 @dataclass(frozen=True)
 class KernelRow(KernelRef):
     """One row of the kernel table: the kernel (which one: ``KernelRef``; the
@@ -87,6 +90,12 @@ class KernelRow(KernelRef):
         return f"{self.name} [{self.tag}]"
 
     @property
+    def sources_cell(self) -> str:
+        """The source column as every kernel table shows it: at most :data:`SOURCES_SHOWN` lines,
+        then `` …`` (``sources`` holds them all)."""
+        return group_sources(self.source_lines, limit=SOURCES_SHOWN)
+
+    @property
     def fallback_text(self) -> str:
         """Why it ran in torch, as every view words it: ``ran in torch at run time: <error>``
         (present.status.FELL_BACK_TEXT, as a trace's note says it); "" when it did not fall back."""
@@ -112,7 +121,8 @@ class KernelRow(KernelRef):
                 "roofline_bound": self.roofline_bound, "bytes_moved": self.bytes_moved, "flops": self.flops,
                 "pct_of_roofline": self.pct_of_roofline, "roofline_text": format_roofline_us(self.roofline_us),
                 "pct_of_roofline_text": format_pct(self.pct_of_roofline), "chain_time": self.chain_time,
-                "run": self.run.as_json() if self.run is not None else None, "fallback_text": self.fallback_text}
+                "run": self.run.as_json() if self.run is not None else None, "fallback_text": self.fallback_text,
+                "sources_cell": self.sources_cell}
 
 
 def _labels(source_lines) -> tuple[str, ...]:
