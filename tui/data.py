@@ -93,6 +93,11 @@ class RecordingData:
         self._overview = self._call(read_overview, self._rec)
         return self._overview
 
+    def memory(self):
+        """Return the recording's ``present.memory.MemoryReport`` (DataError for damaged rows)."""
+        from thundervis.present.memory import memory_report
+        return self._call(memory_report, self._rec)
+
     def roofline(self) -> tuple[dict, Optional[str]]:
         """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) for the
         kernels table; reads the chains' final traces (cached per final pass): call it from a

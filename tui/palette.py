@@ -47,6 +47,7 @@ i             | toggle('details')   | Details        | footer       | Toggle det
 t             | run_info            | Run            |              | Run info              | Run status, eager chains, traceback (t)
 m             | communication       | Comm           |              | Communication         | Collectives in the traces and between graphs, per place (m)
 S             | source              | Source         |              | Source                | Your files line by line: ops, kernels, torch fallbacks, time share (S)
+M             | memory              | Memory         |              | Memory                | Saved-for-backward tensors, the static peak and timeline, the remat what-if (M)
 question_mark | help                | Help           | footer       | Keys                  | Every key binding (?)
 """
 

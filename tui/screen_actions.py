@@ -33,6 +33,19 @@ class ScreenActions:
             from .numerics_screen import NumericsScreen
             self.push_screen(NumericsScreen(self.data, self.overview, self.overview.numerics))
 
+    def action_memory(self) -> None:
+        """Open the memory screen: saved tensors, peak, timeline."""
+        from thundervis.safe_text import visible_line
+
+        from .data import DataError
+        from .memory_screen import MemoryScreen
+        try:
+            report = self.data.memory()
+        except DataError as e:  # damaged ledger rows: one sentence, the view stays
+            self.notify(visible_line(str(e)), severity="error")
+            return
+        self.push_screen(MemoryScreen(report))
+
     def action_bisect(self) -> None:
         """Bisect the chain shown (every pass on the same inputs, in a worker)."""
         if self.overview is not None and self.state.graph is not None and self.state.chain:
