@@ -177,3 +177,96 @@ def test_each_case_exits_cleanly_under_2_gib(base, tmp_path, case):
         argv = [a.format(p=path, d=str(tmp_path)) for a in argv]
         code, out, err = run_limited(*argv)
         _clean(code, out, err, argv)
+
+
+# -- fast, in-process checks of the same budgets ---------------------------------------------------
+
+def test_a_source_of_250_mib_of_newlines_is_too_large_and_the_view_keeps_the_code_lines(base, tmp_path):
+    from thundervis.present.source_view import source_file
+    from thundervis.recording import TooLarge, open_recording
+    path = source_newlines(base, tmp_path)
+    with open_recording(path) as rec:
+        file = rec.source_files()[0]
+        with pytest.raises(TooLarge, match=r"too large to show \(over 8.0 MiB\)"):
+            rec.source_lines(file)
+        view = source_file(rec, file)
+        assert not view.recorded and view.lines and "too large to show" in view.note
+        assert "file text too large to show" in view.summary()
+        snippet = rec.source_snippet(view.lines[0].ops[0] and rec.symbols(0, "forward", 0)[0].source)
+        assert snippet is not None and snippet.recorded  # only the lines up to there are streamed
+
+
+def test_symbol_lists_longer_than_the_recording_has_rows_are_refused_before_splitting(base, tmp_path):
+    from thundervis.recording import TooLarge, open_recording
+    with open_recording(pass_rows_bomb(base, tmp_path)) as rec:
+        with pytest.raises(TooLarge, match="symbol list .* too large to show"):
+            rec.symbols(0, "forward", 0)
+        assert rec.graphs()  # the rest of the recording reads
+
+
+def test_a_trace_json_of_tiny_objects_is_too_large_before_it_is_parsed(base, tmp_path, monkeypatch):
+    import json as json_module
+    from thundervis.recording import TooLarge, open_recording
+    parsed, real_loads = [], json_module.loads
+    monkeypatch.setattr(json_module, "loads", lambda text, *a, **k: (
+        parsed.append(len(text)) if len(text) > MiB else None, real_loads(text, *a, **k))[1])
+    with open_recording(json_bomb(base, tmp_path)) as rec:
+        last = rec.graph(0).chain("forward").passes[-1]
+        with pytest.raises(TooLarge, match="too large to show"):
+            rec.pass_trace(last.ref)
+        assert rec.pass_text(rec.graph(0).chain("backward").passes[-1].ref)  # other passes still read
+    assert not parsed
+
+
+def test_kernel_code_over_its_budget_reads_as_too_large_and_the_ir_still_rebuilds(base, tmp_path):
+    from thundervis.recording import open_recording
+    with open_recording(astral_code(base, tmp_path)) as rec:
+        k = rec.find_kernel("fw_fusion_0")
+        src = rec.kernel_source(k)
+        assert src.code.startswith("#") and "too large to show" in src.code and len(src.code) < 200
+        assert json.loads(src.trace_json)["symbols"]
+
+
+def test_events_are_read_paged_under_a_cap(base, tmp_path, monkeypatch):
+    from thundervis.recording import event_rows, open_recording
+    path = _copy(base, tmp_path, "events.tvrec")
+    conn = sqlite3.connect(path)
+    conn.executemany("INSERT INTO events(event, data, at) VALUES ('kernel_path', '{}', ?)", [(float(i),) for i in range(300)])
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(event_rows, "MAX_EVENTS", 120)
+    monkeypatch.setattr(event_rows, "EVENT_PAGE", 50)
+    with open_recording(path) as rec:
+        every = rec.events()
+        assert len(every) == 120 and rec._events.capped
+        assert all(e.event == "kernel_path" for e in rec.events("kernel_path"))
+        assert [e.event for e in rec.events("distributed")] == [e.event for e in every if e.event == "distributed"]
+
+
+@pytest.fixture
+def _counted_group(base, tmp_path, monkeypatch):
+    from thundervis.recording import file_store
+    group = tmp_path / "job"
+    group.mkdir()
+    for r in range(6):
+        shutil.copy(base, group / f"rank-{r:05d}.tvrec")
+    listed, opened = [], []
+    real_listdir, real_open = os.listdir, file_store.FileStore._open_checked.__func__
+    monkeypatch.setattr(os, "listdir", lambda p=".": (listed.append(os.path.abspath(p)), real_listdir(p))[1])
+    monkeypatch.setattr(file_store.FileStore, "_open_checked",
+                        classmethod(lambda cls, path, check: (opened.append(path), real_open(cls, path, check))[1]))
+    return str(group), listed, opened
+
+
+@pytest.mark.parametrize("argv", [["numerics"], ["ls", "--rank", "3"]])
+def test_group_commands_are_linear_in_the_ranks(_counted_group, capsys, argv):
+    from core_helpers import run_cli
+    group, listed, opened = _counted_group
+    code, out, err = run_cli(capsys, argv[0], group, *argv[1:])
+    assert code in (0, 2) and "Traceback" not in err
+    n_list = sum(1 for p in listed if p == os.path.abspath(group))
+    if argv[0] == "numerics":  # every rank once, the folder a constant number of times
+        assert sorted(opened) == sorted(os.path.join(group, f"rank-{r:05d}.tvrec") for r in range(6))
+        assert n_list <= 5, n_list
+    else:  # one named rank: that rank's file only, not every rank's overview
+        assert opened == [os.path.join(group, "rank-00003.tvrec")] and n_list <= 5

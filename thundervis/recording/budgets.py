@@ -31,9 +31,10 @@ class TooLarge(RecordingError):
     """A part of a recording too large to build into a view: ``str()`` is one sentence ending in
     "too large to show (N MiB)"; ``size`` is its expanded size in bytes (or what was seen of it)."""
 
-    def __init__(self, where: str, what: str, size: int):
+    def __init__(self, where: str, what: str, size: int, cap: Optional[int] = None):
         self.size = size
-        super().__init__(f"{where}: {what} is too large to show ({size_mib(size)}).")
+        shown = f"over {size_mib(cap)}" if cap is not None and size > cap else size_mib(size)
+        super().__init__(f"{where}: {what} is too large to show ({shown}).")
 
 
 def size_mib(size: int) -> str:
@@ -75,15 +76,17 @@ def expanded_chunks(data) -> Iterator[bytes]:
         return
 
 
-def count_expanded(data, needle: bytes, limit: int) -> tuple[int, int]:
+def count_expanded(data, needle: bytes, limit: int, cap: int) -> tuple[int, int]:
     """Return (occurrences of the one-byte ``needle``, bytes expanded) in the zlib blob ``data``;
-    once the count passes ``limit`` it stops counting and only measures the size (a 1 MiB buffer
-    either way)."""
+    once the count passes ``limit`` it only measures the size, and it stops once the size passes
+    ``cap`` (a 1 MiB buffer either way: a 1 GiB bomb costs ``cap`` of inflating, never memory)."""
     count = size = 0
     for chunk in expanded_chunks(data):
         if count <= limit:
             count += chunk.count(needle)
         size += len(chunk)
+        if size > cap:
+            break
     return count, size
 
 

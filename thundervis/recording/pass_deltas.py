@@ -112,9 +112,9 @@ def decode_ids(blob, what: str, path: str, limit: int = MAX_PASS_ROWS) -> list[i
     if not isinstance(blob, bytes):
         raise RecordingError(f"{path} is corrupted ({what} is {describe(blob)} where compressed ids belong).")
     limit = min(limit, MAX_PASS_ROWS)
-    commas, size = count_expanded(blob, b",", limit)
-    if commas + 1 > limit:
-        raise TooLarge(path, what, size)
+    commas, size = count_expanded(blob, b",", limit, MAX_DECOMPRESSED)
+    if commas + 1 > limit or size > MAX_DECOMPRESSED:
+        raise TooLarge(path, what, size, MAX_DECOMPRESSED)
     text = decompress(blob, what, path).decode("ascii", "replace")
     if not text:
         return []

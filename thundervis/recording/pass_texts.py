@@ -81,9 +81,9 @@ def _bounded_text(store, value, what: str, cap: int):
     """Return the text a text column holds (see the store's ``text()``), measured while streaming
     before it is built: :class:`TooLarge` past ``cap`` bytes."""
     if isinstance(value, bytes) and not store.is_reference(value):
-        _, size = count_expanded(value, b"\n", 0)
+        _, size = count_expanded(value, b"\n", 0, cap)
         if size > cap:
-            raise TooLarge(store.path, what, size)
+            raise TooLarge(store.path, what, size, cap)
     text = store.text(value, what)
     if text is not None and len(text) > cap:
         raise TooLarge(store.path, what, len(text))

@@ -31,6 +31,7 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
                     SourceSnippet, Symbol, SymbolDetail, Timings, UnknownItem, chain_position)
 from .liveness import last_recorded, run_status
 from . import pass_texts, source_texts
+from .event_rows import MAX_EVENTS, EventRows
 from .pass_texts import kernel_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
 from .store import Store, open_store
@@ -38,10 +39,6 @@ from .symbol_rows import SymbolIndex, SymbolRule
 from .typed import load_json, row_checker
 
 SNIPPET_CONTEXT = 3  # lines shown before and after a symbol's source line
-# Events one query builds (a run notes a few per graph and kernel; a file may hold millions), read
-# EVENT_PAGE rows at a time.
-MAX_EVENTS = 100_000
-EVENT_PAGE = 5_000
 
 
 def open_recording(path: str, *, check: bool = True) -> "Recording":
@@ -65,8 +62,6 @@ _CHECK_PASSES = row_checker("passes", ("graph_id", "chain", "idx", "name", "dura
 _CHECK_CHAINS = row_checker("chains", ("graph_id", "kind", "status", "error"), ("int", "text", "text", "text?"))
 _CHECK_FAILURES = row_checker("failures", ("graph_id", "chain", "error", "traceback"),
                               ("int", "text?", "text", "text?"))
-_CHECK_EVENTS = row_checker("events", ("graph_id", "chain", "event", "data", "at"),
-                            ("int?", "text?", "text", "text?", "num"))
 _CHECK_GRAPHS = row_checker("graphs", ("id", "compile_id", "reason", "recompile_reason", "graph_break_reason",
                                        "n_inputs", "n_nodes", "compile_s"),
                             ("int", "text?", "text?", "text?", "text?", "nat?", "nat?", "pos?"))
@@ -93,6 +88,7 @@ class Recording:
         self._lock = threading.Lock()  # guards the caches
         self._graphs_cache: Optional[tuple[Revision, list[Graph]]] = None
         self._symbol_index = SymbolIndex(self)
+        self._events = EventRows(self)
         self._texts: dict = {}  # pass texts built from deltas, for the next pass's delta (pass_deltas)
         self._n_symbol_rows: Optional[int] = None  # sizes the JSON budget (pass_texts.json_budget)
 
@@ -211,21 +207,9 @@ class Recording:
             "SELECT graph_id, chain, error, traceback FROM failures ORDER BY id"), self.path)]
 
     def events(self, event: Optional[str] = None, limit: int = MAX_EVENTS) -> list[Event]:
-        """Return the first ``limit`` recorded events (all, or those named ``event``), in order, read
-        a page at a time: a file of millions of events costs a bounded read, not gigabytes."""
-        where = "AND event=?" if event else ""
-        out: list[Event] = []
-        last = -(1 << 63)
-        while len(out) < limit:
-            page = self.store.rows(f"SELECT id, graph_id, chain, event, data, at FROM events WHERE id > ? {where}"
-                                   " ORDER BY id LIMIT ?", (last, *((event,) if event else ()),
-                                                           min(EVENT_PAGE, limit - len(out))))
-            if not page:
-                break
-            last = page[-1][0]
-            out.extend(Event(g, c, e, self._json(d, None, "events.data"), at)
-                       for g, c, e, d, at in _CHECK_EVENTS([r[1:] for r in page], self.path))
-        return out
+        """Return the recorded events (all, or those named ``event``), in order: at most ``limit``,
+        from the first :data:`~.event_rows.MAX_EVENTS` rows of the file (see :mod:`.event_rows`)."""
+        return self._events.events(event, limit)
 
     # -- kernels --------------------------------------------------------------------------------
 

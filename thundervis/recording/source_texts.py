@@ -46,9 +46,9 @@ def source_text(store, file: str, limit: int = MIN_SOURCE_LINES) -> Optional[str
     value = _stored(store, file)
     what = f"the recorded source of {file!r}"
     if isinstance(value, bytes) and not store.is_reference(value):
-        n, size = count_expanded(value, b"\n", limit)
+        n, size = count_expanded(value, b"\n", limit, MAX_SOURCE_SIZE)
         if n > limit or size > MAX_SOURCE_SIZE:
-            raise TooLarge(store.path, what, size)
+            raise TooLarge(store.path, what, size, MAX_SOURCE_SIZE)
     text = store.text(value, what)
     if text is not None and (len(text) > MAX_SOURCE_SIZE or text.count("\n") > limit):
         raise TooLarge(store.path, what, len(text))
@@ -66,9 +66,9 @@ def source_lines(store, file: str, limit: int = MIN_SOURCE_LINES, whole: bool = 
         return None
     if isinstance(value, bytes) and not store.is_reference(value):
         if whole:
-            n, size = count_expanded(value, b"\n", limit)
+            n, size = count_expanded(value, b"\n", limit, MAX_SOURCE_SIZE)
             if n > limit or size > MAX_SOURCE_SIZE:
-                raise TooLarge(store.path, what, size)
+                raise TooLarge(store.path, what, size, MAX_SOURCE_SIZE)
         lines = list(expanded_lines(value, limit=limit))
         store.text(value, what) if not lines else None  # an empty or damaged blob: one sentence
         return lines
