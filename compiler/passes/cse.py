@@ -42,6 +42,12 @@ def _renamed(b: BoundSymbol, sub) -> BoundSymbol:
                      subsymbols=tuple(_renamed(s, sub) for s in b.subsymbols))
 
 
+def _reads_any(b: BoundSymbol, names: dict) -> bool:
+    """True when ``b`` or one of its subsymbols reads a value named in ``names`` (rebuilding every
+    symbol after the first merge, renamed or not, cost more than the rest of the pass)."""
+    return any(p.name in names for p in b.flat_inputs()) or any(_reads_any(s, names) for s in b.subsymbols)
+
+
 def cse(trace: Trace) -> Trace:
     """Return ``trace`` without repeated computations."""
     seen: dict = {}
@@ -53,7 +59,7 @@ def cse(trace: Trace) -> Trace:
         return rename.get(v.name, v) if isinstance(v, TensorProxy) else v
 
     for b in trace.symbols:
-        if rename:
+        if rename and _reads_any(b, rename):
             b = _renamed(b, sub)
         if _is_random(b) or b.sym == "del" or is_communication(b.sym):
             out.append(b)

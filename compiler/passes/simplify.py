@@ -199,7 +199,21 @@ def _rename_outputs(b: BoundSymbol, names: dict[str, TensorProxy]) -> BoundSymbo
                      outputs=map_structure(sub, b.outputs), subsymbols=subs)
 
 
-def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy],
+class _Either:
+    """Membership in either of two name sets, without copying them: a decomposed symbol's walk
+    keeps its outputs and the trace's (copying the trace's outputs for every decomposed symbol
+    was quadratic in the trace)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __contains__(self, name) -> bool:
+        return name in self.first or name in self.second
+
+
+def _simplify_list(symbols: tuple, keep, rename: dict[str, TensorProxy],
                    top: Optional[_TopLevel] = None) -> list[BoundSymbol]:
     def sub(v):
         return rename.get(v.name, v) if isinstance(v, TensorProxy) else v
@@ -212,7 +226,7 @@ def _simplify_list(symbols: tuple, keep: set[str], rename: dict[str, TensorProxy
         if rename and any(p.name in rename for p in b.flat_inputs()):
             b = b.replace(args=map_structure(sub, b.args), kwargs=map_structure(sub, b.kwargs))
         if b.subsymbols:
-            own = keep | {p.name for p in b.flat_outputs()}
+            own = _Either(keep, {p.name for p in b.flat_outputs()})
             subs = _simplify_list(b.subsymbols, own, rename)
             if len(subs) != len(b.subsymbols) or any(s is not t for s, t in zip(subs, b.subsymbols)):
                 b = b.replace(subsymbols=tuple(subs))
