@@ -142,7 +142,7 @@ def symbol_details(d: SymbolView) -> Text:
         t.append(f"{styling.COMM_MARK} communication  ", style=styling.S_COMM)
         what = "waits for a collective's result" if is_wait(d.sym) else \
             f"a collective ({visible_line(communication_kind(d.sym))}) traced into this graph"
-        t.append(f"{what}: a communication op, run by torch as an opaque collective, never fused across "
+        t.append(f"{what}: {CLAIM_NOTE} "  # present.collectives' words, as the widget and show say it
                  "(no fusion holds ops from both sides of it; CSE and DCE keep it)\n", style=Style(color=styling.COMM))
     why = d.fallback or d.note
     if comm and why == CLAIM_NOTE:  # said above, in words for this op

@@ -263,7 +263,7 @@ function renderRecording(model, el, ask, shared) {
         ...[
           kv("source", src ? `${src.label}  ${src.code}` : "no user source line"),
           kv("module", src && src.module),
-          inf.comm ? kv("communication", "a communication op: runs on torch as an opaque collective, never fused across") : null,
+          inf.comm ? kv("communication", (data.communication || {}).note) : null, // present.collectives.CLAIM_NOTE
           kv("executor", inf.executor),
           kv("kernel", inf.kernel),
           kv("why", inf.note),

@@ -33,7 +33,7 @@ async def test_communication_ops_are_marked_and_explained(comm_rec):
         view.move_cursor(line)
         text = await details_for(app, pilot)
         assert "communication" in text and "a collective (all_reduce) traced into this graph" in text
-        assert "run by torch as an opaque collective, never fused across" in text
+        assert "runs on torch as an opaque collective, never fused across" in text  # present.collectives.CLAIM_NOTE
         assert text.count("never fused across") == 1  # the claim note is not repeated as a "why"
         view.move_cursor(_comm_line(app) + 1)
         assert "waits for a collective's result" in await details_for(app, pilot)
