@@ -47,14 +47,15 @@ def _dynamo_control_flow() -> tuple:
 
 
 _DYNAMO_CONTROL_FLOW = _dynamo_control_flow()
-_defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None, "remat": "auto"}
+_defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None, "remat": "auto",
+             "abstract": False}
 _lock = threading.Lock()
 _OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
                  debug: Optional[bool] = None, profile: Optional[ProfileSettings] = None,
-                 aot=None, remat: Optional[str] = None) -> None:
+                 aot=None, remat: Optional[str] = None, abstract: Optional[bool] = None) -> None:
     """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does);
     ``remat``: the rematerialization policy (:mod:`.remat`; None: unchanged);
     ``profile``: run-time profiling / input capture settings (None: off); ``aot``: the
@@ -65,6 +66,8 @@ def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optio
     _defaults["aot"] = aot
     if remat is not None:
         _defaults["remat"] = _remat.check_policy(remat)
+    if abstract is not None:  # an abstract run (:mod:`.abstract`): fake outputs, kernels planned only
+        _defaults["abstract"] = bool(abstract)
     if debug is not None:
         _defaults["debug"] = debug
 
@@ -115,8 +118,12 @@ class ThundervisCompiler:
 
     def __init__(self, executors: Optional[Sequence[str]] = None, debug: bool = False,
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-                 targets=None, aot=None, remat: Optional[str] = None):
+                 targets=None, aot=None, remat: Optional[str] = None, abstract: Optional[bool] = None):
         observer = observer or CompileObserver()
+        self.abstract = bool(_defaults.get("abstract", False) if abstract is None else abstract)
+        if self.abstract and not executors:  # planned for the GPU target, never launched
+            from .aot import shape_plan  # noqa: F401  (registers triton_planning)
+            executors = ["triton_planning"]
         self.remat = _remat.check_policy(remat if remat is not None else _defaults["remat"])
         self._partitions: dict[int, _remat.Partitioned] = {}  # graph id -> both policies' partitions
         self._finals: dict[int, Trace] = {}  # graph id -> its final forward trace, until the backward's
@@ -189,6 +196,9 @@ class ThundervisCompiler:
         except Exception:
             self._param_flags[graph] = []
         placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        if self.abstract:
+            from .abstract import check_size
+            check_size(info["n_nodes"], obs, graph)
         try:
             t0 = time.perf_counter()
             dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False, call_site=site,
@@ -311,6 +321,9 @@ class ThundervisCompiler:
             # The chain's own compile time: the backward's is not in the graph's compile_s
             # (AOTAutograd compiles it lazily, at the first backward); views add it from this event.
             obs.runtime(graph, chain, "chain_compiled", {"seconds": time.perf_counter() - t0})
+            if self.abstract:
+                from .abstract import fake_outputs
+                return _announced(fake_outputs(final), graph, chain)
 
             def report(e: BaseException):
                 obs.chain_failed(graph, chain, f"runtime error: {type(e).__name__}: {e}", traceback.format_exc())
@@ -355,7 +368,10 @@ def _compile_reason() -> Optional[str]:
 
 def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callable:
     """The ``torch_dynamo_backends`` entry point: compile with the process defaults (see
-    :func:`set_defaults`) overridden by ``options`` (``executors``, ``debug``, ``remat``)."""
+    :func:`set_defaults`) overridden by ``options`` (``executors``, ``debug``, ``remat``), given as
+    keywords or as ``torch.compile(..., options={...})``, which arrives as one ``options`` dict."""
+    if isinstance(options.get("options"), dict):
+        options = {**options.pop("options"), **options}
     compiler = ThundervisCompiler(
         executors=options.get("executors", _defaults["executors"]),
         debug=options.get("debug", _defaults["debug"]),
@@ -364,6 +380,7 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
         targets=options.get("targets"),
         aot=None if "targets" in options else _defaults["aot"],
         remat=options.get("remat"),
+        abstract=options.get("abstract"),
     )
     return compiler(gm, example_inputs)
 
@@ -394,14 +411,15 @@ def plan_records(step: Callable, *args) -> tuple[list, list]:
 
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
         observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-        targets=None, remat: Optional[str] = None, **compile_kwargs):
+        targets=None, remat: Optional[str] = None, abstract: Optional[bool] = None, **compile_kwargs):
     """Return ``torch.compile(fn_or_module)`` routed through our compiler (``profile``: time kernels
     at run time and/or capture fusion inputs, see :mod:`profiling`; ``targets``: GPU targets to
     compile every kernel for ahead of time, ``"sm_90"`` or ``"local"``; None: those of the
-    ``thundervis run`` in progress, else none; ``remat``: ``off`` or ``auto``, None: the default)."""
+    ``thundervis run`` in progress, else none; ``remat``: ``off`` or ``auto``, None: the default; ``abstract``: compile and record only, the
+    compiled code returns empty outputs shaped as the final trace's, see :mod:`.abstract`)."""
     shared = _defaults["aot"] if targets is None else None
     backend = ThundervisCompiler(executors=executors, debug=debug,
                                  observer=observer or _defaults["observer"],
                                  profile=profile if profile is not None else _defaults["profile"],
-                                 targets=targets, aot=shared, remat=remat)
+                                 targets=targets, aot=shared, remat=remat, abstract=abstract)
     return torch.compile(fn_or_module, backend=backend, **compile_kwargs)

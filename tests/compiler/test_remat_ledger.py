@@ -147,3 +147,18 @@ def test_ledger_equals_measured_on_a_tiny_gpt2():
     model.zero_grad()
     got = saved_bytes(run, model, batch)[0]
     assert sum(v["totals"]["saved_bytes"] for v in obs.ledgers.values()) == got
+
+
+def test_policy_reaches_the_compiler_through_jit_and_backend_options():
+    import thundervis
+    torch.manual_seed(0)
+    x = torch.randn(16, 32)
+    obs = Ledgers()
+    torch._dynamo.reset()
+    thundervis.jit(Block(), remat="off", observer=obs, executors=["torch"])(x).backward()
+    assert [v["totals"]["policy"] for v in obs.ledgers.values()] == ["off"]
+    obs2 = Ledgers()
+    torch._dynamo.reset()
+    torch.compile(Block(), backend="thundervis", options={"remat": "off", "observer": obs2,
+                                                         "executors": ["torch"]})(x).backward()
+    assert [v["totals"]["policy"] for v in obs2.ledgers.values()] == ["off"]
