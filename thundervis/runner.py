@@ -14,6 +14,7 @@ error, unwritable output) and raise :class:`thundervis.cli.UserError` with one s
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import importlib.util
@@ -208,7 +209,8 @@ def _traceable_module_call(model):
 
 def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[str], out: str,
                executors: Optional[Sequence[str]] = None, debug: bool = False, profile=None,
-               notes: Sequence[tuple[str, object]] = (), targets=None, remat: Optional[str] = None) -> RunResult:
+               notes: Sequence[tuple[str, object]] = (), targets=None, remat: Optional[str] = None,
+               abstract=None) -> RunResult:
     """Run ``script`` (or ``module``) with ``args`` in this process, recording into ``out`` (which
     :func:`check_output` has validated). Return how it ended; the recording is closed.
     ``profile``: a ``compiler.profiling.ProfileSettings`` (kernel timings, input capture) or None.
@@ -216,7 +218,8 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     distributed worker records its rank this way). ``targets``: GPU targets every Triton kernel is
     compiled for ahead of time, in worker processes while the script runs (``"sm_80,sm_90"``;
     ``"local"``: the local GPU's architecture, none without CUDA; None: none); the run waits for
-    pending builds at its end (bounded, ``$THUNDERVIS_AOT_WAIT_S``)."""
+    pending builds at its end (bounded, ``$THUNDERVIS_AOT_WAIT_S``). ``abstract``: an
+    :class:`~.abstract_run.AbstractSettings` to run the script on fake tensors (None: a real run)."""
     import torch
     import torch._dynamo
     from thundervis.compiler import backend as backend_mod
@@ -261,21 +264,24 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         progress = progress_observer(executors=executors)  # the live status line (a terminal only)
         observer = recorder if progress is None else MultiObserver(recorder, progress)
         compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
-                                                  profile=profile, aot=aot, remat=remat)
+                                                  profile=profile, aot=aot, remat=remat,
+                                                  abstract=abstract is not None)
         watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
         breaks = GraphBreakWatcher(lambda event, data: recorder.note(event, data)).__enter__()
         collectives = _watch_collectives(recorder)
         torch._dynamo.reset()
         backend_mod.reset_graph_ids()
         backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot,
-                                 remat=remat)
+                                 remat=remat, abstract=abstract is not None)
         torch.compile = _routed_compile(saved_compile, compiler)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
-        if script_path:
-            runpy.run_path(script_path, run_name="__main__")
-        else:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        from thundervis.abstract_run import abstract_script
+        with abstract_script(recorder, abstract) if abstract is not None else contextlib.nullcontext():
+            if script_path:
+                runpy.run_path(script_path, run_name="__main__")
+            else:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as e:
         code = _exit_code(e)
         status = "ok" if code == 0 else "failed"

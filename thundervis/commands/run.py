@@ -12,6 +12,7 @@ import sys
 
 from thundervis.commands.run_options import (add_target_argument, check_run_options, parse_executors,
                                            parse_target_option, shown_path, target_stem)
+from thundervis.commands.abstract_options import abstract_settings, add_abstract_arguments, print_abstract_answer
 from thundervis.errors import UserError
 
 # The executor-list parser's old name (other modules import it from here).
@@ -106,10 +107,12 @@ def cmd_run(args) -> int:
     executors, profile = check_run_options(args, script, module)  # before the output folder is made
     targets = parse_target_option(getattr(args, "gpu_targets", None))
     out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
-    _say_once_about_cpu(executors)
+    abstract = abstract_settings(args)
+    if abstract is None:
+        _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
                                executors=executors, debug=args.debug, profile=profile, targets=targets,
-                               remat=args.remat)
+                               remat=args.remat, abstract=abstract)
     shown = shown_path(result.path)
     sys.stdout.flush()
     if result.status == "ok":
@@ -118,6 +121,8 @@ def cmd_run(args) -> int:
         print(f"thundervis: the script {result.status} (exit {result.exit_code}); "
               f"everything compiled so far is in {shown}")
     _print_fallbacks(result.path)
+    if abstract is not None:
+        print_abstract_answer(result.path)
     print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
           f"(or thundervis show {shlex.quote(shown)})")
     if sys.stdout.isatty() and not args.no_view and result.status != "interrupted":
@@ -145,6 +150,7 @@ def register(subparsers) -> None:
                    help="rematerialization: auto (default) recomputes cheap values in the backward instead of "
                         "saving them; off saves what eager saves")
     add_target_argument(p)
+    add_abstract_arguments(p)
     from thundervis.commands.profile_options import add_profile_arguments
     add_profile_arguments(p)
     from thundervis.commands.torchrun_options import add_torchrun_arguments

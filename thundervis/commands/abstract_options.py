@@ -1,0 +1,56 @@
+"""``thundervis run --abstract [--device cuda|cpu] [--gpu LIST]``: the options and the end-of-run answer."""
+from __future__ import annotations
+
+import sys
+
+from thundervis.errors import UserError
+
+
+def add_abstract_arguments(p) -> None:
+    """Add ``--abstract``, ``--device`` and ``--gpu`` to the ``run`` parser."""
+    p.add_argument("--abstract", action="store_true",
+                   help="run the script on fake tensors: nothing allocated, no kernel executed; every graph "
+                        "is compiled and recorded, and the fit and step time are answered per GPU")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="with --abstract: cuda (default): the script's own code sees a GPU "
+                        "(torch.cuda.is_available() is True for it); cpu: it sees none")
+    p.add_argument("--gpu", dest="abstract_gpus", metavar="LIST", default=None,
+                   help="with --abstract: the GPUs to answer for, e.g. h100,h200,a100,b200 (default: h100)")
+
+
+def abstract_settings(args):
+    """Return the run's :class:`~thundervis.abstract_run.AbstractSettings`, or None without
+    ``--abstract``. Raises UserError for an unknown GPU or ``--gpu`` without ``--abstract``."""
+    from thundervis.abstract_run import AbstractSettings
+    from thundervis.gpus import GPUS, UnknownGPU, gpu_for
+    gpus = getattr(args, "abstract_gpus", None)
+    if not getattr(args, "abstract", False):
+        if gpus is not None:
+            raise UserError("--gpu answers for an abstract run: add --abstract (thundervis run --abstract --gpu h100 SCRIPT).")
+        return None
+    keys = []
+    for spec in (gpus or "h100").split(","):
+        if not spec.strip():
+            continue
+        try:
+            keys.append(gpu_for(spec).key)
+        except UnknownGPU:
+            raise UserError(f"--gpu: no GPU {spec.strip()!r} in the table (choices: {', '.join(GPUS)}).") from None
+    if not keys:
+        raise UserError(f"--gpu wants GPU names, e.g. h100,h200 (choices: {', '.join(GPUS)}).")
+    return AbstractSettings(device=args.device, gpus=tuple(dict.fromkeys(keys)))
+
+
+def print_abstract_answer(path: str) -> None:
+    """Print the abstract run's answer per GPU (present.abstract_fit) after the run."""
+    from thundervis.present.abstract_fit import abstract_answer
+    from thundervis.recording import RecordingError, open_recording
+    try:
+        with open_recording(path, check=False) as rec:
+            answer = abstract_answer(rec)
+    except (RecordingError, OSError) as e:
+        print(f"thundervis: could not read the abstract answer back: {e}", file=sys.stderr)
+        return
+    if answer is not None:
+        for line in answer.text_lines():
+            print("thundervis: " + line)

@@ -1,0 +1,266 @@
+"""The answer of an abstract run, per target GPU: does the step fit, and how long does it take.
+
+Computed once from the recording (the ``abstract_*`` events, the memory ledger, the roofline costs of
+every final trace); ``run`` prints it, ``ls`` (text and ``--json``), the TUI and the widget lay it out.
+
+Memory, per step: parameters and gradients (the ledger), the optimizer state its first step made
+(what ``optimizer.step()`` allocated, read from the optimizer; torch's AdamW keeps two states per
+parameter in the parameter's dtype), and the activations: the static peak of the compiled chains,
+less the gradients when the peak is in the backward (the backward's peak counts the gradients it has
+produced so far). Total against the GPU's memory (HBM_BYTES: datasheet capacities).
+
+Step time: the roofline of every kernel and torch op of one call of each chain (present.roofline),
+never below the physical floor ``6 · N · tokens / peak bf16``: N the parameters' elements, tokens the
+elements of the first graph's integer input (token ids), else its first input's rows. The MFU is the
+floor over the modelled time. Breakdowns by kernel, by module block (repeated layers folded:
+``model.layers.0–31 × 32``) and by source line (a fusion's time goes to its first member's line).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from thundervis.gpus import GPUS
+from thundervis.present.units import format_bytes
+
+# Datasheet HBM capacities (decimal GB), the SXM/HGX parts of thundervis.gpus.GPUS.
+HBM_BYTES = {"a100": 80e9, "h100": 80e9, "h200": 141e9, "b200": 180e9}
+_INDEX = re.compile(r"^(?:(.*?)\.)?(\d+)(\..*)?$")
+
+
+@dataclass(frozen=True)
+class GpuAnswer:
+    """One GPU's answer: memory fit and modelled step time with its breakdowns (µs)."""
+
+    key: str
+    name: str
+    capacity: float
+    total: int
+    step_us: float
+    roofline_us: float
+    floor_us: Optional[float]
+    by_kernel: tuple  # (label, µs), largest first
+    by_block: tuple
+    by_line: tuple
+
+    @property
+    def fits(self) -> bool:
+        """Whether the step's memory fits the GPU."""
+        return self.total <= self.capacity
+
+    @property
+    def mfu(self) -> Optional[float]:
+        """The model FLOPs utilization the modelled time implies (floor / modelled)."""
+        return self.floor_us / self.step_us if self.floor_us and self.step_us else None
+
+    def as_json(self) -> dict:
+        """Return the JSON form."""
+        rows = lambda rs: [{"label": lab, "us": us} for lab, us in rs]  # noqa: E731
+        return {"gpu": self.key, "name": self.name, "memory_bytes": self.capacity, "total_bytes": self.total,
+                "fits": self.fits, "step_us": self.step_us, "roofline_us": self.roofline_us,
+                "floor_us": self.floor_us, "mfu": self.mfu, "by_kernel": rows(self.by_kernel),
+                "by_block": rows(self.by_block), "by_line": rows(self.by_line)}
+
+
+@dataclass(frozen=True)
+class AbstractAnswer:
+    """What an abstract run answers: placeholders, where it stopped, memory and step time per GPU."""
+
+    device: str
+    placeholders: tuple  # {kind, file, line, code, count}
+    stopped: Optional[dict]
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    optimizer: str
+    activations: int
+    remat_saves: int  # bytes --remat auto would save over what ran (0: nothing, or auto ran)
+    param_elements: int
+    tokens: int
+    gpus: tuple  # GpuAnswer
+
+    @property
+    def total(self) -> int:
+        """Bytes of the step: parameters, gradients, optimizer state and peak activations."""
+        return self.parameters + self.gradients + self.optimizer_state + self.activations
+
+    def memory_line(self) -> str:
+        """Return ``memory  parameters 16.1 GB + gradients ... = 61.2 GB``."""
+        opt = f"optimizer state ({self.optimizer}) {_gb(self.optimizer_state)}" if self.optimizer else \
+            "optimizer state 0 GB (no optimizer step ran)"
+        return (f"memory  parameters {_gb(self.parameters)} + gradients {_gb(self.gradients)} + {opt} + "
+                f"peak activations {_gb(self.activations)} = {_gb(self.total)}")
+
+    def fit_text(self, g: GpuAnswer) -> str:
+        """Return ``fits: 61.2 of 80 GB`` or ``short by 9.4 GB: --remat auto saves 6.1 GB``."""
+        if g.fits:
+            return f"fits: {_gb(g.total)} of {_gb(g.capacity)}"
+        short = f"short by {_gb(g.total - g.capacity)} of {_gb(g.capacity)}"
+        return short + (f": --remat auto saves {_gb(self.remat_saves)}" if self.remat_saves > 0 else "")
+
+    def step_text(self, g: GpuAnswer) -> str:
+        """Return the modelled step line with its floor and MFU."""
+        floor = ""
+        if g.floor_us:
+            raised = " (raised to the floor)" if g.roofline_us < g.floor_us else ""
+            floor = (f"; floor 6·N·tokens/peak bf16 = {_ms(g.floor_us)} ms (N {_count(self.param_elements)}, "
+                     f"{self.tokens} tokens), {g.step_us / g.floor_us:.2f}x the floor, MFU {g.mfu:.0%}{raised}")
+        return f"modelled step {_ms(g.step_us)} ms{floor}"
+
+    def text_lines(self, top: int = 3) -> list[str]:
+        """Return the lines ``run`` and ``ls`` print."""
+        out = [f"abstract run: fake tensors, nothing allocated, no kernel executed (the script's {self.device} "
+               f"device stood in for by CPU fake tensors)"]
+        if self.placeholders:
+            sites = ", ".join(f"{os.path.basename(p['file'])}:{p['line']} {p['kind']}"
+                              + (f" ×{p['count']}" if p["count"] > 1 else "") for p in self.placeholders[:5])
+            more = f" and {len(self.placeholders) - 5} more" if len(self.placeholders) > 5 else ""
+            out.append(f"placeholders (values not computed): {sites}{more}")
+        if self.stopped:
+            out.append(f"stopped: {self.stopped.get('message', '')}")
+        out.append(self.memory_line())
+        for g in self.gpus:
+            out.append(f"{g.name}: {self.fit_text(g)} · {self.step_text(g)}")
+        if self.gpus:
+            g = self.gpus[0]
+            for title, rows in (("by kernel", g.by_kernel), ("by block", g.by_block), ("by line", g.by_line)):
+                if rows:
+                    out.append(f"  {title} ({g.key}): " + ", ".join(f"{lab} {_ms(us)} ms" for lab, us in rows[:top]))
+        return out
+
+    def as_json(self) -> dict:
+        """Return the ``ls --json`` ``abstract`` object."""
+        return {"abstract": True, "device": self.device, "placeholders": list(self.placeholders),
+                "stopped": self.stopped, "parameters_bytes": self.parameters, "gradients_bytes": self.gradients,
+                "optimizer_state_bytes": self.optimizer_state, "optimizer": self.optimizer,
+                "activations_bytes": self.activations, "total_bytes": self.total, "remat_saves_bytes": self.remat_saves,
+                "param_elements": self.param_elements, "tokens": self.tokens,
+                "gpus": [dict(g.as_json(), fit=self.fit_text(g), step=self.step_text(g)) for g in self.gpus]}
+
+
+def _count(n: int) -> str:
+    """Return a parameter count as ``8.03 B`` / ``1.7 M``."""
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.3g} M"
+
+
+def _gb(n: float) -> str:
+    """Return ``61.2 GB`` (one decimal from 0.1 GB up, smaller sizes in their own unit)."""
+    return f"{n / 1e9:.1f} GB" if n >= 1e8 else format_bytes(int(n))
+
+
+def _ms(us: float) -> str:
+    """Return milliseconds with three significant digits (``0.0123``, ``412``)."""
+    return f"{us / 1e3:.3g}" if us < 1e6 else f"{us / 1e3:.0f}"
+
+
+def _last(rec, name: str):
+    events = rec.events(name)
+    return events[-1].data if events else None
+
+
+def block_of(module: str) -> str:
+    """Return the folded block of a module path: ``model.layers.7.mlp`` -> ``model.layers.#``; a
+    path without an index keeps its first two parts."""
+    m = _INDEX.match(module or "")
+    if m:
+        return f"{m.group(1)}.#" if m.group(1) else "#"
+    return ".".join((module or "(no module)").split(".")[:2])
+
+
+def fold_label(block: str, indices: set) -> str:
+    """Return ``model.layers.0–31 × 32`` for a folded block, the block itself otherwise."""
+    if not block.endswith("#") or not indices:
+        return block
+    lo, hi, head = min(indices), max(indices), block[:-1]
+    return f"{head}{lo}–{hi} × {len(indices)}" if len(indices) > 1 else f"{head}{lo}"
+
+
+def _attribution(rec, costs) -> dict:
+    """Return {(graph, chain, uid): (module, "file.py:LINE")} from each modelled chain's final trace."""
+    out = {}
+    for (graph, chain) in costs:
+        try:
+            ref = next(c.last for g in rec.overview().graphs if g.id == graph for c in g.chains if c.kind == chain)
+            trace = rec.pass_trace(ref)
+        except Exception:  # a chain whose trace cannot be read is attributed to nothing
+            continue
+        for b in trace.symbols:
+            src = b.source or next((s.source for s in b.subsymbols if s.source is not None), None)
+            if src is not None:
+                out[(graph, chain, b.uid)] = (src.module, f"{os.path.basename(src.file)}:{src.line}")
+    return out
+
+
+def _tokens(rec) -> int:
+    """Return the tokens of a step: the most elements of an integer input (token ids) of the first
+    four graphs' forward chains, else the rows of graph 0's first input of two or more dimensions."""
+    inputs = []
+    try:
+        for g in rec.overview().graphs[:4]:
+            for c in g.chains:
+                if c.kind in ("forward", "inference") and c.passes:
+                    inputs.append(rec.pass_trace(c.passes[0].ref).inputs)
+    except Exception:  # an unreadable trace: no token count, so no floor
+        pass
+    ints = [p for ins in inputs for p in ins if p.dtype.startswith("int") and p.shape]
+    if ints:
+        return max(p.numel for p in ints)
+    floats = [p for p in (inputs[0] if inputs else ()) if len(p.shape) >= 2]
+    return floats[0].numel // floats[0].shape[-1] if floats else 0
+
+
+def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer]:
+    """Return the :class:`AbstractAnswer` of recording ``rec``, or None when the run was not abstract.
+    ``gpus``: GPU keys to answer for (None: those the run named)."""
+    run = _last(rec, "abstract_run")
+    if not isinstance(run, dict):
+        return None
+    from thundervis.present.memory import memory_report
+    from thundervis.present.roofline import chain_costs
+    keys = [k for k in (gpus or run.get("gpus") or ["h100"]) if k in GPUS]
+    places = tuple(p for p in (_last(rec, "abstract_placeholders") or []) if isinstance(p, dict))
+    if not places:  # the run ended before its summary: the sites seen as they came
+        places = tuple(dict(e.data, count=1) for e in rec.events("abstract_placeholder") if isinstance(e.data, dict))
+    stopped = _last(rec, "abstract_stopped")
+    opts = [o for o in (_last(rec, "abstract_optimizers") or []) if isinstance(o, dict)]
+    mem = memory_report(rec)
+    grads = mem.gradients
+    peak_in_backward = " backward " in f" {mem.peak_where} "
+    activations = max(0, mem.peak_bytes - grads) if peak_in_backward else mem.peak_bytes
+    remat = 0
+    if mem.recorded and "auto" not in mem.policy.split("/"):
+        remat = max(0, mem.what_if.get("off", 0) - mem.what_if.get("auto", 0))
+    params = mem.parameters or sum(int(o.get("param_bytes", 0)) for o in opts)
+    elements = sum(int(o.get("param_elements", 0)) for o in opts)
+    if not elements and params:
+        elements = params // 2  # bf16 assumed when no optimizer step told the element count
+    costs = chain_costs(rec)
+    where = _attribution(rec, costs)
+    tokens = _tokens(rec)
+    answers = []
+    for k in keys:
+        g = GPUS[k]
+        kern, block, line, folds = {}, {}, {}, {}
+        for (graph, chain), cs in costs.items():
+            for c in cs:
+                us = c.roofline_us(g)
+                kern[c.name] = kern.get(c.name, 0.0) + us
+                module, label = where.get((graph, chain, c.uid), ("", "(no source line)"))
+                b = block_of(module)
+                m = _INDEX.match(module or "")
+                if m:
+                    folds.setdefault(b, set()).add(int(m.group(2)))
+                block[b] = block.get(b, 0.0) + us
+                line[label] = line.get(label, 0.0) + us
+        roof = sum(kern.values())
+        floor = 6 * elements * tokens / g.bf16_flops * 1e6 if elements and tokens else None
+        top = lambda d: tuple(sorted(d.items(), key=lambda kv: -kv[1])[:10])  # noqa: E731
+        answers.append(GpuAnswer(k, g.name, HBM_BYTES.get(k, 0.0), params + grads + sum(
+            int(o.get("state_bytes", 0)) for o in opts) + activations, max(roof, floor or 0.0), roof, floor,
+            top(kern), tuple((fold_label(b, folds.get(b, set())), us) for b, us in top(block)), top(line)))
+    return AbstractAnswer(run.get("device", "cuda"), places, stopped if isinstance(stopped, dict) else None,
+                          params, grads, sum(int(o.get("state_bytes", 0)) for o in opts),
+                          ", ".join(str(o.get("optimizer", "")) for o in opts), activations, remat,
+                          elements, tokens, tuple(answers))
