@@ -20,8 +20,9 @@ from thundervis.diff.lines import is_fusion
 from thundervis.errors import sentence
 from thundervis.present import default_view
 from thundervis.present.errors import DataError, data_errors
-from thundervis.present.kernel_rows import kernel_table, runs_of, with_roofline
-from thundervis.present.numerics import numerics_json, numerics_summary, verdict_cell
+from thundervis.present.kernel_rows import with_roofline
+from thundervis.present.overview import read_overview
+from thundervis.present.numerics import numerics_json, verdict_cell
 from thundervis.present.pass_traces import PassTraces
 from thundervis.present.run_status import run_status
 from thundervis.present.eager_regions import EVENTS as EAGER_EVENTS
@@ -73,15 +74,15 @@ class RecordingData:
         self._traces = PassTraces(rec, size=None)  # the payload reads every pass of every chain
         self._overview = None
         self._kernel_rows: Optional[dict] = None  # kernel id -> present.kernel_rows.KernelRow, read once
-        self._numerics = None  # numerics_summary(), read once
 
     # -- reading ------------------------------------------------------------------------------
 
     def overview(self):
-        """Return the recording's :class:`~thundervis.recording.Overview` (read once, cached)."""
+        """Return the recording's overview as every view reads it (``present.overview.ViewOverview``,
+        as the TUI's: run, graphs, chain statuses, the kernel table, numerics), read once."""
         if self._overview is None:
             with self._lock:
-                self._overview = data_errors(self.rec.overview)
+                self._overview = data_errors(read_overview, self.rec)
         return self._overview
 
     def graphs(self) -> list:
@@ -188,23 +189,16 @@ class RecordingData:
 
     def _read_kernel_rows(self) -> dict:
         """Return {kernel id: ``KernelRow``}: the kernel table every view shows
-        (``present.kernel_rows.kernel_table``: what ran each kernel, why it fell back, its targets),
-        read once."""
+        (the overview's ``present.kernel_rows.kernel_table``: what ran each kernel, why it fell back,
+        its targets)."""
         if self._kernel_rows is None:
-            graphs = self.overview().graphs  # read (under the lock) before taking it
-            with self._lock:
-                rows = data_errors(kernel_table, self.rec, graphs)
-            self._kernel_rows = {r.id: r for r in rows}
+            self._kernel_rows = {r.id: r for r in self.overview().kernels}
         return self._kernel_rows
 
     def numerics_summary(self):
-        """Return the run's ``present.numerics.NumericsSummary`` (read once; the kernel table's
+        """Return the run's ``present.numerics.NumericsSummary`` (the overview's; the kernel table's
         verdict cells and the Numerics tab share it)."""
-        if self._numerics is None:
-            runs = runs_of(self._read_kernel_rows().values())
-            with self._lock:
-                self._numerics = data_errors(lambda: numerics_summary(self.rec, runs))
-        return self._numerics
+        return self.overview().numerics
 
     def diagram(self, graph: int, chain: str, index: Optional[int] = None, *, module: Optional[str] = None,
                 collapse: Optional[bool] = None, expand=None) -> dict:
