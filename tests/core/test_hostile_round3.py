@@ -63,11 +63,13 @@ def _sql(path: str, sql: str, params=()) -> None:
 
 
 def json_bomb(base: str, folder) -> str:
-    """A forward pass whose trace JSON is ~250 MiB of ``{"a":[]}`` objects (0.5 MB compressed)."""
+    """The first and last stored forward pass's trace JSON is ~250 MiB of ``{"a":[]}`` objects
+    (0.25 MB compressed each)."""
     path = _copy(base, folder, "json_bomb.tvrec")
     blob = _zlib_of(b'{"a":[]},', 250 * MiB, b"[", b'{"a":[]}]')
-    _sql(path, "UPDATE passes SET trace_json=?, delta_base=NULL WHERE chain='forward' AND trace_json IS NOT NULL",
-         (blob,))
+    _sql(path, "UPDATE passes SET trace_json=?, delta_base=NULL WHERE chain='forward' AND idx IN"
+         " ((SELECT MIN(idx) FROM passes WHERE chain='forward'), (SELECT MAX(idx) FROM passes WHERE chain='forward'"
+         " AND trace_json IS NOT NULL))", (blob,))
     return path
 
 
@@ -86,9 +88,12 @@ def pass_rows_bomb(base: str, folder) -> str:
 
 
 def lineage_rows_bomb(base: str, folder) -> str:
-    """Every pass's symbol list is 240 MiB of ``,1`` steps: split before checking, 6 GB."""
+    """The first and last forward pass's symbol lists are 240 MiB of ``,1`` steps (split before
+    checking, they took 6 GB)."""
     path = _copy(base, folder, "lineage_bomb.tvrec")
-    _sql(path, "UPDATE pass_symbols SET rows=?", (_zlib_of(b",1", 240 * MiB, b"1"),))
+    _sql(path, "UPDATE pass_symbols SET rows=? WHERE chain='forward' AND pass_idx IN"
+         " ((SELECT MIN(pass_idx) FROM pass_symbols WHERE chain='forward'),"
+         " (SELECT MAX(pass_idx) FROM pass_symbols WHERE chain='forward'))", (_zlib_of(b",1", 240 * MiB, b"1"),))
     return path
 
 
