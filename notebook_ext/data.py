@@ -336,7 +336,13 @@ class RecordingData:
                 "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
-                "eager_regions": regions, "dynamo_rest": dynamo_rest}
+                "eager_regions": regions, "dynamo_rest": dynamo_rest,
+                "abstract_lines": self._abstract_lines()}  # present.abstract_fit: an abstract run's answer
+
+    def _abstract_lines(self) -> list:
+        """Return an ended abstract run's answer lines (present.abstract_fit), [] for a real run."""
+        answer = self.overview().abstract  # present.overview reads it once, for every view
+        return answer.text_lines() if answer is not None else []
 
     def bisect_json(self, graph: int, chain: str, inputs=None) -> dict:
         """Bisect one chain (``thundervis.bisect``: runs every pass; imports torch) and return

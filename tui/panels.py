@@ -121,6 +121,10 @@ def run_summary(ov: ViewOverview, versions: bool = True) -> Text:
     fell = [k for k in ov.kernels if k.fallback]
     for k in fell:
         t.append(f"  {visible_line(k.name)} {visible_line(k.fallback_text)}\n", style=Style(color=WARN))
+    if ov.abstract is not None:  # an abstract run: placeholders, fit and step per GPU (present.abstract_fit)
+        t.append("\nabstract run\n", style=HEAD)
+        for line in ov.abstract.text_lines():
+            t.append(visible_line(line) + "\n", style=Style(color=WARN) if line.startswith(("stopped", "placeholders")) else "")
     if r.traceback:
         t.append("\ntraceback\n", style=Style(color=BAD, bold=True))
         t.append(visible(capped(r.traceback.rstrip(), 100_000)) + "\n", style=Style(color="#e6a0a6"))

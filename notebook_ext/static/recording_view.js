@@ -25,6 +25,16 @@ function dynamoBanner(data) {
   return box;
 }
 
+// An abstract run (present.abstract_fit): fake tensors, its placeholders, and the fit and modelled
+// step per GPU, each line as present words it. Text only.
+function abstractBanner(data) {
+  const lines = data.abstract_lines || [];
+  if (!lines.length) return null;
+  const box = h("div", { class: "tv-eager-banner tv-abstract-banner" });
+  for (const line of lines) box.appendChild(h("div", { text: line }));
+  return box;
+}
+
 function renderRecording(model, el, ask, shared) {
   const data = model.get("data");
   const groupInfo = model.get("group");
@@ -72,7 +82,7 @@ function renderRecording(model, el, ask, shared) {
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
   const bar = isGroup ? groupBar(model) : null;
-  root.append(...[header, dynamoBanner(data), bar && bar.el, toolbar, eagerBanner, body].filter(Boolean));
+  root.append(...[header, abstractBanner(data), dynamoBanner(data), bar && bar.el, toolbar, eagerBanner, body].filter(Boolean));
 
   // what is picked, else the view present.default_view opens (default_graph, default_chain)
   const graphOf = () =>

@@ -73,6 +73,23 @@ def test_gpu_script_runs_abstractly_and_records_everything(tmp_path, capsys):
     assert h100.floor_us and h100.step_us >= h100.floor_us  # never below 6·N·tokens / peak
     assert any("0–2 × 3" in label for label, _ in h100.by_block)  # the three blocks folded
     assert answer.as_json()["gpus"][0]["fits"] is True
+    _every_view_says_abstract(result.path)
+
+
+def _every_view_says_abstract(path):
+    """ls (text and --json), the TUI's run summary and the widget's payload carry the same answer."""
+    from thundervis.commands.ls import summary_dict, summary_text
+    from thundervis.notebook_ext.data import RecordingData
+    from thundervis.present.overview import read_overview
+    from thundervis.tui import panels
+    with open_recording(path) as rec:
+        d = summary_dict(rec)
+        text = summary_text(rec)
+        tui = panels.run_summary(read_overview(rec)).plain
+        widget = RecordingData(rec).payload(with_diagrams=False)["abstract_lines"]
+    assert d["abstract"]["gpus"][0]["fit"].startswith("fits: ")
+    for lines in (text, tui, "\n".join(widget)):
+        assert "abstract run: fake tensors" in lines and "H100 SXM: fits: " in lines and "MFU" in lines
 
 
 STOP_SCRIPT = """

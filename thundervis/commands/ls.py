@@ -101,6 +101,10 @@ def summary_dict(rec, gpus=None) -> dict:
     numerics = numerics_summary(rec, runs)
     d["numerics"] = numerics.as_json()
     add_memory(d, rec)
+    from thundervis.present.abstract_fit import abstract_answer
+    answer = abstract_answer(rec, gpus)  # an abstract run's fit and step per GPU (None: a real run)
+    d["abstract"] = answer.as_json() if answer is not None else None
+    d["abstract_lines"] = answer.text_lines() if answer is not None else []
     for g in d["graphs"]:
         for k in g["fusions"]:
             row = numerics.verdict_of(g["id"], k["chain"], k["name"])
@@ -307,6 +311,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
     lines.extend(modelled_step_lines(d))
+    lines.extend(d.get("abstract_lines") or [])
     lines.extend(numerics_lines(rec))
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 

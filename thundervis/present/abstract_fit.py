@@ -105,9 +105,9 @@ class AbstractAnswer:
         floor = ""
         if g.floor_us:
             raised = " (raised to the floor)" if g.roofline_us < g.floor_us else ""
-            floor = (f"; floor 6·N·tokens/peak bf16 = {_ms(g.floor_us)} ms (N {_count(self.param_elements)}, "
+            floor = (f"; floor 6·N·tokens/peak bf16 = {_ms(g.floor_us)} (N {_count(self.param_elements)}, "
                      f"{self.tokens} tokens), {g.step_us / g.floor_us:.2f}x the floor, MFU {g.mfu:.0%}{raised}")
-        return f"modelled step {_ms(g.step_us)} ms{floor}"
+        return f"modelled step {_ms(g.step_us)}{floor}"
 
     def text_lines(self, top: int = 3) -> list[str]:
         """Return the lines ``run`` and ``ls`` print."""
@@ -127,7 +127,7 @@ class AbstractAnswer:
             g = self.gpus[0]
             for title, rows in (("by kernel", g.by_kernel), ("by block", g.by_block), ("by line", g.by_line)):
                 if rows:
-                    out.append(f"  {title} ({g.key}): " + ", ".join(f"{lab} {_ms(us)} ms" for lab, us in rows[:top]))
+                    out.append(f"  {title} ({g.key}): " + ", ".join(f"{lab} {_ms(us)}" for lab, us in rows[:top]))
         return out
 
     def as_json(self) -> dict:
@@ -151,8 +151,17 @@ def _gb(n: float) -> str:
 
 
 def _ms(us: float) -> str:
-    """Return milliseconds with three significant digits (``0.0123``, ``412``)."""
-    return f"{us / 1e3:.3g}" if us < 1e6 else f"{us / 1e3:.0f}"
+    """Return a time in its unit: ``412 ms``, ``3.27 ms``, ``12.5 µs``."""
+    return f"{us / 1e3:.3g} ms" if us >= 1e3 else f"{us:.3g} µs"
+
+
+def _key(spec) -> Optional[str]:
+    """Return the GPU key of a spec (``h200``, ``sm_80``), None when the table has none."""
+    from thundervis.gpus import UnknownGPU, gpu_for
+    try:
+        return gpu_for(str(spec)).key
+    except UnknownGPU:
+        return None
 
 
 def _last(rec, name: str):
@@ -219,7 +228,7 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
         return None
     from thundervis.present.memory import memory_report
     from thundervis.present.roofline import chain_costs
-    keys = [k for k in (gpus or run.get("gpus") or ["h100"]) if k in GPUS]
+    keys = list(dict.fromkeys(_key(k) for k in (gpus or run.get("gpus") or ["h100"]) if _key(k)))
     places = tuple(p for p in (_last(rec, "abstract_placeholders") or []) if isinstance(p, dict))
     if not places:  # the run ended before its summary: the sites seen as they came
         places = tuple(dict(e.data, count=1) for e in rec.events("abstract_placeholder") if isinstance(e.data, dict))

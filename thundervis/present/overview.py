@@ -33,6 +33,8 @@ class ViewOverview:
     compile_times: tuple = ()
     # present.eager_regions.EagerRegion: code Dynamo left to eager (graph breaks, untraced functions)
     eager_regions: tuple = ()
+    # present.abstract_fit.AbstractAnswer of an abstract run (fit and step per GPU), else None
+    abstract: object = None
 
     # Fields of the reader's ``Overview`` that views read from here as well.
     path = property(attrgetter("overview.path"), doc="The recording's path (``str``).")
@@ -93,7 +95,15 @@ def read_overview(rec) -> ViewOverview:
                         numerics=numerics_summary(rec, runs_of(kernels)),
                         dynamo_fallbacks=tuple(dynamo_fallbacks(events)),
                         compile_times=tuple(compile_times(ov.graphs, events).values()),
-                        eager_regions=eager_regions(events))
+                        eager_regions=eager_regions(events), abstract=_abstract(rec, ov, events))
+
+
+def _abstract(rec, ov, events):
+    """Return the abstract run's answer once the run has ended (it reads the final traces), else None."""
+    if ov.run.status == "running" or not any(e.event == "abstract_run" for e in events):
+        return None
+    from .abstract_fit import abstract_answer
+    return abstract_answer(rec)
 
 
 def with_roofline(view: ViewOverview, roofline: dict, target: Optional[str]) -> ViewOverview:
