@@ -207,6 +207,10 @@ def test_symbol_lists_longer_than_the_recording_has_rows_are_refused_before_spli
         with pytest.raises(TooLarge, match="symbol list .* too large to show"):
             rec.symbols(0, "forward", 0)
         assert rec.graphs()  # the rest of the recording reads
+        from thundervis.present.source_view import source_file
+        view = source_file(rec, rec.source_files()[0])  # the Source view shows the file, says what it left out
+        assert "too large to show" in view.note  # every chain here: no ops, but no exit either
+        assert "some ops too large to show" in view.summary()
 
 
 def test_a_trace_json_of_tiny_objects_is_too_large_before_it_is_parsed(base, tmp_path, monkeypatch):

@@ -52,7 +52,7 @@ class SourceFile:
     total_us: Optional[float]
     files: tuple
     graph_ops: tuple = ()
-    note: str = ""  # why the recorded text is not shown (too large to show), else empty
+    note: str = ""  # the parts not shown because they are too large to show (one sentence each), else empty
 
     @property
     def label(self) -> str:
@@ -88,7 +88,9 @@ class SourceFile:
         if n_torch:
             parts.append(f"{n_torch} on torch")
         if not self.recorded:
-            parts.append("file text too large to show" if self.note else "file text not recorded")
+            parts.append("file text too large to show" if "recorded source" in self.note else "file text not recorded")
+        if self.note and ("symbol list" in self.note or "trace of" in self.note):
+            parts.append("some ops too large to show")
         if self.profiled:
             parts.append(f"profiled: {format_us(self.total_us)} per step")
         return " · ".join(parts)
@@ -125,8 +127,11 @@ def default_file(rec) -> Optional[str]:
     with_ops = set()
     for g in rec.graphs():
         for c in chains_with_passes(g, tuple(EXECUTED_CHAINS)):
-            with_ops.update(s.source.file for s in rec.symbols(g.id, c.kind, c.passes[-1].index)
-                            if s.source is not None and s.source.file)
+            try:
+                with_ops.update(s.source.file for s in rec.symbols(g.id, c.kind, c.passes[-1].index)
+                                if s.source is not None and s.source.file)
+            except TooLarge:  # the view of the file says so; the choice goes on without that chain
+                continue
     first = next((f for f in files if f in with_ops), None)
     if script in files and (script in with_ops or first is None):
         return script
@@ -209,9 +214,10 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     total = 0.0
     profiled = False
     graph_ops = []
+    notes: list = []  # parts too large to show (TooLarge sentences): the rest of the view still shows
     for g in rec.graphs():
         shown = graph is None or g.id == graph
-        found, g_total, g_profiled = _graph_ops(rec, g, timings, fell_back, runs)
+        found, g_total, g_profiled = _graph_ops(rec, g, timings, fell_back, runs, notes)
         if shown and g_profiled:
             total += g_total
             profiled = True
@@ -225,11 +231,12 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
                 by_line.setdefault(src.line, []).append(op)
                 codes.setdefault(src.line, src.code or "")
         graph_ops.append((g.id, n))
-    note = ""
     try:  # streamed and counted first: a recorded text too large to show leaves the code lines
         text_lines = rec.source_lines(file, line_budget(max(by_line, default=0)))
     except TooLarge as e:
-        text_lines, note = None, str(e)
+        text_lines = None
+        notes.insert(0, str(e))
+    note = " ".join(notes)
     recorded = text_lines is not None
     text_lines = text_lines or []
     numbers = range(1, len(text_lines) + 1) if recorded else sorted(by_line)
@@ -250,7 +257,7 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
                       tuple(recorded_files(rec)), tuple(graph_ops), note)
 
 
-def _graph_ops(rec, g, timings, fell_back: dict, runs: dict) -> tuple[list, float, bool]:
+def _graph_ops(rec, g, timings, fell_back: dict, runs: dict, notes: list) -> tuple[list, float, bool]:
     """Return ([(symbol, LineOp)] of graph ``g``'s executed chains, the profiled time of its
     chains in µs, whether any was profiled)."""
     chains = sorted((c for c in g.chains if c.kind in EXECUTED_CHAINS), key=lambda c: chain_position(c.kind))
@@ -276,5 +283,8 @@ def _graph_ops(rec, g, timings, fell_back: dict, runs: dict) -> tuple[list, floa
         if timing and not profiled:
             total += sum(timing.values())
             profiled = True
-        found.extend(_chain_ops(rec, g, c, fell_back, timing, runs))
+        try:
+            found.extend(_chain_ops(rec, g, c, fell_back, timing, runs))
+        except TooLarge as e:  # this chain's symbols are left out, with the sentence saying why
+            notes.append(str(e))
     return found, total, profiled
