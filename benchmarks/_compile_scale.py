@@ -54,17 +54,22 @@ def first_step_seconds(model, ids, backend) -> float:
 
 @dataclass
 class PassCost:
-    """Summed over the compiled chains: a pass's seconds, its input symbols, and the seconds the
-    recording took to store what it produced."""
+    """Summed over the compiled chains: a pass's wall seconds (as recorded), its input symbols, its
+    CPU seconds, and the seconds the recording took to store what it produced."""
 
     seconds: float = 0.0
     symbols: int = 0
+    cpu_s: float = 0.0
     record_s: float = 0.0
     chains: set = field(default_factory=set)
 
     def ms_per_symbol(self) -> float:
         """Milliseconds of the pass per input symbol (0 when it saw none)."""
         return 1e3 * self.seconds / self.symbols if self.symbols else 0.0
+
+    def cpu_ms_per_symbol(self) -> float:
+        """CPU milliseconds of the pass (this process only) per input symbol (0 when it saw none)."""
+        return 1e3 * self.cpu_s / self.symbols if self.symbols else 0.0
 
     def record_ms_per_symbol(self) -> float:
         """Milliseconds of recording per input symbol (0 when it saw none)."""
@@ -74,9 +79,8 @@ class PassCost:
 def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int]:
     """Compile and run one training step of a ``layers``-deep tiny Llama through thundervis with
     the recording on; return (wall seconds, {pass name: PassCost}, symbols acquired)."""
-    from thundervis.compiler import ThundervisCompiler
-    from thundervis.compiler.backend import reset_graph_ids
-    from thundervis.recording import RecordingObserver, open_recording
+    import thundervis.compiler.pipeline as pipeline
+    from thundervis.recording import RecordingObserver
 
     record_s: dict = defaultdict(float)
 
@@ -86,10 +90,35 @@ def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int]:
             super().pass_done(graph, chain, index, name, trace, duration_s, changed)
             record_s[(graph, chain, index)] += time.perf_counter() - t0
 
+    cpu_s: dict = defaultdict(float)
+    run_pass = pipeline.PassRunner.run
+
+    def timed_run(self, name, fn, trace):  # CPU seconds too: wall time on a shared machine is noisy
+        key = (self.graph, self.chain, self.index)
+
+        def timed(t):
+            t0 = time.process_time()
+            try:
+                return fn(t)
+            finally:
+                cpu_s[key] += time.process_time() - t0
+        return run_pass(self, name, timed, trace)
+
     model, ids = llama(layers)
+    pipeline.PassRunner.run = timed_run
+    try:
+        return _measure(model, ids, executors, TimedRecording, record_s, cpu_s)
+    finally:
+        pipeline.PassRunner.run = run_pass
+
+
+def _measure(model, ids, executors, recording, record_s, cpu_s):
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.compiler.backend import reset_graph_ids
+    from thundervis.recording import open_recording
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "bench.tvrec")
-        rec = TimedRecording(path)
+        rec = recording(path)
         rec.start_run(script=__file__, module=None, argv=sys.argv, cwd=os.getcwd())
         reset_graph_ids()
         wall = first_step_seconds(model, ids, ThundervisCompiler(executors=executors, observer=rec))
@@ -110,5 +139,6 @@ def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int]:
                         c.seconds += p.duration_ms / 1e3
                         c.symbols += before.n_symbols
                         c.record_s += record_s.get((g.id, chain.kind, p.index), 0.0)
+                        c.cpu_s += cpu_s.get((g.id, chain.kind, p.index), 0.0)
                         c.chains.add((g.id, chain.kind))
     return wall, dict(costs), acquired
