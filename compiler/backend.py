@@ -253,10 +253,10 @@ class ThundervisCompiler:
             return _remat.chosen(part)
         return partition
 
-    def _acquire(self, gm, graph: int, chain: str, t0: float) -> tuple[Trace, int]:
+    def _acquire(self, gm, graph: int, chain: str, t0: float) -> Trace:
         """Acquire chain ``gm`` and report it; with both partitions known, report the ``off``
         partition's chain as ``acquire`` and the one that runs as pass 1, ``remat``, whose notes
-        say what each decision kept or recomputed. Return (the trace to compile, its next pass)."""
+        say what each decision kept or recomputed. Return the trace to compile."""
         obs, site, arguments = self.options.observer, self._sites.get(graph), self._arguments.get(graph, [])
         part = self._partitions.get(graph) if chain in ("forward", "backward") else None
         outs = self._forward_outputs.pop(graph, {}) if chain == "backward" else {}
@@ -272,7 +272,7 @@ class ThundervisCompiler:
         dt = time.perf_counter() - t0
         obs.pass_done(graph, chain, 0, "acquire", before.replace(meta={"duration_ms": dt * 1e3}), dt, True)
         if part is None:
-            return trace, 1
+            return trace
         meta = {"remat_policy": part.policy, "saved_bytes_off": _remat.saved_bytes(part, "off"),
                 "saved_bytes_auto": _remat.saved_bytes(part, "auto")}
         if part.error:
@@ -280,7 +280,7 @@ class ThundervisCompiler:
         trace = trace.replace(meta=meta)
         obs.pass_done(graph, chain, 1, _remat.PASS_NAME, trace, 0.0,
                       trace.symbols != before.symbols or trace.outputs != before.outputs)
-        return _remat.without_notes(trace), 2
+        return _remat.without_notes(trace)
 
     def _ledger(self, graph: int, chain: str, final: Trace) -> None:
         """Keep the final forward trace; once the backward's is there, report the graph's ledger."""
@@ -310,8 +310,8 @@ class ThundervisCompiler:
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
-                trace, start = self._acquire(gm, graph, chain, t0)
-                final, fn = compile_chain(trace, options, start=start)
+                trace = self._acquire(gm, graph, chain, t0)
+                final, fn = compile_chain(trace, options)  # after acquire (and remat, pass 1)
                 self._ledger(graph, chain, final)
             except Exception as e:
                 kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"

@@ -124,10 +124,12 @@ class PassRunner:
         return out
 
 
-def compile_chain(trace: Trace, options: CompileOptions, start: int = 1) -> tuple[Trace, Callable]:
-    """Run the whole pipeline on an acquired trace (already reported as passes ``0 .. start-1``:
-    acquire, and remat when the backend chose what to save) and return (execution trace, boxed
-    callable)."""
+def compile_chain(trace: Trace, options: CompileOptions, start: Optional[int] = None) -> tuple[Trace, Callable]:
+    """Run the whole pipeline on an acquired trace, already reported as passes ``0 .. start-1``
+    (None: pass 0, ``acquire``, and pass 1 when ``trace`` is the backend's ``remat`` pass) and
+    return (execution trace, boxed callable)."""
+    if start is None:
+        start = 2 if trace.pass_name == "remat" else 1
     device = trace.inputs[0].device.split(":")[0] if trace.inputs else "cpu"
     executors = resolve_executors(options.executors, device)
     runner = PassRunner(trace.graph, trace.chain, options, start=start)

@@ -21,7 +21,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from thundervis.present.source_view import COMPILED, FELL_BACK, PARTLY_TORCH, file_label
-from thundervis.present.units import format_share
+from thundervis.present.units import format_bytes, format_share
 from thundervis.safe_text import visible_line
 
 from .base_screen import DetailScreen, detail_bindings
@@ -45,13 +45,17 @@ class SourceJump:
     to_kernel: bool = False
 
 
-def line_text(row, width: int, profiled: bool = True) -> Text:
+def line_text(row, width: int, profiled: bool = True, saved: bool = False) -> Text:
     """Return one line of the file as ``Text`` on one row (a long line ends in an ellipsis: the
-    detail pane shows it whole): number, time share (only when ``profiled``), mark, code (visible)."""
+    detail pane shows it whole): number, time share (only when ``profiled``), bytes saved for
+    backward (only when ``saved``: the recording has a memory ledger), mark, code (visible)."""
     out = Text(f"{row.line:>{width}} ", style="dim", no_wrap=True, overflow="ellipsis")
     if profiled:
         share = format_share(row.share) if row.share is not None else ""
         out.append(f"{share:>6} ", style=Style(color="magenta") if share else None)
+    if saved:
+        kept = format_bytes(row.saved_bytes) if row.saved_bytes else ""
+        out.append(f"{kept:>9} ", style=Style(color="cyan") if kept else None)
     mark, color = MARKS.get(row.status, (" ", None))
     out.append(mark + " ", style=Style(color=color, bold=True) if color else None)
     out.append(visible_line(row.text.rstrip()), style=None if row.ops else "dim")
@@ -64,6 +68,8 @@ def line_detail(row) -> Text:
     out = Text(visible_line(row.label), style="bold")
     if row.time_us:
         out.append("  " + visible_line(row.time_text()), style="magenta")
+    if row.saved_bytes:
+        out.append("  " + visible_line(row.saved_text()), style="cyan")
     if row.status:
         mark, color = MARKS.get(row.status, (" ", None))
         out.append(f"  {mark} {row.status}", style=Style(color=color) if color else None)
@@ -147,7 +153,9 @@ class SourceScreen(DetailScreen):
         lines = self.query_one("#slines", OptionList)
         lines.clear_options()
         width = len(str(view.lines[-1].line)) if view.lines else 1
-        lines.add_options([Option(line_text(r, width, view.profiled), id=str(i)) for i, r in enumerate(view.lines)])
+        saved = any(r.saved_bytes for r in view.lines)  # the bytes-saved column, where there is a ledger
+        lines.add_options([Option(line_text(r, width, view.profiled, saved), id=str(i))
+                           for i, r in enumerate(view.lines)])
         target = None
         if line is not None:
             target = next((i for i, r in enumerate(view.lines) if r.line == line), None)

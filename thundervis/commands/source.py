@@ -31,7 +31,7 @@ def source_text(view, annotated_only: bool = False) -> str:
         last = row.line
         mark = "●" if row.ops else "○" if row.eager else " "  # ○: code Dynamo left to eager
         code = visible_line(row.text.rstrip())
-        time = row.time_text()
+        time = "  ".join(x for x in (row.time_text(), row.saved_text()) if x)  # present's wording
         head = f"{row.line:>{width}} {mark}  {code}"
         if time:
             head = f"{head:<{_WIDTH - len(time) - 2}}  {time}" if len(head) < _WIDTH - len(time) - 2 \

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from .status import EAGER, KERNEL
-from .units import format_share, format_us
+from .units import format_bytes, format_share, format_us
 
 # SourceLine.status values.
 NO_OPS, COMPILED, PARTLY_TORCH, FELL_BACK = "", "compiled", "partly torch", "fell back"
@@ -165,6 +165,13 @@ class SourceLine:
     share: Optional[float]
     # present.eager_regions wordings of the code Dynamo left to eager that covers this line
     eager: tuple = ()
+    # bytes of the tensors made on this line that the forward saves for the backward (the memory
+    # ledger, counted like saved_tensors_hooks); None: the recording has no ledger
+    saved_bytes: Optional[int] = None
+
+    def saved_text(self) -> str:
+        """``saved 1.05 MB`` (empty when nothing made here is saved, or no ledger)."""
+        return f"saved {format_bytes(self.saved_bytes)}" if self.saved_bytes else ""
 
     @property
     def label(self) -> str:
@@ -257,4 +264,5 @@ class SourceLine:
                 "fallbacks": [{"op": op, "reason": r} for op, r in self.fallbacks],
                 "notes": [n.as_json() for n in self.notes()], "time_us": self.time_us,
                 "share": self.share, "share_text": format_share(self.share) if self.share is not None else "",
-                "time_text": self.time_text(), "status": self.status, "eager": list(self.eager)}
+                "time_text": self.time_text(), "status": self.status, "eager": list(self.eager),
+                "saved_bytes": self.saved_bytes, "saved_text": self.saved_text()}

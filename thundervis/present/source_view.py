@@ -242,6 +242,7 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
     numbers = range(1, len(text_lines) + 1) if recorded else sorted(by_line)
     extra = sorted(n for n in by_line if recorded and n > len(text_lines))  # file changed after the run
     regions = eager_regions(events)
+    saved = _saved_by_line(rec, file, graph)
     rows = []
     for n in list(numbers) + extra:
         ops = tuple(by_line.get(n, ()))
@@ -252,9 +253,24 @@ def source_file(rec, file: str, graph: Optional[int] = None) -> SourceFile:
         # The wording once, at the region's first line; the lines after it point back to it.
         eager = tuple(r.text if r.line == n else f"ran eagerly (see line {r.line})"
                       for r in regions if r.covers(file, n))
-        rows.append(SourceLine(file, n, code, ops, t, (t / total) if t is not None and total > 0 else None, eager))
+        rows.append(SourceLine(file, n, code, ops, t, (t / total) if t is not None and total > 0 else None, eager,
+                               None if saved is None else saved.get(n, 0)))
     return SourceFile(file, recorded, graph, tuple(rows), total if profiled else None,
                       tuple(recorded_files(rec)), tuple(graph_ops), note)
+
+
+def _saved_by_line(rec, file: str, graph: Optional[int]) -> Optional[dict]:
+    """Return {line: bytes saved for backward of the tensors made there} in ``file`` (of ``graph``,
+    or every graph), counted like the memory ledger's total; None when the recording has none."""
+    from .memory import memory_report
+    report = memory_report(rec, graph)
+    if not report.recorded:
+        return None
+    out: dict = {}
+    for s in report.saved:
+        if s.counted and s.file == file and s.line:
+            out[s.line] = out.get(s.line, 0) + s.storage_bytes
+    return out
 
 
 def _graph_ops(rec, g, timings, fell_back: dict, runs: dict, notes: list) -> tuple[list, float, bool]:
