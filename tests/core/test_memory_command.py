@@ -79,3 +79,17 @@ def test_tampered_ledger_rows_exit_2(recorded, tmp_path, capsys):
         code, out, err = run_cli(capsys, "memory", path)
         assert code == 2, (sql, out, err)
         assert "corrupted" in err and "Traceback" not in err, (sql, err)
+
+
+def test_source_view_has_bytes_saved_per_line(recorded, capsys):
+    path, script = recorded
+    code, out, err = run_cli(capsys, "source", path, "train_small.py", "--json")
+    assert code == 0, err
+    lines = json.loads(out)["lines"]
+    _, mem, _ = run_cli(capsys, "memory", path, "--json")
+    by_line = {g["label"].split()[0]: g["bytes"] for g in json.loads(mem)["by_line"]}
+    tanh = line_of(script, "LINE_TANH")
+    row = next(x for x in lines if x["line"] == tanh)
+    assert row["saved_bytes"] == by_line[f"train_small.py:{tanh}"] > 0
+    assert row["saved_text"].startswith("saved ")
+    assert all(x["saved_bytes"] == 0 for x in lines if x["line"] != tanh and not x["ops"])
