@@ -62,16 +62,16 @@ def summary_dict(rec, gpus=None) -> dict:
     (``present.kernel_rows.kernel_table``), and the roofline model (``modelled_step``, each fusion's
     ``roofline`` and ``targets.<sm>``) on the recorded targets or the GPUs ``gpus`` names."""
     from thundervis.present.chain_times import chain_time_text
-    from thundervis.present.kernel_rows import kernel_table, runs_of
+    from thundervis.present.overview import read_overview
     from thundervis.present.status import chain_counts, compile_options_not_used, fallbacks
-    ov = rec.overview()
+    view = read_overview(rec)  # the overview every view reads: the TUI's and the widget's too
+    ov = view.overview
     d = ov.as_json()
     for graph, g in zip(ov.graphs, d["graphs"]):  # a profiled chain's time per call, as ls prints it
         times = {c.chain: c for c in graph.timings.chains}
         for c in g["chains"]:
             c["timed"] = chain_time_text(times.get(c["kind"]))
-    table = kernel_table(rec, ov.graphs)
-    rows, runs = {r.id: r for r in table}, runs_of(table)
+    rows = {r.id: r for r in view.kernels}
     from thundervis.present.asm import target_summaries
     targets = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     for g in d["graphs"]:
@@ -82,8 +82,7 @@ def summary_dict(rec, gpus=None) -> dict:
             k["tag"], k["label"], k["sources_cell"] = row.tag, row.label, row.sources_cell
             k["targets"] = targets.get((g["id"], k["chain"], k["name"]), {})
     d["chains_eager"], d["chains_total"] = chain_counts(rec)
-    from thundervis.present.run_status import run_status
-    d["run_status"] = run_status(ov.run, len(ov.graphs)).as_json()  # how views word the run's end
+    d["run_status"] = view.run_status.as_json()  # how views word the run's end
     from thundervis.present.compile_times import compile_times, run_compile_text
     times = compile_times(ov.graphs, rec.events("chain_compiled"))  # forward + the lazy backward
     for g in d["graphs"]:
@@ -97,8 +96,7 @@ def summary_dict(rec, gpus=None) -> dict:
     d["eager_head"] = eager_head(d["chains_eager"], d["chains_total"], regions)
     d["collectives"] = collectives_dict(rec)
     add_roofline(d, rec, gpus)
-    from thundervis.present.numerics import numerics_summary
-    numerics = numerics_summary(rec, runs)
+    numerics = view.numerics
     d["numerics"] = numerics.as_json()
     add_memory(d, rec)
     from thundervis.present.abstract_fit import abstract_answer
