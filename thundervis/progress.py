@@ -11,7 +11,7 @@ import threading
 from typing import Optional
 
 from thundervis.compiler.observer import CompileObserver
-from thundervis.present.progress import DEFAULT_PASSES, CompileProgress
+from thundervis.present.progress import DEFAULT_PASSES, CompileProgress, cpu_build_text
 
 _ERASE = "\r\x1b[2K"
 
@@ -28,6 +28,7 @@ class ProgressLine(CompileObserver):
         self.current: Optional[CompileProgress] = None
         self._shown = False
         self._lock = threading.Lock()
+        self._building: dict = {}  # (graph, chain) -> the kernels Inductor compiles for the CPU
 
     def __getattr__(self, name):  # recorder-only methods (note, ...) called through a MultiObserver
         if name.startswith("_"):
@@ -47,6 +48,21 @@ class ProgressLine(CompileObserver):
     def kernels_built(self, graph, chain, kernels) -> None:
         with self._lock:
             self.kernels += len(kernels)
+
+    def runtime(self, graph, chain, event, data) -> None:
+        if event != "cpu_build" or not isinstance(data, dict):
+            return
+        with self._lock:
+            kernels = self._building.setdefault((graph, chain), set())
+            (kernels.add if data.get("state") == "building" else kernels.discard)(data.get("kernel"))
+            if self.current is not None:  # a pass line is showing: it is redrawn at the next pass
+                return
+            busy = [(key, len(k)) for key, k in self._building.items() if k]
+            if busy:
+                (g, c), n = busy[-1]
+                self._draw(cpu_build_text(g, c, n))
+            else:
+                self._erase()
 
     def chain_failed(self, graph, chain, error, tb) -> None:
         with self._lock:

@@ -11,14 +11,19 @@ for a ``--target``), but the region runs through one of two CPU paths:
 The first call times the torch path on the real inputs. A region whose torch path takes at least
 :func:`inductor_threshold_us` (smaller ones cannot win back a compiled call's fixed cost) is tried
 with Inductor once it proved hot (:func:`inductor_after_calls`: a short run never pays for a
-compile); that call compiles it and times Inductor, and the faster path stays for good. Each step of the decision goes to the observer as a ``kernel_path`` runtime event
-(``device``, ``via``, ``planned``, ``torch_us``, ``inductor_us``, ``why``), so every view can say
-what ran where. An explicit ``--executors triton`` keeps Triton's interpreter (numerics checks); see
+compile). Inductor compiles it in a worker process (:mod:`.cpu_builds`), never on the training
+thread: the region runs through torch meanwhile, then calls alternate between both paths, timed,
+and the lower median stays for good. Each step of the decision goes to the observer as a
+``kernel_path`` runtime event (``device``, ``via``, ``planned``, ``torch_us``, ``inductor_us``,
+``why``, the timings in ``samples_us`` and the worker's ``build_s``), so every view can say what
+ran where; ``cpu_build`` events (``building``, ``built``, ``failed``) say what is compiling.
+An explicit ``--executors triton`` keeps Triton's interpreter (numerics checks); see
 :class:`~.triton_executor.TritonExecutor`.
 """
 from __future__ import annotations
 
 import os
+import statistics
 import threading
 import time
 import warnings
@@ -28,6 +33,9 @@ from ..ir import BoundSymbol, TensorProxy
 from ..observer import runtime_reporter
 from ..printer import call_text
 from ..values import is_valid_name
+# In-process compiles (tests, tools); the training path builds in a worker process (cpu_builds).
+from .cpu_compile_thread import (COMPILE_THREAD, compile_in_fresh_thread, compile_region,  # noqa: F401
+                                 unfinished_compiles, wait_for_compiles)
 
 # The run paths a kernel record names (``ran_on`` in the recording): device + how.
 VIA_TRITON = "triton"                 # a compiled Triton kernel on the GPU
@@ -172,15 +180,18 @@ def _time_us(fn: Callable, args: tuple) -> tuple[float, object]:
 
 
 class CpuRegion:
-    """A fusion region's CPU launcher (see the module doc). Its first call measures the torch path
-    and, when the region is big enough and has been called :func:`inductor_after_calls` times,
-    compiles it with Inductor, measures that on the real inputs and keeps the faster path for good.
-    ``via`` is the path in use (None before the first call); ``torch_us`` / ``inductor_us`` the
-    measured best times (None: not measured); ``why`` the reason of the choice."""
+    """A fusion region's CPU launcher (see the module doc). Its first call measures the torch path;
+    a region big enough and called :func:`inductor_after_calls` times is sent to the build worker
+    (:mod:`.cpu_builds`) and keeps running through torch while Inductor compiles it off the
+    training thread. Once the code is back, calls alternate between the two paths (each call runs
+    one of them, timed) until each has :data:`_MEASURED_CALLS` timings, and the path with the lower
+    median stays for good. ``via`` is the path in use (None before the first call); ``torch_us`` /
+    ``inductor_us`` the medians (None: not measured); ``why`` the reason of the choice."""
 
     def __init__(self, fusion: BoundSymbol, inductor: bool = True, parents: Optional[dict] = None):
         self.name = fusion.sym
         self.uid = fusion.uid
+        self._fusion, self._parents = fusion, parents
         self.torch_fn = torch_region(fusion, parents)
         self._inductor = inductor
         self.fn: Optional[Callable] = None
@@ -188,8 +199,12 @@ class CpuRegion:
         self.torch_us: Optional[float] = None
         self.inductor_us: Optional[float] = None
         self.why = ""
-        self._hot_in = 0  # calls left before a region worth trying is compiled by Inductor
+        self._hot_in = 0  # calls left before a region worth trying is sent to the build worker
         self._pending = False  # True while Inductor may still replace torch (the slow call path)
+        self._build = None  # the worker's cpu_builds.Build while it compiles
+        self._candidate: Optional[Callable] = None  # Inductor's code while both paths are timed
+        self._samples: dict = {VIA_TORCH: [], VIA_INDUCTOR: []}
+        self._build_s: Optional[float] = None
         self._witness: Optional[list] = None  # during run_witnessed: (args, outputs) of each torch_fn call
         self._report = runtime_reporter()
 
@@ -206,9 +221,14 @@ class CpuRegion:
         if self.fn is None:
             return self._first_call(args)
         if self._pending:
-            self._hot_in -= 1
-            if self._hot_in <= 0:
-                return self._compiled(args, compile_in_fresh_thread(self.torch_fn, args))
+            if self._candidate is not None:
+                return self._measured_call(args)
+            if self._build is None:
+                self._hot_in -= 1
+                if self._hot_in <= 0:
+                    self._start_build(args)
+            elif self._build.ready():
+                self._take_build()
         return self._run(self.fn, args)
 
     def _run(self, fn: Callable, args: tuple):
@@ -255,118 +275,109 @@ class CpuRegion:
         self._say()
         return out
 
-    def _compiled(self, args: tuple, job: dict):
-        self._pending = False
+    def _start_build(self, args: tuple) -> None:
+        """Send the region to the build worker; torch keeps running it meanwhile."""
+        from . import cpu_builds
+        try:
+            request = cpu_builds.region_request(self._fusion, region_steps(self._fusion, self._parents), args)
+        except Exception as e:  # a region the serialized format cannot carry keeps torch
+            self._give_up(f"inductor not tried: the region cannot be sent to the build worker "
+                          f"({type(e).__name__}: {str(e)[:120]})")
+            return
+        self._build = cpu_builds.submit(request)
+        self.why = "inductor compiling off the training thread; torch runs the region meanwhile"
+        self._report("cpu_build", {"kernel": self.name, "uid": self.uid, "state": "building"})
+        self._say()
+
+    def _take_build(self) -> None:
+        """Load the worker's finished build and start timing both paths (or keep torch)."""
+        from . import cpu_builds
+        build, self._build = self._build, None
+        self._report("cpu_build", {"kernel": self.name, "uid": self.uid,
+                                   "state": "failed" if build.error else "built"})
+        if build.error:
+            self._give_up(f"inductor failed: {build.error}")
+            return
+        self._build_s = build.seconds
+        job = in_fresh_thread(lambda: cpu_builds.load(build))
         if "error" in job:
             e = job["error"]
-            first = str(e).splitlines()[0][:160] if str(e) else ""
-            self.why = f"inductor failed: {type(e).__name__}: {first}"
-            self._say()
-            return self._run(self.fn, args)
-        compiled = job["fn"]
+            self._give_up(f"inductor failed to load: {type(e).__name__}: {str(e)[:160]}")
+            return
+        artifact = job["result"]
+        self._candidate = lambda *a: tuple(artifact(*a))
+
+    def _measured_call(self, args: tuple):
+        """One call of the alternation: the path with fewer timings runs (Inductor first: its
+        first call is a warm-up, not a sample)."""
+        samples = self._samples
+        use_inductor = len(samples[VIA_INDUCTOR]) <= len(samples[VIA_TORCH])
+        fn = self._candidate if use_inductor else self.torch_fn
+        t0 = time.perf_counter()
         try:
-            self.inductor_us, ind_out = _time_us(compiled, args)
+            out = self._run(fn, args)
         except Exception as e:  # a compiled region that fails to run: torch keeps it
-            self.why = f"inductor failed at run time: {type(e).__name__}: {str(e)[:160]}"
-            self._say()
+            self._give_up(f"inductor failed at run time: {type(e).__name__}: {str(e)[:160]}")
             return self._run(self.fn, args)
+        dt = (time.perf_counter() - t0) * 1e6
+        if use_inductor and not getattr(self, "_warmed", False):
+            self._warmed = True
+        else:
+            samples[VIA_INDUCTOR if use_inductor else VIA_TORCH].append(dt)
+        if min(len(v) for v in samples.values()) >= _MEASURED_CALLS:
+            self._decide()
+        return out
+
+    def _decide(self) -> None:
+        self.torch_us = statistics.median(self._samples[VIA_TORCH])
+        self.inductor_us = statistics.median(self._samples[VIA_INDUCTOR])
+        built = f"compiled in {self._build_s:.1f} s off the training thread"
         if self.inductor_us < self.torch_us:
-            self.fn, self.via = compiled, VIA_INDUCTOR
-            self.why = (f"inductor faster ({self.inductor_us:.0f} µs vs torch {self.torch_us:.0f} µs; "
-                        f"compiled in {job['seconds']:.1f} s)")
-            self._say()
-            return ind_out
-        self.why = f"torch faster ({self.torch_us:.0f} µs vs inductor {self.inductor_us:.0f} µs)"
+            self.fn, self.via = self._candidate, VIA_INDUCTOR
+            self.why = (f"inductor faster (median {self.inductor_us:.0f} µs vs torch {self.torch_us:.0f} µs "
+                        f"over {_MEASURED_CALLS} alternated calls each; {built})")
+        else:
+            self.why = (f"torch faster (median {self.torch_us:.0f} µs vs inductor {self.inductor_us:.0f} µs "
+                        f"over {_MEASURED_CALLS} alternated calls each; {built})")
+        self._pending, self._candidate = False, None
         self._say()
-        return self._run(self.fn, args)
+
+    def _give_up(self, why: str) -> None:
+        self._pending, self._candidate, self._build = False, None, None
+        self.why = why
+        self._say()
 
     def _say(self) -> None:
-        self._report("kernel_path", {"kernel": self.name, "uid": self.uid, "device": "cpu", "via": self.via,
-                                     "planned": False, "torch_us": _round(self.torch_us),
-                                     "inductor_us": _round(self.inductor_us), "why": self.why})
+        data = {"kernel": self.name, "uid": self.uid, "device": "cpu", "via": self.via, "planned": False,
+                "torch_us": _round(self.torch_us), "inductor_us": _round(self.inductor_us), "why": self.why}
+        if any(self._samples.values()):  # the timings behind the choice, in call order per path
+            data["samples_us"] = {k: [_round(x) for x in v] for k, v in self._samples.items()}
+        if self._build_s is not None:
+            data["build_s"] = _round(self._build_s)
+        self._report("kernel_path", data)
 
 
-def compile_in_fresh_thread(fn: Callable, args: tuple) -> dict:
-    """Compile ``fn`` for inputs like ``args`` (:func:`compile_region`) on a new thread and wait for
-    it; return ``{"fn", "seconds"}`` or ``{"error"}``. A forward region's call runs inside
-    AOTAutograd's ``autograd.Function``, whose thread-local dispatch state breaks tracing; a new
-    thread starts clean. Waiting matters: tracing sets process-wide flags that would break the
-    user's compiled calls running meanwhile, so nothing runs beside it, not even a compile an
-    interrupt left running (waited for up to 30 s, else ``{"error"}``)."""
+# Timed calls of each path before a region's choice (after Inductor's warm-up call).
+_MEASURED_CALLS = 5
+
+
+def in_fresh_thread(fn: Callable) -> dict:
+    """Run ``fn()`` on a new thread and wait; return ``{"result"}`` or ``{"error"}``. A forward
+    region's call runs inside AOTAutograd's ``autograd.Function``, whose thread-local dispatch
+    state must not leak into Inductor's loading."""
     job: dict = {}
-    # One compile at a time (see above), also after an interrupt left one running (a notebook's
-    # interrupted cell run again): waited for, within bounds; past them this region keeps torch.
-    if not wait_for_compiles(_EARLIER_COMPILE_WAIT_S):
-        job["error"] = RuntimeError(f"an earlier region compile an interrupt left running has not ended "
-                                    f"after {_EARLIER_COMPILE_WAIT_S:g} s")
-        return job
-    examples = [a.detach() if hasattr(a, "detach") else a for a in args]  # metadata is what counts
-    done = threading.Event()
 
     def work():
-        t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                job["fn"] = compile_region(fn, examples)
-            job["seconds"] = time.perf_counter() - t0
-        except BaseException as e:  # handed to the region, which keeps torch
+                job["result"] = fn()
+        except BaseException as e:
             job["error"] = e
-        finally:
-            with _compiling_lock:
-                _compiling.discard(done)
-            done.set()
-    # A daemon, so that a compile that never ends cannot keep the process alive; one a Ctrl-C left
-    # running (the interrupt ends the wait, not the compile) is waited for before the process
-    # exits (wait_for_compiles): ended by Python's exit inside C++, it aborts the process. Waited
-    # for through an Event, not join(): Python 3.11's join() interrupted by a Ctrl-C marks the
-    # thread stopped while it still runs.
-    with _compiling_lock:
-        _compiling.add(done)
-    threading.Thread(target=work, name=COMPILE_THREAD, daemon=True).start()
-    done.wait()
+    t = threading.Thread(target=work, name="thundervis-inductor-load", daemon=True)
+    t.start()
+    t.join()
     return job
-
-
-COMPILE_THREAD = "thundervis-inductor-region"
-_EARLIER_COMPILE_WAIT_S = 30.0
-_compiling: set = set()  # the ``done`` events of the compile threads still running
-_compiling_lock = threading.Lock()
-
-
-def unfinished_compiles() -> int:
-    """Return how many :func:`compile_in_fresh_thread` threads are still compiling (an interrupt
-    ended the wait for them, not their compile)."""
-    with _compiling_lock:
-        return len(_compiling)
-
-
-def wait_for_compiles(timeout: float) -> bool:
-    """Wait at most ``timeout`` seconds for the :func:`unfinished_compiles` to end; return True
-    when none is left. A KeyboardInterrupt during the wait is the caller's."""
-    deadline = time.monotonic() + timeout
-    with _compiling_lock:
-        pending = list(_compiling)
-    for done in pending:
-        done.wait(max(0.0, deadline - time.monotonic()))
-    return not unfinished_compiles()
-
-
-def compile_region(fn: Callable, args: tuple) -> Callable:
-    """Return ``fn`` (a function of tensors running ATen ops) compiled by Inductor for inputs like
-    ``args``: traced to an ATen graph with ``make_fx`` and handed to ``torch._inductor.compile``
-    (no Dynamo frame and guards around each call, which cost more than a small region's work),
-    compiling in this process (``compile_threads=1``: no worker pool for one region's kernels)."""
-    import torch
-    from torch.fx.experimental.proxy_tensor import make_fx
-    import torch._inductor
-
-    # Parameters reach a forward region still requiring grad (grad mode is off there): detached
-    # examples make Inductor compile the inference graph the region is.
-    examples = [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
-    with torch.no_grad():
-        gm = make_fx(fn)(*examples)
-        return torch._inductor.compile(gm, examples, options={"compile_threads": 1})
 
 
 def _round(x: Optional[float]) -> Optional[float]:

@@ -161,7 +161,16 @@ def test_a_decomposed_op_that_cannot_be_called_whole_leaves_the_others_folded(ca
 def test_hot_regions_try_inductor_and_keep_the_faster(cache, monkeypatch):
     monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "0")
     monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS", "2")
-    obs, out, grads, (ref_out, ref_grads) = _train(None, calls=4)
+    from thundervis.compiler.executors import cpu_builds
+    real_submit = cpu_builds.submit
+
+    def submit_and_wait(request):  # the worker's compile, waited for: the calls below decide
+        build = real_submit(request)
+        build.wait(600)
+        return build
+    monkeypatch.setattr(cpu_builds, "submit", submit_and_wait)
+    calls = 2 + 2 + 2 * cpu_path._MEASURED_CALLS + 1  # first, hot, sent, loaded, then alternated
+    obs, out, grads, (ref_out, ref_grads) = _train(None, calls=calls)
     torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-5)
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
@@ -173,6 +182,7 @@ def test_hot_regions_try_inductor_and_keep_the_faster(cache, monkeypatch):
             assert d["via"] == "torch"
             continue
         assert d["inductor_us"] is not None, d
+        assert len(d["samples_us"]["torch"]) == len(d["samples_us"]["inductor"]) == cpu_path._MEASURED_CALLS
         faster = "inductor" if d["inductor_us"] < d["torch_us"] else "torch"
         assert d["via"] == faster, d
 
@@ -196,7 +206,7 @@ def test_a_compile_waits_for_one_an_interrupt_left_running_and_gives_up_within_b
 
     import torch
 
-    from thundervis.compiler.executors import cpu_path
+    from thundervis.compiler.executors import cpu_compile_thread as cpu_path
     monkeypatch.setattr(cpu_path, "_EARLIER_COMPILE_WAIT_S", 0.05)
     running = threading.Event()  # an unfinished compile, as an interrupted one looks
     with cpu_path._compiling_lock:

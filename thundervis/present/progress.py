@@ -63,3 +63,9 @@ def recorded_progress(overview, pass_total: int = DEFAULT_PASSES) -> Optional[Co
                 p = c.passes[-1]
                 return CompileProgress(g.id, c.kind, p.index, pass_total, p.name, kernels)
     return None
+
+
+def cpu_build_text(graph: int, chain: str, building: int) -> str:
+    """``graph 0 · forward · 3 regions building for the CPU`` (Inductor compiles off the training
+    thread while the regions run through torch)."""
+    return f"graph {graph} · {chain} · {building} region{'s' if building != 1 else ''} building for the CPU"

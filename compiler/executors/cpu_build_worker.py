@@ -1,0 +1,89 @@
+"""The worker process that compiles CPU regions with Inductor, off the training process.
+
+``python -m thundervis.compiler.executors.cpu_build_worker`` reads one JSON request per line on
+stdin and answers one JSON line per request on stdout:
+
+- request: ``{"id": n, "region": <a one-symbol trace, the serialized JSON format>, "args": [{"shape",
+  "stride", "offset", "dtype"}...], "out": "<folder>"}``;
+- answer: ``{"id": n, "path": "<folder>", "seconds": s}`` or ``{"id": n, "error": "one line"}``.
+
+The region is rebuilt through the same validating loader as recordings
+(:func:`~..serialize.executable_trace_from_dict`: grammar plus the registry's allow-list), turned into
+the torch path's function (:func:`.cpu_path.torch_region`, generated from the validated IR), traced
+with ``make_fx`` on example tensors of the requested metadata and compiled with Inductor's
+``standalone_compile``; the artifact is saved ``unpacked`` in ``out`` for the training process to
+load. Tracing and Inductor's compile set process-wide state (the FX tracing flag, the RNG state they
+save and restore, config patches): here they touch nobody's training.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def _examples(specs: list) -> list:
+    """Tensors of the requested sizes, strides and dtypes (values do not matter to a compile)."""
+    import torch
+
+    from ..values import torch_constant
+    out = []
+    for s in specs:
+        dtype = torch_constant("dtype", s["dtype"])
+        shape, stride, offset = [int(x) for x in s["shape"]], [int(x) for x in s["stride"]], int(s["offset"])
+        extent = offset + 1 + sum((n - 1) * st for n, st in zip(shape, stride) if n > 0)
+        base = torch.zeros(max(extent, 1), dtype=dtype)
+        out.append(torch.as_strided(base, shape, stride, offset))
+    return out
+
+
+def build(request: dict) -> dict:
+    """Compile one requested region (see the module doc); return the answer."""
+    import torch
+    import torch._inductor
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from ..serialize import executable_trace_from_dict
+    from .cpu_path import torch_region
+    t0 = time.perf_counter()
+    trace = executable_trace_from_dict(request["region"])
+    if len(trace.symbols) != 1:
+        raise ValueError("a region request holds exactly one fusion symbol")
+    fn = torch_region(trace.symbols[0])
+    examples = _examples(request["args"])
+    with torch.no_grad():
+        gm = make_fx(fn)(*examples)
+        artifact = torch._inductor.standalone_compile(gm, examples, dynamic_shapes="from_example_inputs")
+    out = str(request["out"])
+    artifact.save(path=out, format="unpacked")
+    return {"path": out, "seconds": time.perf_counter() - t0}
+
+
+def main() -> int:
+    """Serve requests until stdin closes."""
+    try:  # a background job: the training process comes first
+        os.nice(5)
+    except (OSError, AttributeError):
+        pass
+    import warnings
+    warnings.simplefilter("ignore")
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+            rid = request.get("id")
+        except (ValueError, AttributeError):
+            continue
+        try:
+            answer = build(request)
+        except BaseException as e:  # one region's failure is its answer; the worker goes on
+            first = str(e).splitlines()[0][:200] if str(e) else ""
+            answer = {"error": f"{type(e).__name__}: {first}"}
+        answer["id"] = rid
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Inductor builds of CPU regions, off the training thread: the training process's side of
+:mod:`.cpu_build_worker`.
+
+One worker process per training process, started at the first build request (``python -m`` of the
+worker module, JSON lines over pipes: nothing is pickled across). A request carries the region's IR
+(the serialized trace format) and its inputs' sizes, strides and dtypes; the worker compiles and
+saves Inductor's artifact in a private folder of ours, and a reader thread here files the answer.
+The region keeps running through torch meanwhile; :meth:`Build.ready` is polled at its calls and
+:func:`load` brings the built code in (tens of milliseconds once Inductor is imported, which a
+background thread does while the worker compiles).
+"""
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Callable, Optional
+
+from ..ir import BoundSymbol, Trace, TensorProxy
+from ..serialize import trace_to_dict
+
+WORKER_MODULE = "thundervis.compiler.executors.cpu_build_worker"
+
+
+class Build:
+    """One requested region build: ``ready()`` once answered; then ``path`` (the artifact folder)
+    and ``seconds`` (the worker's compile time), or ``error`` (one line)."""
+
+    def __init__(self, rid: int):
+        self.id = rid
+        self.path: Optional[str] = None
+        self.seconds: Optional[float] = None
+        self.error: Optional[str] = None
+        self._done = threading.Event()
+
+    def ready(self) -> bool:
+        """Return True once the worker answered (or died)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait at most ``timeout`` seconds for the answer; return :meth:`ready`."""
+        return self._done.wait(timeout)
+
+    def _answer(self, data: dict) -> None:
+        if isinstance(data.get("error"), str):
+            self.error = data["error"][:300]
+        elif isinstance(data.get("path"), str) and isinstance(data.get("seconds"), (int, float)):
+            self.path, self.seconds = data["path"], float(data["seconds"])
+        else:
+            self.error = "the build worker gave a malformed answer"
+        self._done.set()
+
+
+class _Worker:
+    """The worker process, its reader thread and the builds still waiting for an answer."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="thundervis-cpu-builds-")  # 0700: ours alone
+        env = dict(os.environ, OMP_NUM_THREADS="1")  # its compile shares the cores with training
+        self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                                     text=True, bufsize=1)
+        self.pending: dict[int, Build] = {}
+        self.lock = threading.Lock()
+        self.ids = itertools.count()
+        threading.Thread(target=self._read, name="thundervis-cpu-build-reader", daemon=True).start()
+        threading.Thread(target=_warm_inductor, name="thundervis-inductor-import", daemon=True).start()
+
+    def submit(self, request: dict) -> Build:
+        with self.lock:
+            build = Build(next(self.ids))
+            self.pending[build.id] = build
+        request = dict(request, id=build.id, out=os.path.join(self.folder, f"region{build.id}"))
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as e:
+            self._fail(f"the build worker is gone ({type(e).__name__})")
+        return build
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                build = self.pending.pop(data.get("id"), None) if isinstance(data, dict) else None
+            if build is not None:
+                build._answer(data)
+        self._fail(f"the build worker ended (exit {self.proc.poll()})")
+
+    def _fail(self, why: str) -> None:
+        with self.lock:
+            pending, self.pending = list(self.pending.values()), {}
+        for b in pending:
+            b._answer({"error": why})
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(2.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_worker: Optional[_Worker] = None
+_worker_lock = threading.Lock()
+
+
+def _get_worker() -> _Worker:
+    global _worker
+    with _worker_lock:
+        if _worker is None or _worker.proc.poll() is not None:
+            _worker = _Worker()
+            atexit.register(_worker.close)
+        return _worker
+
+
+def _warm_inductor() -> None:
+    """Import Inductor's loading half ahead of the first load (seconds, the first time): imports
+    and the CPU ISA probe only, nothing that patches process-wide state."""
+    try:
+        import torch._inductor.standalone_compile  # noqa: F401
+        import torch._inductor.compile_fx  # noqa: F401  (most of a first load's seconds)
+        import torch._functorch._aot_autograd.autograd_cache  # noqa: F401
+        from torch._inductor import cpu_vec_isa
+        cpu_vec_isa.pick_vec_isa()
+    except Exception:
+        pass
+
+
+def region_request(fusion: BoundSymbol, steps: list[BoundSymbol], args: tuple) -> dict:
+    """Return the worker request of ``fusion`` whose torch path calls ``steps`` (see
+    ``cpu_path.region_steps``) on ``args`` (the real input tensors; their metadata is sent)."""
+    region = fusion.replace(subsymbols=tuple(steps))
+    inputs = tuple(dict.fromkeys(p for p in fusion.args if isinstance(p, TensorProxy)))
+    trace = Trace(name="region", inputs=inputs, symbols=(region,), outputs=tuple(fusion.outputs),
+                  pass_name="cpu_region")
+    specs = [{"shape": list(a.shape), "stride": list(a.stride()), "offset": int(a.storage_offset()),
+              "dtype": str(a.dtype).removeprefix("torch.")} for a in args]
+    return {"region": trace_to_dict(trace), "args": specs}
+
+
+def submit(request: dict) -> Build:
+    """Send a :func:`region_request` to the worker (started if need be); return its :class:`Build`."""
+    try:
+        return _get_worker().submit(request)
+    except OSError as e:  # no process can start here: the region keeps torch
+        build = Build(-1)
+        build._answer({"error": f"the build worker did not start ({type(e).__name__}: {e})"})
+        return build
+
+
+def load(build: Build) -> Callable:
+    """Return the callable of a finished :class:`Build` (Inductor's artifact, loaded here)."""
+    import torch._inductor
+    from torch._inductor.standalone_compile import CompiledArtifact
+    return CompiledArtifact.load(path=build.path, format="unpacked")
