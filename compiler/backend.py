@@ -48,15 +48,17 @@ def _dynamo_control_flow() -> tuple:
 
 _DYNAMO_CONTROL_FLOW = _dynamo_control_flow()
 _defaults = {"observer": None, "executors": None, "debug": False, "profile": None, "aot": None, "remat": "auto",
-             "abstract": False}
+             "abstract": False, "cache": None}
 _lock = threading.Lock()
 _OWN_AOT: dict = {}  # (targets, id(observer)) -> the AheadOfTime compilers made for themselves
 
 
 def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optional[Sequence[str]] = None,
                  debug: Optional[bool] = None, profile: Optional[ProfileSettings] = None,
-                 aot=None, remat: Optional[str] = None, abstract: Optional[bool] = None) -> None:
+                 aot=None, remat: Optional[str] = None, abstract: Optional[bool] = None,
+                 cache: Optional[bool] = None) -> None:
     """Set what ``backend="thundervis"`` uses when called without options (``thundervis run`` does);
+    ``cache``: use the persistent compile cache (:mod:`.compile_cache`; None: unchanged);
     ``remat``: the rematerialization policy (:mod:`.remat`; None: unchanged);
     ``profile``: run-time profiling / input capture settings (None: off); ``aot``: the
     :class:`~.aot.pool.AheadOfTime` every compiler shares (None: none)."""
@@ -70,6 +72,8 @@ def set_defaults(*, observer: Optional[CompileObserver] = None, executors: Optio
         _defaults["abstract"] = bool(abstract)
     if debug is not None:
         _defaults["debug"] = debug
+    if cache is not None:
+        _defaults["cache"] = bool(cache)
 
 
 def reset_graph_ids() -> None:
@@ -118,7 +122,8 @@ class ThundervisCompiler:
 
     def __init__(self, executors: Optional[Sequence[str]] = None, debug: bool = False,
                  observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-                 targets=None, aot=None, remat: Optional[str] = None, abstract: Optional[bool] = None):
+                 targets=None, aot=None, remat: Optional[str] = None, abstract: Optional[bool] = None,
+                 cache: Optional[bool] = None):
         observer = observer or CompileObserver()
         self.abstract = bool(_defaults.get("abstract", False) if abstract is None else abstract)
         if self.abstract and not executors:  # planned for the GPU target, never launched
@@ -129,7 +134,8 @@ class ThundervisCompiler:
         self._finals: dict[int, Trace] = {}  # graph id -> its final forward trace, until the backward's
         self._param_flags: dict[int, list] = {}  # graph id -> per AOTAutograd argument: a parameter/buffer?
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer,
-                                      profile=profile, aot=ahead_of_time(targets, observer, aot))
+                                      profile=profile, aot=ahead_of_time(targets, observer, aot),
+                                      cache=_compile_cache(cache, self.abstract))
         self._sites: dict = {}  # graph id -> the user line that called the compiled code (SourceInfo)
         # Per graph: the names of AOTAutograd's flat arguments, and the acquired forward trace's
         # outputs (the backward's saved values are among them); see input_names.
@@ -336,6 +342,17 @@ class ThundervisCompiler:
         return compile_fx_graph
 
 
+def _compile_cache(cache: Optional[bool], abstract: bool):
+    """The persistent compile cache a compiler uses: ``cache`` (None: the process default, else
+    on unless ``$THUNDERVIS_COMPILE_CACHE`` is off); never for an abstract run."""
+    from .compile_cache import CompileCache, enabled_by_default
+    if cache is None:
+        cache = _defaults["cache"]
+    if cache is None:
+        cache = enabled_by_default()
+    return CompileCache() if cache and not abstract else None
+
+
 def _aot_names(gm: torch.fx.GraphModule, arguments: list) -> dict[str, str]:
     """Return {placeholder: readable name} for an AOTAutograd graph (see :mod:`.input_names`)."""
     return aot_input_names([n.name for n in gm.graph.nodes if n.op == "placeholder"], arguments)
@@ -381,6 +398,7 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
         aot=None if "targets" in options else _defaults["aot"],
         remat=options.get("remat"),
         abstract=options.get("abstract"),
+        cache=options.get("cache"),
     )
     return compiler(gm, example_inputs)
 
@@ -411,15 +429,17 @@ def plan_records(step: Callable, *args) -> tuple[list, list]:
 
 def jit(fn_or_module, *, executors: Optional[Sequence[str]] = None, debug: bool = False,
         observer: Optional[CompileObserver] = None, profile: Optional[ProfileSettings] = None,
-        targets=None, remat: Optional[str] = None, abstract: Optional[bool] = None, **compile_kwargs):
+        targets=None, remat: Optional[str] = None, abstract: Optional[bool] = None,
+        cache: Optional[bool] = None, **compile_kwargs):
     """Return ``torch.compile(fn_or_module)`` routed through our compiler (``profile``: time kernels
     at run time and/or capture fusion inputs, see :mod:`profiling`; ``targets``: GPU targets to
     compile every kernel for ahead of time, ``"sm_90"`` or ``"local"``; None: those of the
     ``thundervis run`` in progress, else none; ``remat``: ``off`` or ``auto``, None: the default; ``abstract``: compile and record only, the
-    compiled code returns empty outputs shaped as the final trace's, see :mod:`.abstract`)."""
+    compiled code returns empty outputs shaped as the final trace's, see :mod:`.abstract`; ``cache``:
+    False bypasses the persistent compile cache, :mod:`.compile_cache`)."""
     shared = _defaults["aot"] if targets is None else None
     backend = ThundervisCompiler(executors=executors, debug=debug,
                                  observer=observer or _defaults["observer"],
                                  profile=profile if profile is not None else _defaults["profile"],
-                                 targets=targets, aot=shared, remat=remat, abstract=abstract)
+                                 targets=targets, aot=shared, remat=remat, abstract=abstract, cache=cache)
     return torch.compile(fn_or_module, backend=backend, **compile_kwargs)

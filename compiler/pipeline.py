@@ -43,6 +43,7 @@ class CompileOptions:
     observer: CompileObserver = field(default_factory=CompileObserver)
     profile: Optional[ProfileSettings] = None
     aot: Optional[object] = None
+    cache: Optional[object] = None  # a compile_cache.CompileCache (None: every chain compiles)
 
 
 def default_executor_names(device: str = "cpu") -> list[str]:
@@ -96,13 +97,16 @@ class PassRunner:
 
     def __init__(self, graph: int, chain: str, options: CompileOptions, start: int = 0):
         self.graph, self.chain, self.options, self.index = graph, chain, options, start
+        self.kept: Optional[list] = None  # (index, name, changed, seconds, trace, kernels) per pass, for the cache
+        self.last_changed = True
+        self.seq_base = 0  # the acquired trace's smallest seq_nr (compile_cache.seq_base)
 
     def report(self, name: str, before: Optional[Trace], after: Trace, seconds: float) -> Trace:
         """Stamp ``after`` with the pass name and time, check it in debug mode, report it."""
         after = after.replace(pass_name=name, meta={**after.meta, "duration_ms": seconds * 1e3})
         if self.options.debug:
             check_trace(after)
-        changed = True if before is None else _changed(before, after)
+        changed = self.last_changed = True if before is None else _changed(before, after)
         self.options.observer.pass_done(self.graph, self.chain, self.index, name, after, seconds, changed)
         self.index += 1
         return after
@@ -117,6 +121,8 @@ class PassRunner:
         if kernels:
             out = out.replace(kernels=())
         out = self.report(name, trace, out, dt)
+        if self.kept is not None:
+            self.kept.append((self.index - 1, name, self.last_changed, dt, out, tuple(kernels or ())))
         if kernels:
             self.options.observer.kernels_built(self.graph, self.chain, list(kernels))
             if self.options.aot is not None:
@@ -133,14 +139,45 @@ def compile_chain(trace: Trace, options: CompileOptions, start: Optional[int] = 
     device = trace.inputs[0].device.split(":")[0] if trace.inputs else "cpu"
     executors = resolve_executors(options.executors, device)
     runner = PassRunner(trace.graph, trace.chain, options, start=start)
+    key = hit = None
     with compiling(options.observer, trace.graph, trace.chain):
-        for name, fn in chain_passes(executors):
-            trace = runner.run(name, fn, trace)
+        if options.cache is not None:
+            key, hit = _from_cache(options, trace, start, executors, runner)
+        if hit is not None:
+            trace = hit
+        else:
+            for name, fn in chain_passes(executors):
+                trace = runner.run(name, fn, trace)
         t0 = time.perf_counter()
         if options.profile is None:
             final, fn = codegen(trace, executors)
         else:
             final, fn, plan = codegen_plan(trace, executors)
             fn = build_profiled_chain(final, executors, options.profile, options.observer, fn, plan)
+    if hit is not None:  # generated again from the cached IR: its header says so too
+        final = final.replace(meta={**final.meta, "from_cache": True})
     final = runner.report(codegen_pass.NAME, trace, final, time.perf_counter() - t0)
+    if key is not None and hit is None and runner.kept:
+        from .passes.claim import DECOMPOSED
+        options.cache.store(key, runner.kept, trace.meta.get(DECOMPOSED) or {}, runner.seq_base)
     return final, fn
+
+
+def _from_cache(options: CompileOptions, trace: Trace, start: int, executors: list, runner: PassRunner):
+    """Return (the cache key of this chain, the trace codegen runs on when the cache had it, else
+    None); the key is None when this compile must not be cached (a test fault is active)."""
+    from . import compile_cache, faults
+    if faults.active_faults():
+        return None, None
+    targets = getattr(options.aot, "targets", ()) if options.aot is not None else ()
+    key = options.cache.key(trace, start, executors, options.debug, targets)
+    runner.seq_base = compile_cache.seq_base(trace)
+    try:
+        hit = compile_cache.replay(options.cache, key, runner, executors)
+    except Exception as e:  # a replay that breaks is a miss: the passes run (their reports replace its)
+        options.observer.runtime(trace.graph, trace.chain, "compile_cache",
+                                 {"hit": False, "key": key[:16], "note": f"replay failed: {type(e).__name__}: {e}"[:300]})
+        runner.index, hit = start, None
+    if hit is None:
+        runner.kept = []
+    return key, hit

@@ -276,6 +276,8 @@ def header_line(trace: Trace) -> str:
     writes them: :mod:`.units`)."""
     ms = trace.meta.get("duration_ms")
     took = f" ({format_ms(ms)})" if isinstance(ms, (int, float)) and not isinstance(ms, bool) else ""
+    if trace.meta.get("from_cache") is True:  # replayed from the persistent compile cache
+        took = " (from cache)"
     return f'# graph {trace.graph} · {trace.chain} · after "{trace.pass_name}"{took}'
 
 

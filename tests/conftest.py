@@ -6,6 +6,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 # The fast CPU path of the default executors runs regions through torch; trying Inductor on hot
 # regions costs seconds of C++ compiling per region, so tests opt in (tests/compiler/test_cpu_path.py).
 os.environ.setdefault("THUNDERVIS_CPU_INDUCTOR_MIN_US", "off")
+# The persistent compile cache would let one test's compile answer another's (a test that patches
+# a pass would read the unpatched passes): tests opt in (tests/compiler/test_compile_cache.py).
+os.environ.setdefault("THUNDERVIS_COMPILE_CACHE", "off")
 
 import importlib.util  # noqa: E402
 import pathlib  # noqa: E402
