@@ -93,3 +93,17 @@ def test_source_view_has_bytes_saved_per_line(recorded, capsys):
     assert row["saved_bytes"] == by_line[f"train_small.py:{tanh}"] > 0
     assert row["saved_text"].startswith("saved ")
     assert all(x["saved_bytes"] == 0 for x in lines if x["line"] != tanh and not x["ops"])
+
+
+def test_group_workers_get_the_remat_policy():
+    from types import SimpleNamespace
+
+    from thundervis.cli import build_parser
+    from thundervis.commands.run_group import worker_run_args
+    args = SimpleNamespace(executors=None, debug=False, profile=False, capture_inputs=False,
+                           check_numerics=False, compare_eager=False, check_steps=0, remat="off")
+    got = worker_run_args(args, "train.py", None, [])
+    assert got[got.index("--remat") + 1] == "off"
+    assert build_parser().parse_args(["run", "--no-view", *got]).remat == "off"
+    args.remat = "auto"
+    assert "--remat" not in worker_run_args(args, "train.py", None, [])

@@ -76,7 +76,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     result = runner.run_target(script=script, module=module, args=script_args, out=out,
                                executors=executors, debug=args.debug, profile=profile,
-                               notes=[("distributed", facts)], targets=targets)
+                               notes=[("distributed", facts)], targets=targets, remat=args.remat)
     return result.exit_code
 
 

@@ -21,7 +21,8 @@ from thundervis.errors import UserError
 def worker_run_args(args, script, module, script_args) -> list[str]:
     """Return the ``thundervis run`` arguments each worker parses again: executors, GPU targets
     (``--target``, as given: each rank defaults to its own GPU's architecture like a single run),
-    debug, profiling, capture and numerics flags, then ``--`` and the target with its arguments."""
+    debug, the remat policy, profiling, capture and numerics flags, then ``--`` and the target with its
+    arguments."""
     out = []
     if args.executors:
         out += ["--executors", args.executors]
@@ -29,6 +30,8 @@ def worker_run_args(args, script, module, script_args) -> list[str]:
         out += ["--target", args.gpu_targets]
     if args.debug:
         out.append("--debug")
+    if getattr(args, "remat", "auto") != "auto":
+        out += ["--remat", args.remat]
     if args.profile:
         out += ["--profile", "--warmup", str(args.warmup), "--steps", str(args.steps)]
     if args.capture_inputs:
