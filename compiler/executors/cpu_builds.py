@@ -62,7 +62,9 @@ class _Worker:
 
     def __init__(self):
         self.folder = tempfile.mkdtemp(prefix="thundervis-cpu-builds-")  # 0700: ours alone
-        env = dict(os.environ, OMP_NUM_THREADS="1")  # its compile shares the cores with training
+        # Its compile shares the cores with training; no pool of compile processes of its own, so
+        # that ending the worker ends every compile it started.
+        env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1")
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                      text=True, bufsize=1)

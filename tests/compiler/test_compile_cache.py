@@ -134,3 +134,34 @@ def test_no_cache_bypasses_it(cache_dir):
     obs, _, _ = _run(cache=False)
     assert not any(e == "compile_cache" for _, e, _ in obs.events)
     assert not any(t.meta.get("from_cache") for *_, t in _pipeline(obs))
+
+
+@pytest.mark.slow
+def test_run_reads_the_cache_and_no_cache_bypasses_it(tmp_path):
+    """``thundervis run`` twice: the second run's passes are from cache, and ``show`` says so;
+    ``--no-cache`` neither writes nor reads it."""
+    import subprocess
+    import sys
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n"
+                      "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh())\n"
+                      "f = torch.compile(m)\n"
+                      "f(torch.randn(4, 8)).sum().backward()\n")
+    env = {k: v for k, v in os.environ.items() if k != "THUNDERVIS_COMPILE_CACHE"}
+    env["THUNDERVIS_CACHE_DIR"] = str(tmp_path / "cache")
+
+    def run(name, *flags):
+        rec = str(tmp_path / f"{name}.tvrec")
+        done = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", *flags, "-o", rec, str(script)],
+                              env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        shown = subprocess.run([sys.executable, "-m", "thundervis", "show", rec, "--pass", "fuse", "--plain"],
+                               env=env, capture_output=True, text=True, timeout=300)
+        return shown.stdout.splitlines()[0]
+
+    assert "(from cache)" not in run("bypassed", "--no-cache")
+    assert _entries(tmp_path / "cache") == []
+    assert "(from cache)" not in run("cold")
+    assert len(_entries(tmp_path / "cache")) == 2
+    assert run("warm").endswith('after "fuse" (from cache)')
+    assert "(from cache)" not in run("bypassed_again", "--no-cache")

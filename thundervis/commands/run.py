@@ -7,6 +7,7 @@ before the script starts (exit 2 with one sentence).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 
@@ -98,6 +99,8 @@ def cmd_run(args) -> int:
     """Validate, run the script recording every compile, report the recording."""
     from thundervis import runner
     script, module, script_args = resolve_target(args)
+    if getattr(args, "no_cache", False):  # read by every compiler of this run, torchrun's workers too
+        os.environ["THUNDERVIS_COMPILE_CACHE"] = "off"
     from thundervis.commands.torchrun_options import distributed_requested
     if distributed_requested(args):
         from thundervis.commands.run_group import cmd_run_group
@@ -146,6 +149,9 @@ def register(subparsers) -> None:
     p.add_argument("--executors", metavar="LIST", help="comma-separated executors in priority order, e.g. triton,torch")
     p.add_argument("--no-view", action="store_true", help="do not open the viewer at the end")
     p.add_argument("--debug", action="store_true", help="check every trace after every pass")
+    p.add_argument("--no-cache", action="store_true",
+                   help="compile every chain afresh: neither read nor write the persistent compile cache "
+                        "($THUNDERVIS_CACHE_DIR/compile, default ~/.cache/thundervis/compile)")
     p.add_argument("--remat", choices=("off", "auto"), default="auto",
                    help="rematerialization: auto (default) recomputes cheap values in the backward instead of "
                         "saving them; off saves what eager saves")
