@@ -100,7 +100,7 @@ def numerics_summary(rec, runs: Optional[dict] = None) -> NumericsSummary:
     from .status import kernel_runs, path_text
     checks = {(k.graph, k.chain, k.kernel): k for k in rec.kernel_numerics()}
     rows = []
-    kernels = rec.kernels() if checks else []
+    kernels = rec.kernel_labels() if checks else []
     if checks and runs is None:
         runs = kernel_runs(rec.events("kernel_fallback") + rec.events("kernel_path"))
     runs = runs or {}

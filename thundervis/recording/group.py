@@ -416,9 +416,11 @@ class Group:
             raise RecordingError(f"the group {self.path} has no rank {rank} (recorded ranks: {shown}).")
         return files[rank][1]
 
-    def open_rank(self, rank: Optional[int] = None) -> Recording:
-        """Open the recording of ``rank`` (None: the lowest rank) with :func:`open_recording`."""
-        return open_recording(self.rank_path(rank))
+    def open_rank(self, rank: Optional[int] = None, *, check: bool = True) -> Recording:
+        """Open the recording of ``rank`` (None: the lowest rank) with :func:`open_recording`;
+        ``check=False`` skips the whole-file ``quick_check`` (a command that reads a few rows of
+        every rank: SQLite still refuses each damaged page it reads)."""
+        return open_recording(self.rank_path(rank), check=check)
 
     def overview(self) -> GroupOverview:
         """Return the :class:`GroupOverview`: launches, a summary of every rank, status."""

@@ -205,6 +205,35 @@ def _kernel_order(k: KernelNumerics) -> tuple:
             int(tail) if tail.isdigit() else -1, k.kernel)
 
 
+@dataclass(frozen=True)
+class KernelLabel:
+    """What the numerics table shows of a recorded kernel: its id, graph, chain, name, executor
+    and covered source lines (``file:line`` labels, sorted), without its members, tensors or
+    timing (a group reads this for each of thousands of ranks)."""
+    id: int
+    graph: int
+    chain: str
+    name: str
+    executor: str
+    sources: tuple
+
+
+_LABEL_COLUMNS = ("id", "graph_id", "chain", "name", "executor", "source_lines")
+_CHECK_LABELS = row_checker("kernels", _LABEL_COLUMNS, ("int", "int", "text", "text", "text", "text"))
+
+
+def read_kernel_labels(store) -> list[KernelLabel]:
+    """Return a :class:`KernelLabel` for every kernel of the recording ``store``, in build order,
+    checked for type; only ``source_lines`` is decoded."""
+    from .model_runs import source_label
+    out = []
+    for r in _CHECK_LABELS(store.rows(f"SELECT {', '.join(_LABEL_COLUMNS)} FROM kernels ORDER BY id"), store.path):
+        lines = load_json(r[5], "kernels.source_lines", store.path, list, [])
+        out.append(KernelLabel(r[0], r[1], r[2], r[3], r[4], tuple(sorted(
+            {source_label(s.get("file"), s.get("line")) for s in lines if isinstance(s, dict)}))))
+    return out
+
+
 def read_eager_comparisons(store) -> list[EagerComparison]:
     """Return every compared chain of the recording ``store``, checked for type (empty: the run
     did not compare with eager, or a recording older than the table)."""

@@ -352,6 +352,12 @@ class Recording:
         from .numerics import read_kernel_numerics
         return read_kernel_numerics(self.store)
 
+    def kernel_labels(self) -> list:
+        """Return every kernel's ``KernelLabel`` (id, graph, chain, name, executor, sources): what
+        a numerics table shows, read without the kernels' tensors and timings."""
+        from .numerics import read_kernel_labels
+        return read_kernel_labels(self.store)
+
     def eager_comparisons(self) -> list:
         """Return the ``run --compare-eager`` results, one ``EagerComparison`` per chain (empty:
         the run did not compare)."""
