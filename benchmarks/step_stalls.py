@@ -1,0 +1,125 @@
+"""Step stalls: the worst training step under thundervis against its median step and against plain
+eager, in one run.
+
+Each model (``_stall_driver.py``: the repo's example GPT, tiny random-init GPT-2 and Llama from
+``transformers`` configs) trains under ``thundervis run`` for ``--seconds`` (at least
+``--min-steps`` steps, long enough for hot CPU regions to be built by Inductor off the training
+thread and swapped in), then eagerly for as many steps. Steps 0 and 1 compile the graphs and are
+left out (they are the compile, not a stall). Printed per model: the median step, the worst step
+and where it was, worst / median (target <= 3) and worst minus eager's median step (target <= 2 s),
+and from the recording what the CPU path did meanwhile: regions sent to the build worker, swapped
+to Inductor, kept on torch by measurement, failed, and still building at the end.
+
+    python benchmarks/step_stalls.py [--models gpt,gpt2,llama] [--seconds 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RATIO_TARGET, OVER_EAGER_TARGET_S = 3.0, 2.0
+COMPILE_STEPS = 2
+
+
+def _steps(stdout: str) -> list[float]:
+    """The ``step I MS`` lines' milliseconds, in order."""
+    out = []
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "step":
+            out.append(float(parts[2]))
+    return out
+
+
+def _run(cmd: list, env: dict, timeout: float) -> str:
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[-4:])} failed ({done.returncode}): {done.stderr[-1500:]}")
+    return done.stdout
+
+
+def cpu_path_summary(rec: str) -> dict:
+    """Count what the CPU path did in recording ``rec`` (its ``cpu_build`` / ``kernel_path`` events)."""
+    with sqlite3.connect(f"file:{rec}?mode=ro", uri=True) as c:
+        rows = c.execute("SELECT graph_id, chain, event, data FROM events WHERE event IN ('cpu_build', 'kernel_path')"
+                         " ORDER BY id").fetchall()
+    building, last = set(), {}
+    counts = {"sent": 0, "inductor": 0, "torch_measured": 0, "failed": 0}
+    for graph, chain, event, data in rows:
+        d = json.loads(data)
+        key = (graph, chain, d.get("kernel"))
+        if event == "cpu_build":
+            if d.get("state") == "building":
+                counts["sent"] += 1
+                building.add(key)
+            else:
+                building.discard(key)
+        else:
+            last[key] = d
+    for d in last.values():
+        if d.get("samples_us"):
+            counts["inductor" if d.get("via") == "inductor" else "torch_measured"] += 1
+        elif str(d.get("why", "")).startswith("inductor failed"):
+            counts["failed"] += 1
+    counts["building_at_end"] = len(building)
+    return counts
+
+
+def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
+    """Run ``model`` under thundervis, then eagerly; return the numbers of one row."""
+    env = dict(os.environ, THUNDERVIS_CACHE_DIR=os.path.join(tmp, "cache"))
+    driver = os.path.join(HERE, "_stall_driver.py")
+    rec = os.path.join(tmp, f"{model}.tvrec")
+    tv = _steps(_run([sys.executable, "-m", "thundervis", "run", "--no-view", "--no-cache", "-o", rec, driver, model,
+                      "--seconds", str(seconds), "--min-steps", str(min_steps)], env, timeout=seconds + 600))
+    eager = _steps(_run([sys.executable, driver, model, "--eager", "--seconds", "0",
+                         "--min-steps", str(min(len(tv), 60))], env, timeout=600))
+    body = tv[COMPILE_STEPS:]
+    worst = max(body)
+    median = statistics.median(body)
+    eager_median = statistics.median(eager[1:])
+    return {"model": model, "steps": len(tv), "median_ms": median, "worst_ms": worst,
+            "worst_step": COMPILE_STEPS + body.index(worst), "ratio": worst / median,
+            "over_eager_s": (worst - eager_median) / 1e3, "eager_ms": eager_median,
+            "compile_s": sum(tv[:COMPILE_STEPS]) / 1e3, **cpu_path_summary(rec)}
+
+
+def main() -> int:
+    """Measure each model and print the table (see the module doc)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="gpt,gpt2,llama")
+    p.add_argument("--seconds", type=float, default=60.0, help="training time under thundervis per model")
+    p.add_argument("--min-steps", type=int, default=40)
+    args = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tv-stalls-") as tmp:
+        for model in [m.strip() for m in args.models.split(",") if m.strip()]:
+            try:
+                rows.append(measure(model, args.seconds, args.min_steps, tmp))
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as e:
+                print(f"{model}: not measured: {str(e).splitlines()[0][:300]}")
+    print(f"{'model':<7} {'steps':>5} {'compile s':>9} {'median ms':>9} {'worst ms':>9} {'at':>4} "
+          f"{'worst/med':>9} {'eager ms':>8} {'worst-eager s':>13}  cpu regions: sent/inductor/torch/failed/building")
+    ok = True
+    for r in rows:
+        met = r["ratio"] <= RATIO_TARGET or r["over_eager_s"] <= OVER_EAGER_TARGET_S
+        ok = ok and met
+        print(f"{r['model']:<7} {r['steps']:>5} {r['compile_s']:>9.1f} {r['median_ms']:>9.1f} {r['worst_ms']:>9.1f} "
+              f"{r['worst_step']:>4} {r['ratio']:>9.2f} {r['eager_ms']:>8.1f} {r['over_eager_s']:>13.2f}  "
+              f"{r['sent']}/{r['inductor']}/{r['torch_measured']}/{r['failed']}/{r['building_at_end']}"
+              f"{'' if met else '  <- stall'}")
+    print(f"target: no step after the compile steps more than {RATIO_TARGET:g}x the median step or "
+          f"{OVER_EAGER_TARGET_S:g} s over eager's: {'met' if ok and rows else 'NOT met'}")
+    return 0 if ok and rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
