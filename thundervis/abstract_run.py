@@ -34,6 +34,8 @@ def abstract_script(recorder, settings: AbstractSettings, capability: tuple = (9
     recorder.note("abstract_run", {"device": settings.device, "stand_in": "cpu fake tensors",
                                    "gpus": list(settings.gpus)})
     places = Placeholders(on_new=lambda site: recorder.note("abstract_placeholder", site))
+    from thundervis.compiler.executors import region_verdicts
+    asked0, planned0 = region_verdicts.stats["asked"], region_verdicts.stats["planned"]
     try:
         with abstract_session(places, gpu_visible=settings.device == "cuda", capability=capability):
             yield places
@@ -56,6 +58,8 @@ def abstract_script(recorder, settings: AbstractSettings, capability: tuple = (9
     finally:
         recorder.note("abstract_placeholders", places.as_list())
         recorder.note("abstract_optimizers", list(places.optimizers.values()))
+        recorder.note("abstract_folding", {"regions_asked": region_verdicts.stats["asked"] - asked0,
+                                           "regions_planned": region_verdicts.stats["planned"] - planned0})
 
 
 def _root(e: BaseException) -> BaseException:

@@ -221,11 +221,16 @@ class TritonExecutor(FusionExecutor):
             outputs = [p for b in members for p in b.flat_outputs()]
         if not outputs:  # a dead prim left by flattening a decomposition: a kernel would write nothing
             return "nothing the region computes is read after it"
-        try:
-            generate(members, outputs, self.device_kind_of(next(iter(devices))), phase_limit=self.phase_limit)
-        except Unfusable as e:
-            return str(e)
-        return None
+        kind = self.device_kind_of(next(iter(devices)))
+
+        def plan() -> Optional[str]:
+            try:
+                generate(members, outputs, kind, phase_limit=self.phase_limit)
+            except Unfusable as e:
+                return str(e)
+            return None
+        from .region_verdicts import verdict  # planned once per distinct region: repeated layers fold
+        return verdict(members, outputs, kind, self.phase_limit, plan)
 
     def build_kernel(self, fusion: BoundSymbol) -> BuiltKernel:
         members = list(fusion.subsymbols)
