@@ -329,17 +329,14 @@ def _empty(p: TensorProxy):
 
 def fake_outputs(final: Trace) -> Callable:
     """Return the boxed callable an abstract run uses for a compiled chain: no kernel runs, each
-    output is an empty tensor shaped as ``final``'s (an input handed back is that input; outside a
-    fake mode the outputs are ``meta`` tensors)."""
+    output is an empty tensor shaped as ``final``'s (an input handed back is that input). Called on
+    real tensors it raises :class:`NeedsRealValue`: empty outputs cannot flow into real tensors."""
     positions = {p.name: i for i, p in enumerate(final.inputs)}
 
     def build(x, args):
         if isinstance(x, TensorProxy):
             if x.name in positions and positions[x.name] < len(args):
                 return args[positions[x.name]]
-            if torch._guards.detect_fake_mode(args) is None and not _in_fake_mode():
-                with torch.device("meta"):
-                    return torch.empty(x.shape, dtype=getattr(torch, x.dtype))
             return _empty(x)
         if isinstance(x, (tuple, list)):
             return type(x)(build(y, args) for y in x)
@@ -347,6 +344,10 @@ def fake_outputs(final: Trace) -> Callable:
 
     def run(args):
         fake = torch._guards.detect_fake_mode(args)
+        if fake is None and not _in_fake_mode() and any(isinstance(a, torch.Tensor) for a in args):
+            raise NeedsRealValue("a function compiled with abstract=True was called on real tensors: call it on "
+                                 "fake ones, inside thundervis.abstract_mode() or thundervis run --abstract",
+                                 _where(script_frame(2)))
         with fake if fake is not None and not _in_fake_mode() else contextlib.nullcontext():
             out = build(final.outputs, list(args))
         args.clear()

@@ -36,6 +36,9 @@ def __getattr__(name: str):
     if name == "jit":
         from thundervis.session import jit
         return jit
+    if name == "abstract_mode":  # fake tensors around a notebook's step (thundervis.abstract_run)
+        from thundervis.abstract_run import abstract_mode
+        return abstract_mode
     # ``thundervis.diff`` is the diff engine package; load it on first use like ``import
     # thundervis.diff`` would (the diff widget is :func:`show_diff`).
     if name == "diff":

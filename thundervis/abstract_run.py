@@ -27,8 +27,21 @@ class AbstractStop(SystemExit):
 
 
 @contextlib.contextmanager
-def abstract_script(recorder, settings: AbstractSettings, capability: tuple = (9, 0)):
-    """Run the body (the script) abstractly, recording into ``recorder`` (a RecordingObserver)."""
+def abstract_mode(device: str = "cuda", gpus=("h100",)):
+    """Run the body on fake tensors (for notebooks: ``with thundervis.abstract_mode(): ...`` around a
+    model built, compiled with ``thundervis.jit(model, abstract=True)`` and stepped), recording the
+    placeholders and the answer's inputs into the session recording. Where the code needs a real
+    value, :class:`~thundervis.compiler.abstract.NeedsRealValue` names the line."""
+    from thundervis.session import _recorder
+    with abstract_script(_recorder(), AbstractSettings(device, tuple(gpus)), stop=False) as places:
+        yield places
+
+
+@contextlib.contextmanager
+def abstract_script(recorder, settings: AbstractSettings, capability: tuple = (9, 0), stop: bool = True):
+    """Run the body (the script) abstractly, recording into ``recorder`` (a RecordingObserver).
+    ``stop``: a script that needs a real value ends with exit 2 (:class:`AbstractStop`); else the
+    exception goes on to the caller once recorded."""
     from thundervis.compiler.abstract import (Placeholders, TooLargeForAbstract, abstract_session,
                                               data_dependent, script_line_of)
     recorder.note("abstract_run", {"device": settings.device, "stand_in": "cpu fake tensors",
@@ -43,6 +56,8 @@ def abstract_script(recorder, settings: AbstractSettings, capability: tuple = (9
         cause = _root(e)
         if isinstance(cause, TooLargeForAbstract):
             recorder.note("abstract_stopped", {"reason": "too_large", "message": str(cause)})
+            if not stop:
+                raise
             print(f"thundervis: refused: {cause}", file=sys.stderr)
             raise AbstractStop(2) from None
         if not data_dependent(cause) and not data_dependent(e):
@@ -53,6 +68,8 @@ def abstract_script(recorder, settings: AbstractSettings, capability: tuple = (9
             f"abstract run does not compute: `{where[2]}`")
         recorder.note("abstract_stopped", {"reason": "data_dependent", "file": where[0], "line": where[1],
                                            "code": where[2], "message": message.splitlines()[0][:500]})
+        if not stop:
+            raise
         print(f"thundervis: the abstract run stopped: {message.splitlines()[0]}", file=sys.stderr)
         raise AbstractStop(2) from None
     finally:

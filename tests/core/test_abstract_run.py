@@ -149,3 +149,19 @@ def test_too_large_is_refused_with_the_estimate(monkeypatch):
     check_size(100, CompileObserver(), 0)
     with pytest.raises(TooLargeForAbstract, match=r"needs about \d+\.\d GiB and 1\.0 GiB may be used"):
         check_size(10_000_000, CompileObserver(), 0)
+
+
+@pytest.mark.slow
+def test_jit_abstract_in_a_notebook_runs_on_fake_tensors_only():
+    import torch
+    import thundervis
+    from thundervis.compiler.abstract import NeedsRealValue
+    real = thundervis.jit(torch.nn.Linear(8, 8), abstract=True)
+    with pytest.raises(NeedsRealValue, match="called on real tensors"):
+        real(torch.randn(2, 8))
+    with thundervis.abstract_mode():
+        m = torch.nn.Linear(8, 8).cuda()
+        y = thundervis.jit(m, abstract=True)(torch.randn(2, 8, device="cuda"))
+        y.sum().backward()
+        assert tuple(y.shape) == (2, 8) and f"{y.sum().item():.3f}" == "<abstract>"
+        assert type(m.weight.grad).__name__ == "FakeTensor"  # nothing allocated, nothing ran
