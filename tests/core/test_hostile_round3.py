@@ -259,11 +259,12 @@ def _counted_group(base, tmp_path, monkeypatch):
     group.mkdir()
     for r in range(6):
         shutil.copy(base, group / f"rank-{r:05d}.tvrec")
-    listed, opened = [], []
+    listed, opened, checked = [], [], []
     real_listdir, real_open = os.listdir, file_store.FileStore._open_checked.__func__
     monkeypatch.setattr(os, "listdir", lambda p=".": (listed.append(os.path.abspath(p)), real_listdir(p))[1])
-    monkeypatch.setattr(file_store.FileStore, "_open_checked",
-                        classmethod(lambda cls, path, check: (opened.append(path), real_open(cls, path, check))[1]))
+    monkeypatch.setattr(file_store.FileStore, "_open_checked", classmethod(
+        lambda cls, path, check: (opened.append(path), checked.append(check), real_open(cls, path, check))[2]))
+    monkeypatch.setattr(sys.modules[__name__], "_checked", checked, raising=False)
     return str(group), listed, opened
 
 
@@ -277,5 +278,31 @@ def test_group_commands_are_linear_in_the_ranks(_counted_group, capsys, argv):
     if argv[0] == "numerics":  # every rank once, the folder a constant number of times
         assert sorted(opened) == sorted(os.path.join(group, f"rank-{r:05d}.tvrec") for r in range(6))
         assert n_list <= 5, n_list
+        assert not any(_checked)  # no whole-file quick_check per rank: it read the whole group
     else:  # one named rank: that rank's file only, not every rank's overview
         assert opened == [os.path.join(group, "rank-00003.tvrec")] and n_list <= 5
+
+
+def test_ls_group_decodes_only_each_chains_final_trace_and_still_tells_variants(base, _counted_group, capsys,
+                                                                                 monkeypatch):
+    from core_helpers import run_cli
+    from thundervis.recording import group_texts, open_recording
+    group, _, _ = _counted_group
+    decoded, real = [], group_texts.canonical_trace_json
+    monkeypatch.setattr(group_texts, "canonical_trace_json", lambda text: (decoded.append(1), real(text))[1])
+    with open_recording(base) as rec:
+        n_chains = sum(len(g.chains) for g in rec.graphs())
+    code, out, err = run_cli(capsys, "ls", group)
+    assert code == 0 and "identical on every rank" in out, err
+    assert len(decoded) == 6 * n_chains  # not every pass of every rank: ls on 2,000 ranks took 50 s
+    other = os.path.join(group, "rank-00005.tvrec")  # a rank whose final forward trace differs
+    conn = sqlite3.connect(other)
+    idx, blob = conn.execute("SELECT idx, trace_json FROM passes WHERE chain='forward' AND trace_json IS NOT NULL"
+                             " ORDER BY idx DESC LIMIT 1").fetchone()
+    d = json.loads(zlib.decompress(blob))
+    d["symbols"] = d["symbols"][::-1]
+    conn.execute("UPDATE passes SET trace_json=? WHERE chain='forward' AND idx=?", (zlib.compress(json.dumps(d).encode()), idx))
+    conn.commit()
+    conn.close()
+    code, out, err = run_cli(capsys, "ls", group)
+    assert code == 0 and "differ between ranks: 2 variants" in out and "ranks 0-4" in out, out + err

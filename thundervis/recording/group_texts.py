@@ -60,6 +60,47 @@ def trace_hashes(rec) -> list[tuple]:
     return out
 
 
+def listing_hashes(rec) -> list[tuple]:
+    """Return (graph, chain, index, pass name, key) for every pass of the recording ``rec``, as
+    cheap as a group listing needs (``ls GROUP`` of thousands of unpacked ranks): the final pass of
+    each chain keyed by the fingerprint of its canonical trace (what the rank ran, as
+    :func:`trace_hashes` keys it), every other pass by its shape (changed, symbol count, which pass
+    its trace is held by), read from the passes table without decoding its trace. Equal lists: the
+    ranks ran identical traces through passes of the same shape (``diff --ranks`` compares every
+    pass's trace with :func:`trace_hashes`)."""
+    rows = rec.store.rows("SELECT graph_id, chain, idx, name, changed, n_symbols, symbols_from FROM passes"
+                          " ORDER BY graph_id, chain, idx")
+    last = {}
+    for g, c, i, *_ in rows:
+        last[(g, c)] = i
+    out = []
+    for g, c, i, name, changed, n, src in rows:
+        if last[(g, c)] == i:
+            key = _final_key(rec, g, c, i, src)
+        else:
+            key = f"shape {changed!r} {n!r} {src!r}"
+        out.append((g, c, i, name, key))
+    return out
+
+
+def _final_key(rec, g: int, c: str, i: int, src) -> str:
+    """The fingerprint of the canonical trace pass ``i`` holds (a packed rank's reference names it
+    without reading the group's store, as in :func:`trace_hashes`)."""
+    store = rec.store
+    for idx in dict.fromkeys((i, src)):
+        held = store.rows("SELECT trace_json FROM passes WHERE graph_id=? AND chain=? AND idx=?", (g, c, idx))
+        tj = held[0][0] if held else None
+        if tj is not None:
+            fp = ref_fp(tj) if store.is_reference(tj) else None
+            if fp is not None:
+                return fp
+            break
+    try:
+        return fingerprint(canonical_trace_json(rec.pass_json(g, c, i)))
+    except (ValueError, RecursionError):
+        return "damaged"
+
+
 def missing_blobs(rec, cache: Optional[dict] = None) -> list[str]:
     """Return what a packed rank file refers to but cannot find (empty when complete): one line
     per missing kind, e.g. ``traces.tvstore (42 texts)``. ``cache`` (shared by the ranks of one
