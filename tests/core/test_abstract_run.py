@@ -127,12 +127,15 @@ def test_placeholder_prints_and_refuses_comparisons():
 def test_gpu_option_needs_abstract_and_known_names():
     from thundervis.commands.abstract_options import abstract_settings
     from thundervis.errors import UserError
-    ns = lambda **k: argparse.Namespace(**{"abstract": True, "device": "cuda", "abstract_gpus": None, **k})  # noqa: E731
+    ns = lambda **k: argparse.Namespace(**{"abstract": True, "device": None, "abstract_gpus": None, **k})  # noqa: E731
     assert abstract_settings(ns(abstract_gpus="h100,h200,a100,b200")).gpus == ("h100", "h200", "a100", "b200")
     with pytest.raises(UserError, match="no GPU 'x100'"):
         abstract_settings(ns(abstract_gpus="x100"))
     with pytest.raises(UserError, match="add --abstract"):
         abstract_settings(ns(abstract=False, abstract_gpus="h100"))
+    with pytest.raises(UserError, match="--device is for an abstract run"):
+        abstract_settings(ns(abstract=False, device="cpu"))
+    assert abstract_settings(ns(device=None)).device == "cuda"
 
 
 def test_block_folding_labels():

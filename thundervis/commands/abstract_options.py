@@ -11,7 +11,7 @@ def add_abstract_arguments(p) -> None:
     p.add_argument("--abstract", action="store_true",
                    help="run the script on fake tensors: nothing allocated, no kernel executed; every graph "
                         "is compiled and recorded, and the fit and step time are answered per GPU")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+    p.add_argument("--device", choices=("cuda", "cpu"), default=None,
                    help="with --abstract: cuda (default): the script's own code sees a GPU "
                         "(torch.cuda.is_available() is True for it); cpu: it sees none")
     p.add_argument("--gpu", dest="abstract_gpus", metavar="LIST", default=None,
@@ -25,8 +25,10 @@ def abstract_settings(args):
     from thundervis.gpus import GPUS, UnknownGPU, gpu_for
     gpus = getattr(args, "abstract_gpus", None)
     if not getattr(args, "abstract", False):
-        if gpus is not None:
-            raise UserError("--gpu answers for an abstract run: add --abstract (thundervis run --abstract --gpu h100 SCRIPT).")
+        for given, name in ((gpus, "--gpu"), (getattr(args, "device", None), "--device")):
+            if given is not None:
+                raise UserError(f"{name} is for an abstract run: add --abstract (thundervis run --abstract {name} "
+                                f"{given} SCRIPT).")
         return None
     keys = []
     for spec in (gpus or "h100").split(","):
@@ -38,7 +40,7 @@ def abstract_settings(args):
             raise UserError(f"--gpu: no GPU {spec.strip()!r} in the table (choices: {', '.join(GPUS)}).") from None
     if not keys:
         raise UserError(f"--gpu wants GPU names, e.g. h100,h200 (choices: {', '.join(GPUS)}).")
-    return AbstractSettings(device=args.device, gpus=tuple(dict.fromkeys(keys)))
+    return AbstractSettings(device=args.device or "cuda", gpus=tuple(dict.fromkeys(keys)))
 
 
 def print_abstract_answer(path: str) -> None:

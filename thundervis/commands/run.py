@@ -102,7 +102,10 @@ def cmd_run(args) -> int:
     if getattr(args, "no_cache", False):  # read by every compiler of this run, torchrun's workers too
         os.environ["THUNDERVIS_COMPILE_CACHE"] = "off"
     from thundervis.commands.torchrun_options import distributed_requested
+    abstract = abstract_settings(args)
     if distributed_requested(args):
+        if abstract is not None:
+            raise UserError("--abstract runs the script in one process: drop --nproc-per-node (or --abstract).")
         from thundervis.commands.run_group import cmd_run_group
         # run.py hands its helpers over: run_group never imports run (no import cycle)
         return cmd_run_group(args, script, module, script_args, open_viewer=open_viewer,
@@ -110,7 +113,6 @@ def cmd_run(args) -> int:
     executors, profile = check_run_options(args, script, module)  # before the output folder is made
     targets = parse_target_option(getattr(args, "gpu_targets", None))
     out = runner.check_output(args.out or runner.default_output(target_stem(script, module)))
-    abstract = abstract_settings(args)
     if abstract is None:
         _say_once_about_cpu(executors)
     result = runner.run_target(script=script, module=module, args=script_args, out=out,

@@ -112,8 +112,9 @@ class AbstractAnswer:
 
     def text_lines(self, top: int = 3) -> list[str]:
         """Return the lines ``run`` and ``ls`` print."""
-        out = [f"abstract run: fake tensors, nothing allocated, no kernel executed (the script's {self.device} "
-               f"device stood in for by CPU fake tensors)"]
+        seen = ("the script saw a GPU, stood in for by CPU fake tensors" if self.device == "cuda" else
+                "the script saw no GPU (--device cpu)")
+        out = [f"abstract run: fake tensors, nothing allocated, no kernel executed ({seen})"]
         if self.placeholders:
             sites = ", ".join(f"{os.path.basename(p['file'])}:{p['line']} {p['kind']}"
                               + (f" ×{p['count']}" if p["count"] > 1 else "") for p in self.placeholders[:5])
