@@ -209,6 +209,8 @@ def _patches(placeholders: Placeholders, gpu_visible: bool, capability: tuple) -
         return nest(list(self.shape)) if self.numel() <= 65536 else v
 
     def tensor_bool(self):
+        if script_frame(2) is not sys._getframe(1):  # torch's own code gets torch's own exception
+            return torch.Tensor.__bool__(self)
         raise _needs("the truth of a tensor", script_frame(2))
 
     def fake_repr(self, *, tensor_contents=None):

@@ -168,3 +168,14 @@ def test_jit_abstract_in_a_notebook_runs_on_fake_tensors_only():
         y.sum().backward()
         assert tuple(y.shape) == (2, 8) and f"{y.sum().item():.3f}" == "<abstract>"
         assert type(m.weight.grad).__name__ == "FakeTensor"  # nothing allocated, nothing ran
+
+
+def test_branching_on_a_tensor_stops_naming_the_line(tmp_path, capsys):
+    result, _ = _run(tmp_path, """
+        import torch
+        x = torch.randn(3, device="cuda")
+        if (x > 0).any():
+            print("some positive")
+        """)
+    assert result.exit_code == 2
+    assert "train.py:3 needs a real value (the truth of a tensor)" in capsys.readouterr().err

@@ -155,7 +155,9 @@ def _gb(n: float) -> str:
 
 
 def _ms(us: float) -> str:
-    """Return a time in its unit: ``412 ms``, ``3.27 ms``, ``12.5 µs``."""
+    """Return a time in its unit: ``1.97 s``, ``412 ms``, ``12.5 µs``."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3g} s"
     return f"{us / 1e3:.3g} ms" if us >= 1e3 else f"{us:.3g} µs"
 
 
