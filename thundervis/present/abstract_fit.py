@@ -223,6 +223,22 @@ def _folding(rec) -> str:
     return ("folded: " + "; ".join(parts)) if parts else ""
 
 
+def _kernel_folds(rec) -> dict:
+    """Return {(graph, chain, kernel name): label}: kernels with the same ops over the same input and
+    output shapes (one per repeated layer) share the label ``fw_fusion_3 × 32``."""
+    def meta(ts):
+        return tuple((str(t.get("shape")), str(t.get("dtype"))) for t in ts if isinstance(t, dict))
+    groups: dict = {}
+    try:
+        kernels = rec.kernels()
+    except Exception:  # unreadable kernel rows: every kernel stands alone
+        return {}
+    for k in kernels:
+        groups.setdefault((k.chain, tuple(map(str, k.ops)), meta(k.inputs), meta(k.outputs)), []).append(k)
+    return {(k.graph, k.chain, k.name): f"{ks[0].name} × {len(ks)}" if len(ks) > 1 else k.name
+            for ks in groups.values() for k in ks}
+
+
 def _tokens(rec) -> int:
     """Return the tokens of a step: the most elements of an integer input (token ids) of the first
     four graphs' forward chains, else the rows of graph 0's first input of two or more dimensions."""
@@ -267,7 +283,7 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
     if not elements and params:
         elements = params // 2  # bf16 assumed when no optimizer step told the element count
     costs = chain_costs(rec)
-    where = _attribution(rec, costs)
+    where, folds = _attribution(rec, costs), _kernel_folds(rec)
     tokens = _tokens(rec)
     answers = []
     for k in keys:
@@ -276,7 +292,8 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
         for (graph, chain), cs in costs.items():
             for c in cs:
                 us = c.roofline_us(g)
-                kern[c.name] = kern.get(c.name, 0.0) + us
+                name = folds.get((graph, chain, c.name), c.name)  # a repeated layer's kernels fold
+                kern[name] = kern.get(name, 0.0) + us
                 module, label = where.get((graph, chain, c.uid), ("", "(no source line)"))
                 b = block_of(module)
                 m = _INDEX.match(module or "")
