@@ -9,6 +9,7 @@ lines, rows), so an over-budget part reads "too large to show" and the rest of t
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import sqlite3
@@ -62,11 +63,11 @@ def _sql(path: str, sql: str, params=()) -> None:
         conn.close()
 
 
-def json_bomb(base: str, folder) -> str:
-    """The first and last stored forward pass's trace JSON is ~250 MiB of ``{"a":[]}`` objects
-    (0.25 MB compressed each)."""
+def json_bomb(base: str, folder, mib: int = 250) -> str:
+    """The first and last stored forward pass's trace JSON is ~``mib`` MiB of ``{"a":[]}`` objects
+    (0.25 MB compressed each at 250 MiB; 4 MiB is already past the smallest object budget)."""
     path = _copy(base, folder, "json_bomb.tvrec")
-    blob = _zlib_of(b'{"a":[]},', 250 * MiB, b"[", b'{"a":[]}]')
+    blob = _zlib_of(b'{"a":[]},', mib * MiB, b"[", b'{"a":[]}]')
     _sql(path, "UPDATE passes SET trace_json=?, delta_base=NULL WHERE chain='forward' AND idx IN"
          " ((SELECT MIN(idx) FROM passes WHERE chain='forward'), (SELECT MAX(idx) FROM passes WHERE chain='forward'"
          " AND trace_json IS NOT NULL))", (blob,))
@@ -306,3 +307,26 @@ def test_ls_group_decodes_only_each_chains_final_trace_and_still_tells_variants(
     conn.close()
     code, out, err = run_cli(capsys, "ls", group)
     assert code == 0 and "differ between ranks: 2 variants" in out and "ranks 0-4" in out, out + err
+
+
+def test_a_bombed_pass_is_left_out_and_the_rest_of_the_recording_shows(base, tmp_path, capsys):
+    from core_helpers import run_cli
+    path = json_bomb(base, tmp_path, mib=4)  # 930k objects: over the 500k budget, quick to inflate
+    too_large = r"too large to show \([\d.]+ MiB\)"
+    code, out, err = run_cli(capsys, "show", path)  # the default pass is the bombed one: named, not refused
+    assert code == 0 and not err and len(out.splitlines()) == 1, out + err
+    assert re.search(r"# graph 0 · forward · after \d+ \w+: the trace is " + too_large, out)
+    code, out, err = run_cli(capsys, "show", path, "--chain", "backward")
+    assert code == 0 and "return (" in out and "too large" not in out, err
+    code, out, err = run_cli(capsys, "diff", path, "--chain", "backward")
+    assert code == 0 and "too large" not in out + err
+    code, out, err = run_cli(capsys, "dot", path, "--chain", "backward", "-o", str(tmp_path / "b.dot"))
+    assert code == 0 and (tmp_path / "b.dot").read_text().startswith("digraph")
+    code, out, err = run_cli(capsys, "ls", path)
+    assert code == 0 and "forward    compiled · 12 passes" in out
+    code, out, err = run_cli(capsys, "diff", base, path)  # the run comparison leaves that chain out, says so
+    assert code == 0 and "no fusion differences" in out and re.search("forward pass 11: the trace is " + too_large, out)
+    for argv in (["dot", path, "-o", str(tmp_path / "f.dot")], ["diff", path], ["bisect", path, "--chain", "forward"]):
+        code, out, err = run_cli(capsys, *argv)  # only the bombed part is refused, in one sentence
+        assert code == 2 and re.search(r"graph 0 forward pass \d+ is " + too_large, err), (argv, err)
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

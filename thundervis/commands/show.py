@@ -27,12 +27,16 @@ def cmd_show(args) -> int:
     from thundervis.errors import sentence
     from thundervis.present.errors import DataError
     from thundervis.present.trace_lines import trace_text
-    from thundervis.recording import RecordingError
+    from thundervis.present.pass_traces import too_large_lines
+    from thundervis.recording import RecordingError, TooLarge
     with readable(args.recording, args.rank) as rec:
         chosen = selection(rec, args.graph, args.chain, args.pass_)  # present.selection
         g, c, p = chosen.graph, chosen.chain, chosen.pass_
+        text = None
         try:
             trace = rec.pass_trace(g.id, c.kind, p.index)
+        except TooLarge as e:  # only this part is left out: the pass is named with its size
+            trace, text = None, too_large_lines(g.id, c.kind, p.index, p.name, e)
         except RecordingError:
             if args.uids or args.no_source or args.no_shapes:
                 raise  # one sentence, exit 2 (readable)
@@ -43,7 +47,7 @@ def cmd_show(args) -> int:
                                   shapes=not args.no_shapes)
             except DataError as e:
                 raise UserError(sentence(e)) from None
-        else:
+        elif text is None:
             text = rec.pass_text(g.id, c.kind, p.index)
         text += collectives_comment(rec, g.id, c.kind)
     text = visible(text)  # text from the recording: control characters made visible, also under rich

@@ -70,6 +70,7 @@ class GraphSide:
     finals: dict[str, Trace]
     timings: dict = field(default_factory=dict)
     chain_walls: dict = field(default_factory=dict)  # chain -> median wall time per call (µs), profiled runs
+    too_large: frozenset = frozenset()  # chains whose final trace is too large to show: not compared
 
 
 @dataclass
@@ -81,6 +82,7 @@ class RunSide:
     executors: Optional[list]
     graphs: list[GraphSide]
     paths: dict = field(default_factory=dict)  # (graph, chain, kernel) -> "cpu via torch" (diff.paths)
+    left_out: tuple = ()  # one sentence per trace too large to show: its chain is not compared
 
 
 def _src_label(b: BoundSymbol) -> str:
@@ -349,7 +351,7 @@ def compare_fusions(fa: list[FusionInfo], fb: list[FusionInfo], chain: str,
 def compare_runs(a: RunSide, b: RunSide) -> RunComparison:
     """Return the comparison of runs ``a`` and ``b``: graphs matched by signature (then by shared
     source lines), fusions matched by identity, then grouped by shared fused ops."""
-    notes = []
+    notes = [f"{side.label}: {why}" for side in (a, b) for why in side.left_out]
     same_script = (a.script or "").rsplit("/", 1)[-1] == (b.script or "").rsplit("/", 1)[-1]
     if not same_script:
         notes.append(f"the recordings are of different scripts ({a.script} and {b.script}); compared anyway")
@@ -359,7 +361,8 @@ def compare_runs(a: RunSide, b: RunSide) -> RunComparison:
     changes: list[FusionChange] = []
     for ia, ib, _ in pairs:
         ga, gb = ga_by_id[ia], gb_by_id[ib]
-        chains = [c for c in _COMPARED_CHAINS if c in ga.finals or c in gb.finals]
+        chains = [c for c in _COMPARED_CHAINS if (c in ga.finals or c in gb.finals)
+                  and c not in ga.too_large | gb.too_large]
         for chain in chains:
             fa = fusions_of_trace(ga.finals[chain], ia, ga.timings) if chain in ga.finals else []
             fb = fusions_of_trace(gb.finals[chain], ib, gb.timings) if chain in gb.finals else []
@@ -405,18 +408,33 @@ def run_side_from_recording(rec, label: Optional[str] = None) -> RunSide:
     for c in tm.chains:
         if c.wall_median_us is not None:
             walls.setdefault(c.graph, {})[c.chain] = c.wall_median_us
-    graphs = []
+    from thundervis.recording import TooLarge
+    graphs, left_out = [], []
+
+    def trace_or_none(g: int, chain: str, index: int):
+        try:
+            return rec.pass_trace(g, chain, index)
+        except TooLarge as e:  # only this chain is left out of the comparison, with its sentence
+            left_out.append(f"graph {g} {chain} pass {index}: the trace is too large to show ({e.shown}); "
+                            "not compared")
+            return None
     for g in rec.graphs():
         finals: dict[str, Trace] = {}
-        sig_trace = None
+        sig_trace, too_large = None, set()
         for c in g.chains:
             if not c.passes:
                 continue
             if c.kind in _COMPARED_CHAINS:
-                finals[c.kind] = rec.pass_trace(g.id, c.kind, c.passes[-1].index)
+                final = trace_or_none(g.id, c.kind, c.passes[-1].index)
+                if final is not None:
+                    finals[c.kind] = final
+                else:
+                    too_large.add(c.kind)
             if sig_trace is None or c.kind == "dynamo":
                 if c.kind in ("dynamo",) + _COMPARED_CHAINS:
-                    sig_trace = rec.pass_trace(g.id, c.kind, c.passes[0].index)
+                    sig_trace = trace_or_none(g.id, c.kind, c.passes[0].index) or sig_trace
         sig, sources = graph_signature(sig_trace) if sig_trace is not None else (f"empty{g.id}", frozenset())
-        graphs.append(GraphSide(g.id, sig, sources, finals, timings.get(g.id, {}), walls.get(g.id, {})))
-    return RunSide(label or rec.path, run.script or run.target, run.executors, graphs, fusion_paths(rec.events()))
+        graphs.append(GraphSide(g.id, sig, sources, finals, timings.get(g.id, {}), walls.get(g.id, {}),
+                                frozenset(too_large)))
+    return RunSide(label or rec.path, run.script or run.target, run.executors, graphs, fusion_paths(rec.events()),
+                   tuple(dict.fromkeys(left_out)))

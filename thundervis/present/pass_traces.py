@@ -64,3 +64,11 @@ class PassTraces:
         with self._lock:
             for store in self._caches.values():
                 store.clear()
+
+
+def too_large_lines(graph: int, chain: str, index: int, name: str, err) -> str:
+    """Return what a view shows in place of a pass trace too large to show (``err``: the
+    recording's ``TooLarge``): a comment line naming the pass and its size, e.g. ``# graph 0 ·
+    forward · after 11 codegen: the trace is too large to show (251 MiB)``."""
+    shown = getattr(err, "shown", None) or "size unknown"
+    return f"# graph {graph} · {chain} · after {index} {name}: the trace is too large to show ({shown})\n"

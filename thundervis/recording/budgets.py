@@ -29,11 +29,12 @@ MAX_OBJECTS = 3_000_000
 
 class TooLarge(RecordingError):
     """A part of a recording too large to build into a view: ``str()`` is one sentence ending in
-    "too large to show (N MiB)"; ``size`` is its expanded size in bytes (or what was seen of it)."""
+    "too large to show (N MiB)"; ``size`` is its expanded size in bytes (or what was seen of it),
+    ``shown`` the "N MiB" (or "over N MiB") of the sentence."""
 
     def __init__(self, where: str, what: str, size: int, cap: Optional[int] = None):
         self.size = size
-        shown = f"over {size_mib(cap)}" if cap is not None and size > cap else size_mib(size)
+        self.shown = shown = f"over {size_mib(cap)}" if cap is not None and size > cap else size_mib(size)
         super().__init__(f"{where}: {what} is too large to show ({shown}).")
 
 
