@@ -225,7 +225,7 @@ class TritonExecutor(FusionExecutor):
 
         def plan() -> Optional[str]:
             try:
-                generate(members, outputs, kind, phase_limit=self.phase_limit)
+                generate(members, outputs, kind, phase_limit=self.phase_limit, check=True)  # no text: only whether
             except Unfusable as e:
                 return str(e)
             return None

@@ -8,7 +8,8 @@ from __future__ import annotations
 from ..ir import BoundSymbol, TensorProxy
 from . import triton_ops as ops
 from .triton_codegen import FREE_OPS as FREE
-from .triton_codegen import Part, Unfusable, prim_name
+from .part_checks import GrowingPart, part_generates
+from .triton_codegen import Part, prim_name
 from .triton_index import out_strides
 
 
@@ -39,20 +40,17 @@ class PhasePlan:
     def fits(self, own) -> bool:
         """Whether members ``own`` (and the free ones they read) generate as one part."""
         members = self.members
-        try:
-            returned = [p for i in own for p in members[i].flat_outputs() if p.name in self.region_out]
-            part = Part([members[i] for i in self.closure(own)], returned, self.device_kind, read_strides=self.written)
-            part.run()
-            for k, p in enumerate(returned):
-                part.store(k, p)
-            return True
-        except Unfusable:
-            return False
+        returned = [p for i in own for p in members[i].flat_outputs() if p.name in self.region_out]
+        # asked again for every member and every merge that grows the region: answered once
+        return part_generates([members[i] for i in self.closure(own)], returned, self.device_kind,
+                              read_strides=self.written)
 
     def _plan(self) -> list[tuple[str, list[int]]]:
         members, free, region_out = self.members, self.free, self.region_out
         plan: list[tuple[str, list[int]]] = []  # kinds: gen, copy, put
         cur: list[int] = []
+        grower = GrowingPart(self)  # fits(cur + [i]), asked as cur grows: cost independent of len(cur)
+        grown = GrowingPart.EMPTY
         for i, b in enumerate(members):
             if i in free and not any(p.name in region_out for p in b.flat_outputs()):
                 continue  # re-derived by each part that needs it
@@ -61,14 +59,18 @@ class PhasePlan:
                     plan.append(("gen", cur))
                     cur = []
                 plan += [("copy", [i]), ("put", [i])]
+                grown = GrowingPart.EMPTY
                 continue
-            if self.fits(cur + [i]):
+            more = grower.grow(grown, i)
+            if grower.generates(more):
                 cur.append(i)
+                grown = more
                 continue
             if cur:
                 plan.append(("gen", cur))
             cur = [i]
-            if not self.fits(cur):
+            grown = grower.grow(GrowingPart.EMPTY, i)
+            if not grower.generates(grown):
                 Part([members[j] for j in self.closure(cur)], [], self.device_kind,
                      read_strides=self.written).run()  # raises why
         if cur:

@@ -35,6 +35,7 @@ from .triton_ops import REDUCTIONS
 from .triton_region import reduced_last, reduces_apart
 from .triton_index import out_strides
 from .triton_index import numel, strides_of
+from .part_checks import part_inputs
 from .triton_phase_plan import PhasePlan, free_closure
 
 PHASE_LIMIT = 1 << 16
@@ -66,20 +67,27 @@ class KernelSource:
     kernels: tuple = ()
 
 
+# What a check-only :func:`generate` returns: the region generates (no text was written).
+CHECKED = KernelSource("", 0, "")
+
+
 def generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str = "",
-             phase_limit: int = PHASE_LIMIT) -> KernelSource:
+             phase_limit: int = PHASE_LIMIT, check: bool = False) -> KernelSource:
     """Return the Triton module source for a region (members in trace order); raise Unfusable.
     Its ``jit_lines`` map a line of the jitted source to the index in ``members`` of the symbol
     the line was generated for (the plans rewrite the members; each rewritten symbol keeps the uid
-    of the one it came from)."""
-    ks = _generate(members, outputs, device_kind, title, phase_limit)
+    of the one it came from). ``check``: only whether it generates (raises exactly when the module
+    would), returning :data:`CHECKED` without writing any text."""
+    ks = _generate(members, outputs, device_kind, title, phase_limit, check)
+    if check:
+        return ks
     position = {b.uid: i for i, b in enumerate(members)}
     return dataclasses.replace(ks, jit_lines={line: position[uid] for line, uid in ks.jit_lines.items()
                                               if uid in position})
 
 
 def _generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, title: str,
-              phase_limit: int) -> KernelSource:
+              phase_limit: int, check: bool = False) -> KernelSource:
     given = members
     members = [r for b in members for r in (reduced_last(b) if prim_name(b) in REDUCTIONS and reduces_apart(b)
                                             else (b,))]
@@ -89,23 +97,23 @@ def _generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kin
         for k, p in enumerate(outputs):
             part.store(k, p)
         if part.looped and part.M == 1:  # one program would walk the whole tensor: split it
-            split = _split(members, outputs, device_kind)
+            split = _split(members, outputs, device_kind, check)
             if split is not None:
                 return split
-        return _module([(part, members)], members, outputs, [], "single", device_kind)
+        return _module([(part, members)], members, outputs, [], "single", device_kind, check)
     except Unfusable as e:
         first = e
-    framed = _in_frame(given, outputs, device_kind)
+    framed = _in_frame(given, outputs, device_kind, check)
     if framed is not None:
         return framed
     comps = components(members)
     if len(comps) > 1:
         try:
-            return _sections(comps, members, outputs, device_kind)
+            return _sections(comps, members, outputs, device_kind, check)
         except Unfusable:
             pass
     if phase_limit and _small(members, phase_limit):
-        return _phases(members, outputs, device_kind)
+        return _phases(members, outputs, device_kind, check)
     put = next((prim_name(b) for b in members if prim_name(b) in ops.PUTS), None)
     if put is not None:  # say why no phase of its own was tried
         raise Unfusable(f"{put} runs as a phase of its own, only in a region whose tensors have at most "
@@ -113,7 +121,7 @@ def _generate(members: list[BoundSymbol], outputs: list[TensorProxy], device_kin
     raise first
 
 
-def _in_frame(members, outputs, device_kind) -> Optional[KernelSource]:
+def _in_frame(members, outputs, device_kind, check: bool = False) -> Optional[KernelSource]:
     """Return the single-kernel plan of a region run in its reductions' permuted frame
     (:mod:`.triton_frame`), or None when that does not apply or does not generate."""
     from .triton_frame import permuted_frame
@@ -126,14 +134,14 @@ def _in_frame(members, outputs, device_kind) -> Optional[KernelSource]:
         part.run()
         for k, p in enumerate(framed_outputs):
             part.store(k, p)
-        ks = _module([(part, framed)], framed, outputs, [], "single", device_kind)
+        ks = _module([(part, framed)], framed, outputs, [], "single", device_kind, check)
     except Unfusable:
         return None
     return dataclasses.replace(ks, note=f"{ks.note}; iterates in its reductions' frame, dims in the order "
                                          f"{list(perm)} (the reduced ones last)")
 
 
-def _split(members, outputs, device_kind) -> Optional[KernelSource]:
+def _split(members, outputs, device_kind, check: bool = False) -> Optional[KernelSource]:
     """Return the two-launch plan of a whole-tensor reduction (:mod:`.triton_split`), or None."""
     from .triton_split import split_region
     plan = split_region(members, outputs)
@@ -151,7 +159,7 @@ def _split(members, outputs, device_kind) -> Optional[KernelSource]:
         b.run()
         for k, p in enumerate(b_outs):
             b.store(k, p)
-        return _module([(a, first), (b, second)], first + second, outputs, [scratch], "launches", device_kind)
+        return _module([(a, first), (b, second)], first + second, outputs, [scratch], "launches", device_kind, check)
     except Unfusable:
         return None
 
@@ -181,7 +189,7 @@ def _small(members: list[BoundSymbol], limit: int) -> bool:
     return all(numel(p.shape) <= limit for b in members for p in b.flat_inputs() + b.flat_outputs())
 
 
-def _sections(comps, members, outputs, device_kind) -> KernelSource:
+def _sections(comps, members, outputs, device_kind, check: bool = False) -> KernelSource:
     made = {p.name for b in members for p in b.flat_outputs()}
     parts = []
     for c, idx in enumerate(comps):
@@ -193,11 +201,14 @@ def _sections(comps, members, outputs, device_kind) -> KernelSource:
         for k, p in enumerate(outs):
             part.store(k, p)
         parts.append((part, mine))
-    return _module(parts, members, outputs, [], "sections", device_kind)
+    return _module(parts, members, outputs, [], "sections", device_kind, check)
 
 
-def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str) -> KernelSource:
+def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str,
+            check: bool = False) -> KernelSource:
     plan = PhasePlan(members, outputs, device_kind)
+    if check:
+        return _phases_check(plan, outputs)
     closure, written, region_out = plan.closure, plan.written, plan.region_out
     stored = {p.name for kind, own in plan.steps if kind == "copy" for p in members[own[0]].flat_outputs()}
     reads_after = plan.reads_after()
@@ -235,9 +246,51 @@ def _phases(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind:
     return _module(parts, members, outputs, scratch, "launches" if spread else "phases", device_kind)
 
 
+def _phases_check(plan: PhasePlan, outputs: list[TensorProxy]) -> KernelSource:
+    """Return :data:`CHECKED` when the phases of ``plan`` generate (raise Unfusable as
+    :func:`_phases` would); each step's part is answered once per fuse pass (:mod:`.part_checks`)."""
+    members, closure, written, region_out = plan.members, plan.closure, plan.written, plan.region_out
+    stored = {p.name for kind, own in plan.steps if kind == "copy" for p in members[own[0]].flat_outputs()}
+    reads_after = plan.reads_after()
+    reads: list[tuple[str, ...]] = []
+    for n, (kind, own) in enumerate(plan.steps):
+        later = set().union(*reads_after[n + 1:]) if n + 1 < len(plan.steps) else set()
+        if kind == "put":
+            reads.append(part_inputs([members[j] for j in closure(own)], [], plan.device_kind, written, True))
+            continue
+        if kind == "copy":
+            b = members[own[0]]
+            copy = BoundSymbol("prims.clone", (b.args[0],), {}, b.outputs, uid=b.uid, aten="aten.clone.default")
+            part = Part([members[j] for j in free_closure(b, plan.producer, plan.free, members)] + [copy],
+                        [b.outputs], plan.device_kind, read_strides=written)
+            part.run()
+            part.store(0, b.outputs)
+            reads.append(tuple(p.name for p in part.inputs))
+            stored.add(b.outputs.name)
+            continue
+        outs = [p for j in own for p in members[j].flat_outputs()
+                if (p.name in region_out or p.name in later) and p.name not in stored]
+        reads.append(part_inputs([members[j] for j in closure(own)], outs, plan.device_kind, written))
+        stored.update(p.name for p in outs)
+    _check_reads(reads, members)
+    return CHECKED
+
+
+def _check_reads(reads: list, members: list[BoundSymbol]) -> None:
+    """Raise Unfusable when a part reads (by name, per part in ``reads``) a value that the region
+    neither computes nor takes as an input."""
+    made = {p.name for b in members for p in b.flat_outputs()}
+    inputs = {p.name for b in members for p in b.flat_inputs()} - made
+    for names in reads:
+        for name in names:
+            if name not in made and name not in inputs:
+                raise Unfusable(f"{name} is read but is not an input of the region")
+
+
 def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy], scratch: list[TensorProxy],
-            mode: str, device_kind: str) -> KernelSource:
-    """Return the module text: the kernel made of ``parts`` ((Part, its symbols) pairs) and its launcher."""
+            mode: str, device_kind: str, check: bool = False) -> KernelSource:
+    """Return the module text: the kernel made of ``parts`` ((Part, its symbols) pairs) and its launcher
+    (``check``: only raise Unfusable where the text would, and return :data:`CHECKED`)."""
     # The launcher takes the region's inputs in the order the fusion symbol passes them: by first
     # read in member order (as the fuse pass lists them).
     made = {p.name for b in members for p in b.flat_outputs()}
@@ -251,6 +304,8 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
         for p in part.inputs:
             if p.name not in made and all(q.name != p.name for q in inputs):
                 raise Unfusable(f"{p.name} is read but is not an input of the region")
+    if check:
+        return CHECKED
     param = {p.name: f"arg{i}" for i, p in enumerate(inputs)}
     param.update({p.name: f"res{k}" for k, p in enumerate(outputs)})
     param.update({p.name: f"tmp{j}" for j, p in enumerate(scratch)})
