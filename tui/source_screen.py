@@ -176,7 +176,12 @@ class SourceScreen(DetailScreen):
 
     def _show_detail(self) -> None:
         row = self.selected()
-        self.query_one("#sdetail", Static).update(line_detail(row) if row is not None else Text(""))
+        text = Text("")
+        if self.view is not None and self.view.note:  # present's sentences: what is too large to show
+            text.append(visible_line(self.view.note) + "\n", style="yellow")
+        if row is not None:
+            text.append_text(line_detail(row))
+        self.query_one("#sdetail", Static).update(text)
 
     @on(OptionList.OptionHighlighted, "#slines")
     def _highlighted(self) -> None:

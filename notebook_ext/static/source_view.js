@@ -14,9 +14,11 @@ function sourceTab(model, ask, data, set, state) {
   const graphSel = h("select", { class: "tv-source-graph", "aria-label": "graph" });
   const onlyOps = h("input", { type: "checkbox", class: "tv-source-only" });
   const summary = h("span", { class: "tv-muted tv-source-summary" });
+  // present's sentences for the parts too large to show (SourceFile.note); empty when none
+  const note = h("div", { class: "tv-muted tv-source-note" });
   const list = h("div", { class: "tv-source-lines" }, h("div", { class: "tv-muted", text: "loading…" }));
   frag.append(h("div", { class: "tv-diagram-tools" }, h("label", {}, "file ", fileSel), h("label", {}, "ops of ", graphSel),
-    h("label", {}, onlyOps, " only lines with ops"), summary), list);
+    h("label", {}, onlyOps, " only lines with ops"), summary), note, list);
   onlyOps.checked = !!state.onlyOps;
 
   // one answer per (file, graph); graph null: every graph's ops
@@ -47,6 +49,7 @@ function sourceTab(model, ask, data, set, state) {
     for (const o of view.graph_options || []) graphSel.appendChild(h("option", { value: o.graph === null ? "" : String(o.graph), text: o.label }));
     graphSel.value = state.graph === null ? "" : String(state.graph);
     setText(summary, view.error || view.summary || "");
+    setText(note, view.note || "");
     const width = String((view.lines || []).length).length;
     let gap = false;
     for (const row of view.lines || []) {

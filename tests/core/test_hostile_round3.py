@@ -330,3 +330,21 @@ def test_a_bombed_pass_is_left_out_and_the_rest_of_the_recording_shows(base, tmp
         code, out, err = run_cli(capsys, *argv)  # only the bombed part is refused, in one sentence
         assert code == 2 and re.search(r"graph 0 forward pass \d+ is " + too_large, err), (argv, err)
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_every_front_end_shows_the_source_views_note(base, tmp_path, capsys):
+    from core_helpers import run_cli
+    from thundervis.notebook_ext.widget import front_end
+    path = source_newlines(base, tmp_path)
+    code, out, err = run_cli(capsys, "source", path)
+    lines = out.splitlines()
+    assert code == 0 and "file text too large to show" in lines[0], err
+    note = " ".join(x.strip() for x in lines[1:4])  # present's sentence, wrapped under the summary
+    assert lines[1].startswith("note: ") and "too large to show" in note
+    assert "\x1b" not in out
+    code, out, err = run_cli(capsys, "source", path, "--json")
+    assert code == 0 and "too large to show" in json.loads(out)["note"]
+    js = front_end()
+    part = js[js.index("function sourceTab("):]
+    part = part[:part.index("\n}\n")]
+    assert 'class: "tv-muted tv-source-note"' in part and "setText(note, view.note" in part  # as text, visible()

@@ -59,4 +59,8 @@ async def test_the_source_screen_of_250_mib_of_newlines_loads(base, tmp_path):
         else:
             raise AssertionError("the Source screen did not load")
         assert not screen.view.recorded and screen.view.lines
+        await pilot.pause(0.1)
+        from textual.widgets import Static
+        detail = str(screen.query_one("#sdetail", Static).render())
+        assert "too large to show" in detail  # the view's note (present's sentence), above the line's detail
         await _quits_fast(app, pilot)

@@ -19,6 +19,9 @@ def source_text(view, annotated_only: bool = False) -> str:
     gaps) with its chains' notes below it and its time share on its right."""
     width = len(str(view.lines[-1].line)) if view.lines else 1
     out = [visible_line(view.summary())]
+    if view.note:  # present's sentences for the parts too large to show; the rest of the file follows
+        out.extend(textwrap.wrap(visible_line(view.note), width=_WIDTH, initial_indent="note: ",
+                                 subsequent_indent="      ", break_on_hyphens=False))
     # With more than one graph, each note says which graphs it is about (g0, g0–3: the same in each).
     several = len({o.graph for row in view.lines for o in row.ops}) > 1
     indent = " " * (width + 5)
