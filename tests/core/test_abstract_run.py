@@ -72,6 +72,7 @@ def test_gpu_script_runs_abstractly_and_records_everything(tmp_path, capsys):
     h100 = answer.gpus[0]
     assert h100.floor_us and h100.step_us >= h100.floor_us  # never below 6·N·tokens / peak
     assert any("0–2 × 3" in label for label, _ in h100.by_block)  # the three blocks folded
+    assert any(label.endswith(" × 3") for label, _ in h100.by_kernel)  # and their kernels, one row each
     assert answer.as_json()["gpus"][0]["fits"] is True
     _every_view_says_abstract(result.path)
 
