@@ -98,6 +98,8 @@ def summary_dict(rec, gpus=None) -> dict:
     add_roofline(d, rec, gpus)
     numerics = view.numerics
     d["numerics"] = numerics.as_json()
+    from thundervis.present.numerics import ls_lines
+    d["numerics_lines"] = ls_lines(numerics)  # ls's text: the overview's summary, not a second reading
     add_memory(d, rec)
     from thundervis.present.abstract_fit import abstract_answer
     answer = abstract_answer(rec, gpus)  # an abstract run's fit and step per GPU (None: a real run)
@@ -310,7 +312,7 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     lines.extend(collective_lines(d))
     lines.extend(modelled_step_lines(d))
     lines.extend(d.get("abstract_lines") or [])
-    lines.extend(numerics_lines(rec))
+    lines.extend(d["numerics_lines"])
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe
 
 
