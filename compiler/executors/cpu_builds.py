@@ -5,9 +5,10 @@ One worker process per training process, started at the first build request (``p
 worker module, JSON lines over pipes: nothing is pickled across). A request carries the region's IR
 (the serialized trace format) and its inputs' sizes, strides and dtypes; the worker compiles and
 saves Inductor's artifact in a private folder of ours, and a reader thread here files the answer.
-The region keeps running through torch meanwhile; :meth:`Build.ready` is polled at its calls and
-:func:`load` brings the built code in (tens of milliseconds once Inductor is imported, which a
-background thread does while the worker compiles).
+The region keeps running through torch meanwhile. Requests are written by a writer thread and
+the built code is loaded by the reader thread (:func:`load`: seconds per region here, and the
+first load imports most of Inductor), so the training thread only polls :meth:`Build.ready` and
+takes ``Build.fn``.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import atexit
 import itertools
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
@@ -29,13 +31,15 @@ WORKER_MODULE = "thundervis.compiler.executors.cpu_build_worker"
 
 
 class Build:
-    """One requested region build: ``ready()`` once answered; then ``path`` (the artifact folder)
-    and ``seconds`` (the worker's compile time), or ``error`` (one line)."""
+    """One requested region build: ``ready()`` once answered and loaded; then ``path`` (the
+    artifact folder), ``seconds`` (the worker's compile time) and ``fn`` (the loaded callable), or
+    ``error`` (one line)."""
 
     def __init__(self, rid: int):
         self.id = rid
         self.path: Optional[str] = None
         self.seconds: Optional[float] = None
+        self.fn: Optional[Callable] = None
         self.error: Optional[str] = None
         self._done = threading.Event()
 
@@ -52,6 +56,11 @@ class Build:
             self.error = data["error"][:300]
         elif isinstance(data.get("path"), str) and isinstance(data.get("seconds"), (int, float)):
             self.path, self.seconds = data["path"], float(data["seconds"])
+            try:  # here, on the reader thread: loading takes seconds the training thread must not wait
+                self.fn = load(self)
+            except Exception as e:
+                first = str(e).splitlines()[0][:160] if str(e) else ""
+                self.error = f"loading the built code failed: {type(e).__name__}: {first}"
         else:
             self.error = "the build worker gave a malformed answer"
         self._done.set()
@@ -71,6 +80,10 @@ class _Worker:
         self.pending: dict[int, Build] = {}
         self.lock = threading.Lock()
         self.ids = itertools.count()
+        # Requests go through a queue and a writer thread: the pipe fills while the worker starts
+        # or compiles, and the training thread must never wait on it.
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._write, name="thundervis-cpu-build-writer", daemon=True).start()
         threading.Thread(target=self._read, name="thundervis-cpu-build-reader", daemon=True).start()
         threading.Thread(target=_warm_inductor, name="thundervis-inductor-import", daemon=True).start()
 
@@ -79,12 +92,24 @@ class _Worker:
             build = Build(next(self.ids))
             self.pending[build.id] = build
         request = dict(request, id=build.id, out=os.path.join(self.folder, f"region{build.id}"))
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-        except (OSError, ValueError) as e:
-            self._fail(f"the build worker is gone ({type(e).__name__})")
+        self.outbox.put(json.dumps(request) + "\n")
         return build
+
+    def _write(self) -> None:
+        while True:
+            line = self.outbox.get()
+            if line is None:
+                break
+            try:
+                self.proc.stdin.write(line)
+                self.proc.stdin.flush()
+            except (OSError, ValueError) as e:
+                self._fail(f"the build worker is gone ({type(e).__name__})")
+                break
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -105,10 +130,7 @@ class _Worker:
             b._answer({"error": why})
 
     def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
+        self.outbox.put(None)  # the writer closes the worker's stdin: it ends after its build
         try:
             self.proc.wait(2.0)
         except subprocess.TimeoutExpired:

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import os
 import statistics
-import threading
 import time
-import warnings
 from typing import Callable, Optional
 
 from ..ir import BoundSymbol, TensorProxy
@@ -205,6 +203,7 @@ class CpuRegion:
         self._candidate: Optional[Callable] = None  # Inductor's code while both paths are timed
         self._samples: dict = {VIA_TORCH: [], VIA_INDUCTOR: []}
         self._build_s: Optional[float] = None
+        self._warmed = False  # Inductor's first call (a warm-up, not a sample) is done
         self._witness: Optional[list] = None  # during run_witnessed: (args, outputs) of each torch_fn call
         self._report = runtime_reporter()
 
@@ -290,8 +289,7 @@ class CpuRegion:
         self._say()
 
     def _take_build(self) -> None:
-        """Load the worker's finished build and start timing both paths (or keep torch)."""
-        from . import cpu_builds
+        """Take the worker's finished (and loaded) build and start timing both paths (or keep torch)."""
         build, self._build = self._build, None
         self._report("cpu_build", {"kernel": self.name, "uid": self.uid,
                                    "state": "failed" if build.error else "built"})
@@ -299,12 +297,7 @@ class CpuRegion:
             self._give_up(f"inductor failed: {build.error}")
             return
         self._build_s = build.seconds
-        job = in_fresh_thread(lambda: cpu_builds.load(build))
-        if "error" in job:
-            e = job["error"]
-            self._give_up(f"inductor failed to load: {type(e).__name__}: {str(e)[:160]}")
-            return
-        artifact = job["result"]
+        artifact = build.fn  # loaded by the build reader thread, not here
         self._candidate = lambda *a: tuple(artifact(*a))
 
     def _measured_call(self, args: tuple):
@@ -320,7 +313,7 @@ class CpuRegion:
             self._give_up(f"inductor failed at run time: {type(e).__name__}: {str(e)[:160]}")
             return self._run(self.fn, args)
         dt = (time.perf_counter() - t0) * 1e6
-        if use_inductor and not getattr(self, "_warmed", False):
+        if use_inductor and not self._warmed:
             self._warmed = True
         else:
             samples[VIA_INDUCTOR if use_inductor else VIA_TORCH].append(dt)
@@ -359,25 +352,6 @@ class CpuRegion:
 
 # Timed calls of each path before a region's choice (after Inductor's warm-up call).
 _MEASURED_CALLS = 5
-
-
-def in_fresh_thread(fn: Callable) -> dict:
-    """Run ``fn()`` on a new thread and wait; return ``{"result"}`` or ``{"error"}``. A forward
-    region's call runs inside AOTAutograd's ``autograd.Function``, whose thread-local dispatch
-    state must not leak into Inductor's loading."""
-    job: dict = {}
-
-    def work():
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                job["result"] = fn()
-        except BaseException as e:
-            job["error"] = e
-    t = threading.Thread(target=work, name="thundervis-inductor-load", daemon=True)
-    t.start()
-    t.join()
-    return job
 
 
 def _round(x: Optional[float]) -> Optional[float]:

@@ -49,7 +49,6 @@ def test_a_hot_region_keeps_torch_while_building_then_alternates_and_keeps_the_l
     def fast(a):
         inductor_calls.append(a)
         return [torch.tanh(a * 2)]
-    monkeypatch.setattr(cpu_builds, "load", lambda b: fast)
     obs = Events()
     with compiling(obs, 0, "forward"):
         region = cpu_path.CpuRegion(_region())
@@ -61,6 +60,7 @@ def test_a_hot_region_keeps_torch_while_building_then_alternates_and_keeps_the_l
     for _ in range(5):  # still compiling: torch runs it
         torch.testing.assert_close(region(x)[0], torch.tanh(x * 2))
     assert not inductor_calls and region._pending
+    monkeypatch.setattr(cpu_builds, "load", lambda b: fast)  # loaded on the worker's reader thread
     pending._answer({"path": "/nowhere", "seconds": 1.5})
     calls = 0
     while region._pending:
@@ -128,5 +128,15 @@ def test_a_region_built_by_the_worker_process_runs_and_matches_torch(monkeypatch
     assert b.wait(600), "the worker did not answer"
     assert b.error is None, b.error
     assert b.seconds > 0 and time.perf_counter() - t0 >= 0
-    fn = cpu_builds.load(b)
-    torch.testing.assert_close(fn(x)[0], torch.tanh(x * 2))
+    assert b.fn is not None  # loaded by the reader thread before the build says it is ready
+    torch.testing.assert_close(b.fn(x)[0], torch.tanh(x * 2))
+
+
+def test_a_build_whose_code_does_not_load_is_an_error(monkeypatch):
+    def broken(b):
+        raise OSError("cannot open shared object")
+    monkeypatch.setattr(cpu_builds, "load", broken)
+    b = _FakeBuild()
+    b._answer({"path": "/nowhere", "seconds": 1.0})
+    assert b.ready() and b.fn is None
+    assert b.error == "loading the built code failed: OSError: cannot open shared object"
