@@ -288,7 +288,7 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
     answers = []
     for k in keys:
         g = GPUS[k]
-        kern, block, line, folds = {}, {}, {}, {}
+        kern, block, line, indices = {}, {}, {}, {}
         for (graph, chain), cs in costs.items():
             for c in cs:
                 us = c.roofline_us(g)
@@ -298,7 +298,7 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
                 b = block_of(module)
                 m = _INDEX.match(module or "")
                 if m:
-                    folds.setdefault(b, set()).add(int(m.group(2)))
+                    indices.setdefault(b, set()).add(int(m.group(2)))
                 block[b] = block.get(b, 0.0) + us
                 line[label] = line.get(label, 0.0) + us
         roof = sum(kern.values())
@@ -306,7 +306,7 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
         top = lambda d: tuple(sorted(d.items(), key=lambda kv: -kv[1])[:10])  # noqa: E731
         answers.append(GpuAnswer(k, g.name, HBM_BYTES.get(k, 0.0), params + grads + sum(
             int(o.get("state_bytes", 0)) for o in opts) + activations, max(roof, floor or 0.0), roof, floor,
-            top(kern), tuple((fold_label(b, folds.get(b, set())), us) for b, us in top(block)), top(line)))
+            top(kern), tuple((fold_label(b, indices.get(b, set())), us) for b, us in top(block)), top(line)))
     return AbstractAnswer(run.get("device", "cuda"), places, stopped if isinstance(stopped, dict) else None,
                           params, grads, sum(int(o.get("state_bytes", 0)) for o in opts),
                           ", ".join(str(o.get("optimizer", "")) for o in opts), activations, remat, _folding(rec),
