@@ -17,7 +17,7 @@ pass's value is named, with its user source line, module and the kernel it ended
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Optional
 
 import torch
@@ -226,6 +226,22 @@ def _compiled_passes(rec, graph: Optional[int], chain: str) -> tuple:
     return g, c, traces
 
 
+def _from_remat(c, traces: list, notes: list) -> tuple:
+    """Return (chain, traces) from the ``remat`` pass on when it changed what the chain takes (the
+    forward/backward split of the other policy comes before it: other inputs, other outputs), with a
+    note saying so; else both unchanged."""
+    names = [p.name for p in c.passes]
+    if "remat" not in names:
+        return c, traces
+    k = names.index("remat")
+    if [(x.shape, x.dtype) for x in traces[k].inputs] == [(x.shape, x.dtype) for x in traces[0].inputs] and \
+            len(traces[k].flat_outputs()) == len(traces[0].flat_outputs()):
+        return c, traces
+    notes.append(f"bisected from pass {k} remat: the passes before it hold the other remat policy's "
+                 "split of the joint graph, which takes other inputs")
+    return replace(c, passes=c.passes[k:]), traces[k:]
+
+
 def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Optional[str] = None,
            seed: int = 0) -> BisectReport:
     """Bisect one chain of the open recording ``rec``; return a :class:`BisectReport`. Raises
@@ -234,6 +250,7 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
     t0 = time.perf_counter()
     g, c, traces = _compiled_passes(rec, graph, chain)
     report = BisectReport(graph=g.id, chain=chain, inputs="random")
+    c, traces = _from_remat(c, traces, report.notes)
     args, report.inputs = chain_inputs(rec, g.id, chain, traces[0], inputs, seed, report.notes)
 
     base_env = run_pass(traces[0], [a.clone() for a in args])
@@ -251,7 +268,7 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
     prev_outs, prev_result = base, (0.0, 0.0, report.eager_rel, False)
     for i, (p, trace) in enumerate(zip(c.passes, traces)):
         if i == 0:
-            report.passes.append(PassResult(0, p.name, 0.0, 0.0, report.eager_rel, False))
+            report.passes.append(PassResult(p.index, p.name, 0.0, 0.0, report.eager_rel, False))
             continue
         env = run_pass(trace, [a.clone() for a in args], kernels if i == last else None)
         outs = _outputs(trace, env)
@@ -269,7 +286,7 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
             diverged = judged["verdict"] == "flagged"
         prev_outs, prev_result = outs, (max_abs, max_rel, ref_rel, diverged)
         note = "fusions run as kernels" if i == last and any(b.fusion for b in trace.symbols) else ""
-        report.passes.append(PassResult(i, p.name, max_abs, max_rel, ref_rel, diverged, note))
+        report.passes.append(PassResult(p.index, p.name, max_abs, max_rel, ref_rel, diverged, note))
         envs[i] = env
         if diverged and report.divergence is None:
             report.divergence = _first_symbol(rec, g.id, chain, c.passes, traces, i, envs, args, eps)
@@ -301,7 +318,7 @@ def _first_symbol(rec, graph, chain, passes, traces, i, envs, args, eps) -> Dive
             rel, prev_rel = _rel(v, r), _rel(pv, r)
             if verdict(rel, prev_rel, eps)[0] == "flagged":
                 return _with_lineage(rec, graph, chain, passes[i], b, o.name, rel, prev_rel)
-    return Divergence(i, passes[i].name)
+    return Divergence(passes[i].index, passes[i].name)
 
 
 def _with_lineage(rec, graph, chain, p, b, output, rel, prev_rel) -> Divergence:

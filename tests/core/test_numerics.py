@@ -425,6 +425,8 @@ def test_bisect_clean_forward_and_backward_print_every_pass(clean, capsys):
         assert code == 0, out + err
         assert "captured inputs" in out.splitlines()[0]
         for i, name in enumerate(names):
+            if "remat" in names[i:]:  # before it: the other remat policy's split, not bisected
+                continue
             assert re.search(rf"^\s+{i} {name}\s+max rel ", out, re.M), out
         assert out.strip().splitlines()[-1] == "no divergence"
     code, out, _ = run_cli(capsys, "bisect", rec, "--chain", "forward", "--inputs", "random")
@@ -450,7 +452,7 @@ def test_triton_reduction_fault_is_flagged_exactly_and_bisected_to_codegen(tmp_p
     assert code == 0 and text.strip().endswith(f"{len(faulty)} flagged")
     code, text, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
     assert code == 1, text + err
-    assert "first divergence: pass 8 codegen" in text
+    assert "first divergence: pass 9 codegen" in text  # pass 1 is remat
     kernel = fw[0]
     assert f"  kernel  {kernel.name} [triton]" in text
     assert re.search(rf"symbol  {kernel.name} \(", text)
@@ -468,8 +470,9 @@ def test_gelu_constant_fault_is_bisected_to_decompose_with_its_line(tmp_path, ca
     code, text, err = run_cli(capsys, "bisect", rec, "--chain", "forward")
     assert code == 1, text + err
     lines = text.splitlines()
-    assert re.search(r"^\s+0 acquire\s+max rel 0$", text, re.M)
-    assert "first divergence: pass 1 decompose" in text
+    # bisected from the remat pass: acquire holds the other remat policy's split (other inputs)
+    assert re.search(r"^\s+1 remat\s+max rel 0$", text, re.M)
+    assert "first divergence: pass 2 decompose" in text
     assert re.search(r"  symbol  aten\.gelu\.default \(\w+\) -> \w+: max rel 1\.0\d?e-03", text), text
     assert f"gelufault.py:{line_of(script, 'LINE_GELU')}" in text and "F.gelu(self.fc1(x))" in text
     assert re.search(r"  kernel  fw_fusion_\d+ \[triton\]", text)
@@ -638,9 +641,11 @@ def test_a_wrong_decomposition_is_flagged_where_it_runs_and_only_there(tmp_path,
     with open_recording(rec) as r:
         checks = r.kernel_numerics()
         gelu = {k.name for k in r.kernels() if k.chain == "forward" and "prims.erf" in k.ops}
+        # remat recomputes the GeLU in the backward: the wrong decomposition runs there too
+        recomputed = {k.name for k in r.kernels() if k.chain == "backward" and "prims.erf" in k.ops}
     flagged = {c.kernel for c in checks if c.flagged}
-    assert gelu and flagged == gelu and len(checks) > len(flagged), (checks, gelu)
-    (row,) = [c for c in checks if c.flagged]
+    assert gelu and gelu <= flagged <= gelu | recomputed and len(checks) > len(flagged), (checks, gelu)
+    (row,) = [c for c in checks if c.flagged and c.kernel in gelu]
     assert 5e-4 < row.max_rel_error < 2e-3 and row.eager_rel_error < 1e-6, row
     script = tmp_path / "gelucpu.py"
     script.write_text(MODEL)
