@@ -47,7 +47,8 @@ def _group_numerics(args) -> int:
         for r in group.ranks():
             rec = group.open_rank(r, check=False)  # a whole-file check per rank reads the whole group
             try:
-                per_rank.append((r, numerics_summary(rec)))
+                with rec.snapshot():  # one read lock for the rank's queries, not one per query
+                    per_rank.append((r, numerics_summary(rec)))
             finally:
                 rec.close()
     except RecordingError as e:
