@@ -145,16 +145,17 @@ class GrowingPart:
         """Return whether phase ``g`` generates as one part (built once per token)."""
         from .. import faults
         plan = self.plan
-        syms = [plan.members[j] for j in g.closure]
         if faults.active_faults():
-            return part_generates(syms, list(g.returned), plan.device_kind, read_strides=plan.written)
+            return part_generates([plan.members[j] for j in g.closure], list(g.returned), plan.device_kind,
+                                  read_strides=plan.written)
         key = ("grown", g.token, plan.device_kind)
         with _lock:
             stats["asked"] += 1
             hit = _memo.get(key)
         if hit is not None:
             return hit
-        answer = part_generates(syms, list(g.returned), plan.device_kind, read_strides=plan.written)
+        answer = part_generates([plan.members[j] for j in g.closure], list(g.returned), plan.device_kind,
+                                read_strides=plan.written)
         with _lock:
             _remember(key, answer)
         return answer
