@@ -75,6 +75,27 @@ def test_gpu_script_runs_abstractly_and_records_everything(tmp_path, capsys):
     assert any(label.endswith(" × 3") for label, _ in h100.by_kernel)  # and their kernels, one row each
     assert answer.as_json()["gpus"][0]["fits"] is True
     _every_view_says_abstract(result.path)
+    _hostile_events_are_data(result.path)
+
+
+def _hostile_events_are_data(path):
+    """Recorded abstract_* events of the wrong types give zeros and strings, never an exception."""
+    import json
+    import sqlite3
+    import time
+    from thundervis.present.abstract_fit import abstract_answer
+    bad = {"abstract_placeholders": [{"line": "x", "count": -3, "kind": ["k"]}, 5],
+           "abstract_optimizers": [{"state_bytes": "9", "optimizer": {"x": 1}}, None],
+           "abstract_folding": {"regions_asked": "a"}, "abstract_stopped": ["not", "a", "dict"]}
+    with sqlite3.connect(path) as c:
+        for event, data in bad.items():
+            c.execute("INSERT INTO events(graph_id, chain, event, data, at) VALUES (?,?,?,?,?)",
+                      (None, None, event, json.dumps(data), time.time()))
+    with open_recording(path) as rec:
+        answer = abstract_answer(rec)
+    assert answer.optimizer_state == 0 and answer.stopped is None
+    assert answer.placeholders[0]["line"] == 0 and answer.placeholders[0]["count"] == 1
+    assert "\n".join(answer.text_lines())
 
 
 def _every_view_says_abstract(path):

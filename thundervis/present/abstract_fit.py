@@ -170,6 +170,22 @@ def _key(spec) -> Optional[str]:
         return None
 
 
+def _int(v) -> int:
+    """Return ``v`` as a non-negative int (0 for anything else: recorded values are untrusted)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else 0
+
+
+def _sites(rec) -> tuple:
+    """Return the placeholder sites as {kind, file, line, code, count} with checked types: the
+    run's summary, else (a run that ended before it) the sites as they came, once each."""
+    raw = _last(rec, "abstract_placeholders")
+    if not isinstance(raw, list) or not raw:
+        raw = [dict(e.data, count=1) for e in rec.events("abstract_placeholder") if isinstance(e.data, dict)]
+    return tuple({"kind": str(p.get("kind", "")), "file": str(p.get("file", "")), "line": _int(p.get("line")),
+                  "code": str(p.get("code", "")), "count": max(1, _int(p.get("count")))}
+                 for p in raw if isinstance(p, dict))
+
+
 def _last(rec, name: str):
     events = rec.events(name)
     return events[-1].data if events else None
@@ -213,12 +229,12 @@ def _folding(rec) -> str:
     each compiled once for sm_90`` (empty when nothing was recorded)."""
     parts = []
     fold = _last(rec, "abstract_folding")
-    if isinstance(fold, dict) and fold.get("regions_asked"):
-        parts.append(f"{int(fold.get('regions_planned', 0))} of {int(fold['regions_asked'])} candidate regions planned")
+    if isinstance(fold, dict) and _int(fold.get("regions_asked")):
+        parts.append(f"{_int(fold.get('regions_planned'))} of {_int(fold['regions_asked'])} candidate regions planned")
     aot, started = _last(rec, "aot_finished"), _last(rec, "aot_started")
-    if isinstance(aot, dict) and aot.get("kernels"):
+    if isinstance(aot, dict) and _int(aot.get("kernels")):
         targets = ", ".join(str(t) for t in (started or {}).get("targets", [])) if isinstance(started, dict) else ""
-        parts.append(f"{int(aot['kernels'])} kernels, {int(aot.get('distinct', 0))} distinct, each compiled once"
+        parts.append(f"{_int(aot['kernels'])} kernels, {_int(aot.get('distinct'))} distinct, each compiled once"
                      + (f" for {targets}" if targets else ""))
     return ("folded: " + "; ".join(parts)) if parts else ""
 
@@ -266,11 +282,10 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
     from thundervis.present.memory import memory_report
     from thundervis.present.roofline import chain_costs
     keys = list(dict.fromkeys(_key(k) for k in (gpus or run.get("gpus") or ["h100"]) if _key(k)))
-    places = tuple(p for p in (_last(rec, "abstract_placeholders") or []) if isinstance(p, dict))
-    if not places:  # the run ended before its summary: the sites seen as they came
-        places = tuple(dict(e.data, count=1) for e in rec.events("abstract_placeholder") if isinstance(e.data, dict))
+    places = _sites(rec)
     stopped = _last(rec, "abstract_stopped")
-    opts = [o for o in (_last(rec, "abstract_optimizers") or []) if isinstance(o, dict)]
+    opts = [{k: _int(v) if k != "optimizer" else str(v) for k, v in o.items()}
+            for o in (_last(rec, "abstract_optimizers") or []) if isinstance(o, dict)]
     mem = memory_report(rec)
     grads = mem.gradients
     peak_in_backward = " backward " in f" {mem.peak_where} "
@@ -278,8 +293,8 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
     remat = 0
     if mem.recorded and "auto" not in mem.policy.split("/"):
         remat = max(0, mem.what_if.get("off", 0) - mem.what_if.get("auto", 0))
-    params = mem.parameters or sum(int(o.get("param_bytes", 0)) for o in opts)
-    elements = sum(int(o.get("param_elements", 0)) for o in opts)
+    params = mem.parameters or sum(o.get("param_bytes", 0) for o in opts)
+    elements = sum(o.get("param_elements", 0) for o in opts)
     if not elements and params:
         elements = params // 2  # bf16 assumed when no optimizer step told the element count
     costs = chain_costs(rec)
@@ -305,9 +320,9 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
         floor = 6 * elements * tokens / g.bf16_flops * 1e6 if elements and tokens else None
         top = lambda d: tuple(sorted(d.items(), key=lambda kv: -kv[1])[:10])  # noqa: E731
         answers.append(GpuAnswer(k, g.name, HBM_BYTES.get(k, 0.0), params + grads + sum(
-            int(o.get("state_bytes", 0)) for o in opts) + activations, max(roof, floor or 0.0), roof, floor,
+            o.get("state_bytes", 0) for o in opts) + activations, max(roof, floor or 0.0), roof, floor,
             top(kern), tuple((fold_label(b, indices.get(b, set())), us) for b, us in top(block)), top(line)))
     return AbstractAnswer(run.get("device", "cuda"), places, stopped if isinstance(stopped, dict) else None,
-                          params, grads, sum(int(o.get("state_bytes", 0)) for o in opts),
-                          ", ".join(str(o.get("optimizer", "")) for o in opts), activations, remat, _folding(rec),
+                          params, grads, sum(o.get("state_bytes", 0) for o in opts),
+                          ", ".join(o.get("optimizer", "") for o in opts), activations, remat, _folding(rec),
                           elements, tokens, tuple(answers))
