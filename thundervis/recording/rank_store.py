@@ -170,14 +170,18 @@ class RankStore(PackedStore):
 
     kind = "rank"
 
-    def __init__(self, path: str, uri: str, version: int, doc: dict, variant: str):
+    def __init__(self, path: str, uri: str, version: int, doc: dict, variant: str,
+                 conn: Optional[sqlite3.Connection] = None):
         self.doc = doc
         self.variant_path = variant
         try:
-            conn = connect(uri)
-            prepare_connection(conn)
+            if conn is None:
+                conn = connect(uri)
+                prepare_connection(conn)
             _overlay(conn, doc)
         except sqlite3.Error as e:
+            if conn is not None:
+                conn.close()
             raise RecordingError(f"{path} cannot be laid over {os.path.basename(variant)} ({e}).") from None
         super().__init__(path, uri, version, conn)
 
@@ -195,8 +199,8 @@ class RankStore(PackedStore):
         if is_rank_file(variant):
             raise RecordingError(f"{path} stands on another rank file; its group folder is damaged.")
         uri, version, conn = FileStore._open_checked(variant, check)
-        conn.close()
-        return cls(path, uri, version, doc, variant)
+        # the checked connection carries the overlay: a group command opens thousands of ranks
+        return cls(path, uri, version, doc, variant, conn)
 
     def prepare(self, conn: sqlite3.Connection) -> None:
         try:
