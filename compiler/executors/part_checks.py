@@ -143,19 +143,32 @@ class GrowingPart:
 
     def generates(self, g: Grown) -> bool:
         """Return whether phase ``g`` generates as one part (built once per token)."""
+        try:
+            self.inputs(g)
+        except Unfusable:
+            return False
+        return True
+
+    def inputs(self, g: Grown) -> tuple[str, ...]:
+        """Return the names of the values phase ``g`` reads from memory (see :func:`part_inputs`);
+        raise Unfusable when it does not generate. Built once per token."""
         from .. import faults
         plan = self.plan
         if faults.active_faults():
-            return part_generates([plan.members[j] for j in g.closure], list(g.returned), plan.device_kind,
-                                  read_strides=plan.written)
+            return part_inputs([plan.members[j] for j in g.closure], list(g.returned), plan.device_kind,
+                               read_strides=plan.written)
         key = ("grown", g.token, plan.device_kind)
         with _lock:
             stats["asked"] += 1
             hit = _memo.get(key)
-        if hit is not None:
-            return hit
-        answer = part_generates([plan.members[j] for j in g.closure], list(g.returned), plan.device_kind,
-                                read_strides=plan.written)
-        with _lock:
-            _remember(key, answer)
-        return answer
+        if hit is None:
+            try:
+                hit = part_inputs([plan.members[j] for j in g.closure], list(g.returned), plan.device_kind,
+                                  read_strides=plan.written)
+            except Unfusable as e:
+                hit = Unfusable(str(e))
+            with _lock:
+                _remember(key, hit)
+        if isinstance(hit, Unfusable):
+            raise Unfusable(str(hit))
+        return hit

@@ -24,6 +24,9 @@ class PhasePlan:
         self.free = {i for i, b in enumerate(members) if prim_name(b) in FREE}
         self.written = {p.name: out_strides(p) for b in members for p in b.flat_outputs()}
         self.region_out = {p.name for p in outputs}
+        # per gen step, its phase as GrowingPart grew it (None for copy and put steps)
+        self.grown: list = []
+        self.grower = GrowingPart(self)
         self.steps: list[tuple[str, list[int]]] = self._plan()  # (kind, own member indices)
 
     def closure(self, own) -> list[int]:
@@ -49,7 +52,7 @@ class PhasePlan:
         members, free, region_out = self.members, self.free, self.region_out
         plan: list[tuple[str, list[int]]] = []  # kinds: gen, copy, put
         cur: list[int] = []
-        grower = GrowingPart(self)  # fits(cur + [i]), asked as cur grows: cost independent of len(cur)
+        grower = self.grower  # fits(cur + [i]), asked as cur grows: cost independent of len(cur)
         grown = GrowingPart.EMPTY
         for i, b in enumerate(members):
             if i in free and not any(p.name in region_out for p in b.flat_outputs()):
@@ -57,8 +60,10 @@ class PhasePlan:
             if prim_name(b) in ops.PUTS:
                 if cur:
                     plan.append(("gen", cur))
+                    self.grown.append(grown)
                     cur = []
                 plan += [("copy", [i]), ("put", [i])]
+                self.grown += [None, None]
                 grown = GrowingPart.EMPTY
                 continue
             more = grower.grow(grown, i)
@@ -68,6 +73,7 @@ class PhasePlan:
                 continue
             if cur:
                 plan.append(("gen", cur))
+                self.grown.append(grown)
             cur = [i]
             grown = grower.grow(GrowingPart.EMPTY, i)
             if not grower.generates(grown):
@@ -75,6 +81,7 @@ class PhasePlan:
                      read_strides=self.written).run()  # raises why
         if cur:
             plan.append(("gen", cur))
+            self.grown.append(grown)
         return plan
 
     def reads_after(self) -> list[set[str]]:

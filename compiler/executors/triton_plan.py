@@ -270,7 +270,11 @@ def _phases_check(plan: PhasePlan, outputs: list[TensorProxy]) -> KernelSource:
             continue
         outs = [p for j in own for p in members[j].flat_outputs()
                 if (p.name in region_out or p.name in later) and p.name not in stored]
-        reads.append(part_inputs([members[j] for j in closure(own)], outs, plan.device_kind, written))
+        grown = plan.grown[n]
+        if grown is not None and tuple(outs) == grown.returned:  # the part the planner grew: known
+            reads.append(plan.grower.inputs(grown))
+        else:
+            reads.append(part_inputs([members[j] for j in closure(own)], outs, plan.device_kind, written))
         stored.update(p.name for p in outs)
     _check_reads(reads, members)
     return CHECKED
