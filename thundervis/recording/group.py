@@ -273,9 +273,8 @@ def summarize_rank(rank: int, restart: int, path: str, cache: Optional[dict] = N
             between = count_between((e.event, e.data) for name in (EVENT, SUMMARY) for e in rec.events(name))
             n_graphs = rec.store.rows("SELECT COUNT(*) FROM graphs")[0][0]
             n_kernels = rec.store.rows("SELECT COUNT(*) FROM kernels")[0][0]
-            from .group_texts import listing_hashes
-            items = listing_hashes(rec)  # not every pass's trace: a group of thousands is listed
-            fp = _fingerprint(items)
+            from .group_texts import listing_hashes  # not every pass's trace: thousands of ranks are listed
+            fp = _fingerprint(items := listing_hashes(rec))
             from .group_texts import missing_blobs
             missing = tuple(missing_blobs(rec, cache))
 
@@ -363,7 +362,6 @@ class Group:
         self.path = os.path.abspath(path)
         self._files: Optional[tuple] = None  # (the folder's mtime, rank_files()): listed once
 
-
     def launches(self) -> list[Launch]:
         """Return every node's launch, by node rank (unreadable launch files are left out)."""
         out = []
@@ -419,9 +417,8 @@ class Group:
         return files[rank][1]
 
     def open_rank(self, rank: Optional[int] = None, *, check: bool = True) -> Recording:
-        """Open the recording of ``rank`` (None: the lowest rank) with :func:`open_recording`;
-        ``check=False`` skips the whole-file ``quick_check`` (a command that reads a few rows of
-        every rank: SQLite still refuses each damaged page it reads)."""
+        """Open ``rank``'s recording (None: the lowest) with :func:`open_recording`; ``check=False``:
+        no whole-file ``quick_check`` (SQLite still refuses each damaged page it reads)."""
         return open_recording(self.rank_path(rank), check=check)
 
     def overview(self) -> GroupOverview:
