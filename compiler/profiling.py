@@ -8,7 +8,8 @@ callable for the warm-up calls, the timing variant for the next K calls, then re
 timings once through ``observer.runtime(graph, chain, "timings", data)``. The K calls after those run
 the plain callable with only a clock around it (synchronized on CUDA): the chain's wall time per call,
 reported as ``runtime(graph, chain, "walls", data)``, which the timed calls cannot give (their
-instrumentation, and on CUDA the profiler's own sleeps, are in their wall time). Then it hands the
+instrumentation, and on CUDA the profiler's own sleeps, are in their wall time). The last warm-up
+call is measured for memory (``runtime(graph, chain, "memory", data)``, see memory_measure.py). Then it hands the
 plain callable back, so nothing is paid afterwards. With profiling off none of this exists.
 
 Clocks: on CUDA the device time between two CUDA events around the symbol; before the start event
@@ -141,6 +142,7 @@ class ChainProfiler:
         self.calls = 0
         self.reported = False
         self.walls_reported = False
+        self.memory_reported = False
         self._pending: list = []
         self._t0 = 0
         self._first_t0: Optional[int] = None
@@ -206,6 +208,20 @@ class ChainProfiler:
             torch.cuda.synchronize()
         if len(self.walls) < self.settings.steps:
             self.walls.append((time.perf_counter_ns() - t0) / 1e3)
+        return out
+
+    def measure_memory(self, fn: Callable, args, names: Sequence[str]):
+        """Return ``fn(args)`` and report, once, what the call really kept live
+        (``runtime(..., "memory", {device, method, baseline_bytes, peak_bytes})``, see memory_measure)."""
+        from .memory_measure import input_storage_bytes, measured_call
+        self.memory_reported = True
+        baseline = input_storage_bytes(names, args, self.chain)
+        out, data = measured_call(fn, args, self.device)
+        try:
+            self.observer.runtime(self.graph, self.chain, "memory",
+                                  {"device": self.device, "baseline_bytes": baseline, **data})
+        except Exception:  # a failing observer must not stop training
+            pass
         return out
 
     def capture(self, i: int, tensors: Sequence) -> None:
@@ -349,11 +365,14 @@ class ProfiledChain:
                 self._finish()
             return out
         warmup = self.profiler.settings.warmup
-        if self.timed is None or n < warmup:
-            return self.plain(args)
         profiler, steps = self.profiler, self.profiler.settings.steps
+        # What the call keeps live is measured once, on the last warm-up call (the first timed one
+        # without warm-up): the profiler it takes must not sit in a timed or wall-clocked call.
+        measure = self.timed is not None and not profiler.memory_reported and n >= warmup - 1
+        if self.timed is None or n < warmup:
+            return profiler.measure_memory(self.plain, args, self.input_names) if measure else self.plain(args)
         if not profiler.reported and profiler.calls < steps:
-            out = self.timed(args)
+            out = profiler.measure_memory(self.timed, args, self.input_names) if measure else self.timed(args)
             if profiler.calls >= steps:
                 profiler.report()
             return out

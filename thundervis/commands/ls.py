@@ -115,15 +115,17 @@ def summary_dict(rec, gpus=None) -> dict:
 def add_memory(d: dict, rec) -> None:
     """Merge the memory ledger into the ``ls --json`` document ``d``: top-level ``saved_bytes`` (per
     step, counted like ``saved_tensors_hooks``; None when not recorded) and per chain
-    ``saved_bytes``, ``saved`` and ``peak_bytes`` (``present.memory``)."""
+    ``saved_bytes``, ``saved``, ``peak_bytes`` and ``measured_peak_bytes`` (``present.memory``); top-level
+    ``memory_peak``: the step's static and measured peaks and how far apart (None when not recorded)."""
     from thundervis.present.memory import step_memory
-    d["saved_bytes"], per_chain = step_memory(rec)
+    d["saved_bytes"], per_chain, d["memory_peak"] = step_memory(rec)
     for g in d["graphs"]:
         for c in g["chains"]:
             m = per_chain.get((g["id"], c["kind"]))
             c["saved_bytes"] = m["saved_bytes"] if m else None
             c["saved"] = m["saved"] if m else []
             c["peak_bytes"] = m["peak_bytes"] if m else None
+            c["measured_peak_bytes"] = m.get("measured_peak_bytes") if m else None
 
 
 def add_roofline(d: dict, rec, gpus=None) -> None:
@@ -311,6 +313,8 @@ def summary_text(rec, passes: bool = True, gpus=None) -> str:
     lines.extend(fallback_lines(d))
     lines.extend(collective_lines(d))
     lines.extend(modelled_step_lines(d))
+    if d.get("memory_peak"):
+        lines.append(d["memory_peak"]["line"])
     lines.extend(d.get("abstract_lines") or [])
     lines.extend(d["numerics_lines"])
     return visible("\n".join(lines) + "\n")  # ls and run's end summary: recorded strings made safe

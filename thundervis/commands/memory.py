@@ -21,7 +21,10 @@ def memory_text(report, top: int = 10, remat=None) -> str:
            f"(remat {report.policy}; parameters and buffers excluded)",
            f"parameters          {human_bytes(report.parameters)}",
            f"gradients           {human_bytes(report.gradients)}",
-           f"static peak         {human_bytes(report.peak_bytes)}  {report.peak_where}"]
+           f"static peak         {human_bytes(report.peak_bytes)}  {report.peak_where}",
+           (f"measured peak       {human_bytes(report.measured_bytes)}  {report.measured_note}"
+            f" ({report.measured_method})" if report.measured_bytes is not None
+            else f"measured peak       {report.measured_note}")]
     for graph, error in report.errors:
         out.append(f"graph {graph}: no ledger ({error})")
     if remat is not None or report.what_if:

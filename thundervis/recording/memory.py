@@ -12,6 +12,7 @@ from .typed import load_json, row_checker
 TABLES = ("memory_graphs", "memory_saved", "memory_decisions", "memory_timeline", "memory_peaks")
 VERDICTS = ("saved", "recomputed", "not saved")
 POLICIES = ("off", "auto")
+CHAINS = ("forward", "backward")
 
 
 @dataclass(frozen=True)
@@ -89,14 +90,34 @@ class Peak:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """What one call of a chain really kept live (``run --profile``): the device, how it was measured,
+    the inputs the static timeline counts live at the start, and the call's own peak above its start."""
+
+    graph: int
+    chain: str
+    device: str
+    method: str
+    baseline_bytes: int
+    peak_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        """The measured figure comparable with the chain's static peak."""
+        return self.baseline_bytes + self.peak_bytes
+
+
+@dataclass(frozen=True)
 class MemoryLedger:
-    """Everything the ledger tables hold; ``timeline``: {(graph, chain): [(position, uid, sym, bytes)]}."""
+    """Everything the ledger tables hold; ``timeline``: {(graph, chain): [(position, uid, sym, bytes)]};
+    ``measured``: :class:`Measured` rows, None when the recording predates the measurement."""
 
     graphs: tuple
     saved: tuple
     decisions: tuple
     timeline: dict
     peaks: tuple
+    measured: Optional[tuple] = None
 
 
 _GRAPHS = row_checker("memory_graphs", ("graph_id", "policy", "saved_bytes", "saved_tensors", "parameters",
@@ -112,6 +133,8 @@ _DECISIONS = row_checker("memory_decisions", _DECISION_COLS, ("nat", "nat", "tex
                                                               "text", "text", "text", "text"))
 _TIMELINE = row_checker("memory_timeline", ("graph_id", "chain", "position", "uid", "sym", "live_bytes"),
                         ("nat", "text", "nat", "text", "text", "nat"))
+_MEASURED_COLS = ("graph_id", "chain", "device", "method", "baseline_bytes", "peak_bytes")
+_MEASURED = row_checker("memory_measured", _MEASURED_COLS, ("nat", "text", "text", "text", "nat", "nat"))
 _PEAK_COLS = ("graph_id", "chain", "bytes", "position", "sym", "kernel", "file", "line", "code", "module")
 _PEAKS = row_checker("memory_peaks", _PEAK_COLS, ("nat", "text", "nat", "int", "text", "text", "text", "nat",
                                                   "text", "text"))
@@ -148,6 +171,9 @@ def read_memory(rec) -> Optional[MemoryLedger]:
                                             " memory_timeline ORDER BY graph_id, chain, position"), where)
         peaks = _PEAKS(rec.store.rows(f"SELECT {', '.join(_PEAK_COLS)} FROM memory_peaks"
                                       " ORDER BY graph_id, chain"), where)
+        measured = (_MEASURED(rec.store.rows(f"SELECT {', '.join(_MEASURED_COLS)} FROM memory_measured"
+                                             " ORDER BY graph_id, chain"), where)
+                    if rec.store.has_table("memory_measured") else None)
     for g in graphs:
         _one_of(g[1], POLICIES, "memory_graphs.policy", where)
     out_saved = []
@@ -166,4 +192,6 @@ def read_memory(rec) -> Optional[MemoryLedger]:
     for g, chain, pos, uid, sym, live in timeline:
         lines.setdefault((g, chain), []).append((pos, uid, sym, live))
     return MemoryLedger(graphs=tuple(MemoryGraph(*g) for g in graphs), saved=tuple(out_saved),
-                        decisions=tuple(out_dec), timeline=lines, peaks=tuple(Peak(*p) for p in peaks))
+                        decisions=tuple(out_dec), timeline=lines, peaks=tuple(Peak(*p) for p in peaks),
+                        measured=None if measured is None else tuple(
+                            Measured(*m) for m in measured if _one_of(m[1], CHAINS, "memory_measured.chain", where)))

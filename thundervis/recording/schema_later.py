@@ -107,6 +107,18 @@ CREATE TABLE IF NOT EXISTS memory_timeline (
     PRIMARY KEY (graph_id, chain, position)
 );
 
+-- What a chain call really kept live, measured under run --profile (compiler/memory_measure.py);
+-- recordings made before it have no such table.
+CREATE TABLE IF NOT EXISTS memory_measured (
+    graph_id       INTEGER NOT NULL,
+    chain          TEXT NOT NULL,
+    device         TEXT NOT NULL,
+    method         TEXT NOT NULL,             -- torch.cuda.max_memory_allocated | torch.profiler memory events
+    baseline_bytes INTEGER NOT NULL,          -- inputs live at the start that the static timeline counts
+    peak_bytes     INTEGER NOT NULL,          -- allocated at the call's highest above its start
+    PRIMARY KEY (graph_id, chain)
+);
+
 CREATE TABLE IF NOT EXISTS memory_peaks (
     graph_id INTEGER NOT NULL,
     chain    TEXT NOT NULL,

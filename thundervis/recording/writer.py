@@ -413,6 +413,10 @@ class RecordingObserver(CompileObserver):
             from .results import store_walls
             self._write(f"wall times of graph {graph} {chain}", lambda c: store_walls(c, graph, chain, data))
             return
+        if event == "memory" and isinstance(data, dict):  # what a chain call really kept live
+            from .writer_memory import write_measured
+            self._write(f"measured memory of graph {graph} {chain}", lambda c: write_measured(c, graph, chain, data))
+            return
         if event == "numerics" and isinstance(data, list):  # a chain call's checks: one transaction
             from .numerics import store_kernel_numerics_rows
             self._write(f"numerics of graph {graph} {chain}", lambda c: store_kernel_numerics_rows(c, graph, chain, data))

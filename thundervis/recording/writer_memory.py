@@ -45,3 +45,11 @@ def write_ledger(c, graph: int, ledger: dict) -> None:
                   " code, module) VALUES (?,?,?,?,?,?,?,?,?,?)",
                   (graph, chain, _int(p["bytes"]), _int(p["index"]), p["sym"], p["kernel"], p["file"],
                    _int(p["line"]), p["code"], p["module"]))
+
+
+def write_measured(c, graph: int, chain: str, data: dict) -> None:
+    """Insert what one call of ``graph``'s ``chain`` really kept live (``runtime(..., "memory", data)``
+    of compiler/profiling.py) through cursor/connection ``c``."""
+    c.execute("INSERT OR REPLACE INTO memory_measured(graph_id, chain, device, method, baseline_bytes, peak_bytes)"
+              " VALUES (?,?,?,?,?,?)", (graph, chain, _text(data.get("device")), _text(data.get("method")),
+                                        _int(data.get("baseline_bytes")), _int(data.get("peak_bytes"))))

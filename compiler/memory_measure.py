@@ -1,0 +1,65 @@
+"""What one chain call really keeps live, measured with PyTorch's own means (``run --profile``).
+
+On CUDA: ``torch.cuda.reset_peak_memory_stats`` before the call and ``max_memory_allocated`` after
+it, less what was allocated when it began. On CPU: the profiler's allocator events
+(``torch.profiler.profile(profile_memory=True)``; every allocation and free of the CPU allocator,
+Inductor's buffers included), summed in time order; the peak of that running sum is what the call
+added at its highest. ``baseline`` is the bytes of the call's inputs that the static timeline counts
+as live at its start (a backward's saved values: every input but the ``grad_out_*`` tangents),
+measured from the real tensors' storages, each storage once.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+
+def input_storage_bytes(names: Sequence[str], args: Sequence, chain: str) -> int:
+    """Return the bytes of the distinct storages of ``args`` (named ``names``) that the static
+    timeline of a ``chain`` counts live at its start: none for a forward, a backward's saved values."""
+    if chain != "backward":
+        return 0
+    seen, total = set(), 0
+    for name, t in zip(names, args):
+        if not isinstance(t, torch.Tensor) or name.startswith("grad_out_") or t.device.type == "meta":
+            continue
+        try:
+            s = t.untyped_storage()
+        except Exception:  # a tensor without a storage (a subclass): nothing to count
+            continue
+        key = (t.device, s.data_ptr())
+        if key not in seen:
+            seen.add(key)
+            total += s.nbytes()
+    return total
+
+
+def _cpu_peak(prof) -> int:
+    """Return the highest running sum of the CPU allocator's events in ``prof`` (every thread the
+    profiler saw: a build worker's thread allocating meanwhile would count too)."""
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and str(e.device_type()).endswith("CPU")]
+    live = top = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        live += e.nbytes()
+        top = max(top, live)
+    return top
+
+
+def measured_call(fn: Callable, args, device: str) -> tuple:
+    """Return (``fn(args)``, {"method", "peak_bytes"}): what the call allocated at its highest
+    above what was allocated when it began (never below 0)."""
+    if device.startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.synchronize()
+        start = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = fn(args)
+        torch.cuda.synchronize()
+        return out, {"method": "torch.cuda.max_memory_allocated",
+                     "peak_bytes": max(0, torch.cuda.max_memory_allocated() - start)}
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn(args)
+    return out, {"method": "torch.profiler memory events (CPU allocator)",
+                 "peak_bytes": _cpu_peak(prof)}
