@@ -85,21 +85,28 @@ class _Worker:
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=self._write, name="thundervis-cpu-build-writer", daemon=True).start()
         threading.Thread(target=self._read, name="thundervis-cpu-build-reader", daemon=True).start()
-        threading.Thread(target=_warm_inductor, name="thundervis-inductor-import", daemon=True).start()
 
-    def submit(self, request: dict) -> Build:
+    def submit(self, request: Callable[[], dict]) -> Build:
         with self.lock:
             build = Build(next(self.ids))
             self.pending[build.id] = build
-        request = dict(request, id=build.id, out=os.path.join(self.folder, f"region{build.id}"))
-        self.outbox.put(json.dumps(request) + "\n")
+        self.outbox.put((build.id, request))
         return build
 
     def _write(self) -> None:
         while True:
-            line = self.outbox.get()
-            if line is None:
+            item = self.outbox.get()
+            if item is None:
                 break
+            rid, make = item
+            try:  # serialized here, not on the training thread
+                line = json.dumps(dict(make(), id=rid, out=os.path.join(self.folder, f"region{rid}"))) + "\n"
+            except Exception as e:
+                with self.lock:
+                    build = self.pending.pop(rid, None)
+                if build is not None:
+                    build._answer({"error": f"the region could not be serialized ({type(e).__name__}: {str(e)[:120]})"})
+                continue
             try:
                 self.proc.stdin.write(line)
                 self.proc.stdin.flush()
@@ -151,33 +158,25 @@ def _get_worker() -> _Worker:
         return _worker
 
 
-def _warm_inductor() -> None:
-    """Import Inductor's loading half ahead of the first load (seconds, the first time): imports
-    and the CPU ISA probe only, nothing that patches process-wide state."""
-    try:
-        import torch._inductor.standalone_compile  # noqa: F401
-        import torch._inductor.compile_fx  # noqa: F401  (most of a first load's seconds)
-        import torch._functorch._aot_autograd.autograd_cache  # noqa: F401
-        from torch._inductor import cpu_vec_isa
-        cpu_vec_isa.pick_vec_isa()
-    except Exception:
-        pass
+def region_request(fusion: BoundSymbol, steps: list[BoundSymbol], args: tuple) -> Callable[[], dict]:
+    """Return a function making the worker request of ``fusion`` whose torch path calls ``steps``
+    (see ``cpu_path.region_steps``) on ``args`` (the real input tensors: their metadata is read
+    now; the IR is serialized when the function is called, on the writer thread)."""
+    specs = [{"shape": list(a.shape), "stride": list(a.stride()), "offset": int(a.storage_offset()),
+              "dtype": str(a.dtype).removeprefix("torch.")} for a in args]
+    return lambda: _request(fusion, steps, specs)
 
 
-def region_request(fusion: BoundSymbol, steps: list[BoundSymbol], args: tuple) -> dict:
-    """Return the worker request of ``fusion`` whose torch path calls ``steps`` (see
-    ``cpu_path.region_steps``) on ``args`` (the real input tensors; their metadata is sent)."""
+def _request(fusion: BoundSymbol, steps: list[BoundSymbol], specs: list) -> dict:
     region = fusion.replace(subsymbols=tuple(steps))
     inputs = tuple(dict.fromkeys(p for p in fusion.args if isinstance(p, TensorProxy)))
     trace = Trace(name="region", inputs=inputs, symbols=(region,), outputs=tuple(fusion.outputs),
                   pass_name="cpu_region")
-    specs = [{"shape": list(a.shape), "stride": list(a.stride()), "offset": int(a.storage_offset()),
-              "dtype": str(a.dtype).removeprefix("torch.")} for a in args]
     return {"region": trace_to_dict(trace), "args": specs}
 
 
-def submit(request: dict) -> Build:
-    """Send a :func:`region_request` to the worker (started if need be); return its :class:`Build`."""
+def submit(request: Callable[[], dict]) -> Build:
+    """Queue a :func:`region_request` for the worker (started if need be); return its :class:`Build`."""
     try:
         return _get_worker().submit(request)
     except OSError as e:  # no process can start here: the region keeps torch
