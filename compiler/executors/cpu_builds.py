@@ -4,7 +4,10 @@
 One worker process per training process, started at the first build request (``python -m`` of the
 worker module, JSON lines over pipes: nothing is pickled across). A request carries the region's IR
 (the serialized trace format) and its inputs' sizes, strides and dtypes; the worker compiles and
-saves Inductor's artifact in a private folder of ours, and a reader thread here files the answer.
+saves Inductor's artifact in a private folder of ours (``mkdtemp``, mode 0700, removed at exit),
+and a reader thread here files the answer. That artifact is Inductor's own cache format, which
+Inductor reads with pickle as it reads its cache in any ``torch.compile`` run: it comes only from
+our worker, this run, never from a recording or the persistent compile cache.
 The region keeps running through torch meanwhile. Requests are written by a writer thread and
 the built code is loaded by the reader thread (:func:`load`: seconds per region here, and the
 first load imports most of Inductor), so the training thread only polls :meth:`Build.ready` and
