@@ -328,6 +328,8 @@ class RecordingData:
         with self._lock:
             communication = communication_json(self.rec)
             dynamo, dynamo_rest, regions = _dynamo_json(self.rec)
+            from .memory_plot import memory_tab
+            memory = memory_tab(self.rec)  # the Memory tab: present.memory's figures, matplotlib's SVG
         numerics = numerics_json(self.numerics_summary())
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
@@ -337,7 +339,7 @@ class RecordingData:
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
                 "eager_regions": regions, "dynamo_rest": dynamo_rest,
-                "abstract_lines": self._abstract_lines()}  # present.abstract_fit: an abstract run's answer
+                "abstract_lines": self._abstract_lines(), "memory": memory}  # present.abstract_fit: an abstract run's answer
 
     def _abstract_lines(self) -> list:
         """Return an ended abstract run's answer lines (present.abstract_fit), [] for a real run."""

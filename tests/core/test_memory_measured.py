@@ -8,6 +8,7 @@ import os
 import shutil
 import sqlite3
 
+import pytest
 import torch
 from core_helpers import run_cli
 
@@ -97,3 +98,22 @@ def test_tampered_measured_row_exits_2(recorded, tmp_path, capsys):
     path = _with_measured(recorded, tmp_path, [(0, "forward", "cpu", METHOD, 0, -5)])
     code, out, err = run_cli(capsys, "memory", path)
     assert code == 2 and "Traceback" not in err
+
+
+def test_widget_memory_tab_svg_marks_the_peak_and_old_recordings_say_so(recorded, tmp_path):
+    pytest.importorskip("matplotlib")
+    from notebook_ext.memory_plot import memory_tab
+    from thundervis.recording.reader import open_recording
+    with open_recording(recorded[0]) as rec:
+        tab = memory_tab(rec)
+    assert tab["recorded"] and tab["peak_line"].startswith("memory peak: static")
+    assert tab["svg"].lstrip().startswith("<?xml") and 'id="peak"' in tab["svg"] and "backward" in tab["svg"]
+    path = os.path.join(str(tmp_path), "old.tvrec")
+    shutil.copy(recorded[0], path)
+    with sqlite3.connect(path) as c:
+        for t in ("memory_graphs", "memory_saved", "memory_decisions", "memory_timeline", "memory_peaks"):
+            c.execute(f"DROP TABLE {t}")
+    with open_recording(path) as rec:
+        tab = memory_tab(rec)
+    assert not tab["recorded"] and tab["svg"] is None
+    assert tab["message"] == "not recorded in this recording (made by an older version)"

@@ -227,3 +227,18 @@ def timeline_points(report: MemoryReport) -> list[tuple[str, int]]:
             if c == chain:
                 points += [(f"g{g} {c} {sym}", b) for _, _, sym, b in v["timeline"]]
     return points
+
+
+def plot_series(report: MemoryReport) -> dict:
+    """Return what a plot of the step's timeline draws: {"bytes": [live bytes per symbol, forward then
+    backward], "split": index where the backward starts (None without one), "peak": index of the
+    highest point, "peak_bytes", "title"}; {} for a report without a timeline. Labels are ours, never
+    recorded strings."""
+    points = timeline_points(report)
+    if not points:
+        return {}
+    values = [b for _, b in points]
+    split = next((i for i, (label, _) in enumerate(points) if " backward " in label), None)
+    top = max(range(len(values)), key=values.__getitem__)
+    return {"bytes": values, "split": split, "peak": top, "peak_bytes": values[top],
+            "title": "live bytes over the step (static timeline)"}
