@@ -22,12 +22,12 @@ def show(obj, *, graph: Optional[int] = None, chain: Optional[str] = None, pass_
     for a group folder (``rank``: the rank shown first, default the lowest readable one);
     ``graph``/``chain``/``pass_`` choose the first view (default: the first forward chain at its
     last pass), ``compare`` a pass to diff against, ``tab`` ``passes``, ``fusions``, ``comm`` (when
-    collectives ran between the graphs) or (a group) ``ranks``. Raises :class:`DataError` (one
+    collectives ran between the graphs), ``memory`` or (a group) ``ranks``. Raises :class:`DataError` (one
     sentence) for something that is not a recording or group, or a rank the group does not hold."""
     from .group_data import is_group_source, open_group_source
     from .widget import GroupWidget, RecordingWidget
-    if tab not in ("passes", "fusions", "comm", "ranks"):
-        raise DataError(f"tab is 'passes', 'fusions', 'comm' or 'ranks', not {tab!r}.")
+    if tab not in ("passes", "fusions", "comm", "memory", "ranks"):
+        raise DataError(f"tab is 'passes', 'fusions', 'comm', 'memory' or 'ranks', not {tab!r}.")
     # a folder is a group or nothing we can show: open_group says which (one sentence)
     if is_group_source(obj) or (isinstance(obj, (str, os.PathLike)) and os.path.isdir(obj)):
         return GroupWidget(open_group_source(obj), rank=rank, graph=graph, chain=chain, pass_=pass_,

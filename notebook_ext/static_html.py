@@ -178,12 +178,30 @@ def numerics_html(num: Optional[dict]) -> str:
     return f"<h4>numerics · {_e(num['header'])}</h4>{eager}" + '<table class="tv-list">' + "".join(rows) + "</table>"
 
 
+def memory_html(mem: Optional[dict]) -> str:
+    """Return the static *Memory* section from the payload's ``memory`` (``memory_plot.memory_tab``):
+    the peak line and the timeline plot as an ``<img>``, or the "not recorded" sentence of a recording
+    made before the ledger; empty for a payload without it. Text is escaped."""
+    if not isinstance(mem, dict):
+        return ""
+    if not mem.get("recorded"):
+        return f'<h4>memory</h4><p class="tv-muted">{_e(mem.get("message") or "")}</p>'
+    parts = [f'<h4>memory</h4><p class="tv-mem-peak">{_e(mem.get("peak_line") or "")}</p>']
+    if isinstance(mem.get("svg"), str) and mem["svg"]:
+        parts.append(svg_img(mem["svg"], "live bytes over the step, forward then backward, the peak marked"))
+    else:
+        parts.append('<p class="tv-muted">no timeline plot: no final trace has a timeline, or matplotlib '
+                     "(the 'plot' extra) is not installed</p>")
+    return "".join(parts)
+
+
 def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs: Optional[dict] = None,
                    note: Optional[str] = None, source: Optional[dict] = None) -> str:
     """Return the static page of one recording: its graphs and chains (eager ones marked), the
     passes of the selected chain, the trace at the selected pass, the diff of each changed pass
     against the one before (``diffs``: ``"a:b"`` -> HTML fragment from the diff renderer), the
-    kernel table, the fusion diagram and the run's communication (:func:`communication_html`).
+    kernel table, the fusion diagram, the run's communication (:func:`communication_html`) and
+    memory (:func:`memory_html`).
     ``note`` (plain text) is said under the title (a group's widget says which rank this is);
     ``source``: the Source tab's view of the run's script (:func:`source_html`)."""
     parts = [f"<h3>thundervis · {_e(payload.get('title'))}</h3>",
@@ -201,6 +219,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
     parts.append('<table class="tv-list">' + "".join(rows) + "</table>")
     parts.append(communication_html(payload.get("communication")))
     parts.append(numerics_html(payload.get("numerics")))
+    parts.append(memory_html(payload.get("memory")))
     c = _chain_of(payload, graph, chain)
     if c is not None and c["passes"]:
         names = {p["index"]: p["name"] for p in c["passes"]}

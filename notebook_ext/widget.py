@@ -30,7 +30,7 @@ _STATIC = pathlib.Path(__file__).parent / "static"
 # tabs; a kernel's asm panel; its Communication and Numerics tabs; a group's rank picker and Ranks
 # tab; the diff widget and the entry point), joined into the one ES module anywidget loads.
 FRONT_END_PARTS = ("common.js", "recording_view.js", "fusions_view.js", "source_view.js", "asm_view.js", "comm_view.js",
-                   "numerics_view.js", "group_view.js", "widget.js")
+                   "numerics_view.js", "memory_view.js", "group_view.js", "widget.js")
 
 
 def front_end() -> str:

@@ -2,7 +2,7 @@
 // tabs, the pass stepper, the trace or the diff of two passes, and a symbol's details and lineage.
 // The other tabs are drawn by their own files: Fusions (fusions_view.js), Source (source_view.js),
 // Communication (comm_view.js, when collectives ran between the graphs), Numerics
-// (numerics_view.js) and, for a group of ranks, the group bar and the Ranks tab (group_view.js).
+// (numerics_view.js), Memory (memory_view.js) and, for a group of ranks, the group bar and the Ranks tab (group_view.js).
 // Drawn again whenever "data" changes (a rank switch): `shared` holds what outlives one drawing
 // (requests, the rank comparison).
 
@@ -71,13 +71,15 @@ function renderRecording(model, el, ask, shared) {
   const numerics = data.numerics || null;
   const numericsState = { key: null, row: null, bisects: new Map() };
   const tabNumerics = hasNumericsTab(numerics) ? h("button", { class: "tv-tab", "data-tab": "numerics", text: "Numerics" }) : null;
+  const memory = hasMemoryTab(data.memory) ? data.memory : null;
+  const tabMemory = memory ? h("button", { class: "tv-tab", "data-tab": "memory", text: "Memory" }) : null;
   const tabRanks = isGroup ? h("button", { class: "tv-tab", "data-tab": "ranks", text: "Ranks" }) : null;
   const toolbar = h(
     "div",
     { class: "tv-toolbar" },
     h("label", {}, "graph ", graphSel),
     h("label", {}, "chain ", chainSel),
-    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabSource, tabComm, tabNumerics, tabRanks),
+    h("span", { class: "tv-tabs" }, tabPasses, tabFusions, tabSource, tabComm, tabNumerics, tabMemory, tabRanks),
   );
   const eagerBanner = h("div", { class: "tv-eager-banner" });
   const body = h("div", { class: "tv-body" });
@@ -142,6 +144,7 @@ function renderRecording(model, el, ask, shared) {
   tabSource.addEventListener("click", () => set({ tab: "source" }));
   if (tabComm) tabComm.addEventListener("click", () => set({ tab: "comm" }));
   if (tabNumerics) tabNumerics.addEventListener("click", () => set({ tab: "numerics" }));
+  if (tabMemory) tabMemory.addEventListener("click", () => set({ tab: "memory" }));
   if (tabRanks) tabRanks.addEventListener("click", () => set({ tab: "ranks" }));
 
   // -- passes tab ---------------------------------------------------------------------------------
@@ -423,12 +426,13 @@ function renderRecording(model, el, ask, shared) {
     fillPickers();
     const wanted = model.get("tab");
     const tab = wanted === "fusions" || wanted === "source" || (wanted === "ranks" && isGroup) || (wanted === "comm" && tabComm) ||
-      (wanted === "numerics" && tabNumerics) ? wanted : "passes";
+      (wanted === "numerics" && tabNumerics) || (wanted === "memory" && tabMemory) ? wanted : "passes";
     tabPasses.classList.toggle("tv-tab-on", tab === "passes");
     tabFusions.classList.toggle("tv-tab-on", tab === "fusions");
     tabSource.classList.toggle("tv-tab-on", tab === "source");
     if (tabComm) tabComm.classList.toggle("tv-tab-on", tab === "comm");
     if (tabNumerics) tabNumerics.classList.toggle("tv-tab-on", tab === "numerics");
+    if (tabMemory) tabMemory.classList.toggle("tv-tab-on", tab === "memory");
     if (tabRanks) tabRanks.classList.toggle("tv-tab-on", tab === "ranks");
     clear(body);
     if (tab === "ranks") {
@@ -441,6 +445,10 @@ function renderRecording(model, el, ask, shared) {
     }
     if (tab === "numerics") {
       body.appendChild(numericsTab(numerics, ask, numericsState, render, set));
+      return;
+    }
+    if (tab === "memory") {
+      body.appendChild(memoryTab(memory));
       return;
     }
     if (tab === "source") {

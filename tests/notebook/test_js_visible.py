@@ -1,5 +1,6 @@
 """The widget's JS shows every recorded field through ``visible()`` (issue 41): the shipped module
-runs under node against a small fake DOM, the asm panel and the Source tab draw answers whose every
+runs under node against a small fake DOM, the asm panel, the Source tab and the Memory tab (issue
+38) draw answers whose every
 string holds the escape payload (raw, as a tampered recording could send it), and no text node,
 attribute, class or title of what they build holds a raw control, C1, bidi character or lone
 surrogate. The same run with ``visible()`` turned into the identity must find them (the check can
@@ -113,8 +114,26 @@ const errorView = sourceTab({ get() { return 0; } }, async () => ({ ok: false, e
                             { cache: new Map(), file: null, graph: null, line: null, onlyOps: false });
 await tick();
 walk(errorView, "source-error");
+
+// the Memory tab: the peak line and a message with the payload, an SVG holding markup and a script
+// (shown only as an <img> data: URL), then a recording made before the ledger
+const svg = "<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script><text>\u00b5 " + P + "</text></svg>";
+const mem = memoryTab({ recorded: true, message: "note" + P, peak_line: "memory peak: static 1.0 MB" + P, svg });
+walk(mem, "memory");
+const imgs = mem.children.filter((c) => c.tag === "img");
+const src64 = imgs.length === 1 ? imgs[0].attrs.src : "";
+const memImg = src64.startsWith("data:image/svg+xml;base64,") &&
+  Buffer.from(src64.slice("data:image/svg+xml;base64,".length), "base64").equals(Buffer.from(svg, "utf8"));
+const memNoMarkup = !mem.textContent.includes("<script>") && mem.children.every((c) => c.tag !== "svg" && c.tag !== "script");
+const old = memoryTab({ recorded: false, message: "not recorded in this recording (made by an older version)" + P,
+                        peak_line: "", svg: null });
+walk(old, "memory-old");
+const memOld = old.textContent.startsWith("not recorded in this recording (made by an older version)") &&
+  old.children.every((c) => c.tag !== "img");
 console.log(JSON.stringify({ found: found.slice(0, 20), count: found.length,
-                             shown: asm.textContent.includes("\\x1b]0;title\\x07") && src.textContent.includes("\\u202eabc") }));
+                             shown: asm.textContent.includes("\\x1b]0;title\\x07") && src.textContent.includes("\\u202eabc"),
+                             memShown: mem.textContent.includes("memory peak: static 1.0 MB") && mem.textContent.includes("\\u202eabc"),
+                             memImg, memNoMarkup, memOld }));
 """
 
 
@@ -134,6 +153,9 @@ def test_asm_panel_and_source_tab_show_recorded_strings_visibly():
     result = _run(js)
     assert result["count"] == 0, result["found"]
     assert result["shown"]  # the payload is on the page, made visible
+    # the Memory tab: its strings shown visibly, the plot only as an <img> of a base64 data: URL
+    # that decodes to the SVG's UTF-8 bytes, never as markup; an old recording says so, no image
+    assert result["memShown"] and result["memImg"] and result["memNoMarkup"] and result["memOld"], result
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
