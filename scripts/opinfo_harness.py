@@ -4,8 +4,11 @@ For one OpInfo and a few of its sample inputs, :func:`check_op` compiles ``op(*s
 thundervis backend and compares with eager: outputs, and gradients of the sum of the float outputs
 where the op supports autograd. It also runs the ``decompose`` trace of every compiled chain through
 the reference interpreter with ``expand=True`` (the prims instead of the parent ATen ops) on the
-inputs that chain really received, and compares with the ATen ops of the ``acquire`` trace: the
-torch executor runs parent ops, so without this a wrong decomposition would go unnoticed.
+inputs that chain really received, and compares with the ATen ops of the trace that chain was
+compiled from: the torch executor runs parent ops, so without this a wrong decomposition would go
+unnoticed. Under ``remat auto`` that trace is pass 1, ``remat`` (the min-cut partition, which runs);
+pass 0, ``acquire``, is the ``off`` partition, whose signature may differ (a backward that recomputes
+takes other saved values), so it is the reference only where there is no ``remat`` pass.
 
 Used by ``scripts/opinfo_coverage.py`` (the whole sweep) and ``tests/compiler/test_opinfo.py``
 (a representative subset).
@@ -103,8 +106,8 @@ class _CapturingCompiler(ThundervisCompiler):
     """The thundervis backend, plus a copy of the inputs each compiled chain is called with (the
     decomposition check replays them)."""
 
-    def __init__(self, observer: _Recorder, executors=None):
-        super().__init__(executors=executors, debug=True, observer=observer)
+    def __init__(self, observer: _Recorder, executors=None, remat=None):
+        super().__init__(executors=executors, debug=True, observer=observer, remat=remat)
         self.chain_inputs: dict = {}
 
     def _chain_compiler(self, graph, chain):
@@ -246,13 +249,15 @@ def _not_lowered(traces: dict) -> list[str]:
 
 
 def _check_decompositions(rec: _Recorder, compiler: _CapturingCompiler, rtol, atol, shapes_only) -> int:
-    """Replay each chain's decompose trace (prims) against its acquire trace (ATen) on the inputs
-    the chain was called with; return how many chains were checked."""
+    """Replay each chain's decompose trace (prims) against the ATen trace it was decomposed from
+    (``remat`` where the chain has one, else ``acquire``) on the inputs the chain was called with;
+    return how many chains were checked."""
     checked = 0
     for key, by_pass in sorted(rec.traces.items()):
         if key[1] not in CHAINS or key not in compiler.chain_inputs:
             continue
-        acquired, decomposed = by_pass.get("acquire"), by_pass.get("decompose")
+        # acquire is the off partition's chain; what ran (and was decomposed) is remat's when present
+        acquired, decomposed = by_pass.get("remat", by_pass.get("acquire")), by_pass.get("decompose")
         if acquired is None or decomposed is None:
             continue
         inputs = compiler.chain_inputs[key]
@@ -271,10 +276,11 @@ def _check_decompositions(rec: _Recorder, compiler: _CapturingCompiler, rtol, at
 
 
 def check_sample(op, sample, *, grads: bool = True, decompositions: bool = True,
-                 executors=DEFAULT_EXECUTORS) -> dict:
+                 executors=DEFAULT_EXECUTORS, remat=None) -> dict:
     """Compile and compare one sample; return {"status", "reason", "not_lowered", "random"}.
 
-    ``executors``: executor names for the backend (None: the device's default order).
+    ``executors``: executor names for the backend (None: the device's default order); ``remat``:
+    the backend's rematerialization policy, ``off`` or ``auto`` (None: the default, ``auto``).
 
     Raises _SampleFailure for mismatches and crashes of our compiler.
     """
@@ -293,7 +299,7 @@ def check_sample(op, sample, *, grads: bool = True, decompositions: bool = True,
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     rec = _Recorder()
-    compiler = _CapturingCompiler(rec, executors)
+    compiler = _CapturingCompiler(rec, executors, remat)
     compiled = torch.compile(fn, backend=compiler, dynamic=False)
     torch.manual_seed(0)
     c_in = _clone_inputs(tensors)
@@ -373,9 +379,10 @@ _ORDER = [CRASH, MISMATCH, EAGER_FALLBACK, TORCH_FALLBACK, LOWERED]
 
 
 def check_op(op, *, samples: int = 2, grads: bool = True, decompositions: bool = True,
-             timeout: Optional[float] = None, executors=DEFAULT_EXECUTORS) -> OpResult:
-    """Check up to ``samples`` sample inputs of OpInfo ``op``; return the worst outcome as an
-    :class:`OpResult`. Never raises (a crash of the harness itself is reported as ``crash``)."""
+             timeout: Optional[float] = None, executors=DEFAULT_EXECUTORS, remat=None) -> OpResult:
+    """Check up to ``samples`` sample inputs of OpInfo ``op`` (``remat``: see :func:`check_sample`);
+    return the worst outcome as an :class:`OpResult`. Never raises (a crash of the harness itself is
+    reported as ``crash``)."""
     t0 = time.perf_counter()
     result = OpResult(op_id(op), LOWERED)
     worst = None
@@ -385,7 +392,8 @@ def check_op(op, *, samples: int = 2, grads: bool = True, decompositions: bool =
             gen = op.sample_inputs(DEVICE, DTYPE, requires_grad=grad_ok)
             for sample in itertools.islice(gen, samples):
                 try:
-                    r = check_sample(op, sample, grads=grads, decompositions=decompositions, executors=executors)
+                    r = check_sample(op, sample, grads=grads, decompositions=decompositions,
+                                     executors=executors, remat=remat)
                 except _SampleFailure as f:
                     r = {"status": f.status, "reason": f.reason, "not_lowered": [], "random": False}
                 result.samples += 1

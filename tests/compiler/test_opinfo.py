@@ -56,11 +56,11 @@ for _op in h.op_db():
     _BY_ID.setdefault(h.op_id(_op), _op)
 
 
-def _check(name: str, samples: int = 1):
+def _check(name: str, samples: int = 1, remat=None):
     op = _BY_ID.get(name)
     if op is None:
         pytest.skip(f"this PyTorch has no float32 CPU OpInfo named {name!r}")
-    return h.check_op(op, samples=samples, timeout=60)
+    return h.check_op(op, samples=samples, timeout=60, remat=remat)
 
 
 @pytest.mark.parametrize("name", LOWERED)
@@ -68,6 +68,17 @@ def test_op_matches_and_lowers(name):
     r = _check(name)
     assert r.status == h.LOWERED, f"{name}: {r.status}: {r.reason}"
     assert r.samples >= 1
+
+
+# Ops whose backward differs between the two remat policies (min-cut recomputes or saves other
+# values): LOWERED runs them under the default, auto; these run them under off as well.
+REMAT_OFF = ["pow", "logsumexp", "nn.functional.cross_entropy", "nn.functional.rms_norm", "mm"]
+
+
+@pytest.mark.parametrize("name", REMAT_OFF)
+def test_op_matches_and_lowers_with_remat_off(name):
+    r = _check(name, remat="off")
+    assert r.status == h.LOWERED, f"{name} (remat off): {r.status}: {r.reason}"
 
 
 @pytest.mark.parametrize("name", ARGUMENTS)
