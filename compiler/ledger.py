@@ -91,10 +91,45 @@ def _proxies(trace: Trace) -> dict[str, TensorProxy]:
     return out
 
 
+def op_by_op(b: BoundSymbol) -> bool:
+    """Return whether fusion ``b`` runs op by op in torch: a Triton fusion on the CPU, whose fast
+    CPU path (``executors/cpu_path.py``) runs the region's ATen ops from one Python function until
+    (and unless) an Inductor build of it takes over, as every warm-up call does."""
+    outs = [p for p in b.flat_outputs() if isinstance(p, TensorProxy)]
+    return bool(b.fusion and b.subsymbols and b.executor == "triton" and outs
+                and str(outs[0].device or "cpu").startswith("cpu"))
+
+
+def region_scratch(b: BoundSymbol) -> int:
+    """Return the bytes of fusion ``b``'s intermediates when it runs op by op (:func:`op_by_op`):
+    each member result that is new memory and no output of the fusion, each storage once. The
+    region's function keeps every one of them in a local until it returns, so all are live at
+    once at its end; 0 for any other symbol (a compiled kernel keeps its intermediates in registers)."""
+    if not op_by_op(b):
+        return 0
+    env = {p.name: p.name for p in b.flat_inputs() if isinstance(p, TensorProxy)}
+    fusion_inputs = set(env)
+    made: dict[str, TensorProxy] = {}
+    for s in b.subsymbols:
+        ins = [p for p in s.flat_inputs() if isinstance(p, TensorProxy)]
+        for p in s.flat_outputs():
+            if not isinstance(p, TensorProxy):
+                continue
+            if ins and _is_view(s):
+                env[p.name] = env.get(ins[0].name, ins[0].name)
+            else:
+                env[p.name] = p.name
+                made[p.name] = p
+    kept = {env.get(p.name, p.name) for p in b.flat_outputs() if isinstance(p, TensorProxy)}
+    return sum(extent_bytes(p) for name, p in made.items() if name not in kept and name not in fusion_inputs)
+
+
 def timeline(trace: Trace, live_inputs: Sequence[str] = ()) -> list[dict]:
-    """Return, per top-level symbol of ``trace``, {index, sym, uid, live_bytes}: the bytes of the
-    storages alive after it, counting what the trace allocates and the inputs named in
-    ``live_inputs`` (a backward's saved values), each storage freed when its last name is deleted."""
+    """Return, per top-level symbol of ``trace``, {index, sym, uid, live_bytes, transient_bytes}:
+    ``live_bytes``, the bytes of the storages alive after it, counting what the trace allocates and
+    the inputs named in ``live_inputs`` (a backward's saved values), each storage freed when its
+    last name is deleted; ``transient_bytes``, the bytes alive at its highest while it runs (the
+    same plus :func:`region_scratch`: a fusion run op by op holds its intermediates until it ends)."""
     root, proxies = aliases(trace), _proxies(trace)
     inputs = {p.name for p in trace.inputs}
     holders: dict[str, set] = {}
@@ -127,19 +162,21 @@ def timeline(trace: Trace, live_inputs: Sequence[str] = ()) -> list[dict]:
                     live += size[r]
                 if r in size:
                     holders.setdefault(r, set()).add(p.name)
-        rows.append({"index": i, "sym": b.sym, "uid": b.uid, "live_bytes": live})
+        rows.append({"index": i, "sym": b.sym, "uid": b.uid, "live_bytes": live,
+                     "transient_bytes": live + region_scratch(b)})
     return rows
 
 
 def peak(trace: Trace, rows: list[dict]) -> dict:
-    """Return the peak of timeline ``rows`` of ``trace``: bytes, index, the symbol, the kernel
-    (a fusion's name, else empty) and its source line."""
+    """Return the peak of timeline ``rows`` of ``trace``: bytes (the highest ``transient_bytes``,
+    else ``live_bytes``), index, the symbol, the kernel (a fusion's name, else empty) and its
+    source line."""
     if not rows:
         return {"bytes": 0, "index": -1, "sym": "", "kernel": "", "file": "", "line": 0, "code": "", "module": ""}
-    top = max(rows, key=lambda r: r["live_bytes"])
+    top = max(rows, key=lambda r: r.get("transient_bytes", r["live_bytes"]))
     b = trace.symbols[top["index"]]
     src = b.source or next((s.source for s in b.subsymbols if s.source is not None), None)
-    return {"bytes": top["live_bytes"], "index": top["index"], "sym": b.sym, "kernel": b.sym if b.fusion else "",
+    return {"bytes": top.get("transient_bytes", top["live_bytes"]), "index": top["index"], "sym": b.sym, "kernel": b.sym if b.fusion else "",
             "file": src.file if src else "", "line": src.line if src else 0, "code": src.code if src else "",
             "module": src.module if src else ""}
 
@@ -215,8 +252,10 @@ def graph_ledger(forward: Trace, backward: Trace, n_user_outputs: int, parameter
     saved = saved_values(forward, backward, n_user_outputs, parameter_inputs, decisions, policy)
     saved_total = sum(r["storage_bytes"] for r in saved if r["counted"])
     n_saved = len(saved)
-    live_saved = [p.name for p in backward.inputs[:n_saved]]
-    timelines = {"forward": timeline(forward), "backward": timeline(backward, live_saved)}
+    # The backward starts with all its inputs alive: the saved values and the incoming gradients
+    # (the caller made them before the call; each is freed at its last ``del``).
+    live_in = [p.name for p in backward.inputs if isinstance(p, TensorProxy)]
+    timelines = {"forward": timeline(forward), "backward": timeline(backward, live_in)}
     peaks = {c: peak(t, timelines[c]) for c, t in (("forward", forward), ("backward", backward))}
     params = sum(tensor_bytes(p) for p, is_param in zip(forward.inputs, parameter_inputs) if is_param)
     grads = sum(tensor_bytes(p) for p in backward.flat_outputs())

@@ -5,8 +5,11 @@ it, less what was allocated when it began. On CPU: the profiler's allocator even
 (``torch.profiler.profile(profile_memory=True)``; every allocation and free of the CPU allocator,
 Inductor's buffers included), summed in time order; the peak of that running sum is what the call
 added at its highest. ``baseline`` is the bytes of the call's inputs that the static timeline counts
-as live at its start (a backward's saved values: every input but the ``grad_out_*`` tangents),
-measured from the real tensors' storages, each storage once.
+as live at its start (a backward's inputs: its saved values and the incoming ``grad_out_*``
+gradients), measured from the real tensors' storages, each storage once. The gradients must be in
+it: the backward frees them as it goes, and those frees are in the running sum, so leaving them out
+of the baseline made the measured peak low by their size (2.1 MB, the logits' gradient, on a tiny
+GPT-2).
 """
 from __future__ import annotations
 
@@ -17,12 +20,13 @@ import torch
 
 def input_storage_bytes(names: Sequence[str], args: Sequence, chain: str) -> int:
     """Return the bytes of the distinct storages of ``args`` (named ``names``) that the static
-    timeline of a ``chain`` counts live at its start: none for a forward, a backward's saved values."""
+    timeline of a ``chain`` counts live at its start: none for a forward, a backward's inputs (saved
+    values and incoming gradients)."""
     if chain != "backward":
         return 0
     seen, total = set(), 0
     for name, t in zip(names, args):
-        if not isinstance(t, torch.Tensor) or name.startswith("grad_out_") or t.device.type == "meta":
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             continue
         try:
             s = t.untyped_storage()

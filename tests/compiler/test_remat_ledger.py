@@ -13,7 +13,7 @@ import torch
 
 from thundervis.compiler import CompileObserver
 from thundervis.compiler.backend import ThundervisCompiler, reset_graph_ids
-from thundervis.compiler.ledger import aliases, extent_bytes, timeline
+from thundervis.compiler.ledger import aliases, extent_bytes, peak, region_scratch, timeline
 from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks")
@@ -131,6 +131,36 @@ def test_views_share_storage_and_dels_free_it():
     assert aliases(trace)["v"] == "a"
     assert [r["live_bytes"] for r in timeline(trace)] == [128, 128, 256, 256, 128]
     assert extent_bytes(_p("s", (2, 3), (6, 1))) == (1 + 6 + 2) * 4
+
+
+def _region(device="cpu", executor="triton"):
+    """A fusion of x: a = x*2 (intermediate), v = a.t() (a view of it), c = v+1 (intermediate),
+    b = c*x.t() (the output); a trace that runs it and then deletes nothing."""
+    x = TensorProxy("x", (4, 8), "float32", device, (8, 1))
+    a, v = TensorProxy("a", (4, 8), "float32", device, (8, 1)), TensorProxy("v", (8, 4), "float32", device, (1, 8))
+    c, b = TensorProxy("c", (8, 4), "float32", device, (4, 1)), TensorProxy("b", (8, 4), "float32", device, (4, 1))
+    xt = TensorProxy("xt", (8, 4), "float32", device, (1, 8))
+    members = (BoundSymbol("aten.mul.Tensor", (x, 2.0), {}, a, "m0", aten="aten.mul.Tensor"),
+               BoundSymbol("aten.t.default", (a,), {}, v, "m1", aten="aten.t.default"),
+               BoundSymbol("aten.add.Tensor", (v, 1.0), {}, c, "m2", aten="aten.add.Tensor"),
+               BoundSymbol("aten.t.default", (x,), {}, xt, "m3", aten="aten.t.default"),
+               BoundSymbol("aten.mul.Tensor", (c, xt), {}, b, "m4", aten="aten.mul.Tensor"))
+    fusion = BoundSymbol("fw_fusion_0", (x,), {}, (b,), "k0", subsymbols=members, executor=executor, fusion=True)
+    return Trace("forward", (x,), (fusion,), (b,))
+
+
+def test_a_fusion_run_op_by_op_on_the_cpu_holds_its_intermediates():
+    trace = _region()
+    # a (its view v shares it) and c are alive together until the region's function returns;
+    # x.t() is a view of the input, b the output already counted after the symbol.
+    assert region_scratch(trace.symbols[0]) == 128 + 128
+    row, = timeline(trace)
+    assert (row["live_bytes"], row["transient_bytes"]) == (128, 384)
+    assert peak(trace, [row])["bytes"] == 384
+    # A compiled GPU kernel or another executor's kernel keeps its intermediates off the heap.
+    for other in (_region(device="cuda:0"), _region(executor="nvfuser")):
+        row, = timeline(other)
+        assert region_scratch(other.symbols[0]) == 0 and row["transient_bytes"] == row["live_bytes"] == 128
 
 
 @pytest.mark.slow
