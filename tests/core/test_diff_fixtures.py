@@ -85,19 +85,22 @@ class Block(torch.nn.Module):
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(executors: tuple = ("pwfuse",)) -> Collect:
-    """Compile and run one training step of :class:`Block` with ``executors``; return the observer."""
+def compiled(executors: tuple = ("pwfuse",), remat=None) -> Collect:
+    """Compile and run one training step of :class:`Block` with ``executors`` and the ``remat``
+    policy (None: the default, ``auto``); return the observer."""
     torch.manual_seed(0)
     obs = Collect()
     reset_graph_ids()
-    fn = jit(Block(), executors=list(executors), observer=obs)
+    fn = jit(Block(), executors=list(executors), observer=obs, remat=remat)
     fn(torch.randn(4, 16)).backward()
     return obs
 
 
-def pass_pair(chain: str, before: str, after: str, executors: tuple = ("pwfuse",)) -> tuple[Trace, Trace]:
-    """Return the traces after passes ``before`` and ``after`` of ``chain``."""
-    traces = {t.pass_name: t for t in compiled(executors).chain(chain)}
+def pass_pair(chain: str, before: str, after: str, executors: tuple = ("pwfuse",),
+              remat=None) -> tuple[Trace, Trace]:
+    """Return the traces after passes ``before`` and ``after`` of ``chain`` (``remat``: see
+    :func:`compiled`)."""
+    traces = {t.pass_name: t for t in compiled(executors, remat).chain(chain)}
     return traces[before], traces[after]
 
 

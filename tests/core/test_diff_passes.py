@@ -16,6 +16,10 @@ from thundervis.diff.render import unified_plain
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 # Every pass kind the goldens must cover; passes the pipeline runs besides these get goldens too.
 PASS_KINDS = ("decompose", "cse", "dce", "claim", "fuse", "liveness", "codegen")
+# Goldens per remat policy: auto (the default) runs the min-cut partition, whose partitioner CSEs the
+# joint graph itself (so our cse pass finds nothing left to merge in Block); off runs the graph as
+# the model wrote it, repeated product included.
+POLICY_SUFFIX = {"auto": "", "off": "_remat_off"}
 
 
 def check_golden(name: str, text: str) -> None:
@@ -34,17 +38,32 @@ def test_every_pass_kind_is_in_the_pipeline():
     assert set(PASS_KINDS) <= set(names)
 
 
+@pytest.mark.parametrize("remat", sorted(POLICY_SUFFIX))
 @pytest.mark.parametrize("kind", PASS_KINDS)
-def test_pass_diff_golden(kind):
+def test_pass_diff_golden(kind, remat):
     """The diff of each pass against the pass before it (whatever that is) matches its golden."""
-    traces = compiled().chain("forward")
+    traces = compiled(("pwfuse",), remat).chain("forward")
     k = [t.pass_name for t in traces].index(kind)
     d = diff_traces(traces[k - 1], traces[k])
-    check_golden(f"diff_{kind}.txt", unified_plain(d) + d.summary() + "\n")
+    check_golden(f"diff_{kind}{POLICY_SUFFIX[remat]}.txt", unified_plain(d) + d.summary() + "\n")
+
+
+@pytest.mark.parametrize("chain", ("forward", "backward"))
+def test_remat_diff_golden(chain):
+    """Pass 1, remat: the off partition's chain (acquire) against the min-cut one that runs."""
+    d = diff_traces(*pass_pair(chain, "acquire", "remat"))
+    check_golden(f"diff_remat_{chain}.txt", unified_plain(d) + d.summary() + "\n")
+
+
+def test_remat_off_changes_nothing():
+    for chain in ("forward", "backward"):
+        d = diff_traces(*pass_pair(chain, "acquire", "remat", remat="off"))
+        assert not d.changed, chain
 
 
 def test_decompose_diff_shows_renames_and_new_prims():
-    d = diff_traces(*pass_pair("forward", "acquire", "decompose"))
+    # remat is the pass before decompose: acquire is the off partition's chain, not the one that runs
+    d = diff_traces(*pass_pair("forward", "remat", "decompose"))
     changed = [r for r in d.lines if r.status == CHANGED]
     assert any(r.a.text.startswith("t6 = aten.mul.Tensor") and r.b.text.startswith("t6 = prims.mul") for r in changed)
     added = [r for r in d.lines if r.status == ADDED]
@@ -52,7 +71,8 @@ def test_decompose_diff_shows_renames_and_new_prims():
 
 
 def test_cse_diff_says_merged():
-    d = diff_traces(*pass_pair("forward", "decompose", "cse"))
+    # remat off: under auto the min-cut partitioner has CSEd the joint graph before our cse runs
+    d = diff_traces(*pass_pair("forward", "decompose", "cse", remat="off"))
     merged = [r for r in d.lines if r.status == REPLACED]
     assert len(merged) == 1 and merged[0].how == "merged"
     assert merged[0].a.key == "t7 = prims.mul(t5, 2)" and merged[0].partners[0].text.startswith("t6 = prims.mul")

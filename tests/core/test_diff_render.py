@@ -39,7 +39,8 @@ def test_html_escapes_every_string():
 
 
 def test_unified_plain_and_rich_agree():
-    d = diff_traces(*pass_pair("forward", "decompose", "cse"))
+    # remat off: under auto the partitioner has CSEd the graph, so our cse pass changes no row
+    d = diff_traces(*pass_pair("forward", "decompose", "cse", remat="off"))
     plain = unified_plain(d)
     rich = unified_rich(d)
     assert isinstance(rich, Text)
