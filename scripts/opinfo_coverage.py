@@ -34,6 +34,8 @@ def _parse(argv):
     p.add_argument("--executors", default="default",
                    help="comma-separated executors (torch is always added last), or 'default' for the "
                         "device's default order, what users get (default: default)")
+    p.add_argument("--remat", choices=("off", "auto"), default="auto",
+                   help="the backend's rematerialization policy (default: auto, the backend's default)")
     p.add_argument("--json", metavar="OUT", help="write every result to OUT as JSON")
     p.add_argument("--quiet", action="store_true", help="print only failures and the summary")
     return p.parse_args(argv)
@@ -90,7 +92,7 @@ def main(argv=None) -> int:
     width = max((len(h.op_id(o)) for o in ops), default=10)
     print(f"{'op':<{width}}  {'outcome':<15}  {'s':>5}  reason", flush=True)
     for op in ops:
-        r = h.check_op(op, samples=args.samples, grads=not args.no_grad, timeout=args.timeout,
+        r = h.check_op(op, samples=args.samples, grads=not args.no_grad, timeout=args.timeout, remat=args.remat,
                        executors=executors)
         results.append(r)
         if not args.quiet or r.status in h.FAILURES:
