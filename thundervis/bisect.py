@@ -226,19 +226,27 @@ def _compiled_passes(rec, graph: Optional[int], chain: str) -> tuple:
     return g, c, traces
 
 
+def _signature(trace: Trace) -> tuple:
+    """The names, shapes and dtypes a trace takes and returns, in order."""
+    def sig(xs):
+        return tuple((x.name, tuple(x.shape), x.dtype) for x in xs if isinstance(x, TensorProxy))
+    return sig(trace.inputs), sig(flatten(trace.outputs))
+
+
 def _from_remat(c, traces: list, notes: list) -> tuple:
-    """Return (chain, traces) from the ``remat`` pass on when it changed what the chain takes (the
-    forward/backward split of the other policy comes before it: other inputs, other outputs), with a
-    note saying so; else both unchanged."""
+    """Return (chain, traces) from the ``remat`` pass on when it takes or returns other values than
+    pass 0 (the forward/backward split of the other policy comes before it), with a note saying so;
+    else both unchanged. Values are matched by name, not shape: the remat pass gives a value the
+    name pass 0 gave the same FX node, and a policy that saves another tensor of the same shape
+    (the input of a GeLU instead of its output) changes what the chain takes all the same."""
     names = [p.name for p in c.passes]
     if "remat" not in names:
         return c, traces
     k = names.index("remat")
-    if [(x.shape, x.dtype) for x in traces[k].inputs] == [(x.shape, x.dtype) for x in traces[0].inputs] and \
-            len(traces[k].flat_outputs()) == len(traces[0].flat_outputs()):
+    if k == 0 or _signature(traces[k]) == _signature(traces[0]):
         return c, traces
-    notes.append(f"bisected from pass {k} remat: the passes before it hold the other remat policy's "
-                 "split of the joint graph, which takes other inputs")
+    notes.append(f"bisected from pass {c.passes[k].index} remat: the passes before it hold the other remat "
+                 "policy's split of the joint graph, which takes or returns other values")
     return replace(c, passes=c.passes[k:]), traces[k:]
 
 
@@ -280,7 +288,7 @@ def bisect(rec, graph: Optional[int] = None, chain: str = "forward", inputs: Opt
                     else [errors(outs, base)]
                 judged = judge(outs, ref, base, eager_errors)
             except ValueError as e:
-                raise BisectError(f"pass {i} {p.name} of graph {g.id} {chain} returns different outputs ({e})") from None
+                raise BisectError(f"pass {p.index} {p.name} of graph {g.id} {chain} returns different outputs ({e})") from None
             max_abs, max_rel = max((a for a, _ in vs_base), default=0.0), max((r for _, r in vs_base), default=0.0)
             ref_rel = judged["max_rel"]
             diverged = judged["verdict"] == "flagged"

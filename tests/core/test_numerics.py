@@ -433,6 +433,38 @@ def test_bisect_clean_forward_and_backward_print_every_pass(clean, capsys):
     assert code == 0 and "random inputs" in out and "no divergence" in out
 
 
+def test_bisect_starts_at_remat_when_it_saves_another_tensor_of_the_same_shape():
+    """remat saving x where acquire saved relu(x) (same shape, other value) is another split: bisect
+    starts at remat (comparing acquire's outputs with remat's would flag remat); a remat pass that
+    takes and returns what acquire does is bisected from acquire."""
+    from dataclasses import dataclass
+
+    from thundervis.bisect import _from_remat
+    from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
+
+    @dataclass(frozen=True)
+    class P:
+        index: int
+        name: str
+
+    @dataclass(frozen=True)
+    class C:
+        passes: tuple
+
+    x, r, o = (TensorProxy(n, (4, 8), "float32", "cpu") for n in ("x", "relu_1", "out"))
+    syms = (BoundSymbol("aten.relu.default", (x,), {}, r, "s0"), BoundSymbol("aten.neg.default", (r,), {}, o, "s1"))
+    acquire = Trace("fw", (x,), syms, (o, r), pass_name="acquire")
+    remat = acquire.replace(outputs=(o, x), pass_name="remat")
+    chain = C((P(0, "acquire"), P(1, "remat"), P(2, "decompose")))
+    notes = []
+    c, traces = _from_remat(chain, [acquire, remat, remat], notes)
+    assert [p.name for p in c.passes] == ["remat", "decompose"] and traces == [remat, remat]
+    assert notes and notes[0].startswith("bisected from pass 1 remat")
+    notes = []
+    c, traces = _from_remat(chain, [acquire, acquire.replace(pass_name="remat"), remat], notes)
+    assert c is chain and len(traces) == 3 and notes == []
+
+
 # ------------------------------------------------------------------------------------- faults
 
 def test_triton_reduction_fault_is_flagged_exactly_and_bisected_to_codegen(tmp_path, capsys, monkeypatch):
