@@ -49,7 +49,7 @@ def test_pass_diff_side_by_side_html_and_json(recordings, capsys, tmp_path):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["--from", "nope", "--to", "fuse"], "passes: 0 acquire, 1 decompose"),
+    (["--from", "nope", "--to", "fuse"], "passes: 0 acquire, 1 remat, 2 decompose"),
     (["--chain", "sideways"], "chains: dynamo, joint, forward, backward"),
     (["--graph", "9"], "graphs: 0"),
 ])
