@@ -25,11 +25,13 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from thundervis.compiler.interpreter import run_trace
-from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace, map_structure
+from thundervis.compiler.ir import BoundSymbol, TensorProxy, Trace
 from thundervis.compiler.registry import UnknownSymbol
 from thundervis.compiler.serialize import TraceFormatError, executable_trace_from_dict
 from thundervis.compiler.values import torch_dtype
+# float64_region, float64_symbol: re-exported for the callers that import them from here.
+from thundervis.float64_reference import (flat_values, float64_region, float64_symbol,  # noqa: F401
+                                         reference_outputs)
 from thundervis.kernel_numerics import check_layout, errors, make_inputs, timed
 from thundervis.recording.model import KernelInfo, RerunResult  # noqa: F401  (RerunResult: re-exported)
 
@@ -222,36 +224,6 @@ def _first_line(e: BaseException) -> str:
     return visible_line((str(e).splitlines() or [""])[0][:200])
 
 
-def float64_region(trace: Trace) -> Trace:
-    """Return the region with floating dtype constants (conversions) raised to float64."""
-    return trace.replace(symbols=tuple(float64_symbol(b) for b in trace.symbols))
-
-
-def float64_symbol(b: BoundSymbol) -> BoundSymbol:
-    """Return symbol ``b`` (and its subsymbols) with floating dtype constants raised to float64."""
-    return b.replace(args=map_structure(_up, b.args), kwargs=map_structure(_up, b.kwargs),
-                     subsymbols=tuple(float64_symbol(s) for s in b.subsymbols))
-
-
-def _up(v):
-    return torch.float64 if isinstance(v, torch.dtype) and v.is_floating_point else v
-
-
-def reference_outputs(trace: Trace, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Run the reference interpreter on ``inputs`` raised to float64; return flat outputs."""
-    args = [t.double() if t.is_floating_point() else t for t in inputs]
-    outs = run_trace(float64_region(trace), args)
-    return [o for o in _flat(outs) if isinstance(o, torch.Tensor)]
-
-
-def _flat(x):
-    if isinstance(x, (tuple, list)):
-        for y in x:
-            yield from _flat(y)
-    else:
-        yield x
-
-
 def compare(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> tuple[float, float]:
     """Return (max abs error, max abs error / max |ref|) over all outputs (``kernel_numerics.errors``)."""
     return errors(outs, refs)
@@ -351,7 +323,7 @@ def run_one(region: Trace, kernel_name: str, executor_name: str, inputs: list, i
         fallback = [w for w in caught if "thundervis" in str(w.message) and "instead" in str(w.message)]
         if fallback:
             raise RuntimeError(str(fallback[0].message))
-        max_abs, max_rel = compare([o for o in _flat(outs) if isinstance(o, torch.Tensor)], refs)
+        max_abs, max_rel = compare([o for o in flat_values(outs) if isinstance(o, torch.Tensor)], refs)
     except Exception as e:  # a failing executor is a result, not a crash
         return RerunResult(status="failed", detail=f"{type(e).__name__}: {e}".splitlines()[0][:300], **base)
     return RerunResult(status="ok", median_us=median, min_us=best, clock=clock, max_abs_error=max_abs,

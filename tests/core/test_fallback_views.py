@@ -169,13 +169,21 @@ def test_lineage_text_says_why(fallback_run, capsys):
     assert "not lowered: its decomposition uses aten.sort.default" in out
 
 
+def _eager_keys(chains_eager: int, chains_total: int) -> dict:
+    """The eager-region keys every ``ls --json`` document has (``eager_head``, ``eager_regions``),
+    worded by present.eager_regions as ls words them, for a document with no eager region."""
+    from thundervis.present.eager_regions import eager_head
+    return {"eager_head": eager_head(chains_eager, chains_total, ()), "eager_regions": []}
+
+
 def test_recorded_text_is_made_visible(tmp_path, capsys):
     """A note with control characters (recordings are files people send) prints escaped."""
     from thundervis.commands.ls import fallback_lines
     doc = {"chains_eager": 0, "chains_total": 1, "fallbacks": [
         {"kind": TORCH_OP, "graph": 0, "chain": "forward", "what": "aten.x", "reason": "bad\x1b[31m red",
          "source": "a.py:1", "uid": "f0"},
-        {"kind": KERNEL, "graph": 0, "chain": "forward", "what": "k\x07", "reason": "e\u202e", "source": None}]}
+        {"kind": KERNEL, "graph": 0, "chain": "forward", "what": "k\x07", "reason": "e\u202e", "source": None}],
+        **_eager_keys(0, 1)}
     text = "\n".join(fallback_lines(doc))
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text and "\\x1b" in text
 
@@ -205,8 +213,9 @@ def test_reasons_differing_only_in_sizes_are_one_group():
         op("prims.mean reduces dims [1] of a [16, 7, 32] tensor: only leading or trailing dims", "a.py:3"),
         op("prims.mean reduces dims [1] of a [4, 7, 32] tensor: only leading or trailing dims", "a.py:3"),
         op("matmuls stay with torch", "a.py:4"),
-        op("prims.sum reduces dims [0] of a [8] tensor: fine", "a.py:5")]}
+        op("prims.sum reduces dims [0] of a [8] tensor: fine", "a.py:5")], **_eager_keys(0, 3)}
     lines = fallback_lines(doc)
+    assert lines[0] == "0 of 3 chains ran eagerly"
     assert "    2 × mean: prims.mean reduces dims [1] of a […] tensor: only leading or trailing dims · a.py:3" in lines
     assert "    1 × mean: prims.sum reduces dims [0] of a [8] tensor: fine · a.py:5" in lines
     assert len(lines) == 5, lines
