@@ -41,20 +41,27 @@ def test_ls_json_is_the_overview(recorded, capsys):
         ov = rec.overview()
     assert code == 0 and isinstance(ov, Overview)
     doc = json.loads(out)
-    # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch), the
-    # communication (collectives) and the roofline model (modelled_step, roofline; each fusion's
-    # roofline and targets), each chain's timed line (present.chain_times; None: not profiled) and
-    # the torch.compile options a run overrode (none here)
-    added = ("chains_eager", "chains_total", "fallbacks", "collectives", "modelled_step", "roofline", "numerics",
-             "compile_options_not_used", "run_status", "saved_bytes")
-    assert set(added) <= set(doc)
+    # ls adds the fallbacks (chains_eager, chains_total, fallbacks, each fusion's ran_in_torch) and the
+    # code Dynamo left to eager (eager_regions, eager_head), the communication (collectives), the
+    # roofline model (modelled_step, roofline; each fusion's roofline and targets), each chain's timed
+    # line (present.chain_times; None: not profiled), the torch.compile options a run overrode (none
+    # here), the compile times (compile_text; each graph's compile), the numerics and ls's lines of
+    # it, an abstract run's answer (None here), and the memory ledger (saved_bytes, memory_peak)
+    added = ("chains_eager", "chains_total", "fallbacks", "eager_regions", "eager_head", "collectives",
+             "modelled_step", "roofline", "numerics", "numerics_lines", "compile_options_not_used", "run_status",
+             "compile_text", "abstract", "abstract_lines", "saved_bytes", "memory_peak")
+    assert set(added) == set(doc) - set(json.loads(json.dumps(ov.as_json())))  # each one said here
+    assert doc["eager_regions"] == [] and doc["eager_head"] == "0 of 4 chains ran eagerly"
+    assert doc["abstract"] is None and doc["abstract_lines"] == [] and doc["compile_text"].startswith("compiled ")
     assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
     assert doc["compile_options_not_used"] == []
     base = {k: v for k, v in doc.items() if k not in added}
     for g in base["graphs"]:
         assert all(c.pop("timed") is None for c in g["chains"])
-        for c in g["chains"]:  # the memory ledger (present.memory)
+        assert g.pop("compile")["text"].startswith("compiled in ")  # present.compile_times
+        for c in g["chains"]:  # the memory ledger (present.memory); measured only under --profile
             c.pop("saved_bytes"), c.pop("saved"), c.pop("peak_bytes")
+            assert c.pop("measured_peak_bytes") is None
         for k in g["fusions"]:
             assert k.pop("ran_in_torch") is None
             k.pop("roofline"), k.pop("targets"), k.pop("numerics")
