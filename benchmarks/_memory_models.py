@@ -4,14 +4,23 @@ download, no dropout so compiled and eager agree), and :func:`saved_bytes`, whic
 training step saves for backward the way autograd sees it."""
 from __future__ import annotations
 
+import os
+import sys
+
 import torch
+
+# model_zoo sits beside this file. Imported now, with this file's folder on sys.path, so that build()
+# works however this module was reached (a test adds the folder to sys.path only while importing it).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+from model_zoo import import_torchvision  # noqa: E402
 
 HIDDEN, LAYERS, BATCH, SEQ, VOCAB = 128, 2, 4, 128, 1024
 
 
 def build(name: str, hidden: int = HIDDEN, layers: int = LAYERS, batch: int = BATCH, seq: int = SEQ):
     """Return (model, batch of keyword arguments) of model ``name`` (gpt2, llama, bert), seeded."""
-    from model_zoo import import_torchvision
     import_torchvision()  # transformers imports torchvision when installed: make that import work
     import transformers
     torch.manual_seed(0)

@@ -100,17 +100,21 @@ def op_by_op(b: BoundSymbol) -> bool:
                 and str(outs[0].device or "cpu").startswith("cpu"))
 
 
-def region_scratch(b: BoundSymbol) -> int:
+def region_scratch(b: BoundSymbol, parents: Optional[dict] = None) -> int:
     """Return the bytes of fusion ``b``'s intermediates when it runs op by op (:func:`op_by_op`):
-    each member result that is new memory and no output of the fusion, each storage once. The
-    region's function keeps every one of them in a local until it returns, so all are live at
-    once at its end; 0 for any other symbol (a compiled kernel keeps its intermediates in registers)."""
+    the result of each step the torch path runs (``cpu_path.region_steps`` with ``parents``, the
+    chain's decomposed symbols {uid: symbol}) that is new memory and no output of the fusion, each
+    storage once. A decomposed op whose prims are all in the region runs as its one ATen call,
+    which frees its own temporaries: only that call's results count, not its prims'. The region's
+    function keeps every step's result in a local until it returns, so all are live at once at its
+    end; 0 for any other symbol (a compiled kernel keeps its intermediates in registers)."""
     if not op_by_op(b):
         return 0
+    from .executors.cpu_path import region_steps  # the same steps the CPU path generates
     env = {p.name: p.name for p in b.flat_inputs() if isinstance(p, TensorProxy)}
     fusion_inputs = set(env)
     made: dict[str, TensorProxy] = {}
-    for s in b.subsymbols:
+    for s in region_steps(b, parents):
         ins = [p for p in s.flat_inputs() if isinstance(p, TensorProxy)]
         for p in s.flat_outputs():
             if not isinstance(p, TensorProxy):
@@ -129,7 +133,10 @@ def timeline(trace: Trace, live_inputs: Sequence[str] = ()) -> list[dict]:
     ``live_bytes``, the bytes of the storages alive after it, counting what the trace allocates and
     the inputs named in ``live_inputs`` (a backward's saved values), each storage freed when its
     last name is deleted; ``transient_bytes``, the bytes alive at its highest while it runs (the
-    same plus :func:`region_scratch`: a fusion run op by op holds its intermediates until it ends)."""
+    same plus :func:`region_scratch`: a fusion run op by op holds its intermediates until it ends;
+    the decomposed symbols in ``trace.meta`` say which of its prims the CPU path folds back)."""
+    from .passes.claim import DECOMPOSED
+    parents = (trace.meta or {}).get(DECOMPOSED)
     root, proxies = aliases(trace), _proxies(trace)
     inputs = {p.name for p in trace.inputs}
     holders: dict[str, set] = {}
@@ -163,7 +170,7 @@ def timeline(trace: Trace, live_inputs: Sequence[str] = ()) -> list[dict]:
                 if r in size:
                     holders.setdefault(r, set()).add(p.name)
         rows.append({"index": i, "sym": b.sym, "uid": b.uid, "live_bytes": live,
-                     "transient_bytes": live + region_scratch(b)})
+                     "transient_bytes": live + region_scratch(b, parents)})
     return rows
 
 

@@ -163,6 +163,43 @@ def test_a_fusion_run_op_by_op_on_the_cpu_holds_its_intermediates():
         assert region_scratch(other.symbols[0]) == 0 and row["transient_bytes"] == row["live_bytes"] == 128
 
 
+def _layer_norm_region(members_kept: int = 7):
+    """A fusion of x holding the first ``members_kept`` of a layer norm's seven prims (s = sum(x),
+    mean = s/8, d = x-mean, sq = d*d, v = sum(sq), rstd = rsqrt(v), y = d*rstd), returning its last
+    member's result; and {uid: the decomposed native_layer_norm} as claim keeps it."""
+    def t(name, shape):
+        return TensorProxy(name, shape, "float32", "cpu", (shape[1], 1))
+    x, s, mean, d, sq, v, rstd, y = (t("x", (4, 8)), t("s", (4, 1)), t("mean", (4, 1)), t("d", (4, 8)),
+                                     t("sq", (4, 8)), t("v", (4, 1)), t("rstd", (4, 1)), t("y", (4, 8)))
+    prims = [("prims.sum", (x, [1]), s), ("prims.div", (s, 8.0), mean), ("prims.sub", (x, mean), d),
+             ("prims.mul", (d, d), sq), ("prims.sum", (sq, [1]), v), ("prims.rsqrt", (v,), rstd),
+             ("prims.mul", (d, rstd), y)]
+    subs = tuple(BoundSymbol(sym, args, {}, out, f"m{i}", origin=("ln",)) for i, (sym, args, out) in enumerate(prims))
+    parent = BoundSymbol("aten.native_layer_norm.default", (x, [8], None, None, 1e-5), {}, (y, mean, rstd), "ln",
+                         aten="aten.native_layer_norm.default", subsymbols=subs)
+    members = subs[:members_kept]
+    fusion = BoundSymbol("fw_fusion_0", (x,), {}, (members[-1].outputs,), "k0", subsymbols=members,
+                         executor="triton", fusion=True)
+    return fusion, {"ln": parent}
+
+
+def test_a_folded_decomposed_op_holds_only_its_calls_results():
+    from thundervis.compiler.passes.claim import DECOMPOSED
+    fusion, parents = _layer_norm_region()
+    # All seven prims in the region: the CPU path calls native_layer_norm once, whose temporaries
+    # (d, sq, s, v) are freed inside it; only its results mean and rstd stay in locals (y is the output).
+    assert region_scratch(fusion, parents) == 16 + 16
+    trace = Trace("forward", fusion.args, (fusion,), fusion.outputs, meta={DECOMPOSED: parents})
+    row, = timeline(trace)
+    assert row["transient_bytes"] - row["live_bytes"] == 32
+    # Without the decomposed symbols the prims run one by one: s, mean, d, sq, v, rstd all held.
+    assert region_scratch(fusion) == 16 + 16 + 128 + 128 + 16 + 16
+    # A region holding only part of the prims cannot call the op: its prims' results all count.
+    part, parents = _layer_norm_region(members_kept=6)
+    assert region_scratch(part, parents) == 16 + 16 + 128 + 128 + 16
+    assert region_scratch(part, parents) == region_scratch(part)
+
+
 @pytest.mark.slow
 def test_ledger_equals_measured_on_a_tiny_gpt2():
     pytest.importorskip("transformers")
