@@ -7,6 +7,8 @@ ones of the recorded shapes (with a note). Passes run in the reference interpret
 (``codegen``, the trace that executes) runs each fusion as its executor's kernel, regenerated from
 the fusion's validated IR like ``thundervis rerun`` does, so a wrong lowering shows there.
 
+A forward/backward chain is bisected from its ``remat`` pass when that pass takes or returns other
+values than pass 0 (:func:`_from_remat`): the passes before it hold the other remat policy's split.
 Each pass's outputs are compared with pass 0's (the ATen graph; ``max rel``: the largest over the
 outputs of max abs difference / max |pass 0|). Whether a pass diverges is judged as ``run
 --check-numerics`` judges a kernel (:func:`thundervis.numerics_check.judge`): each output's error
@@ -367,8 +369,9 @@ def _with_lineage(rec, graph, chain, p, b, output, rel, prev_rel) -> Divergence:
 
 def report_lines(r: BisectReport) -> list[str]:
     """The lines ``thundervis bisect`` prints (recorded strings not yet made visible: callers do)."""
+    first = r.passes[0].index if r.passes else 0  # the pass compared against: remat's when it starts there
     lines = [f"bisect graph {r.graph} {r.chain} · {plural(len(r.passes), 'pass', 'passes')} · {r.inputs} inputs · "
-             f"pass 0 float32 vs float64: max rel {format_error(r.eager_rel)}"]
+             f"pass {first} float32 vs float64: max rel {format_error(r.eager_rel)}"]
     lines += [f"note: {n}" for n in r.notes]
     for p in r.passes:
         mark = "  <- diverges" if p.diverged else ""

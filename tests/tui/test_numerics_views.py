@@ -4,6 +4,7 @@ trace line and the palette's entries; recorded strings stay text."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 
 import pytest
@@ -81,7 +82,10 @@ async def test_numerics_screen_lists_kernels_by_verdict_and_opens_the_bisect(che
         await wait_for(pilot, lambda: "no divergence" in screen_text(app), timeout=120)
         text = screen_text(app)
         assert flagged in text and "[b]markup[/b]" in text  # the recorded detail shown as text
-        assert "codegen" in text and "acquire" in text
+        # every bisected pass, from remat (the passes before it hold the other remat policy's split,
+        # and the note says so) to codegen
+        assert "codegen" in text and re.search(r"^\s+1 remat\s+max rel", text, re.M)
+        assert "note: bisected from pass 1 remat" in text and "pass 1 float32 vs float64" in text
 
 
 async def test_kernels_table_has_a_verdict_column_and_the_trace_line_a_marker(checked_rec, tmp_path):
