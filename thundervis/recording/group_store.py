@@ -85,53 +85,10 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
             return False
         store.execute("BEGIN")
         conn.execute("BEGIN IMMEDIATE")
-        deltas = any(r[1] == "delta_base" for r in conn.execute("PRAGMA table_info(passes)"))
-        full: dict[tuple, tuple] = {}  # (graph, chain, idx) -> its full texts (schema 4 deltas applied)
-        for g, c, i, tj, pr, base in conn.execute(
-                "SELECT graph_id, chain, idx, trace_json, printed, " + ("delta_base" if deltas else "NULL") +
-                " FROM passes ORDER BY graph_id, chain, idx").fetchall():
-            if tj is None and pr is None:
-                continue
-            tj, pr = _plain(tj, path), _plain(pr, path)
-            if base is not None:  # the group store keeps whole texts, deduplicated across ranks
-                if (g, c, base) not in full or tj is None or pr is None:
-                    raise ValueError(f"graph {g} {c} pass {i} is a delta against a missing pass")
-                what = f"the delta of graph {g} {c} pass {i}"
-                tj = apply_delta(full[(g, c, base)][0], tj, JSON_SEPARATOR, what, path)
-                pr = apply_delta(full[(g, c, base)][1], pr, TEXT_SEPARATOR, what, path)
-            full[(g, c, i)] = (tj, pr)
-            new_tj = None
-            if tj is not None:
-                canonical, offset = canonical_trace(tj)
-                new_tj = _put(store, canonical, seen, offset)
-            new_pr = _put(store, _printed_body(pr), seen) if pr is not None else None
-            conn.execute("UPDATE passes SET trace_json=?, printed=? WHERE graph_id=? AND chain=? AND idx=?",
-                         (new_tj, new_pr, g, c, i))
-        if deltas:
-            conn.execute("UPDATE passes SET delta_base=NULL")
-        for kid, code, tj in conn.execute("SELECT id, code, trace_json FROM kernels").fetchall():
-            code, tj = _plain(code, path), _plain(tj, path)
-            conn.execute("UPDATE kernels SET code=?, trace_json=? WHERE id=?",
-                         (_put(store, code, seen) if code else code, _put(store, tj, seen) if tj else tj, kid))
-        # A recording of schema < 3 repeats the columns (code, region IR under "trace") in the
-        # kernel record: keep only the fields without a column.
-        for kid, record in conn.execute("SELECT id, record FROM kernels").fetchall():
-            try:
-                d = json.loads(record)
-            except (ValueError, TypeError, RecursionError):
-                continue
-            if isinstance(d, dict) and KERNEL_COLUMN_KEYS & d.keys():
-                d = {k: v for k, v in d.items() if k not in KERNEL_COLUMN_KEYS}
-                conn.execute("UPDATE kernels SET record=? WHERE id=?", (json.dumps(d), kid))
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sources'").fetchone():
-            for f, text in conn.execute("SELECT file, text FROM sources").fetchall():
-                text = _plain(text, path)
-                if text:
-                    conn.execute("UPDATE sources SET text=? WHERE file=?", (_put(store, text, seen), f))
-        conn.execute("DELETE FROM symbols")  # an index over the trace JSON: the reader derives it
-        for table in ("symbol_sources", "symbol_rows", "pass_symbols"):  # schema 3 and 4 symbol tables
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
-                conn.execute(f"DELETE FROM {table}")
+        _pack_passes(conn, store, path, seen)
+        _pack_kernels(conn, store, path, seen)
+        _pack_sources(conn, store, path, seen)
+        _drop_derived_rows(conn)
         conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (PACKED_KEY, STORE_NAME))
         store.execute("COMMIT")  # the texts are safe in the store before the rank file refers to them
         conn.execute("COMMIT")
@@ -143,13 +100,82 @@ def pack_rank(path: str, store: sqlite3.Connection, seen: Optional[set] = None) 
                 pass
         conn.close()
         raise
+    _compact(conn)
+    conn.close()
+    return True
+
+
+def _pack_passes(conn: sqlite3.Connection, store: sqlite3.Connection, path: str, seen: set) -> None:
+    """Move every pass's texts (schema 4 deltas applied: the store keeps whole texts, deduplicated
+    across ranks) into ``store``; the rank file keeps their references."""
+    deltas = any(r[1] == "delta_base" for r in conn.execute("PRAGMA table_info(passes)"))
+    full: dict[tuple, tuple] = {}  # (graph, chain, idx) -> its full texts (schema 4 deltas applied)
+    for g, c, i, tj, pr, base in conn.execute(
+            "SELECT graph_id, chain, idx, trace_json, printed, " + ("delta_base" if deltas else "NULL") +
+            " FROM passes ORDER BY graph_id, chain, idx").fetchall():
+        if tj is None and pr is None:
+            continue
+        tj, pr = _plain(tj, path), _plain(pr, path)
+        if base is not None:  # the group store keeps whole texts, deduplicated across ranks
+            if (g, c, base) not in full or tj is None or pr is None:
+                raise ValueError(f"graph {g} {c} pass {i} is a delta against a missing pass")
+            what = f"the delta of graph {g} {c} pass {i}"
+            tj = apply_delta(full[(g, c, base)][0], tj, JSON_SEPARATOR, what, path)
+            pr = apply_delta(full[(g, c, base)][1], pr, TEXT_SEPARATOR, what, path)
+        full[(g, c, i)] = (tj, pr)
+        new_tj = None
+        if tj is not None:
+            canonical, offset = canonical_trace(tj)
+            new_tj = _put(store, canonical, seen, offset)
+        new_pr = _put(store, _printed_body(pr), seen) if pr is not None else None
+        conn.execute("UPDATE passes SET trace_json=?, printed=? WHERE graph_id=? AND chain=? AND idx=?",
+                     (new_tj, new_pr, g, c, i))
+    if deltas:
+        conn.execute("UPDATE passes SET delta_base=NULL")
+
+
+def _pack_kernels(conn: sqlite3.Connection, store: sqlite3.Connection, path: str, seen: set) -> None:
+    """Move every kernel's code and region IR into ``store``; drop the record's copies of them."""
+    for kid, code, tj in conn.execute("SELECT id, code, trace_json FROM kernels").fetchall():
+        code, tj = _plain(code, path), _plain(tj, path)
+        conn.execute("UPDATE kernels SET code=?, trace_json=? WHERE id=?",
+                     (_put(store, code, seen) if code else code, _put(store, tj, seen) if tj else tj, kid))
+    # A recording of schema < 3 repeats the columns (code, region IR under "trace") in the
+    # kernel record: keep only the fields without a column.
+    for kid, record in conn.execute("SELECT id, record FROM kernels").fetchall():
+        try:
+            d = json.loads(record)
+        except (ValueError, TypeError, RecursionError):
+            continue
+        if isinstance(d, dict) and KERNEL_COLUMN_KEYS & d.keys():
+            d = {k: v for k, v in d.items() if k not in KERNEL_COLUMN_KEYS}
+            conn.execute("UPDATE kernels SET record=? WHERE id=?", (json.dumps(d), kid))
+
+
+def _pack_sources(conn: sqlite3.Connection, store: sqlite3.Connection, path: str, seen: set) -> None:
+    """Move the recorded source files' texts (when the recording has them) into ``store``."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sources'").fetchone():
+        for f, text in conn.execute("SELECT file, text FROM sources").fetchall():
+            text = _plain(text, path)
+            if text:
+                conn.execute("UPDATE sources SET text=? WHERE file=?", (_put(store, text, seen), f))
+
+
+def _drop_derived_rows(conn: sqlite3.Connection) -> None:
+    """Empty the symbol tables: indexes over the trace JSON that the reader derives again."""
+    conn.execute("DELETE FROM symbols")  # an index over the trace JSON: the reader derives it
+    for table in ("symbol_sources", "symbol_rows", "pass_symbols"):  # schema 3 and 4 symbol tables
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
+            conn.execute(f"DELETE FROM {table}")
+
+
+def _compact(conn: sqlite3.Connection) -> None:
+    """Shrink the packed rank file: no journal, no lookup indexes, small pages, vacuumed."""
     conn.execute("PRAGMA journal_mode=DELETE")
     for idx in conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL").fetchall():
         conn.execute(f'DROP INDEX IF EXISTS "{idx[0]}"')  # lookup indexes of the symbol rows, now empty
     conn.execute("PRAGMA page_size=1024")
     conn.execute("VACUUM")
-    conn.close()
-    return True
 
 
 def pack_group(group_dir: str) -> tuple[int, int]:

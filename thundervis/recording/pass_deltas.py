@@ -133,6 +133,22 @@ def decode_ids(blob, what: str, path: str, limit: int = MAX_PASS_ROWS) -> list[i
     return ids
 
 
+def _check_delta_base(path: str, what: str, base, seen: set, later: int, depth: int) -> None:
+    """Raise :class:`RecordingError` (one sentence naming the recording at ``path`` and ``what``)
+    unless ``base`` can be the delta base of pass ``later``, ``depth`` links down a chain that has
+    visited the passes ``seen``: a pass number, not visited, earlier, the chain not too deep."""
+    if base.__class__ is not int or base < 0:
+        raise RecordingError(f"{path} is corrupted ({what} names {describe(base)} as its delta base).")
+    if base in seen:
+        raise RecordingError(f"{path} is corrupted ({what} is a delta chain that loops back to pass {base}).")
+    if base >= later:
+        raise RecordingError(f"{path} is corrupted ({what} is a delta against pass {base}, "
+                             "which is not an earlier pass).")
+    if depth > MAX_DELTA_CHAIN:
+        raise RecordingError(f"{path} is refused ({what} is a chain of more than {MAX_DELTA_CHAIN} "
+                             "deltas, which thundervis never writes).")
+
+
 def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, trace_json, printed,
                        what: str, want: str = "both", cache: Optional[dict] = None) -> tuple[Optional[str], Optional[str]]:
     """Return the stored (trace JSON, printed text) of the pass ``index`` of a chain whose row
@@ -156,16 +172,7 @@ def resolve_pass_texts(store, graph: int, chain: str, index: int, delta_base, tr
     seen = {index}
     base, start = delta_base, None
     while base is not None:
-        if base.__class__ is not int or base < 0:
-            raise RecordingError(f"{store.path} is corrupted ({what} names {describe(base)} as its delta base).")
-        if base in seen:
-            raise RecordingError(f"{store.path} is corrupted ({what} is a delta chain that loops back to pass {base}).")
-        if base >= links[-1][0]:
-            raise RecordingError(f"{store.path} is corrupted ({what} is a delta against pass {base}, "
-                                 "which is not an earlier pass).")
-        if len(links) > MAX_DELTA_CHAIN:
-            raise RecordingError(f"{store.path} is refused ({what} is a chain of more than {MAX_DELTA_CHAIN} "
-                                 "deltas, which thundervis never writes).")
+        _check_delta_base(store.path, what, base, seen, links[-1][0], len(links))
         seen.add(base)
         start = cached(base)
         if start is not None:

@@ -99,13 +99,26 @@ def _scalars(row, n: int) -> Optional[list]:
 def _overlay(conn: sqlite3.Connection, doc: dict) -> None:
     """Lay the rank's rows over the variant recording on ``conn`` (temporary objects only; the
     reader checks every value's type when it reads it)."""
-    run = doc["run"]
+    _overlay_run_and_tables(conn, doc["run"], doc["tables"])
+    conn.execute("CREATE TEMP TABLE rank_passes (graph_id INTEGER, chain TEXT, idx INTEGER, duration_ms REAL,"
+                 " recorded_at REAL, trace_json TEXT, meta TEXT, PRIMARY KEY (graph_id, chain, idx))")
+    rows = _rank_pass_rows(conn, doc["passes"])
+    conn.executemany("INSERT OR REPLACE INTO temp.rank_passes VALUES (?,?,?,?,?,?,?)", rows)
+    conn.execute("CREATE TEMP TABLE rank_graphs (id INTEGER PRIMARY KEY, started_at REAL, compile_s REAL)")
+    conn.executemany("INSERT OR REPLACE INTO temp.rank_graphs VALUES (?,?,?)",
+                     [r for r in (_scalars(r, 3) for r in doc["graphs"]) if r is not None])
+    _create_overlay_views(conn)
+
+
+def _overlay_run_and_tables(conn: sqlite3.Connection, run: dict, tables: dict) -> None:
+    """Create the temporary ``run`` row and the rank's own tables (``OWN_TABLES``) from the rank
+    file's ``run`` and ``tables``, keeping only scalar values of known columns."""
     conn.execute("CREATE TEMP TABLE run AS SELECT * FROM main.run WHERE 0")
     cols = [c for c in RUN_COLUMNS if c in run and run[c].__class__ in _SCALAR]
     conn.execute(f"INSERT INTO temp.run({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                  [run[c] for c in cols])
     for table in OWN_TABLES:
-        spec = doc["tables"].get(table) or {}
+        spec = tables.get(table) or {}
         columns, rows = spec.get("columns") or [], spec.get("rows") or []
         if table in OPTIONAL_TABLES and not conn.execute(
                 "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", (table,)).fetchone():
@@ -118,11 +131,13 @@ def _overlay(conn: sqlite3.Connection, doc: dict) -> None:
         good = [r for r in (_scalars(r, len(columns)) for r in rows) if r is not None]
         conn.executemany(f"INSERT INTO temp.{table}({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                          good)
-    conn.execute("CREATE TEMP TABLE rank_passes (graph_id INTEGER, chain TEXT, idx INTEGER, duration_ms REAL,"
-                 " recorded_at REAL, trace_json TEXT, meta TEXT, PRIMARY KEY (graph_id, chain, idx))")
+
+
+def _rank_pass_rows(conn: sqlite3.Connection, passes: list) -> list:
+    """Return the rank file's well-formed pass rows, each with its meta merged over the variant's."""
     base = {(g, c, i): m for g, c, i, m in conn.execute("SELECT graph_id, chain, idx, meta FROM main.passes")}
     rows = []
-    for r in doc["passes"]:
+    for r in passes:
         if not (isinstance(r, list) and len(r) == 7 and _scalars(r[:6], 6) is not None):
             continue
         meta = None
@@ -134,10 +149,12 @@ def _overlay(conn: sqlite3.Connection, doc: dict) -> None:
             except (ValueError, AttributeError, TypeError, RecursionError):
                 meta = None
         rows.append(r[:6] + [meta])
-    conn.executemany("INSERT OR REPLACE INTO temp.rank_passes VALUES (?,?,?,?,?,?,?)", rows)
-    conn.execute("CREATE TEMP TABLE rank_graphs (id INTEGER PRIMARY KEY, started_at REAL, compile_s REAL)")
-    conn.executemany("INSERT OR REPLACE INTO temp.rank_graphs VALUES (?,?,?)",
-                     [r for r in (_scalars(r, 3) for r in doc["graphs"]) if r is not None])
+    return rows
+
+
+def _create_overlay_views(conn: sqlite3.Connection) -> None:
+    """Create the ``passes`` and ``graphs`` views: the variant's rows with the rank's timings,
+    meta and trace references laid over them."""
     columns = {r[1] for r in conn.execute("PRAGMA main.table_info(passes)")}
     extra = "".join(f", p.{c} AS {c}" for c in sorted(columns - _OVERLAID_PASS_COLUMNS))
     # A rank's trace reference differs from the variant's only by its seq_nr offset.

@@ -32,8 +32,8 @@ from .liveness import host_name, process_token
 from .schema import (INSERT_PASS_SYMBOLS, INSERT_SYMBOL_CONTENT, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text,
                      create_indexes)
 from .trace_text import TraceTextCache
-from .writer_rows import (MAX_SOURCE_BYTES, compile_reasons, create_complete, source_files, source_rows,  # noqa: F401
-                          stored_pass_texts, symbol_row_lists)
+from .writer_rows import (MAX_SOURCE_BYTES, compile_reasons, create_complete, insert_pass_row,  # noqa: F401
+                          source_files, source_rows, stored_pass_texts, symbol_row_lists)
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
 
@@ -234,25 +234,8 @@ class RecordingObserver(CompileObserver):
                   duration_s: float, changed: bool) -> None:
         """Record one pass: its trace as JSON and text, and all its symbols."""
         try:
-            with self._lock:
-                # A pass that changed nothing has the same symbols, inputs and outputs as the pass
-                # just before it: it shares that pass's rows, JSON and text (the reader restores
-                # its name, header and meta).
-                prev = self._latest.get((graph, chain))
-                symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
-                own = symbols_from == index
-                trace_json = printed = delta_base = None
-                last = name == "codegen" or chain in ("dynamo", "joint")  # the chain's last pass
-                if own:
-                    trace_json, printed, delta_base = self._pass_texts(graph, chain, index, trace, whole=last)
-                # The final pass of a chain is what views open first and ls and source read: it is
-                # stored whole, also when it shares the texts of a pass stored as a delta.
-                held = self._delta_prev.get((graph, chain)) if last and not own else None
-                whole_held = ((held[0], compress_text(held[1]), compress_text(held[2]))
-                              if held is not None and held[0] == symbols_from and held[3] > 0 else None)
-                if last:
-                    self._encoder.forget(graph, chain)
-                    self._delta_prev.pop((graph, chain), None)
+            symbols_from, trace_json, printed, delta_base, whole_held = self._pass_row_texts(
+                graph, chain, index, name, trace, changed)
             meta = _json({k: v for k, v in trace.meta.items() if isinstance(v, (int, float, str, bool))})
         except Exception as e:
             with self._lock:
@@ -260,43 +243,59 @@ class RecordingObserver(CompileObserver):
                 if self._conn is not None:
                     self._note_error(f"graph {graph} {chain} pass {index} {name}", e)
             return
-        n_symbols = len(trace.symbols)
         costs = self._final_costs(graph, chain, name, trace)
-
-        def fn(c):
-            c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'compiling')",
-                      (graph, chain))
-            if costs is not None:
-                from .costs import store_costs
-                store_costs(c, graph, chain, costs)
-            if whole_held is not None:
-                c.execute("UPDATE passes SET trace_json=?, printed=?, delta_base=NULL WHERE graph_id=? AND chain=?"
-                          " AND idx=?", (whole_held[1], whole_held[2], graph, chain, whole_held[0]))
-            c.execute("INSERT OR REPLACE INTO passes(graph_id, chain, idx, name, duration_ms, changed,"
-                      " n_symbols, symbols_from, trace_json, printed, meta, recorded_at, delta_base)"
-                      " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                      (graph, chain, index, name, duration_s * 1e3, int(bool(changed)), n_symbols,
-                       symbols_from, trace_json, printed, meta, time.time(), delta_base))
-            if name == "codegen" or chain in ("dynamo", "joint"):
-                c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
-                          (graph, chain))
+        row = dict(graph_id=graph, chain=chain, idx=index, name=name, duration_ms=duration_s * 1e3,
+                   changed=int(bool(changed)), n_symbols=len(trace.symbols), symbols_from=symbols_from,
+                   trace_json=trace_json, printed=printed, meta=meta, delta_base=delta_base)
         if index == 0:
             self.record_sources(trace)
-        written = self._write(f"graph {graph} {chain} pass {index} {name}", fn)
+        written = self._write(f"graph {graph} {chain} pass {index} {name}",
+                              lambda c: insert_pass_row(c, row, whole_held, costs))
+        self._pass_written(graph, chain, index, name, trace, symbols_from, written)
+
+    def _pass_row_texts(self, graph: int, chain: str, index: int, name: str, trace: Trace,
+                        changed: bool) -> tuple:
+        """Return a pass row's (symbols_from, trace JSON, printed text, delta base, whole_held): the
+        pass it shares symbols and texts with, its own stored texts (None when shared) and the
+        whole texts to put back into a held delta pass, or None."""
+        with self._lock:
+            # A pass that changed nothing has the same symbols, inputs and outputs as the pass
+            # just before it: it shares that pass's rows, JSON and text (the reader restores
+            # its name, header and meta).
+            prev = self._latest.get((graph, chain))
+            symbols_from = prev[1] if (not changed and prev is not None and prev[0] == index - 1) else index
+            own = symbols_from == index
+            trace_json = printed = delta_base = None
+            last = name == "codegen" or chain in ("dynamo", "joint")  # the chain's last pass
+            if own:
+                trace_json, printed, delta_base = self._pass_texts(graph, chain, index, trace, whole=last)
+            # The final pass of a chain is what views open first and ls and source read: it is
+            # stored whole, also when it shares the texts of a pass stored as a delta.
+            held = self._delta_prev.get((graph, chain)) if last and not own else None
+            whole_held = ((held[0], compress_text(held[1]), compress_text(held[2]))
+                          if held is not None and held[0] == symbols_from and held[3] > 0 else None)
+            if last:
+                self._encoder.forget(graph, chain)
+                self._delta_prev.pop((graph, chain), None)
+        return symbols_from, trace_json, printed, delta_base, whole_held
+
+    def _pass_written(self, graph: int, chain: str, index: int, name: str, trace: Trace,
+                      symbols_from: int, written: bool) -> None:
+        """After a pass row's write: keep the chain's latest pass and its pending symbol rows."""
         if not written:
             with self._lock:  # the next pass of the chain must not be a delta against this one
                 self._delta_prev.pop((graph, chain), None)
-        if written:
-            if name == "codegen" or chain in ("dynamo", "joint"):
-                self.checkpoint()  # each finished chain in the main file: a copy of it alone holds it
-            with self._lock:
-                self._latest[(graph, chain)] = (index, symbols_from)
-                if own:
-                    self._pending_rows.append((graph, chain, index, trace))
-                    self._pending_symbols += n_symbols
-                flush = self._pending_symbols > MAX_PENDING_SYMBOLS
-            if flush:  # a long run with many graphs: bound the memory the kept traces take
-                self.write_symbol_rows()
+            return
+        if name == "codegen" or chain in ("dynamo", "joint"):
+            self.checkpoint()  # each finished chain in the main file: a copy of it alone holds it
+        with self._lock:
+            self._latest[(graph, chain)] = (index, symbols_from)
+            if symbols_from == index:  # the pass has its own symbol rows
+                self._pending_rows.append((graph, chain, index, trace))
+                self._pending_symbols += len(trace.symbols)
+            flush = self._pending_symbols > MAX_PENDING_SYMBOLS
+        if flush:  # a long run with many graphs: bound the memory the kept traces take
+            self.write_symbol_rows()
 
     def _pass_texts(self, graph: int, chain: str, index: int, trace: Trace, whole: bool = False) -> tuple:
         """Return a pass's stored (trace JSON, printed text, delta base): compressed deltas against

@@ -149,3 +149,28 @@ def stored_pass_texts(encoder, trace, index: int, prev) -> tuple:
         if len(delta_j) + len(delta_p) < 0.8 * (len(full_j) + len(full_p)):
             stored, depth = (delta_j, delta_p, prev[0]), prev[3] + 1
     return stored, j_text, p_text, depth
+
+
+PASS_COLUMNS = ("graph_id", "chain", "idx", "name", "duration_ms", "changed", "n_symbols", "symbols_from",
+                "trace_json", "printed", "meta", "recorded_at", "delta_base")
+
+
+def insert_pass_row(c: sqlite3.Connection, row: dict, whole_held, costs) -> None:
+    """Write one ``passes`` row on ``c`` (``row``: its columns but ``recorded_at``, which is now):
+    its chain's row first, a final pass's roofline ``costs`` (or None), the whole texts
+    ``whole_held`` = (idx, JSON, text) put back into a pass stored as a delta (or None), and for a
+    chain's last pass the chain's status ``compiled``."""
+    graph, chain = row["graph_id"], row["chain"]
+    c.execute("INSERT OR IGNORE INTO chains(graph_id, kind, status) VALUES (?,?,'compiling')", (graph, chain))
+    if costs is not None:
+        from .costs import store_costs
+        store_costs(c, graph, chain, costs)
+    if whole_held is not None:
+        c.execute("UPDATE passes SET trace_json=?, printed=?, delta_base=NULL WHERE graph_id=? AND chain=?"
+                  " AND idx=?", (whole_held[1], whole_held[2], graph, chain, whole_held[0]))
+    values = dict(row, recorded_at=time.time())
+    c.execute(f"INSERT OR REPLACE INTO passes({', '.join(PASS_COLUMNS)}) VALUES ({','.join('?' * len(PASS_COLUMNS))})",
+              tuple(values[k] for k in PASS_COLUMNS))
+    if row["name"] == "codegen" or chain in ("dynamo", "joint"):
+        c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
+                  (graph, chain))
