@@ -201,18 +201,10 @@ class ThundervisCompiler:
             self._param_flags[graph] = parameter_flags(gm)
         except Exception:
             self._param_flags[graph] = []
-        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
         if self.abstract:
             from .abstract import check_size
             check_size(info["n_nodes"], obs, graph)
-        try:
-            t0 = time.perf_counter()
-            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False, call_site=site,
-                              input_names={p: n for p, n in zip(placeholders, dynamo_names) if n})
-            obs.pass_done(graph, "dynamo", 0, "acquire", dyn.replace(meta={"duration_ms": (time.perf_counter() - t0) * 1e3}),
-                          time.perf_counter() - t0, True)
-        except Exception:  # the Dynamo-level record is informative only
-            pass
+        self._record_dynamo_trace(gm, graph, site, dynamo_names)
         try:
             with torch.fx.traceback.preserve_node_meta(), _tracing_context(specialization is not None):
                 compiled = aot_module_simplified(
@@ -240,6 +232,19 @@ class ThundervisCompiler:
             return gm.forward
         obs.graph_finished(graph, time.perf_counter() - t_start)
         return compiled
+
+    def _record_dynamo_trace(self, gm: torch.fx.GraphModule, graph: int, site, dynamo_names: list) -> None:
+        """Record the Dynamo graph ``gm`` as the ``dynamo`` chain's one pass (informative only)."""
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        try:
+            t0 = time.perf_counter()
+            dyn = fx_to_trace(gm, chain="dynamo", graph=graph, aten_only=False, call_site=site,
+                              input_names={p: n for p, n in zip(placeholders, dynamo_names) if n})
+            self.options.observer.pass_done(
+                graph, "dynamo", 0, "acquire", dyn.replace(meta={"duration_ms": (time.perf_counter() - t0) * 1e3}),
+                time.perf_counter() - t0, True)
+        except Exception:  # the Dynamo-level record is informative only
+            pass
 
     def _partition(self, graph: int):
         obs = self.options.observer
