@@ -9,15 +9,14 @@ records to the same file. Whatever happens (normal end, ``sys.exit``, an excepti
 the run's status is written and the recording is closed cleanly; a SIGKILL leaves every committed
 pass readable.
 
-:func:`check_target` and :func:`check_output` validate before anything runs (missing script, syntax
-error, unwritable output) and raise :class:`thundervis.cli.UserError` with one sentence.
+:func:`check_target` and :func:`check_output` (:mod:`thundervis.run_checks`) validate before
+anything runs (missing script, syntax error, unwritable output) and raise
+:class:`thundervis.cli.UserError` with one sentence.
 """
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
-import importlib.util
 import inspect
 import logging
 import os
@@ -31,10 +30,10 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from thundervis.dynamo_breaks import GraphBreakWatcher
-from thundervis.errors import UserError
 from thundervis.interrupts import HeldSignals, RedeliveredInterrupts, Terminated
+# What to run and where to record: checked before anything starts (re-exported from here).
+from thundervis.run_checks import DEFAULT_DIR, check_output, check_target, default_output  # noqa: F401
 
-DEFAULT_DIR = "thundervis-runs"
 INTERRUPTED_EXIT = 130
 
 
@@ -82,88 +81,6 @@ class RecompileLimitWatcher(logging.Handler):
 
     def __exit__(self, *exc):
         logging.getLogger(_RECOMPILE_LIMIT_LOGGER).removeHandler(self)
-
-
-def check_target(script: Optional[str], module: Optional[str]) -> tuple[Optional[str], Optional[str]]:
-    """Check that the script exists and compiles (or the module can be found and compiles); return
-    (absolute script path or None, source path to compile-check or None). Raises UserError."""
-    if module:
-        saved_path = sys.path[:]
-        sys.path.insert(0, os.getcwd())  # as `python -m` does
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError) as e:
-            raise UserError(f"cannot find module {module!r} ({e}).") from None
-        finally:
-            sys.path[:] = saved_path
-        if spec is None:
-            raise UserError(f"cannot find module {module!r}.")
-        origin = spec.origin
-        if spec.submodule_search_locations is not None:  # a package runs its __main__
-            main = os.path.join(list(spec.submodule_search_locations)[0], "__main__.py")
-            if not os.path.exists(main):
-                raise UserError(f"{module!r} is a package and cannot be run directly (it has no __main__.py).")
-            origin = main
-        if origin and origin.endswith(".py"):
-            _compile_check(origin)
-        return None, origin
-    path = os.path.abspath(script)
-    if not os.path.exists(path):
-        raise UserError(f"script {script} does not exist.")
-    if os.path.isdir(path):
-        raise UserError(f"{script} is a directory, not a Python script.")
-    _compile_check(path)
-    return path, path
-
-
-def _compile_check(path: str) -> None:
-    try:
-        with open(path, "rb") as f:
-            source = f.read()
-    except OSError as e:
-        raise UserError(f"cannot read {path} ({e.strerror}).") from None
-    try:
-        compile(source, path, "exec", dont_inherit=True)
-    except SyntaxError as e:
-        raise UserError(f"{path} has a syntax error at line {e.lineno}: {e.msg}.") from None
-    except ValueError as e:  # null bytes
-        raise UserError(f"{path} is not valid Python source ({e}).") from None
-
-
-def default_output(stem: str, directory: str = DEFAULT_DIR, suffix: str = ".tvrec") -> str:
-    """Return a new path ``DIRECTORY/<stem>-<YYYYmmdd-HHMMSS><suffix>`` that does not exist yet
-    (``-2``, ``-3``... added before the suffix when it does); ``suffix`` ``.tvgroup`` names a
-    group folder."""
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(directory, f"{stem}-{stamp}")
-    path, n = base + suffix, 1
-    while os.path.exists(path):
-        n += 1
-        path = f"{base}-{n}{suffix}"
-    return path
-
-
-def check_output(path: str) -> str:
-    """Create the output's folder if needed and check the file can be created; return its absolute
-    path. Raises UserError when it exists or cannot be written."""
-    path = os.path.abspath(path)
-    if os.path.isdir(path):
-        raise UserError(f"output {path} is a directory; give a file name such as run.tvrec.")
-    if os.path.exists(path):
-        raise UserError(f"output {path} already exists; choose another name or remove it.")
-    folder = os.path.dirname(path)
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as e:
-        raise UserError(f"cannot create the output folder {folder} ({e.strerror}).") from None
-    probe = path + ".probe"
-    try:
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
-    except OSError as e:
-        raise UserError(f"cannot write the recording to {path} ({e.strerror}).") from None
-    return path
 
 
 def _routed_compile(original: Callable, backend) -> Callable:
@@ -221,59 +138,30 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     pending builds at its end (bounded, ``$THUNDERVIS_AOT_WAIT_S``). ``abstract``: an
     :class:`~.abstract_run.AbstractSettings` to run the script on fake tensors (None: a real run)."""
     import torch
-    import torch._dynamo
     from thundervis.compiler import backend as backend_mod
-    from thundervis.recording import RecordingObserver
 
     script_path, _ = check_target(script, module)
     argv = [script_path or module, *args]
     in_main = threading.current_thread() is threading.main_thread()
-    saved_defaults = dict(backend_mod._defaults)
-    saved_argv, saved_path, saved_compile = sys.argv[:], sys.path[:], torch.compile
-    saved_term = signal.getsignal(signal.SIGTERM) if in_main else None
+    saved = dict(defaults=dict(backend_mod._defaults), argv=sys.argv[:], path=sys.path[:], compile=torch.compile,
+                 term=signal.getsignal(signal.SIGTERM) if in_main else None)
 
     def on_term(signum, frame):
         raise Terminated()
 
     status, code, tb = "ok", 0, None
-    watcher = breaks = collectives = aot = progress = None
-    from thundervis.compiler.observer import MultiObserver
-    from thundervis.progress import progress_observer
-    # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
-    # try below, so no signal can leave a recording without its end (it would read as `killed`).
-    held = HeldSignals(in_main)
+    started = _Started()
+    recorder, held = _open_recording(out, in_main, script_path=script_path, module=module, argv=argv,
+                                     executors=executors)
     redeliver = None
-    try:
-        recorder = RecordingObserver(out)
-        recorder.start_run(script=script_path, module=module, argv=argv, cwd=os.getcwd(), executors=executors)
-    except BaseException:
-        held.release()
-        raise
     try:
         held.release()
         redeliver = RedeliveredInterrupts() if in_main else None
         if in_main:
             signal.signal(signal.SIGTERM, on_term)
         held.raise_pending()
-        for event, data in notes:
-            recorder.note(event, data)
-        aot = backend_mod.ahead_of_time(targets, recorder)
-        if aot is not None:
-            recorder.note("aot_started", {"targets": [f"sm_{a}" for a in aot.targets], "workers": aot.workers})
-            aot.start()
-        progress = progress_observer(executors=executors)  # the live status line (a terminal only)
-        observer = recorder if progress is None else MultiObserver(recorder, progress)
-        compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
-                                                  profile=profile, aot=aot, remat=remat,
-                                                  abstract=abstract is not None)
-        watcher = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
-        breaks = GraphBreakWatcher(lambda event, data: recorder.note(event, data)).__enter__()
-        collectives = _watch_collectives(recorder)
-        torch._dynamo.reset()
-        backend_mod.reset_graph_ids()
-        backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot,
-                                 remat=remat, abstract=abstract is not None)
-        torch.compile = _routed_compile(saved_compile, compiler)
+        _start_compiling(started, recorder, saved["compile"], notes=notes, executors=executors, debug=debug,
+                         profile=profile, targets=targets, remat=remat, abstract=abstract)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
         from thundervis.abstract_run import abstract_script
@@ -282,52 +170,126 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
                 runpy.run_path(script_path, run_name="__main__")
             else:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as e:
-        code = _exit_code(e)
-        status = "ok" if code == 0 else "failed"
-    except (KeyboardInterrupt, Terminated) as e:
-        status, tb = "interrupted", traceback.format_exc()
-        code = INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM
     except BaseException as e:
-        status, code = "failed", 1
-        tb = _user_traceback()
-        sys.stderr.write(tb)
-        _note_dynamo_error(recorder, e)
+        status, code, tb = _how_it_ended(e, recorder)
     finally:
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
-        if redeliver is not None:
-            old_int = redeliver.close(old_int)
-        try:
-            if in_main:  # a second SIGTERM while the end is written must not cut it short
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            if progress is not None:
-                progress.close()
-            if watcher is not None:
-                watcher.__exit__(None, None, None)
-            if breaks is not None:
-                breaks.__exit__(None, None, None)
-            if collectives is not None:
-                try:
-                    collectives.stop()
-                except Exception as e:  # the run's end is recorded whatever the watcher does
-                    recorder.note("collective_watch_failed", {"error": f"{type(e).__name__}: {e}"})
-            torch.compile = saved_compile
-            sys.argv, sys.path[:] = saved_argv, saved_path
-            backend_mod.set_defaults(**saved_defaults)
-            if aot is not None:
-                _finish_aot(aot, recorder, status)
-            recorder.finish_run(status, code, tb)
-            recorder.close()
-        finally:
-            if in_main:
-                signal.signal(signal.SIGTERM, saved_term)
-                signal.signal(signal.SIGINT, old_int)
+        _end_run(started, recorder, saved, redeliver, in_main, status, code, tb)
     _let_compiles_finish()
     return RunResult(code, status, recorder.path)
 
 
 # How long a run's end waits for an Inductor compile an interrupt left running.
 _COMPILE_WAIT_S = 60.0
+
+
+@dataclass
+class _Started:
+    """What a run starts around the script, each kept as soon as it runs so that the run's end
+    stops exactly what was started (None: not started)."""
+    aot: object = None
+    progress: object = None
+    recompiles: object = None
+    breaks: object = None
+    collectives: object = None
+
+
+def _open_recording(out: str, in_main: bool, **run):
+    """Create the recording ``out`` and write its run row (``run``: ``start_run``'s arguments but
+    ``cwd``); return (the recorder, the :class:`HeldSignals` holding Ctrl-C and SIGTERM meanwhile,
+    to release once inside the run's try)."""
+    from thundervis.recording import RecordingObserver
+    # Ctrl-C or SIGTERM while the file is created and its run row written is held until inside the
+    # run's try, so no signal can leave a recording without its end (it would read as `killed`).
+    held = HeldSignals(in_main)
+    try:
+        recorder = RecordingObserver(out)
+        recorder.start_run(script=run["script_path"], module=run["module"], argv=run["argv"], cwd=os.getcwd(),
+                           executors=run["executors"])
+    except BaseException:
+        held.release()
+        raise
+    return recorder, held
+
+
+def _start_compiling(started: _Started, recorder, saved_compile, *, notes, executors, debug, profile, targets,
+                     remat, abstract) -> None:
+    """Record ``notes``; start the AOT builds, the progress line and the watchers (kept in
+    ``started``); route Dynamo and ``torch.compile`` to a fresh compiler recording into ``recorder``."""
+    import torch
+    import torch._dynamo
+    from thundervis.compiler import backend as backend_mod
+    from thundervis.compiler.observer import MultiObserver
+    from thundervis.progress import progress_observer
+    for event, data in notes:
+        recorder.note(event, data)
+    aot = started.aot = backend_mod.ahead_of_time(targets, recorder)
+    if aot is not None:
+        recorder.note("aot_started", {"targets": [f"sm_{a}" for a in aot.targets], "workers": aot.workers})
+        aot.start()
+    progress = started.progress = progress_observer(executors=executors)  # the live status line (a terminal only)
+    observer = recorder if progress is None else MultiObserver(recorder, progress)
+    compiler = backend_mod.ThundervisCompiler(executors=executors, debug=debug, observer=observer,
+                                              profile=profile, aot=aot, remat=remat,
+                                              abstract=abstract is not None)
+    started.recompiles = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
+    started.breaks = GraphBreakWatcher(lambda event, data: recorder.note(event, data)).__enter__()
+    started.collectives = _watch_collectives(recorder)
+    torch._dynamo.reset()
+    backend_mod.reset_graph_ids()
+    backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot,
+                             remat=remat, abstract=abstract is not None)
+    torch.compile = _routed_compile(saved_compile, compiler)
+
+
+def _how_it_ended(e: BaseException, recorder) -> tuple[str, int, Optional[str]]:
+    """Return the run's (status, exit code, traceback) for the exception ``e`` the script ended with
+    (call while handling it); a failure's traceback is written to stderr."""
+    if isinstance(e, SystemExit):
+        code = _exit_code(e)
+        return ("ok" if code == 0 else "failed"), code, None
+    if isinstance(e, (KeyboardInterrupt, Terminated)):
+        code = INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM
+        return "interrupted", code, traceback.format_exc()
+    tb = _user_traceback()
+    sys.stderr.write(tb)
+    _note_dynamo_error(recorder, e)
+    return "failed", 1, tb
+
+
+def _end_run(started: _Started, recorder, saved: dict, redeliver, in_main: bool, status: str, code: int,
+             tb: Optional[str]) -> None:
+    """Stop what the run started, put back what it changed (``saved``: Dynamo's defaults, argv,
+    sys.path, ``torch.compile``, the SIGTERM handler), wait for the AOT builds and write the run's
+    end; signals wait meanwhile."""
+    import torch
+    from thundervis.compiler import backend as backend_mod
+    old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+    if redeliver is not None:
+        old_int = redeliver.close(old_int)
+    try:
+        if in_main:  # a second SIGTERM while the end is written must not cut it short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if started.progress is not None:
+            started.progress.close()
+        for watcher in (started.recompiles, started.breaks):
+            if watcher is not None:
+                watcher.__exit__(None, None, None)
+        if started.collectives is not None:
+            try:
+                started.collectives.stop()
+            except Exception as e:  # the run's end is recorded whatever the watcher does
+                recorder.note("collective_watch_failed", {"error": f"{type(e).__name__}: {e}"})
+        torch.compile = saved["compile"]
+        sys.argv, sys.path[:] = saved["argv"], saved["path"]
+        backend_mod.set_defaults(**saved["defaults"])
+        if started.aot is not None:
+            _finish_aot(started.aot, recorder, status)
+        recorder.finish_run(status, code, tb)
+        recorder.close()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, saved["term"])
+            signal.signal(signal.SIGINT, old_int)
 
 
 def _let_compiles_finish() -> None:
