@@ -159,21 +159,7 @@ def symbol_details(d: SymbolView) -> Text:
         if d.seq_nr is not None:
             bits.append(f"seq_nr {d.seq_nr}")
         t.append(" · ".join(bits) + "\n", style=DIM)
-    if d.source_file:
-        t.append("\nsource  ", style=HEAD)
-        t.append(f"{visible_line(short_path(d.source_file))}:{d.source_line}\n", style=styling.S_FILE)
-        if d.module:
-            t.append("module  ", style=HEAD)
-            t.append(visible_line(d.module) + "\n", style=styling.S_MODULE)
-        if d.snippet:
-            for n, line in d.snippet:
-                here = n == d.source_line
-                t.append(f"{'▶' if here else ' '}{n:>5} ", style=Style(color=WARN if here else DIM))
-                t.append(visible_line(line) + "\n", style=Style(bold=here, color=None if here else "#9da5b4"))
-        elif d.source_code:
-            t.append(f"      {visible_line(d.source_code)}\n", style=styling.S_CODE)
-    else:
-        t.append("\nno user source line (made by the compiler)\n", style=DIM)
+    _append_source(t, d)
     if d.came_from:
         t.append("\nfrom  ", style=HEAD)
         t.append(", ".join(visible_line(x) for x in d.came_from) + "\n")
@@ -189,6 +175,31 @@ def symbol_details(d: SymbolView) -> Text:
     if d.twins:
         t.append("\ntwins  ", style=HEAD)
         t.append("; ".join(visible_line(x) for x in d.twins) + "\n")
+    _append_lineage(t, d)
+    return t
+
+
+def _append_source(t: Text, d: SymbolView) -> None:
+    """Append symbol ``d``'s user source line to ``t``: file, module and the snippet around it."""
+    if d.source_file:
+        t.append("\nsource  ", style=HEAD)
+        t.append(f"{visible_line(short_path(d.source_file))}:{d.source_line}\n", style=styling.S_FILE)
+        if d.module:
+            t.append("module  ", style=HEAD)
+            t.append(visible_line(d.module) + "\n", style=styling.S_MODULE)
+        if d.snippet:
+            for n, line in d.snippet:
+                here = n == d.source_line
+                t.append(f"{'▶' if here else ' '}{n:>5} ", style=Style(color=WARN if here else DIM))
+                t.append(visible_line(line) + "\n", style=Style(bold=here, color=None if here else "#9da5b4"))
+        elif d.source_code:
+            t.append(f"      {visible_line(d.source_code)}\n", style=styling.S_CODE)
+    else:
+        t.append("\nno user source line (made by the compiler)\n", style=DIM)
+
+
+def _append_lineage(t: Text, d: SymbolView) -> None:
+    """Append symbol ``d``'s lineage to ``t``: each chain and the pass steps that carried it."""
     if d.lineage:
         t.append("\nlineage\n", style=HEAD)
         for chain, link, steps in d.lineage:
@@ -199,7 +210,6 @@ def symbol_details(d: SymbolView) -> Text:
             for name, syms in steps:
                 t.append(f"   {visible_line(name)[:20]:<18} ", style=DIM)
                 t.append(visible_line(syms) + "\n")
-    return t
 
 
 def kernel_summary(k: KernelRow) -> Text:
