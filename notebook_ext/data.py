@@ -296,24 +296,8 @@ class RecordingData:
         for g in self.graphs():
             chains = []
             for c in g.chains:
-                passes, held = [], None
-                for p in c.passes:
-                    # an unchanged pass shows the trace of the pass before it (sent once)
-                    same = held if (not p.changed and held is not None) else None
-                    passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
-                                   "ms_text": format_ms(p.duration_ms),
-                                   "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
-                    if same is None:
-                        held = p.index
-                size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
-                chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": chain_eager(g, c),
-                         "passes": passes, "lazy": False,
-                         "default_pass": default_view.default_view([g], g.id, c.kind).pass_index}
-                if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
-                    chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
-                                                 with_diagram=with_diagrams))
-                else:
-                    chain.update({"lines": None, "diffs": None, "diagram": None, "lazy": True})
+                chain = self._chain_payload(g, c, inline, with_diagrams, infos=infos, table=table,
+                                            sources=sources)
                 chains.append(chain)
             # the chain a switch to this graph opens, per chain kind shown before (present.default_view)
             on_switch = {kind: default_view.chain_on_switch(g, kind) for kind in kinds}
@@ -340,6 +324,31 @@ class RecordingData:
                 "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
                 "eager_regions": regions, "dynamo_rest": dynamo_rest,
                 "abstract_lines": self._abstract_lines(), "memory": memory}  # present.abstract_fit: an abstract run's answer
+
+    def _chain_payload(self, g, c, inline, with_diagrams: bool, *, infos, table, sources) -> dict:
+        """Return chain ``c`` of graph ``g`` as :meth:`payload` sends it: its passes (an unchanged
+        one points at the pass whose trace it shows) and its lines, diffs and diagram inline when
+        small enough or named in ``inline``, else ``"lazy": true``. ``infos``, ``table``, ``sources``: the
+        payload's interners."""
+        passes, held = [], None
+        for p in c.passes:
+            # an unchanged pass shows the trace of the pass before it (sent once)
+            same = held if (not p.changed and held is not None) else None
+            passes.append({"index": p.index, "name": p.name, "ms": round(p.duration_ms, 3),
+                           "ms_text": format_ms(p.duration_ms),
+                           "changed": p.changed, "n_symbols": p.n_symbols, "same_as": same})
+            if same is None:
+                held = p.index
+        size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
+        chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": chain_eager(g, c),
+                 "passes": passes, "lazy": False,
+                 "default_pass": default_view.default_view([g], g.id, c.kind).pass_index}
+        if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
+            chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
+                                         with_diagram=with_diagrams))
+        else:
+            chain.update({"lines": None, "diffs": None, "diagram": None, "lazy": True})
+        return chain
 
     def _abstract_lines(self) -> list:
         """Return an ended abstract run's answer lines (present.abstract_fit), [] for a real run."""
