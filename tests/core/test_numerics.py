@@ -465,6 +465,25 @@ def test_bisect_starts_at_remat_when_it_saves_another_tensor_of_the_same_shape()
     assert c is chain and len(traces) == 3 and notes == []
 
 
+def test_bisect_a_chain_whose_remat_split_saves_as_many_tensors_in_another_order(tmp_path, capsys):
+    """tanh(x @ w).sum() with a square w: the off split saves (w, tanh), the min-cut one (tanh, w.t()),
+    as many tensors of the same shapes in another order. bisect compared them and stopped with 'pass
+    1 remat returns different outputs'; it starts at remat and finds no divergence."""
+    script = tmp_path / "tanhsum.py"
+    script.write_text("import torch\n"
+                      "f = torch.compile(lambda x, w: torch.tanh(x @ w).sum())\n"
+                      "w = torch.randn(8, 8, requires_grad=True)\n"
+                      "f(torch.randn(4, 8), w).backward()\n")
+    rec = tmp_path / "tanhsum.tvrec"
+    code, out, err = run_cli(capsys, "run", "--no-view", "--capture-inputs", "--executors", "torch", "-o", rec, script)
+    assert code == 0, out + err
+    for chain in ("forward", "backward"):
+        code, out, err = run_cli(capsys, "bisect", rec, "--chain", chain)
+        assert code == 0 and "captured inputs" in out.splitlines()[0], out + err
+        assert "note: bisected from pass 1 remat" in out and re.search(r"^\s+1 remat\s+max rel 0$", out, re.M)
+        assert out.strip().splitlines()[-1] == "no divergence", out
+
+
 # ------------------------------------------------------------------------------------- faults
 
 def test_triton_reduction_fault_is_flagged_exactly_and_bisected_to_codegen(tmp_path, capsys, monkeypatch):
