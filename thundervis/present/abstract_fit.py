@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from thundervis.gpus import GPUS
-from thundervis.present.units import format_bytes
+from thundervis.present.units import format_bytes, plural
 
 # Datasheet HBM capacities (decimal GB), the SXM/HGX parts of thundervis.gpus.GPUS.
 HBM_BYTES = {"a100": 80e9, "h100": 80e9, "h200": 141e9, "b200": 180e9}
@@ -234,7 +234,7 @@ def _folding(rec) -> str:
     aot, started = _last(rec, "aot_finished"), _last(rec, "aot_started")
     if isinstance(aot, dict) and _int(aot.get("kernels")):
         targets = ", ".join(str(t) for t in (started or {}).get("targets", [])) if isinstance(started, dict) else ""
-        parts.append(f"{_int(aot['kernels'])} kernels, {_int(aot.get('distinct'))} distinct, each compiled once"
+        parts.append(f"{plural(_int(aot['kernels']), 'kernel')}, {_int(aot.get('distinct'))} distinct, each compiled once"
                      + (f" for {targets}" if targets else ""))
     return ("folded: " + "; ".join(parts)) if parts else ""
 
