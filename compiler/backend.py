@@ -289,7 +289,7 @@ class ThundervisCompiler:
         if part.error:
             meta["remat_error"] = part.error[:500]
         trace = trace.replace(meta=meta)
-        obs.pass_done(graph, chain, 1, _remat.PASS_NAME, trace, 0.0,
+        obs.pass_done(graph, chain, 1, _remat.PASS_NAME, trace, part.seconds if chain == "forward" else 0.0,
                       trace.symbols != before.symbols or trace.outputs != before.outputs)
         return _remat.without_notes(trace)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import time
 from typing import Optional
 
 import torch
@@ -41,7 +42,8 @@ def check_policy(policy: Optional[str]) -> str:
 @dataclasses.dataclass
 class Partitioned:
     """One graph's partitions: the ``off`` pair, the ``auto`` pair (None when min-cut failed, with
-    ``error``), the policy that ran, and each saved value's decisions (:func:`decisions`)."""
+    ``error``), the policy that ran, each saved value's decisions (:func:`decisions`), and the
+    seconds both partitions and the decisions took (the ``remat`` pass's time, on the forward)."""
 
     policy: str
     n_user_outputs: int
@@ -49,6 +51,7 @@ class Partitioned:
     auto: Optional[tuple]
     error: Optional[str]
     decisions: list
+    seconds: float = 0.0
 
 
 def _saved_nodes(fw: torch.fx.GraphModule, n_user_outputs: int) -> list[torch.fx.Node]:
@@ -115,7 +118,7 @@ def decisions(off: tuple, auto: Optional[tuple], n_user_outputs: int) -> list[di
 def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, **kwargs) -> Partitioned:
     """Partition ``joint`` both ways (AOTAutograd's ``partition_fn`` arguments) and return a
     :class:`Partitioned`; ``policy`` says which pair runs. A min-cut failure leaves ``off`` running."""
-    n_user = int(kwargs.get("num_fwd_outputs", 0))
+    n_user, t0 = int(kwargs.get("num_fwd_outputs", 0)), time.perf_counter()
     # each partitioner may edit the joint graph it is given; node metadata (fake tensors) is shared
     spare = torch.fx.GraphModule(joint, copy.deepcopy(joint.graph))
     off = default_partition(spare, joint_inputs, **kwargs)
@@ -126,8 +129,9 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, **kwargs) 
             auto = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
     except Exception as e:  # the compile goes on with what eager saves
         error = f"{type(e).__name__}: {e}"
+    rows = decisions(off, auto, n_user)
     return Partitioned(policy=policy, n_user_outputs=n_user, off=off, auto=auto, error=error,
-                       decisions=decisions(off, auto, n_user))
+                       decisions=rows, seconds=time.perf_counter() - t0)
 
 
 def chosen(p: Partitioned) -> tuple:
