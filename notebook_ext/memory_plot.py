@@ -18,7 +18,7 @@ def timeline_svg(series: dict) -> Optional[str]:
     except ImportError:  # the plot extra is not installed: the tab says so
         return None
     from thundervis.present.units import format_bytes
-    mb = [b / 2**20 for b in series["bytes"]]
+    mb = [b / 1e6 for b in series["bytes"]]  # decimal MB, as format_bytes words the peak
     fig = Figure(figsize=(7, 2.6))
     FigureCanvasSVG(fig)
     ax = fig.add_subplot()
@@ -28,10 +28,10 @@ def timeline_svg(series: dict) -> Optional[str]:
         ax.text(series["split"], max(mb) * 1.02, " backward", fontsize=8, color="#555555", va="bottom")
     p = series["peak"]
     ax.plot([p], [mb[p]], marker="o", color="#c0392b", label="peak")
-    ax.annotate(f"peak {format_bytes(series['peak_bytes'])}", (p, mb[p]), textcoords="offset points",
+    ax.annotate(f"peak {format_bytes(series['peak_bytes'])} (parameters apart)", (p, mb[p]), textcoords="offset points",
                 xytext=(6, -12), fontsize=8, color="#c0392b", gid="peak")
     ax.set_xlabel("symbol (forward, then backward)")
-    ax.set_ylabel("MiB live")
+    ax.set_ylabel("MB live")
     ax.set_ylim(0, max(mb) * 1.15 or 1)
     ax.set_title(series.get("title", ""), fontsize=9)
     fig.tight_layout()

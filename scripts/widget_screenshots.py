@@ -3,6 +3,7 @@
     python scripts/widget_screenshots.py REC OUT.png --tab source [--file train.py]
     python scripts/widget_screenshots.py REC OUT.png --tab fusions [--chain forward] [--click-block N]
     python scripts/widget_screenshots.py REC OUT.png --tab numerics [--click .tv-num-row]
+    python scripts/widget_screenshots.py REC OUT.png --tab memory    # the timeline is in the payload
 
 Builds the widget in Python (``thundervis.show``), answers the requests the tab will make in
 Python beforehand, and loads the shipped front end in headless Chromium (Playwright, Debian's
@@ -79,7 +80,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("recording")
     p.add_argument("out")
-    p.add_argument("--tab", choices=("source", "fusions", "numerics"), default="source")
+    p.add_argument("--tab", choices=("source", "fusions", "numerics", "memory"), default="source")
     p.add_argument("--chain", default=None)
     p.add_argument("--click-block", type=int, default=None)
     p.add_argument("--click", default=None, metavar="SELECTOR",
@@ -99,7 +100,7 @@ def main() -> int:
             print(f"{args.recording} was not checked (thundervis run --check-numerics)", file=sys.stderr)
             return 2
         answers[_key("bisect")] = w.request({"what": "bisect", "graph": rows[0]["graph"], "chain": rows[0]["chain"]})
-    else:
+    elif args.tab == "fusions":
         d = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
         answers[_key("diagram")] = d
         blocks = d.get("data", {}).get("blocks") or []
