@@ -27,6 +27,7 @@ import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 from .ir import TensorProxy, Trace
+from .values import torch_dtype
 
 STAND_IN = torch.device("cpu")
 _OWN_PACKAGES = ("torch", "thundervis", "triton", "functorch")
@@ -322,7 +323,7 @@ def script_line_of(tb) -> tuple:
 
 
 def _empty(p: TensorProxy):
-    dtype = getattr(torch, p.dtype)
+    dtype = torch_dtype(p.dtype)  # the dtype table, never getattr on torch by a name
     device = _stand_in(p.device)
     if p.strides is not None and len(p.strides) == len(p.shape):
         return torch.empty_strided(p.shape, p.strides, dtype=dtype, device=device)

@@ -26,4 +26,4 @@ def open_in_editor(app, src: Optional[tuple[str, int]]) -> None:
         with app.suspend():
             subprocess.run(cmd, check=False)
     except Exception as e:  # no terminal to give away (headless), or no such editor
-        app.notify(f"could not run {visible_line(editor)} ({type(e).__name__}: {e})", severity="error")
+        app.notify(f"could not run {visible_line(editor)} ({type(e).__name__}: {visible_line(str(e))})", severity="error")
