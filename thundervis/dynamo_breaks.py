@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Callable, Optional
 
-from thundervis.recording.dynamo_info import remember_unresumed
+from thundervis.recording.dynamo_info import compile_id, remember_unresumed
 
 _LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"
 _REASON_LIMIT = 2000
@@ -94,7 +94,7 @@ def describe(record: logging.LogRecord) -> Optional[dict]:
     stack = [(str(f.filename), int(f.lineno), str(f.name), str(f.line or "").strip())
              for f in (found.get("user_stack") or []) if getattr(f, "lineno", None)]
     data = {"resumed": _NOT_RESUMED not in reason, "gb_type": str(getattr(exc, "gb_type", "") or "") or None,
-            "reason": dynamo_text[:_REASON_LIMIT], "compile_id": _compile_id(),
+            "reason": dynamo_text[:_REASON_LIMIT], "compile_id": compile_id(),
             "frame_function": getattr(code, "co_name", None), "frame_file": getattr(code, "co_filename", None),
             "frame_line": getattr(code, "co_firstlineno", None)}
     at = _break_in_frame(stack, code)
@@ -134,15 +134,6 @@ def _log_graph_break_locals() -> dict:
 def _text_reason(text: str) -> str:
     m = re.search(r"Graph Break Reason: (.*?)(?:\n\nUser code traceback:|\Z)", text, re.S)
     return m.group(1).strip() if m else text
-
-
-def _compile_id() -> Optional[str]:
-    try:
-        from torch._guards import CompileContext
-        cid = CompileContext.current_compile_id()
-        return str(cid) if cid is not None else None
-    except Exception:
-        return None
 
 
 def _break_in_frame(stack: list, code) -> Optional[tuple]:

@@ -30,7 +30,7 @@ class DynamoReasons:
     def current(self) -> dict:
         """Return ``{"compile_id", "recompile_reason", "graph_break_reason"}`` (values may be None)
         for the graph Dynamo is compiling now."""
-        return {"compile_id": _compile_id(), "recompile_reason": _recompile_reason(),
+        return {"compile_id": compile_id(), "recompile_reason": _recompile_reason(),
                 "graph_break_reason": self._new_break()}
 
     def _new_break(self) -> Optional[str]:
@@ -76,7 +76,7 @@ def _break_list() -> list:
         return []
 
 
-def _compile_id() -> Optional[str]:
+def compile_id() -> Optional[str]:
     try:
         from torch._guards import CompileContext
         cid = CompileContext.current_compile_id()
