@@ -121,7 +121,9 @@ def _measure(model, ids, executors, recording, record_s, cpu_s):
         rec = recording(path)
         rec.start_run(script=__file__, module=None, argv=sys.argv, cwd=os.getcwd())
         reset_graph_ids()
-        wall = first_step_seconds(model, ids, ThundervisCompiler(executors=executors, observer=rec))
+        # cache=False: every step compiles from scratch, whatever $THUNDERVIS_COMPILE_CACHE says
+        compiler = ThundervisCompiler(executors=executors, observer=rec, cache=False)
+        wall = first_step_seconds(model, ids, compiler)
         rec.finish_run("ok", 0)
         rec.close()
         costs: dict = defaultdict(PassCost)
