@@ -214,7 +214,7 @@ class RecordingData:
         c = self._chain(graph, chain)
         if not c.passes:
             return {"svg": None, "collapsed": False, "module": module, "modules": [], "error": "no recorded pass"}
-        p = c.passes[-1] if index is None else self.pass_in(c, index)
+        p = self.pass_in(c, default_view.diagram_pass(c) if index is None else index)
         trace = self.trace(graph, chain, p.index)
         n = len(trace.symbols)
         collapsed = n > COLLAPSE_ABOVE if collapse is None else bool(collapse)
@@ -267,8 +267,9 @@ class RecordingData:
                     self.diff(g.id, c.kind, prev.index, p.index), g.id, c.kind, prev.index, p.index, sources)
         diagram = None
         if with_diagram and c.passes and any(k.chain == c.kind for k in g.kernels):
-            n = c.passes[-1].n_symbols
-            diagram = (self.diagram(g.id, c.kind) if n <= DIAGRAM_LIMIT else
+            shown = self.pass_in(c, default_view.diagram_pass(c))
+            n = shown.n_symbols
+            diagram = (self.diagram(g.id, c.kind, shown.index) if n <= DIAGRAM_LIMIT else
                        {"svg": None, "collapsed": True, "module": None, "modules": [], "pass": None,
                         "error": f"{n} symbols: pick a module to draw"})
         return {"lines": lines, "diffs": diffs, "diagram": diagram}
@@ -279,7 +280,8 @@ class RecordingData:
         hold at most :data:`INLINE_SYMBOLS` symbols, or that ``inline`` names as ``(graph, kind)``;
         a bigger chain comes as ``"lazy": true`` and the browser asks for it (``what: "chain"``).
         ``default_graph``, each graph's ``default_chain`` and each chain's ``default_pass``: where
-        the view opens when nothing (or nothing valid) is picked (``present.default_view``).
+        the view opens when nothing (or nothing valid) is picked (``present.default_view``); each
+        chain's ``diagram_pass``: the pass index its fusion diagram draws (None: no pass).
         ``communication``: :func:`.comm_data.communication_json` (None when the run had none);
         ``dynamo_fallbacks``: the functions Dynamo runs eagerly (``present.status.dynamo_fallbacks``)."""
         infos, table, sources = Interner(), Interner(), Interner()
@@ -342,7 +344,8 @@ class RecordingData:
         size = sum(q["n_symbols"] for q in passes if q["same_as"] is None)
         chain = {"kind": c.kind, "status": c.status, "error": c.error, "eager": chain_eager(g, c),
                  "passes": passes, "lazy": False,
-                 "default_pass": default_view.default_view([g], g.id, c.kind).pass_index}
+                 "default_pass": default_view.default_view([g], g.id, c.kind).pass_index,
+                 "diagram_pass": default_view.diagram_pass(c)}
         if size <= INLINE_SYMBOLS or (g.id, c.kind) in inline:
             chain.update(self.chain_json(g, c, infos=infos, table=table, sources=sources,
                                          with_diagram=with_diagrams))

@@ -112,7 +112,7 @@ def test_pass_times_go_out_as_present_text(hostile):
 
 def test_payload_says_where_the_view_opens(hostile):
     # present.default_view's graph, chain and pass: the browser falls back to them, never to graphs[0]
-    from thundervis.present.default_view import default_graph, default_view
+    from thundervis.present.default_view import default_graph, default_view, diagram_pass
     payload = show(hostile).data
     with open_recording(hostile) as rec:
         graphs = rec.overview().graphs
@@ -120,6 +120,11 @@ def test_payload_says_where_the_view_opens(hostile):
         for g in graphs:
             for c in g.chains:
                 assert _chain(payload, g.id, c.kind)["default_pass"] == default_view(graphs, g.id, c.kind).pass_index
+                # the pass the fusion diagram draws: present.default_view.diagram_pass, sent per chain
+                assert _chain(payload, g.id, c.kind)["diagram_pass"] == diagram_pass(c)
+                diagram = _chain(payload, g.id, c.kind).get("diagram")
+                if diagram and diagram.get("pass") is not None:
+                    assert diagram["pass"] == diagram_pass(c)
     js = "\n".join((REPO / "notebook_ext" / "static" / f).read_text() for f in ("recording_view.js", "source_view.js"))
     for derived in ("graphs[0]", "chains[0]", "passes.length - 1].index", "passes.length - 1 :"):
         assert derived not in js, derived

@@ -11,6 +11,8 @@ reads each graph's :func:`default_chain` from the payload):
 
 :func:`kept_view` is the one rule for keeping a view when what it shows changes (a live recording
 grows, another rank is shown, the TUI's or widget's state names a chain or pass that is gone).
+:func:`live_view`, :func:`search_target` and :func:`diagram_pass` are the other "which pass" rules:
+following a live recording, where a search hit jumps, and the pass a chain's fusion diagram draws.
 """
 from __future__ import annotations
 
@@ -131,3 +133,9 @@ def kept_view(graphs: Sequence, graph: Optional[int] = None, chain: Optional[str
         return DefaultView(g.id, chain, 0, -1, has_pass=False)
     p = pass_index if pass_index in indexes else indexes[-1]
     return DefaultView(g.id, chain, p, compare_index if compare_index in indexes and compare_index != p else -1)
+
+
+def diagram_pass(chain) -> Optional[int]:
+    """Return the index of the pass whose trace ``chain``'s fusion diagram draws (a
+    ``recording.model.Chain``): its last pass, the one that runs; None when it holds no pass."""
+    return chain.passes[-1].index if chain.passes else None
