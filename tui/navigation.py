@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from thundervis.present.default_view import chain_on_switch, kept_view
+from thundervis.present.default_view import chain_on_switch, kept_view, live_view
 
 from .view_state import ViewState, visible_passes
 
@@ -67,9 +67,9 @@ def toggled(state: ViewState, setting: str) -> ViewState:
 
 
 def following(state: ViewState, before, overview) -> ViewState:
-    """Return the state after a live run recorded more: on the last pass of its chain (``before``,
-    the chain as it was) it moves to the chain's new last pass in ``overview``."""
-    if before is None or not before.passes or state.index != before.passes[-1].index:
-        return state
-    c = overview.chain(state.graph, state.chain)
-    return replace(state, index=c.passes[-1].index) if c is not None and c.passes else state
+    """Return the state after a live run recorded more (``before``: the chain as it was, None if
+    none): the pass present's :func:`~thundervis.present.default_view.live_view` chooses in
+    ``overview``."""
+    last = before.passes[-1].index if before is not None and before.passes else None
+    index = live_view(overview.graphs, state.graph, state.chain, state.index, last)
+    return state if index == state.index else replace(state, index=index)

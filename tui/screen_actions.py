@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
+from thundervis.present.default_view import search_target
+
 from . import navigation
 from .data import SearchHit
 from .lines_view import LinesView
@@ -80,9 +82,13 @@ class ScreenActions:
     def _search_hit(self, hit: SearchHit) -> None:
         if hit.kind == "kernel":
             self.action_kernels(hit.kernel_id)
-        elif self.state.diff_from is not None:  # the hit is in the pass's trace: leave the diff
+            return
+        # the hit is a line of the pass searched: present's search_target says which view shows it
+        target = search_target(self.overview.graphs, self.state.graph, self.state.chain, self.state.index)
+        new = self.state if target is None else replace(self.state, index=target.pass_index, diff_from=None)
+        if new != self.state:  # e.g. a diff was shown: the line appears once the trace is loaded
             self._pending_line = hit.line
-            self.state = replace(self.state, diff_from=None)
+            self.state = new
         else:
             self.select_printed_line(hit.line or 0)
             self.query_one(LinesView).focus()
@@ -95,16 +101,17 @@ class ScreenActions:
             jumps.open_source(self, self.data, self.selected_source, self.show_ops)
 
     def show_ops(self, jump: SourceJump) -> None:
-        """Show the final pass of ``jump``'s chain with the cursor on its first op (``to_kernel``:
-        the kernels table on its kernel)."""
+        """Show the pass present's ``search_target`` opens for ``jump``'s chain (its final pass)
+        with the cursor on its first op (``to_kernel``: the kernels table on its kernel)."""
         if jump.to_kernel and jump.kernel_id is not None:
             self.action_kernels(jump.kernel_id)
             return
-        c = self.overview.chain(jump.graph, jump.chain) if self.overview else None
-        if c is None or not c.passes:
+        target = search_target(self.overview.graphs, jump.graph, jump.chain) if self.overview else None
+        if target is None:
             return
+        c = self.overview.chain(jump.graph, jump.chain)
         new = replace(navigation.to_chain(self.state, self.overview, jump.graph, jump.chain),
-                      index=c.passes[-1].index, diff_from=None)
+                      index=target.pass_index, diff_from=None)
         if new == self.state and self.loaded:
             self.trace.select_uid(jump.uids[0])
             return

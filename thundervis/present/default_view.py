@@ -139,3 +139,30 @@ def diagram_pass(chain) -> Optional[int]:
     """Return the index of the pass whose trace ``chain``'s fusion diagram draws (a
     ``recording.model.Chain``): its last pass, the one that runs; None when it holds no pass."""
     return chain.passes[-1].index if chain.passes else None
+
+
+def live_view(graphs: Sequence, graph: Optional[int], chain: Optional[str], pass_index: Optional[int],
+              last_before: Optional[int]) -> Optional[int]:
+    """Return the pass index to show once a live recording grew: ``graphs`` as recorded now, the
+    view on ``graph``'s ``chain`` at ``pass_index``, ``last_before`` the index of that chain's last
+    pass before it grew (None: it had none). A view on the last pass follows the run to the chain's
+    new last pass; any other view stays where the user put it (``pass_index``, which :func:`kept_view`
+    then keeps or replaces when it is gone)."""
+    if last_before is None or pass_index != last_before:
+        return pass_index
+    g = next((x for x in graphs if x.id == graph), None)
+    c = next((x for x in g.chains if x.kind == chain), None) if g is not None else None
+    return c.passes[-1].index if c is not None and c.passes else pass_index
+
+
+def search_target(graphs: Sequence, graph: int, chain: str, pass_index: Optional[int] = None) -> Optional[DefaultView]:
+    """Return where a search or source hit in ``graph``'s ``chain`` opens: the pass the hit was
+    found in (``pass_index``, a symbol or source line of the pass shown), else when that is None or
+    not recorded the chain's last pass (a source line's ops, as they run); always its trace, never a
+    comparison. None when that chain is not among ``graphs`` or holds no pass."""
+    g = next((x for x in graphs if x.id == graph), None)
+    c = next((x for x in g.chains if x.kind == chain), None) if g is not None else None
+    if c is None or not c.passes:
+        return None
+    indexes = [p.index for p in c.passes]
+    return DefaultView(g.id, c.kind, pass_index if pass_index in indexes else indexes[-1], -1)
