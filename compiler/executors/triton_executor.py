@@ -53,6 +53,7 @@ from .triton_plan import PHASE_LIMIT, generate
 
 CODEGEN_VERSION = 2
 _MODULES: dict[str, object] = {}
+_WRITTEN: set = set()  # kernel files this process wrote (the fast CPU path writes, never imports)
 _LOCK = threading.Lock()
 
 
@@ -244,7 +245,9 @@ class TritonExecutor(FusionExecutor):
         path = os.path.join(cache_dir(), f"k_{key}.py")
         via = self.run_path(device)
         if via == VIA_TORCH:  # the fast CPU path runs the region; the kernel is written, not launched
-            _write_kernel(path, ks.source)
+            if path not in _WRITTEN:  # an equal region (another layer) differs only in its op listing
+                _write_kernel(path, ks.source)
+                _WRITTEN.add(path)
             launch = CpuRegion(fusion, inductor=inductor_unavailable_reason() is None, parents=self._parents)
         else:
             module = _import_kernel(key, path, ks.source)
@@ -254,6 +257,8 @@ class TritonExecutor(FusionExecutor):
         self._built[fusion.uid] = launch
         return BuiltKernel(ks.source, "python", ks.note,
                            {"cache_path": path, "grid": ks.grid, "plan": ks.plan, "parts": ks.parts,
+                            # equal keys: the same kernel but for names (the recording folds them)
+                            "fold_key": f"{key}:{self.phase_limit}",
                             "ran_on": {"device": device, "via": via}})
 
     def callable_for(self, b: BoundSymbol) -> Callable:
