@@ -26,11 +26,14 @@ from .group_data import GROUP_REQUESTS, GroupData
 from .static_html import diff_html, recording_diffs_html, recording_html
 
 _STATIC = pathlib.Path(__file__).parent / "static"
-# The front end in nine parts (helpers and diff table; the recording view; its Fusions and Source
-# tabs; a kernel's asm panel; its Communication and Numerics tabs; a group's rank picker and Ranks
-# tab; the diff widget and the entry point), joined into the one ES module anywidget loads.
-FRONT_END_PARTS = ("common.js", "recording_view.js", "fusions_view.js", "source_view.js", "asm_view.js", "comm_view.js",
-                   "numerics_view.js", "memory_view.js", "group_view.js", "widget.js")
+# The front end in parts (helpers and diff table; the recording view's frame; its Passes tab and a
+# symbol's details; its Fusions and Source tabs; a kernel's asm panel; its Communication, Numerics
+# and Memory tabs; a group's rank picker and Ranks tab; the diff widget and the entry point), joined
+# into the one ES module anywidget loads. The parts declare functions and constants that run only
+# when a view is drawn, so only the entry point's place matters: last, with the module's export.
+FRONT_END_PARTS = ("common.js", "recording_view.js", "passes_view.js", "detail_view.js", "fusions_view.js",
+                   "source_view.js", "asm_view.js", "comm_view.js", "numerics_view.js", "memory_view.js",
+                   "group_view.js", "widget.js")
 
 
 def front_end() -> str:

@@ -49,7 +49,7 @@ def test_trace_lines_send_the_symbol_status(hostile):
 
 def test_front_end_reads_the_status_from_python():
     static = REPO / "notebook_ext" / "static"
-    rec, fusions = (static / "recording_view.js").read_text(), (static / "fusions_view.js").read_text()
+    rec, fusions = (static / "passes_view.js").read_text(), (static / "fusions_view.js").read_text()  # the trace, the table
     assert 'executor === "torch"' not in rec and "inf.status" in rec
     assert "k.fallback ?" in fusions and "title: k.fallback" in fusions and "${k.status}" in fusions
 

@@ -106,7 +106,7 @@ def test_pass_times_go_out_as_present_text(hostile):
     parser = HtmlTags()  # the static page's pass list too
     parser.feed(w._repr_html_())
     assert "time" in parser.texts and _chain(w.data, w.graph, w.chain)["passes"][0]["ms_text"] in parser.texts
-    js = (REPO / "notebook_ext" / "static" / "recording_view.js").read_text()
+    js = (REPO / "notebook_ext" / "static" / "passes_view.js").read_text()  # the stepper's label and ticks
     assert "${p.ms_text}" in js and "${q.ms_text}" in js and " ms`" not in js and "ms} ms" not in js
 
 
@@ -125,7 +125,8 @@ def test_payload_says_where_the_view_opens(hostile):
                 diagram = _chain(payload, g.id, c.kind).get("diagram")
                 if diagram and diagram.get("pass") is not None:
                     assert diagram["pass"] == diagram_pass(c)
-    js = "\n".join((REPO / "notebook_ext" / "static" / f).read_text() for f in ("recording_view.js", "source_view.js"))
+    js = "\n".join((REPO / "notebook_ext" / "static" / f).read_text()
+                   for f in ("recording_view.js", "passes_view.js", "source_view.js"))
     for derived in ("graphs[0]", "chains[0]", "passes.length - 1].index", "passes.length - 1 :"):
         assert derived not in js, derived
     assert "data.default_graph" in js and "g.default_chain" in js and "c.default_pass" in js
