@@ -249,7 +249,26 @@ def _cuda_patches(placeholders: Placeholders, capability: tuple, real_available)
            (torch.cuda, "get_device_capability", lambda *a: capability),
            (torch.cuda, "is_bf16_supported", lambda *a, **k: True)]
     return out + [(torch.cuda, n, memory()) for n in ("memory_allocated", "max_memory_allocated",
-                                                      "memory_reserved", "max_memory_reserved")]
+                                                      "memory_reserved", "max_memory_reserved")] + [_autocast_patch()]
+
+
+def _autocast_patch() -> tuple:
+    """Return the replacement of ``torch.autocast.__init__`` that turns CUDA autocast into CPU autocast
+    with the same dtype (CUDA's default, float16, when none is given) and the same enabled and cache
+    flags. CUDA autocast only casts CUDA tensors, and the stand-ins are CPU tensors: without this a
+    script's ``torch.autocast("cuda", ...)`` (or ``torch.cuda.amp.autocast()``, which calls it) would
+    leave every matmul in float32. Patching ``__init__`` rather than the class keeps Dynamo's own
+    handling of the context manager (it matches the class by identity and records
+    ``torch.amp._enter_autocast("cuda", ...)`` in the graph, which AOTAutograd's tracing then enters
+    through this same ``__init__``). docs/abstract.md lists where CPU's op lists differ from CUDA's."""
+    autocast = torch.amp.autocast_mode.autocast
+    real_init = autocast.__init__
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type == "cuda":
+            device_type, dtype = "cpu", torch.get_autocast_dtype("cuda") if dtype is None else dtype
+        real_init(self, device_type, dtype, enabled, cache_enabled)
+    return (autocast, "__init__", __init__)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,91 @@
+"""CUDA autocast in an abstract run (issue 39): ``torch.autocast("cuda", ...)`` acts on the CPU stand-ins
+as it would on the GPU, and GradScaler keeps working."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from thundervis.cli import main
+from thundervis.recording import open_recording
+
+SCRIPT = """
+import sys
+import torch, torch.nn as nn
+
+mode = sys.argv[1]
+model = nn.Sequential(nn.Linear(64, 256, bias=False), nn.ReLU(), nn.Linear(256, 64, bias=False)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+scaler = torch.amp.GradScaler("cuda") if mode == "bf16" else torch.cuda.amp.GradScaler()
+step = torch.compile(model)
+x = torch.randn(512, 64, device="cuda")
+if mode == "fp16":
+    ctx = torch.cuda.amp.autocast()
+else:
+    ctx = torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16")
+with ctx:
+    y = step(x)
+    loss = y.float().pow(2).mean()
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+print("dtype", y.dtype)
+"""
+
+
+def _run(tmp_path, mode: str, capsys):
+    """Run the script abstractly in ``mode``; return (the recording's path, what it printed)."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SCRIPT).lstrip("\n"))
+    rec = str(tmp_path / f"{mode}.tvrec")
+    assert main(["run", "--abstract", "--no-view", "-o", rec, str(script), mode]) == 0
+    return rec, capsys.readouterr().out
+
+
+def _matmul_dtypes(rec) -> set:
+    """The dtypes of every matmul result in the final forward and backward traces."""
+    g = rec.overview().graphs[0]
+    out = set()
+    for chain in g.chains:
+        if chain.kind in ("forward", "backward"):
+            for b in rec.pass_trace(chain.passes[-1]).walk():
+                if b.sym == "prims.mm":
+                    out |= {p.dtype for p in b.flat_outputs()}
+    return out
+
+
+@pytest.mark.slow
+def test_cuda_autocast_gives_low_precision_matmuls_and_activations(tmp_path, capsys):
+    from thundervis.present.abstract_fit import abstract_answer
+    from thundervis.present.memory import memory_report
+    seen = {}
+    for mode in ("bf16", "off", "fp16"):
+        path, out = _run(tmp_path, mode, capsys)
+        with open_recording(path) as rec:
+            seen[mode] = (_matmul_dtypes(rec), memory_report(rec).saved_bytes, abstract_answer(rec), out)
+    assert seen["bf16"][0] == {"bfloat16"} and "dtype torch.bfloat16" in seen["bf16"][3]
+    assert seen["off"][0] == {"float32"} and "dtype torch.float32" in seen["off"][3]
+    assert seen["fp16"][0] == {"float16"}  # torch.cuda.amp.autocast(): CUDA's default dtype
+    # Saved for the backward: x [512, 64] and the ReLU output [512, 256], in 2 bytes instead of 4.
+    assert seen["off"][1] == (512 * 64 + 512 * 256) * 4
+    assert seen["bf16"][1] == seen["fp16"][1] == (512 * 64 + 512 * 256) * 2
+    answer_bf16, answer_off = seen["bf16"][2], seen["off"][2]
+    assert answer_bf16.activations < 0.6 * answer_off.activations
+    # GradScaler (both spellings) ran scale/step/update: AdamW made its state from the gradients.
+    assert answer_bf16.optimizer == "AdamW" and answer_bf16.optimizer_state == 2 * answer_bf16.parameters
+    assert answer_bf16.parameters == (64 * 256 * 2) * 4  # the parameters stay fp32 under autocast
+
+
+def test_autocast_mapping_is_undone_after_the_session():
+    import torch
+    from thundervis.compiler.abstract import Placeholders, abstract_session
+    real = torch.amp.autocast_mode.autocast.__init__
+    with abstract_session(Placeholders()):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=False):
+            assert not torch.is_autocast_enabled("cpu")
+    assert not torch.is_autocast_enabled("cpu")
+    assert torch.amp.autocast_mode.autocast.__init__ is real  # outside an abstract run, torch's own again
+    with abstract_session(Placeholders(), gpu_visible=False):  # --device cpu: the script sees no GPU
+        assert torch.amp.autocast_mode.autocast.__init__ is real
