@@ -32,6 +32,7 @@ from .model import (CHAIN_ORDER, Chain, Event, Failure, Graph, KernelInfo, Kerne
 from .liveness import last_recorded, run_status
 from . import pass_texts, source_texts
 from .event_rows import MAX_EVENTS, EventRows
+from . import kernel_folds
 from .pass_texts import kernel_texts
 from .pass_refs import PassLike, _pass_key  # noqa: F401
 from .store import Store, open_store
@@ -268,13 +269,19 @@ class Recording:
     def kernel_source(self, kernel: Union[KernelInfo, int]) -> KernelSource:
         """Return the generated code and the region IR (JSON text) of one kernel."""
         kid = kernel.id if isinstance(kernel, KernelInfo) else int(kernel)
-        rows = self.store.rows("SELECT id, name, language, code, trace_json, CASE WHEN json_valid(members)"
-                               " THEN json_array_length(members) ELSE 0 END FROM kernels WHERE id=?", (kid,))
-        if not rows:
-            raise UnknownItem(f"no kernel with id {kid} in this recording")
-        kid, name, language, code, trace_json, n_members = rows[0]
-        _CHECK_KERNEL_SOURCE([(kid, name, language)], self.path)
+        with self.store.snapshot():
+            rows = self.store.rows(f"SELECT {kernel_folds.KERNEL_TEXT_COLUMNS} FROM kernels WHERE id=?", (kid,))
+            if not rows:
+                raise UnknownItem(f"no kernel with id {kid} in this recording")
+            _CHECK_KERNEL_SOURCE([(rows[0][0], rows[0][3], rows[0][4])], self.path)
+            # a repeated layer's kernel reads its first instance's texts (recording/kernel_folds.py)
+            kid, _, _, name, language, code, trace_json, n_members = kernel_folds.resolve(self.store, rows[0])
         return kernel_texts(self, kid, name, language, code, trace_json, n_members)
+
+    def kernel_folds(self) -> dict:
+        """Return ``{folded kernel id: id of its first instance}``: a repeated layer's kernels
+        recorded once (empty for older recordings); :meth:`kernel_source` resolves them."""
+        return kernel_folds.fold_map(self.store)
 
     # -- passes ---------------------------------------------------------------------------------
 

@@ -1,10 +1,18 @@
 """The tables later schema versions and features added to a recording (schema.py's ``TABLES`` ends
-with them): ahead-of-time kernel builds, roofline costs and the memory ledger. Each is created with
+with them): folded kernels, ahead-of-time kernel builds, roofline costs and the memory ledger. Each is created with
 ``IF NOT EXISTS`` and older recordings lack it; readers treat a missing one as empty or "not
 recorded". Kept apart so schema.py stays one page; the schema allow-list (schema_check.py) reads
 ``TABLES`` whole, so a table added here is allowed without more."""
 
 LATER_TABLES = """
+-- A kernel equal to an earlier one of the same graph and chain but for value names (a repeated
+-- layer's, same fold key): its kernels row holds no code and no region IR, which are read from
+-- the first instance (recording/kernel_folds.py). Older recordings have no folds.
+CREATE TABLE IF NOT EXISTS kernel_folds (
+    kernel_id INTEGER PRIMARY KEY,            -- kernels.id of the folded instance
+    fold_of   INTEGER NOT NULL                -- kernels.id of the first instance, which holds the texts
+);
+
 -- Kernels compiled ahead of time for GPU targets (compiler/aot); data only, never executed.
 CREATE TABLE IF NOT EXISTS kernel_builds (
     graph_id     INTEGER NOT NULL,

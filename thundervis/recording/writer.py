@@ -32,7 +32,7 @@ from .liveness import host_name, process_token
 from .schema import (INSERT_PASS_SYMBOLS, INSERT_SYMBOL_CONTENT, INSERT_SYMBOL_SOURCE, KERNEL_COLUMN_KEYS, compress_text,
                      create_indexes)
 from .trace_text import TraceTextCache
-from .writer_rows import (MAX_SOURCE_BYTES, compile_reasons, create_complete, insert_pass_row,  # noqa: F401
+from .writer_rows import (MAX_SOURCE_BYTES, compile_reasons, create_complete, insert_kernels, insert_pass_row,  # noqa: F401
                           source_files, source_rows, stored_pass_texts, symbol_row_lists)
 
 _TraceEncoder = TraceTextCache  # the name tests and older code use
@@ -355,17 +355,7 @@ class RecordingObserver(CompileObserver):
         kernels = [kernel_to_dict(k) if isinstance(k, KernelRecord) else k for k in kernels]
 
         def fn(c):
-            for k in kernels:
-                c.execute("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name,"
-                          " language, code, members, ops, inputs, outputs, source_lines, note, trace_json,"
-                          " record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          (graph, chain, str(k.get("name")), str(k.get("executor")), k.get("uid"),
-                           k.get("pass"), k.get("language"), compress_text(k.get("code")),
-                           _json(k.get("members") or []),
-                           _json(k.get("ops") or []), _json(k.get("inputs") or []),
-                           _json(k.get("outputs") or []), _json(k.get("source_lines") or []),
-                           k.get("note"), compress_text(_json(k["trace"])) if k.get("trace") is not None else None,
-                           _json({key: v for key, v in k.items() if key not in KERNEL_COLUMN_KEYS})))
+            insert_kernels(c, graph, chain, kernels, _json, KERNEL_COLUMN_KEYS)  # folds repeated layers' kernels
         self._write(f"kernels of graph {graph} {chain}", fn)
 
     def memory_ledger(self, graph: int, ledger: dict) -> None:

@@ -174,3 +174,36 @@ def insert_pass_row(c: sqlite3.Connection, row: dict, whole_held, costs) -> None
     if row["name"] == "codegen" or chain in ("dynamo", "joint"):
         c.execute("UPDATE chains SET status='compiled' WHERE graph_id=? AND kind=? AND status!='failed'",
                   (graph, chain))
+
+
+_INSERT_KERNEL = ("INSERT OR REPLACE INTO kernels(graph_id, chain, name, executor, uid, pass_name, language, code,"
+                  " members, ops, inputs, outputs, source_lines, note, trace_json, record)"
+                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def insert_kernels(c: sqlite3.Connection, graph: int, chain: str, kernels: list, as_json, column_keys) -> None:
+    """Insert the kernel records ``kernels`` (JSON dicts) of one chain. A kernel whose ``fold_key``
+    (the executor's structural key) an earlier kernel of the batch had is folded: its row holds no
+    code nor region IR, and a ``kernel_folds`` row points it at that first instance. ``as_json``
+    writes a JSON column; ``column_keys`` are the record keys that have a column of their own."""
+    names = [str(k.get("name")) for k in kernels]
+    for i in range(0, len(names), 500):  # rows replaced below drop their old fold references
+        part = names[i:i + 500]
+        c.execute("DELETE FROM kernel_folds WHERE kernel_id IN (SELECT id FROM kernels WHERE graph_id=? AND chain=?"
+                  f" AND name IN ({','.join('?' * len(part))}))", (graph, chain, *part))
+    first: dict = {}
+    for k in kernels:
+        key = k.get("fold_key")
+        key = (str(k.get("executor")), key) if isinstance(key, str) and key else None
+        fold_of = first.get(key) if key is not None else None
+        code = None if fold_of is not None else compress_text(k.get("code"))
+        trace = None if fold_of is not None or k.get("trace") is None else compress_text(as_json(k["trace"]))
+        cur = c.execute(_INSERT_KERNEL, (
+            graph, chain, str(k.get("name")), str(k.get("executor")), k.get("uid"), k.get("pass"), k.get("language"),
+            code, as_json(k.get("members") or []), as_json(k.get("ops") or []), as_json(k.get("inputs") or []),
+            as_json(k.get("outputs") or []), as_json(k.get("source_lines") or []), k.get("note"), trace,
+            as_json({key_: v for key_, v in k.items() if key_ not in column_keys})))
+        if fold_of is not None:
+            c.execute("INSERT OR REPLACE INTO kernel_folds(kernel_id, fold_of) VALUES (?, ?)", (cur.lastrowid, fold_of))
+        elif key is not None:
+            first[key] = cur.lastrowid
