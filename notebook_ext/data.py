@@ -409,8 +409,9 @@ class RecordingData:
                 raise DataError(str(e) + ".") from None
             return self.chain_json(graph, chain)
         if what == "diagram":
-            expand = request.get("expand")
-            return self.diagram(g, c, module=request.get("module") or None, collapse=request.get("collapse"),
+            expand, at = request.get("expand"), request.get("pass")  # at: the payload's diagram_pass
+            return self.diagram(g, c, at if isinstance(at, int) and not isinstance(at, bool) else None,
+                                module=request.get("module") or None, collapse=request.get("collapse"),
                                 expand=expand if isinstance(expand, list) else None)
         if what == "asm":
             from .asm_data import AsmError, asm_json

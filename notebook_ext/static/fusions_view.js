@@ -1,14 +1,17 @@
-// thundervis notebook widget, the Fusions tab of the recording widget: the fusion diagram of a
-// chain's last pass (module filter, one node per kernel, module blocks folded to one box each that a
+// thundervis notebook widget, the Fusions tab of the recording widget: the fusion diagram of the
+// pass the payload names per chain (`diagram_pass`, present.default_view.diagram_pass) (module filter, one node per kernel, module blocks folded to one box each that a
 // click expands, pan and zoom) beside the kernel table (executor, median, roofline, share, source
 // lines); a kernel picked in either is highlighted in both, with its asm panel (asm_view.js).
 // `view` is what recording_view.js shares with it: { model, ask, data, set, graphOf, render,
 // fusions: {module, collapse, expand, kernel}, diagrams: the diagrams asked for, by selection }.
 
+// A promise of the diagram of chain c at its diagram_pass as the Fusions tab's state asks for it: the
+// payload's own (drawn at that pass) when nothing is filtered, else asked for once per selection.
 function diagramFor(view, c) {
   const { model, ask } = view;
   const state = view.fusions;
-  const key = JSON.stringify([model.get("graph"), c.kind, state.module, state.collapse, state.expand]);
+  const pass = c.diagram_pass === undefined ? null : c.diagram_pass; // present's rule, never chosen here
+  const key = JSON.stringify([model.get("graph"), c.kind, pass, state.module, state.collapse, state.expand]);
   if (!state.module && state.collapse === null && !state.expand.length && c.diagram) {
     return Promise.resolve(c.diagram);
   }
@@ -17,6 +20,7 @@ function diagramFor(view, c) {
     what: "diagram",
     graph: model.get("graph"),
     chain: c.kind,
+    pass,
     module: state.module || null,
     collapse: state.collapse,
     expand: state.expand,
@@ -70,7 +74,10 @@ function fusionsTab(view, c) {
   // Module blocks (model.layers.3): one box each; a click expands one, this list folds it back.
   const blockSel = h("select", { class: "tv-blocks", "aria-label": "blocks" });
   const blockBox = h("label", { class: "tv-block-tools", hidden: true }, "blocks ", blockSel);
-  const tools = h("div", { class: "tv-diagram-tools" },
+  // which trace the diagram draws: the chain's diagram_pass, as the payload names it
+  const drawn = c.passes.find((p) => p.index === c.diagram_pass);
+  const drawnLabel = drawn ? h("span", { class: "tv-muted tv-diagram-pass", text: `pass ${drawn.index} · ${drawn.name}` }) : null;
+  const tools = h("div", { class: "tv-diagram-tools" }, drawnLabel,
     h("label", {}, "module ", modSel), h("label", {}, collapse, " one node per kernel"), blockBox, zoomIn, zoomOut, fitBtn);
   const viewport = h("div", { class: "tv-viewport" }, h("div", { class: "tv-muted", text: "drawing…" }));
   // A checked run (run --check-numerics): each kernel's verdict right after its name, as in the TUI;
