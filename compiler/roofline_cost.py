@@ -3,8 +3,10 @@ final trace, and the time a GPU (``thundervis.gpus.GPU``: HBM bandwidth and dens
 least for them. The recording writer stores the costs of every chain's final trace
 (``recording/costs.py``); views model them on the GPUs of ``thundervis.gpus``.
 
-``roofline µs = max(bytes / HBM bandwidth, FLOPs / peak FLOP/s)`` for the op's precision. What is
-counted (docs/targets.md, "Roofline model", says the same for users):
+``roofline µs = max(bytes / HBM bandwidth, FLOPs / peak FLOP/s)`` for the op's precision: a lower
+bound. ``modelled µs`` (``Cost.modelled_us``) is the same max at the GPU's achievable rates
+(``thundervis.gpu_rates``: measured GEMM, attention, copy rates), a matrix product slowed by its wave
+quantization over the SMs, plus one kernel launch. What is counted (docs/targets.md, "Roofline model", says the same for users):
 
 - **Bytes**: each input read once and each output written once, at the elements its strides reach:
   a broadcast input (stride 0) is read once, not per element. An input the kernel only gathers from
@@ -26,7 +28,7 @@ core (a GPU is any object with ``hbm_bytes_per_s`` and ``peak_flops(precision)``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from .ir import BoundSymbol, TensorProxy, Trace
@@ -70,6 +72,10 @@ class Cost:
     bytes_written: int
     flops: int
     precision: str = "fp32"
+    # A matrix product's (batch, M, N, K), for its wave quantization; () unknown. Not stored with the
+    # costs (table symbol_costs), so it takes no part in equality: a stored cost equals its trace's.
+    dims: tuple = field(default=(), compare=False)
+
 
     @property
     def bytes(self) -> int:
@@ -93,6 +99,27 @@ class Cost:
     def roofline_us(self, gpu) -> float:
         """``max(bytes / bandwidth, FLOPs / peak)`` on ``gpu``, in microseconds."""
         return max(self.memory_us(gpu), self.compute_us(gpu))
+
+    def modelled_us(self, rates) -> float:
+        """Microseconds the op takes at ``rates``' achievable figures (``thundervis.gpu_rates.Rates``,
+        or any object with its attributes): ``max(bytes / achievable bandwidth, FLOPs / achievable
+        rate)``, a matrix product's rate lowered by its wave quantization (:func:`wave_efficiency`),
+        plus one launch. A view is not a kernel: 0."""
+        if self.kind == "view":
+            return 0.0
+        memory = self.bytes / rates.hbm_bytes_per_s * 1e6
+        if self.precision == "fp64":
+            rate, efficiency = None, 1.0
+        elif self.kind in ("matmul", "conv"):
+            rate = rates.gemm_flops(self.precision)
+            efficiency = wave_efficiency(self.dims, rates.sms, rates.tile)
+        elif self.kind == "attention" and self.precision != "fp32":
+            rate = rates.attention_bwd if "backward" in self.name else rates.attention_fwd
+            efficiency = 1.0
+        else:  # fusions and torch ops compute on CUDA cores
+            rate, efficiency = rates.fp32_flops, 1.0
+        compute = self.flops / (rate * efficiency) * 1e6 if rate else 0.0
+        return max(memory, compute) + rates.launch_us
 
     def bound(self, gpu) -> str:
         """``memory`` or ``compute``: which term sets the roofline time on ``gpu``."""
@@ -243,6 +270,41 @@ def matmul_flops(b: BoundSymbol) -> int:
     return 2 * out * int(a.shape[-1]) if a.shape else 0
 
 
+def gemm_dims(b: BoundSymbol) -> tuple:
+    """Return ``(batch, M, N, K)`` of a matrix-product symbol (``addbmm`` sums its batch into K),
+    () for anything else or shapes it cannot read."""
+    name = op_name(b.sym)
+    ts, outs = [a for a in b.args if isinstance(a, TensorProxy)], b.flat_outputs()
+    if name not in MATMULS or not ts or not outs or not outs[0].shape:
+        return ()
+    a = ts[1] if name in ("addmm", "baddbmm", "addbmm") and len(ts) >= 3 else ts[0]
+    if not a.shape:
+        return ()
+    out, k = tuple(int(s) for s in outs[0].shape), int(a.shape[-1])
+    n = out[-1]
+    if name == "addbmm":
+        return (1, _numel(out) // max(n, 1), n, k * (int(a.shape[0]) if len(a.shape) == 3 else 1))
+    second = ts[-1]
+    if len(out) >= 3 and (name in ("bmm", "baddbmm") or (name == "matmul" and len(second.shape) > 2)):
+        return (_numel(out[:-2]), out[-2], n, k)
+    return (1, _numel(out) // max(n, 1), n, k)
+
+
+def wave_efficiency(dims: tuple, sms: int, tile: tuple) -> float:
+    """Return the fraction of a GEMM's tile slots that do useful work: its output ``B·M·N`` over the
+    waves of ``tm × tn`` tiles it needs on ``sms`` SMs (one tile per SM per wave; the better of the
+    tile's two orientations). 1.0 when the dimensions are unknown."""
+    if len(dims) != 4 or sms <= 0 or min(dims[:3]) <= 0:
+        return 1.0
+    batch, m, n, _ = dims
+    best = 0.0
+    for tm, tn in (tuple(tile), tuple(tile)[::-1]):
+        tiles = batch * -(-m // tm) * -(-n // tn)
+        waves = -(-tiles // sms)
+        best = max(best, batch * m * n / (waves * sms * tm * tn))
+    return best
+
+
 def op_flops(b: BoundSymbol) -> int:
     """Return the FLOPs of one (non-fusion) symbol, by the rules in this module's docstring."""
     name = op_name(b.sym)
@@ -334,7 +396,8 @@ def op_cost(b: BoundSymbol) -> Optional[Cost]:
     else:
         return Cost(b.sym, b.uid, "op", read, written, flops, "fp64" if outs[0].dtype == "float64" else "fp32")
     first = next(iter(_tensors(b.args[1:] if "backward" in b.sym else b.args)), outs[0])
-    return Cost(b.sym, b.uid, kind, read, written, flops, precision_of(first.dtype))
+    return Cost(b.sym, b.uid, kind, read, written, flops, precision_of(first.dtype),
+                gemm_dims(b) if kind == "matmul" else ())
 
 
 def trace_costs(trace: Trace) -> list[Cost]:

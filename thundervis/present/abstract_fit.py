@@ -9,30 +9,38 @@ parameter in the parameter's dtype), and the activations: the static peak of the
 less the gradients when the peak is in the backward (the backward's peak counts the gradients it has
 produced so far). Total against the GPU's memory (HBM_BYTES: datasheet capacities).
 
-Step time: the roofline of every kernel and torch op of one call of each chain (present.roofline),
-never below the physical floor ``6 · N · tokens / peak bf16``: N the parameters' elements, tokens the
-elements of the first graph's integer input (token ids), else its first input's rows. The MFU is the
-floor over the modelled time. Breakdowns by kernel, by module block (repeated layers folded:
-``model.layers.0–31 × 32``) and by source line (a fusion's time goes to its first member's line).
+Step time: every kernel and torch op of one call of each chain (present.roofline's costs) at the GPU's
+achievable rates (thundervis.gpu_rates: measured GEMM, attention and copy rates, GEMM wave
+quantization, one launch per kernel), never below the physical floor ``6 · N · tokens / peak bf16``:
+N the parameters' elements, tokens the elements of the first graph's integer input (token ids), else
+its first input's rows. The MFU is the floor over the modelled time. The pure roofline (every kernel
+at datasheet peak) is shown beside it as the lower bound. Breakdowns (modelled time) by kernel, by
+module block (repeated layers folded: ``model.layers.0–31 × 32``) and by source line (a fusion's time
+goes to its first member's line). A run that compiled no graph has nothing to model, and says so.
 """
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
+from thundervis.gpu_rates import rates_for
 from thundervis.gpus import GPUS
 from thundervis.present.units import format_bytes, plural
 
 # Datasheet HBM capacities (decimal GB), the SXM/HGX parts of thundervis.gpus.GPUS.
 HBM_BYTES = {"a100": 80e9, "h100": 80e9, "h200": 141e9, "b200": 180e9}
 _INDEX = re.compile(r"^(?:(.*?)\.)?(\d+)(\..*)?$")
+NOTHING_COMPILED = "no graph compiled before the run stopped: nothing to model"
+NOTHING_RAN = "no graph compiled: nothing to model"
 
 
 @dataclass(frozen=True)
 class GpuAnswer:
-    """One GPU's answer: memory fit and modelled step time with its breakdowns (µs)."""
+    """One GPU's answer: memory fit and step time (µs): ``modelled_us`` at the achievable rates,
+    ``step_us`` the same raised to the floor when below it, ``roofline_us`` at datasheet peak (the
+    lower bound), and the breakdowns of the modelled time."""
 
     key: str
     name: str
@@ -41,6 +49,7 @@ class GpuAnswer:
     step_us: float
     roofline_us: float
     floor_us: Optional[float]
+    modelled_us: float
     by_kernel: tuple  # (label, µs), largest first
     by_block: tuple
     by_line: tuple
@@ -55,12 +64,19 @@ class GpuAnswer:
         """The model FLOPs utilization the modelled time implies (floor / modelled)."""
         return self.floor_us / self.step_us if self.floor_us and self.step_us else None
 
+    @property
+    def ratio(self) -> Optional[float]:
+        """The modelled step over the floor (None without a floor)."""
+        return self.step_us / self.floor_us if self.floor_us else None
+
     def as_json(self) -> dict:
-        """Return the JSON form."""
+        """Return the JSON form: ``step_us`` (modelled, at least the floor), ``floor_us``,
+        ``roofline_us`` (datasheet peak), ``ratio``, ``mfu`` and the breakdowns."""
         rows = lambda rs: [{"label": lab, "us": us} for lab, us in rs]  # noqa: E731
         return {"gpu": self.key, "name": self.name, "memory_bytes": self.capacity, "total_bytes": self.total,
-                "fits": self.fits, "step_us": self.step_us, "roofline_us": self.roofline_us,
-                "floor_us": self.floor_us, "mfu": self.mfu, "by_kernel": rows(self.by_kernel),
+                "fits": self.fits, "step_us": self.step_us, "modelled_us": self.modelled_us,
+                "roofline_us": self.roofline_us, "floor_us": self.floor_us, "ratio": self.ratio, "mfu": self.mfu,
+                "model": "achievable rates (thundervis.gpu_rates; docs/targets.md)", "by_kernel": rows(self.by_kernel),
                 "by_block": rows(self.by_block), "by_line": rows(self.by_line)}
 
 
@@ -80,7 +96,8 @@ class AbstractAnswer:
     folding: str  # how repeated layers folded: regions planned, kernels compiled once per distinct one
     param_elements: int
     tokens: int
-    gpus: tuple  # GpuAnswer
+    gpus: tuple  # GpuAnswer; () when nothing compiled
+    compiled: bool = True  # False: no graph compiled, so there is no memory or step to model
 
     @property
     def total(self) -> int:
@@ -102,13 +119,20 @@ class AbstractAnswer:
         return short + (f": --remat auto saves {_gb(self.remat_saves)}" if self.remat_saves > 0 else "")
 
     def step_text(self, g: GpuAnswer) -> str:
-        """Return the modelled step line with its floor and MFU."""
+        """Return the modelled step line: the time at achievable rates, the floor, the ratio, the MFU,
+        and the roofline at datasheet peak."""
         floor = ""
         if g.floor_us:
-            raised = " (raised to the floor)" if g.roofline_us < g.floor_us else ""
+            raised = " (raised to the floor)" if g.modelled_us < g.floor_us else ""
             floor = (f"; floor 6·N·tokens/peak bf16 = {_ms(g.floor_us)} (N {_count(self.param_elements)}, "
-                     f"{self.tokens} tokens), {g.step_us / g.floor_us:.2f}x the floor, MFU {g.mfu:.0%}{raised}")
-        return f"modelled step {_ms(g.step_us)}{floor}"
+                     f"{self.tokens} tokens), {g.ratio:.2f}x the floor, MFU {g.mfu:.0%}{raised}")
+        return f"modelled step {_ms(g.step_us)}{floor}; at datasheet peak {_ms(g.roofline_us)}"
+
+    def nothing_text(self) -> str:
+        """Return why there is nothing to model (a run that compiled no graph), else ''."""
+        if self.compiled:
+            return ""
+        return NOTHING_COMPILED if self.stopped else NOTHING_RAN
 
     def text_lines(self, top: int = 3) -> list[str]:
         """Return the lines ``run`` and ``ls`` print."""
@@ -122,6 +146,9 @@ class AbstractAnswer:
             out.append(f"placeholders (values not computed): {sites}{more}")
         if self.stopped:
             out.append(f"stopped: {self.stopped.get('message', '')}")
+        if not self.compiled:
+            out.append(self.nothing_text())
+            return out
         if self.folding:
             out.append(self.folding)
         out.append(self.memory_line())
@@ -135,12 +162,16 @@ class AbstractAnswer:
         return out
 
     def as_json(self) -> dict:
-        """Return the ``ls --json`` ``abstract`` object."""
+        """Return the ``ls --json`` ``abstract`` object. A run that compiled no graph has
+        ``compiled`` false, ``nothing_to_model`` saying so, null byte counts and no GPUs."""
+        known = (lambda v: v) if self.compiled else (lambda v: None)  # noqa: E731
         return {"abstract": True, "device": self.device, "placeholders": list(self.placeholders),
-                "stopped": self.stopped, "parameters_bytes": self.parameters, "gradients_bytes": self.gradients,
-                "optimizer_state_bytes": self.optimizer_state, "optimizer": self.optimizer,
-                "activations_bytes": self.activations, "total_bytes": self.total, "remat_saves_bytes": self.remat_saves,
-                "param_elements": self.param_elements, "tokens": self.tokens, "folding": self.folding,
+                "stopped": self.stopped, "compiled": self.compiled, "nothing_to_model": self.nothing_text() or None,
+                "parameters_bytes": known(self.parameters), "gradients_bytes": known(self.gradients),
+                "optimizer_state_bytes": known(self.optimizer_state), "optimizer": self.optimizer,
+                "activations_bytes": known(self.activations), "total_bytes": known(self.total),
+                "remat_saves_bytes": known(self.remat_saves), "param_elements": known(self.param_elements),
+                "tokens": known(self.tokens), "folding": self.folding,
                 "gpus": [dict(g.as_json(), fit=self.fit_text(g), step=self.step_text(g)) for g in self.gpus]}
 
 
@@ -208,9 +239,11 @@ def fold_label(block: str, indices: set) -> str:
     return f"{head}{lo}–{hi} × {len(indices)}" if len(indices) > 1 else f"{head}{lo}"
 
 
-def _attribution(rec, costs) -> dict:
-    """Return {(graph, chain, uid): (module, "file.py:LINE")} from each modelled chain's final trace."""
-    out = {}
+def _attribution(rec, costs) -> tuple[dict, dict]:
+    """Return ({(graph, chain, uid): (module, "file.py:LINE")}, {(graph, chain, uid): (batch, M, N, K)}
+    of every matrix product) from each modelled chain's final trace (stored costs carry no shapes)."""
+    from thundervis.compiler.roofline_cost import gemm_dims
+    out, dims = {}, {}
     for (graph, chain) in costs:
         try:
             ref = next(c.last for g in rec.overview().graphs if g.id == graph for c in g.chains if c.kind == chain)
@@ -221,7 +254,9 @@ def _attribution(rec, costs) -> dict:
             src = b.source or next((s.source for s in b.subsymbols if s.source is not None), None)
             if src is not None:
                 out[(graph, chain, b.uid)] = (src.module, f"{os.path.basename(src.file)}:{src.line}")
-    return out
+            if not b.fusion and (d := gemm_dims(b)):
+                dims[(graph, chain, b.uid)] = d
+    return out, dims
 
 
 def _folding(rec) -> str:
@@ -298,15 +333,19 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
     if not elements and params:
         elements = params // 2  # bf16 assumed when no optimizer step told the element count
     costs = chain_costs(rec)
-    where, folds = _attribution(rec, costs), _kernel_folds(rec)
+    compiled = any(costs.values())
+    (where, dims), folds = _attribution(rec, costs), _kernel_folds(rec)
     tokens = _tokens(rec)
     answers = []
-    for k in keys:
-        g = GPUS[k]
+    for k in (keys if compiled else ()):
+        g, rates = GPUS[k], rates_for(k)
         kern, block, line, indices = {}, {}, {}, {}
+        roof = 0.0
         for (graph, chain), cs in costs.items():
             for c in cs:
-                us = c.roofline_us(g)
+                roof += c.roofline_us(g)
+                d = dims.get((graph, chain, c.uid))
+                us = (replace(c, dims=d) if d and not c.dims else c).modelled_us(rates)
                 name = folds.get((graph, chain, c.name), c.name)  # a repeated layer's kernels fold
                 kern[name] = kern.get(name, 0.0) + us
                 module, label = where.get((graph, chain, c.uid), ("", "(no source line)"))
@@ -316,13 +355,14 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
                     indices.setdefault(b, set()).add(int(m.group(2)))
                 block[b] = block.get(b, 0.0) + us
                 line[label] = line.get(label, 0.0) + us
-        roof = sum(kern.values())
+        modelled = sum(kern.values())
         floor = 6 * elements * tokens / g.bf16_flops * 1e6 if elements and tokens else None
         top = lambda d: tuple(sorted(d.items(), key=lambda kv: -kv[1])[:10])  # noqa: E731
         answers.append(GpuAnswer(k, g.name, HBM_BYTES.get(k, 0.0), params + grads + sum(
-            o.get("state_bytes", 0) for o in opts) + activations, max(roof, floor or 0.0), roof, floor,
-            top(kern), tuple((fold_label(b, indices.get(b, set())), us) for b, us in top(block)), top(line)))
+            o.get("state_bytes", 0) for o in opts) + activations, max(modelled, floor or 0.0), roof, floor,
+            modelled, top(kern), tuple((fold_label(b, indices.get(b, set())), us) for b, us in top(block)),
+            top(line)))
     return AbstractAnswer(run.get("device", "cuda"), places, stopped if isinstance(stopped, dict) else None,
                           params, grads, sum(o.get("state_bytes", 0) for o in opts),
                           ", ".join(o.get("optimizer", "") for o in opts), activations, remat, _folding(rec),
-                          elements, tokens, tuple(answers))
+                          elements, tokens, tuple(answers), compiled)

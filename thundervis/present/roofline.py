@@ -230,8 +230,10 @@ class StepModel:
     why: str = ""  # why sm_90 was assumed (``assumption``)
 
     def as_json(self) -> dict:
-        """Return the ``modelled_step.<target>`` object of ``ls --json``."""
-        return {"gpu": self.gpu, "us": self.total_us, "assumed": self.assumed, "assumed_why": self.why,
+        """Return the ``modelled_step.<target>`` object of ``ls --json`` (``us`` null when no chain
+        compiled: nothing to model, not a step of 0 µs)."""
+        return {"gpu": self.gpu, "us": self.total_us if self.chains else None, "assumed": self.assumed,
+                "assumed_why": self.why,
                 "kernels": self.kernels,
                 "torch_ops": self.torch_ops,
                 "chains": [{"graph": g, "chain": c, "us": us} for g, c, us in self.chains],
@@ -243,6 +245,9 @@ class StepModel:
         for _, c, us in self.chains:
             by_chain[c] = by_chain.get(c, 0.0) + us
         parts = " + ".join(f"{c} {format_roofline_us(us)}" for c, us in by_chain.items())
+        if not self.chains:
+            why = f" ({', '.join(f'graph {g} {c}: {w}' for g, c, w in self.left_out[:3])})" if self.left_out else ""
+            return f"modelled step  {self.target} {self.gpu}  nothing to model: no graph compiled{why}"
         note = f" · {self.why or 'no target recorded: sm_90 assumed'} (run --target, or ls --gpu)" \
             if self.assumed else ""
         if self.left_out:
