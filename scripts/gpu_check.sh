@@ -79,3 +79,12 @@ printf "%-22s %s\n" "aot vs loaded" "rc=$aot_rc"
 printf "%-22s %s\n" "roofline vs measured" "rc=$roof_rc"
 printf "%-22s %s\n" "elapsed" "$((SECONDS - start)) s"
 [ "$tests_rc" = 0 ] && [ "$bench_rc" = 0 ] && [ "$rerun_rc" = 0 ] && [ "$aot_rc" = 0 ] && [ "$roof_rc" = 0 ]
+overall=$?
+
+echo
+echo "== achievable rates vs thundervis/gpu_rates.py (scripts/gpu_rates_check.py) =="
+timeout 180 $PY scripts/gpu_rates_check.py
+rates_rc=$?
+[ "$rates_rc" = 124 ] && echo "gpu_rates_check: timed out after 180 s"
+printf "%-22s %s\n" "rates vs table" "rc=$rates_rc"
+[ "$overall" = 0 ] && [ "$rates_rc" = 0 ]
