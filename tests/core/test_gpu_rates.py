@@ -109,6 +109,7 @@ def test_modelled_us_uses_the_achievable_rates_plus_a_launch():
     assert f32.modelled_us(r) == pytest.approx(1.0 + 3.0)  # FP32 matmul on CUDA cores, one full wave
 
 
+@pytest.mark.slow
 def test_the_rates_check_skips_in_one_sentence_without_cuda():
     import subprocess
     import sys
