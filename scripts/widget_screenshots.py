@@ -1,6 +1,8 @@
-"""Take the README screenshots of the notebook widget's Source and Fusions tabs without JupyterLab:
+"""Take the README screenshots of the notebook widget's tabs without JupyterLab:
 
-    python scripts/widget_screenshots.py REC OUT.png --tab source [--file train.py]
+    python scripts/widget_screenshots.py REC OUT.png --tab passes [--chain forward] [--pass fuse]
+        [--compare claim] [--select UID]    # the diff of two passes, a symbol's details beside it
+    python scripts/widget_screenshots.py REC OUT.png --tab source
     python scripts/widget_screenshots.py REC OUT.png --tab fusions [--chain forward] [--click-block N]
     python scripts/widget_screenshots.py REC OUT.png --tab numerics [--click .tv-num-row]
     python scripts/widget_screenshots.py REC OUT.png --tab memory    # the timeline is in the payload
@@ -9,6 +11,8 @@ Builds the widget in Python (``thundervis.show``), answers the requests the tab 
 Python beforehand, and loads the shipped front end in headless Chromium (Playwright, Debian's
 chromium) on a page whose stand-in model replays those answers; ``--click-block N`` clicks the N-th
 module block box of the diagram (the front end then asks for it expanded) before the screenshot.
+On the Passes tab, ``--select UID`` selects a symbol: its details and lineage are answered
+beforehand for the pass shown.
 On the Numerics tab (a ``run --check-numerics`` recording) the bisect of the first row's chain is
 answered beforehand, so ``--click .tv-num-row`` shows that kernel's bisect.
 """
@@ -75,13 +79,21 @@ def request_key(what, file=None, expand=(), module=None, collapse=None, graph=No
     return _key(what, file, expand, module, collapse, graph)
 
 
+def _index(which):
+    """Return a pass given on the command line: an int when it is digits, else the name as given."""
+    return int(which) if isinstance(which, str) and which.isdigit() else which
+
+
 def main() -> int:
     """Write the screenshot; return the exit code."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("recording")
     p.add_argument("out")
-    p.add_argument("--tab", choices=("source", "fusions", "numerics", "memory"), default="source")
+    p.add_argument("--tab", choices=("passes", "source", "fusions", "numerics", "memory"), default="source")
     p.add_argument("--chain", default=None)
+    p.add_argument("--pass", dest="pass_", default=None, metavar="PASS", help="the pass shown (index or name)")
+    p.add_argument("--compare", default=None, metavar="PASS", help="show the diff from this pass (index or name)")
+    p.add_argument("--select", default=None, metavar="UID", help="the symbol selected on the Passes tab")
     p.add_argument("--click-block", type=int, default=None)
     p.add_argument("--click", default=None, metavar="SELECTOR",
                    help="click the first element matching this CSS selector, then print the synced traits")
@@ -90,8 +102,22 @@ def main() -> int:
     args = p.parse_args()
 
     import thundervis
-    w = thundervis.show(args.recording, chain=args.chain) if args.chain else thundervis.show(args.recording)
+    from thundervis.notebook_ext import DataError
+    picks = {k: v for k, v in (("chain", args.chain), ("pass_", _index(args.pass_)), ("compare", _index(args.compare)))
+             if v is not None}
+    try:
+        w = thundervis.show(args.recording, **picks)
+    except DataError as e:
+        print(str(e), file=sys.stderr)
+        return 2
     answers, clicked = {}, None
+    if args.select:
+        w.selected_uid = args.select
+        answers[_key("detail")] = w.request({"what": "detail", "graph": w.graph, "chain": w.chain,
+                                             "pass": w.pass_index, "uid": args.select})
+    if args.compare is not None:  # a diff of passes that are not neighbours is asked for, not sent
+        answers[_key("diff")] = w.request({"what": "diff", "graph": w.graph, "chain": w.chain,
+                                           "a": w.compare_index, "b": w.pass_index})
     if args.tab == "source":
         answers[_key("source")] = w.request({"what": "source"})
     elif args.tab == "numerics":
@@ -101,13 +127,15 @@ def main() -> int:
             return 2
         answers[_key("bisect")] = w.request({"what": "bisect", "graph": rows[0]["graph"], "chain": rows[0]["chain"]})
     elif args.tab == "fusions":
-        d = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain})
+        chain = next(c for g in w.data["graphs"] if g["id"] == w.graph for c in g["chains"] if c["kind"] == w.chain)
+        d = w.request({"what": "diagram", "graph": w.graph, "chain": w.chain, "pass": chain.get("diagram_pass")})
         answers[_key("diagram")] = d
         blocks = d.get("data", {}).get("blocks") or []
         if args.click_block is not None and args.click_block < len(blocks):
             path, clicked = blocks[args.click_block]["path"], blocks[args.click_block]["id"]
             answers[_key("diagram", expand=[path])] = w.request(
-                {"what": "diagram", "graph": w.graph, "chain": w.chain, "expand": [path]})
+                {"what": "diagram", "graph": w.graph, "chain": w.chain, "pass": chain.get("diagram_pass"),
+                 "expand": [path]})
     page_html = widget_page(w, args.tab, answers)
     folder = tempfile.mkdtemp(prefix="tv-widget-shot-")
     page_path = pathlib.Path(folder) / "widget.html"
