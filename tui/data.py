@@ -98,6 +98,12 @@ class RecordingData:
         from thundervis.present.memory import memory_report
         return self._call(memory_report, self._rec)
 
+    def kernel_folds(self) -> tuple:
+        """Return the repeated layers' kernels as ``present.kernel_folds.KernelFold`` s (the kernel
+        table folds them); DataError when the kernels cannot be read."""
+        from thundervis.present.kernel_folds import kernel_folds
+        return self._call(kernel_folds, self._rec)
+
     def roofline(self) -> tuple[dict, Optional[str]]:
         """Return ({kernel id: ``present.roofline.RooflineRow``}, what it is modelled on) for the
         kernels table; reads the chains' final traces (cached per final pass): call it from a

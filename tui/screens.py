@@ -19,6 +19,7 @@ from thundervis.safe_text import visible, visible_line
 
 from . import panels
 from .base_screen import DetailScreen, detail_bindings
+from thundervis.present.kernel_folds import folded_table
 from thundervis.present.kernel_rows import KernelRow
 from thundervis.present.overview import ViewOverview
 from thundervis.recording import chain_position
@@ -68,6 +69,7 @@ class KernelsScreen(DetailScreen):
         self.last_rerun: dict[int, Text] = {}
         self.busy = False
         self.checked = False
+        self.folds: tuple = ()  # present.kernel_folds: a repeated layer's kernels show as one row
 
     def compose_body(self) -> ComposeResult:
         """The kernels table, the re-run progress and the selected kernel's detail."""
@@ -82,6 +84,10 @@ class KernelsScreen(DetailScreen):
         """Fill the screen and focus its main widget."""
         table = self.query_one(DataTable)
         self.checked = self.overview.numerics is not None and self.overview.numerics.checked > 0
+        try:
+            self.folds = self.data.kernel_folds()
+        except DataError:  # unreadable kernel rows: every kernel stands alone
+            self.folds = ()
         clocks = timing_clocks(self.overview.kernels)
         for c in self._columns():
             # the measured time's column says which clock measured it (never a GPU time a GPU did not measure)
@@ -122,11 +128,12 @@ class KernelsScreen(DetailScreen):
             key = lambda k: (VERDICT_ORDER.index(check(k).verdict) if check(k) else 9, k.id)  # noqa: E731
         else:
             key = SORT_KEYS[self.sort]
-        self.kernels = sorted(self.overview.kernels, key=key)
+        # a folded row is its first instance's (Enter opens that kernel), its times summed over all
+        self.kernels = sorted(folded_table(self.overview.kernels, self.folds), key=key)
         clocks = timing_clocks(self.kernels)
         table.clear()
         for k in self.kernels:
-            name = Text(visible_line(k.name), style=panels.styling.S_FUSION)
+            name = Text(visible_line(k.fold.label if k.fold is not None else k.name), style=panels.styling.S_FUSION)
             if k.fallback:
                 name.append(f" ⚠ {k.status}", style=Style(color=panels.WARN))  # present's status word
             # A str cell is read as markup by DataTable: every cell is a Text (recorded strings).

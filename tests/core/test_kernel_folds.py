@@ -3,58 +3,22 @@ the first one, every reader of a kernel's code and IR resolves them, and a tampe
 refused with one sentence."""
 from __future__ import annotations
 
-import os
 import shutil
+from dataclasses import replace
 import sqlite3
 
 import pytest
 
-from core_helpers import run_cli, write_script
+from core_helpers import run_cli
+from fold_fixtures import record_layers
+from thundervis.present.kernel_folds import FOLD_AT, fold_labels, folded_table, kernel_folds
+from thundervis.present.kernel_rows import kernel_table
 from thundervis.recording import RecordingError, open_recording
-
-LAYERS = """
-import torch
-import torch.nn as nn
-
-
-class Block(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.norm = nn.LayerNorm(d)
-        self.fc = nn.Linear(d, d)
-
-    def forward(self, x):
-        return x + torch.tanh(self.fc(self.norm(x)))
-
-
-class Model(nn.Module):
-    def __init__(self, n, d=16):
-        super().__init__()
-        self.layers = nn.ModuleList(Block(d) for _ in range(n))
-
-    def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x.sum()
-
-
-model = torch.compile(Model(LAYERS_N), backend="thundervis")
-model(torch.randn(4, 16)).backward()
-"""
-
-
-def _record(folder, layers: int) -> str:
-    from thundervis.runner import check_output, run_target
-    script = write_script(folder, f"layers{layers}.py", LAYERS.replace("LAYERS_N", str(layers)), with_model=False)
-    out = check_output(os.path.join(str(folder), f"layers{layers}.tvrec"))
-    result = run_target(script=script, module=None, args=[], out=out)
-    assert result.exit_code == 0, result
-    return result.path
 
 
 @pytest.fixture(scope="module")
 def folded(tmp_path_factory) -> str:
-    return _record(tmp_path_factory.mktemp("folds"), 4)
+    return record_layers(tmp_path_factory.mktemp("folds"), 6)
 
 
 def _rows(path: str, sql: str, params=()) -> list:
@@ -95,7 +59,7 @@ def test_rerun_and_repro_read_a_folded_instance(folded, tmp_path, capsys):
 
 def test_recording_gets_smaller_with_folds(tmp_path):
     """Eight layers: the folded recording holds each distinct kernel's texts once (sizes printed)."""
-    path = _record(tmp_path, 8)
+    path = record_layers(tmp_path, 8)
     folded = sum(len(c or b"") + len(t or b"") for c, t in _rows(path, "SELECT code, trace_json FROM kernels"))
     n_folds = len(_rows(path, "SELECT 1 FROM kernel_folds"))
     unfolded = _rows(path, "SELECT COUNT(*) FROM kernels")[0][0]
@@ -130,3 +94,46 @@ def test_a_tampered_reference_is_refused_in_one_sentence(folded, tmp_path, capsy
     assert "damaged" in text and text.count(". ") == 0 and "\n" not in text
     code, out, err = run_cli(capsys, "repro", path, name, "-o", str(tmp_path / "r.py"))
     assert code == 2 and "Traceback" not in err and "damaged" in err
+
+
+def test_the_kernel_table_folds_repeated_layers_into_one_row(folded):
+    """Six layers: the kernels equal but for names are one row labelled ``fw_fusion_2 × 4``."""
+    with open_recording(folded) as rec:
+        folds = kernel_folds(rec)
+        rows = kernel_table(rec)
+    big = [f for f in folds if f.count >= FOLD_AT]
+    assert big and all(f.folded for f in big)
+    f = big[0]
+    assert f.label == f"{f.names[0]} × {f.count}" and f.opens == f.ids[0]
+    assert f.layers.startswith("layers.") and "–" in f.layers
+    table = folded_table(rows, folds)
+    assert len(table) == len(rows) - sum(f.count - 1 for f in folds if f.folded)
+    row = next(r for r in table if r.fold == f)
+    assert row.id == f.opens and row.label.startswith(f.label + " [") and row.as_json()["fold"]["count"] == f.count
+    assert fold_labels(folds)[(f.graph, f.chain, f.names[-1])] == f.label
+
+
+def test_two_layers_stay_two_rows(folded, tmp_path):
+    path = record_layers(tmp_path, 2)
+    with open_recording(path) as rec:
+        folds = kernel_folds(rec)
+        rows = kernel_table(rec)
+    assert all(f.count < FOLD_AT and not f.folded for f in folds)
+    assert folded_table(rows, folds) == rows  # a 2-layer model shows both layers' kernels
+    with open_recording(folded) as rec:  # a pair of equal kernels is shown as two rows too
+        f = next(f for f in kernel_folds(rec) if f.count >= FOLD_AT)
+        rows = kernel_table(rec)
+    pair = replace(f, ids=f.ids[:2], names=f.names[:2])
+    assert not pair.folded and folded_table(rows, (pair,)) == rows
+
+
+def test_an_older_recording_folds_by_structure(folded, tmp_path):
+    path = str(tmp_path / "old.tvrec")
+    shutil.copy(folded, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DROP TABLE kernel_folds")
+    conn.close()
+    with open_recording(path) as rec:
+        assert rec.kernel_folds() is None
+        assert any(f.count >= FOLD_AT for f in kernel_folds(rec))

@@ -78,6 +78,9 @@ class KernelRow(KernelRef):
     targets: tuple[str, ...] = ()  # the GPU targets it was compiled for (present.status.built_targets)
     chain_time: str = ""  # its chain's time per call (present.chain_times); "" not profiled
     run: Optional[KernelRun] = None  # what ran it: device and path (present.status.kernel_runs); None unknown
+    # A folded row (present.kernel_folds.folded_table): the repeated layers' kernels it stands for,
+    # which it opens as its first instance (this row's id); times summed over them. None: one kernel.
+    fold: Optional[object] = None
 
     @property
     def tag(self) -> str:
@@ -86,8 +89,9 @@ class KernelRow(KernelRef):
 
     @property
     def label(self) -> str:
-        """How views name it: ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]`` (present.status.kernel_label)."""
-        return f"{self.name} [{self.tag}]"
+        """How views name it: ``fw_fusion_3 [triton sm_90 · ran on cpu via torch]`` (present.status.kernel_label);
+        a folded row ``fw_fusion_3 × 32 [triton]`` (present.kernel_folds)."""
+        return f"{self.fold.label if self.fold is not None else self.name} [{self.tag}]"
 
     @property
     def sources_cell(self) -> str:
@@ -109,7 +113,8 @@ class KernelRow(KernelRef):
     def as_json(self) -> dict:
         """Return the row as JSON values, with its cells as text (``median``, ``share_text``,
         ``gbps_text``, ``roofline_text``, ``pct_of_roofline_text``: present.units; ``-`` when not
-        timed) and ``run``, what ran it (``KernelRun.as_json()``, None when not recorded)."""
+        timed), ``run``, what ran it (``KernelRun.as_json()``, None when not recorded) and ``fold``
+        (``present.kernel_folds.KernelFold.as_json()`` of a folded row, else None)."""
         return {"id": self.id, "graph": self.graph, "chain": self.chain, "name": self.name,
                 "executor": self.executor, "uid": self.uid, "n_ops": self.n_ops, "ops": list(self.ops),
                 "members": list(self.members), "source_lines": list(self.source_lines), "sources": self.sources,
@@ -122,7 +127,7 @@ class KernelRow(KernelRef):
                 "pct_of_roofline": self.pct_of_roofline, "roofline_text": format_roofline_us(self.roofline_us),
                 "pct_of_roofline_text": format_pct(self.pct_of_roofline), "chain_time": self.chain_time,
                 "run": self.run.as_json() if self.run is not None else None, "fallback_text": self.fallback_text,
-                "sources_cell": self.sources_cell}
+                "sources_cell": self.sources_cell, "fold": self.fold.as_json() if self.fold is not None else None}
 
 
 def _labels(source_lines) -> tuple[str, ...]:

@@ -21,10 +21,10 @@ KERNEL_TEXT_COLUMNS = ("id, graph_id, chain, name, language, code, trace_json, C
 
 
 def fold_map(store) -> dict:
-    """Return ``{folded kernel id: first instance id}`` as recorded (checked for types only; an
-    older recording, which has no ``kernel_folds`` table, gives ``{}``)."""
+    """Return ``{folded kernel id: first instance id}`` as recorded (checked for types only); None
+    for an older recording, which has no ``kernel_folds`` table (its kernels were never folded)."""
     if not store.has_table("kernel_folds"):
-        return {}
+        return None
     return dict(_CHECK_FOLD(store.rows("SELECT kernel_id, fold_of FROM kernel_folds ORDER BY kernel_id"), store.path))
 
 

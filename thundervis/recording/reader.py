@@ -278,9 +278,10 @@ class Recording:
             kid, _, _, name, language, code, trace_json, n_members = kernel_folds.resolve(self.store, rows[0])
         return kernel_texts(self, kid, name, language, code, trace_json, n_members)
 
-    def kernel_folds(self) -> dict:
+    def kernel_folds(self) -> Optional[dict]:
         """Return ``{folded kernel id: id of its first instance}``: a repeated layer's kernels
-        recorded once (empty for older recordings); :meth:`kernel_source` resolves them."""
+        recorded once (None: an older recording, made before folds were recorded);
+        :meth:`kernel_source` resolves them."""
         return kernel_folds.fold_map(self.store)
 
     # -- passes ---------------------------------------------------------------------------------
