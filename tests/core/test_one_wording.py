@@ -5,6 +5,7 @@ and the widget's data say the same thing, fact by fact: kernel names, what ran e
 default view and the first rank of a group. Each front end is read through its own data layer."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -129,6 +130,33 @@ def test_default_view_is_one_choice(example_run, capsys):
     widget_chain = next(x for x in widget_graph["chains"] if x["kind"] == widget_graph["default_chain"])
     assert (g.id, c.kind, p.index) == (state.graph, state.chain, state.index) == \
         (widget_graph["id"], widget_chain["kind"], widget_chain["default_pass"])
+
+
+def test_which_pass_rules_are_one_choice(example_run):
+    """The passes the TUI opens (a source line's ops, a live run followed to its last pass) and the
+    one the widget's diagram draws and its Source tab jumps to come from present.default_view, per
+    chain: the TUI's navigation and the widget's payload agree."""
+    from thundervis.present.default_view import diagram_pass, search_target
+    from thundervis.tui.navigation import following
+    from thundervis.tui.view_state import ViewState
+    path, _ = example_run
+    _, tui, payload = _front_ends(path)
+    try:
+        ov = tui.overview()
+    finally:
+        tui.close()
+    chains = [(g, c) for g in ov.graphs for c in g.chains if c.passes]
+    assert chains
+    for g, c in chains:
+        widget = next(x for x in next(y for y in payload["graphs"] if y["id"] == g.id)["chains"]
+                      if x["kind"] == c.kind)
+        ops_at = search_target(ov.graphs, g.id, c.kind)  # the TUI's show_ops: a source line's ops
+        assert widget["diagram_pass"] == diagram_pass(c) == ops_at.pass_index == widget["default_pass"]
+        # a live run: a view on the last pass before the chain grew follows it to the new last pass
+        before = dataclasses.replace(c, passes=c.passes[:-1]) if len(c.passes) > 1 else None
+        if before is not None:
+            on_last = ViewState(graph=g.id, chain=c.kind, index=before.passes[-1].index)
+            assert following(on_last, before, ov).index == diagram_pass(c)
 
 
 @pytest.fixture()
