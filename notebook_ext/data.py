@@ -74,6 +74,7 @@ class RecordingData:
         self._traces = PassTraces(rec, size=None)  # the payload reads every pass of every chain
         self._overview = None
         self._kernel_rows: Optional[dict] = None  # kernel id -> present.kernel_rows.KernelRow, read once
+        self._folds: Optional[dict] = None  # kernel id -> its fold's JSON (present.kernel_folds), read once
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -175,17 +176,30 @@ class RecordingData:
         (``sources`` grouped per file, ``median`` and ``share_text`` (``-`` when not timed), ``fallback``, ``status``,
         ``ran_on``, ``tag``: ``triton sm_90 · ran on cpu via torch``, ``label``: present.status.kernel_label,
         ``roofline_text`` and ``pct_of_roofline_text`` from ``roofline``: {kernel id: RooflineRow},
-        ``chain_time``: its chain's time per call, present.chain_times)."""
+        ``chain_time``: its chain's time per call, present.chain_times; ``fold``: its repeated layers'
+        fold, present.kernel_folds, None when it stands alone)."""
         rows = self._read_kernel_rows()
         numerics = self.numerics_summary()
+        folds = self._fold_cells()
         out = []
         for k in graph.kernels:
             key = (k.graph, k.chain, k.name)
             row = with_roofline(rows[k.id], (roofline or {}).get(k.id)).as_json()
             cells = {key: row[key] for key in KERNEL_CELLS}
+            cells["fold"] = folds.get(k.id)  # present.kernel_folds: a repeated layer's kernels, one row
             cells["numerics"] = verdict_cell(numerics.verdict_of(*key)) if numerics.checked else None
             out.append({**k.as_json(), **cells})
         return out
+
+    def _fold_cells(self) -> dict:
+        """Return {kernel id: its fold's JSON} (``present.kernel_folds.fold_json_by_kernel``), read once."""
+        if self._folds is None:
+            from thundervis.present.kernel_folds import fold_json_by_kernel
+            rows = tuple(self._read_kernel_rows().values())
+            with self._lock:
+                self._folds = data_errors(fold_json_by_kernel, self.rec, [k for g in self.overview().graphs
+                                                                          for k in g.kernels], rows)
+        return self._folds
 
     def _read_kernel_rows(self) -> dict:
         """Return {kernel id: ``KernelRow``}: the kernel table every view shows

@@ -220,9 +220,7 @@ def kernel_summary(k: KernelRow) -> Text:
     if k.fold is not None:  # present.kernel_folds: the code below is the first instance's
         f = k.fold
         t.append(f"{f.label}: ", style=HEAD)
-        t.append(visible_line(f"{f.layers + ' · ' if f.layers else ''}this is the first of {f.count}, "
-                              f"times are summed over all of them; instances "
-                              + ", ".join(f.names[:8]) + (" …" if f.count > 8 else "")) + "\n")
+        t.append(visible_line(f.summary) + "\n")
     if k.fallback:
         t.append(visible_line(k.fallback_text) + "\n", style=Style(color=WARN, bold=True))
     if k.note:

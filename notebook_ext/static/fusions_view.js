@@ -102,10 +102,12 @@ function fusionsTab(view, c) {
       kdetail.appendChild(h("div", { class: "tv-muted", text: "Click a kernel to highlight its cluster and source lines." }));
       return;
     }
+    const folded = k.fold && k.fold.folded; // present.kernel_folds: the first of a repeated layer's kernels
     kdetail.append(
-      h("div", { class: "tv-detail-title", text: `${k.label || k.name} · ${k.n_ops} ops` }),
+      h("div", { class: "tv-detail-title", text: `${folded ? k.fold.row_label : k.label || k.name} · ${k.n_ops} ops` }),
       h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "ops" }), h("span", { class: "tv-v", text: k.ops.map((o) => o.replace(/^prims\./, "")).join(", ") })),
     );
+    if (folded) kdetail.appendChild(h("div", { class: "tv-kv tv-kernel-fold" }, h("span", { class: "tv-k", text: k.fold.label }), h("span", { class: "tv-v", text: k.fold.summary })));
     if (k.fallback) kdetail.appendChild(h("div", { class: "tv-kv tv-fellback" }, h("span", { class: "tv-k", text: k.status }), h("span", { class: "tv-v", text: k.fallback_text })));
     if (k.note) kdetail.appendChild(h("div", { class: "tv-kv" }, h("span", { class: "tv-k", text: "note" }), h("span", { class: "tv-v", text: k.note })));
     if (k.numerics) {
@@ -125,10 +127,12 @@ function fusionsTab(view, c) {
     if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
   };
   for (const k of kernels) {
+    const folded = k.fold && k.fold.folded; // one row for a repeated layer's kernels: the first one's, which opens
+    if (folded && k.fold.opens !== k.id) continue;
     const tr = h(
       "tr",
       { class: "tv-kernel-row", "data-kernel": k.name },
-      h("td", {}, k.name,
+      h("td", {}, folded ? k.fold.label : k.name,
         // a kernel that ran in torch at run time: present.kernel_rows status, its fallback_text on hover
         k.fallback ? h("span", { class: "tv-fellback", title: k.fallback_text, text: ` ⚠ ${k.status}` }) : null),
       checked ? h("td", { class: `tv-verdict ${verdictClass(k.numerics ? k.numerics.verdict : "")}`, title: k.numerics ? k.numerics.title : "",
@@ -136,7 +140,7 @@ function fusionsTab(view, c) {
       h("td", { text: k.tag || k.executor }),
       h("td", { text: k.n_ops }),
       // its chain's wall time per call against its kernels (present.chain_times) on hover
-      h("td", { text: k.median, title: k.chain_time ? `${k.chain} chain: ${k.chain_time}` : null }),
+      h("td", { text: folded ? k.fold.median : k.median, title: k.chain_time ? `${k.chain} chain: ${k.chain_time}` : null }),
       h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
       h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
       h("td", { text: k.share_text }),

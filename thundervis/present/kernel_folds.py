@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 FOLD_AT = 3  # instances from which the kernel table shows one folded row
+SUMMARY_NAMES = 8  # instance names a folded row's summary lists before ", …"
 _INDEX = re.compile(r"^(?:(.*?)\.)?(\d+)(\..*)?$")  # the first numbered part of a module path
 
 
@@ -55,11 +56,19 @@ class KernelFold:
         """Whether the kernel table shows it as one row (at least :data:`FOLD_AT` instances)."""
         return self.count >= FOLD_AT
 
+    @property
+    def summary(self) -> str:
+        """What a folded row's detail says: ``model.layers.0–31 · the first of 32 is shown, times
+        summed over all of them · instances fw_fusion_3, fw_fusion_9, …``."""
+        names = ", ".join(self.names[:SUMMARY_NAMES]) + (", …" if self.count > SUMMARY_NAMES else "")
+        layers = f"{self.layers} · " if self.layers else ""
+        return f"{layers}the first of {self.count} is shown, times summed over all of them · instances {names}"
+
     def as_json(self) -> dict:
-        """Return ``{graph, chain, label, count, ids, names, layers, opens, folded}``."""
+        """Return ``{graph, chain, label, count, ids, names, layers, opens, folded, summary}``."""
         return {"graph": self.graph, "chain": self.chain, "label": self.label, "count": self.count,
                 "ids": list(self.ids), "names": list(self.names), "layers": self.layers, "opens": self.opens,
-                "folded": self.folded}
+                "folded": self.folded, "summary": self.summary}
 
 
 def _layer(k) -> Optional[tuple]:
