@@ -259,8 +259,10 @@ class ThundervisCompiler:
                 obs.pass_done(graph, "joint", 0, "acquire", joint.replace(meta={"duration_ms": dt * 1e3}), dt, True)
             except Exception as e:
                 obs.chain_failed(graph, "joint", f"{type(e).__name__}: {e}", traceback.format_exc())
-            part = _remat.partition(joint_module, joint_inputs, self.remat, **kwargs)
+            part = _remat.partition(joint_module, joint_inputs, self.remat, cache=self.options.cache, **kwargs)
             self._partitions[graph] = part
+            if part.cache is not None:  # hit or miss, and why an entry was refused
+                obs.runtime(graph, "joint", "partition_cache", part.cache)
             return _remat.chosen(part)
         return partition
 
@@ -284,11 +286,7 @@ class ThundervisCompiler:
         obs.pass_done(graph, chain, 0, "acquire", before.replace(meta={"duration_ms": dt * 1e3}), dt, True)
         if part is None:
             return trace
-        meta = {"remat_policy": part.policy, "saved_bytes_off": _remat.saved_bytes(part, "off"),
-                "saved_bytes_auto": _remat.saved_bytes(part, "auto")}
-        if part.error:
-            meta["remat_error"] = part.error[:500]
-        trace = trace.replace(meta=meta)
+        trace = trace.replace(meta=_remat.pass_meta(part))
         obs.pass_done(graph, chain, 1, _remat.PASS_NAME, trace, part.seconds if chain == "forward" else 0.0,
                       trace.symbols != before.symbols or trace.outputs != before.outputs)
         return _remat.without_notes(trace)

@@ -43,7 +43,8 @@ def check_policy(policy: Optional[str]) -> str:
 class Partitioned:
     """One graph's partitions: the ``off`` pair, the ``auto`` pair (None when min-cut failed, with
     ``error``), the policy that ran, each saved value's decisions (:func:`decisions`), and the
-    seconds both partitions and the decisions took (the ``remat`` pass's time, on the forward)."""
+    seconds both partitions and the decisions took (the ``remat`` pass's time, on the forward), and
+    what the partition cache did (``cache``)."""
 
     policy: str
     n_user_outputs: int
@@ -52,6 +53,7 @@ class Partitioned:
     error: Optional[str]
     decisions: list
     seconds: float = 0.0
+    cache: Optional[dict] = None  # the partition cache's event: {"hit", "key", "note"} (None: no cache)
 
 
 def _saved_nodes(fw: torch.fx.GraphModule, n_user_outputs: int) -> list[torch.fx.Node]:
@@ -115,23 +117,91 @@ def decisions(off: tuple, auto: Optional[tuple], n_user_outputs: int) -> list[di
     return rows
 
 
-def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, **kwargs) -> Partitioned:
+def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None, **kwargs) -> Partitioned:
     """Partition ``joint`` both ways (AOTAutograd's ``partition_fn`` arguments) and return a
-    :class:`Partitioned`; ``policy`` says which pair runs. A min-cut failure leaves ``off`` running."""
+    :class:`Partitioned`; ``policy`` says which pair runs. A min-cut failure leaves ``off`` running.
+    ``cache``: a :class:`.compile_cache.CompileCache` whose folder keeps each partition's choice
+    (:mod:`.partition_cache`; None: no cache): on a hit min-cut takes the recorded choice instead
+    of searching, and the result is checked against it (any fault: partitioned again, with a note)."""
+    from . import partition_cache as pc
     n_user, t0 = int(kwargs.get("num_fwd_outputs", 0)), time.perf_counter()
+    store, key, entry, event = None, None, None, None
+    if cache is not None:
+        why = pc.cacheable(joint)
+        if why is None:
+            store = pc.PartitionStore(cache.root)
+            key = pc.key(joint, kwargs, AUTO_CONFIG)
+            entry, note = store.load(key)
+            event = {"hit": False, "key": key[:16], **({"note": note} if note else {})}
+        else:
+            event = {"hit": False, "note": f"partition not cached: {why}"}
     # each partitioner may edit the joint graph it is given; node metadata (fake tensors) is shared
     spare = torch.fx.GraphModule(joint, copy.deepcopy(joint.graph))
     off = default_partition(spare, joint_inputs, **kwargs)
-    auto, error = None, None
+    auto, error, hit = None, None, False
+    if entry is not None:
+        try:
+            auto, error = _replayed(joint, joint_inputs, kwargs, entry, off, n_user)
+            hit = True
+        except Exception as e:  # a refused entry is a miss: partition as if it were not there
+            event["note"] = pc.refused_note(key, e)
+    if not hit:
+        with pc.hooked() as hooks:
+            auto, error = _min_cut(joint, joint_inputs, kwargs)
+        if store is not None:
+            try:
+                if not hooks.usable:
+                    raise pc.Refused("this torch's min-cut has no steps to hook")
+                if auto is not None and hooks.pairs is None and hooks.cse_ran:
+                    raise pc.Refused("its CSE cannot be replayed")
+                chose = {"error": error[:2000]} if auto is None else {**pc.choice(auto[0], n_user),
+                                                                      "cse": hooks.pairs or []}
+                store.store(key, {"off": pc.choice(off[0], n_user), "auto": chose})
+            except pc.Refused as e:
+                event["note"] = f"partition not cached: {e}"
+    if hit:
+        event = {"hit": True, "key": key[:16]}
+    rows = decisions(off, auto, n_user)
+    return Partitioned(policy=policy, n_user_outputs=n_user, off=off, auto=auto, error=error,
+                       decisions=rows, seconds=time.perf_counter() - t0, cache=event)
+
+
+def _min_cut(joint: torch.fx.GraphModule, joint_inputs, kwargs: dict) -> tuple:
+    """Return (the min-cut pair, None) or (None, its error)."""
     try:
         from torch._functorch import config
         with config.patch(**AUTO_CONFIG):
-            auto = min_cut_rematerialization_partition(joint, joint_inputs, **kwargs)
+            return min_cut_rematerialization_partition(joint, joint_inputs, **kwargs), None
     except Exception as e:  # the compile goes on with what eager saves
-        error = f"{type(e).__name__}: {e}"
-    rows = decisions(off, auto, n_user)
-    return Partitioned(policy=policy, n_user_outputs=n_user, off=off, auto=auto, error=error,
-                       decisions=rows, seconds=time.perf_counter() - t0)
+        return None, f"{type(e).__name__}: {e}"
+
+
+def _replayed(joint: torch.fx.GraphModule, joint_inputs, kwargs: dict, entry: dict, off: tuple, n_user: int):
+    """Return (auto pair, error) partitioned from a cache ``entry``'s choice; raise when the entry
+    does not fit this graph, leaving ``joint`` as it was."""
+    from . import partition_cache as pc
+    nodes = {n.name: n for n in joint.graph.nodes}
+    policies = entry["policies"]
+    want_off, want_auto = (pc.validated_choice(policies.get(p), nodes) for p in POLICIES)
+    if "error" in want_off or pc.choice(off[0], n_user) != {k: want_off[k] for k in ("saved", "sym", "n_fwd")}:
+        raise pc.Refused("the off partition differs from the entry's")
+    if "error" in want_auto:
+        return None, want_auto["error"]
+    if want_auto["n_fwd"] != n_user:
+        raise pc.Refused("the entry's forward output count differs")
+    backup = copy.deepcopy(joint.graph)
+    try:
+        with pc.hooked(want_auto) as hooks:
+            auto, error = _min_cut(joint, joint_inputs, kwargs)
+        if auto is None or not hooks.chose:
+            raise pc.Refused(error or "min-cut did not take the recorded choice")
+        got = pc.choice(auto[0], n_user)
+        if got["saved"] != want_auto["saved"] or got["sym"] != want_auto["sym"]:
+            raise pc.Refused("min-cut saved other values than the entry names")
+    except Exception:
+        joint.graph = backup
+        raise
+    return auto, None
 
 
 def chosen(p: Partitioned) -> tuple:
@@ -208,10 +278,24 @@ def notes_for(p: Partitioned, chain: str) -> dict:
 
 def without_notes(trace: Trace) -> Trace:
     """Return ``trace`` without the decision notes :func:`aligned` put on it: they belong to the
-    recorded ``remat`` pass; later passes keep a note field for their own reasons."""
+    recorded ``remat`` pass; later passes keep a note field for their own reasons. The pass's
+    ``from_cache`` flag goes too: it says where this partition came from, not what the passes after
+    it compile (whose cache key the trace is)."""
     marks = ("saved for backward (", "recomputed, not saved (")
-    return trace.replace(symbols=tuple(b.replace(note=None) if b.note and b.note.startswith(marks) else b
-                                       for b in trace.symbols))
+    meta = {k: v for k, v in trace.meta.items() if k != "from_cache"}
+    return trace.replace(meta=meta, symbols=tuple(b.replace(note=None) if b.note and b.note.startswith(marks) else b
+                                                  for b in trace.symbols))
+
+
+def pass_meta(p: Partitioned) -> dict:
+    """Return the ``remat`` pass's meta: the policy, both policies' saved bytes, min-cut's error,
+    and ``from_cache`` when the partition's choice came from the partition cache."""
+    meta = {"remat_policy": p.policy, "saved_bytes_off": saved_bytes(p, "off"), "saved_bytes_auto": saved_bytes(p, "auto")}
+    if p.error:
+        meta["remat_error"] = p.error[:500]
+    if p.cache is not None and p.cache.get("hit"):
+        meta["from_cache"] = True
+    return meta
 
 
 def saved_bytes(p: Partitioned, policy: str) -> int:
