@@ -20,27 +20,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 H, A = 1024, 16
 
 
+def step_ledger(model, kwargs: dict, remat: str, name: str, abstract: bool = False):
+    """Return the memory report (``present.memory``) of one training step (``model(**kwargs).loss``,
+    backward) compiled through thundervis with ``remat``: the torch executor, or with ``abstract``
+    the abstract run's planning executors (call it inside ``compiler.abstract.abstract_session``)."""
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.present.memory import memory_report
+    from thundervis.recording import RecordingObserver, open_recording
+    torch._dynamo.reset()
+    path = os.path.join(tempfile.mkdtemp(), f"{name}-{remat}.tvrec")
+    obs = RecordingObserver(path)
+    backend = ThundervisCompiler(executors=None if abstract else ["torch"], observer=obs, remat=remat,
+                                 abstract=abstract)
+    torch.compile(model, backend=backend, dynamic=False)(**kwargs).loss.backward()
+    obs.close()
+    return memory_report(open_recording(path))
+
+
+def print_saved(report, prefix: str, unit: int) -> None:
+    """Print the counted saved tensors of the modules under ``prefix`` in bytes / ``unit``."""
+    for sv in [x for x in report.saved if x.counted and x.module.startswith(prefix)]:
+        print(f"        {sv.storage_bytes / unit:6.3f}  {sv.dtype:<9} {list(sv.shape)}  {sv.op}  {sv.module}  "
+              f"{sv.code.strip()[:60]}")
+
+
 def block_ledger(attn: str, remat: str, seq: int, batch: int):
     """Return the memory report (``present.memory``) of one training step of the one-layer model."""
     from model_zoo import import_torchvision
     import_torchvision()
     import transformers
-    from thundervis.compiler import ThundervisCompiler
-    from thundervis.present.memory import memory_report
-    from thundervis.recording import RecordingObserver, open_recording
-    torch._dynamo.reset()
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(vocab_size=256, n_embd=H, n_layer=1, n_head=A, n_positions=seq, resid_pdrop=0.0,
                                   embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation=attn)
     model = transformers.GPT2LMHeadModel(cfg).to(torch.bfloat16).train()
     ids = torch.randint(0, 256, (batch, seq))
-    path = os.path.join(tempfile.mkdtemp(), f"block-{attn}-{remat}.tvrec")
-    obs = RecordingObserver(path)
-    run = torch.compile(model, backend=ThundervisCompiler(executors=["torch"], observer=obs, remat=remat),
-                        dynamic=False)
-    run(input_ids=ids, labels=ids).loss.backward()
-    obs.close()
-    return memory_report(open_recording(path))
+    return step_ledger(model, {"input_ids": ids, "labels": ids}, remat, f"block-{attn}")
 
 
 def main() -> int:
@@ -62,9 +76,7 @@ def main() -> int:
             print(f"ledger attn={attn:<5} remat={remat:<4}  block {block / sbh:7.2f}   whole step {r.saved_bytes / sbh:7.2f}")
             for g in r.by_module:
                 print(f"    {g.bytes / sbh:7.3f}  {g.tensors:3d}  {g.label}")
-            for sv in [x for x in r.saved if x.counted and x.module.startswith("transformer.h.0")]:
-                print(f"        {sv.storage_bytes / sbh:6.3f}  {sv.dtype:<9} {list(sv.shape)}  {sv.op}  {sv.module}  "
-                      f"{sv.code.strip()[:60]}")
+            print_saved(r, "transformer.h.0", sbh)
     return 0
 
 
