@@ -3,15 +3,21 @@
 
 One worker process per training process, started at the first build request (``python -m`` of the
 worker module, JSON lines over pipes: nothing is pickled across). A request carries the region's IR
-(the serialized trace format) and its inputs' sizes, strides and dtypes; the worker compiles and
-saves Inductor's artifact in a private folder of ours (``mkdtemp``, mode 0700, removed at exit),
-and a reader thread here files the answer. That artifact is Inductor's own cache format, which
-Inductor reads with pickle as it reads its cache in any ``torch.compile`` run: it comes only from
-our worker, this run, never from a recording or the persistent compile cache.
-The region keeps running through torch meanwhile. Requests are written by a writer thread and
-the built code is loaded by the reader thread (:func:`load`: seconds per region here, and the
-first load imports most of Inductor), so the training thread only polls :meth:`Build.ready` and
-takes ``Build.fn``.
+(the serialized trace format) and its inputs' sizes, strides and dtypes; the worker compiles the
+region ahead of time with AOTInductor into one plain shared library, ``region.so`` (C++ kernels and
+C++ wrapper), in a private folder of ours, and a reader thread here files the answer. The region
+keeps running through torch meanwhile; the training thread only polls :meth:`Build.ready`.
+
+What is loaded, and why it is safe: :func:`load` opens exactly ``<folder>/region<id>/region.so``,
+where ``<folder>`` is this run's ``mkdtemp`` folder (mode 0700, removed at exit) and ``<id>`` the
+request's number; a path the worker answers with is only compared with that one, never opened
+otherwise. The file must be a regular file (not a link) owned by this user and writable by nobody
+else. It is handed to torch's C++ AOTI runner (``dlopen`` and a call table: no Python, no pickle,
+no Inductor import in this process). Nothing comes from a recording, the persistent compile cache
+or Inductor's shared cache: the worker compiles with Inductor's cache folder inside ours. A load
+costs milliseconds, so the reader thread does it; the code it loads never ran any of our Python.
+The callable checks each call's inputs against the sizes, strides and dtypes it was built for
+(:meth:`LoadedRegion.accepts`): AOTInductor's code assumes them.
 """
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ import json
 import os
 import queue
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -29,17 +37,20 @@ from typing import Callable, Optional
 
 from ..ir import BoundSymbol, Trace, TensorProxy
 from ..serialize import trace_to_dict
+from .cpu_build_worker import SHARED_LIBRARY
 
 WORKER_MODULE = "thundervis.compiler.executors.cpu_build_worker"
 
 
 class Build:
     """One requested region build: ``ready()`` once answered and loaded; then ``path`` (the
-    artifact folder), ``seconds`` (the worker's compile time) and ``fn`` (the loaded callable), or
-    ``error`` (one line)."""
+    shared library), ``seconds`` (the worker's compile time) and ``fn`` (the loaded
+    :class:`LoadedRegion`), or ``error`` (one line). ``expected``: the only path the answer may
+    name (None: any, for tests); ``inputs``: the (shape, stride, offset, dtype) it is built for."""
 
-    def __init__(self, rid: int):
+    def __init__(self, rid: int, expected: Optional[str] = None, inputs: tuple = ()):
         self.id = rid
+        self.expected, self.inputs = expected, inputs
         self.path: Optional[str] = None
         self.seconds: Optional[float] = None
         self.fn: Optional[Callable] = None
@@ -57,6 +68,8 @@ class Build:
     def _answer(self, data: dict) -> None:
         if isinstance(data.get("error"), str):
             self.error = data["error"][:300]
+        elif self.expected is not None and data.get("path") != self.expected:
+            self.error = "the build worker answered with a file outside its own folder"
         elif isinstance(data.get("path"), str) and isinstance(data.get("seconds"), (int, float)):
             self.path, self.seconds = data["path"], float(data["seconds"])
             try:  # here, on the reader thread: loading takes seconds the training thread must not wait
@@ -76,10 +89,13 @@ class _Worker:
         self.folder = tempfile.mkdtemp(prefix="thundervis-cpu-builds-")  # 0700: ours alone
         # Its compile shares the cores with training; no pool of compile processes of its own, so
         # that ending the worker ends every compile it started.
-        env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1")
+        # Inductor's own cache lives in our folder too: nothing of a shared cache is reused.
+        env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1",
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(self.folder, "inductor-cache"))
+        # Its own session, so that closing it also ends the C++ compilers it started.
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, start_new_session=True)
         self.pending: dict[int, Build] = {}
         self.lock = threading.Lock()
         self.ids = itertools.count()
@@ -91,7 +107,8 @@ class _Worker:
 
     def submit(self, request: Callable[[], dict]) -> Build:
         with self.lock:
-            build = Build(next(self.ids))
+            rid = next(self.ids)
+            build = Build(rid, os.path.join(self._out(rid), SHARED_LIBRARY), getattr(request, "inputs", ()))
             self.pending[build.id] = build
         self.outbox.put((build.id, request))
         return build
@@ -103,7 +120,7 @@ class _Worker:
                 break
             rid, make = item
             try:  # serialized here, not on the training thread
-                line = json.dumps(dict(make(), id=rid, out=os.path.join(self.folder, f"region{rid}"))) + "\n"
+                line = json.dumps(dict(make(), id=rid, out=self._out(rid))) + "\n"
             except Exception as e:
                 with self.lock:
                     build = self.pending.pop(rid, None)
@@ -120,6 +137,9 @@ class _Worker:
             self.proc.stdin.close()
         except OSError:
             pass
+
+    def _out(self, rid: int) -> str:
+        return os.path.join(self.folder, f"region{rid}")
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -144,7 +164,12 @@ class _Worker:
         try:
             self.proc.wait(2.0)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            pass
+        try:  # the worker's session: it and the compilers it left running (by its id, ours alone)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+        self.proc.poll()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -161,13 +186,25 @@ def _get_worker() -> _Worker:
         return _worker
 
 
+class _Request:
+    """A worker request made on the writer thread (``request()`` -> dict); ``inputs``: the
+    (shape, stride, offset, dtype) of each input, which the loaded code will check."""
+
+    def __init__(self, fusion: BoundSymbol, steps: list[BoundSymbol], args: tuple):
+        self.inputs = tuple((tuple(a.shape), tuple(a.stride()), int(a.storage_offset()), a.dtype) for a in args)
+        self._fusion, self._steps = fusion, steps
+
+    def __call__(self) -> dict:
+        specs = [{"shape": list(shape), "stride": list(stride), "offset": offset,
+                  "dtype": str(dtype).removeprefix("torch.")} for shape, stride, offset, dtype in self.inputs]
+        return _request(self._fusion, self._steps, specs)
+
+
 def region_request(fusion: BoundSymbol, steps: list[BoundSymbol], args: tuple) -> Callable[[], dict]:
     """Return a function making the worker request of ``fusion`` whose torch path calls ``steps``
     (see ``cpu_path.region_steps``) on ``args`` (the real input tensors: their metadata is read
     now; the IR is serialized when the function is called, on the writer thread)."""
-    specs = [{"shape": list(a.shape), "stride": list(a.stride()), "offset": int(a.storage_offset()),
-              "dtype": str(a.dtype).removeprefix("torch.")} for a in args]
-    return lambda: _request(fusion, steps, specs)
+    return _Request(fusion, steps, args)
 
 
 def _request(fusion: BoundSymbol, steps: list[BoundSymbol], specs: list) -> dict:
@@ -188,8 +225,37 @@ def submit(request: Callable[[], dict]) -> Build:
         return build
 
 
-def load(build: Build) -> Callable:
-    """Return the callable of a finished :class:`Build` (Inductor's artifact, loaded here)."""
-    import torch._inductor
-    from torch._inductor.standalone_compile import CompiledArtifact
-    return CompiledArtifact.load(path=build.path, format="unpacked")
+class LoadedRegion:
+    """A built region's code, loaded: ``region(*tensors)`` returns the tuple of its outputs (the
+    caller first checks :meth:`accepts`: the code assumes the sizes and strides it was built for)."""
+
+    def __init__(self, run: Callable, inputs: tuple):
+        self._run, self.inputs = run, inputs
+
+    def accepts(self, args: tuple) -> bool:
+        """Return True when ``args`` are CPU tensors of the sizes, strides, offsets and dtypes built for."""
+        if len(args) != len(self.inputs):
+            return False
+        for a, (shape, stride, offset, dtype) in zip(args, self.inputs):
+            if (getattr(a, "dtype", None) is not dtype or a.device.type != "cpu" or a.shape != shape
+                    or a.stride() != stride or a.storage_offset() != offset):
+                return False
+        return True
+
+    def __call__(self, *args) -> tuple:
+        return tuple(self._run(list(args)))
+
+
+def load(build: Build) -> LoadedRegion:
+    """Return the code of a finished :class:`Build`: its shared library, checked (see the module
+    doc) and loaded with torch's C++ AOTI runner. Raises OSError for a file that is missing or
+    not ours alone, RuntimeError for one that does not load."""
+    path = build.path or ""
+    if build.expected is not None and path != build.expected:
+        raise OSError("not the file this build was asked to write")
+    st = os.lstat(path)  # FileNotFoundError (an OSError) when missing
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise OSError("the built file is not a regular file of this user's alone")
+    import torch
+    runner = torch._C._aoti.AOTIModelContainerRunnerCpu(path, 1)
+    return LoadedRegion(runner.run, build.inputs)

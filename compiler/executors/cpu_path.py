@@ -297,8 +297,12 @@ class CpuRegion:
             self._give_up(f"inductor failed: {build.error}")
             return
         self._build_s = build.seconds
-        artifact = build.fn  # loaded by the build reader thread, not here
-        self._candidate = lambda *a: tuple(artifact(*a))
+        built, torch_fn = build.fn, self.torch_fn  # loaded by the build reader thread, not here
+        accepts = getattr(built, "accepts", None)
+
+        def candidate(*a):  # inputs unlike those it was built for (a new stride) run through torch
+            return tuple(built(*a)) if accepts is None or accepts(a) else torch_fn(*a)
+        self._candidate = candidate
 
     def _measured_call(self, args: tuple):
         """One call of the alternation: the path with fewer timings runs (Inductor first: its

@@ -5,6 +5,8 @@ validating loader, and the live status line names the regions building."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import time
 
 import pytest
@@ -129,8 +131,21 @@ def test_a_region_built_by_the_worker_process_runs_and_matches_torch(monkeypatch
     assert b.wait(600), "the worker did not answer"
     assert b.error is None, b.error
     assert b.seconds > 0 and time.perf_counter() - t0 >= 0
-    assert b.fn is not None  # loaded by the reader thread before the build says it is ready
+    assert isinstance(b.fn, cpu_builds.LoadedRegion)  # loaded by the reader thread before ready()
     torch.testing.assert_close(b.fn(x)[0], torch.tanh(x * 2))
+    assert b.path == b.expected and b.path.endswith("/region.so")
+    # A fresh process loads it without importing any of Inductor (its import is what stalled steps).
+    probe = ("import sys, torch\n"
+             "from thundervis.compiler.executors import cpu_builds\n"
+             f"b = cpu_builds.Build(0, {b.path!r}, {b.inputs!r})\n"  # dtypes print as torch.float32
+             "b.path = b.expected\n"
+             "fn = cpu_builds.load(b)\n"
+             "x = torch.randn(64, 64)\n"
+             "torch.testing.assert_close(fn(x)[0], torch.tanh(x * 2))\n"
+             "print(sorted(m for m in sys.modules if m.startswith('torch._inductor')))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
 
 
 def test_a_build_whose_code_does_not_load_is_an_error(monkeypatch):
@@ -141,3 +156,92 @@ def test_a_build_whose_code_does_not_load_is_an_error(monkeypatch):
     b._answer({"path": "/nowhere", "seconds": 1.0})
     assert b.ready() and b.fn is None
     assert b.error == "loading the built code failed: OSError: cannot open shared object"
+
+
+def _answered(tmp_path, make_file=None, path=None):
+    """A build whose worker answered with ``<tmp>/region0/region.so`` (written by ``make_file``)."""
+    so = tmp_path / "region0" / "region.so"
+    so.parent.mkdir(mode=0o700)
+    if make_file is not None:
+        make_file(so)
+    b = cpu_builds.Build(0, str(so), (((64, 64), (64, 1), 0, torch.float32),))
+    b._answer({"path": str(path or so), "seconds": 1.0})
+    return b
+
+
+def test_a_missing_built_file_is_an_error_not_an_exception(tmp_path):
+    b = _answered(tmp_path)
+    assert b.ready() and b.fn is None
+    assert b.error.startswith("loading the built code failed: FileNotFoundError")
+
+
+def test_a_corrupt_built_file_is_an_error_not_an_exception(tmp_path):
+    def garbage(so):
+        so.write_bytes(b"\x7fELF not really a shared library")
+        so.chmod(0o700)
+    b = _answered(tmp_path, garbage)
+    assert b.ready() and b.fn is None and b.error.startswith("loading the built code failed: ")
+
+
+def test_only_the_requested_file_of_our_folder_is_loaded(tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr(torch._C._aoti, "AOTIModelContainerRunnerCpu", lambda path, n: opened.append(path))
+    elsewhere = tmp_path / "elsewhere.so"
+    elsewhere.write_bytes(b"")
+    b = _answered(tmp_path, path=elsewhere)  # the worker names another file: never opened
+    assert b.error == "the build worker answered with a file outside its own folder"
+
+    def link(so):
+        so.symlink_to(elsewhere)
+    (tmp_path / "a").mkdir()
+    assert "not a regular file" in _answered(tmp_path / "a", link).error
+
+    def shared(so):
+        so.write_bytes(b"")
+        so.chmod(0o666)  # writable by others: someone may have swapped it
+    (tmp_path / "b").mkdir()
+    assert "not a regular file of this user's alone" in _answered(tmp_path / "b", shared).error
+    assert opened == []
+
+
+def test_a_built_region_whose_code_does_not_load_stays_on_torch_with_a_note(tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "0")
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS", "1")
+    missing = _answered(tmp_path)  # the real load, of a file that is not there
+    monkeypatch.setattr(cpu_builds, "submit", lambda request: missing)
+    obs = Events()
+    with compiling(obs, 0, "forward"):
+        region = cpu_path.CpuRegion(_region())
+    x = torch.randn(64, 64)
+    for _ in range(4):
+        torch.testing.assert_close(region(x)[0], torch.tanh(x * 2))
+    assert not region._pending and region.via == "torch"
+    assert region.why.startswith("inductor failed: loading the built code failed: FileNotFoundError")
+    assert [d["state"] for e, d in obs.events if e == "cpu_build"] == ["building", "failed"]
+    assert [d for e, d in obs.events if e == "kernel_path"][-1]["why"] == region.why
+
+
+def test_inputs_unlike_those_built_for_run_through_torch(monkeypatch):
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "0")
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_AFTER_CALLS", "1")
+    x = torch.randn(64, 64)
+    ran = []
+    built = cpu_builds.LoadedRegion(lambda args: ran.append(args) or [torch.tanh(args[0] * 2)],
+                                    cpu_builds.region_request(_region(), [], (x,)).inputs)
+    assert built.accepts((x,)) and not built.accepts((x.t(),)) and not built.accepts((x.double(),))
+    assert not built.accepts((x, x)) and not built.accepts((torch.randn(65, 64)[1:],))
+    b = _FakeBuild()
+    monkeypatch.setattr(cpu_builds, "load", lambda _: built)
+    b._answer({"path": "/nowhere", "seconds": 1.0})
+    monkeypatch.setattr(cpu_builds, "submit", lambda request: b)
+    region = cpu_path.CpuRegion(_region())
+    calls = 0
+    while region._candidate is None:  # the first call, the one sending it, the one taking it
+        region(x)
+        calls += 1
+        assert calls < 10
+    y = torch.randn(64, 64).t()  # another stride: the built code would read it wrongly
+    torch.testing.assert_close(region._candidate(y)[0], torch.tanh(y * 2))
+    assert ran == []
+    torch.testing.assert_close(region._candidate(x)[0], torch.tanh(x * 2))
+    assert len(ran) == 1
