@@ -53,3 +53,39 @@ def test_a_run_that_stops_before_compiling_has_nothing_to_model(tmp_path, capsys
     assert NOTHING_COMPILED in widget
     code, out, _ = run_cli(capsys, "ls", "--json", path)
     assert code == 0 and json.loads(out)["abstract"]["compiled"] is False
+
+
+TRAINS = """
+import torch, torch.nn as nn
+model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64)).cuda().to(torch.bfloat16)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+step = torch.compile(model)
+x = torch.randn(2, 128, 64, device="cuda", dtype=torch.bfloat16)
+step(x).float().pow(2).mean().backward()
+opt.step()
+"""
+
+
+def test_the_step_is_modelled_at_achievable_rates_beside_the_roofline_and_floor(tmp_path, capsys):
+    from thundervis.gpu_rates import rates_for
+    from thundervis.present.abstract_fit import abstract_answer
+    from thundervis.present.roofline import chain_costs
+    path = str(tmp_path / "a.tvrec")
+    code, out, _ = run_cli(capsys, "run", "--no-view", "--abstract", "--gpu", "h100,a100", "-o", path,
+                           _script(tmp_path, TRAINS))
+    assert code == 0 and "at datasheet peak" in out and "nothing to model" not in out
+    with open_recording(path) as rec:
+        answer = abstract_answer(rec)
+        costs = [c for cs in chain_costs(rec).values() for c in cs]
+    launches = sum(1 for c in costs if c.kind != "view")
+    for g in answer.gpus:
+        r = rates_for(g.key)
+        # Each kernel is slower at achievable rates than at datasheet peak, by at least its launch.
+        assert g.modelled_us >= g.roofline_us + launches * r.launch_us
+        assert g.step_us == max(g.modelled_us, g.floor_us) and g.ratio == g.step_us / g.floor_us >= 1
+        assert g.mfu == g.floor_us / g.step_us <= 1
+        assert abs(sum(us for _, us in g.by_block) - g.modelled_us) < 1e-6 * g.modelled_us  # breakdowns: modelled
+    j = answer.as_json()["gpus"][0]
+    assert {"step_us", "floor_us", "roofline_us", "ratio", "mfu"} <= set(j) and j["roofline_us"] < j["step_us"]
+    code, out, _ = run_cli(capsys, "ls", "--json", path)
+    assert json.loads(out)["abstract"]["gpus"][0]["step_us"] == j["step_us"]
