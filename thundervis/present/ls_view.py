@@ -20,18 +20,19 @@ from .kernel_rows import KernelRow
 def frozen(value: Any) -> Any:
     """Return ``value`` (JSON-like: dicts, lists, scalars) read-only: dicts as mapping proxies,
     lists as tuples, recursively."""
-    if isinstance(value, Mapping):
+    # concrete types, not the Mapping ABC: its isinstance check dominates on large documents
+    if isinstance(value, (dict, MappingProxyType)):
         return MappingProxyType({k: frozen(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
-        return tuple(frozen(v) for v in value)
+        return tuple([frozen(v) for v in value])
     return value
 
 
 def plain(value: Any) -> Any:
     """Return the JSON-ready copy of a :func:`frozen` value (dicts and lists again)."""
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, MappingProxyType)):
         return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, tuple):
+    if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
 
@@ -49,10 +50,11 @@ class LsFusion:
     roofline: Optional[Mapping]
     numerics: Optional[str]
 
-    def as_json(self) -> dict:
-        """Return the ``graphs[].fusions[]`` item of ``ls --json``."""
+    def as_json(self, recorded: Optional[dict] = None) -> dict:
+        """Return the ``graphs[].fusions[]`` item of ``ls --json`` (``recorded``: the kernel's own
+        document when the graph's already holds it, else made here)."""
         row = self.row
-        return {**self.kernel.as_json(), "ran_in_torch": row.fallback,
+        return {**(self.kernel.as_json() if recorded is None else recorded), "ran_in_torch": row.fallback,
                 "ran_on": row.run.as_json() if row.run is not None else None,
                 "tag": row.tag, "label": row.label, "sources_cell": row.sources_cell,
                 "targets": plain(self.targets), "roofline": plain(self.roofline), "numerics": self.numerics}
@@ -71,9 +73,10 @@ class LsChain:
     peak_bytes: Optional[int] = None
     measured_peak_bytes: Optional[int] = None
 
-    def as_json(self) -> dict:
-        """Return the ``graphs[].chains[]`` item of ``ls --json``."""
-        return {**self.chain.as_json(), "timed": self.timed, "saved_bytes": self.saved_bytes,
+    def as_json(self, recorded: Optional[dict] = None) -> dict:
+        """Return the ``graphs[].chains[]`` item of ``ls --json`` (``recorded``: the chain's own
+        document when the graph's already holds it, else made here)."""
+        return {**(self.chain.as_json() if recorded is None else recorded), "timed": self.timed, "saved_bytes": self.saved_bytes,
                 "saved": plain(self.saved), "peak_bytes": self.peak_bytes,
                 "measured_peak_bytes": self.measured_peak_bytes}
 
@@ -90,9 +93,9 @@ class LsGraph:
 
     def as_json(self) -> dict:
         """Return the ``graphs[]`` item of ``ls --json``."""
-        d = self.graph.as_json()
-        d["chains"] = [c.as_json() for c in self.chains]
-        d["fusions"] = [k.as_json() for k in self.fusions]
+        d = self.graph.as_json()  # its chains and kernels in the reader's order: ours extend them
+        d["chains"] = [c.as_json(doc) for c, doc in zip(self.chains, d["chains"], strict=True)]
+        d["fusions"] = [k.as_json(doc) for k, doc in zip(self.fusions, d["fusions"], strict=True)]
         d["compile"] = self.compile.as_json()
         return d
 
@@ -184,7 +187,8 @@ def ls_view(rec, gpus=None) -> LsView:
     saved_bytes, memory, peak = _memory(rec)
     eager, total = chain_counts(rec)
     regions = eager_regions([e for name in EVENTS for e in rec.events(name)])
-    answer = abstract_answer(rec, gpus)  # an abstract run's fit and step per GPU (None: a real run)
+    # an abstract run's fit and step per GPU (None: a real run); the overview's when it has it
+    answer = view.abstract if gpus is None and view.abstract is not None else abstract_answer(rec, gpus)
     return LsView(
         overview=view.overview, graphs=_graphs(rec, view, times, costs, memory, gpus),
         chains_eager=eager, chains_total=total, run_status=view.run_status,
