@@ -126,7 +126,7 @@ class AbstractAnswer:
             raised = " (raised to the floor)" if g.modelled_us < g.floor_us else ""
             floor = (f"; floor 6·N·tokens/peak bf16 = {_ms(g.floor_us)} (N {_count(self.param_elements)}, "
                      f"{self.tokens} tokens), {g.ratio:.2f}x the floor, MFU {g.mfu:.0%}{raised}")
-        return f"modelled step {_ms(g.step_us)}{floor}; at datasheet peak {_ms(g.roofline_us)}"
+        return f"modelled step {_ms(g.step_us)} at achievable rates{floor}; at datasheet peak {_ms(g.roofline_us)}"
 
     def nothing_text(self) -> str:
         """Return why there is nothing to model (a run that compiled no graph), else ''."""
