@@ -87,5 +87,6 @@ def test_the_step_is_modelled_at_achievable_rates_beside_the_roofline_and_floor(
         assert abs(sum(us for _, us in g.by_block) - g.modelled_us) < 1e-6 * g.modelled_us  # breakdowns: modelled
     j = answer.as_json()["gpus"][0]
     assert {"step_us", "floor_us", "roofline_us", "ratio", "mfu"} <= set(j) and j["roofline_us"] < j["step_us"]
+    assert j["rates"]["gemm_bf16_tflops"] == 794.5 and "MAMF" in j["rates"]["sources"]["gemm_bf16"]
     code, out, _ = run_cli(capsys, "ls", "--json", path)
     assert json.loads(out)["abstract"]["gpus"][0]["step_us"] == j["step_us"]

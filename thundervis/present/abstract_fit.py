@@ -163,7 +163,8 @@ class AbstractAnswer:
 
     def as_json(self) -> dict:
         """Return the ``ls --json`` ``abstract`` object. A run that compiled no graph has
-        ``compiled`` false, ``nothing_to_model`` saying so, null byte counts and no GPUs."""
+        ``compiled`` false, ``nothing_to_model`` saying so, null byte counts and no GPUs. Each GPU
+        carries the achievable ``rates`` it was modelled with, each figure's source beside it."""
         known = (lambda v: v) if self.compiled else (lambda v: None)  # noqa: E731
         return {"abstract": True, "device": self.device, "placeholders": list(self.placeholders),
                 "stopped": self.stopped, "compiled": self.compiled, "nothing_to_model": self.nothing_text() or None,
@@ -172,7 +173,8 @@ class AbstractAnswer:
                 "activations_bytes": known(self.activations), "total_bytes": known(self.total),
                 "remat_saves_bytes": known(self.remat_saves), "param_elements": known(self.param_elements),
                 "tokens": known(self.tokens), "folding": self.folding,
-                "gpus": [dict(g.as_json(), fit=self.fit_text(g), step=self.step_text(g)) for g in self.gpus]}
+                "gpus": [dict(g.as_json(), fit=self.fit_text(g), step=self.step_text(g),
+                              rates=rates_for(g.key).as_json()) for g in self.gpus]}
 
 
 def _count(n: int) -> str:
