@@ -3,6 +3,7 @@ the first one, every reader of a kernel's code and IR resolves them, and a tampe
 refused with one sentence."""
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 import sqlite3
@@ -137,3 +138,21 @@ def test_an_older_recording_folds_by_structure(folded, tmp_path):
     with open_recording(path) as rec:
         assert rec.kernel_folds() is None
         assert any(f.count >= FOLD_AT for f in kernel_folds(rec))
+
+
+def test_ls_shows_one_line_per_fold(folded, capsys):
+    with open_recording(folded) as rec:
+        folds = kernel_folds(rec)
+    f = next(f for f in folds if f.folded)
+    code, out, err = run_cli(capsys, "ls", folded, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    fusions = {k["id"]: k for g in doc["graphs"] for k in g["fusions"]}
+    assert all(fusions[i]["fold"]["label"] == f.label and fusions[i]["fold"]["opens"] == f.opens for i in f.ids)
+    code, text, err = run_cli(capsys, "ls", folded)
+    assert code == 0, err
+    lines = [ln for ln in text.splitlines() if ln.lstrip().startswith("fusion ")]
+    assert sum(f.label in ln for ln in lines) == 1  # one line for the fold
+    assert not any(f" {name} [" in ln for ln in lines for name in f.names[1:])  # its later instances are in it
+    assert f.layers in next(ln for ln in lines if f.label in ln)
+    assert len(lines) == len(fusions) - sum(x.count - 1 for x in folds if x.folded)

@@ -66,6 +66,7 @@ def test_ls_json_is_the_overview(recorded, capsys):
         for k in g["fusions"]:
             assert k.pop("ran_in_torch") is None
             k.pop("roofline"), k.pop("targets"), k.pop("numerics")
+            assert k.pop("fold") is None  # present.kernel_folds: no repeated layers here
             ran = k.pop("ran_on")
             assert ran is None or ran["text"].startswith(("ran on", "runs on"))
             assert k.pop("label") == f"{k['name']} [{k.pop('tag')}]"  # the kernel table's (present.kernel_rows)

@@ -221,6 +221,14 @@ def _graph_lines(lg, passes: bool) -> list[str]:
                              f"{p['n_symbols']:>5} {plural_word(p['n_symbols'], 'symbol')}")
     for f in lg.fusions:
         k, t = f.kernel, f.kernel.timing  # run --profile: its median over the timed calls (the chain's line says which clock)
+        fold = f.fold  # present.kernel_folds: a repeated layer's kernels are one line, at the first's place
+        if fold is not None and fold["folded"]:
+            if k.id == fold["opens"]:
+                timed = f" · {fold['median']} median, all {fold['count']}" if fold.get("calls") else ""
+                layers = f" · {fold['layers']}" if fold["layers"] else ""
+                lines.append(f"  fusion {fold['row_label']} {k.chain}{layers} · {plural(k.n_ops, 'op')} each{timed}"
+                             f" · {f.row.sources_cell}")
+            continue
         checked = f" · numerics {f.numerics}" if f.numerics else ""
         timed = f" · {format_us(t.median_us)} median" if t is not None and t.calls else ""
         # the kernel table's cell (present.kernel_rows): file:12, 14, 20

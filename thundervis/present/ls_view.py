@@ -42,13 +42,15 @@ class LsFusion:
     """One fusion as ``ls`` shows it: the reader's ``KernelInfo``, its kernel table row
     (``present.kernel_rows``: what ran it, why it fell back, tag, label, sources cell), its
     ``targets`` (per GPU target: the ahead-of-time build and ``roofline_us``), its roofline model
-    (bytes, FLOPs; None when not modelled) and numerics verdict (None: not checked)."""
+    (bytes, FLOPs; None when not modelled), numerics verdict (None: not checked) and ``fold``, the
+    repeated layers' kernels it is one of (``present.kernel_folds.fold_json_by_kernel``; None: alone)."""
 
     kernel: Any
     row: KernelRow
     targets: Mapping
     roofline: Optional[Mapping]
     numerics: Optional[str]
+    fold: Optional[Mapping] = None
 
     def as_json(self, recorded: Optional[dict] = None) -> dict:
         """Return the ``graphs[].fusions[]`` item of ``ls --json`` (``recorded``: the kernel's own
@@ -57,7 +59,8 @@ class LsFusion:
         return {**(self.kernel.as_json() if recorded is None else recorded), "ran_in_torch": row.fallback,
                 "ran_on": row.run.as_json() if row.run is not None else None,
                 "tag": row.tag, "label": row.label, "sources_cell": row.sources_cell,
-                "targets": plain(self.targets), "roofline": plain(self.roofline), "numerics": self.numerics}
+                "targets": plain(self.targets), "roofline": plain(self.roofline), "numerics": self.numerics,
+                "fold": plain(self.fold)}
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,9 @@ def _graphs(rec, view, times: dict, costs, memory: dict, gpus) -> tuple[LsGraph,
     from .asm import target_summaries
     from .chain_times import chain_time_text
     from .roofline import fusion_model, fusion_targets
+    from .kernel_folds import fold_json_by_kernel
     rows = {r.id: r for r in view.kernels}
+    folds = fold_json_by_kernel(rec, [k for g in view.graphs for k in g.kernels], view.kernels)  # repeated layers
     built = target_summaries(rec)  # per GPU target compiled ahead of time (run --target)
     per_target, model = fusion_targets(rec, costs, gpus), fusion_model(costs)
     out = []
@@ -245,6 +250,7 @@ def _graphs(rec, view, times: dict, costs, memory: dict, gpus) -> tuple[LsGraph,
                 targets.setdefault(target, {}).update(values)
             verdict = view.numerics.verdict_of(g.id, k.chain, k.name)
             fusions.append(LsFusion(k, rows[k.id], frozen(targets), frozen(model.get((g.id, k.chain, k.uid))),
-                                    None if verdict is None or verdict.verdict == "not checked" else verdict.verdict))
+                                    None if verdict is None or verdict.verdict == "not checked" else verdict.verdict,
+                                    frozen(folds.get(k.id))))
         out.append(LsGraph(g, times[g.id], tuple(chains), tuple(fusions)))
     return tuple(out)
