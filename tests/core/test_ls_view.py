@@ -67,3 +67,44 @@ def test_a_rank_of_a_group_says_which_rank(tmp_path, capsys):
     assert json.loads(out)["rank"] == {"rank": 1, "world_size": 2, "local_rank": 1, "node_rank": 0}
     code, text, _ = run_cli(capsys, "ls", group, "--rank", "1")
     assert "rank    1 of 2 · local rank 1 · node 0" in text.splitlines()
+
+
+def _group(tmp_path, variants=(0, 1, 0), damaged=()):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from _synthetic_group import write_group
+    group = write_group(str(tmp_path), variants=variants, pack=False)
+    for rank in damaged:
+        name = next(n for n in sorted(os.listdir(group)) if n.startswith(f"rank-{rank:05d}"))
+        with open(os.path.join(group, name), "wb") as f:
+            f.write(b"not a recording")
+    return group
+
+
+def test_ls_group_json_and_text_are_the_present_value(tmp_path, capsys):
+    from thundervis.commands.ls_group import view_text as group_text
+    from thundervis.present.group_ls_view import group_ls_view
+    from thundervis.recording import open_group
+    group = _group(tmp_path)
+    view = group_ls_view(open_group(group).overview())
+    code, out, _ = run_cli(capsys, "ls", group, "--json")
+    assert code == 0 and json.loads(out) == json.loads(json.dumps(view.as_json()))
+    code, text, _ = run_cli(capsys, "ls", group)
+    assert code == 0 and text == group_text(view)
+    doc = json.loads(out)
+    assert doc["first_rank"] == 0 and sorted(doc["variant_labels"].values()) == ["A", "B"]
+    # rank 2 compiled rank 0's traces: ls points to rank 0, the lowest of its variant (present.variants)
+    assert [(r["variant"], r["same_as"]) for r in doc["ranks"]] == [("A", None), ("B", None), ("A", 0)]
+    assert text.splitlines()[-3].endswith(f"A {doc['ranks'][0]['fingerprint']} (= rank 0)")
+
+
+def test_ls_group_names_the_first_readable_rank_or_none(tmp_path, capsys):
+    group = _group(tmp_path / "one", variants=(0, 0, 0), damaged=(0,))
+    code, out, _ = run_cli(capsys, "ls", group, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["first_rank"] == 1  # present.ranks: the lowest rank that can be read
+    assert [r["variant"] for r in doc["ranks"]] == [None, None, None]  # one variant: no labels
+    group = _group(tmp_path / "none", variants=(0, 0), damaged=(0, 1))
+    code, out, _ = run_cli(capsys, "ls", group, "--json")
+    assert code == 0 and json.loads(out)["first_rank"] is None
+    code, text, _ = run_cli(capsys, "ls", group)
+    assert code == 0 and text.count("unreadable: ") == 2

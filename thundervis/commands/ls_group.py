@@ -7,7 +7,7 @@ import sys
 
 from thundervis.errors import UserError
 from thundervis.recording import rank_ranges
-from thundervis.present.variants import first_rank_of, variant_labels
+from thundervis.present.group_ls_view import group_ls_view
 from thundervis.safe_text import json_text, visible, visible_line
 from thundervis.present.units import plural
 
@@ -15,7 +15,15 @@ MAX_RANK_LINES = 64
 
 
 def group_text(ov) -> str:
-    """Return the human-readable summary of a ``GroupOverview``."""
+    """Return the human-readable summary of a ``GroupOverview`` (present's ``GroupLsView`` of it,
+    laid out by :func:`view_text`)."""
+    return view_text(group_ls_view(ov))
+
+
+def view_text(v) -> str:
+    """Return the text ``ls GROUP`` prints for ``v`` (``present.group_ls_view.GroupLsView``: the
+    value ``ls GROUP --json`` dumps)."""
+    ov = v.overview
     lines = []
     target = next((" ".join(l.target) for l in ov.launches if l.target), "")
     world = ov.world_size or len(ov.ranks)
@@ -31,16 +39,14 @@ def group_text(ov) -> str:
                      f"{l.status}{code}" + (f": {fails}" if fails else ""))
     lines.append(f"{'rank':>5}  {'status':<12} {'host':<14} {'pid':>7} {'graphs':>6} {'passes':>6} "
                  f"{'kernels':>7} {'comm in/between':>15}  traces")
-    labels = variant_labels(ov.variants)
-    first = {fp: first_rank_of(ranks) for fp, ranks in ov.variants.items()}  # present.variants
-    shown = ov.ranks if len(ov.ranks) <= MAX_RANK_LINES else ov.ranks[:MAX_RANK_LINES]
-    for r in shown:
+    shown = v.ranks if len(v.ranks) <= MAX_RANK_LINES else v.ranks[:MAX_RANK_LINES]
+    for row in shown:
+        r = row.summary
         if r.error:
             lines.append(f"{r.rank:>5}  unreadable: {visible_line(r.error)}")
             continue
-        same = first.get(r.fingerprint)
-        label = f"{labels[r.fingerprint]} " if r.fingerprint in labels and len(labels) > 1 else ""
-        trace = label + (r.fingerprint or "-") + (f" (= rank {same})" if same is not None and same != r.rank else "")
+        label = f"{row.variant} " if row.variant else ""
+        trace = label + (r.fingerprint or "-") + (f" (= rank {row.same_as})" if row.same_as is not None else "")
         code = f" {r.exit_code}" if r.exit_code not in (None, 0) else ""
         lines.append(f"{r.rank:>5}  {(r.status or '?') + code:<12} {(r.host or '?')[:14]:<14} {r.pid or 0:>7} "
                      f"{r.n_graphs:>6} {r.n_passes:>6} {r.n_kernels:>7} "
@@ -57,6 +63,7 @@ def group_text(ov) -> str:
     if len(ov.variants) <= 1:
         lines.append("traces  identical on every rank" if ov.variants else "traces  none recorded")
     else:
+        labels = v.variant_labels
         parts = [f"{labels[fp]} ({fp}) on ranks {rank_ranges(rs)}"
                  for fp, rs in sorted(ov.variants.items(), key=lambda kv: (min(kv[1]), kv[0]))]
         lines.append(f"traces  differ between ranks: {len(ov.variants)} variants: " + "; ".join(parts))
@@ -72,5 +79,6 @@ def cmd_ls_group(args) -> int:
         ov = open_group(args.recording).overview()
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None
-    sys.stdout.write(json_text(ov.as_json(), indent=2) + "\n" if args.json else visible(group_text(ov)))
+    view = group_ls_view(ov)  # present's one value: dumped as JSON, or laid out as text
+    sys.stdout.write(json_text(view.as_json(), indent=2) + "\n" if args.json else visible(view_text(view)))
     return 0
