@@ -70,6 +70,5 @@ def following(state: ViewState, before, overview) -> ViewState:
     """Return the state after a live run recorded more (``before``: the chain as it was, None if
     none): the pass present's :func:`~thundervis.present.default_view.live_view` chooses in
     ``overview``."""
-    last = before.passes[-1].index if before is not None and before.passes else None
-    index = live_view(overview.graphs, state.graph, state.chain, state.index, last)
+    index = live_view(overview.graphs, state.graph, state.chain, state.index, before)
     return state if index == state.index else replace(state, index=index)

@@ -22,12 +22,14 @@ def test_diagram_pass_is_the_last_pass():
 
 def test_live_view_follows_only_a_view_on_the_last_pass():
     grown = [_graph(0, _chain("forward", [0, 1, 2, 3]), _chain("backward", [0]))]
-    assert dv.live_view(grown, 0, "forward", 1, last_before=1) == 3  # was on the last pass: follows
-    assert dv.live_view(grown, 0, "forward", 0, last_before=1) == 0  # the user stepped back: stays
-    assert dv.live_view(grown, 0, "forward", None, last_before=None) is None  # nothing shown before
-    assert dv.live_view(grown, 0, "backward", 0, last_before=0) == 0  # no new pass: the same one
-    assert dv.live_view(grown, 0, "inference", 2, last_before=2) == 2  # no such chain: kept_view decides
-    assert dv.live_view(grown, 7, "forward", 2, last_before=2) == 2
+    was = _chain("forward", [0, 1])
+    assert dv.live_view(grown, 0, "forward", 1, was) == 3  # was on the last pass: follows
+    assert dv.live_view(grown, 0, "forward", 0, was) == 0  # the user stepped back: stays
+    assert dv.live_view(grown, 0, "forward", None, None) is None  # nothing shown before
+    assert dv.live_view(grown, 0, "forward", 0, _chain("forward", [])) == 0  # no pass before
+    assert dv.live_view(grown, 0, "backward", 0, _chain("backward", [0])) == 0  # no new pass
+    assert dv.live_view(grown, 0, "inference", 2, _chain("inference", [2])) == 2  # gone: kept_view decides
+    assert dv.live_view(grown, 7, "forward", 1, was) == 1
 
 
 def test_search_target_opens_the_hit_pass_else_the_last_one_without_a_diff():

@@ -142,13 +142,13 @@ def diagram_pass(chain) -> Optional[int]:
 
 
 def live_view(graphs: Sequence, graph: Optional[int], chain: Optional[str], pass_index: Optional[int],
-              last_before: Optional[int]) -> Optional[int]:
+              before) -> Optional[int]:
     """Return the pass index to show once a live recording grew: ``graphs`` as recorded now, the
-    view on ``graph``'s ``chain`` at ``pass_index``, ``last_before`` the index of that chain's last
-    pass before it grew (None: it had none). A view on the last pass follows the run to the chain's
-    new last pass; any other view stays where the user put it (``pass_index``, which :func:`kept_view`
-    then keeps or replaces when it is gone)."""
-    if last_before is None or pass_index != last_before:
+    view on ``graph``'s ``chain`` at ``pass_index``, ``before`` that chain as it was (a
+    ``recording.model.Chain``; None: not shown yet). A view on its last pass follows the run to the
+    chain's new last pass; any other view stays where the user put it (``pass_index``, which
+    :func:`kept_view` then keeps or replaces when it is gone)."""
+    if before is None or not before.passes or pass_index != before.passes[-1].index:
         return pass_index
     g = next((x for x in graphs if x.id == graph), None)
     c = next((x for x in g.chains if x.kind == chain), None) if g is not None else None
