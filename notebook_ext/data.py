@@ -304,9 +304,9 @@ class RecordingData:
         with self._lock:
             from .asm_data import build_targets
             asm_targets = build_targets(self.rec)
-            compiled = self.rec.events("chain_compiled")
-        from thundervis.present.compile_times import compile_times
-        times = compile_times(self.graphs(), compiled)  # forward + the lazily compiled backward
+            from thundervis.present.compile_times import compile_events, compile_times
+            compiled = compile_events(self.rec)
+        times = compile_times(self.graphs(), compiled)  # forward + the lazy backward, and what came from cache
         graphs = []
         kinds = sorted({c.kind for g in self.graphs() for c in g.chains})
         for g in self.graphs():

@@ -13,6 +13,7 @@ from rich.text import Text
 from thundervis.safe_text import capped, visible, visible_line
 
 from . import styling
+from thundervis.present.compile_times import run_cache_text
 from thundervis.present.kernel_rows import KernelRow
 from thundervis.present.overview import ViewOverview
 from thundervis.present.progress import chain_progress
@@ -47,10 +48,10 @@ def ms_text(ms: Optional[float]) -> str:
 SELECTED = "▶"  # marks the chain and the pass shown: the highlight's colour is not the only sign
 
 
-def chain_row(c, status: Optional[ChainStatus], selected: bool = False) -> Text:
+def chain_row(c, status: Optional[ChainStatus], selected: bool = False, cached: bool = False) -> Text:
     """Return one row of the chain picker (``c`` a ``recording.model.Chain``): the marker when it is
     the chain shown (``selected``), graph, chain, pass count, eager mark (from its
-    ``present.status.ChainStatus``)."""
+    ``present.status.ChainStatus``), ``from cache`` when its passes were replayed (``cached``)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(f"{SELECTED if selected else ' '} ", style=Style(bold=True))
     t.append(f"g{c.graph} ", style=DIM)
@@ -64,12 +65,15 @@ def chain_row(c, status: Optional[ChainStatus], selected: bool = False) -> Text:
         progress = chain_progress(c)
         if progress is not None:  # where the live compile is (present.progress)
             t.append(f" · {progress.pass_text()}", style=DIM)
+    elif cached:
+        t.append("  from cache", style=DIM)
     return t
 
 
-def pass_row(p, selected: bool = False) -> Text:
+def pass_row(p, selected: bool = False, cached: bool = False) -> Text:
     """Return one stepper row (``p`` a ``recording.model.PassInfo``): the marker when it is the pass
-    shown (``selected``), index, name, duration, symbol count; unchanged passes dimmed."""
+    shown (``selected``), index, name, duration, symbol count, ``cache`` when it was replayed from
+    the compile cache (``cached``); unchanged passes dimmed."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(SELECTED if selected else " ", style=Style(bold=True))
     mark = "●" if p.changed else "·"
@@ -78,6 +82,8 @@ def pass_row(p, selected: bool = False) -> Text:
     t.append(f"{visible_line(p.name)[:10]:<10}", style=Style(bold=p.changed, color=None if p.changed else DIM))
     t.append(ms_text(p.duration_ms), style=Style(color="#d19a66" if p.duration_ms >= 100 else DIM))
     t.append(f"{p.n_symbols:>5}", style=Style(color="#56b6c2"))
+    if cached:  # a word, not a colour: the row says it came from the compile cache
+        t.append(" cache", style=DIM)
     return t
 
 
@@ -297,6 +303,9 @@ def topbar(ov: ViewOverview, group: Optional[Text] = None) -> Text:
     skipped = eager_short(ov.eager_regions)
     if skipped:
         t.append(f" · {skipped}", style=Style(color=BAD))
+    cached = run_cache_text({ct.graph: ct for ct in ov.compile_times})  # present.compile_times' words
+    if cached:
+        t.append(f" · {cached}", style=DIM)
     if ov.collectives_between:
         t.append(f" · comm {ov.collectives_between} between graphs", style=Style(color=styling.COMM))
     return t

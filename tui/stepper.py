@@ -24,6 +24,7 @@ class Stepper(Vertical):
         self.pass_keys: list[int] = []
         self._pass_rows: list = []  # each row's PassInfo (drawn again when the marker moves)
         self._marked = None  # the pass row that carries the marker
+        self._overview = None  # the overview fill_chains was given (present.compile_times per graph)
 
     def compose(self) -> ComposeResult:
         """Labels and the two option lists."""
@@ -36,12 +37,15 @@ class Stepper(Vertical):
         """List every chain of ``overview`` with its status, the state's highlighted."""
         ol = self.query_one("#chains", OptionList)
         self.chain_keys = []
+        self._overview = overview  # the pass rows read what came from the compile cache from it
         ol.clear_options()
         mine = (state.graph, state.chain)
         for g in overview.graphs:
+            ct = overview.compile_time(g.id)  # present.compile_times: what came from the cache
             for c in g.chains:
                 st = overview.status(g.id, c.kind)
-                ol.add_option(Option(panels.chain_row(c, st, selected=(g.id, c.kind) == mine)))
+                cached = ct is not None and ct.chain_from_cache(c.kind) is True
+                ol.add_option(Option(panels.chain_row(c, st, selected=(g.id, c.kind) == mine, cached=cached)))
                 self.chain_keys.append((g.id, c.kind))
         if not self.chain_keys:
             ol.add_option(Option(Text("no compiled graph", style=Style(dim=True)), disabled=True))
@@ -54,7 +58,7 @@ class Stepper(Vertical):
         ol.clear_options()
         self.pass_keys, self._pass_rows = [], []
         for p in visible_passes(state, chain):
-            ol.add_option(Option(panels.pass_row(p, selected=p.index == state.index)))
+            ol.add_option(Option(panels.pass_row(p, selected=p.index == state.index, cached=self._cached(p))))
             self.pass_keys.append(p.index)
             self._pass_rows.append(p)
         self._marked = self.pass_keys.index(state.index) if state.index in self.pass_keys else None
@@ -77,9 +81,16 @@ class Stepper(Vertical):
         if old == pos:
             return
         if old is not None and old < len(self._pass_rows):
-            ol.replace_option_prompt_at_index(old, panels.pass_row(self._pass_rows[old], selected=False))
-        ol.replace_option_prompt_at_index(pos, panels.pass_row(self._pass_rows[pos], selected=True))
+            row = self._pass_rows[old]
+            ol.replace_option_prompt_at_index(old, panels.pass_row(row, selected=False, cached=self._cached(row)))
+        row = self._pass_rows[pos]
+        ol.replace_option_prompt_at_index(pos, panels.pass_row(row, selected=True, cached=self._cached(row)))
         self._marked = pos
+
+    def _cached(self, p) -> bool:
+        """Whether pass ``p`` came from the compile cache (present.compile_times says)."""
+        ct = self._overview.compile_time(p.graph) if self._overview is not None else None
+        return ct is not None and ct.pass_from_cache(p.chain, p.name)
 
     def fit(self, width: int | None = None, height: int | None = None) -> None:
         """On a narrow terminal the chains and passes sit in a band above the trace: make it tall

@@ -118,8 +118,11 @@ function renderRecording(model, el, ask, shared) {
     clear(chainSel);
     const g = graphOf();
     for (const c of g ? g.chains : []) {
+      // present.compile_times per chain: "compiled in 0.21 s, from cache" when the compile cache was on
+      const cc = g.compile && g.compile.chains ? g.compile.chains[c.kind] : null;
+      const cached = cc && cc.from_cache !== null && cc.text ? " · " + cc.text : "";
       chainSel.appendChild(
-        h("option", { value: c.kind, text: `${c.kind} · ${c.passes.length} passes${c.eager ? " · ran eagerly" : ""}` }),
+        h("option", { value: c.kind, text: `${c.kind} · ${c.passes.length} passes${c.eager ? " · ran eagerly" : ""}${cached}` }),
       );
     }
     chainSel.value = model.get("chain");

@@ -210,15 +210,18 @@ def _graph_lines(lg, passes: bool) -> list[str]:
         c = lc.chain
         shown = [p.as_json() for p in c.passes]  # the passes as ls --json has them (ms rounded there)
         err = f": {visible_line(c.error)}" if c.error else ""
+        # with the compile cache on: the chain's compile time and whether it came from the cache
+        cached = f" · {lg.compile.chain_text(c.kind)}" if lg.compile.chain_from_cache(c.kind) is not None else ""
         lines.append(f"  {c.kind:<10} {c.status}{err} · {plural(len(shown), 'pass', 'passes')} · "
-                     f"{format_ms(sum(p['ms'] for p in shown))}")
+                     f"{format_ms(sum(p['ms'] for p in shown))}{cached}")
         if lc.timed:
             lines.append(f"  {'':<10} timed · {lc.timed}")
         if passes:
             for p in shown:
                 mark = "changed" if p["changed"] else "-"
+                cache = "  from cache" if lg.compile.pass_from_cache(c.kind, p["name"]) else ""
                 lines.append(f"    {p['index']:>2} {p['name']:<12} {format_ms(p['ms']):>10}  {mark:<7} "
-                             f"{p['n_symbols']:>5} {plural_word(p['n_symbols'], 'symbol')}")
+                             f"{p['n_symbols']:>5} {plural_word(p['n_symbols'], 'symbol')}{cache}")
     for f in lg.fusions:
         k, t = f.kernel, f.kernel.timing  # run --profile: its median over the timed calls (the chain's line says which clock)
         fold = f.fold  # present.kernel_folds: a repeated layer's kernels are one line, at the first's place

@@ -178,14 +178,14 @@ def ls_view(rec, gpus=None) -> LsView:
     and ``thundervis.gpus.UnknownGPU`` for a GPU name it does not know."""
     from .abstract_fit import abstract_answer
     from .collectives import collective_counts, collective_places, trace_communication_ops
-    from .compile_times import compile_times, run_compile_text
+    from .compile_times import compile_events, compile_times, run_compile_text
     from .eager_regions import EVENTS, eager_head, eager_regions
     from .numerics import ls_lines
     from .overview import read_overview
     from .roofline import chain_costs, roofline_rows, step_models
     from .status import chain_counts, compile_options_not_used, fallbacks
     view = read_overview(rec)  # the overview every view reads: the TUI's and the widget's too
-    times = compile_times(view.graphs, rec.events("chain_compiled"))  # forward + the lazy backward
+    times = compile_times(view.graphs, compile_events(rec))  # forward + the lazy backward, cache hits
     costs = chain_costs(rec)
     saved_bytes, memory, peak = _memory(rec)
     eager, total = chain_counts(rec)
