@@ -6,7 +6,8 @@ for a GPU works on a machine without one: a CUDA device (``.cuda()``, ``.to("cud
 ``device="cuda"``) is stood in for by fake *CPU* tensors, because a CPU-only torch build has no CUDA
 device guard and its autograd engine aborts the process on the first CUDA tensor it accumulates into
 (``InputMetadata``); kernels are still planned for the GPU target (``triton_planning``), and the
-recording says the device was stood in for.
+recording says the device was stood in for. CUDA autocast acts on the stand-ins as on the GPU
+(:mod:`.abstract_autocast`).
 
 Values that depend on data cannot be known: ``.item()``, ``.tolist()`` and a printed tensor give an
 :class:`AbstractValue` placeholder (it formats as ``<abstract>`` and survives arithmetic), each call
@@ -26,6 +27,7 @@ import torch
 import torch.nn as nn
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from .abstract_autocast import cuda_policies, init_patch
 from .ir import TensorProxy, Trace
 from .values import torch_dtype
 
@@ -249,26 +251,7 @@ def _cuda_patches(placeholders: Placeholders, capability: tuple, real_available)
            (torch.cuda, "get_device_capability", lambda *a: capability),
            (torch.cuda, "is_bf16_supported", lambda *a, **k: True)]
     return out + [(torch.cuda, n, memory()) for n in ("memory_allocated", "max_memory_allocated",
-                                                      "memory_reserved", "max_memory_reserved")] + [_autocast_patch()]
-
-
-def _autocast_patch() -> tuple:
-    """Return the replacement of ``torch.autocast.__init__`` that turns CUDA autocast into CPU autocast
-    with the same dtype (CUDA's default, float16, when none is given) and the same enabled and cache
-    flags. CUDA autocast only casts CUDA tensors, and the stand-ins are CPU tensors: without this a
-    script's ``torch.autocast("cuda", ...)`` (or ``torch.cuda.amp.autocast()``, which calls it) would
-    leave every matmul in float32. Patching ``__init__`` rather than the class keeps Dynamo's own
-    handling of the context manager (it matches the class by identity and records
-    ``torch.amp._enter_autocast("cuda", ...)`` in the graph, which AOTAutograd's tracing then enters
-    through this same ``__init__``). docs/abstract.md lists where CPU's op lists differ from CUDA's."""
-    autocast = torch.amp.autocast_mode.autocast
-    real_init = autocast.__init__
-
-    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
-        if device_type == "cuda":
-            device_type, dtype = "cpu", torch.get_autocast_dtype("cuda") if dtype is None else dtype
-        real_init(self, device_type, dtype, enabled, cache_enabled)
-    return (autocast, "__init__", __init__)
+                                                      "memory_reserved", "max_memory_reserved")] + [init_patch()]
 
 
 @contextlib.contextmanager
@@ -285,6 +268,8 @@ def abstract_session(placeholders: Placeholders, *, gpu_visible: bool = True, ca
         from torch.optim.optimizer import register_optimizer_step_post_hook
         hook = register_optimizer_step_post_hook(lambda opt, a, k: _optimizer_seen(placeholders, opt))
         saved.append((hook, None, _HOOK))
+        if gpu_visible:  # CPU autocast stands in for CUDA's: CUDA's op lists (abstract_autocast)
+            saved.append((cuda_policies(), None, _HOOK))
         with _AbstractMode(allow_non_fake_inputs=True) as mode:
             yield mode
     finally:

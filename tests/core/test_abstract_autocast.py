@@ -1,5 +1,5 @@
 """CUDA autocast in an abstract run (issue 39): ``torch.autocast("cuda", ...)`` acts on the CPU stand-ins
-as it would on the GPU, and GradScaler keeps working."""
+as it would on the GPU (CUDA's op lists included), and GradScaler keeps working."""
 from __future__ import annotations
 
 import textwrap
@@ -89,3 +89,45 @@ def test_autocast_mapping_is_undone_after_the_session():
     assert torch.amp.autocast_mode.autocast.__init__ is real  # outside an abstract run, torch's own again
     with abstract_session(Placeholders(), gpu_visible=False):  # --device cpu: the script sees no GPU
         assert torch.amp.autocast_mode.autocast.__init__ is real
+
+
+def test_cpu_autocast_takes_cudas_op_lists_in_the_session():
+    import torch
+    import torch.nn.functional as F
+    from thundervis.compiler.abstract import Placeholders, abstract_session
+
+    def dtypes():
+        xb, x = torch.randn(4, 8).bfloat16(), torch.randn(4, 8)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return {"mm": torch.mm(x, x.t()).dtype, "softmax": F.softmax(xb, -1).dtype,
+                    "log_softmax": F.log_softmax(xb, -1).dtype, "layer_norm": F.layer_norm(xb, (8,)).dtype,
+                    "exp": xb.exp().dtype, "pow": xb.pow(2).dtype, "rsqrt": xb.abs().rsqrt().dtype,
+                    "sum": xb.sum().dtype, "sum_dim": xb.sum(-1).dtype,
+                    "softmax_asked": F.softmax(xb, -1, dtype=torch.bfloat16).dtype,
+                    "mv": torch.mv(x, x[0]).dtype, "dot": torch.dot(x[0], xb[0]).dtype,
+                    "silu": F.silu(xb).dtype, "sum_int": torch.ones(3, dtype=torch.long).sum().dtype}
+    with abstract_session(Placeholders()):
+        got = dtypes()
+    f32, b16 = torch.float32, torch.bfloat16
+    # CUDA's lists (aten/src/ATen/autocast_mode.h): lower precision, fp32, fp32 output unless asked, promote
+    assert got == {"mm": b16, "softmax": f32, "log_softmax": f32, "layer_norm": f32, "exp": f32, "pow": f32,
+                   "rsqrt": f32, "sum": f32, "sum_dim": f32, "softmax_asked": b16, "mv": b16, "dot": f32,
+                   "silu": b16, "sum_int": torch.long}
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # after the session, CPU autocast's own lists again
+        assert F.softmax(torch.randn(4, 8).bfloat16(), -1).dtype == b16
+        assert torch.mv(torch.randn(4, 8), torch.randn(8)).dtype == f32
+
+
+def test_compiled_softmax_under_cuda_autocast_is_float32_in_the_session():
+    import torch
+    import torch.nn.functional as F
+    from thundervis.compiler.abstract import Placeholders, abstract_session
+    torch._dynamo.reset()
+    with abstract_session(Placeholders()):
+        f = torch.compile(lambda x, w: F.softmax(x @ w, -1), backend="aot_eager")
+        x, w = torch.randn(4, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            y = f(x, w)
+        y.sum().backward()
+    assert y.dtype == torch.float32 and x.grad.dtype == torch.float32
+    torch._dynamo.reset()
