@@ -7,12 +7,10 @@ documented in docs/recording.md; :func:`summary_dict`), the text lays it out (:f
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
 
 from thundervis.commands.read_options import add_recording_arguments, rank_of_a_recording
 from thundervis.errors import UserError
-from thundervis.present.kernel_rows import group_sources
 from thundervis.present.units import format_ms, format_us, plural, plural_word
 from thundervis.safe_text import json_text, visible, visible_line
 
@@ -96,25 +94,13 @@ def collective_lines(c, places_limit: int = 8) -> list[str]:
     return lines
 
 
-# A list of sizes or dims in a reason ("of a [16, 7, 32] tensor", "dims [1]").
-_SIZE_LIST = re.compile(r"\[\d+(?:, \d+)*\]")
-
-
-def _common_sizes(reasons: list) -> str:
-    """Return the reason of a group (texts equal but for their size lists): each size list that is
-    the same in all of them as it is, the others as ``[…]``."""
-    lists = [_SIZE_LIST.findall(r) for r in reasons]
-    parts = iter([ls[0] if len(set(ls)) == 1 else "[…]" for ls in zip(*lists)])
-    return _SIZE_LIST.sub(lambda m: next(parts), reasons[0])
-
-
 def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     """Return the text lines about fallbacks of an ``ls --json`` document ``d``: how many chains
     ran eagerly (and how many functions Dynamo could not trace), the ``torch.compile`` options the
     run overrode, each eager chain, run-time kernel fallback, Dynamo recompile-limit fallback and
     function Dynamo could not trace with its source line and reason, then the ops torch
     runs grouped by reason (at most ``ops_limit`` groups). Recorded strings are made terminal-safe."""
-    from thundervis.present.source_view import op_name
+    from thundervis.present.fallback_groups import torch_op_groups
     from thundervis.present.status import NOT_TRACED, TORCH_OP
     v = visible_line
     # present.eager_regions words the head and each region Dynamo left to eager (graph breaks and
@@ -130,22 +116,15 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
         lines.append(f"  fallback {f['kind']}: {chain}{v(f['what'])}{where}: {v(f['reason'])}")
     ops = [f for f in d["fallbacks"] if f["kind"] == TORCH_OP]
     if ops:
-        # Reasons that differ only in sizes are one reason (a graph recompiled for each batch size
-        # repeats every reason with its own shapes); the sizes show where they are all the same.
-        groups: dict[str, list] = {}
-        for f in ops:
-            groups.setdefault(_SIZE_LIST.sub("[…]", f["reason"]), []).append(f)
+        groups = torch_op_groups((f["what"], f["reason"], f["source"]) for f in ops)  # present's grouping
         lines.append(f"{plural(len(ops), 'op')} run by torch (why not lowered / not fused):")
-        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-        for reason, items in ordered[:ops_limit]:
-            reason = _common_sizes([f["reason"] for f in items])
-            syms = sorted({op_name(f["what"]) for f in items})
-            srcs = group_sources([f["source"] for f in items if f["source"]], limit=6)
-            where = f" · {v(srcs)}" if srcs else ""
-            lines.append(f"  {len(items):>3} × {v(', '.join(syms[:3]))}{' ...' if len(syms) > 3 else ''}: "
-                         f"{v(reason)}{where}")
-        if len(ordered) > ops_limit:
-            lines.append(f"  ... and {plural(len(ordered) - ops_limit, 'more reason')} (thundervis ls --json lists all)")
+        for group in groups[:ops_limit]:
+            syms = group.ops
+            where = f" · {v(group.sources)}" if group.sources else ""
+            lines.append(f"  {group.count:>3} × {v(', '.join(syms[:3]))}{' ...' if len(syms) > 3 else ''}: "
+                         f"{v(group.reason)}{where}")
+        if len(groups) > ops_limit:
+            lines.append(f"  ... and {plural(len(groups) - ops_limit, 'more reason')} (thundervis ls --json lists all)")
     return lines
 
 
