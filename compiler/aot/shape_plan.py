@@ -16,7 +16,7 @@ from typing import Optional
 
 from ..executors.base import BuiltKernel, KernelBuildError, register_executor
 from ..executors.triton_codegen import Unfusable
-from ..executors.triton_executor import TritonExecutor, _reference
+from ..executors.triton_executor import TritonExecutor, _reference, structure_key
 from ..executors.triton_plan import generate
 from ..ir import BoundSymbol
 
@@ -40,8 +40,10 @@ class PlanningTritonExecutor(TritonExecutor):
         except Unfusable as e:
             raise KernelBuildError(str(e)) from None
         self._built[fusion.uid] = _reference(fusion)
+        # the fold key as the Triton executor's: equal regions (repeated layers) are recorded once
         return BuiltKernel(ks.source, "python", ks.note + "; planned for a GPU only (never launched here)",
-                           {"grid": ks.grid, "plan": ks.plan, "parts": ks.parts, "planned_only": True})
+                           {"grid": ks.grid, "plan": ks.plan, "parts": ks.parts, "planned_only": True,
+                            "fold_key": f"{structure_key(fusion, 'cuda')}:{self.phase_limit}"})
 
 
 register_executor("triton_planning", PlanningTritonExecutor)

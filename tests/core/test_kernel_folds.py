@@ -156,3 +156,9 @@ def test_ls_shows_one_line_per_fold(folded, capsys):
     assert not any(f" {name} [" in ln for ln in lines for name in f.names[1:])  # its later instances are in it
     assert f.layers in next(ln for ln in lines if f.label in ln)
     assert len(lines) == len(fusions) - sum(x.count - 1 for x in folds if x.folded)
+
+
+def test_the_abstract_answer_labels_kernels_as_the_table_folds_them(folded):
+    from thundervis.present.abstract_fit import _kernel_folds
+    with open_recording(folded) as rec:
+        assert _kernel_folds(rec) == fold_labels(kernel_folds(rec))

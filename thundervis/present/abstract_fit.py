@@ -277,19 +277,13 @@ def _folding(rec) -> str:
 
 
 def _kernel_folds(rec) -> dict:
-    """Return {(graph, chain, kernel name): label}: kernels with the same ops over the same input and
-    output shapes (one per repeated layer) share the label ``fw_fusion_3 × 32``."""
-    def meta(ts):
-        return tuple((str(t.get("shape")), str(t.get("dtype"))) for t in ts if isinstance(t, dict))
-    groups: dict = {}
+    """Return {(graph, chain, kernel name): label}: a repeated layer's kernels share the label
+    ``fw_fusion_3 × 32``, as the kernel table folds them (present.kernel_folds)."""
+    from .kernel_folds import fold_labels, kernel_folds
     try:
-        kernels = rec.kernels()
+        return fold_labels(kernel_folds(rec))
     except Exception:  # unreadable kernel rows: every kernel stands alone
         return {}
-    for k in kernels:
-        groups.setdefault((k.chain, tuple(map(str, k.ops)), meta(k.inputs), meta(k.outputs)), []).append(k)
-    return {(k.graph, k.chain, k.name): f"{ks[0].name} × {len(ks)}" if len(ks) > 1 else k.name
-            for ks in groups.values() for k in ks}
 
 
 def _tokens(rec) -> int:
