@@ -15,6 +15,13 @@ On the Passes tab, ``--select UID`` selects a symbol: its details and lineage ar
 beforehand for the pass shown.
 On the Numerics tab (a ``run --check-numerics`` recording) the bisect of the first row's chain is
 answered beforehand, so ``--click .tv-num-row`` shows that kernel's bisect.
+
+The docs' shots: ``thundervis run --profile`` of examples/train_mlp.py (``--tab passes --pass fuse
+--compare claim --select UID --width 1320 --height 660``, UID the fw_fusion_0 line's;
+``--tab fusions --click .tv-kernel-row --width 1320 --height 620``), of examples/train_gpt.py
+(``--tab source --height 625``; ``--tab memory --height 420``), its ``run --check-numerics``
+(``--tab numerics --click .tv-num-row --width 1300 --height 1000``), and a 24-layer tiny Llama
+(benchmarks/_compile_scale.llama(24), one training step; ``--tab fusions --height 620``).
 """
 from __future__ import annotations
 
