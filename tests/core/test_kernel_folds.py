@@ -162,3 +162,19 @@ def test_the_abstract_answer_labels_kernels_as_the_table_folds_them(folded):
     from thundervis.present.abstract_fit import _kernel_folds
     with open_recording(folded) as rec:
         assert _kernel_folds(rec) == fold_labels(kernel_folds(rec))
+
+
+def test_a_damaged_fold_row_leaves_the_views_working(folded, tmp_path, capsys):
+    path = str(tmp_path / "typed.tvrec")
+    shutil.copy(folded, path)
+    conn = sqlite3.connect(path)
+    with conn:
+        kid = conn.execute("SELECT MAX(kernel_id) FROM kernel_folds").fetchone()[0]
+        conn.execute("UPDATE kernel_folds SET fold_of = 'x' WHERE kernel_id = ?", (kid,))
+    conn.close()
+    code, out, err = run_cli(capsys, "ls", path)
+    assert code == 0 and "fusion " in out  # nothing folds, every kernel is listed
+    with open_recording(path) as rec:
+        assert kernel_folds(rec) == ()
+        with pytest.raises(RecordingError, match="corrupted"):
+            rec.kernel_source(kid)

@@ -119,9 +119,14 @@ def fold_groups(kernels, recorded: Optional[dict]) -> tuple:
 
 def kernel_folds(rec, kernels=None) -> tuple:
     """Return the :class:`KernelFold` s of recording ``rec`` (of ``kernels`` when given: its
-    ``KernelInfo`` s). Raises what the reader raises."""
+    ``KernelInfo`` s); damaged fold rows fold nothing. Raises what the reader raises for kernels."""
+    from thundervis.recording import RecordingError
     kernels = rec.kernels() if kernels is None else kernels
-    return fold_groups(kernels, rec.kernel_folds())
+    try:
+        recorded = rec.kernel_folds()
+    except RecordingError:  # a damaged fold row: nothing folds here; opening such a kernel says why
+        recorded = {}
+    return fold_groups(kernels, recorded)
 
 
 def fold_labels(folds) -> dict:
