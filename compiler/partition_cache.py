@@ -136,6 +136,14 @@ def choice(fw: torch.fx.GraphModule, n_fwd: int) -> dict:
     return {"saved": saved, "sym": sym, "n_fwd": int(n_fwd)}
 
 
+def digest(pair: tuple) -> str:
+    """Return a digest of a (forward, backward) pair's graphs: a hit must rebuild exactly these."""
+    h = hashlib.sha256()
+    for gm in pair:
+        h.update(str(gm.graph).encode())
+    return h.hexdigest()[:32]
+
+
 def cse_pairs(before: list, graph: torch.fx.Graph) -> list:
     """Return [[merged, kept], ...]: the nodes of ``before`` (a graph's nodes before CSE) that CSE
     replaced by an earlier identical node of ``graph`` (the graph CSE returned). Raises Refused
@@ -269,6 +277,8 @@ def validated_choice(raw, nodes: dict) -> dict:
     n_fwd = raw.get("n_fwd")
     if not isinstance(n_fwd, int) or isinstance(n_fwd, bool) or not 0 <= n_fwd <= _MAX_NAMES:
         raise Refused("the forward output count is not a small integer")
+    if not (isinstance(raw.get("digest"), str) and re.fullmatch(r"[0-9a-f]{32}", raw["digest"])):
+        raise Refused("the graphs' digest is not 32 hex digits")
     pairs = raw.get("cse", [])
     if not isinstance(pairs, list) or len(pairs) > _MAX_NAMES:
         raise Refused("the CSE merges are not a list")
@@ -282,7 +292,7 @@ def validated_choice(raw, nodes: dict) -> dict:
     merged = {p[0] for p in pairs}
     if merged & (set(saved) | set(sym)):
         raise Refused("a saved value is a node CSE removes")
-    return {"saved": saved, "sym": sym, "n_fwd": n_fwd, "cse": [list(p) for p in pairs]}
+    return {"saved": saved, "sym": sym, "n_fwd": n_fwd, "cse": [list(p) for p in pairs], "digest": raw["digest"]}
 
 
 class PartitionStore:

@@ -155,8 +155,8 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None
                 if auto is not None and hooks.pairs is None and hooks.cse_ran:
                     raise pc.Refused("its CSE cannot be replayed")
                 chose = {"error": error[:2000]} if auto is None else {**pc.choice(auto[0], n_user),
-                                                                      "cse": hooks.pairs or []}
-                store.store(key, {"off": pc.choice(off[0], n_user), "auto": chose})
+                                                                      "cse": hooks.pairs or [], "digest": pc.digest(auto)}
+                store.store(key, {"off": {**pc.choice(off[0], n_user), "digest": pc.digest(off)}, "auto": chose})
             except pc.Refused as e:
                 event["note"] = f"partition not cached: {e}"
     if hit:
@@ -183,7 +183,8 @@ def _replayed(joint: torch.fx.GraphModule, joint_inputs, kwargs: dict, entry: di
     nodes = {n.name: n for n in joint.graph.nodes}
     policies = entry["policies"]
     want_off, want_auto = (pc.validated_choice(policies.get(p), nodes) for p in POLICIES)
-    if "error" in want_off or pc.choice(off[0], n_user) != {k: want_off[k] for k in ("saved", "sym", "n_fwd")}:
+    said = {k: want_off.get(k) for k in ("saved", "sym", "n_fwd")}
+    if "error" in want_off or pc.choice(off[0], n_user) != said or pc.digest(off) != want_off["digest"]:
         raise pc.Refused("the off partition differs from the entry's")
     if "error" in want_auto:
         return None, want_auto["error"]
@@ -198,6 +199,8 @@ def _replayed(joint: torch.fx.GraphModule, joint_inputs, kwargs: dict, entry: di
         got = pc.choice(auto[0], n_user)
         if got["saved"] != want_auto["saved"] or got["sym"] != want_auto["sym"]:
             raise pc.Refused("min-cut saved other values than the entry names")
+        if pc.digest(auto) != want_auto["digest"]:
+            raise pc.Refused("min-cut made other graphs than the entry's")
     except Exception:
         joint.graph = backup
         raise
