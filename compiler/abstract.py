@@ -224,10 +224,14 @@ def _patches(placeholders: Placeholders, gpu_visible: bool, capability: tuple) -
 
     # On FakeTensor, not torch.Tensor: Dynamo inlines a Python torch.Tensor.to into every compiled
     # frame and breaks the graph at the builtin inside it; the script's own values are all fake.
+    from . import ledger
     out = [(FakeTensor, "to", tensor_to), (FakeTensor, "cuda", tensor_cuda),
            (torch.Tensor, "item", tensor_item), (torch.Tensor, "tolist", tensor_tolist),
            (FakeTensor, "__bool__", tensor_bool), (FakeTensor, "__repr__", fake_repr),
-           (nn.Module, "_apply", _module_apply)]
+           (nn.Module, "_apply", _module_apply),
+           # No fusion runs op by op on the CPU here (none runs at all): the static peak is the GPU
+           # kernels', without the CPU path's region intermediates the stand-in device would imply.
+           (ledger, "op_by_op", lambda b: False)]
     return out + (_cuda_patches(placeholders, capability, real_available) if gpu_visible else [])
 
 
