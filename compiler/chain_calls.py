@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 # The listener: any object with chain_started(graph, chain) and chain_finished(graph, chain).
 _listener: Optional[Any] = None
+# More listeners beside it (the core's step-share meter under --profile), each told after it.
+_more: tuple = ()
 
 
 def set_listener(listener: Optional[Any]) -> Optional[Any]:
@@ -19,6 +21,18 @@ def set_listener(listener: Optional[Any]) -> Optional[Any]:
     global _listener
     previous, _listener = _listener, listener
     return previous
+
+
+def add_listener(listener: Any) -> None:
+    """Make ``listener`` also receive every chain call (beside the one :func:`set_listener` set)."""
+    global _more
+    _more = _more + (listener,)
+
+
+def remove_listener(listener: Any) -> None:
+    """Stop telling ``listener`` (added by :func:`add_listener`) about chain calls."""
+    global _more
+    _more = tuple(x for x in _more if x is not listener)
 
 
 def started(graph: int, chain: str) -> None:
@@ -29,11 +43,21 @@ def started(graph: int, chain: str) -> None:
             listener.chain_started(graph, chain)
         except Exception:  # a listener never breaks the user's training
             pass
+    for other in _more:
+        try:
+            other.chain_started(graph, chain)
+        except Exception:
+            pass
 
 
 def finished(graph: int, chain: str) -> None:
     """The call of ``chain`` of ``graph`` that :func:`started` announced has returned (or raised)."""
     listener = _listener
+    for other in _more:  # the reverse order of started: the last told of a start hears its end first
+        try:
+            other.chain_finished(graph, chain)
+        except Exception:
+            pass
     if listener is not None:
         try:
             listener.chain_finished(graph, chain)

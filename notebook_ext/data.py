@@ -62,6 +62,13 @@ def _dynamo_json(rec) -> tuple[list, list, list]:
             [r.as_json() for r in regions])
 
 
+def _share_json(rec) -> dict:
+    """Return the payload's ``compiled_share``: ``present.compiled_share``'s value as a dict."""
+    from thundervis.present.compiled_share import compiled_share
+    regions = eager_regions([e for name in EAGER_EVENTS for e in rec.events(name)])
+    return compiled_share(rec.events("step_share"), rec.graphs(), regions).as_json()
+
+
 class RecordingData:
     """JSON-ready views of one recording (optionally limited to some graphs), safe to call from
     the kernel's comm thread (one lock around the reader)."""
@@ -328,6 +335,7 @@ class RecordingData:
         with self._lock:
             communication = communication_json(self.rec)
             dynamo, dynamo_rest, regions = _dynamo_json(self.rec)
+            share = _share_json(self.rec)
             from .memory_plot import memory_tab
             memory = memory_tab(self.rec)  # the Memory tab: present.memory's figures, matplotlib's SVG
         numerics = numerics_json(self.numerics_summary())
@@ -338,7 +346,7 @@ class RecordingData:
                 "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
-                "eager_regions": regions, "dynamo_rest": dynamo_rest,
+                "eager_regions": regions, "dynamo_rest": dynamo_rest, "compiled_share": share,
                 "abstract_lines": self._abstract_lines(), "memory": memory}  # present.abstract_fit: an abstract run's answer
 
     def _chain_payload(self, g, c, inline, with_diagrams: bool, *, infos, table, sources) -> dict:

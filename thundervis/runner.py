@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from thundervis.dynamo_breaks import GraphBreakWatcher
+from thundervis.step_share import meter_for, stop_meter
 from thundervis.interrupts import HeldSignals, RedeliveredInterrupts, Terminated
 # What to run and where to record: checked before anything starts (re-exported from here).
 from thundervis.run_checks import DEFAULT_DIR, check_output, check_target, default_output  # noqa: F401
@@ -191,6 +192,7 @@ class _Started:
     recompiles: object = None
     breaks: object = None
     collectives: object = None
+    share: object = None
 
 
 def _open_recording(out: str, in_main: bool, **run):
@@ -234,6 +236,8 @@ def _start_compiling(started: _Started, recorder, saved_compile, *, notes, execu
     started.recompiles = RecompileLimitWatcher(lambda event, data: recorder.note(event, data)).__enter__()
     started.breaks = GraphBreakWatcher(lambda event, data: recorder.note(event, data)).__enter__()
     started.collectives = _watch_collectives(recorder)
+    if abstract is None:  # under --profile: the compiled share of each step (thundervis.step_share)
+        started.share = meter_for(profile)
     torch._dynamo.reset()
     backend_mod.reset_graph_ids()
     backend_mod.set_defaults(observer=observer, executors=executors, debug=debug, profile=profile, aot=aot,
@@ -282,6 +286,7 @@ def _end_run(started: _Started, recorder, saved: dict, redeliver, in_main: bool,
         torch.compile = saved["compile"]
         sys.argv, sys.path[:] = saved["argv"], saved["path"]
         backend_mod.set_defaults(**saved["defaults"])
+        stop_meter(started.share, recorder.note)
         if started.aot is not None:
             _finish_aot(started.aot, recorder, status)
         recorder.finish_run(status, code, tb)

@@ -303,6 +303,8 @@ def topbar(ov: ViewOverview, group: Optional[Text] = None) -> Text:
     skipped = eager_short(ov.eager_regions)
     if skipped:
         t.append(f" · {skipped}", style=Style(color=BAD))
+    if ov.compiled_share is not None and ov.compiled_share.short:  # present.compiled_share's words
+        t.append(f" · {ov.compiled_share.short}", style=DIM)
     cached = run_cache_text({ct.graph: ct for ct in ov.compile_times})  # present.compile_times' words
     if cached:
         t.append(f" · {cached}", style=DIM)

@@ -15,9 +15,12 @@
 function dynamoBanner(data) {
   const regions = data.eager_regions || [];
   const items = data.dynamo_rest || data.dynamo_fallbacks || [];
-  if (!items.length && !regions.length && (data.graphs || []).length) return null;
+  // present.compiled_share: by time and by ops, shown when measured or when code ran eagerly
+  const share = data.compiled_share && (data.compiled_share.measured || regions.length) ? data.compiled_share : null;
+  if (!items.length && !regions.length && !share && (data.graphs || []).length) return null;
   const box = h("div", { class: "tv-eager-banner tv-dynamo-banner" });
   if (data.run_status.no_graph) box.appendChild(h("div", { text: data.run_status.no_graph })); // present.run_status
+  if (share) box.appendChild(h("div", { class: "tv-compiled-share", text: share.text }));
   for (const r of regions) box.appendChild(h("div", { text: r.text }));
   for (const f of items) {
     box.appendChild(h("div", {}, h("b", { text: `${f.what}${f.source ? " · " + f.source : ""}: ` }), f.reason));

@@ -106,6 +106,8 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     # present.eager_regions words the head and each region Dynamo left to eager (graph breaks and
     # functions it could not trace): a model that mostly ran eagerly never reads as compiled.
     lines = [d["eager_head"]] + [f"  {v(r['text'])}" for r in d.get("eager_regions", [])]
+    if d.get("compiled_share"):  # present.compiled_share: by time and by ops, not by chains
+        lines.append(v(d["compiled_share"]["text"]))
     if d.get("compile_options_not_used"):
         lines.append(f"torch.compile options not used: {v(', '.join(d['compile_options_not_used']))} "
                      f"(every graph compiles through thundervis; mode and options are Inductor's)")
@@ -163,6 +165,7 @@ def view_text(v, passes: bool = True) -> str:
     for g in v.graphs:
         lines += _graph_lines(g, passes)
     lines.extend(fallback_lines({"eager_head": v.eager_head, "eager_regions": [r.as_json() for r in v.eager_regions],
+                                 "compiled_share": v.compiled_share.as_json(),
                                  "compile_options_not_used": list(v.compile_options_not_used),
                                  "fallbacks": [f.as_json() for f in v.fallbacks]}))
     lines.extend(collective_lines(v.collectives))

@@ -136,6 +136,7 @@ class LsView:
     eager_regions: tuple
     eager_head: str
     collectives: LsCollectives
+    compiled_share: Any  # present.compiled_share.CompiledShare: by time and by ops
     modelled_step: tuple
     roofline: tuple
     numerics: Any
@@ -162,6 +163,7 @@ class LsView:
             "compile_options_not_used": list(self.compile_options_not_used),
             "fallbacks": [f.as_json() for f in self.fallbacks],
             "eager_regions": [r.as_json() for r in self.eager_regions], "eager_head": self.eager_head,
+            "compiled_share": self.compiled_share.as_json(),
             "collectives": self.collectives.as_json(),
             "modelled_step": {s.target: s.as_json() for s in self.modelled_step},
             "roofline": [r.as_json() for r in self.roofline],
@@ -179,6 +181,7 @@ def ls_view(rec, gpus=None) -> LsView:
     from .abstract_fit import abstract_answer
     from .collectives import collective_counts, collective_places, trace_communication_ops
     from .compile_times import compile_events, compile_times, run_compile_text
+    from .compiled_share import compiled_share
     from .eager_regions import EVENTS, eager_head, eager_regions
     from .numerics import ls_lines
     from .overview import read_overview
@@ -199,6 +202,7 @@ def ls_view(rec, gpus=None) -> LsView:
         compile_options_not_used=tuple(compile_options_not_used(rec.events("compile_options_dropped"))),
         fallbacks=tuple(fallbacks(rec)), eager_regions=tuple(regions),
         eager_head=eager_head(eager, total, regions),
+        compiled_share=compiled_share(rec.events("step_share"), view.graphs, regions),
         collectives=LsCollectives(trace_communication_ops(rec), collective_counts(rec),
                                   tuple(collective_places(rec))),
         modelled_step=tuple(step_models(rec, gpus, costs)),

@@ -33,6 +33,8 @@ class ViewOverview:
     compile_times: tuple = ()
     # present.eager_regions.EagerRegion: code Dynamo left to eager (graph breaks, untraced functions)
     eager_regions: tuple = ()
+    # present.compiled_share.CompiledShare: how much ran compiled, by time and by ops
+    compiled_share: object = None
     # present.abstract_fit.AbstractAnswer of an abstract run (fit and step per GPU), else None
     abstract: object = None
 
@@ -77,7 +79,8 @@ class ViewOverview:
         return {**self.overview.as_json(), "statuses": [s.as_json() for s in self.statuses],
                 "kernel_rows": [k.as_json() for k in self.kernels], "collectives_between": self.collectives_between,
                 "dynamo_fallbacks": [f.as_json() for f in self.dynamo_fallbacks],
-                "eager_regions": [r.as_json() for r in self.eager_regions]}
+                "eager_regions": [r.as_json() for r in self.eager_regions],
+                "compiled_share": self.compiled_share.as_json() if self.compiled_share is not None else None}
 
 
 def read_overview(rec) -> ViewOverview:
@@ -90,12 +93,15 @@ def read_overview(rec) -> ViewOverview:
     statuses = tuple(chain_status(g, c) for g in ov.graphs for c in g.chains)
     eager = tuple((g.id, why) for g in ov.graphs if (why := graph_eager(g)) is not None)
     kernels = kernel_table(rec, ov.graphs, events)
+    regions = eager_regions(events)
+    from .compiled_share import compiled_share
     from .numerics import numerics_summary
     return ViewOverview(ov, statuses, eager, kernels, count_between((e.event, e.data) for e in events),
                         numerics=numerics_summary(rec, runs_of(kernels)),
                         dynamo_fallbacks=tuple(dynamo_fallbacks(events)),
                         compile_times=tuple(compile_times(ov.graphs, events).values()),
-                        eager_regions=eager_regions(events), abstract=_abstract(rec, ov, events))
+                        eager_regions=regions, compiled_share=compiled_share(events, ov.graphs, regions),
+                        abstract=_abstract(rec, ov, events))
 
 
 def _abstract(rec, ov, events):
