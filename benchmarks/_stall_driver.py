@@ -3,7 +3,9 @@
 ``python benchmarks/_stall_driver.py MODEL [--eager] [--seconds S] [--min-steps N]`` trains MODEL
 (``gpt``: the repo's example GPT; ``gpt2``, ``llama``: tiny random-init Hugging Face models, no
 download) with ``torch.compile(model)`` (``thundervis run`` routes it to thundervis) or eagerly,
-until ``S`` seconds have passed and at least ``N`` steps ran, printing ``step I MS`` per step.
+until ``S`` seconds have passed and at least ``N`` steps ran, printing ``step I MS`` per step
+(``step I MS START`` with ``$THUNDERVIS_STALL_TRACE=1``: START is the step's ``time.time()``, the
+clock of the recording's events, so that the benchmark can say what happened during a slow step).
 """
 from __future__ import annotations
 
@@ -43,14 +45,16 @@ def main() -> int:
     model, loss_of = build(args.model)
     run = model if args.eager else torch.compile(model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    trace = os.environ.get("THUNDERVIS_STALL_TRACE") == "1"
     start, step = time.perf_counter(), 0
     while step < args.min_steps or time.perf_counter() - start < args.seconds:
-        t0 = time.perf_counter()
+        wall, t0 = time.time(), time.perf_counter()
         loss = loss_of(run)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        print(f"step {step} {(time.perf_counter() - t0) * 1e3:.3f}", flush=True)
+        ms = (time.perf_counter() - t0) * 1e3
+        print(f"step {step} {ms:.3f} {wall:.3f}" if trace else f"step {step} {ms:.3f}", flush=True)
         step += 1
     return 0
 

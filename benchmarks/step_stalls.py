@@ -30,13 +30,32 @@ COMPILE_STEPS = 2
 
 
 def _steps(stdout: str) -> list[float]:
-    """The ``step I MS`` lines' milliseconds, in order."""
+    """The ``step I MS [START]`` lines' milliseconds, in order."""
+    return [ms for ms, _ in _timed_steps(stdout)]
+
+
+def _timed_steps(stdout: str) -> list[tuple[float, float]]:
+    """The ``step I MS [START]`` lines' (milliseconds, start time or 0.0), in order."""
     out = []
     for line in stdout.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] == "step":
-            out.append(float(parts[2]))
+        if len(parts) in (3, 4) and parts[0] == "step":
+            out.append((float(parts[2]), float(parts[3]) if len(parts) == 4 else 0.0))
     return out
+
+
+def events_during(rec: str, start: float, ms: float) -> str:
+    """Say which ``cpu_build`` / ``kernel_path`` events of recording ``rec`` fell within the step that
+    began at ``start`` (``time.time()``) and took ``ms``: what the CPU path did in a slow step."""
+    with sqlite3.connect(f"file:{rec}?mode=ro", uri=True) as c:
+        rows = c.execute("SELECT event, data FROM events WHERE event IN ('cpu_build', 'kernel_path') AND at >= ? "
+                         "AND at <= ? ORDER BY id", (start, start + ms / 1e3)).fetchall()
+    seen: dict = {}
+    for event, data in rows:
+        d = json.loads(data)
+        what = d.get("state") if event == "cpu_build" else str(d.get("why", "")).split(" (")[0][:40]
+        seen[f"{event}:{what}"] = seen.get(f"{event}:{what}", 0) + 1
+    return ", ".join(f"{k} x{n}" for k, n in seen.items()) or "no CPU-path event"
 
 
 def _run(cmd: list, env: dict, timeout: float) -> str:
@@ -75,11 +94,13 @@ def cpu_path_summary(rec: str) -> dict:
 
 def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
     """Run ``model`` under thundervis, then eagerly; return the numbers of one row."""
-    env = dict(os.environ, THUNDERVIS_CACHE_DIR=os.path.join(tmp, "cache"))
+    env = dict(os.environ, THUNDERVIS_CACHE_DIR=os.path.join(tmp, "cache"), THUNDERVIS_STALL_TRACE="1")
     driver = os.path.join(HERE, "_stall_driver.py")
     rec = os.path.join(tmp, f"{model}.tvrec")
-    tv = _steps(_run([sys.executable, "-m", "thundervis", "run", "--no-view", "--no-cache", "-o", rec, driver, model,
-                      "--seconds", str(seconds), "--min-steps", str(min_steps)], env, timeout=seconds + 600))
+    timed = _timed_steps(_run([sys.executable, "-m", "thundervis", "run", "--no-view", "--no-cache", "-o", rec, driver,
+                               model, "--seconds", str(seconds), "--min-steps", str(min_steps)], env,
+                              timeout=seconds + 600))
+    tv = [ms for ms, _ in timed]
     eager = _steps(_run([sys.executable, driver, model, "--eager", "--seconds", "0",
                          "--min-steps", str(min(len(tv), 60))], env, timeout=600))
     body = tv[COMPILE_STEPS:]
@@ -89,7 +110,8 @@ def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
     return {"model": model, "steps": len(tv), "median_ms": median, "worst_ms": worst,
             "worst_step": COMPILE_STEPS + body.index(worst), "ratio": worst / median,
             "over_eager_s": (worst - eager_median) / 1e3, "eager_ms": eager_median,
-            "compile_s": sum(tv[:COMPILE_STEPS]) / 1e3, **cpu_path_summary(rec)}
+            "compile_s": sum(tv[:COMPILE_STEPS]) / 1e3, **cpu_path_summary(rec),
+            "worst_during": events_during(rec, timed[COMPILE_STEPS + body.index(worst)][1], worst)}
 
 
 def main() -> int:
@@ -116,6 +138,7 @@ def main() -> int:
               f"{r['worst_step']:>4} {r['ratio']:>9.2f} {r['eager_ms']:>8.1f} {r['over_eager_s']:>13.2f}  "
               f"{r['sent']}/{r['inductor']}/{r['torch_measured']}/{r['failed']}/{r['building_at_end']}"
               f"{'' if met else '  <- stall'}")
+        print(f"        during the worst step: {r['worst_during']}")
     print(f"target: no step after the compile steps more than {RATIO_TARGET:g}x the median step or "
           f"{OVER_EAGER_TARGET_S:g} s over eager's: {'met' if ok and rows else 'NOT met'}")
     return 0 if ok and rows else 1

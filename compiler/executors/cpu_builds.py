@@ -99,6 +99,7 @@ class _Worker:
         self.pending: dict[int, Build] = {}
         self.lock = threading.Lock()
         self.ids = itertools.count()
+        self.warmed = False
         # Requests go through a queue and a writer thread: the pipe fills while the worker starts
         # or compiles, and the training thread must never wait on it.
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -112,6 +113,15 @@ class _Worker:
             self.pending[build.id] = build
         self.outbox.put((build.id, request))
         return build
+
+    def warm(self) -> None:
+        """Ask the worker once for its warm-up compile (see ``cpu_build_worker.warm``); no answer
+        is waited for."""
+        with self.lock:
+            if self.warmed:
+                return
+            self.warmed, rid = True, next(self.ids)
+        self.outbox.put((rid, lambda: {"warm": True}))
 
     def _write(self) -> None:
         while True:
@@ -244,6 +254,15 @@ class LoadedRegion:
 
     def __call__(self, *args) -> tuple:
         return tuple(self._run(list(args)))
+
+
+def warm_up() -> None:
+    """Start the worker (if need be) and have it pay its first compile's one-off costs now, while a
+    region that qualifies proves hot; a worker that cannot start is left to :func:`submit` to say."""
+    try:
+        _get_worker().warm()
+    except OSError:
+        pass
 
 
 def load(build: Build) -> LoadedRegion:

@@ -271,6 +271,8 @@ class CpuRegion:
             self.why = (f"inductor to be tried after {inductor_after_calls()} calls "
                         f"(torch takes {self.torch_us:.0f} µs)")
             self._hot_in, self._pending = inductor_after_calls(), True
+            from . import cpu_builds
+            cpu_builds.warm_up()  # the worker's one-off costs, paid while the region proves hot
         self._say()
         return out
 
