@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from thundervis.present.compile_times import GraphCompileTime, compile_times, run_compile_s, run_compile_text
+from thundervis.present.compile_times import (GraphCompileTime, compile_times, run_cache_text, run_compile_s,
+                                              run_compile_text)
 from thundervis.recording import open_recording
 from thundervis.recording.model_runs import Event
 
@@ -109,3 +110,89 @@ def test_what_became_of_the_backward_is_said():
     assert t[4].text == "compiled in 1.00 s" and t[5].backward == "not recorded"
     assert GraphCompileTime(9, 2.0, 0.5, "compiled").text == "compiled in 2.50 s (forward 2.00 s + backward 500.00 ms)"
     assert run_compile_text({}) is None and run_compile_s({}) is None
+
+
+def test_what_came_from_the_compile_cache_is_said():
+    ev = lambda g, c, name, data: Event(g, c, name, data, 0.0)  # noqa: E731
+    graphs = [_graph(0, ["forward", "backward"]), _graph(1, ["forward", "backward"]), _graph(2, ["inference"]),
+              _graph(3, ["forward", "backward"])]
+    events = [ev(0, "joint", "partition_cache", {"hit": True}), ev(0, "forward", "compile_cache", {"hit": True}),
+              ev(0, "forward", "chain_compiled", {"seconds": 0.25}), ev(0, "backward", "compile_cache", {"hit": True}),
+              ev(0, "backward", "chain_compiled", {"seconds": 0.5}),
+              ev(1, "joint", "partition_cache", {"hit": False, "note": "refused"}),
+              ev(1, "forward", "compile_cache", {"hit": True}), ev(1, "backward", "compile_cache", {"hit": True}),
+              # hostile data: a hit that is not a bool says nothing
+              ev(3, "forward", "compile_cache", {"hit": "yes"}), ev(3, "backward", "compile_cache", {"hit": 1}),
+              ev(3, "joint", "partition_cache", ["hit"])]
+    t = compile_times(graphs, events)
+    assert t[0].from_cache == "all" and t[0].text == "compiled in 1.50 s (forward 1.00 s + backward 500.00 ms), from cache"
+    assert t[0].chain_text("forward") == "compiled in 250.00 ms, from cache" and t[0].chain_from_cache("backward")
+    assert [t[0].pass_from_cache("forward", n) for n in ("acquire", "remat", "fuse")] == [False, True, True]
+    assert t[1].from_cache == "some" and t[1].text.endswith(", partly from cache (forward, backward)")
+    assert not t[1].pass_from_cache("backward", "remat") and t[1].pass_from_cache("backward", "codegen")
+    assert t[2].from_cache is None and t[3].from_cache is None and "cache" not in t[2].text + t[3].text
+    doc = t[0].as_json()
+    assert doc["from_cache"] == "all" and doc["cache_text"] == "from cache"
+    assert doc["chains"]["forward"] == {"ms": 250.0, "from_cache": True, "text": "compiled in 250.00 ms, from cache"}
+    assert run_cache_text({0: t[0]}) == "from cache" and run_cache_text({2: t[2]}) == ""
+    assert run_cache_text(t) == "1 of 2 graphs from cache (others in part)"
+    assert run_compile_text({0: t[0]}).endswith("(forward 1.00 s + backward 500.00 ms), from cache")
+
+
+@pytest.fixture(scope="module")
+def cached_runs(tmp_path_factory):
+    """The training script run twice with the compile cache on (a fresh folder): (cold, warm)
+    recording paths and the warm run's stdout."""
+    import io
+    import os
+    from contextlib import redirect_stdout
+    from thundervis.cli import main
+    folder = tmp_path_factory.mktemp("cached")
+    script = write_script(folder, "train.py", """
+        model(torch.randn(4, 8)).backward()
+    """)
+    saved = {k: os.environ.get(k) for k in ("THUNDERVIS_CACHE_DIR", "THUNDERVIS_COMPILE_CACHE")}
+    os.environ["THUNDERVIS_CACHE_DIR"] = str(folder / "cache")
+    os.environ.pop("THUNDERVIS_COMPILE_CACHE", None)
+    try:
+        outs = []
+        for name in ("cold", "warm"):
+            out = str(folder / f"{name}.tvrec")
+            buf = io.StringIO()
+            with redirect_stdout(buf):
+                assert main(["run", "--no-view", "--executors", "torch", "-o", out, script]) == 0
+            outs.append((out, buf.getvalue()))
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+    return outs[0][0], outs[1][0], outs[1][1]
+
+
+def test_every_view_says_what_came_from_the_cache(cached_runs, capsys):
+    cold, warm, stdout = cached_runs
+    assert re.search(rf"thundervis: compiled 1 graph in {TIME} \(forward .*\), from cache", stdout), stdout
+    code, out, _ = run_cli(capsys, "ls", warm)
+    assert code == 0 and re.search(rf"graph 0  compiled in {TIME} .*, from cache", out), out
+    assert re.search(rf"  forward +compiled · .* · compiled in {TIME}, from cache", out), out
+    assert re.search(r"  1 remat .* from cache", out) and not re.search(r"  0 acquire .* from cache", out), out
+    cold_out = run_cli(capsys, "ls", cold)[1]
+    assert "from cache" not in cold_out and re.search(rf"  backward +compiled · .* · compiled in {TIME}$", cold_out, re.M)
+    doc = json.loads(run_cli(capsys, "ls", warm, "--json")[1])
+    c = doc["graphs"][0]["compile"]
+    assert c["from_cache"] == "all" and c["chains"]["backward"]["from_cache"] is True
+    assert doc["compile_text"].endswith(", from cache")
+    from notebook_ext.data import RecordingData
+    from thundervis.present.overview import read_overview
+    with open_recording(warm) as rec:
+        view = read_overview(rec)
+        payload = RecordingData(rec).payload()
+    ct = view.compile_time(0)
+    assert payload["graphs"][0]["compile"] == ct.as_json() and ct.text.endswith(", from cache")
+    pytest.importorskip("textual")
+    from tui.panels import chain_row, pass_row, topbar
+    g = view.graphs[0]
+    fw = next(c for c in g.chains if c.kind == "forward")
+    assert "from cache" in topbar(view).plain
+    assert chain_row(fw, None, cached=ct.chain_from_cache("forward")).plain.endswith("from cache")
+    rows = {p.name: pass_row(p, cached=ct.pass_from_cache("forward", p.name)).plain for p in fw.passes}
+    assert rows["decompose"].endswith(" cache") and not rows["acquire"].endswith(" cache")
