@@ -178,3 +178,17 @@ def test_a_damaged_fold_row_leaves_the_views_working(folded, tmp_path, capsys):
         assert kernel_folds(rec) == ()
         with pytest.raises(RecordingError, match="corrupted"):
             rec.kernel_source(kid)
+
+
+def test_layer_ranges():
+    from types import SimpleNamespace
+    from thundervis.present.kernel_folds import layer_range
+
+    def k(*modules):
+        return SimpleNamespace(source_lines=tuple({"module": m} for m in modules))
+    assert layer_range([k("model.layers.0.mlp"), k("model.layers.1.mlp"), k("model.layers.2.mlp")]) == "model.layers.0–2"
+    assert layer_range([k("", "model.layers.3.input_layernorm"), k("model.layers.3.post"),
+                        k("model.layers.4.a"), k("model.layers.4.b")]) == "model.layers.3–4"  # two a layer
+    assert layer_range([k("model.layers.0.a"), k("model.layers.0.b"), k("model.layers.1.a")]) == ""  # uneven
+    assert layer_range([k("model.layers.0.a"), k("model.norm")]) == ""  # not all numbered
+    assert layer_range([k("0.fc1"), k("1.fc1")]) == "0–1"

@@ -81,13 +81,17 @@ def _layer(k) -> Optional[tuple]:
 
 
 def layer_range(kernels) -> str:
-    """Return ``model.layers.0–31`` for kernels from distinct layers of one block, else ""."""
+    """Return ``model.layers.0–31`` for kernels from the layers of one block, as many from each
+    layer (two RMSNorms a layer: 64 kernels over 0–31), else ""."""
     found = [_layer(k) for k in kernels]
     if not found or any(f is None for f in found) or len({f[0] for f in found}) != 1:
         return ""
-    indices = sorted({f[1] for f in found})
-    if len(indices) != len(found):
+    per_layer: dict = {}
+    for f in found:
+        per_layer[f[1]] = per_layer.get(f[1], 0) + 1
+    if len(set(per_layer.values())) != 1:
         return ""
+    indices = sorted(per_layer)
     head = f"{found[0][0]}." if found[0][0] else ""
     return f"{head}{indices[0]}–{indices[-1]}" if len(indices) > 1 else f"{head}{indices[0]}"
 
