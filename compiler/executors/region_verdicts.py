@@ -16,12 +16,18 @@ from ..ir import BoundSymbol, TensorProxy, map_structure
 
 _LIMIT = 200_000  # keys kept; past it the memo starts over (a key is a few hundred bytes)
 _memo: dict = {}
+_LIMIT_TEMPLATES = 50_000  # member texts kept (each keeps its symbol alive); past it they start over
+_templates: dict = {}  # id(symbol) -> (symbol, text, value names)
 _lock = threading.Lock()
 stats = {"asked": 0, "planned": 0}
 
 
-def region_key(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, phase_limit: int) -> tuple:
-    """Return the structural key of a region: equal for regions that differ only in value names."""
+def _template(b: BoundSymbol) -> tuple:
+    """Return (the structural text of ``b`` with its values numbered by first appearance in ``b``
+    alone, those values' names in that order), computed once per symbol object."""
+    hit = _templates.get(id(b))
+    if hit is not None and hit[0] is b:
+        return hit[1], hit[2]
     names: dict[str, int] = {}
 
     def canon(v):
@@ -34,11 +40,37 @@ def region_key(members: list[BoundSymbol], outputs: list[TensorProxy], device_ki
             return v
         return repr(v)
 
-    def op(b: BoundSymbol) -> tuple:
-        return (b.sym, b.aten, repr(map_structure(canon, b.args)), repr(map_structure(canon, b.kwargs)),
-                repr(map_structure(canon, b.outputs)), tuple(op(s) for s in b.subsymbols))
-    ops = tuple(op(b) for b in members)
-    return (device_kind, phase_limit, ops, tuple(canon(p) for p in outputs))
+    def op(s: BoundSymbol) -> tuple:
+        return (s.sym, s.aten, repr(map_structure(canon, s.args)), repr(map_structure(canon, s.kwargs)),
+                repr(map_structure(canon, s.outputs)), tuple(op(x) for x in s.subsymbols))
+    text = repr(op(b))
+    with _lock:
+        if len(_templates) >= _LIMIT_TEMPLATES:
+            _templates.clear()
+        _templates[id(b)] = (b, text, tuple(names))  # b kept alive: its id stays its own
+    return text, tuple(names)
+
+
+def region_key(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, phase_limit: int) -> tuple:
+    """Return the structural key of a region: equal for regions that differ only in value names.
+
+    Values are numbered by first appearance in the region (args, kwargs, outputs, subsymbols, member
+    after member). A member's own text numbers them by first appearance in that member and is
+    computed once per symbol (the fuse pass asks about every merge, so about each symbol many
+    times); the key pairs those texts with the region numbers of each member's values, which
+    distinguishes exactly the regions the region-wide numbering would."""
+    names: dict[str, int] = {}
+    texts, numbers = [], []
+    for b in members:
+        text, local = _template(b)
+        texts.append(text)
+        numbers.append(tuple([names.setdefault(n, len(names)) for n in local]))
+
+    def canon(p):
+        if isinstance(p, TensorProxy):
+            return ("T", names.setdefault(p.name, len(names)), p.shape, p.dtype, p.strides, p.device.split(":")[0])
+        return repr(p)
+    return (device_kind, phase_limit, tuple(texts), tuple(numbers), tuple(canon(p) for p in outputs))
 
 
 def verdict(members: list[BoundSymbol], outputs: list[TensorProxy], device_kind: str, phase_limit: int,

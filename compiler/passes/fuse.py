@@ -37,6 +37,7 @@ from ..collectives import is_communication
 from ..executors.base import BuiltKernel, FusionExecutor
 from .claim import DECOMPOSED
 from ..ir import BoundSymbol, KernelRecord, Minter, SourceLine, Trace, TensorProxy, kernel_name
+from .fuse_graph import FusionGraph as _Graph
 
 NAME = "fuse"
 
@@ -44,123 +45,26 @@ NAME = "fuse"
 VIEW_SYMS = frozenset(f"prims.{n}" for n in ("view", "expand", "permute", "squeeze", "unsqueeze", "alias"))
 
 
-class _Graph:
-    """The contracted dataflow graph: nodes are regions (or single symbols), edges producer ->
-    consumer. Merging keeps the node of the consumer."""
-
-    def __init__(self, symbols: tuple[BoundSymbol, ...]):
-        producer: dict[str, int] = {}
-        self.succ: dict[int, set[int]] = {i: set() for i in range(len(symbols))}
-        self.pred: dict[int, set[int]] = {i: set() for i in range(len(symbols))}
-        for i, b in enumerate(symbols):
-            for p in b.flat_inputs():
-                j = producer.get(p.name)
-                if j is not None and j != i:
-                    self.succ[j].add(i)
-                    self.pred[i].add(j)
-            for p in b.flat_outputs():
-                producer[p.name] = i
-        self.node = list(range(len(symbols)))  # symbol index -> node id
-        self.members: dict[int, list[int]] = {i: [i] for i in range(len(symbols))}
-        # A topological order of the contracted graph (every edge goes up): a path a -> b only
-        # passes nodes ordered between them, so searches stay inside that span instead of walking
-        # everything downstream (which made fusing quadratic in the trace).
-        self.ord: list[int] = list(range(len(symbols)))
-        self.steps = 0  # nodes visited by searches: what the tests count to catch quadratic growth
-
-    def has_detour(self, a: int, b: int) -> Optional[int]:
-        """Return a node on a path a -> ... -> b through other nodes (None when there is none).
-
-        The search visits nodes in the same order as an unbounded depth-first search, skipping
-        only nodes ordered after ``b`` (none of them reaches ``b``), so it names the same node."""
-        limit = self.ord[b]
-        if self.ord[a] > limit:
-            return None
-        ord_, succ = self.ord, self.succ
-        seen = {a, b}
-        stack = [(s, s) for s in succ[a] if s != b and ord_[s] < limit]
-        while stack:
-            n, first = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            self.steps += 1
-            for s in succ[n]:
-                if s == b:
-                    return first
-                if s not in seen and ord_[s] < limit:
-                    stack.append((s, first))
-        return None
-
-    def _span(self, start: int, edges: dict, inside) -> list[int]:
-        """Return the nodes reached from ``start`` along ``edges`` whose order ``inside`` accepts."""
-        ord_ = self.ord
-        seen, stack = set(), [s for s in edges[start] if inside(ord_[s])]
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            self.steps += 1
-            stack.extend(s for s in edges[n] if s not in seen and inside(ord_[s]))
-        return list(seen)
-
-    def _reorder(self, keep: int, gone: int) -> None:
-        """Give the merged node a place in the order before the edges move. Precondition: no path
-        joins the two nodes except a direct edge. Between their places, what the earlier one
-        reaches moves after the merged node and what reaches the later one moves before it; the
-        rest keeps its place."""
-        ord_ = self.ord
-        u, v = (keep, gone) if ord_[keep] < ord_[gone] else (gone, keep)
-        lo, hi = ord_[u], ord_[v]
-        after = [n for n in self._span(u, self.succ, lambda o: o < hi) if n != v]
-        if not after:
-            ord_[keep] = hi
-            return
-        before = [n for n in self._span(v, self.pred, lambda o: o > lo) if n != u]
-        if not before:
-            ord_[keep] = lo
-            return
-        before.sort(key=ord_.__getitem__)
-        after.sort(key=ord_.__getitem__)
-        slots = sorted([lo, hi] + [ord_[n] for n in before] + [ord_[n] for n in after])
-        for n, o in zip(before + [keep], slots):
-            ord_[n] = o
-        for n, o in zip(after, slots[len(slots) - len(after):]):
-            ord_[n] = o
-
-    def merge(self, keep: int, gone: int) -> None:
-        """Merge node ``gone`` into node ``keep`` (no path may join them but a direct edge)."""
-        self._reorder(keep, gone)
-        for s in self.succ.pop(gone):
-            self.pred[s].discard(gone)
-            if s != keep:
-                self.pred[s].add(keep)
-                self.succ[keep].add(s)
-        for p in self.pred.pop(gone):
-            self.succ[p].discard(gone)
-            if p != keep:
-                self.succ[p].add(keep)
-                self.pred[keep].add(p)
-        self.succ[keep].discard(keep)
-        self.pred[keep].discard(keep)
-        moved = self.members.pop(gone)
-        for i in moved:
-            self.node[i] = keep
-        self.members[keep] = sorted(self.members[keep] + moved)
-
-
 def _describe(b: BoundSymbol) -> str:
     return f"{b.uid} ({b.sym})"
 
 
+_TAKES_OUTPUTS: dict = {}  # region_problem function -> whether it takes the outputs (asked per merge)
+
+
 def _region_problem(executor: FusionExecutor, members: list[BoundSymbol], outputs: list) -> Optional[str]:
     """Ask the executor about a region, passing its outputs when its ``region_problem`` takes them."""
-    try:
-        params = inspect.signature(executor.region_problem).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if len(params) >= 2:
+    method = executor.region_problem
+    fn = getattr(method, "__func__", None)
+    takes = _TAKES_OUTPUTS.get(fn) if fn is not None else None
+    if takes is None:
+        try:
+            takes = len(inspect.signature(method).parameters) >= 2
+        except (TypeError, ValueError):
+            takes = False
+        if fn is not None:
+            _TAKES_OUTPUTS[fn] = takes
+    if takes:
         return executor.region_problem(members, outputs)
     return executor.region_problem(members)
 
@@ -174,9 +78,10 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
     refused: dict[tuple[int, int], str] = {}
     lone_problem: dict[int, str] = {}
     uses = _uses(trace)
+    outs = [b.flat_outputs() for b in syms]  # asked for every candidate region: once per symbol
     epoch, barriers = _epochs(syms)
     for i in sorted(mine):
-        problem = _region_problem(executor, [syms[i]], _region_io(trace, [i], uses)[1])
+        problem = _region_problem(executor, [syms[i]], _region_outputs(outs, [i], uses))
         if problem:
             lone_problem[i] = problem
     producer: dict[str, int] = {}
@@ -203,12 +108,12 @@ def _form_regions(trace: Trace, executor: FusionExecutor) -> tuple[_Graph, dict,
                 refused[(p, c)] = f"would create a cycle through {_describe(syms[g.members[via][0]])}"
                 continue
             merged = sorted(g.members[rp] + g.members[rc])
-            problem = _region_problem(executor, [syms[i] for i in merged], _region_io(trace, merged, uses)[1])
+            problem = _region_problem(executor, [syms[i] for i in merged], _region_outputs(outs, merged, uses))
             if problem:
                 refused[(p, c)] = problem
                 continue
             g.merge(rc, rp)
-    _merge_independent(trace, executor, g, mine, lone_problem, uses, epoch)
+    _merge_independent(trace, executor, g, mine, lone_problem, uses, epoch, outs)
     return g, lone_problem, refused
 
 
@@ -229,10 +134,11 @@ HORIZONTAL_WINDOW = 16
 
 
 def _merge_independent(trace: Trace, executor: FusionExecutor, g: _Graph, mine: set, lone_problem: dict,
-                       uses: dict, epoch: Optional[list] = None) -> None:
+                       uses: dict, epoch: Optional[list] = None, outs: Optional[list] = None) -> None:
     """Horizontal fusion: merge regions no value flows between (no path either way, so no cycle)
     when the executor can run them as one kernel (side by side, or one after the other)."""
     syms = trace.symbols
+    outs = [b.flat_outputs() for b in syms] if outs is None else outs
     order = []
     for node in sorted(g.members, key=lambda n: g.members[n][0]):
         members = g.members[node]
@@ -247,7 +153,7 @@ def _merge_independent(trace: Trace, executor: FusionExecutor, g: _Graph, mine: 
                     or g.has_detour(node, q) is not None:
                 continue
             merged = sorted(g.members[q] + members)
-            if _region_problem(executor, [syms[i] for i in merged], _region_io(trace, merged, uses)[1]) is None:
+            if _region_problem(executor, [syms[i] for i in merged], _region_outputs(outs, merged, uses)) is None:
                 g.merge(q, node)
                 break
         else:
@@ -280,6 +186,20 @@ def _region_io(trace: Trace, members: list[int], uses: Optional[dict] = None) ->
             made[p.name] = p
     outputs = [p for n, p in made.items() if not uses.get(n, set()) <= inside]
     return list(inputs.values()), outputs
+
+
+_NO_USES = frozenset()
+
+
+def _region_outputs(outs: list, members: list[int], uses: dict) -> list[TensorProxy]:
+    """Return the outputs of a region as :func:`_region_io` does (``outs``: each symbol's flat
+    outputs, by index; ``uses`` as :func:`_uses` returns)."""
+    inside = set(members)
+    made: dict[str, TensorProxy] = {}
+    for i in members:
+        for p in outs[i]:
+            made[p.name] = p
+    return [p for n, p in made.items() if not uses.get(n, _NO_USES) <= inside]
 
 
 def _topo_order(nodes: dict[int, BoundSymbol], succ: dict[int, set[int]], first: dict[int, int]) -> list[int]:

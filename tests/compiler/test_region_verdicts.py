@@ -55,3 +55,41 @@ def test_names_do_not_matter_but_shapes_do():
     assert key == rv.region_key(two, [two[0].outputs], "cuda", 64)
     assert key != rv.region_key(wide, [wide[0].outputs], "cuda", 64)
     assert key != rv.region_key(same, [c], "cuda", 64)  # x + x is not x + y
+
+
+def _reference_key(members, outputs, device_kind, phase_limit):
+    """The region-wide numbering region_key must agree with (values named by first appearance)."""
+    from thundervis.compiler.ir import TensorProxy, map_structure
+    names = {}
+
+    def canon(v):
+        if isinstance(v, TensorProxy):
+            return ("T", names.setdefault(v.name, len(names)), v.shape, v.dtype, v.strides, v.device)
+        return v
+
+    def op(b):
+        return (b.sym, repr(map_structure(canon, b.args)), repr(map_structure(canon, b.kwargs)),
+                repr(map_structure(canon, b.outputs)), tuple(op(s) for s in b.subsymbols))
+    return (device_kind, phase_limit, tuple(op(b) for b in members), tuple(canon(p) for p in outputs))
+
+
+def test_member_texts_distinguish_exactly_what_region_wide_numbering_does():
+    import itertools
+    import random
+    from thundervis.compiler.ir import BoundSymbol, TensorProxy
+    rng = random.Random(0)
+    pool = [TensorProxy(f"t{i}", (4, 8), "float32", "cpu") for i in range(5)]
+    regions = []
+    for n in range(300):
+        members = []
+        for k in range(rng.randint(1, 3)):
+            a, b = rng.choice(pool), rng.choice(pool)
+            out = TensorProxy(f"o{n}_{k}", (4, 8), "float32", "cpu")
+            sub = (BoundSymbol("prims.neg", (a,), {}, out, "s"),) if rng.random() < 0.3 else ()
+            members.append(BoundSymbol(rng.choice(["prims.add", "prims.mul"]), (a, b), {"alpha": 1}, out,
+                                       f"u{n}_{k}", subsymbols=sub))
+        regions.append((members, [members[-1].outputs]))
+    for (m1, o1), (m2, o2) in itertools.combinations(regions[:120], 2):
+        same = _reference_key(m1, o1, "cpu", 64) == _reference_key(m2, o2, "cpu", 64)
+        assert same == (rv.region_key(m1, o1, "cpu", 64) == rv.region_key(m2, o2, "cpu", 64))
+    assert len({rv.region_key(m, o, "cpu", 64) for m, o in regions}) < len(regions)  # some do fold
