@@ -10,10 +10,10 @@ Steps: from the end of one ``optimizer.step()`` to the end of the next (torch's 
 step post-hook), which every ordinary training script has; a script that never steps an optimizer
 (inference) is cut at each call of the first chain it ran. The time before the first boundary
 (compiles) is never a step. Kernel profiling runs its instrumented calls first
-(``ProfileSettings.warmup + steps`` calls of each chain), so the steps measured are the ones after
-them (up to :data:`MEASURED_STEPS`); a shorter run measures what it had and says so
-(``instrumented``). On CUDA the device is synchronized at each chain call and boundary of those
-steps, so a chain's interval holds its kernels and not only their launches.
+(``ProfileSettings.warmup + 2 * steps`` calls of each chain, then a report), so the steps measured
+are the ones after them (up to :data:`MEASURED_STEPS`); a shorter run measures the steps after the
+profiled one and says so (``instrumented``). On CUDA the device is synchronized at each chain call
+and boundary of those steps, so a chain's interval holds its kernels and not only their launches.
 
 Ops: during one step (the second), ``torch.profiler`` records CPU ops with their Python frames.
 The ATen ops outside any chain call ran eagerly, counted at the level autograd records them (the
@@ -65,6 +65,7 @@ class StepShareMeter:
         self._op_step: Optional[dict] = None
         self._op_calls: dict = {}
         self._profiling = False
+        self._op_window: list = [None, None]  # the profiled step's begin and end (no analysis in it)
         self._cuda = False
 
     def start(self) -> "StepShareMeter":
@@ -142,11 +143,17 @@ class StepShareMeter:
             self._step_edge(len(self._optimizer) - 1)
 
     def _step_edge(self, index: int) -> None:
-        """Boundary ``index`` passed: step ``index`` begins. Ops are recorded during step 1."""
+        """Boundary ``index`` passed: step ``index`` begins. Ops are recorded during step 1; the
+        profiler's start and its analysis are charged to that step, which is not measured."""
+        edges = self._boundaries()
         if index == 1 and self._prof is None:
             self._begin_ops()
+            if 0 < len(edges) <= 2:
+                self._op_window[0] = edges[-1] = time.perf_counter()
         elif index == 2 and self._profiling:
             self._end_ops(index)
+            if len(edges) == 3:
+                edges[-1] = time.perf_counter()
 
     def _begin_ops(self) -> None:
         try:
@@ -159,6 +166,7 @@ class StepShareMeter:
 
     def _end_ops(self, index: int) -> None:
         self._profiling = False
+        self._op_window[1] = time.perf_counter()
         try:
             self._prof.__exit__(None, None, None)
             self._op_step = {"step": index - 1, **eager_ops(self._prof.events())}
@@ -184,14 +192,16 @@ class StepShareMeter:
         if not steps:
             return None
         walls = [[round(e - b, 6), round(_covered(self._intervals, b, e), 6)] for b, e in steps]
-        first, instrumented = self._skip, False
-        if len(walls) <= first:
-            first, instrumented = 0, True
+        # a run too short to get past the instrumented calls measures the steps after the profiled one
+        first = self._skip if len(walls) > self._skip else 2 if len(walls) > 2 else 0
+        instrumented = first < self._skip
         chosen = [(i, w) for i, w in enumerate(walls) if i >= first and i != 1][:MEASURED_STEPS]
         if not chosen:
             chosen = list(enumerate(walls))[:MEASURED_STEPS]
-        if self._op_step is not None and len(walls) > self._op_step["step"]:
-            self._op_step["wall_s"], self._op_step["compiled_s"] = walls[self._op_step["step"]]
+        if self._op_step is not None and None not in self._op_window:
+            begin, end = self._op_window
+            self._op_step["wall_s"] = round(end - begin, 6)
+            self._op_step["compiled_s"] = round(_covered(self._intervals, begin, end), 6)
         return {"boundary": mode, "steps_seen": len(walls), "first_measured": chosen[0][0],
                 "instrumented": instrumented, "measured": [w for _, w in chosen],
                 "op_step": self._op_step}
@@ -247,8 +257,8 @@ def eager_ops(events) -> dict:
     for e in events:
         if not e.name.startswith(("aten::", "autograd::engine::evaluate_function")) or in_chain(e):
             continue
-        if _unit(e) is not e:
-            continue
+        if _unit(e) is not e or "AccumulateGrad" in e.name:
+            continue  # AccumulateGrad: autograd storing a leaf's .grad, no code of the script's
         backward = e.name.startswith("autograd::")
         seqs: list = []
         if backward:
@@ -331,7 +341,9 @@ def meter_for(profile) -> Optional[StepShareMeter]:
     """Return a started meter for a run with ``profile`` (a ``ProfileSettings``; None: no meter)."""
     if profile is None:
         return None
-    return StepShareMeter(getattr(profile, "warmup", 2) + getattr(profile, "steps", 5) - 1).start()
+    # each chain runs its warm-up calls, K timed calls, K wall-clock calls, then reports (the report
+    # is written during the next call): the steps after those run the plain chains
+    return StepShareMeter(getattr(profile, "warmup", 2) + 2 * getattr(profile, "steps", 5)).start()
 
 
 def stop_meter(meter: Optional[StepShareMeter], note: Callable[[str, dict], None]) -> None:
