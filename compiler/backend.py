@@ -29,7 +29,7 @@ from .input_names import (aot_argument_names, aot_input_names, dynamo_input_name
 from .ir import Trace, flatten
 from .chain_wrappers import (_announced, _eager_boxed, _flatten_boxed_inputs, _guard_first_call,
                              _mutated_inputs_saved, _no_donated_buffers, _saving_copies, _tracing_context)
-from .observer import CompileObserver
+from .observer import CompileObserver, session_observer
 from .pipeline import CompileOptions, compile_chain
 from .profiling import ProfileSettings
 from .shape_specialize import ShapeSpecialized, is_dynamic
@@ -395,7 +395,7 @@ def thundervis_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> C
     compiler = ThundervisCompiler(
         executors=options.get("executors", _defaults["executors"]),
         debug=options.get("debug", _defaults["debug"]),
-        observer=options.get("observer", _defaults["observer"]),
+        observer=options.get("observer", _defaults["observer"]) or session_observer(),  # as jit: the session's
         profile=options.get("profile", _defaults["profile"]),
         targets=options.get("targets"),
         aot=None if "targets" in options else _defaults["aot"],

@@ -11,6 +11,7 @@ import torch
 import torch.fx
 
 from . import chain_calls
+from .observer import backend_loaded
 from .profiling import ProfiledChain
 
 
@@ -154,3 +155,8 @@ def _flatten_boxed_inputs(gm: torch.fx.GraphModule, example_inputs) -> Optional[
     gm.graph.erase_node(boxed)
     gm.recompile()
     return gm
+
+
+# Only the backend imports this module: the backend is loading (torch.compile looked it up), so
+# the session's graph-break watcher starts listening before Dynamo traces the first frame.
+backend_loaded()

@@ -94,3 +94,36 @@ def runtime_reporter() -> Callable[[str, Any], None]:
         except Exception:  # recording is best effort; the user's training goes on
             pass
     return report
+
+
+# Set by thundervis core, which this package never imports: what the ``torch_dynamo_backends``
+# entry point records into when no observer is given and no ``thundervis run`` set one (the
+# process's session recording), and what runs once the backend module is loaded (the session's
+# graph-break watcher, which must listen before Dynamo traces the first frame).
+_session_hooks: dict = {"observer": None, "loaded": None}
+
+
+def set_session_hooks(observer: Optional[Callable[[], CompileObserver]] = None,
+                      loaded: Optional[Callable[[], None]] = None) -> None:
+    """Set the session hooks: ``observer()`` returns the session's observer, ``loaded()`` runs
+    when the backend module is imported (None: no hook)."""
+    _session_hooks["observer"], _session_hooks["loaded"] = observer, loaded
+
+
+def session_observer() -> Optional[CompileObserver]:
+    """Return the session's observer (None when core set no hook or the hook failed)."""
+    hook = _session_hooks["observer"]
+    try:
+        return hook() if hook is not None else None
+    except Exception:  # a session that cannot record never stops a compile
+        return None
+
+
+def backend_loaded() -> None:
+    """Run the ``loaded`` hook (the backend module calls it once, at import)."""
+    hook = _session_hooks["loaded"]
+    if hook is not None:
+        try:
+            hook()
+        except Exception:
+            pass

@@ -8,11 +8,27 @@ extension is imported only when they are called). The recording store, diff, dot
 live in this package; the compiler is ``thundervis.compiler``. Importing ``thundervis`` does not
 import torch (the reading tools never need it); ``thundervis.jit`` loads the compiler on first use.
 """
+from thundervis.compiler import observer as _compiler_observer
 from thundervis.compiler import triton_mode as _triton_mode
 
 from thundervis._version import __version__  # noqa: F401
 
 _triton_mode.set_early()
+
+
+def _session_observer():
+    from thundervis.session import backend_observer
+    return backend_observer()
+
+
+def _backend_loaded():
+    from thundervis.dynamo_breaks import watch_for_session
+    watch_for_session()
+
+
+# torch.compile(backend="thundervis") outside a run records into the session recording, graph
+# breaks included (thundervis.session); the compiler calls these hooks, never imports us.
+_compiler_observer.set_session_hooks(_session_observer, _backend_loaded)
 
 
 def show(obj, **options):

@@ -14,7 +14,9 @@ back to the log text where a torch version moved them. Each event holds: Dynamo'
 (first line, explanation, hints), whether tracing resumed, the compiled frame (function, file,
 first line), the line that ran eagerly in it (file, line, code), the eager lines (the statement,
 or up to the function's end when not resumed), the module that ran eagerly (``LSTM``) and its
-attribute (``rnn``), and the frames below it down to where Dynamo stopped.
+attribute (``rnn``), the frames below it down to where Dynamo stopped, and the backend the frame
+was compiled for. Under ``thundervis run`` the run installs the watcher; outside one,
+:func:`watch_for_session` records the breaks of our backend's frames into the session recording.
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ class GraphBreakWatcher(logging.Handler):
                 return
             if not data["resumed"] and data.get("gb_type"):  # the graph this break ends names it
                 remember_unresumed(data["at_file"], data["at_line"], data["gb_type"])
-            key = (data.get("frame_file"), data.get("frame_function"), data.get("at_line"), data.get("gb_type"))
+            key = (data.get("frame_file"), data.get("frame_function"), data.get("at_line"), data.get("gb_type"),
+                   data.get("backend"))  # another backend's break is not ours, and not ours to skip
             if key in self._seen:
                 return
             self._seen.add(key)
@@ -96,7 +99,7 @@ def describe(record: logging.LogRecord) -> Optional[dict]:
     data = {"resumed": _NOT_RESUMED not in reason, "gb_type": str(getattr(exc, "gb_type", "") or "") or None,
             "reason": dynamo_text[:_REASON_LIMIT], "compile_id": compile_id(),
             "frame_function": getattr(code, "co_name", None), "frame_file": getattr(code, "co_filename", None),
-            "frame_line": getattr(code, "co_firstlineno", None)}
+            "frame_line": getattr(code, "co_firstlineno", None), "backend": _backend_name(root)}
     at = _break_in_frame(stack, code)
     inner = [s for s in stack[stack.index(at) + 1:] if s[2] not in _WRAPPERS] if at is not None else []
     line = getattr(root, "lineno", None)
@@ -117,6 +120,40 @@ def describe(record: logging.LogRecord) -> Optional[dict]:
     first, last = _eager_lines(at[0], at[1], data["resumed"])
     data.update(first_line=first, last_line=last)
     return data
+
+
+def _backend_name(root) -> Optional[str]:
+    """Return the name of the backend the frame is compiled for (``thundervis_backend``,
+    ``ThundervisCompiler``, ``inductor``...): Dynamo's debug wrappers unwrapped; None if unknown."""
+    fn = getattr(getattr(root, "output", None), "compiler_fn", None)
+    for _ in range(8):
+        inner = getattr(fn, "compiler_fn", None)
+        if inner is None:
+            break
+        fn = inner
+    if fn is None:
+        return None
+    return str(getattr(fn, "__name__", None) or type(fn).__name__)[:100]
+
+
+# The backends that are ours: the torch_dynamo_backends entry point and thundervis.jit's compiler.
+OUR_BACKENDS = ("thundervis_backend", "ThundervisCompiler")
+_session_watcher: list = []
+
+
+def watch_for_session() -> None:
+    """Start (once per process) recording graph breaks of frames compiled by our backend outside
+    ``thundervis run`` into the session recording (:mod:`thundervis.session`), which is created on
+    the first such break or compile. Under a run, the run's own watcher records them instead."""
+    if _session_watcher:
+        return
+
+    def note(event: str, data: dict) -> None:
+        if data.get("backend") not in OUR_BACKENDS:
+            return
+        from thundervis import session
+        session.note_outside_run(event, data)
+    _session_watcher.append(GraphBreakWatcher(note).__enter__())
 
 
 def _log_graph_break_locals() -> dict:

@@ -7,6 +7,10 @@ closed with status ``ok`` when the process exits. :func:`recording_of` returns t
 file and the graph ids that a compiled object (or the object it was made from) produced, which is
 what ``thundervis.api.show(compiled_model)`` reads. Under ``thundervis run`` (a process-wide observer
 is set) :func:`jit` records into the run's recording instead, as before.
+``torch.compile(model, backend="thundervis")`` outside a run records into the same session
+recording (:func:`backend_observer`, hooked into the compiler by ``thundervis/__init__``), and the
+graph breaks of frames either compiles are recorded there too
+(:func:`thundervis.dynamo_breaks.watch_for_session`).
 """
 from __future__ import annotations
 
@@ -57,6 +61,19 @@ def _finish() -> None:
             rec.finish_run("ok", 0)
         finally:
             rec.close()
+
+
+def note_outside_run(event: str, data: dict) -> None:
+    """Record ``event`` (a graph break of a frame compiled by our backend) into the session
+    recording, unless ``thundervis run`` is recording this process (its own watcher notes it)."""
+    if backend_mod._defaults["observer"] is None:
+        _recorder().note(event, data)
+
+
+def backend_observer():
+    """Return the observer ``torch.compile(backend="thundervis")`` records into outside a run and
+    without one given: the session recording (see the module doc)."""
+    return _recorder()
 
 
 def flush() -> None:
