@@ -78,6 +78,9 @@ def parse_stack_trace(stack_trace: Optional[str], module: str = "") -> Optional[
 _ROOT = re.compile(r"^(?:(?:L|G)(?:\[[^\]]*\])+|(?:self|fn|args|kwargs)(?:\[[^\]]*\])*)(?:\.|$)")
 
 
+_FOREIGN_ROOT = "G['__import_"
+
+
 def _clean_module_path(path: str) -> str:
     """Return a module path relative to the model, e.g. ``layers.0.attn`` for Dynamo's
     ``getattr(L['self'].layers, '0').attn``, whichever way the model was called."""
@@ -99,11 +102,14 @@ def module_path(meta: dict) -> str:
     if not stack:
         return ""
     try:
-        last = list(stack.values())[-1]
-        path = last[0] if isinstance(last, tuple) else str(last)
+        paths = [str(v[0] if isinstance(v, tuple) else v) for v in stack.values()]
     except Exception:
         return ""
-    return _clean_module_path(str(path))
+    # A module reached through a Python module's global (transformers 5 wraps apply_rotary_pos_emb
+    # in one: G['__import_transformers...'].apply_rotary_pos_emb) is no part of the model: the op
+    # belongs to the model module that called it, else every layer's rotary ops share one "module".
+    paths = [p for p in paths if not p.startswith(_FOREIGN_ROOT)]
+    return _clean_module_path(paths[-1]) if paths else ""
 
 
 def call_site(skip: tuple[str, ...] = ()) -> Optional[SourceInfo]:

@@ -367,11 +367,20 @@ class _Drawing:
             legend(self.g, sorted(self.used_executors), bool(self.times), self.t_max)
 
 
-def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> tuple[list, dict]:
+# A value read by more than this many folded blocks (a mask, the rotary cos/sin tables), or a value
+# of a producer that feeds more than this many blocks (its first reader aside), is a note on each
+# reader ("reads 3 shared values (...)"), not an edge: 24 edges from one box make a fan taller than
+# the diagram. Three keeps the layer -> next layer chain (and a residual skip or two) as edges.
+SHARED_FAN_OUT = 3
+
+
+def _block_edges(folded, producer: dict, input_names: set,
+                 fan_out: int = SHARED_FAN_OUT) -> tuple[list, dict]:
     """Return ``(edges, shared)``: ``edges`` as ``(src, dst, label)``, one per (producer, folded
     block) pair passing values into the block, labelled with the value's type or ``N values``;
-    ``shared`` maps a block's node id to the values it reads that more than ``fan_out`` blocks read
-    (masks, rotary tables: named in the block, not drawn as edges across the whole diagram). Trace
+    ``shared`` maps a block's node id to the values it reads that more than ``fan_out`` blocks read,
+    or that come from a producer feeding more than ``fan_out`` blocks, its first reader aside (named
+    in the block, not drawn as edges across the whole diagram; see ``SHARED_FAN_OUT``). Trace
     inputs (weights) are not drawn."""
     into: dict[tuple[str, str], list] = {}
     for blk in folded:
@@ -384,15 +393,20 @@ def _block_edges(folded, producer: dict, input_names: set, fan_out: int = 3) -> 
                 if p.name not in (v.name for v in values):
                     values.append(p)
     readers: dict[str, int] = {}
-    for vals in into.values():
+    fed: dict[str, list] = {}  # producer -> the folded blocks it passes values to, in trace order
+    for (src, dst), vals in into.items():
+        fed.setdefault(src, []).append(dst)
         for p in vals:
             readers[p.name] = readers.get(p.name, 0) + 1
     edges, shared = [], {}
     for (src, dst), vals in into.items():
-        wide = [p for p in vals if readers[p.name] > fan_out]
+        # a hub keeps its edge to its first reader (the next layer: the residual stream stays drawn)
+        hub = len(fed[src]) > fan_out and fed[src][0] != dst
+        wide = [p for p in vals if readers[p.name] > fan_out or hub]
         if wide:
             shared.setdefault(dst, []).extend(wide)
-        vals = [p for p in vals if readers[p.name] <= fan_out]
+        wide_names = {p.name for p in wide}
+        vals = [p for p in vals if p.name not in wide_names]
         if vals:
             edges.append((src, dst, type_label(vals[0]) if len(vals) == 1 else f"{len(vals)} values"))
     return edges, shared

@@ -4,7 +4,10 @@ A block is the module path up to its first numbered component (``model.layers.3`
 ``model.layers.3.self_attn.q_proj``, ``transformer.h.0`` for ``transformer.h.0.ln_1``); a module
 without a numbered component is its own block (``model.embed_tokens``, ``lm_head``). A top-level
 symbol belongs to the block most of its ops come from (a fusion's members vote; ties go to the
-first); a symbol with no recorded module belongs to no block and is drawn on its own.
+first), and a fusion with any op from a numbered block belongs to a numbered block: it runs once per
+layer, so voting it into a shared module (the rotary table, a helper function recorded as its own
+module) would make that module one hub box wired to every layer. A symbol with no recorded module
+belongs to no block and is drawn on its own.
 
 :func:`module_blocks` groups the top-level symbols of a trace; the diagram (``thundervis.dot``)
 draws each block collapsed to one node unless it is expanded. Pure functions over the IR: no
@@ -42,11 +45,14 @@ def _modules(b: BoundSymbol) -> list[str]:
 
 def symbol_block(b: BoundSymbol) -> str:
     """Return the block of one top-level symbol (``""``: none)."""
-    votes = Counter(block_of(m) for m in _modules(b) if m)
-    if not votes:
+    blocks = [block_of(m) for m in _modules(b) if m]
+    numbered = [blk for blk in blocks if is_numbered(blk)]
+    blocks = numbered or blocks  # a repeated layer's op outvotes any shared module (module docstring)
+    if not blocks:
         return ""
+    votes = Counter(blocks)
     top = max(votes.values())
-    return next(blk for blk in (block_of(m) for m in _modules(b) if m) if votes[blk] == top)
+    return next(blk for blk in blocks if votes[blk] == top)
 
 
 def submodule_of(b: BoundSymbol, block: str) -> str:

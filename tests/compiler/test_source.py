@@ -29,6 +29,18 @@ def test_module_path_spellings_normalize_to_one(spelling):
     assert _clean_module_path(spelling) == "layers.0.mlp"
 
 
+def test_a_module_reached_through_a_python_module_global_is_the_callers():
+    """transformers 5 wraps apply_rotary_pos_emb in a module held by modeling_llama's globals: its
+    ops belong to the attention layer that called it, not to a top-level "apply_rotary_pos_emb"."""
+    from thundervis.compiler.source import module_path
+    stack = {"1": ("L['self'].model.layers[3].self_attn", object),
+             "2": ("G['__import_transformers_dot_models_dot_llama_dot_modeling_llama'].apply_rotary_pos_emb",
+                   object)}
+    assert module_path({"nn_module_stack": stack}) == "model.layers.3.self_attn"
+    assert module_path({"nn_module_stack": {"1": ("G['__import_x'].f", object)}}) == ""
+    assert module_path({"nn_module_stack": {"1": ("G['model'].layers[0]", object)}}) == "layers.0"
+
+
 def test_root_module_path_is_empty():
     for root in ("L['self']", "L['args'][0]", "G['model']", "self"):
         assert _clean_module_path(root) == ""

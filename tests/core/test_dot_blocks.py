@@ -174,3 +174,88 @@ def test_a_failed_render_is_one_sentence(monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
     with pytest.raises(dot.RenderError, match="^Graphviz failed: "):
         dot.render("digraph { a -> }", "svg")
+
+
+N_SHARED = 6
+
+
+class GatedLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x, gate):
+        return x + torch.tanh(self.fc(x)) * gate
+
+
+class GatedStack(torch.nn.Module):
+    """Every layer reads one gate computed once at the top, as a Llama's layers read the rotary tables."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = torch.nn.Linear(8, 16)
+        self.embed = torch.nn.Linear(8, 16)
+        self.layers = torch.nn.ModuleList(GatedLayer() for _ in range(N_SHARED))
+
+    def forward(self, x):
+        g = torch.sigmoid(self.gate(x)).exp()
+        h = self.embed(x)
+        for layer in self.layers:
+            h = layer(h, g)
+        return h.sum()
+
+
+def _block_ids(src: str) -> dict:
+    return {m.group(1): m.group(2) for m in re.finditer(r'^\t(block_\d+) \[label=<<B>([\w.]+)</B>', src, re.M)}
+
+
+def test_a_value_read_by_many_blocks_is_a_note_not_a_fan_of_edges():
+    torch.manual_seed(0)
+    obs = Collect()
+    reset_graph_ids()
+    jit(GatedStack(), executors=["pwfuse"], observer=obs)(torch.randn(4, 8)).backward()
+    src = dot.trace_to_dot(obs.chain("forward")[-1])
+    ids = _block_ids(src)
+    edges = re.findall(r"^\t(\w+) -> (block_\d+)", src, re.M)
+    fans = {s: sum(1 for a, _ in edges if a == s) for s, _ in edges}
+    assert max(fans.values()) <= dot.SHARED_FAN_OUT, fans  # no box wired to every layer
+    readers = [p for i, p in ids.items() if p.startswith("layers.")
+               and re.search(rf'^\t{i} \[label=.*reads 1 shared value \(f32\[4, 16\]\)', src, re.M)]
+    assert len(readers) >= N_SHARED - 1, readers  # the gate is named in each layer that reads it
+    # the residual stream still chains layer i to layer i+1 as an edge
+    by_path = {p: i for i, p in ids.items()}
+    assert (by_path["layers.2"], by_path["layers.3"]) in edges
+
+
+def _fake(uid: str, module: str, inputs=(), out=None):
+    from thundervis.compiler.ir import BoundSymbol, SourceInfo
+    return BoundSymbol("prims.mul", tuple(inputs), {}, out, uid, source=SourceInfo("m.py", 1, module=module))
+
+
+def test_a_kernel_with_a_layers_op_belongs_to_that_layer_not_to_a_shared_helper():
+    """A Llama's rotary kernel is mostly apply_rotary_pos_emb's ops (a function module, no layer
+    number) and a few of the layer's: voting it into "apply_rotary_pos_emb" made one hub box that
+    every layer fed and read."""
+    from thundervis.compiler.ir import BoundSymbol
+    members = tuple(_fake(f"s{i}", m) for i, m in enumerate(
+        ["model.rotary_emb"] * 3 + ["model.layers.4.self_attn"] * 2 + ["apply_rotary_pos_emb"] * 8))
+    kernel = BoundSymbol("fw_fusion_9", (), {}, None, "k", subsymbols=members, executor="triton", fusion=True)
+    assert symbol_block(kernel) == "model.layers.4"
+    helper_only = BoundSymbol("fw_fusion_1", (), {}, None, "k1", subsymbols=members[:3] + members[5:],
+                              executor="triton", fusion=True)
+    assert symbol_block(helper_only) == "apply_rotary_pos_emb"  # no layer op: the majority still wins
+
+
+def test_a_producer_feeding_many_blocks_is_a_note_on_each():
+    """Distinct values from one producer to more than SHARED_FAN_OUT blocks (a hub) draw no fan either."""
+    from types import SimpleNamespace
+    from thundervis.dot import _block_edges
+    vals = [SimpleNamespace(name=f"v{i}", shape=(2,), dtype=torch.float32) for i in range(6)]
+    folded = [SimpleNamespace(node_id=f"block_{i + 1}", symbols=(SimpleNamespace(flat_inputs=lambda v=v: [v]),))
+              for i, v in enumerate(vals)]
+    producer = {v.name: "block_0" for v in vals}
+    edges, shared = _block_edges(folded, producer, set())
+    assert [e[:2] for e in edges] == [("block_0", "block_1")]  # the first reader keeps its edge
+    assert sorted(shared) == [f"block_{i + 1}" for i in range(1, 6)]
+    edges, shared = _block_edges(folded[:3], producer, set())
+    assert len(edges) == 3 and not shared
