@@ -8,6 +8,12 @@ and remat, the part the cache replays) and the passes marked "from cache". The r
 are the result (target: compile time <= 0.3); the warm recording must hold every pass the cold one
 does.
 
+Then where each run's compile time went: ``partition`` (the remat pass: both policies' partitions,
+which a partition-cache hit shortens), ``acquire`` (FX to our IR, every chain), ``passes`` (the
+pipeline, codegen included), ``chain rest`` (the rest of the chains' own compile: on a hit, loading
+and validating the cache entry and recording the replayed passes) and ``torch`` (what is left: the
+AOTAutograd joint trace and the rest of torch's work between Dynamo and our chains).
+
     python benchmarks/compile_cache.py [--script examples/train_gpt.py] [-- SCRIPT ARGS...]
 """
 from __future__ import annotations
@@ -44,7 +50,34 @@ def run_once(script: str, script_args: list, out: str, cache_dir: str, no_cache:
               if c["kind"] in ("forward", "backward", "inference") and p["name"] not in _BACKEND_PASSES]
     return {"wall_s": wall, "compile_s": compile_ms / 1e3, "passes": len(passes),
             "passes_s": sum(p.get("ms") or 0.0 for p in passes) / 1e3,
-            "from_cache": _from_cache(out)}
+            "from_cache": _from_cache(out), "parts": _parts(data["graphs"])}
+
+
+def _parts(graphs: list) -> dict:
+    """Where the graphs' compile time went, in seconds (see the module doc)."""
+    parts = dict.fromkeys(("partition", "acquire", "passes", "chain rest", "torch"), 0.0)
+    for g in graphs:
+        chains = {c["kind"]: c for c in g["chains"]}
+        own = g["compile"].get("chains") or {}
+        total = (g["compile"]["total_ms"] or 0.0) / 1e3
+        spent = 0.0
+        for kind, c in chains.items():
+            ms = {p["name"]: 0.0 for p in c["passes"]}
+            for p in c["passes"]:
+                ms[p["name"]] += (p.get("ms") or 0.0) / 1e3
+            part, acq = ms.pop("remat", 0.0), ms.pop("acquire", 0.0)
+            parts["partition"] += part
+            parts["acquire"] += acq
+            parts["passes"] += sum(ms.values())
+            spent += part + acq + sum(ms.values())
+            chain_s = ((own.get(kind) or {}).get("ms") or 0.0) / 1e3
+            if chain_s:
+                # a chain's own time holds its acquire and passes; the partition ran before it
+                rest = max(0.0, chain_s - acq - sum(ms.values()))
+                parts["chain rest"] += rest
+                spent += rest
+        parts["torch"] += max(0.0, total - spent)
+    return parts
 
 
 def _from_cache(rec: str) -> int:
@@ -79,6 +112,9 @@ def main() -> int:
     print(f"pipeline passes warm / cold: {warm['passes_s'] / max(cold['passes_s'], 1e-9):.3f}; "
           f"wall warm / cold: {warm['wall_s'] / cold['wall_s']:.2f}")
     print(f"warm recording complete (every pass, marked from cache): {'yes' if complete else 'NO'}")
+    print("where the compile time went (s): " + "  ".join(f"{k:>10}" for k in cold["parts"]))
+    for name, r in rows.items():
+        print(f"  {name:<9}" + " " * 22 + "  ".join(f"{v:>10.2f}" for v in r["parts"].values()))
     return 0
 
 

@@ -4,10 +4,13 @@ Partitioning a joint graph both ways (:mod:`.remat`) costs most of a compile tha
 (:mod:`.compile_cache`) replays: the min-cut search, and the CSE that precedes it (whose first use
 imports Inductor's pattern matcher, seconds). What decides a partition is small: the names of the
 values (and symbolic sizes) the forward saves for the backward, and, for min-cut, which nodes its
-CSE merged. An entry keeps exactly that, per policy, as plain JSON; on a hit the forward and backward
-modules are rebuilt from this run's joint graph with torch's own extraction helper
-(``partitioners._extract_fwd_bwd_modules``) and the same steps the partitioners run around it, so
-they are the modules a cold partition makes.
+CSE merged. An entry keeps exactly that, per policy, as plain JSON, with a digest of the graphs the
+partition made. On a hit torch's own min-cut partitioner runs on this run's joint graph with its two
+costly steps answered from the entry (:func:`hooked`: the CSE merges those nodes, the search returns
+those saved values), so everything else it does, down to the extraction of the forward and backward
+modules (``partitioners._extract_fwd_bwd_modules``), is this torch's own; the modules must then
+match the entry's names and digest. ``default_partition`` (a linear scan) runs as it is, and its
+result is checked against the entry's ``off`` choice.
 
 Key: a canonical hash of the joint graph (each node's op, target, name, argument structure, the
 shape, stride, dtype and device of its value, the partitioner's tags), the partitioner's arguments,
@@ -15,8 +18,8 @@ the min-cut settings (:data:`.remat.AUTO_CONFIG` and functorch's config) and the
 cache keys on. Entries are validated strictly: a name that is no node of this joint graph, a
 duplicate, a wrong type or an oversized list is a miss with a note, and the partition runs as if
 there were no entry. Graphs the rebuild cannot reproduce exactly (activation checkpointing tags,
-opaque or symbolic saved values, activation offloading) are never cached; a torch whose helper is
-missing or refuses the names falls back to a real partition.
+opaque saved objects, activation offloading or quantization) are never cached; a torch whose
+partitioner lacks these steps or the extraction helper, or refuses the names, partitions for real.
 """
 from __future__ import annotations
 

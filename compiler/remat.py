@@ -125,16 +125,7 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None
     of searching, and the result is checked against it (any fault: partitioned again, with a note)."""
     from . import partition_cache as pc
     n_user, t0 = int(kwargs.get("num_fwd_outputs", 0)), time.perf_counter()
-    store, key, entry, event = None, None, None, None
-    if cache is not None:
-        why = pc.cacheable(joint)
-        if why is None:
-            store = pc.PartitionStore(cache.root)
-            key = pc.key(joint, kwargs, AUTO_CONFIG)
-            entry, note = store.load(key)
-            event = {"hit": False, "key": key[:16], **({"note": note} if note else {})}
-        else:
-            event = {"hit": False, "note": f"partition not cached: {why}"}
+    store, key, entry, event = _lookup(cache, joint, kwargs)
     # each partitioner may edit the joint graph it is given; node metadata (fake tensors) is shared
     spare = torch.fx.GraphModule(joint, copy.deepcopy(joint.graph))
     off = default_partition(spare, joint_inputs, **kwargs)
@@ -157,13 +148,32 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None
                 chose = {"error": error[:2000]} if auto is None else {**pc.choice(auto[0], n_user),
                                                                       "cse": hooks.pairs or [], "digest": pc.digest(auto)}
                 store.store(key, {"off": {**pc.choice(off[0], n_user), "digest": pc.digest(off)}, "auto": chose})
-            except pc.Refused as e:
-                event["note"] = f"partition not cached: {e}"
+            except Exception as e:  # a choice that cannot be kept is simply not kept
+                event["note"] = f"partition not cached: {e}"[:300]
     if hit:
         event = {"hit": True, "key": key[:16]}
     rows = decisions(off, auto, n_user)
     return Partitioned(policy=policy, n_user_outputs=n_user, off=off, auto=auto, error=error,
                        decisions=rows, seconds=time.perf_counter() - t0, cache=event)
+
+
+def _lookup(cache, joint: torch.fx.GraphModule, kwargs: dict) -> tuple:
+    """Return (store, key, raw entry, event) of ``joint``'s partition in ``cache`` (a
+    ``CompileCache`` or None); store and key are None when it is not to be cached, the entry None on
+    a miss. Never raises: a cache that cannot be used is a miss with a note."""
+    from . import partition_cache as pc
+    if cache is None:
+        return None, None, None, None
+    try:
+        why = pc.cacheable(joint)
+        if why is not None:
+            return None, None, None, {"hit": False, "note": f"partition not cached: {why}"}
+        store = pc.PartitionStore(cache.root)
+        key = pc.key(joint, kwargs, AUTO_CONFIG)
+        entry, note = store.load(key)
+    except Exception as e:  # the partition goes on without the cache
+        return None, None, None, {"hit": False, "note": f"partition cache unusable: {type(e).__name__}: {e}"[:300]}
+    return store, key, entry, {"hit": False, "key": key[:16], **({"note": note} if note else {})}
 
 
 def _min_cut(joint: torch.fx.GraphModule, joint_inputs, kwargs: dict) -> tuple:
