@@ -194,4 +194,5 @@ def read_memory(rec) -> Optional[MemoryLedger]:
     return MemoryLedger(graphs=tuple(MemoryGraph(*g) for g in graphs), saved=tuple(out_saved),
                         decisions=tuple(out_dec), timeline=lines, peaks=tuple(Peak(*p) for p in peaks),
                         measured=None if measured is None else tuple(
-                            Measured(*m) for m in measured if _one_of(m[1], CHAINS, "memory_measured.chain", where)))
+                            Measured(*m) for m in measured
+                            if _one_of(m[1], CHAINS + ("inference",), "memory_measured.chain", where)))
