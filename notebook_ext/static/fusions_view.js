@@ -126,6 +126,8 @@ function fusionsTab(view, c) {
     kdetail.appendChild(srcs);
     if ((k.asm_targets || []).length) kdetail.appendChild(asmPanel(ask, model.get("graph"), c.kind, k.name, k.asm_targets));
   };
+  const executorParts = (tag) => String(tag || "").split(" · ").flatMap((part, i, all) =>
+    [h("span", { text: i < all.length - 1 ? `${part} ·` : part }), i < all.length - 1 ? " " : null]);
   for (const k of kernels) {
     const folded = k.fold && k.fold.folded; // one row for a repeated layer's kernels: the first one's, which opens
     if (folded && k.fold.opens !== k.id) continue;
@@ -137,7 +139,8 @@ function fusionsTab(view, c) {
         k.fallback ? h("span", { class: "tv-fellback", title: k.fallback_text, text: ` ⚠ ${k.status}` }) : null),
       checked ? h("td", { class: `tv-verdict ${verdictClass(k.numerics ? k.numerics.verdict : "")}`, title: k.numerics ? k.numerics.title : "",
                           text: k.numerics ? k.numerics.text : "-" }) : null,
-      h("td", { text: k.tag || k.executor }),
+      // present's tag, cut only at its " · ": "triton ·" / "ran on cpu via torch", two lines at most
+      h("td", { class: "tv-executor" }, ...executorParts(k.tag || k.executor)),
       h("td", { text: k.n_ops }),
       // its chain's wall time per call against its kernels (present.chain_times) on hover
       h("td", { text: folded ? k.fold.median : k.median, title: k.chain_time ? `${k.chain} chain: ${k.chain_time}` : null }),
