@@ -11,9 +11,11 @@ for a ``--target``), but the region runs through one of two CPU paths:
 The first call times the torch path on the real inputs. A region whose torch path takes at least
 :func:`inductor_threshold_us` (smaller ones cannot win back a compiled call's fixed cost) is tried
 with Inductor once it proved hot (:func:`inductor_after_calls`: a short run never pays for a
-compile). Inductor compiles it in a worker process (:mod:`.cpu_builds`), never on the training
-thread: the region runs through torch meanwhile, then calls alternate between both paths, timed,
-and the lower median stays for good. Each step of the decision goes to the observer as a
+compile). Inductor compiles it in a worker process (:mod:`.cpu_builds`: AOTInductor, into a plain
+shared library this process loads without importing Inductor), never on the training thread: the
+region runs through torch meanwhile, then calls alternate between both paths, timed (one
+``perf_counter`` pair per call: the timing adds nothing a step can feel), and the lower median
+stays for good. Each step of the decision goes to the observer as a
 ``kernel_path`` runtime event (``device``, ``via``, ``planned``, ``torch_us``, ``inductor_us``,
 ``why``, the timings in ``samples_us`` and the worker's ``build_s``), so every view can say what
 ran where; ``cpu_build`` events (``building``, ``built``, ``failed``) say what is compiling.
