@@ -55,3 +55,29 @@ def kept_top(cursor: int, top: int, height: int) -> int:
     if cursor >= top + height:
         return cursor - height + 1
     return top
+
+
+MEMORY_PLOT_ROWS = 6  # the memory screen's sparkline when there is room ...
+LEAST_PLOT_ROWS = 2  # ... and the least worth drawing (below it the plot goes)
+MIN_MEMORY_TABLE_ROWS = 5  # the saved tensors' header and four rows, which then scroll
+MEMORY_KEPT_LINES = 2  # the summary's totals line and its peak line stay on any screen
+
+
+def memory_rows(height: int, width: int, summary: list[int]) -> tuple[int, int, int]:
+    """Return (summary rows, plot rows, table rows) for the memory screen ``height`` rows tall and
+    ``width`` columns wide, whose summary has lines ``summary`` characters long (padded one column
+    each side, wrapped). The table keeps :data:`MIN_MEMORY_TABLE_ROWS` rows and scrolls: the plot
+    gives up rows first (down to :data:`LEAST_PLOT_ROWS`), then the summary's lines after its totals
+    and peak, then the plot the rest; the totals and peak are never cut, so on a tiny terminal the
+    table gets what is left."""
+    cols = max(1, width - 2)
+    wrapped = [max(1, -(-n // cols)) for n in summary]
+    room = max(0, height - 2)  # the title line and the footer
+    kept = sum(wrapped[:MEMORY_KEPT_LINES])
+    text = sum(wrapped)
+    if room - text - LEAST_PLOT_ROWS < MIN_MEMORY_TABLE_ROWS:  # the what-if lines go before the plot does
+        text = kept
+    plot = min(MEMORY_PLOT_ROWS, room - text - MIN_MEMORY_TABLE_ROWS)
+    plot = plot if plot >= LEAST_PLOT_ROWS else 0
+    text = min(text, room)
+    return text, plot, max(0, room - text - plot)

@@ -17,6 +17,7 @@ from thundervis.present.units import format_bytes
 from thundervis.safe_text import visible_line
 
 from .base_screen import DetailScreen, detail_bindings
+from .layout import memory_rows
 
 COLUMNS = ("bytes", "tensor", "shape", "kind", "made by", "line", "module", "why")
 
@@ -66,3 +67,19 @@ class MemoryScreen(DetailScreen):
                 format_bytes(s.storage_bytes), s.name, f"{s.dtype}[{shape}]", s.kind, s.op or s.producer,
                 line_label(s.file, s.line), s.module, s.why[:100])), key=str(i))
         table.focus()
+        self.fit_rows()
+
+    def on_resize(self, event) -> None:
+        """Share the new height again (layout.memory_rows)."""
+        self.fit_rows()
+
+    def fit_rows(self) -> None:
+        """Size the summary, the plot and the table so the totals and the peak stay on screen and
+        the table scrolls in the rest (layout.memory_rows)."""
+        lines = [len(x) for x in summary_text(self.report).plain.split("\n")]
+        text, plot, table = memory_rows(self.size.height, self.size.width, lines)
+        self.query_one("#msummary", Static).styles.height = text
+        spark = self.query_one("#mplot", Sparkline)
+        spark.styles.height = plot
+        spark.display = plot > 0
+        self.query_one(DataTable).styles.height = table

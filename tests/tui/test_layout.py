@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from tui_helpers import open_app, settle, wait_for
 
-from thundervis.tui.layout import MIN_TRACE_ROWS, jump_top, kept_top, narrow_rows
+from thundervis.tui.layout import (LEAST_PLOT_ROWS, MEMORY_PLOT_ROWS, MIN_MEMORY_TABLE_ROWS, MIN_TRACE_ROWS,
+                                   jump_top, kept_top, memory_rows, narrow_rows)
 
 
 @pytest.mark.parametrize("height", range(16, 60))
@@ -84,3 +85,27 @@ async def test_a_search_jump_then_the_details_at_80x24(small_rec):
         await pilot.press("i")  # closed again: the band has its rows back
         await pilot.pause(0.3)
         assert view.scrollable_content_region.height >= 12
+
+
+# the memory screen's summary at 80 columns: totals (wraps to 2 rows), the peak, the what-if line
+SUMMARY = [96, 66, 40]
+
+
+@pytest.mark.parametrize("height", range(8, 60))
+@pytest.mark.parametrize("width", [60, 80, 160])
+def test_the_memory_table_keeps_its_rows_and_the_totals_and_peak_stay(height, width):
+    text, plot, table = memory_rows(height, width, SUMMARY)
+    kept = memory_rows(100, width, SUMMARY[:2])[0]  # the totals and the peak, wrapped at this width
+    assert text + plot + table == height - 2  # the title line and the footer
+    assert text >= min(kept, height - 2)  # never cut
+    assert plot == 0 or LEAST_PLOT_ROWS <= plot <= MEMORY_PLOT_ROWS
+    if height - 2 >= kept + MIN_MEMORY_TABLE_ROWS:
+        assert table >= MIN_MEMORY_TABLE_ROWS
+
+
+def test_memory_rows_at_80x24_and_when_tall():
+    assert memory_rows(24, 80, SUMMARY) == (4, 6, 12)  # everything, the table scrolls in 12 rows
+    assert memory_rows(14, 80, SUMMARY) == (4, 3, 5)  # the plot gives up rows first
+    assert memory_rows(12, 80, SUMMARY) == (3, 2, 5)  # then the what-if line
+    assert memory_rows(10, 80, SUMMARY) == (3, 0, 5)  # then the plot
+    assert memory_rows(48, 160, SUMMARY) == (3, 6, 37)

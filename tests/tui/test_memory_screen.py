@@ -86,3 +86,31 @@ async def test_memory_screen_on_an_older_recording(memory_rec, tmp_path):
         await pilot.press("M")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "MemoryScreen")
         assert "not recorded in this recording (made by an older version)" in screen_text(app)
+
+
+async def _open_memory(pilot):
+    app = pilot.app
+    await settle(app, pilot)
+    await pilot.press("M")
+    await wait_for(pilot, lambda: type(app.screen).__name__ == "MemoryScreen")
+    await pilot.pause(0.1)
+
+
+async def test_at_80x24_the_totals_and_the_peak_stay_on_screen_and_the_table_scrolls(memory_rec):
+    """The table took the screen's height and pushed the totals and the plot off the top (layout.memory_rows)."""
+    app = open_app(memory_rec)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _open_memory(pilot)
+        scr = app.screen
+        summary, plot, table = (scr.query_one(s) for s in ("#msummary", "#mplot", "#mtable"))
+        assert scr.scroll_offset.y == 0 and summary.region.y == 1 and summary.region.height >= 2
+        assert "static peak" in str(summary.render()) and plot.region.height > 0
+        assert table.region.bottom <= 23 and table.region.height >= 5  # the footer's row is the last
+        for i in range(table.row_count):  # moving down the table scrolls it, never the screen
+            table.move_cursor(row=i)
+        await pilot.pause(0.1)
+        assert summary.region.y == 1
+
+
+def test_snapshot_80x24_memory(snap_compare, memory_rec):
+    assert snap_compare(open_app(memory_rec), terminal_size=(80, 24), run_before=_open_memory)
