@@ -120,3 +120,12 @@ def test_region_order_stays_topological_and_searches_stay_exact():
                 if a != b:
                     expect = any(s != b and _reaches(g, s, b) for s in g.succ[a])
                     assert (g.has_detour(a, b) is not None) == expect, (seed, a, b)
+
+
+def test_region_outputs_from_kept_lists_match_region_io():
+    trace = residual_stream(6)
+    uses = fuse_pass._uses(trace)
+    outs = [b.flat_outputs() for b in trace.symbols]
+    n = len(trace.symbols)
+    for members in ([0], [0, 1], [1, 2, 3], [3, 4], list(range(n)), [2, 5, 9, 17], [n - 1]):
+        assert fuse_pass._region_outputs(outs, members, uses) == fuse_pass._region_io(trace, members, uses)[1]
