@@ -88,6 +88,19 @@ def measure(layers: int, folded: bool) -> dict:
             "recording_bytes": size}
 
 
+def compare(layers: int) -> dict:
+    """Return {"unfolded": ..., "folded": ...}: :func:`measure` of each mode, in a fresh process each;
+    RuntimeError (one sentence) when a run fails."""
+    results = {}
+    for mode in ("unfolded", "folded"):
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--layers", str(layers), "--one", mode],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the {mode} run failed: {proc.stderr.strip().splitlines()[-1:]}")
+        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return results
+
+
 def main(argv=None) -> int:
     """Run both modes in fresh processes and print them side by side; 0 on success."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -97,14 +110,11 @@ def main(argv=None) -> int:
     if args.one:
         print(json.dumps(measure(args.layers, args.one == "folded")))
         return 0
-    results = {}
-    for mode in ("unfolded", "folded"):
-        proc = subprocess.run([sys.executable, __file__, "--layers", str(args.layers), "--one", mode],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"the {mode} run failed: {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-            return 1
-        results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        results = compare(args.layers)
+    except RuntimeError as e:
+        print(str(e), file=sys.stderr)
+        return 1
     print(f"tiny Llama, {args.layers} layers, one training step (load: {os.getloadavg()[0]:.1f})")
     rows = [("step wall s", "wall_s", "{:.2f}"), ("kernel source generation CPU s", "generate_cpu_s", "{:.3f}"),
             ("modules generated / asked", None, None), ("kernels recorded", "kernels", "{}"),
