@@ -123,7 +123,7 @@ class StepShareMeter:
         ranges = getattr(self._local, "ranges", None)
         if ranges:
             ranges.pop().__exit__(None, None, None)
-        depth = getattr(self._local, "depth", 1) - 1
+        depth = max(getattr(self._local, "depth", 1) - 1, 0)
         self._local.depth = depth
         if depth == 0:
             if self._measuring():
@@ -148,8 +148,8 @@ class StepShareMeter:
         edges = self._boundaries()
         if index == 1 and self._prof is None:
             self._begin_ops()
-            if 0 < len(edges) <= 2:
-                self._op_window[0] = edges[-1] = time.perf_counter()
+            if 0 < len(edges) <= 2 and self._op_window[0] is not None:
+                edges[-1] = self._op_window[0]  # the profiler's start belongs to the profiled step
         elif index == 2 and self._profiling:
             self._end_ops(index)
             if len(edges) == 3:
@@ -161,6 +161,7 @@ class StepShareMeter:
             self._prof = profile(activities=[ProfilerActivity.CPU], with_stack=True)
             self._prof.__enter__()
             self._profiling = True
+            self._op_window[0] = time.perf_counter()
         except Exception:  # another profiler is running (the user's): no op counts
             self._prof, self._profiling = False, False
 
@@ -186,7 +187,10 @@ class StepShareMeter:
                 self._prof.__exit__(None, None, None)
             except Exception:
                 pass
-        mode = self._mode or ("optimizer.step" if len(self._optimizer) >= 2 else "first chain")
+        # decided again now: a script that accumulates gradients calls its first graph several
+        # times before its first optimizer step, but its steps are still the optimizer's
+        mode = "optimizer.step" if len(self._optimizer) >= 3 or (self._mode is None and len(self._optimizer) >= 2) \
+            else "first chain"
         edges = self._optimizer if mode == "optimizer.step" else self._first_calls
         steps = [(b, e) for b, e in zip(edges, edges[1:])]
         if not steps:
@@ -195,11 +199,13 @@ class StepShareMeter:
         # a run too short to get past the instrumented calls measures the steps after the profiled one
         first = self._skip if len(walls) > self._skip else 2 if len(walls) > 2 else 0
         instrumented = first < self._skip
-        chosen = [(i, w) for i, w in enumerate(walls) if i >= first and i != 1][:MEASURED_STEPS]
+        window = tuple(self._op_window) if None not in self._op_window else None
+        profiled = {i for i, (b, e) in enumerate(steps) if window and b < window[1] and e > window[0]}
+        chosen = [(i, w) for i, w in enumerate(walls) if i >= first and i not in profiled][:MEASURED_STEPS]
         if not chosen:
             chosen = list(enumerate(walls))[:MEASURED_STEPS]
-        if self._op_step is not None and None not in self._op_window:
-            begin, end = self._op_window
+        if self._op_step is not None and window is not None:
+            begin, end = window
             self._op_step["wall_s"] = round(end - begin, 6)
             self._op_step["compiled_s"] = round(_covered(self._intervals, begin, end), 6)
         return {"boundary": mode, "steps_seen": len(walls), "first_measured": chosen[0][0],

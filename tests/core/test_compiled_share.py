@@ -143,6 +143,28 @@ def test_a_compiled_mlp_step_is_nearly_all_compiled_by_ops(tmp_path):
     assert share.time_pct > 0
 
 
+INFERENCE_SCRIPT = """\
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).eval()
+f = torch.compile(model)
+with torch.no_grad():
+    for _ in range(8):
+        f(torch.randn(8, 16)).softmax(-1).argmax(-1)
+"""
+
+
+def test_a_script_without_an_optimizer_is_cut_at_its_first_chain(tmp_path, capsys):
+    path = _run(str(tmp_path), "infer.py", INFERENCE_SCRIPT, {})
+    share = _share(path)
+    assert share.measured and share.boundary == "first chain" and share.steps >= 3
+    assert "between calls of the first graph" in share.note
+    # softmax and argmax ran eagerly, the model's ops in the inference chain
+    assert 0 < share.compiled_ops < share.total_ops
+    code, out, _ = run_cli(capsys, "ls", path)  # an inference chain's measured memory reads back too
+    assert code == 0 and share.text in out
+
+
 def _event(name, data):
     return SimpleNamespace(event=name, data=data)
 
@@ -167,7 +189,7 @@ def test_the_event_is_read_and_worded():
     assert s.time_pct == 50.0 and (s.compiled_ops, s.total_ops) == (15, 60)
     assert s.text == "compiled: 50% of step time, 15 of 60 ops; eager: m.py:12-13 LSTM and the rest of forward 40%"
     assert s.regions[0].ops == 40 and s.elsewhere_pct == 5.0
-    assert s.short == "compiled 50% time · 25% ops" and "2 steps between optimizer.step() calls" in s.note
+    assert s.short == "compiled 50% of time · 25% of ops" and "2 steps between optimizer.step() calls" in s.note
 
 
 def test_hostile_fields_are_checked():
@@ -213,6 +235,33 @@ def test_eager_ops_are_counted_at_autograd_level_outside_compiled_ranges():
     assert lstm_place["ops"] >= 2 and lstm_place["us"] > 0
     assert got["eager_ops"] >= lstm_place["ops"]
     assert not any("addmm" in json.dumps(p) for p in got["places"])
+
+
+def test_the_meter_cuts_steps_at_optimizer_steps_and_times_chain_calls():
+    import time
+
+    import torch
+    from thundervis.step_share import StepShareMeter
+    p = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.SGD([p], lr=0.1)
+    meter = StepShareMeter(skip_steps=2).start()
+    try:
+        for _ in range(7):
+            meter.chain_started(0, "forward")  # what compiler.chain_calls tells it
+            time.sleep(0.005)
+            meter.chain_finished(0, "forward")
+            (p * 2).sum().backward()
+            time.sleep(0.005)
+            opt.step()
+    finally:
+        data = meter.stop()
+    assert data["boundary"] == "optimizer.step" and data["steps_seen"] == 6
+    assert data["first_measured"] == 2 and len(data["measured"]) == 4 and not data["instrumented"]
+    for wall, compiled in data["measured"]:
+        assert compiled >= 0.005 and wall >= compiled + 0.005
+    op = data["op_step"]
+    assert op["chain_calls"] == [[0, "forward", 1]] and op["eager_ops"] >= 3  # mul, sum, SGD's update
+    assert op["wall_s"] >= op["compiled_s"] >= 0.005
 
 
 BREAKS_OUTSIDE_RUN = """\

@@ -17,6 +17,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Optional
 
+from .units import plural, plural_word
+
 _MAX_STEPS = 64
 _MAX_PLACES = 64
 _CHAINS = ("forward", "backward", "inference")
@@ -159,16 +161,16 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
     elsewhere = min(_pct(elsewhere_us / 1e6, wall), 100.0) if wall and has_ops else None
     total_ops = compiled_ops + eager_ops if has_ops else None
     text = f"compiled: {_fmt_pct(time_pct)} of step time"
-    short = f"compiled {_fmt_pct(time_pct)} time"
+    short = f"compiled {_fmt_pct(time_pct)} of time"
     if total_ops:
-        text += f", {compiled_ops:,} of {total_ops:,} ops"
-        short += f" · {_fmt_pct(_pct(compiled_ops, total_ops))} ops"
+        text += f", {compiled_ops:,} of {total_ops:,} {plural_word(total_ops, 'op')}"
+        short += f" · {_fmt_pct(_pct(compiled_ops, total_ops))} of ops"
     if shares:
         text += "; eager: " + ", ".join(f"{s.where} {_fmt_pct(s.pct)}" for s in shares)
     elif regions:
-        text += f"; eager: {len(regions)} region{'' if len(regions) == 1 else 's'} Dynamo skipped"
+        text += f"; eager: {plural(len(regions), 'region')} Dynamo skipped"
     cut = "between optimizer.step() calls" if boundary == "optimizer.step" else "between calls of the first graph"
-    note = (f"{len(measured)} step{'' if len(measured) == 1 else 's'} {cut}"
+    note = (f"{plural(len(measured), 'step')} {cut}"
             + (", while kernels were being timed" if instrumented else "")
             + ("; ops and each region's share from one profiled step" if has_ops else "; ops not measured"))
     return CompiledShare(True, time_pct, len(measured), boundary, instrumented, compiled_ops, total_ops,
@@ -178,10 +180,10 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
 def _static(ops_of: dict, regions) -> CompiledShare:
     """What is known without ``--profile``: the compiled chains' ops per call and the regions."""
     n_ops, n_chains = sum(ops_of.values()), len(ops_of)
-    text = (f"compiled: {n_ops:,} op{'' if n_ops == 1 else 's'} in {n_chains} chain{'' if n_chains == 1 else 's'} per call"
+    text = (f"compiled: {n_ops:,} {plural_word(n_ops, 'op')} in {plural(n_chains, 'chain')} per call"
             if n_chains else "compiled: nothing")
     if regions:
-        text += f"; eager: {len(regions)} region{'' if len(regions) == 1 else 's'} Dynamo skipped"
+        text += f"; eager: {plural(len(regions), 'region')} Dynamo skipped"
     text += " (time and eager ops need --profile)"
     # the status bar says it only where it matters: code ran eagerly and nothing measured how much
     short = "compiled share: needs --profile" if regions else ""
