@@ -213,3 +213,17 @@ def test_the_8_layer_tiny_llama_recording_gets_smaller():
     assert after["recording_bytes"] < before["recording_bytes"]
     assert after["kernel_text_bytes"] * 3 < before["kernel_text_bytes"] and after["generated"] * 3 < before["generated"]
     assert after["kernels"] == before["kernels"] and after["folds"] > 0 == before["folds"]
+
+
+def test_a_packed_group_reads_folded_kernels_as_the_recording_does(folded, tmp_path):
+    from test_group import _everything, _group
+    from thundervis.recording import open_group
+    from thundervis.recording.group_store import pack_group
+    before = _everything(folded)
+    group = _group(tmp_path, [folded, folded, folded])
+    assert pack_group(group) == (3, 0)
+    for rank in range(3):  # the first rank's file, and the two .tvrank overlays on it
+        path = open_group(group).rank_path(rank)
+        assert _everything(path) == before
+        with open_recording(path) as rec:
+            assert rec.kernel_folds() and kernel_folds(rec)
