@@ -8,13 +8,16 @@ thread and swapped in), then eagerly for as many steps. Steps 0 and 1 compile th
 left out (they are the compile, not a stall). Printed per model: the median step, the worst step
 and where it was, worst / median (target <= 3) and worst minus eager's median step (target <= 2 s),
 and from the recording what the CPU path did meanwhile: regions sent to the build worker, swapped
-to Inductor, kept on torch by measurement, failed, and still building at the end.
+to Inductor, kept on torch by measurement, failed, and still building at the end; then which
+CPU-path events fell within the worst step, and the slowest step that took a finished build (the
+driver prints each step's start time, the recording's clock).
 
     python benchmarks/step_stalls.py [--models gpt,gpt2,llama] [--seconds 60]
 """
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import sqlite3
@@ -92,6 +95,23 @@ def cpu_path_summary(rec: str) -> dict:
     return counts
 
 
+def worst_taking_step(rec: str, timed: list, median: float) -> str:
+    """Say the slowest step after the compile steps in which a finished build was taken (a
+    ``cpu_build`` event ``built`` or ``failed`` fell within it): what taking built code costs a step."""
+    with sqlite3.connect(f"file:{rec}?mode=ro", uri=True) as c:
+        times = sorted(at for (at,) in c.execute(
+            "SELECT at FROM events WHERE event = 'cpu_build' AND json_extract(data, '$.state') != 'building'"))
+    worst, taken = None, 0
+    for i, (ms, start) in enumerate(timed[COMPILE_STEPS:], COMPILE_STEPS):
+        k = bisect.bisect_left(times, start)
+        if k < len(times) and times[k] <= start + ms / 1e3:
+            taken += 1
+            worst = max(worst or (0.0, 0), (ms, i))
+    if worst is None:
+        return "no build was taken"
+    return f"{taken} steps took a build; the slowest, step {worst[1]}: {worst[0]:.1f} ms ({worst[0] / median:.2f}x median)"
+
+
 def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
     """Run ``model`` under thundervis, then eagerly; return the numbers of one row."""
     env = dict(os.environ, THUNDERVIS_CACHE_DIR=os.path.join(tmp, "cache"), THUNDERVIS_STALL_TRACE="1")
@@ -111,7 +131,8 @@ def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
             "worst_step": COMPILE_STEPS + body.index(worst), "ratio": worst / median,
             "over_eager_s": (worst - eager_median) / 1e3, "eager_ms": eager_median,
             "compile_s": sum(tv[:COMPILE_STEPS]) / 1e3, **cpu_path_summary(rec),
-            "worst_during": events_during(rec, timed[COMPILE_STEPS + body.index(worst)][1], worst)}
+            "worst_during": events_during(rec, timed[COMPILE_STEPS + body.index(worst)][1], worst),
+            "taking": worst_taking_step(rec, timed, median)}
 
 
 def main() -> int:
@@ -138,7 +159,7 @@ def main() -> int:
               f"{r['worst_step']:>4} {r['ratio']:>9.2f} {r['eager_ms']:>8.1f} {r['over_eager_s']:>13.2f}  "
               f"{r['sent']}/{r['inductor']}/{r['torch_measured']}/{r['failed']}/{r['building_at_end']}"
               f"{'' if met else '  <- stall'}")
-        print(f"        during the worst step: {r['worst_during']}")
+        print(f"        during the worst step: {r['worst_during']}; {r['taking']}")
     print(f"target: no step after the compile steps more than {RATIO_TARGET:g}x the median step or "
           f"{OVER_EAGER_TARGET_S:g} s over eager's: {'met' if ok and rows else 'NOT met'}")
     return 0 if ok and rows else 1
