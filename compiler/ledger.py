@@ -259,9 +259,12 @@ def graph_ledger(forward: Trace, backward: Trace, n_user_outputs: int, parameter
     saved = saved_values(forward, backward, n_user_outputs, parameter_inputs, decisions, policy)
     saved_total = sum(r["storage_bytes"] for r in saved if r["counted"])
     n_saved = len(saved)
-    # The backward starts with all its inputs alive: the saved values and the incoming gradients
-    # (the caller made them before the call; each is freed at its last ``del``).
-    live_in = [p.name for p in backward.inputs if isinstance(p, TensorProxy)]
+    # The backward starts with its inputs alive: the saved values and the incoming gradients (the
+    # caller made them before the call; each is freed at its last ``del``). A saved parameter or
+    # buffer (or a view of one) is not: the step did not allocate it, and the step peak adds every
+    # parameter once already; counting it here too put Llama-3-8B's weights in twice (15 GB).
+    not_live = {q.name for q, r in zip(backward.inputs, saved) if r["kind"] in ("parameter", "view of parameter")}
+    live_in = [p.name for p in backward.inputs if isinstance(p, TensorProxy) and p.name not in not_live]
     timelines = {"forward": timeline(forward), "backward": timeline(backward, live_in)}
     peaks = {c: peak(t, timelines[c]) for c, t in (("forward", forward), ("backward", backward))}
     params = sum(tensor_bytes(p) for p, is_param in zip(forward.inputs, parameter_inputs) if is_param)

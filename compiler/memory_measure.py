@@ -6,7 +6,10 @@ it, less what was allocated when it began. On CPU: the profiler's allocator even
 Inductor's buffers included), summed in time order; the peak of that running sum is what the call
 added at its highest. ``baseline`` is the bytes of the call's inputs that the static timeline counts
 as live at its start (a backward's inputs: its saved values and the incoming ``grad_out_*``
-gradients), measured from the real tensors' storages, each storage once. The gradients must be in
+gradients), measured from the real tensors' storages, each storage once, parameters left out as
+the static timeline leaves them out (the step did not allocate them; the step peak adds all
+parameters once). Buffers reach a backward as plain tensors, so a saved buffer (a mask) stays in
+the measured baseline while the static one leaves it out. The gradients must be in
 it: the backward frees them as it goes, and those frees are in the running sum, so leaving them out
 of the baseline made the measured peak low by their size (2.1 MB, the logits' gradient, on a tiny
 GPT-2).
@@ -21,12 +24,12 @@ import torch
 def input_storage_bytes(names: Sequence[str], args: Sequence, chain: str) -> int:
     """Return the bytes of the distinct storages of ``args`` (named ``names``) that the static
     timeline of a ``chain`` counts live at its start: none for a forward, a backward's inputs (saved
-    values and incoming gradients)."""
+    values and incoming gradients, parameters and views of them excluded)."""
     if chain != "backward":
         return 0
     seen, total = set(), 0
     for name, t in zip(names, args):
-        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta" or _parameter(t):
             continue
         try:
             s = t.untyped_storage()
@@ -37,6 +40,13 @@ def input_storage_bytes(names: Sequence[str], args: Sequence, chain: str) -> int
             seen.add(key)
             total += s.nbytes()
     return total
+
+
+def _parameter(t: torch.Tensor) -> bool:
+    """Return whether ``t`` is a module parameter or a view of one (autograd hands a backward the
+    saved parameters themselves): allocated before the step, so counted in the parameters line."""
+    base = t._base if t._base is not None else t
+    return isinstance(base, torch.nn.Parameter)
 
 
 def _cpu_peak(prof) -> int:

@@ -92,6 +92,35 @@ def test_auto_saves_less_matches_eager_and_ledger_equals_measured(executors):
     assert ledger["totals"]["what_if_off"] == totals["off"]
 
 
+class Wide(torch.nn.Module):
+    """Two linears with weights far larger than the activations their backward reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(256, 512, bias=False), torch.nn.Linear(512, 256, bias=False)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x))).square().mean()
+
+
+@pytest.mark.parametrize("remat", ["off", "auto"])
+def test_parameters_are_counted_once_not_in_the_backward_timeline(remat):
+    # The backward reads both weights (saved for it), but they are the step's parameters, counted
+    # once in ``parameters``: its timeline starts with the saved activations and the incoming
+    # gradient only, so the step peak is the parameters, the gradients and the activations, not
+    # the weights twice.
+    torch.manual_seed(0)
+    run, obs = compiled(Wide(), remat)
+    run(torch.randn(4, 256)).backward()
+    ledger = obs.ledgers[0]
+    totals, saved = ledger["totals"], ledger["saved"]
+    assert any(r["kind"] in ("parameter", "view of parameter") for r in saved), "no weight saved"
+    activations = sum(r["storage_bytes"] for r in saved if r["counted"])
+    start = ledger["timelines"]["backward"][0]["live_bytes"]
+    assert start < 4 * activations, (start, activations)  # the saved weight (512 KB) is not in it
+    assert totals["peak_bytes"] < totals["parameters"] + totals["gradients"] + 4 * activations + 64
+
+
 def test_remat_pass_is_recorded_with_its_decisions():
     torch.manual_seed(0)
     run, obs = compiled(Block(), "auto")

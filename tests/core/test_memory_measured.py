@@ -41,6 +41,12 @@ def test_backward_baseline_counts_input_storages_once_tangents_included():
     assert input_storage_bytes(["a"], [s], "forward") == 0
 
 
+def test_backward_baseline_leaves_out_parameters_and_their_views():
+    # A saved weight is allocated before the step and counted once, in the parameters line.
+    w, a = torch.nn.Parameter(torch.zeros(64, 64)), torch.zeros(100)
+    assert input_storage_bytes(["w", "w_t", "a", "grad_out_0"], [w, w.t(), a, torch.zeros(10)], "backward") == 440
+
+
 def test_apart_wording():
     assert apart(95, 100) == "static 5.0% below measured: within 10%"
     assert apart(150, 100).startswith("static 50.0% above measured: more than 10% apart")
