@@ -4,8 +4,11 @@ pure functions of sizes (the app and its widgets apply what these return; tests 
 On a narrow terminal the panes stack: the top bar, the banner, the chain and pass band, the trace's
 title and lines, the details, the footer. The trace keeps at least :data:`MIN_TRACE_ROWS` rows: the
 details take what is left above that (first from the pass band, down to its least height), never
-the trace's own rows."""
+the trace's own rows. The memory screen shares its rows the same way (:func:`memory_rows`), and a
+trace line too long for the view keeps its note on screen (:func:`note_column`)."""
 from __future__ import annotations
+
+from typing import Optional
 
 NARROW = 110  # below this many columns the details pane goes under the trace
 NARROW_PASS_ROWS = 4  # the pass band's least height on a narrow terminal ...
@@ -81,3 +84,21 @@ def memory_rows(height: int, width: int, summary: list[int]) -> tuple[int, int, 
     plot = plot if plot >= LEAST_PLOT_ROWS else 0
     text = min(text, room)
     return text, plot, max(0, room - text - plot)
+
+
+NOTE_LEAD = "… # "  # what stands before a note drawn at the view's right edge
+
+
+def note_column(length: int, note: tuple[int, int], width: int, scroll_x: int) -> Optional[int]:
+    """Return the view column where a trace line's note (``ran on cpu via torch``: characters
+    ``note[0]:note[1]`` of a line ``length`` long, after its ``# ``) is drawn over the line's text,
+    pinned to the right edge with :data:`NOTE_LEAD` before it, for a view ``width`` columns wide
+    scrolled ``scroll_x`` columns right; None when the note shows where it is (it fits, or the user
+    scrolled to it) or the view is too narrow to keep half of the line's code beside it."""
+    start, end = note
+    if end > length or start >= end:
+        return None
+    if scroll_x <= start - 2 and end <= scroll_x + width:
+        return None
+    col = width - len(NOTE_LEAD) - (end - start)
+    return col if col >= width // 2 else None

@@ -18,8 +18,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from thundervis.present.line_kinds import NOTE as NOTE_SPAN
+
 from . import styling
-from .layout import jump_top, kept_top
+from .layout import NOTE_LEAD, jump_top, kept_top, note_column
 
 CURSOR = Style(bgcolor="#2f3b54")
 CURSOR_BLUR = Style(bgcolor="#262b36")
@@ -67,6 +69,7 @@ class LinesView(ScrollView, can_focus=True):
         self._width = 0
         self._render: Callable[[int, int], Text] = lambda i, w: Text("")
         self._uid: Callable[[int], Optional[str]] = lambda i: None
+        self._note: Callable[[int], Optional[tuple]] = lambda i: None  # a trace line's note span
         self._cache: dict[tuple[int, int], Strip] = {}
         self.mode = "empty"
         self.painted_at: Optional[float] = None
@@ -81,6 +84,7 @@ class LinesView(ScrollView, can_focus=True):
         self._width = width
         self._render = render
         self._uid = uid
+        self._note = lambda i: None
         self.texts = texts
         self._cache.clear()
         self.virtual_size = Size(width + 2, count)
@@ -107,6 +111,7 @@ class LinesView(ScrollView, can_focus=True):
             return marked
         self._set("trace", len(lines), width, render,
                   lambda i: lines[i].uid if 0 <= i < len(lines) else None, [ln.text for ln in lines], keep_cursor)
+        self._note = lambda i: next(((a, e) for a, e, k in lines[i].spans if k == NOTE_SPAN), None)
 
     def set_unified(self, rows: Sequence, keep_cursor: bool = False) -> None:
         """Show unified diff rows (``thundervis.diff.render.Row``), notes after the text."""
@@ -209,8 +214,13 @@ class LinesView(ScrollView, can_focus=True):
             fill = base + text.style if isinstance(text.style, Style) else base
             segments = Segment.apply_style(text.render(self.app.console, end=""), style=fill)
             hit = self._cache[key] = (Strip(list(segments)), fill)
-        strip, fill = hit
-        strip = strip.crop_extend(scroll_x, scroll_x + width, fill)
+        line, fill = hit
+        strip = line.crop_extend(scroll_x, scroll_x + width, fill)
+        note = self._note(index)
+        col = None if note is None else note_column(len(self.texts[index]), note, width, scroll_x)
+        if col is not None:  # too long for the view: its note ("ran on cpu via torch") stays on screen
+            lead = Strip([Segment(NOTE_LEAD, fill + styling.S_COMMENT)])
+            strip = Strip.join([strip.crop(0, col), lead, line.crop(*note)]).crop_extend(0, width, fill)
         if index == self.cursor:
             strip = Strip(list(Segment.apply_style(list(strip), post_style=CURSOR if self.has_focus else CURSOR_BLUR)))
         if stamp:

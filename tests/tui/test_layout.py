@@ -7,7 +7,7 @@ import pytest
 from tui_helpers import open_app, settle, wait_for
 
 from thundervis.tui.layout import (LEAST_PLOT_ROWS, MEMORY_PLOT_ROWS, MIN_MEMORY_TABLE_ROWS, MIN_TRACE_ROWS,
-                                   jump_top, kept_top, memory_rows, narrow_rows)
+                                   NOTE_LEAD, jump_top, kept_top, memory_rows, narrow_rows, note_column)
 
 
 @pytest.mark.parametrize("height", range(16, 60))
@@ -109,3 +109,23 @@ def test_memory_rows_at_80x24_and_when_tall():
     assert memory_rows(12, 80, SUMMARY) == (3, 2, 5)  # then the what-if line
     assert memory_rows(10, 80, SUMMARY) == (3, 0, 5)  # then the plot
     assert memory_rows(48, 160, SUMMARY) == (3, 6, 37)
+
+
+# a fusion's line: 250 characters, its note "ran on cpu via torch" the last 20, after "# "
+LINE, NOTE = 250, (230, 250)
+
+
+def test_a_note_past_the_right_edge_is_pinned_to_it():
+    col = note_column(LINE, NOTE, 78, 0)
+    assert col == 78 - len(NOTE_LEAD) - 20  # the lead and the whole note end at the edge
+    assert note_column(LINE, NOTE, 78, 100) == col  # scrolled, but not yet to the note
+
+
+@pytest.mark.parametrize("width,scroll_x", [(260, 0), (78, 228 - 40), (78, 172)])
+def test_a_note_on_screen_is_left_where_it_is(width, scroll_x):
+    assert note_column(LINE, NOTE, width, scroll_x) is None
+
+
+def test_a_view_too_narrow_for_the_note_and_half_the_code_draws_the_line_as_is():
+    assert note_column(LINE, NOTE, 40, 0) is None  # 24 of 40 columns would be the note
+    assert note_column(LINE, (0, 0), 78, 0) is None and note_column(10, NOTE, 78, 0) is None

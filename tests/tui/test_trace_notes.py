@@ -70,3 +70,22 @@ async def test_the_trace_shows_ran_on_where_show_does(cpu_run):
             drawn = _shown(view)
             assert any(line.strip() in d for d in drawn), (line, drawn)
             assert "fusion" in line and "ran on cpu via torch" in line.split("#", 1)[1]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the fast CPU path is for machines without CUDA")
+async def test_at_80_columns_the_note_stays_on_screen(cpu_run):
+    """A fusion's line runs past 80 columns: its note is drawn at the right edge (layout.note_column),
+    and scrolled to the right the line is its own text again."""
+    app = open_app(cpu_run)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        view = app.query_one("LinesView")
+        i = next(i for i, t in enumerate(view.texts) if "ran on cpu via torch" in t)
+        assert len(view.texts[i]) > view.size.width
+        view.move_cursor(i)
+        await pilot.pause(0.1)
+        row = next(d for d in _shown(view) if "fw_fusion" in d)
+        assert row.endswith("… # ran on cpu via torch") and len(row) <= view.size.width
+        view.scroll_to(x=len(view.texts[i]) - view.size.width + 2, animate=False, immediate=True)
+        await pilot.pause(0.1)
+        assert "…" not in "".join(_shown(view))
