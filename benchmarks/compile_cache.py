@@ -95,10 +95,16 @@ def main() -> int:
     p.add_argument("script_args", nargs="*", default=["--steps", "2"])
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="tv-cache-bench-") as tmp:
-        cache = os.path.join(tmp, "cache")
-        rows = {}
-        for name, no_cache in (("cold", False), ("warm", False), ("no-cache", True)):
-            rows[name] = run_once(args.script, args.script_args, os.path.join(tmp, f"{name}.tvrec"), cache, no_cache)
+        for attempt in range(3):
+            # Entries are keyed on the compiler's sources: an edit between the two runs (a shared
+            # checkout) makes the warm run a cold one. Then the pair runs again, in a fresh folder.
+            cache = os.path.join(tmp, f"cache{attempt}")
+            rows = {name: run_once(args.script, args.script_args, os.path.join(tmp, f"{name}{attempt}.tvrec"), cache)
+                    for name in ("cold", "warm")}
+            if rows["warm"]["from_cache"] >= rows["warm"]["passes"]:
+                break
+            print(f"the warm run missed the cache (compiler sources changed between the runs?): attempt {attempt + 2}")
+        rows["no-cache"] = run_once(args.script, args.script_args, os.path.join(tmp, "no-cache.tvrec"), cache, True)
         entries = sum(len(f) for _, _, f in os.walk(os.path.join(cache, "compile")))
     print(f"script: {os.path.relpath(args.script, ROOT)} {' '.join(args.script_args)}  (cache entries: {entries})")
     print(f"{'run':<9} {'compile s':>10} {'passes s':>9} {'passes':>7} {'from cache':>11} {'wall s':>8}")
@@ -109,6 +115,8 @@ def main() -> int:
     ratio = warm["compile_s"] / cold["compile_s"] if cold["compile_s"] else float("nan")
     complete = warm["passes"] == cold["passes"] and warm["from_cache"] >= warm["passes"]
     print(f"compile time warm / cold: {ratio:.2f} (target <= {TARGET}: {'met' if ratio <= TARGET else 'NOT met'})")
+    # the cold run also writes the entries: against a run without the cache at all, for scale
+    print(f"compile time warm / no-cache: {warm['compile_s'] / max(rows['no-cache']['compile_s'], 1e-9):.2f}")
     print(f"pipeline passes warm / cold: {warm['passes_s'] / max(cold['passes_s'], 1e-9):.3f}; "
           f"wall warm / cold: {warm['wall_s'] / cold['wall_s']:.2f}")
     print(f"warm recording complete (every pass, marked from cache): {'yes' if complete else 'NO'}")
