@@ -56,7 +56,7 @@ def events_during(rec: str, start: float, ms: float) -> str:
     seen: dict = {}
     for event, data in rows:
         d = json.loads(data)
-        what = d.get("state") if event == "cpu_build" else str(d.get("why", "")).split(" (")[0][:40]
+        what = d.get("state") if event == "cpu_build" else str(d.get("why", "")).split(" (")[0].split(";")[0][:60]
         seen[f"{event}:{what}"] = seen.get(f"{event}:{what}", 0) + 1
     return ", ".join(f"{k} x{n}" for k, n in seen.items()) or "no CPU-path event"
 
