@@ -27,6 +27,15 @@ def _region(n: int = 64):
     return BoundSymbol("triton_fusion_0", (a,), {}, (t1,), "f0", subsymbols=(mul, th), executor="triton")
 
 
+@pytest.fixture(autouse=True)
+def _warm_ups(monkeypatch, request):
+    """The warm-up requests made (a real worker compiling in the background only for slow tests)."""
+    asked = []
+    if "slow" not in request.keywords:
+        monkeypatch.setattr(cpu_builds, "warm_up", lambda: asked.append(1))
+    return asked
+
+
 class _FakeBuild(cpu_builds.Build):
     def __init__(self):
         super().__init__(0)
@@ -245,3 +254,13 @@ def test_inputs_unlike_those_built_for_run_through_torch(monkeypatch):
     assert ran == []
     torch.testing.assert_close(region._candidate(x)[0], torch.tanh(x * 2))
     assert len(ran) == 1
+
+
+def test_the_worker_warms_up_when_a_region_qualifies_not_before(monkeypatch, _warm_ups):
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "1e9")
+    cpu_path.CpuRegion(_region())(torch.randn(64, 64))  # below the threshold: no worker
+    assert _warm_ups == []
+    monkeypatch.setenv("THUNDERVIS_CPU_INDUCTOR_MIN_US", "0")
+    region = cpu_path.CpuRegion(_region())
+    region(torch.randn(64, 64))  # qualifies: its build comes after N calls, the worker warms up now
+    assert _warm_ups == [1] and region._pending and region._build is None
