@@ -87,7 +87,9 @@ class StepShareMeter:
                 torch.cuda.synchronize()
 
     def _measuring(self) -> bool:
-        return len(self._boundaries()) <= self._skip + MEASURED_STEPS + 1
+        """Whether the steps that may be measured are still running (the optimizer's when it has
+        stepped: :meth:`stop` prefers them)."""
+        return len(self._optimizer or self._first_calls) <= self._skip + MEASURED_STEPS + 1
 
     def _boundaries(self) -> list:
         return self._optimizer if self._mode != "first chain" else self._first_calls
@@ -126,10 +128,12 @@ class StepShareMeter:
         depth = max(getattr(self._local, "depth", 1) - 1, 0)
         self._local.depth = depth
         if depth == 0:
-            if self._measuring():
+            measuring = self._measuring()
+            if measuring:
                 self._sync()
             began = self._opened.pop(threading.get_ident(), None)
-            if began is not None and len(self._intervals) < _MAX_INTERVALS:
+            # past the measured steps no interval is needed (and none is kept)
+            if began is not None and measuring and len(self._intervals) < _MAX_INTERVALS:
                 with self._lock:
                     self._intervals.append((began, time.perf_counter()))
 
