@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Optional
 
@@ -41,7 +42,8 @@ class RegionShare:
 @dataclass(frozen=True)
 class CompiledShare:
     """The compiled share of a run. ``measured``: from a ``--profile`` run's steps (False: static
-    only); ``time_pct``: compiled share of step time (None unless measured); ``steps``: steps
+    only); ``time_pct``: compiled share of step time, the median of the measured steps' (None
+    unless measured); ``steps``: steps
     measured; ``boundary``: how steps were cut (``optimizer.step`` or ``first chain``);
     ``instrumented``: the steps measured include kernel-timing calls (a short run);
     ``compiled_ops`` / ``total_ops``: ops in compiled chains / all ops of the profiled step (static:
@@ -133,7 +135,8 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
         return _static(ops_of, regions)
     boundary = data.get("boundary") if data.get("boundary") in ("optimizer.step", "first chain") else None
     instrumented = data.get("instrumented") is True
-    time_pct = _pct(sum(c for _, c in measured), sum(w for w, _ in measured))
+    # the median step: one step stalled by something else on the machine moves a sum, not a median
+    time_pct = round(statistics.median(_pct(c, w) for w, c in measured), 2)
     op = data.get("op_step") if isinstance(data.get("op_step"), dict) else {}
     compiled_ops = 0
     for item in (op.get("chain_calls") if isinstance(op.get("chain_calls"), list) else [])[:_MAX_PLACES]:
@@ -170,7 +173,7 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
     elif regions:
         text += f"; eager: {plural(len(regions), 'region')} Dynamo skipped"
     cut = "between optimizer.step() calls" if boundary == "optimizer.step" else "between calls of the first graph"
-    note = (f"{plural(len(measured), 'step')} {cut}"
+    note = (f"median of {plural(len(measured), 'step')} {cut}"
             + (", while kernels were being timed" if instrumented else "")
             + ("; ops and each region's share from one profiled step" if has_ops else "; ops not measured"))
     return CompiledShare(True, time_pct, len(measured), boundary, instrumented, compiled_ops, total_ops,
