@@ -47,7 +47,8 @@ class CompiledShare:
     measured; ``boundary``: how steps were cut (``optimizer.step`` or ``first chain``);
     ``instrumented``: the steps measured include kernel-timing calls (a short run);
     ``compiled_ops`` / ``total_ops``: ops in compiled chains / all ops of the profiled step (static:
-    compiled ops per call of every chain, total None); ``regions``: each eager region's share;
+    compiled ops per call of every chain, total None); ``regions``: each eager region's share of
+    the profiled step (a lower bound: the profiler slows the script's Python more than its ops);
     ``elsewhere_pct``: the step's eager time in no region (loss, optimizer, Python around them);
     ``text``: the one wording; ``short``: the status bar's few words; ``note``: how it was measured."""
 
