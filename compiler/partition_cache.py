@@ -175,16 +175,21 @@ def _signature(n: torch.fx.Node, alias: dict) -> str:
 def apply_merges(graph: torch.fx.Graph, pairs: list) -> torch.fx.Graph:
     """Merge each pair's first node into its second in ``graph`` (in place; returned), as the CSE
     that recorded them did. Raises Refused, before changing anything, unless every pair merges two
-    identical, deterministic nodes, the kept one first, neither a graph output."""
+    identical, deterministic nodes, the kept one first, neither a graph output, no mutation between."""
     nodes = {n.name: n for n in graph.nodes}
     order = {n.name: i for i, n in enumerate(graph.nodes)}
+    region, mutations = {}, 0  # how many mutating ops come before each node: CSE never merges across one
+    for n in graph.nodes:
+        region[n.name] = mutations
+        schema = getattr(n.target, "_schema", None)
+        mutations += bool(n.op == "call_function" and schema is not None and schema.is_mutable)
     outputs = {x.name for n in graph.nodes if n.op == "output" for x in n.all_input_nodes}
     alias: dict = {}
     for dup, kept in pairs:
         d, k = nodes.get(dup), nodes.get(kept)
         if d is None or k is None or dup in alias or order[kept] >= order[dup]:
             raise Refused(f"CSE merge {dup} -> {kept} does not fit this graph")
-        if d.op != "call_function" or dup in outputs or kept in outputs or _random(d):
+        if d.op != "call_function" or dup in outputs or kept in outputs or _random(d) or region[dup] != region[kept]:
             raise Refused(f"CSE merge {dup} -> {kept} merges what CSE keeps apart")
         if _signature(d, alias) != _signature(k, alias):
             raise Refused(f"CSE merge {dup} -> {kept} merges different computations")

@@ -197,6 +197,12 @@ def test_merges_are_replayed_only_between_identical_deterministic_nodes():
     assert b.name not in {n.name for n in g.nodes} and s.args[0] is a
     # what a CSE that made g from a fresh copy merged, read back from the two graphs
     assert pc.cse_pairs(list(_graph()[0].nodes), g) == [[b.name, a.name]]
+    m, (a2, b2, *_rest) = _graph()
+    x = next(n for n in m.nodes if n.op == "placeholder")
+    with m.inserting_after(a2):
+        m.call_function(torch.ops.aten.add_.Tensor, (x, 1.0))  # a mutation between the two sines
+    with pytest.raises(pc.Refused, match="keeps apart"):
+        pc.apply_merges(m, [[b2.name, a2.name]])
     with pytest.raises(pc.Refused):  # a node gone with no identical one left: not CSE's doing
         pc.cse_pairs(list(_graph()[0].nodes), _without_cos(_graph()[0]))
 
