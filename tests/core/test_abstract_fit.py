@@ -69,6 +69,7 @@ opt.step()
 def test_the_step_is_modelled_at_achievable_rates_beside_the_roofline_and_floor(tmp_path, capsys):
     from thundervis.gpu_rates import rates_for
     from thundervis.present.abstract_fit import abstract_answer
+    from thundervis.present.memory import memory_report
     from thundervis.present.roofline import chain_costs
     path = str(tmp_path / "a.tvrec")
     code, out, _ = run_cli(capsys, "run", "--no-view", "--abstract", "--gpu", "h100,a100", "-o", path,
@@ -77,6 +78,12 @@ def test_the_step_is_modelled_at_achievable_rates_beside_the_roofline_and_floor(
     with open_recording(path) as rec:
         answer = abstract_answer(rec)
         costs = [c for cs in chain_costs(rec).values() for c in cs]
+        mem = memory_report(rec)
+    # Each byte once: the step peak holds the parameters and (in the backward) the gradients made so
+    # far; the answer adds the optimizer state to it, and its activations are the rest.
+    assert " backward " in f" {mem.peak_where} " and answer.parameters == mem.parameters > 0
+    assert answer.total == mem.peak_bytes + answer.optimizer_state
+    assert answer.activations == mem.peak_bytes - mem.parameters - mem.gradients
     launches = sum(1 for c in costs if c.kind != "view")
     for g in answer.gpus:
         r = rates_for(g.key)

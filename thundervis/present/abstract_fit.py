@@ -320,7 +320,9 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
     mem = memory_report(rec)
     grads = mem.gradients
     peak_in_backward = " backward " in f" {mem.peak_where} "
-    activations = max(0, mem.peak_bytes - grads) if peak_in_backward else mem.peak_bytes
+    # The step peak counts the parameters once (and, in the backward, the gradients made by then):
+    # they have their own lines, so the activations are the rest.
+    activations = max(0, mem.peak_bytes - mem.parameters - (grads if peak_in_backward else 0))
     remat = 0
     if mem.recorded and "auto" not in mem.policy.split("/"):
         remat = max(0, mem.what_if.get("off", 0) - mem.what_if.get("auto", 0))
