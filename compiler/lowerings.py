@@ -18,6 +18,7 @@ uses) or raises :class:`Refused` with the reason the op stays whole.
 from __future__ import annotations
 
 import torch
+import torch._decomp
 import torch._inductor.inductor_prims  # noqa: F401  (registers prims.fma, lowered below; torch itself imports it only with Dynamo)
 
 from .values import contiguous_strides
@@ -311,6 +312,22 @@ def _reduce_all(reduce):
     return lower
 
 
+def _whole_below_float32(op):
+    """The lowering of ``addmm`` / ``baddbmm`` (``op``): in bfloat16 or float16 the op stays whole.
+    Eager runs it as one GEMM in the inputs' dtype, accumulating in float32 and adding the bias
+    before its one rounding; PyTorch's decomposition casts every input to float32 for that (a
+    float32 product, float32 copies of activations and weights), and any split into a low-precision
+    product and a bias add rounds twice. Other dtypes: PyTorch's decomposition, which casts nothing."""
+    torch_decomposition = torch._decomp.decomposition_table[op]
+
+    def lower(x, a, b, *, beta=1, alpha=1):
+        if a.dtype in (torch.bfloat16, torch.float16):
+            raise Refused(f"{op._opname} in {str(a.dtype).replace('torch.', '')} stays whole: eager computes "
+                          "product and bias in one GEMM, rounded once")
+        return torch_decomposition(x, a, b, beta=beta, alpha=alpha)
+    return lower
+
+
 def _addbmm(x, batch1, batch2, *, beta=1, alpha=1):
     out = aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0])
     if alpha != 1:
@@ -401,6 +418,8 @@ ATEN_LOWERINGS = {
     aten.max.default: _reduce_all(aten.amax.default),
     aten.min.default: _reduce_all(aten.amin.default),
     aten.addbmm.default: _addbmm,
+    aten.addmm.default: _whole_below_float32(aten.addmm.default),
+    aten.baddbmm.default: _whole_below_float32(aten.baddbmm.default),
     aten.lift_fresh_copy.default: lambda x: aten.clone.default(x),
     aten._conj.default: lambda x: NotImplemented if x.is_complex() else aten.alias.default(x),
 }
