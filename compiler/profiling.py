@@ -215,6 +215,8 @@ class ChainProfiler:
         (``runtime(..., "memory", {device, method, baseline_bytes, peak_bytes})``, see memory_measure)."""
         from .memory_measure import input_storage_bytes, measured_call
         self.memory_reported = True
+        if not self.device.startswith("cuda") and torch.autograd.profiler._is_profiler_enabled:
+            return fn(args)  # a profiler runs already (the step share's, the script's): one at a time
         baseline = input_storage_bytes(names, args, self.chain)
         out, data = measured_call(fn, args, self.device)
         try:
