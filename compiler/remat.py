@@ -145,8 +145,8 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None
                     raise pc.Refused("this torch's min-cut has no steps to hook")
                 if auto is not None and hooks.pairs is None and hooks.cse_ran:
                     raise pc.Refused("its CSE cannot be replayed")
-                chose = {"error": error[:2000]} if auto is None else {**pc.choice(auto[0], n_user),
-                                                                      "cse": hooks.pairs or [], "digest": pc.digest(auto)}
+                chose = ({"error": error[:2000]} if auto is None else
+                         {**pc.choice(auto[0], n_user), "cse": hooks.pairs or [], "digest": pc.digest(auto)})
                 store.store(key, {"off": {**pc.choice(off[0], n_user), "digest": pc.digest(off)}, "auto": chose})
             except Exception as e:  # a choice that cannot be kept is simply not kept
                 event["note"] = f"partition not cached: {e}"[:300]
@@ -303,7 +303,8 @@ def without_notes(trace: Trace) -> Trace:
 def pass_meta(p: Partitioned) -> dict:
     """Return the ``remat`` pass's meta: the policy, both policies' saved bytes, min-cut's error,
     and ``from_cache`` when the partition's choice came from the partition cache."""
-    meta = {"remat_policy": p.policy, "saved_bytes_off": saved_bytes(p, "off"), "saved_bytes_auto": saved_bytes(p, "auto")}
+    meta = {"remat_policy": p.policy, "saved_bytes_off": saved_bytes(p, "off"),
+            "saved_bytes_auto": saved_bytes(p, "auto")}
     if p.error:
         meta["remat_error"] = p.error[:500]
     if p.cache is not None and p.cache.get("hit"):
