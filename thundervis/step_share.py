@@ -170,8 +170,16 @@ class StepShareMeter:
             self._prof, self._profiling = False, False
 
     def _end_ops(self, index: int) -> None:
+        import torch
         self._profiling = False
         self._op_window[1] = time.perf_counter()
+        if not torch.autograd.profiler._is_profiler_enabled:
+            # a profiler started and stopped inside ours (the script's) ended ours with it: its
+            # events are gone, and no count is better than a wrong one
+            self._op_step = {"step": index - 1, "error": "another profiler ended the op count's"}
+            self._op_step["chain_calls"] = []
+            self._prof = False
+            return
         try:
             self._prof.__exit__(None, None, None)
             self._op_step = {"step": index - 1, **eager_ops(self._prof.events())}

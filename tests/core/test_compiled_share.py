@@ -165,6 +165,36 @@ def test_a_script_without_an_optimizer_is_cut_at_its_first_chain(tmp_path, capsy
     assert code == 0 and share.text in out
 
 
+LATE_GRAPH_SCRIPT = """\
+import torch
+
+a = torch.nn.Linear(8, 8)
+b = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(list(a.parameters()) + list(b.parameters()), lr=0.01)
+fa, fb = torch.compile(a), torch.compile(b)
+for i in range(6):
+    y = fa(torch.randn(4, 8))
+    if i >= 1:  # first called in step 0: its second call, measured for memory, is in the profiled step
+        y = fb(y)
+    y.square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_a_chain_measuring_memory_in_the_profiled_step_does_not_fail_the_script(tmp_path):
+    from thundervis.compiler.profiling import ProfileSettings
+    from thundervis.runner import check_output, run_target
+    script = tmp_path / "late.py"
+    script.write_text(LATE_GRAPH_SCRIPT)
+    result = run_target(script=str(script), module=None, args=[], out=check_output(str(tmp_path / "late.tvrec")),
+                        executors=None, profile=ProfileSettings(warmup=2, steps=1))
+    assert result.exit_code == 0, result
+    share = _share(result.path)
+    # the op count's profiler ran through the step: the eager ops (loss, backward seed, SGD) are there
+    assert share.measured and share.total_ops > share.compiled_ops > 0
+
+
 def _event(name, data):
     return SimpleNamespace(event=name, data=data)
 
