@@ -134,6 +134,7 @@ def test_views_say_it(lstm_run, capsys):
     assert share.short in topbar(view).plain and "ops" in share.short
 
 
+@pytest.mark.slow
 def test_a_compiled_mlp_step_is_nearly_all_compiled_by_ops(tmp_path):
     share = _share(_run(str(tmp_path), "train_mlp.py", MLP_SCRIPT, {}))
     assert share.measured and not share.regions
@@ -154,6 +155,7 @@ with torch.no_grad():
 """
 
 
+@pytest.mark.slow
 def test_a_script_without_an_optimizer_is_cut_at_its_first_chain(tmp_path, capsys):
     path = _run(str(tmp_path), "infer.py", INFERENCE_SCRIPT, {})
     share = _share(path)
@@ -182,6 +184,7 @@ for i in range(6):
 """
 
 
+@pytest.mark.slow
 def test_a_chain_measuring_memory_in_the_profiled_step_does_not_fail_the_script(tmp_path):
     from thundervis.compiler.profiling import ProfileSettings
     from thundervis.runner import check_output, run_target
@@ -324,6 +327,7 @@ with open_recording(session.session_recording_path(), check=False) as rec:
 """
 
 
+@pytest.mark.slow
 def test_jit_and_the_backend_without_run_record_graph_breaks(tmp_path):
     script = tmp_path / "nb.py"
     script.write_text(BREAKS_OUTSIDE_RUN)
