@@ -115,17 +115,25 @@ def seq_base(trace: Trace) -> int:
     return min((b.seq_nr for b in trace.walk() if b.seq_nr is not None), default=0)
 
 
-def _shift_symbol(b, delta: int):
+def _shift_symbol(b, delta: int, memo: Optional[dict] = None):
+    if memo is not None:
+        hit = memo.get(id(b))
+        if hit is not None and hit[0] is b:
+            return hit[1]
     subs = tuple(_shift_symbol(s, delta) for s in b.subsymbols)
-    return b.replace(seq_nr=None if b.seq_nr is None else b.seq_nr + delta, subsymbols=subs)
+    moved = b.replace(seq_nr=None if b.seq_nr is None else b.seq_nr + delta, subsymbols=subs)
+    if memo is not None:
+        memo[id(b)] = (b, moved)  # holds b: its id is not reused while the entry lives
+    return moved
 
 
-def shift_seq(trace: Trace, delta: int) -> Trace:
+def shift_seq(trace: Trace, delta: int, memo: Optional[dict] = None) -> Trace:
     """Return ``trace`` with every ``seq_nr`` moved by ``delta`` (a forward and its backward keep
-    their link: both move alike)."""
+    their link: both move alike). ``memo`` (a dict kept across the passes of a chain): a symbol
+    shared by several traces is moved once and stays shared."""
     if not delta:
         return trace
-    return trace.replace(symbols=tuple(_shift_symbol(b, delta) for b in trace.symbols))
+    return trace.replace(symbols=tuple(_shift_symbol(b, delta, memo) for b in trace.symbols))
 
 
 def _shift_kernel(k: KernelRecord, delta: int) -> KernelRecord:
@@ -242,7 +250,7 @@ def _validated(doc, key: str) -> CachedChain:
     raw = doc.get("passes")
     if not isinstance(raw, list) or not raw or len(raw) > 64:
         raise ValueError("bad pass list")
-    passes = []
+    passes, shared = [], {}  # shared: the passes' equal symbols are one object (serialize.trace_from_dict)
     for n, p in enumerate(raw):
         if not isinstance(p, dict):
             raise ValueError("bad pass")
@@ -257,7 +265,7 @@ def _validated(doc, key: str) -> CachedChain:
         if not isinstance(kernels, list):
             raise ValueError("bad kernel list")
         last = n == len(raw) - 1
-        trace = (executable_trace_from_dict if last else trace_from_dict)(p.get("trace"))
+        trace = (executable_trace_from_dict if last else trace_from_dict)(p.get("trace"), shared=shared)
         records: list[KernelRecord] = [kernel_from_dict(k) for k in kernels]
         passes.append((index, name, changed, float(ms), trace, records))
     parents = executable_trace_from_dict(doc.get("parents")).symbols
@@ -280,9 +288,9 @@ def replay(cache: CompileCache, key: str, runner, executors: list) -> Optional[T
         obs.runtime(graph, chain, "compile_cache", {"hit": False, "key": key[:16],
                                                     **({"note": why} if why else {})})
         return None
-    trace, delta = None, runner.seq_base - entry.seq_base
+    trace, delta, moved = None, runner.seq_base - entry.seq_base, {}
     for index, name, changed, ms, trace, kernels in entry.passes:
-        trace, kernels = shift_seq(trace, delta), [_shift_kernel(k, delta) for k in kernels]
+        trace, kernels = shift_seq(trace, delta, moved), [_shift_kernel(k, delta) for k in kernels]
         trace = trace.replace(graph=graph, chain=chain, pass_name=name,
                               meta={**trace.meta, FROM_CACHE: True, "compiled_ms": round(ms, 3)})
         obs.pass_done(graph, chain, index, name, trace, 0.0, changed)

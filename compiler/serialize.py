@@ -161,18 +161,60 @@ def _load_bsym(d, proxies, legacy_fusion: bool = False) -> BoundSymbol:
                        fusion=fusion, **opt)
 
 
-def trace_from_dict(d: dict, fusion_names=None) -> Trace:
+def trace_from_dict(d: dict, fusion_names=None, shared: dict | None = None) -> Trace:
     """Rebuild a Trace from :func:`trace_to_dict` output; raise :class:`TraceFormatError`.
     ``fusion_names``: the kernel names recorded for this trace's chain (or a function returning
     them, called only when needed), used to recognise the fusion symbols of a format-1 trace
-    (older recordings); None: recognise them by shape."""
+    (older recordings); None: recognise them by shape. ``shared``: a dict kept across the traces
+    of one chain (start with ``{}``); a proxy or symbol equal to one an earlier trace loaded is
+    that same object (see :func:`_shared_symbol`)."""
     try:
-        return _trace_from_dict(d, fusion_names)
+        return _trace_from_dict(d, fusion_names, shared)
     except RecursionError:
         raise TraceFormatError("the trace is nested too deeply") from None
 
 
-def _trace_from_dict(d: dict, fusion_names=None) -> Trace:
+def _proxies_in(x, found: dict) -> None:
+    """Collect the proxies among ``x``'s leaves (slices' bounds included) as {name: proxy}."""
+    if isinstance(x, TensorProxy):
+        found[x.name] = x
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            _proxies_in(y, found)
+    elif isinstance(x, dict):
+        for y in x.values():
+            _proxies_in(y, found)
+    elif isinstance(x, slice):
+        _proxies_in((x.start, x.stop, x.step), found)
+
+
+def _symbol_proxies(b: BoundSymbol, found: dict) -> dict:
+    _proxies_in((b.args, b.kwargs, b.outputs), found)
+    for s in b.subsymbols:
+        _symbol_proxies(s, found)
+    return found
+
+
+def _shared_symbol(s: dict, proxies: dict, legacy_fusion: bool, shared: dict) -> BoundSymbol:
+    """Load symbol ``s`` as :func:`_load_bsym` does, or return the symbol an earlier trace of the
+    chain loaded from the same JSON when every proxy it names is, in this trace, that same (equal)
+    object: loading it again would build an equal object after passing the same checks. Sharing
+    them is what lets a recording's text caches, keyed by identity, reuse a symbol's text across
+    passes, as they do for the passes of a compile."""
+    memo = shared.setdefault("symbols", {})
+    key = (_KEY_DUMPS(s), legacy_fusion)
+    hit = memo.get(key)
+    if hit is not None and all(proxies.get(n) is p for n, p in hit[1]):
+        return hit[0]
+    b = _load_bsym(s, proxies, legacy_fusion)
+    memo[key] = (b, tuple(_symbol_proxies(b, {}).items()))
+    return b
+
+
+_KEY_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
+
+
+def _trace_from_dict(d: dict, fusion_names=None, shared: dict | None = None) -> Trace:
 
     _need(isinstance(d, dict), "trace is not an object")
     _need(d.get("format") in READABLE_FORMATS, f"unsupported trace format {d.get('format')!r}")
@@ -180,8 +222,15 @@ def _trace_from_dict(d: dict, fusion_names=None) -> Trace:
     if legacy and callable(fusion_names):
         fusion_names = set(fusion_names())
     proxies = {}
+    known = None if shared is None else shared.setdefault("proxies", {})
     for pd in d.get("proxies", []):
         p = _load_proxy(pd)
+        if known is not None:
+            old = known.get(p.name)
+            if old == p:
+                p = old
+            else:
+                known[p.name] = p
         proxies[p.name] = p
     inputs = d.get("inputs", [])
     _need(isinstance(inputs, list) and all(n in proxies for n in inputs), "bad inputs")
@@ -199,7 +248,11 @@ def _trace_from_dict(d: dict, fusion_names=None) -> Trace:
         for n, v in fx_names.items()), "bad fx_names")
     for s in syms:
         _need(isinstance(s, dict), "symbol is not an object")
-    symbols = tuple(_load_bsym(s, proxies, legacy and _legacy_fusion(s, fusion_names)) for s in syms)
+    if shared is None:
+        symbols = tuple(_load_bsym(s, proxies, legacy and _legacy_fusion(s, fusion_names)) for s in syms)
+    else:
+        symbols = tuple(_shared_symbol(s, proxies, legacy and _legacy_fusion(s, fusion_names), shared)
+                        for s in syms)
     return Trace(name=str(d.get("name", "")), inputs=tuple(proxies[n] for n in inputs),
                  symbols=symbols, outputs=outputs,
                  chain=str(d.get("chain", "")), graph=d.get("graph", 0), pass_name=str(d.get("pass", "")),
@@ -278,11 +331,11 @@ def kernel_from_dict(d: dict) -> KernelRecord:
         note=d.get("note"), details={k: v for k, v in d.items() if k not in _KERNEL_KEYS})
 
 
-def executable_trace_from_dict(d: dict) -> Trace:
+def executable_trace_from_dict(d: dict, shared: dict | None = None) -> Trace:
     """Rebuild a Trace that will be run or turned into code (rerun, repro): :func:`trace_from_dict`
-    plus the registry's check of every symbol, kwarg key and constant. Raises
+    plus the registry's check of every symbol, kwarg key and constant (``shared``: as there). Raises
     :class:`TraceFormatError` (malformed) or :class:`.registry.UnknownSymbol` (not allowed)."""
     from .registry import check_executable
-    trace = trace_from_dict(d)
+    trace = trace_from_dict(d, shared=shared)
     check_executable(trace)
     return trace
