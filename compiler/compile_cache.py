@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .ir import KernelRecord, Trace
-from .serialize import (executable_trace_from_dict, kernel_from_dict, kernel_to_dict, trace_from_dict,
-                        trace_to_json)
+from .serialize import (TraceEncoder, executable_trace_from_dict, kernel_from_dict, kernel_to_dict,
+                        trace_from_dict, trace_to_json)
 
 ENTRY_FORMAT = 1
 FROM_CACHE = "from_cache"  # the meta flag of a pass replayed from the cache
@@ -197,17 +197,13 @@ class CompileCache:
         """Write the entry of ``key``: ``passes`` as (index, name, changed, seconds, trace,
         kernels), ``parents`` {uid: symbol}, ``seq`` the acquired trace's :func:`seq_base`; then
         evict down to the cap. Failures are silent: a cache that cannot write is a cache that misses."""
-        doc = {"format": ENTRY_FORMAT, "key": key, "written_at": time.time(), "seq_base": int(seq),
-               "parents": json.loads(trace_to_json(_parents_trace(parents))),
-               "passes": [{"index": i, "name": n, "changed": bool(c), "ms": s * 1e3,
-                           "trace": json.loads(trace_to_json(t)), "kernels": [kernel_to_dict(k) for k in ks]}
-                          for i, n, c, s, t, ks in passes]}
+        text = _entry_text(key, passes, parents, seq)
         path = self._path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
             with os.fdopen(fd, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3) as gz:
-                gz.write(json.dumps(doc, separators=(",", ":")).encode())
+                gz.write(text.encode())
             os.replace(tmp, path)  # readers see a whole entry or none
         except (OSError, TypeError, ValueError):
             return
@@ -236,6 +232,24 @@ class CompileCache:
                 pass
             total -= size
         return gone
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _entry_text(key: str, passes: list, parents: dict, seq: int) -> str:
+    """Return the entry's JSON text (arguments as :meth:`CompileCache.store`'s). The traces' JSON
+    is spliced in as the encoder writes it, not parsed back and dumped again; one memoising
+    encoder serves all passes, which share most symbols."""
+    enc = TraceEncoder()
+    head = _dumps({"format": ENTRY_FORMAT, "key": key, "written_at": time.time(), "seq_base": int(seq)})
+    out = [head[:-1], ',"parents":', enc.to_json(_parents_trace(parents)), ',"passes":[']
+    for n, (i, name, changed, s, t, ks) in enumerate(passes):
+        out += ["," if n else "", '{"index":', _dumps(i), ',"name":', _dumps(name), ',"changed":',
+                _dumps(bool(changed)), ',"ms":', _dumps(s * 1e3), ',"trace":', enc.to_json(t),
+                ',"kernels":', _dumps([kernel_to_dict(k) for k in ks]), "}"]
+    out.append("]}")
+    return "".join(out)
 
 
 def _parents_trace(parents: dict) -> Trace:
