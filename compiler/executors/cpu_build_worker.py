@@ -30,10 +30,11 @@ import os
 import sys
 import time
 
+from .cpu_builds import SHARED_LIBRARY
+
 # 10, not 19: at 19 a build starves on a busy machine (a build took minutes on a 2-core box at load
 # 10) while at 10 it takes about a tenth of a core from each training thread it shares one with.
 NICE = 10
-SHARED_LIBRARY = "region.so"  # the file name of a build inside its request's ``out`` folder
 
 
 def _examples(specs: list) -> list:

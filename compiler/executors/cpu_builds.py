@@ -37,9 +37,11 @@ from typing import Callable, Optional
 
 from ..ir import BoundSymbol, Trace, TensorProxy
 from ..serialize import trace_to_dict
-from .cpu_build_worker import SHARED_LIBRARY
 
 WORKER_MODULE = "thundervis.compiler.executors.cpu_build_worker"
+# The file name of a build inside its request's ``out`` folder; the worker (a child process that
+# imports this module for it) writes exactly this name, and nothing else there is ever loaded.
+SHARED_LIBRARY = "region.so"
 
 
 class Build:
