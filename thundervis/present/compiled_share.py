@@ -127,11 +127,7 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
     for e in events:
         if getattr(e, "event", None) == "step_share" and isinstance(e.data, dict):
             data = e.data
-    measured = []
-    if data is not None:
-        for w in (data.get("measured") if isinstance(data.get("measured"), list) else [])[:_MAX_STEPS]:
-            if isinstance(w, list) and len(w) == 2 and _num(w[0]) is not None and _num(w[1]) is not None:
-                measured.append((_num(w[0]), min(_num(w[1]), _num(w[0]))))
+    measured = _measured_steps(data) if data is not None else []
     if not measured:
         return _static(ops_of, regions)
     boundary = data.get("boundary") if data.get("boundary") in ("optimizer.step", "first chain") else None
@@ -146,6 +142,37 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
     has_ops = "eager_ops" in op and "error" not in op
     eager_ops = _count(op.get("eager_ops"))
     wall = _num(op.get("wall_s")) or 0.0
+    shares, elsewhere = _region_shares(op, regions, wall, has_ops)
+    total_ops = compiled_ops + eager_ops if has_ops else None
+    text = f"compiled: {_fmt_pct(time_pct)} of step time"
+    short = f"compiled {_fmt_pct(time_pct)} of time"
+    if total_ops:
+        text += f", {compiled_ops:,} of {total_ops:,} {plural_word(total_ops, 'op')}"
+        short += f" · {_fmt_pct(_pct(compiled_ops, total_ops))} of ops"
+    if shares:
+        text += "; eager: " + ", ".join(f"{s.where} {_fmt_pct(s.pct)}" for s in shares)
+    elif regions:
+        text += f"; eager: {plural(len(regions), 'region')} Dynamo skipped"
+    cut = "between optimizer.step() calls" if boundary == "optimizer.step" else "between calls of the first graph"
+    note = (f"median of {plural(len(measured), 'step')} {cut}"
+            + (", while kernels were being timed" if instrumented else "")
+            + ("; ops and each region's share from one profiled step" if has_ops else "; ops not measured"))
+    return CompiledShare(True, time_pct, len(measured), boundary, instrumented, compiled_ops, total_ops,
+                         shares, elsewhere, text, short, note)
+
+
+def _measured_steps(data: dict) -> list:
+    """Return the valid ``(step wall s, compiled s)`` pairs of a ``step_share`` event's data."""
+    measured = []
+    for w in (data.get("measured") if isinstance(data.get("measured"), list) else [])[:_MAX_STEPS]:
+        if isinstance(w, list) and len(w) == 2 and _num(w[0]) is not None and _num(w[1]) is not None:
+            measured.append((_num(w[0]), min(_num(w[1]), _num(w[0]))))
+    return measured
+
+
+def _region_shares(op: dict, regions, wall: float, has_ops: bool) -> tuple:
+    """Return each eager region's :class:`RegionShare` of the profiled step (largest first) and the
+    percent of the step spent in eager ops that belong to no region (None when not measured)."""
     per_region: dict = {}
     elsewhere_us = 0.0
     for place in (op.get("places") if isinstance(op.get("places"), list) else [])[:_MAX_PLACES]:
@@ -163,22 +190,7 @@ def compiled_share(events, graphs, regions) -> CompiledShare:
     shares = tuple(RegionShare(w, min(_pct(us / 1e6, wall), 100.0), n)
                    for w, (us, n) in sorted(per_region.items(), key=lambda kv: -kv[1][0])) if wall else ()
     elsewhere = min(_pct(elsewhere_us / 1e6, wall), 100.0) if wall and has_ops else None
-    total_ops = compiled_ops + eager_ops if has_ops else None
-    text = f"compiled: {_fmt_pct(time_pct)} of step time"
-    short = f"compiled {_fmt_pct(time_pct)} of time"
-    if total_ops:
-        text += f", {compiled_ops:,} of {total_ops:,} {plural_word(total_ops, 'op')}"
-        short += f" · {_fmt_pct(_pct(compiled_ops, total_ops))} of ops"
-    if shares:
-        text += "; eager: " + ", ".join(f"{s.where} {_fmt_pct(s.pct)}" for s in shares)
-    elif regions:
-        text += f"; eager: {plural(len(regions), 'region')} Dynamo skipped"
-    cut = "between optimizer.step() calls" if boundary == "optimizer.step" else "between calls of the first graph"
-    note = (f"median of {plural(len(measured), 'step')} {cut}"
-            + (", while kernels were being timed" if instrumented else "")
-            + ("; ops and each region's share from one profiled step" if has_ops else "; ops not measured"))
-    return CompiledShare(True, time_pct, len(measured), boundary, instrumented, compiled_ops, total_ops,
-                         shares, elsewhere, text, short, note)
+    return shares, elsewhere
 
 
 def _static(ops_of: dict, regions) -> CompiledShare:
