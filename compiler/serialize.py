@@ -222,15 +222,17 @@ def _trace_from_dict(d: dict, fusion_names=None, shared: dict | None = None) -> 
     if legacy and callable(fusion_names):
         fusion_names = set(fusion_names())
     proxies = {}
+    # shared: a proxy whose JSON an earlier trace of the chain loaded is that trace's proxy (the
+    # same text passed the same checks); symbols are shared only over the same proxy objects
     known = None if shared is None else shared.setdefault("proxies", {})
     for pd in d.get("proxies", []):
-        p = _load_proxy(pd)
-        if known is not None:
-            old = known.get(p.name)
-            if old == p:
-                p = old
-            else:
-                known[p.name] = p
+        if known is None or type(pd) is not dict:
+            p = _load_proxy(pd)
+        else:
+            key = _KEY_DUMPS(pd)
+            p = known.get(key)
+            if p is None:
+                p = known[key] = _load_proxy(pd)
         proxies[p.name] = p
     inputs = d.get("inputs", [])
     _need(isinstance(inputs, list) and all(n in proxies for n in inputs), "bad inputs")
