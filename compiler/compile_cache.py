@@ -22,7 +22,6 @@ recently used entries evicted first. Off with ``--no-cache``, ``cache=False`` or
 """
 from __future__ import annotations
 
-import gc
 import gzip
 import hashlib
 import json
@@ -291,20 +290,6 @@ def _validated(doc, key: str) -> CachedChain:
 
 
 def replay(cache: CompileCache, key: str, runner, executors: list) -> Optional[Trace]:
-    """:func:`_replay` with the garbage collector paused. A hit builds tens of thousands of objects
-    (the entry's JSON, then its traces), all alive until the recording has them and none in a
-    cycle; the collections they would set off walk all of torch's heap, which cost as much as the
-    replay itself (0.35 s of a 0.75 s replay in the example GPT)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        return _replay(cache, key, runner, executors)
-    finally:
-        if was:
-            gc.enable()
-
-
-def _replay(cache: CompileCache, key: str, runner, executors: list) -> Optional[Trace]:
     """Report the passes of ``key``'s entry through ``runner`` (a ``pipeline.PassRunner``) as the
     pipeline would have, each trace marked :data:`FROM_CACHE` (with its first compile's time as
     ``compiled_ms``), its kernel records built and handed to the ahead-of-time compiler, and the
