@@ -27,6 +27,7 @@ from .acquire import UnsupportedGraph, fx_to_trace
 from .input_names import (aot_argument_names, aot_input_names, dynamo_input_names, parameter_flags,
                           saved_input_names)
 from .ir import Trace, flatten
+from .heap_freeze import compiling as _gc_compiling
 from .chain_wrappers import (_announced, _eager_boxed, _flatten_boxed_inputs, _guard_first_call,
                              _mutated_inputs_saved, _no_donated_buffers, _saving_copies, _tracing_context)
 from .observer import CompileObserver, session_observer
@@ -206,7 +207,7 @@ class ThundervisCompiler:
             check_size(info["n_nodes"], obs, graph)
         self._record_dynamo_trace(gm, graph, site, dynamo_names)
         try:
-            with torch.fx.traceback.preserve_node_meta(), _tracing_context(specialization is not None):
+            with _gc_compiling(), torch.fx.traceback.preserve_node_meta(), _tracing_context(specialization is not None):
                 compiled = aot_module_simplified(
                     gm, example_inputs,
                     fw_compiler=self._chain_compiler(graph, "forward"),
@@ -319,9 +320,10 @@ class ThundervisCompiler:
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
-                trace = self._acquire(gm, graph, chain, t0)
-                final, fn = compile_chain(trace, options)  # after acquire (and remat, pass 1)
-                self._ledger(graph, chain, final)
+                with _gc_compiling():  # the backward compiles at the first backward, outside aot_module_simplified
+                    trace = self._acquire(gm, graph, chain, t0)
+                    final, fn = compile_chain(trace, options)  # after acquire (and remat, pass 1)
+                    self._ledger(graph, chain, final)
             except Exception as e:
                 kind = "unsupported" if isinstance(e, UnsupportedGraph) else "compiler error"
                 obs.chain_failed(graph, chain, f"{kind}: {type(e).__name__}: {e}", traceback.format_exc())

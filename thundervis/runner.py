@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import inspect
 import logging
 import os
@@ -150,7 +151,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     def on_term(signum, frame):
         raise Terminated()
 
-    status, code, tb = "ok", 0, None
+    status, code, tb, froze = "ok", 0, None, False
     started = _Started()
     recorder, held = _open_recording(out, in_main, script_path=script_path, module=module, argv=argv,
                                      executors=executors)
@@ -166,6 +167,7 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(script_path) if script_path else os.getcwd())
         from thundervis.abstract_run import abstract_script
+        froze = _freeze_if_cli()
         with abstract_script(recorder, abstract) if abstract is not None else contextlib.nullcontext():
             if script_path:
                 runpy.run_path(script_path, run_name="__main__")
@@ -176,7 +178,24 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     finally:
         _end_run(started, recorder, saved, redeliver, in_main, status, code, tb)
     _let_compiles_finish()
+    if froze:  # extension modules (Triton's nanobind types) are torn down at exit only when collectable
+        gc.unfreeze()
     return RunResult(code, status, recorder.path)
+
+
+def _freeze_if_cli() -> bool:
+    """When this process is the ``thundervis`` command (its ``__main__`` is our CLI), freeze every
+    object alive now, before the script runs; return whether it did. Our imports and torch's are
+    done by now, and no user object exists yet: full collections, about 0.3-0.4 CPU-s each over
+    torch's heap, then skip what can never become garbage (:mod:`~.compiler.heap_freeze`), and
+    everything the script creates is collected as usual. Called in-process (tests, a notebook), the
+    caller's objects exist already and could never be collected once frozen: no freeze there."""
+    from thundervis import cli
+    if getattr(sys.modules.get("__main__"), "main", None) is not cli.main:
+        return False
+    from thundervis.compiler.heap_freeze import freeze_imports
+    freeze_imports()
+    return True
 
 
 # How long a run's end waits for an Inductor compile an interrupt left running.
