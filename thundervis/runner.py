@@ -190,8 +190,8 @@ def _freeze_if_cli() -> bool:
     torch's heap, then skip what can never become garbage (:mod:`~.compiler.heap_freeze`), and
     everything the script creates is collected as usual. Called in-process (tests, a notebook), the
     caller's objects exist already and could never be collected once frozen: no freeze there."""
-    from thundervis import cli
-    if getattr(sys.modules.get("__main__"), "main", None) is not cli.main:
+    cli = sys.modules.get("thundervis.cli")  # looked up, not imported: the CLI sits above the runner
+    if cli is None or getattr(sys.modules.get("__main__"), "main", None) is not getattr(cli, "main", None):
         return False
     from thundervis.compiler.heap_freeze import freeze_imports
     freeze_imports()
