@@ -46,16 +46,18 @@ def test_ls_json_is_the_overview(recorded, capsys):
     # roofline model (modelled_step, roofline; each fusion's roofline and targets), each chain's timed
     # line (present.chain_times; None: not profiled), the torch.compile options a run overrode (none
     # here), the compile times (compile_text; each graph's compile), the numerics and ls's lines of
-    # it, an abstract run's answer (None here), the memory ledger (saved_bytes, memory_peak) and
-    # which rank of a multi-process run it is (None here)
+    # it, an abstract run's answer (None here), the memory ledger (saved_bytes, memory_peak),
+    # which rank of a multi-process run it is (None here) and the compiled share (static here: no
+    # --profile)
     added = ("chains_eager", "chains_total", "fallbacks", "eager_regions", "eager_head", "collectives",
              "modelled_step", "roofline", "numerics", "numerics_lines", "compile_options_not_used", "run_status",
-             "compile_text", "abstract", "abstract_lines", "saved_bytes", "memory_peak", "rank")
+             "compile_text", "abstract", "abstract_lines", "saved_bytes", "memory_peak", "rank", "compiled_share")
     assert set(added) == set(doc) - set(json.loads(json.dumps(ov.as_json())))  # each one said here
     assert doc["eager_regions"] == [] and doc["eager_head"] == "0 of 4 chains ran eagerly"
     assert doc["abstract"] is None and doc["abstract_lines"] == [] and doc["compile_text"].startswith("compiled ")
     assert doc["collectives"]["in_traces"] == 0 and doc["collectives"]["between_graphs"] == 0
     assert doc["compile_options_not_used"] == [] and doc["rank"] is None
+    assert doc["compiled_share"]["measured"] is False and "--profile" in doc["compiled_share"]["text"]
     base = {k: v for k, v in doc.items() if k not in added}
     for g in base["graphs"]:
         assert all(c.pop("timed") is None for c in g["chains"])
