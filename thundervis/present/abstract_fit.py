@@ -101,7 +101,7 @@ class AbstractAnswer:
 
     @property
     def total(self) -> int:
-        """Bytes of the step: parameters, gradients, optimizer state and peak activations."""
+        """Bytes of the step: parameters, gradients, optimizer state and the activations live at the step's peak."""
         return self.parameters + self.gradients + self.optimizer_state + self.activations
 
     def memory_line(self) -> str:
@@ -109,7 +109,7 @@ class AbstractAnswer:
         opt = f"optimizer state ({self.optimizer}) {_gb(self.optimizer_state)}" if self.optimizer else \
             "optimizer state 0 GB (no optimizer step ran)"
         return (f"memory  parameters {_gb(self.parameters)} + gradients {_gb(self.gradients)} + {opt} + "
-                f"peak activations {_gb(self.activations)} = {_gb(self.total)}")
+                f"activations at the peak {_gb(self.activations)} = {_gb(self.total)}")
 
     def fit_text(self, g: GpuAnswer) -> str:
         """Return ``fits: 61.2 of 80 GB`` or ``short by 9.4 GB: --remat auto saves 6.1 GB``."""
