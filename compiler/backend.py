@@ -205,9 +205,9 @@ class ThundervisCompiler:
         if self.abstract:
             from .abstract import check_size
             check_size(info["n_nodes"], obs, graph)
-        self._record_dynamo_trace(gm, graph, site, dynamo_names)
         try:
             with _gc_compiling(), torch.fx.traceback.preserve_node_meta(), _tracing_context(specialization is not None):
+                self._record_dynamo_trace(gm, graph, site, dynamo_names)  # never raises
                 compiled = aot_module_simplified(
                     gm, example_inputs,
                     fw_compiler=self._chain_compiler(graph, "forward"),
