@@ -19,9 +19,12 @@ code costs it a ``dlopen``, not seconds of Python holding the GIL. Tracing and I
 process-wide state (the FX tracing flag, the RNG state they save and restore, config patches): here
 they touch nobody's training.
 
-The worker is a background job: it lowers its own priority (nice 10, which its C++ compiler
-processes inherit) and runs one compile thread and one OpenMP thread (set by the parent),
-so that on a machine with few cores the training thread keeps its core.
+The worker is a background job: it runs under Linux's ``SCHED_IDLE`` policy where there is one
+(else at nice 10), which its C++ compiler processes inherit, and one compile thread and one OpenMP
+thread (set by the parent), so that on a machine with few cores the training threads keep their
+cores: a build uses only time nobody else wants. On a machine that is busy with other work a build
+may then take long or never finish; its region keeps running through torch meanwhile, which is
+what it did before any build.
 """
 from __future__ import annotations
 
@@ -32,8 +35,9 @@ import time
 
 from .cpu_builds import SHARED_LIBRARY
 
-# 10, not 19: at 19 a build starves on a busy machine (a build took minutes on a 2-core box at load
-# 10) while at 10 it takes about a tenth of a core from each training thread it shares one with.
+# Where SCHED_IDLE is missing. Measured on a quiet 2-core box (benchmarks/step_stalls.py, example
+# GPT, 2 OpenMP training threads): at nice 10 the median step while regions built was 97 ms against
+# eager's 2.9 ms (training threads kept losing their core to the compiler); under SCHED_IDLE 19 ms.
 NICE = 10
 
 
@@ -101,9 +105,12 @@ def build(request: dict) -> dict:
 def main() -> int:
     """Serve requests until stdin closes."""
     try:  # a background job: the training process comes first
-        os.nice(NICE)
-    except (OSError, AttributeError):
-        pass
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):  # not Linux, or not allowed
+        try:
+            os.nice(NICE)
+        except (OSError, AttributeError):
+            pass
     import warnings
     warnings.simplefilter("ignore")
     for line in sys.stdin:
