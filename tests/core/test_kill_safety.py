@@ -31,7 +31,15 @@ def _start(out: str) -> subprocess.Popen:
     env = dict(os.environ, TRITON_INTERPRET="1")
     return subprocess.Popen([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, GPT,
                              "--steps", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env, preexec_fn=ctrl_c_reaches_it)
+
+
+def ctrl_c_reaches_it() -> None:
+    """In the child before exec: SIGINT back to its default. A shell that starts a job in the
+    background without job control (``cmd &`` in a script, as CI runners may) sets SIGINT to ignored,
+    the child inherits that, and Python then installs no KeyboardInterrupt handler: a Ctrl-C test
+    would wait for a run that never hears it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(path: str, proc: subprocess.Popen, timeout: float = 120) -> None:

@@ -169,7 +169,10 @@ def _start_sleeper(tmp_path):
     # faulthandler: a child that hangs is sent SIGABRT and prints every thread's stack (see below).
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", str(out), script,
-                             str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            # SIGINT back to its default in the child: a shell that backgrounds a job
+                            # without job control (CI runners may) leaves it ignored, and inherited
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not ready.exists():
         if proc.poll() is not None or time.time() > deadline:
