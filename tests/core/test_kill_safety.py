@@ -58,7 +58,7 @@ def _run_script(tmp_path, text: str) -> tuple[subprocess.CompletedProcess, str]:
     path.write_text(text)
     out = str(tmp_path / "s.tvrec")
     return subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", out, str(path)],
-                          capture_output=True, text=True, timeout=240), out
+                          capture_output=True, text=True, timeout=240, preexec_fn=ctrl_c_reaches_it), out
 
 
 def _opens_alone_and_says(path: str, folder, status: str, capsys) -> int:
