@@ -357,11 +357,17 @@ def _user_frames(e, limit: int = 4) -> list:
 
 def meter_for(profile) -> Optional[StepShareMeter]:
     """Return a started meter for a run with ``profile`` (a ``ProfileSettings``; None: no meter)."""
-    if profile is None:
+    # Only under --profile: --check-numerics / --compare-eager / --capture-inputs alone also make a
+    # ProfileSettings, and their checked calls (float64 references, interpreted kernels) are no
+    # step to time; profiling one with stacks took a ResNet-18 past 20 GB.
+    if profile is None or not getattr(profile, "timing", False):
         return None
-    # each chain runs its warm-up calls, K timed calls, K wall-clock calls, then reports (the report
-    # is written during the next call): the steps after those run the plain chains
-    return StepShareMeter(getattr(profile, "warmup", 2) + 2 * getattr(profile, "steps", 5)).start()
+    # each chain runs its warm-up calls, K timed calls, K wall-clock calls and its checked or
+    # compared calls, then reports (the report is written during the next call): the steps after
+    # those run the plain chains
+    skip = (getattr(profile, "warmup", 2) + 2 * getattr(profile, "steps", 5)
+            + max(getattr(profile, "check_steps", 0) or 0, getattr(profile, "compare_steps", 0) or 0))
+    return StepShareMeter(skip).start()
 
 
 def stop_meter(meter: Optional[StepShareMeter], note: Callable[[str, dict], None]) -> None:

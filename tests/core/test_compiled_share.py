@@ -342,3 +342,18 @@ def test_jit_and_the_backend_without_run_record_graph_breaks(tmp_path):
     assert len(got) == 2  # the eager backend's break is not ours
     (graphs,) = [line for line in out.stdout.splitlines() if line.startswith("GRAPHS")]
     assert int(graphs.split()[1]) >= 2  # the backend's graphs are recorded there too
+
+
+def test_only_profile_runs_get_a_meter_and_it_skips_the_checked_calls():
+    """--check-numerics / --compare-eager / --capture-inputs without --profile make a ProfileSettings
+    too; their checked calls (float64 references through interpreted kernels) must never be the
+    profiled step (it took a ResNet-18 past 20 GB). Under --profile the checked calls are skipped."""
+    from thundervis.compiler.profiling import ProfileSettings
+    from thundervis.step_share import meter_for, stop_meter
+    assert meter_for(None) is None
+    assert meter_for(ProfileSettings(timing=False, check_steps=3)) is None
+    meter = meter_for(ProfileSettings(timing=True, warmup=2, steps=5, check_steps=3, compare_steps=4))
+    try:
+        assert meter._skip == 2 + 2 * 5 + 4
+    finally:
+        stop_meter(meter, lambda name, data: None)
