@@ -250,24 +250,30 @@ def test_eager_ops_are_counted_at_autograd_level_outside_compiled_ranges():
     from thundervis.step_share import eager_ops
     lin, rnn = torch.nn.Linear(4, 4), torch.nn.LSTM(4, 4)
 
-    def forward(x):
-        with torch.autograd.profiler.record_function("thundervis.chain"):  # stands for a chain call
+    def forward(x, chain=True):
+        import contextlib
+        # the range stands for a chain call
+        with torch.autograd.profiler.record_function("thundervis.chain") if chain else contextlib.nullcontext():
             y = lin(x)
         return rnn(y)[0]
 
-    x = torch.randn(3, 2, 4)
-    forward(x).sum().backward()
-    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
-        forward(x).sum().backward()
-    got = eager_ops(prof.events())
+    def counted(chain: bool) -> dict:
+        x = torch.randn(3, 2, 4)
+        forward(x, chain).sum().backward()
+        with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+            forward(x, chain).sum().backward()
+        return eager_ops(prof.events())
+
+    got = counted(chain=True)
     here = os.path.basename(__file__)
     places = {tuple(tuple(f) for f in p["frames"][:1]): p for p in got["places"]}
     (lstm_place,) = [p for k, p in places.items() if k and k[0][0] == here and k[0][2] == "forward"]
-    # the LSTM's forward and its backward (placed by autograd's sequence number) are the forward's;
-    # the linear inside the stand-in chain is not counted at all
+    # the LSTM's forward and its backward (placed by autograd's sequence number) are the forward's
     assert lstm_place["ops"] >= 2 and lstm_place["us"] > 0
     assert got["eager_ops"] >= lstm_place["ops"]
-    assert not any("addmm" in json.dumps(p) for p in got["places"])
+    # the linear's forward inside the stand-in chain is not counted: the same step without the
+    # range counts more (places hold frames, not op names, so this is where it shows)
+    assert counted(chain=False)["eager_ops"] > got["eager_ops"]
 
 
 def test_the_meter_cuts_steps_at_optimizer_steps_and_times_chain_calls():
