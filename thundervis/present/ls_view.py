@@ -180,19 +180,20 @@ def ls_view(rec, gpus=None) -> LsView:
     and ``thundervis.gpus.UnknownGPU`` for a GPU name it does not know."""
     from .abstract_fit import abstract_answer
     from .collectives import collective_counts, collective_places, trace_communication_ops
-    from .compile_times import compile_events, compile_times, run_compile_text
-    from .compiled_share import compiled_share
-    from .eager_regions import EVENTS, eager_head, eager_regions
+    from .compile_times import run_compile_text
+    from .eager_regions import eager_head
     from .numerics import ls_lines
     from .overview import read_overview
     from .roofline import chain_costs, roofline_rows, step_models
-    from .status import chain_counts, compile_options_not_used, fallbacks
-    view = read_overview(rec)  # the overview every view reads: the TUI's and the widget's too
-    times = compile_times(view.graphs, compile_events(rec))  # forward + the lazy backward, cache hits
+    from .status import compile_options_not_used, fallbacks
+    # the overview every view reads (the TUI's and the widget's too): its compile times (forward +
+    # the lazy backward, cache hits), eager regions and compiled share are read once, there
+    view = read_overview(rec)
+    times = {t.graph: t for t in view.compile_times}
     costs = chain_costs(rec)
     saved_bytes, memory, peak = _memory(rec)
-    eager, total = chain_counts(rec)
-    regions = eager_regions([e for name in EVENTS for e in rec.events(name)])
+    eager, total = view.eager_counts()
+    regions = view.eager_regions
     # an abstract run's fit and step per GPU (None: a real run); the overview's when it has it
     answer = view.abstract if gpus is None and view.abstract is not None else abstract_answer(rec, gpus)
     return LsView(
@@ -202,7 +203,7 @@ def ls_view(rec, gpus=None) -> LsView:
         compile_options_not_used=tuple(compile_options_not_used(rec.events("compile_options_dropped"))),
         fallbacks=tuple(fallbacks(rec)), eager_regions=tuple(regions),
         eager_head=eager_head(eager, total, regions),
-        compiled_share=compiled_share(rec.events("step_share"), view.graphs, regions),
+        compiled_share=view.compiled_share,
         collectives=LsCollectives(trace_communication_ops(rec), collective_counts(rec),
                                   tuple(collective_places(rec))),
         modelled_step=tuple(step_models(rec, gpus, costs)),
