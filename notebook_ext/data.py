@@ -25,9 +25,8 @@ from thundervis.present.overview import read_overview
 from thundervis.present.numerics import numerics_json, verdict_cell
 from thundervis.present.pass_traces import PassTraces
 from thundervis.present.run_status import run_status
-from thundervis.present.eager_regions import EVENTS as EAGER_EVENTS
-from thundervis.present.eager_regions import beside_regions, eager_regions
-from thundervis.present.status import chain_eager, recorded_dynamo_fallbacks, symbol_status
+from thundervis.present.eager_regions import beside_regions
+from thundervis.present.status import chain_eager, symbol_status
 from thundervis.present.symbol_detail import symbol_view
 from thundervis.present.units import format_ms
 from thundervis.recording import PassRef, RecordingError, UnknownItem
@@ -52,21 +51,14 @@ def _source_json(s) -> Optional[dict]:
     return {"file": s.file, "line": s.line, "code": s.code, "module": s.module, "label": s.label()}
 
 
-def _dynamo_json(rec) -> tuple[list, list, list]:
+def _dynamo_json(ov) -> tuple[list, list, list]:
     """Return the payload's ``dynamo_fallbacks`` (every function Dynamo ran eagerly),
     ``dynamo_rest`` (those the eager regions do not already say) and ``eager_regions`` (the code
-    Dynamo left to eager, ``present.eager_regions``), each as JSON-ready dicts."""
-    found = recorded_dynamo_fallbacks(rec)
-    regions = eager_regions([e for name in EAGER_EVENTS for e in rec.events(name)])
+    Dynamo left to eager, ``present.eager_regions``), each as JSON-ready dicts, from the
+    recording's ``present.overview.ViewOverview`` ``ov`` (which read them once)."""
+    found = ov.dynamo_fallbacks
     return ([f.as_json() for f in found], [f.as_json() for f in beside_regions(found)],
-            [r.as_json() for r in regions])
-
-
-def _share_json(rec) -> dict:
-    """Return the payload's ``compiled_share``: ``present.compiled_share``'s value as a dict."""
-    from thundervis.present.compiled_share import compiled_share
-    regions = eager_regions([e for name in EAGER_EVENTS for e in rec.events(name)])
-    return compiled_share(rec.events("step_share"), rec.graphs(), regions).as_json()
+            [r.as_json() for r in ov.eager_regions])
 
 
 class RecordingData:
@@ -311,9 +303,7 @@ class RecordingData:
         with self._lock:
             from .asm_data import build_targets
             asm_targets = build_targets(self.rec)
-            from thundervis.present.compile_times import compile_events, compile_times
-            compiled = compile_events(self.rec)
-        times = compile_times(self.graphs(), compiled)  # forward + the lazy backward, and what came from cache
+        ov = self.overview()  # its compile times (forward + the lazy backward, what came from cache) and share
         graphs = []
         kinds = sorted({c.kind for g in self.graphs() for c in g.chains})
         for g in self.graphs():
@@ -327,17 +317,16 @@ class RecordingData:
             graphs.append({"id": g.id, "default_chain": default_view.default_chain(g), "chain_on_switch": on_switch,
                            "reason": g.reason,
                            "graph_break_reason": g.graph_break_reason,
-                           "compile_s": g.compile_s, "compile": times[g.id].as_json(), "chains": chains,
+                           "compile_s": g.compile_s, "compile": ov.compile_time(g.id).as_json(), "chains": chains,
                            "failures": [{"chain": f.chain, "error": f.error} for f in g.failures],
                            "kernels": [dict(k, roofline=roofline[k["id"]].as_json() if k["id"] in roofline else None,
                                             asm_targets=asm_targets.get((g.id, k["chain"], k["name"]), []))
                                        for k in self.kernels_json(g, roofline)]})
         with self._lock:
             communication = communication_json(self.rec)
-            dynamo, dynamo_rest, regions = _dynamo_json(self.rec)
-            share = _share_json(self.rec)
             from .memory_plot import memory_tab
             memory = memory_tab(self.rec)  # the Memory tab: present.memory's figures, matplotlib's SVG
+        dynamo, dynamo_rest, regions = _dynamo_json(ov)
         numerics = numerics_json(self.numerics_summary())
         shown = default_view.default_graph(self.graphs())
         return {"schema": 1, "kind": "recording", "title": self.title(), "path": self.rec.path,
@@ -346,7 +335,8 @@ class RecordingData:
                 "device": run.device, "graphs": graphs, "infos": infos.items,
                 "lines": table.items, "sources": sources.items, "communication": communication,
                 "roofline_target": roofline_target, "numerics": numerics, "dynamo_fallbacks": dynamo,
-                "eager_regions": regions, "dynamo_rest": dynamo_rest, "compiled_share": share,
+                "eager_regions": regions, "dynamo_rest": dynamo_rest,
+                "compiled_share": ov.compiled_share.as_json() if ov.compiled_share is not None else None,
                 "abstract_lines": self._abstract_lines(), "memory": memory}  # present.abstract_fit: an abstract run's answer
 
     def _chain_payload(self, g, c, inline, with_diagrams: bool, *, infos, table, sources) -> dict:
