@@ -130,13 +130,6 @@ def fallback_lines(d: dict, ops_limit: int = 12) -> list[str]:
     return lines
 
 
-def numerics_lines(rec) -> list[str]:
-    """Return the ``run --check-numerics`` / ``--compare-eager`` lines of a summary (none when the
-    run was not checked)."""
-    from thundervis.present.numerics import ls_lines, numerics_summary
-    return ls_lines(numerics_summary(rec))
-
-
 def summary_text(rec, passes: bool = True, gpus=None) -> str:
     """Return the human-readable summary of an open recording (``passes``: list every pass; ``gpus``:
     the GPUs the step is modelled on, default the recorded targets)."""

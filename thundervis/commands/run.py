@@ -69,8 +69,7 @@ def _print_fallbacks(path: str) -> None:
             lines = fallback_lines(d, ops_limit=5)
             if d.get("compile_text"):  # present.compile_times: forward + the lazily built backward
                 lines.insert(0, d["compile_text"])
-            from thundervis.commands.ls import numerics_lines
-            lines += numerics_lines(rec)
+            lines += d["numerics_lines"]  # present.numerics, as ls prints them
     except (RecordingError, OSError) as e:
         print(f"thundervis: could not read the fallbacks back: {e}")
         return
