@@ -175,25 +175,23 @@ def _region_io(trace: Trace, members: list[int], uses: Optional[dict] = None) ->
     """Return (inputs read from outside, outputs read outside or returned) of a region."""
     syms = trace.symbols
     uses = _uses(trace) if uses is None else uses
-    inside = set(members)
-    made: dict[str, TensorProxy] = {}
+    outs = {i: syms[i].flat_outputs() for i in members}
+    made: set[str] = set()
     inputs: dict[str, TensorProxy] = {}
     for i in members:
         for p in syms[i].flat_inputs():
             if p.name not in made:
                 inputs.setdefault(p.name, p)
-        for p in syms[i].flat_outputs():
-            made[p.name] = p
-    outputs = [p for n, p in made.items() if not uses.get(n, set()) <= inside]
-    return list(inputs.values()), outputs
+        made.update(p.name for p in outs[i])
+    return list(inputs.values()), _region_outputs(outs, members, uses)
 
 
 _NO_USES = frozenset()
 
 
 def _region_outputs(outs: list, members: list[int], uses: dict) -> list[TensorProxy]:
-    """Return the outputs of a region as :func:`_region_io` does (``outs``: each symbol's flat
-    outputs, by index; ``uses`` as :func:`_uses` returns)."""
+    """Return the outputs of a region: its values read outside it or returned (``outs``: each
+    symbol's flat outputs, by index; ``uses`` as :func:`_uses` returns)."""
     inside = set(members)
     made: dict[str, TensorProxy] = {}
     for i in members:
