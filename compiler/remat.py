@@ -18,6 +18,7 @@ import torch
 import torch.fx
 from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
+from .compile_cache import FROM_CACHE
 from .ir import BoundSymbol, Minter, TensorProxy, Trace, map_structure
 
 POLICIES = ("off", "auto")
@@ -295,7 +296,7 @@ def without_notes(trace: Trace) -> Trace:
     ``from_cache`` flag goes too: it says where this partition came from, not what the passes after
     it compile (whose cache key the trace is)."""
     marks = ("saved for backward (", "recomputed, not saved (")
-    meta = {k: v for k, v in trace.meta.items() if k != "from_cache"}
+    meta = {k: v for k, v in trace.meta.items() if k != FROM_CACHE}
     return trace.replace(meta=meta, symbols=tuple(b.replace(note=None) if b.note and b.note.startswith(marks) else b
                                                   for b in trace.symbols))
 
@@ -308,7 +309,7 @@ def pass_meta(p: Partitioned) -> dict:
     if p.error:
         meta["remat_error"] = p.error[:500]
     if p.cache is not None and p.cache.get("hit"):
-        meta["from_cache"] = True
+        meta[FROM_CACHE] = True
     return meta
 
 
