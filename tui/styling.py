@@ -193,7 +193,8 @@ S_DIM_ONLY = Style(dim=True)
 S_FOLD = Style(color=DIM, italic=True)
 ROW_BG = {k: Style(bgcolor=bg) for k, (bg, _) in DIFF_BG.items() if bg}
 MARKER = {k: Style(color=colour, bold=True) for k, (_, colour) in DIFF_BG.items()}
-NOTE = {k: Style(color=NOTE_STYLE.get(k, DIM), italic=True) for k in list(DIFF_BG) + ["changed"]}
+# not NOTE: that name is the span kind imported from present.line_kinds above
+S_DIFF_NOTE = {k: Style(color=NOTE_STYLE.get(k, DIM), italic=True) for k in list(DIFF_BG) + ["changed"]}
 
 
 def _status_key(status: str, marker: str) -> str:
@@ -228,4 +229,4 @@ def diff_cell(row, marker: Optional[str] = None, with_marker: bool = True) -> Te
 
 def diff_note(note: str, status: str) -> Text:
     """Return a diff row's note (``→ fused into fw_fusion_3`` ...), styled by status."""
-    return Text(visible_line(note), style=NOTE.get(status, S_FOLD), end="")
+    return Text(visible_line(note), style=S_DIFF_NOTE.get(status, S_FOLD), end="")
