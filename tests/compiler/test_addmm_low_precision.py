@@ -8,33 +8,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from thundervis.compiler import CompileObserver, ThundervisCompiler
+from thundervis.compiler import ThundervisCompiler
 
 
-class _Traces(CompileObserver):
-    def __init__(self):
-        self.traces, self.failures = {}, []
-
-    def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
-        self.traces[(chain, name)] = trace
-
-    def chain_failed(self, graph, chain, error, tb):
-        self.failures.append((chain, error))
-
-
-def _compiled(fn, *args, backward=None):
+def _compiled(recorder_cls, fn, *args, backward=None):
     """Return (compiled ``fn(*args)``, {chain: its final trace}) with the default executors, after
     ``backward(out)`` when given."""
     torch._dynamo.reset()
-    obs = _Traces()
-    out = torch.compile(fn, backend=ThundervisCompiler(observer=obs), dynamic=False)(*args)
+    rec = recorder_cls()
+    out = torch.compile(fn, backend=ThundervisCompiler(observer=rec), dynamic=False)(*args)
     if backward is not None:
         backward(out)
-    assert not obs.failures, obs.failures
-    finals = {}
-    for (chain, name), trace in obs.traces.items():
-        if chain in ("forward", "backward", "inference") and name == "codegen":
-            finals[chain] = trace
+    assert not rec.failures, rec.failures
+    finals = {c: rec.traces(c)["codegen"] for c in ("forward", "backward", "inference") if rec.traces(c)}
     return out, finals
 
 
@@ -43,8 +29,12 @@ def _float32_values(trace) -> list[str]:
     return [b.sym for b in trace.walk() for p in b.flat_outputs() if getattr(p, "dtype", None) == "float32"]
 
 
+def _is_matmul(b) -> bool:
+    return b.sym in ("prims.mm", "prims.bmm") or "addmm" in b.sym or "baddbmm" in b.sym
+
+
 def _matmuls(trace) -> list[str]:
-    return [b.sym for b in trace.walk() if b.sym in ("prims.mm", "prims.bmm") or "addmm" in b.sym or "baddbmm" in b.sym]
+    return [b.sym for b in trace.walk() if _is_matmul(b)]
 
 
 CASES = {  # name: (fn, argument shapes: first the bias/input)
@@ -61,11 +51,11 @@ CASES = {  # name: (fn, argument shapes: first the bias/input)
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_low_precision_addmm_matches_eager_bit_for_bit(case, dtype):
+def test_low_precision_addmm_matches_eager_bit_for_bit(recorder_cls, case, dtype):
     fn, shapes = CASES[case]
     torch.manual_seed(0)
     args = [torch.randn(s, dtype=dtype) for s in shapes]
-    out, finals = _compiled(fn, *args)
+    out, finals = _compiled(recorder_cls, fn, *args)
     want = fn(*args)
     assert out.dtype == want.dtype == dtype
     assert torch.equal(out, want), f"{case}: {(out != want).sum().item()} of {out.numel()} elements differ"
@@ -74,17 +64,17 @@ def test_low_precision_addmm_matches_eager_bit_for_bit(case, dtype):
     assert not _float32_values(trace), f"{case}: float32 values in the final trace: {_float32_values(trace)}"
 
 
-def test_float32_addmm_still_decomposes():
+def test_float32_addmm_still_decomposes(recorder_cls):
     torch.manual_seed(0)
     c, a, b = torch.randn(48), torch.randn(32, 64), torch.randn(64, 48)
     fn = lambda c, a, b: torch.addmm(c, a, b, beta=2.0, alpha=0.5)  # noqa: E731
-    out, finals = _compiled(fn, c, a, b)
+    out, finals = _compiled(recorder_cls, fn, c, a, b)
     torch.testing.assert_close(out, fn(c, a, b))
     (trace,) = finals.values()
     assert "prims.mm" in _matmuls(trace) and not any("addmm" in s for s in _matmuls(trace))
 
 
-def test_bf16_linear_training_step_has_no_float32_matmul():
+def test_bf16_linear_training_step_has_no_float32_matmul(recorder_cls):
     # Forward and backward of a bf16 Linear with a bias: every product in bf16, the output and the
     # gradients equal eager's.
     torch.manual_seed(0)
@@ -94,14 +84,10 @@ def test_bf16_linear_training_step_has_no_float32_matmul():
     ref.float().square().sum().backward()
     grads = [p.grad.clone() for p in lin.parameters()]
     lin.zero_grad()
-    out, finals = _compiled(lambda x: lin(x), x, backward=lambda out: out.float().square().sum().backward())
+    out, finals = _compiled(recorder_cls, lambda x: lin(x), x, backward=lambda out: out.float().square().sum().backward())
     assert torch.equal(out, ref)
     for p, g in zip(lin.parameters(), grads):
         torch.testing.assert_close(p.grad, g)
     for chain in ("forward", "backward"):
-        mats = [b for b in finals[chain].walk() if _matmuls_one(b)]
+        mats = [b for b in finals[chain].walk() if _is_matmul(b)]
         assert mats and all(p.dtype == "bfloat16" for b in mats for p in b.flat_outputs()), chain
-
-
-def _matmuls_one(b) -> bool:
-    return b.sym in ("prims.mm", "prims.bmm") or "addmm" in b.sym
