@@ -290,8 +290,8 @@ def validated_choice(raw, nodes: dict) -> dict:
     pairs = raw.get("cse", [])
     if not isinstance(pairs, list) or len(pairs) > _MAX_NAMES:
         raise Refused("the CSE merges are not a list")
-    for p in pairs:
-        if not (isinstance(p, list) and len(p) == 2):
+    for p in pairs:  # the kept node may repeat (several merged into one), so _names checks only the merged
+        if not (isinstance(p, list) and len(p) == 2 and isinstance(p[1], str) and _FX_NAME.fullmatch(p[1])):
             raise Refused("a CSE merge is not a pair of names")
     _names([p[0] for p in pairs], "CSE merged nodes")
     for name in saved + sym + [x for p in pairs for x in p]:

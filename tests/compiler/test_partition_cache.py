@@ -133,6 +133,7 @@ def _tamper(cache_dir, change) -> None:
     pytest.param("a number for a name", lambda p: p["auto"]["saved"].__setitem__(0, 7), "not a node name", marks=pytest.mark.slow),
     ("a huge list", lambda p: p["auto"].__setitem__("saved", [f"n{i}" for i in range(200_000)]), "at most"),
     pytest.param("markup for a name", lambda p: p["auto"]["saved"].__setitem__(0, "[red]x"), "not a node name", marks=pytest.mark.slow),
+    pytest.param("markup for a kept node", lambda p: p["auto"]["cse"][0].__setitem__(1, "[red]x"), "pair of names", marks=pytest.mark.slow),
     pytest.param("a bool for the output count", lambda p: p["auto"].__setitem__("n_fwd", True), "count", marks=pytest.mark.slow),
     pytest.param("another choice", lambda p: p["auto"]["saved"].pop(), "other", marks=pytest.mark.slow),
     ("a wrong digest", lambda p: p["auto"].__setitem__("digest", "0" * 32), "other graphs"),
