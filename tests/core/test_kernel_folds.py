@@ -186,7 +186,9 @@ def test_a_damaged_fold_row_leaves_the_views_working(folded, tmp_path, capsys):
 
 def test_layer_ranges():
     from types import SimpleNamespace
-    from thundervis.present.kernel_folds import layer_range
+    from thundervis.present.kernel_folds import layer_of, layer_range
+    assert layer_of("model.layers.7.mlp") == ("model.layers", 7) and layer_of("3.fc1") == ("", 3)
+    assert layer_of("lm_head") is None and layer_of(None) is None and layer_of(7) is None  # untrusted values
 
     def k(*modules):
         return SimpleNamespace(source_lines=tuple({"module": m} for m in modules))

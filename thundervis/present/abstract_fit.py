@@ -21,17 +21,16 @@ goes to its first member's line). A run that compiled no graph has nothing to mo
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
 from thundervis.gpu_rates import rates_for
 from thundervis.gpus import GPUS
+from thundervis.present.kernel_folds import layer_of
 from thundervis.present.units import format_bytes, plural
 
 # Datasheet HBM capacities (decimal GB), the SXM/HGX parts of thundervis.gpus.GPUS.
 HBM_BYTES = {"a100": 80e9, "h100": 80e9, "h200": 141e9, "b200": 180e9}
-_INDEX = re.compile(r"^(?:(.*?)\.)?(\d+)(\..*)?$")
 NOTHING_COMPILED = "no graph compiled before the run stopped: nothing to model"
 NOTHING_RAN = "no graph compiled: nothing to model"
 
@@ -227,9 +226,9 @@ def _last(rec, name: str):
 def block_of(module: str) -> str:
     """Return the folded block of a module path: ``model.layers.7.mlp`` -> ``model.layers.#``; a
     path without an index keeps its first two parts."""
-    m = _INDEX.match(module or "")
-    if m:
-        return f"{m.group(1)}.#" if m.group(1) else "#"
+    found = layer_of(module)
+    if found:
+        return f"{found[0]}.#" if found[0] else "#"
     return ".".join((module or "(no module)").split(".")[:2])
 
 
@@ -348,9 +347,9 @@ def abstract_answer(rec, gpus: Optional[list] = None) -> Optional[AbstractAnswer
                 kern[name] = kern.get(name, 0.0) + us
                 module, label = where.get((graph, chain, c.uid), ("", "(no source line)"))
                 b = block_of(module)
-                m = _INDEX.match(module or "")
-                if m:
-                    indices.setdefault(b, set()).add(int(m.group(2)))
+                found = layer_of(module)
+                if found:
+                    indices.setdefault(b, set()).add(found[1])
                 block[b] = block.get(b, 0.0) + us
                 line[label] = line.get(label, 0.0) + us
         modelled = sum(kern.values())

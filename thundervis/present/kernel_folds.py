@@ -71,12 +71,20 @@ class KernelFold:
                 "folded": self.folded, "summary": self.summary}
 
 
+def layer_of(module) -> Optional[tuple]:
+    """Return ``(block head, layer index)`` of a module path at its first numbered part
+    (``model.layers.7.mlp`` -> ``("model.layers", 7)``), None when no part is a number or
+    ``module`` is not a string (recorded values are untrusted)."""
+    m = _INDEX.match(module) if isinstance(module, str) else None
+    return (m.group(1) or "", int(m.group(2))) if m else None
+
+
 def _layer(k) -> Optional[tuple]:
     """Return (block head, layer index) of kernel ``k`` from its first numbered module path."""
     for s in k.source_lines:
-        m = _INDEX.match(s.get("module") or "") if isinstance(s, dict) and isinstance(s.get("module"), str) else None
-        if m:
-            return m.group(1) or "", int(m.group(2))
+        found = layer_of(s.get("module")) if isinstance(s, dict) else None
+        if found:
+            return found
     return None
 
 
