@@ -144,17 +144,15 @@ def cached_runs(tmp_path_factory):
     """The training script run twice with the compile cache on (a fresh folder): (cold, warm)
     recording paths and the warm run's stdout."""
     import io
-    import os
     from contextlib import redirect_stdout
     from thundervis.cli import main
     folder = tmp_path_factory.mktemp("cached")
     script = write_script(folder, "train.py", """
         model(torch.randn(4, 8)).backward()
     """)
-    saved = {k: os.environ.get(k) for k in ("THUNDERVIS_CACHE_DIR", "THUNDERVIS_COMPILE_CACHE")}
-    os.environ["THUNDERVIS_CACHE_DIR"] = str(folder / "cache")
-    os.environ.pop("THUNDERVIS_COMPILE_CACHE", None)
-    try:
+    with pytest.MonkeyPatch.context() as mp:  # module-scoped: the monkeypatch fixture is per test
+        mp.setenv("THUNDERVIS_CACHE_DIR", str(folder / "cache"))
+        mp.delenv("THUNDERVIS_COMPILE_CACHE", raising=False)
         outs = []
         for name in ("cold", "warm"):
             out = str(folder / f"{name}.tvrec")
@@ -162,9 +160,6 @@ def cached_runs(tmp_path_factory):
             with redirect_stdout(buf):
                 assert main(["run", "--no-view", "--executors", "torch", "-o", out, script]) == 0
             outs.append((out, buf.getvalue()))
-    finally:
-        for k, v in saved.items():
-            os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
     return outs[0][0], outs[1][0], outs[1][1]
 
 
