@@ -25,20 +25,30 @@ thread (set by the parent), so that on a machine with few cores the training thr
 cores: a build uses only time nobody else wants. On a machine that is busy with other work a build
 may then take long or never finish; its region keeps running through torch meanwhile, which is
 what it did before any build.
+
+A worker whose training process is gone (killed: its ``atexit`` close never ran) ends within
+:data:`PARENT_POLL_S`, with the compilers of its session, and removes the build folder
+(:func:`_watch_parent`): closed stdin alone is not enough, as a build in progress reads no stdin
+and a process forked by training (a data loader's worker) may hold the pipe open.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
+import threading
 import time
 
-from .cpu_builds import SHARED_LIBRARY
+from .cpu_builds import FOLDER_ENV, PARENT_ENV, SHARED_LIBRARY
 
 # Where SCHED_IDLE is missing. Measured on a quiet 2-core box (benchmarks/step_stalls.py, example
 # GPT, 2 OpenMP training threads): at nice 10 the median step while regions built was 97 ms against
 # eager's 2.9 ms (training threads kept losing their core to the compiler); under SCHED_IDLE 19 ms.
 NICE = 10
+# How often the worker checks that its training process is still there.
+PARENT_POLL_S = 0.5
 
 
 def _examples(specs: list) -> list:
@@ -102,8 +112,27 @@ def build(request: dict) -> dict:
     return {"path": so, "seconds": time.perf_counter() - t0}
 
 
+def _watch_parent(parent: int, folder: str) -> None:
+    """Return once ``parent`` is no longer this process's parent, having removed ``folder`` (the
+    build folder it made for us, if named) and ended this worker's session: itself and its C++
+    compilers. The session is ours only when we lead it (``start_new_session``); otherwise only
+    this process ends."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+    if os.getsid(0) == os.getpid():
+        os.killpg(0, signal.SIGKILL)
+    os._exit(1)
+
+
 def main() -> int:
-    """Serve requests until stdin closes."""
+    """Serve requests until stdin closes or the training process is gone."""
+    parent = os.environ.get(PARENT_ENV, "")
+    # Started before the policy below changes (per thread on Linux): a busy box never starves it.
+    threading.Thread(target=_watch_parent, args=(int(parent) if parent.isdigit() else os.getppid(),
+                                                  os.environ.get(FOLDER_ENV, "")),
+                     name="thundervis-cpu-build-parent", daemon=True).start()
     try:  # a background job: the training process comes first
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (OSError, AttributeError):  # not Linux, or not allowed

@@ -42,6 +42,9 @@ WORKER_MODULE = "thundervis.compiler.executors.cpu_build_worker"
 # The file name of a build inside its request's ``out`` folder; the worker (a child process that
 # imports this module for it) writes exactly this name, and nothing else there is ever loaded.
 SHARED_LIBRARY = "region.so"
+# The worker's environment names the training process and the build folder: a worker whose
+# training process is gone removes that folder and ends (``cpu_build_worker._watch_parent``).
+PARENT_ENV, FOLDER_ENV = "THUNDERVIS_CPU_BUILD_PARENT", "THUNDERVIS_CPU_BUILD_FOLDER"
 
 
 class Build:
@@ -93,7 +96,8 @@ class _Worker:
         # that ending the worker ends every compile it started.
         # Inductor's own cache lives in our folder too: nothing of a shared cache is reused.
         env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1",
-                   TORCHINDUCTOR_CACHE_DIR=os.path.join(self.folder, "inductor-cache"))
+                   TORCHINDUCTOR_CACHE_DIR=os.path.join(self.folder, "inductor-cache"),
+                   **{PARENT_ENV: str(os.getpid()), FOLDER_ENV: self.folder})
         # Its own session, so that closing it also ends the C++ compilers it started.
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,

@@ -5,6 +5,8 @@ validating loader, and the live status line names the regions building."""
 from __future__ import annotations
 
 import io
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -264,3 +266,46 @@ def test_the_worker_warms_up_when_a_region_qualifies_not_before(monkeypatch, _wa
     region = cpu_path.CpuRegion(_region())
     region(torch.randn(64, 64))  # qualifies: its build comes after N calls, the worker warms up now
     assert _warm_ups == [1] and region._pending and region._build is None
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (exited, or a zombie nobody has reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+@pytest.mark.parametrize("serving", [False, True], ids=["while starting", "while serving"])
+def test_a_worker_whose_training_process_is_killed_ends_with_its_compilers_and_folder(serving):
+    """SIGTERM skips the training process's atexit close; a process it started (a data loader's
+    worker) still holds the worker's stdin open, so only the worker's own watch can end it."""
+    script = ("import subprocess, time\n"
+              "from thundervis.compiler.executors import cpu_builds\n"
+              "w = cpu_builds._get_worker()\n"
+              "holder = subprocess.Popen(['sleep', '300'], pass_fds=(w.proc.stdin.fileno(),))\n"
+              # a request it answers at once (with an error): the worker is up and reading
+              + ("assert cpu_builds.submit(lambda: {'region': {}, 'args': []}).wait(120)\n" if serving else "")
+              + "print(w.proc.pid, holder.pid, w.folder, flush=True)\n"
+              "time.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    worker = holder = None
+    try:
+        worker, holder, folder = parent.stdout.readline().split()
+        worker, holder = int(worker), int(holder)
+        assert os.path.isdir(folder)
+        parent.send_signal(signal.SIGTERM)  # at once: the worker may still be starting
+        assert parent.wait(30) == -signal.SIGTERM
+        deadline = time.monotonic() + 60
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(worker), "the orphaned worker kept running"
+        assert not os.path.exists(folder)
+    finally:
+        parent.kill()
+        parent.wait()
+        for pid in (holder, worker):
+            if pid is not None and not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
