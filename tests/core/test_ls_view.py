@@ -108,3 +108,31 @@ def test_ls_group_names_the_first_readable_rank_or_none(tmp_path, capsys):
     assert code == 0 and json.loads(out)["first_rank"] is None
     code, text, _ = run_cli(capsys, "ls", group)
     assert code == 0 and text.count("unreadable: ") == 2
+
+
+class _Terminal:
+    """stdout that says it is a terminal (the run ends in the viewer, else in ls's text)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def isatty(self):
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def test_run_without_a_viewer_ends_in_the_text_of_the_view_its_summary_read(tmp_path, capsys, monkeypatch):
+    from thundervis.cli import main
+    from thundervis.commands import run as run_cmd
+    monkeypatch.setattr(run_cmd, "open_viewer", lambda path: False)  # no TUI here: ls's text instead
+    monkeypatch.setattr(sys, "stdout", _Terminal(sys.stdout))
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nf = torch.compile(lambda x: (x * 2).sin())\nf(torch.randn(8))\n")
+    path = str(tmp_path / "r.tvrec")
+    assert main(["run", "--executors", "torch", "--out", path, str(script)]) == 0
+    out = capsys.readouterr().out
+    with open_recording(path) as rec:
+        text = view_text(ls_view(rec), passes=False)
+    assert out.endswith(text) and text.startswith("run     ") and "graph 0  compiled" in text

@@ -1,7 +1,5 @@
-"""``thundervis run --abstract [--device cuda|cpu] [--gpu LIST]``: the options and the end-of-run answer."""
+"""``thundervis run --abstract [--device cuda|cpu] [--gpu LIST]``: the options (run's summary prints the answer from present.ls_view)."""
 from __future__ import annotations
-
-import sys
 
 from thundervis.errors import UserError
 
@@ -41,18 +39,3 @@ def abstract_settings(args):
     if not keys:
         raise UserError(f"--gpu wants GPU names, e.g. h100,h200 (choices: {', '.join(GPUS)}).")
     return AbstractSettings(device=args.device or "cuda", gpus=tuple(dict.fromkeys(keys)))
-
-
-def print_abstract_answer(path: str) -> None:
-    """Print the abstract run's answer per GPU (present.abstract_fit) after the run."""
-    from thundervis.present.abstract_fit import abstract_answer
-    from thundervis.recording import RecordingError, open_recording
-    try:
-        with open_recording(path, check=False) as rec:
-            answer = abstract_answer(rec)
-    except (RecordingError, OSError) as e:
-        print(f"thundervis: could not read the abstract answer back: {e}", file=sys.stderr)
-        return
-    if answer is not None:
-        for line in answer.text_lines():
-            print("thundervis: " + line)

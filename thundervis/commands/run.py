@@ -13,7 +13,7 @@ import sys
 
 from thundervis.commands.run_options import (add_target_argument, check_run_options, parse_executors,
                                            parse_target_option, shown_path, target_stem)
-from thundervis.commands.abstract_options import abstract_settings, add_abstract_arguments, print_abstract_answer
+from thundervis.commands.abstract_options import abstract_settings, add_abstract_arguments
 from thundervis.errors import UserError
 
 # The executor-list parser's old name (other modules import it from here).
@@ -58,24 +58,27 @@ def _say_once_about_cpu(executors) -> None:
           "and any timings are CPU timings, not GPU timings.", file=sys.stderr)
 
 
-def _print_fallbacks(path: str) -> None:
+def _print_fallbacks(path: str):
     """Print how many chains ran eagerly and every fallback of the run (ops run by torch grouped by
-    reason); a recording that cannot be read says so in one line."""
-    from thundervis.commands.ls import fallback_lines, summary_dict
+    reason) and return the ``present.ls_view.LsView`` they come from, which the rest of the run's
+    summary reads too; a recording that cannot be read says so in one line (None returned)."""
+    from thundervis.commands.ls import fallback_lines, ls_view_or_fail
     from thundervis.recording import RecordingError, open_recording
     try:
         with open_recording(path, check=False) as rec:
-            d = summary_dict(rec)
+            view = ls_view_or_fail(rec)
+            d = view.as_json()
             lines = fallback_lines(d, ops_limit=5)
             if d.get("compile_text"):  # present.compile_times: forward + the lazily built backward
                 lines.insert(0, d["compile_text"])
             lines += d["numerics_lines"]  # present.numerics, as ls prints them
     except (RecordingError, OSError) as e:
         print(f"thundervis: could not read the fallbacks back: {e}")
-        return
+        return None
     print("thundervis: " + lines[0])
     for line in lines[1:]:
         print("thundervis: " + line)
+    return view
 
 
 def resolve_target(args) -> tuple:
@@ -124,16 +127,17 @@ def cmd_run(args) -> int:
     else:
         print(f"thundervis: the script {result.status} (exit {result.exit_code}); "
               f"everything compiled so far is in {shown}")
-    _print_fallbacks(result.path)
-    if abstract is not None:
-        print_abstract_answer(result.path)
+    view = _print_fallbacks(result.path)  # read once: the abstract answer and the summary below are in it
+    if abstract is not None and view is not None:  # the abstract run's fit and step per GPU (present.abstract_fit)
+        for line in view.abstract_lines:
+            print("thundervis: " + line)
     print(f"thundervis: inspect it with: thundervis ls {shlex.quote(shown)}  "
           f"(or thundervis show {shlex.quote(shown)})")
     if sys.stdout.isatty() and not args.no_view and result.status != "interrupted":
         if not open_viewer(result.path):
-            from thundervis.commands.ls import readable, summary_text
-            with readable(result.path) as rec:
-                sys.stdout.write(summary_text(rec, passes=False))
+            from thundervis.commands.ls import view_text
+            if view is not None:
+                sys.stdout.write(view_text(view, passes=False))
     return result.exit_code
 
 
