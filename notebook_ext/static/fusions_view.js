@@ -146,7 +146,7 @@ function fusionsTab(view, c) {
       h("td", { text: folded ? k.fold.median : k.median, title: k.chain_time ? `${k.chain} chain: ${k.chain_time}` : null }),
       h("td", { class: "tv-roofline", title: data.roofline_target ? `roofline on ${data.roofline_target}` : "", text: k.roofline_text }),
       h("td", { class: "tv-roof-pct", text: k.pct_of_roofline_text }),
-      h("td", { text: k.share_text }),
+      h("td", { text: folded ? k.fold.share_text : k.share_text }), // the fold's share: summed, as its median
       h("td", { text: k.sources_cell, title: k.sources }), // present.kernel_rows: the cell every table shows
     );
     tr.addEventListener("click", () => {

@@ -68,3 +68,42 @@ def test_a_click_on_the_folded_row_opens_the_first_instance(six_layers):
     assert fold["label"] in out["texts"] and not set(fold["names"][1:]) & set(out["texts"])
     assert out["selected"] == [fold["names"][0]]  # the first instance opens
     assert fold["summary"] in out["detail"] and fold["row_label"] in out["detail"]
+
+
+def test_a_folded_rows_times_are_summed_over_its_instances(six_layers):
+    """Timed instances (a profiled run's rows): the fold's median and share are the sums, which the
+    widget's folded row shows beside each other (not the first instance's share)."""
+    from dataclasses import replace
+
+    from thundervis.present.kernel_folds import fold_json_by_kernel
+    from thundervis.present.kernel_rows import kernel_table
+    from thundervis.present.units import format_share
+
+    with open_recording(six_layers) as rec:
+        kernels = [k for g in rec.graphs() for k in g.kernels]
+        rows = tuple(replace(r, calls=2, median_us=10.0 + r.id, share=0.01) for r in kernel_table(rec))
+        by_kernel = fold_json_by_kernel(rec, kernels, rows)
+    f = next(d for d in by_kernel.values() if d["folded"])
+    assert f["median_us"] == sum(10.0 + i for i in f["ids"]) and f["calls"] == 2 * f["count"]
+    assert f["share_text"] == format_share(0.01 * f["count"]) != format_share(0.01)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_the_folded_row_shows_the_folds_share(six_layers):
+    with open_recording(six_layers) as rec:
+        data = RecordingData(rec)
+        kernels = [k for g in data.graphs() for k in data.kernels_json(g) if k["chain"] == "forward"]
+    for k in kernels:  # each instance its own share, the fold its sum: the row must show the sum
+        k["share_text"] = "one instance"
+        if k["fold"] and k["fold"]["folded"]:
+            k["fold"]["share_text"] = "all instances"
+    module = front_end().replace("export default { render };", "")
+    harness = HARNESS.replace("const texts = rows.map((r) => r.children[0].textContent);",
+                              "const texts = rows.map((r) => r.children.map((c) => c.textContent).join('|'));")
+    proc = subprocess.run(["node", "--input-type=module"], input=FAKE_DOM + module + harness, capture_output=True,
+                          text=True, env={"TV_KERNELS": json.dumps(kernels), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    texts = json.loads(proc.stdout.strip().splitlines()[-1])["texts"]
+    folded = [t for t in texts if "×" in t.split("|")[0]]
+    assert folded and all("all instances" in t and "one instance" not in t for t in folded)
+    assert any("one instance" in t for t in texts if t not in folded)

@@ -180,9 +180,9 @@ def folded_table(rows, folds) -> tuple:
 def fold_json_by_kernel(rec, kernels, rows) -> dict:
     """Return ``{kernel id: fold JSON}`` for every kernel of a fold (``ls --json``'s ``fold`` of a
     fusion): :meth:`KernelFold.as_json` plus, for a folded one, ``row_label`` (``fw_fusion_3 × 32
-    [triton]``) and the summed ``calls``, ``median_us`` and ``median`` (present.units) of its row.
-    ``kernels``: the recording's ``KernelInfo`` s; ``rows``: their kernel table."""
-    from .units import format_us
+    [triton]``) and the summed ``calls``, ``median_us``, ``median`` and ``share_text`` (present.units)
+    of its row. ``kernels``: the recording's ``KernelInfo`` s; ``rows``: their kernel table."""
+    from .units import format_share, format_us
     folds = kernel_folds(rec, kernels)
     table = {r.fold: r for r in folded_table(rows, folds) if r.fold is not None}
     out = {}
@@ -190,7 +190,8 @@ def fold_json_by_kernel(rec, kernels, rows) -> dict:
         d = f.as_json()
         r = table.get(f)
         if r is not None:
-            d.update(row_label=r.label, calls=r.calls, median_us=r.median_us, median=format_us(r.median_us))
+            d.update(row_label=r.label, calls=r.calls, median_us=r.median_us, median=format_us(r.median_us),
+                     share_text=format_share(r.share))
         for i in f.ids:
             out[i] = d
     return out
