@@ -238,7 +238,7 @@ def cmd_ls(args) -> int:
         gpus = [x for x in (args.gpu or "").split(",") if x.strip()] or None
         # strings from the recording: control characters made visible (escaped, in JSON)
         view = ls_view_or_fail(rec, gpus)  # present's one value: dumped as JSON, or laid out as text
-        text = (json_text(view.as_json(), indent=2) + "\n") if args.json else visible(view_text(view, not args.brief))
+        text = (json_text(view.as_json(), indent=2) + "\n") if args.json else view_text(view, not args.brief)
     sys.stdout.write(text)
     return 0
 

@@ -80,5 +80,5 @@ def cmd_ls_group(args) -> int:
     except RecordingError as e:
         raise UserError(str(e).rstrip(".") + ".") from None
     view = group_ls_view(ov)  # present's one value: dumped as JSON, or laid out as text
-    sys.stdout.write(json_text(view.as_json(), indent=2) + "\n" if args.json else visible(view_text(view)))
+    sys.stdout.write(json_text(view.as_json(), indent=2) + "\n" if args.json else view_text(view))  # made safe there
     return 0
