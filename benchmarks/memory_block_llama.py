@@ -113,28 +113,12 @@ def measure(name: str, layers: int = 2) -> dict:
     return out
 
 
-ROTARY = "apply_rotary_pos_emb"  # transformers' hub-kernel wrapper: its results carry this module path
-
-
-def _rotary_rows(report, batch: int) -> list:
-    """The counted rows made inside ``apply_rotary_pos_emb`` that belong to one layer (the RoPE'd Q
-    or K, [b, heads, s, d]), in program order (the same ones per layer); the cos/sin that every layer
-    shares, [1, 1, s, d], are left out."""
-    def made(x):  # trace names are minted in program order: t50 (layer 0) before t134 (layer 1)
-        return (x.graph, int(x.name[1:]) if x.name[1:].isdigit() else 0)
-    return sorted((x for x in report.saved if x.counted and x.module == ROTARY and len(x.shape) == 4
-                   and x.shape[0] == batch and x.shape[1] > 1), key=made)
-
-
-def layer_bytes(report, index: int, batch: int, layers: int = 2) -> int:
+def layer_bytes(report, index: int) -> int:
     """Return the ledger's counted saved bytes of decoder layer ``index``: the rows of the modules under
-    ``model.layers.<index>``, plus its share of the RoPE rows (:func:`_rotary_rows`, which the ledger
-    lists under ``apply_rotary_pos_emb`` instead of the layer; each layer makes the same ones, in order)."""
+    ``model.layers.<index>`` (the RoPE'd Q and K included: compiler.source puts the ops of
+    transformers' module-global ``apply_rotary_pos_emb`` under the attention layer that called it)."""
     prefix = f"model.layers.{index}"
-    own = sum(g.bytes for g in report.by_module if g.label == prefix or g.label.startswith(prefix + "."))
-    rot = _rotary_rows(report, batch)
-    per = len(rot) // layers
-    return own + sum(x.storage_bytes for x in rot[index * per:(index + 1) * per])
+    return sum(g.bytes for g in report.by_module if g.label == prefix or g.label.startswith(prefix + "."))
 
 
 def main() -> int:
@@ -169,14 +153,10 @@ def main() -> int:
               f"{max(hooks[1:]):8.3f}   outside the layers {r['hooks'].get(None, 0) / sbh:8.3f}")
         for remat in ("off", "auto"):
             rep = r[remat]
-            each = [layer_bytes(rep, i, b, args.layers) / sbh for i in range(args.layers)]
+            each = [layer_bytes(rep, i) / sbh for i in range(args.layers)]
             rest = f"  layers 1–{args.layers - 1} {min(each[1:]):8.3f} to {max(each[1:]):8.3f}"
             print(f"  ledger {remat:<4}: layer 0 {each[0]:8.3f}{rest}   whole step {rep.saved_bytes / sbh:8.3f}")
             print_saved(rep, LAYER, sbh)
-            rot = _rotary_rows(rep, b)
-            for x in rot[len(rot) // args.layers:2 * len(rot) // args.layers]:
-                print(f"        {x.storage_bytes / sbh:6.3f}  {x.dtype:<9} {list(x.shape)}  {x.op}  {x.module}  "
-                      f"{x.code.strip()[:60]}")
     return 0
 
 
