@@ -6,19 +6,20 @@ import torch
 
 
 def _peaks(path):
-    """Return (the recorded step peak, parameters + the highest live bytes of any chain's final trace)."""
+    """Return (the recorded step peak, parameters + the highest live bytes of any chain's final trace,
+    the most any op's CPU-path scratch adds to its live bytes in those traces)."""
     from thundervis.compiler import ledger
     from thundervis.present.memory import memory_report
     from thundervis.recording import open_recording
     with open_recording(path) as rec:
         report = memory_report(rec)
-        live = 0
+        live = scratch = 0
         for chain in rec.overview().graphs[0].chains:
             if chain.kind in ("forward", "backward"):
                 t = rec.pass_trace(chain.passes[-1])
                 rows = ledger.timeline(t, [p.name for p in t.inputs] if chain.kind == "backward" else [])
                 live = max(live, max(r["live_bytes"] for r in rows))
-                scratch = max(r["transient_bytes"] - r["live_bytes"] for r in rows)
+                scratch = max(scratch, max(r["transient_bytes"] - r["live_bytes"] for r in rows))
     return report.peak_bytes, report.parameters + live, scratch
 
 
