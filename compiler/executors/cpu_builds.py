@@ -45,6 +45,9 @@ SHARED_LIBRARY = "region.so"
 # The worker's environment names the training process and the build folder: a worker whose
 # training process is gone removes that folder and ends (``cpu_build_worker._watch_parent``).
 PARENT_ENV, FOLDER_ENV = "THUNDERVIS_CPU_BUILD_PARENT", "THUNDERVIS_CPU_BUILD_FOLDER"
+# Inductor's switches for caches shared between machines ("0": off, whatever else is set).
+REMOTE_CACHES = ("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE",
+                 "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE")
 
 
 class Build:
@@ -94,9 +97,11 @@ class _Worker:
         self.folder = tempfile.mkdtemp(prefix="thundervis-cpu-builds-")  # 0700: ours alone
         # Its compile shares the cores with training; no pool of compile processes of its own, so
         # that ending the worker ends every compile it started.
-        # Inductor's own cache lives in our folder too: nothing of a shared cache is reused.
+        # Inductor's own cache lives in our folder too, and its remote caches (which a user's
+        # environment may turn on) stay off: nothing of a shared cache is reused.
         env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1",
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(self.folder, "inductor-cache"),
+                   **dict.fromkeys(REMOTE_CACHES, "0"),
                    **{PARENT_ENV: str(os.getpid()), FOLDER_ENV: self.folder})
         # Its own session, so that closing it also ends the C++ compilers it started.
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,

@@ -309,3 +309,19 @@ def test_a_worker_whose_training_process_is_killed_ends_with_its_compilers_and_f
         for pid in (holder, worker):
             if pid is not None and not _gone(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/environ"), reason="reads /proc")
+def test_the_worker_reuses_no_shared_cache_whatever_the_users_environment_says(monkeypatch):
+    for name in cpu_builds.REMOTE_CACHES:
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/a-shared-cache")
+    w = cpu_builds._Worker()
+    try:
+        with open(f"/proc/{w.proc.pid}/environ", "rb") as f:
+            env = dict(v.decode().split("=", 1) for v in f.read().split(b"\0") if b"=" in v)
+    finally:
+        w.close()
+    assert all(env[name] == "0" for name in cpu_builds.REMOTE_CACHES)
+    assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(w.folder + os.sep)
+    assert env[cpu_builds.PARENT_ENV] == str(os.getpid()) and env[cpu_builds.FOLDER_ENV] == w.folder
