@@ -224,19 +224,16 @@ def _patches(placeholders: Placeholders, gpu_visible: bool, capability: tuple) -
 
     # On FakeTensor, not torch.Tensor: Dynamo inlines a Python torch.Tensor.to into every compiled
     # frame and breaks the graph at the builtin inside it; the script's own values are all fake.
-    from . import ledger
     out = [(FakeTensor, "to", tensor_to), (FakeTensor, "cuda", tensor_cuda),
            (torch.Tensor, "item", tensor_item), (torch.Tensor, "tolist", tensor_tolist),
            (FakeTensor, "__bool__", tensor_bool), (FakeTensor, "__repr__", fake_repr),
-           (nn.Module, "_apply", _module_apply),
-           # No fusion runs op by op on the CPU here (none runs at all): the static peak is the GPU
-           # kernels', without the CPU path's region intermediates the stand-in device would imply.
-           (ledger, "op_by_op", lambda b: False)]
+           (nn.Module, "_apply", _module_apply)]
     return out + (_cuda_patches(placeholders, capability, real_available) if gpu_visible else [])
 
 
 def _cuda_patches(placeholders: Placeholders, capability: tuple, real_available) -> list:
-    """Return the ``torch.cuda`` replacements that let the script's own code see a GPU."""
+    """Return the replacements that let the script's own code see a GPU (``torch.cuda``, CUDA
+    autocast) and make the CPU stand-ins count as the GPU's (the ledger's op-by-op regions)."""
     def is_available():
         # Only the script's own files see the GPU: a library asked (torchvision loading its
         # extension, transformers choosing kernels) would go on to real CUDA calls.
@@ -254,8 +251,14 @@ def _cuda_patches(placeholders: Placeholders, capability: tuple, real_available)
            (torch.cuda, "get_device_name", lambda *a: "abstract GPU (fake tensors)"),
            (torch.cuda, "get_device_capability", lambda *a: capability),
            (torch.cuda, "is_bf16_supported", lambda *a, **k: True)]
+    from . import ledger
     return out + [(torch.cuda, n, memory()) for n in ("memory_allocated", "max_memory_allocated",
-                                                      "memory_reserved", "max_memory_reserved")] + [init_patch()]
+                                                      "memory_reserved", "max_memory_reserved")] + [
+        init_patch(),
+        # No fusion runs op by op on the CPU here (the CPU stands in for the GPU): the static peak
+        # is the GPU kernels', without the CPU path's region intermediates the stand-in implies.
+        # An abstract run for the CPU keeps them: there the regions do run op by op.
+        (ledger, "op_by_op", lambda b: False)]
 
 
 @contextlib.contextmanager

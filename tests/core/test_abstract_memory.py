@@ -53,3 +53,20 @@ def test_abstract_peak_has_no_cpu_region_scratch(tmp_path):
     recorded, live, scratch = _peaks(path)
     assert scratch > 0, "outside a session the ledger would count the CPU path's intermediates"
     assert recorded == live
+
+
+def test_an_abstract_run_for_the_cpu_keeps_the_cpu_paths_region_scratch(tmp_path):
+    """With ``--device cpu`` the fusions do run op by op on the CPU: their intermediates stay in."""
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.compiler.abstract import Placeholders, abstract_session
+    from thundervis.recording import RecordingObserver
+    torch._dynamo.reset()
+    path = str(tmp_path / "a.tvrec")
+    obs = RecordingObserver(path)
+    with abstract_session(Placeholders(), gpu_visible=False):
+        run = torch.compile(_Mlp(), backend=ThundervisCompiler(observer=obs, abstract=True), dynamic=False)
+        run(torch.randn(128, 64)).pow(2).mean().backward()
+    obs.close()
+    torch._dynamo.reset()
+    recorded, live, scratch = _peaks(path)
+    assert scratch > 0 and recorded > live
