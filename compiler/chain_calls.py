@@ -53,7 +53,7 @@ def started(graph: int, chain: str) -> None:
 def finished(graph: int, chain: str) -> None:
     """The call of ``chain`` of ``graph`` that :func:`started` announced has returned (or raised)."""
     listener = _listener
-    for other in _more:  # the reverse order of started: the last told of a start hears its end first
+    for other in reversed(_more):  # the reverse order of started: the last told of a start hears its end first
         try:
             other.chain_finished(graph, chain)
         except Exception:
