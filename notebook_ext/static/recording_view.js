@@ -121,7 +121,7 @@ function renderRecording(model, el, ask, shared) {
     clear(chainSel);
     const g = graphOf();
     for (const c of g ? g.chains : []) {
-      // present.compile_times per chain: "compiled in 0.21 s, from cache" when the compile cache was on
+      // present.compile_times per chain: "built in 0.21 s after the partition, from cache" when the compile cache was on
       const cc = g.compile && g.compile.chains ? g.compile.chains[c.kind] : null;
       const cached = cc && cc.from_cache !== null && cc.text ? " · " + cc.text : "";
       chainSel.appendChild(

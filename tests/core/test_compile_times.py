@@ -126,14 +126,14 @@ def test_what_came_from_the_compile_cache_is_said():
               ev(3, "joint", "partition_cache", ["hit"])]
     t = compile_times(graphs, events)
     assert t[0].from_cache == "all" and t[0].text == "compiled in 1.50 s (forward 1.00 s + backward 500.00 ms), from cache"
-    assert t[0].chain_text("forward") == "compiled in 250.00 ms, from cache" and t[0].chain_from_cache("backward")
+    assert t[0].chain_text("forward") == "built in 250.00 ms after the partition, from cache" and t[0].chain_from_cache("backward")
     assert [t[0].pass_from_cache("forward", n) for n in ("acquire", "remat", "fuse")] == [False, True, True]
     assert t[1].from_cache == "some" and t[1].text.endswith(", partly from cache (forward, backward)")
     assert not t[1].pass_from_cache("backward", "remat") and t[1].pass_from_cache("backward", "codegen")
     assert t[2].from_cache is None and t[3].from_cache is None and "cache" not in t[2].text + t[3].text
     doc = t[0].as_json()
     assert doc["from_cache"] == "all" and doc["cache_text"] == "from cache"
-    assert doc["chains"]["forward"] == {"ms": 250.0, "from_cache": True, "text": "compiled in 250.00 ms, from cache"}
+    assert doc["chains"]["forward"] == {"ms": 250.0, "from_cache": True, "text": "built in 250.00 ms after the partition, from cache"}
     assert run_cache_text({0: t[0]}) == "from cache" and run_cache_text({2: t[2]}) == ""
     assert run_cache_text(t) == "1 of 2 graphs from cache (others in part)"
     assert run_compile_text({0: t[0]}).endswith("(forward 1.00 s + backward 500.00 ms), from cache")
@@ -168,10 +168,10 @@ def test_every_view_says_what_came_from_the_cache(cached_runs, capsys):
     assert re.search(rf"thundervis: compiled 1 graph in {TIME} \(forward .*\), from cache", stdout), stdout
     code, out, _ = run_cli(capsys, "ls", warm)
     assert code == 0 and re.search(rf"graph 0  compiled in {TIME} .*, from cache", out), out
-    assert re.search(rf"  forward +compiled · .* · compiled in {TIME}, from cache", out), out
+    assert re.search(rf"  forward +compiled · .* · built in {TIME} after the partition, from cache", out), out
     assert re.search(r"  1 remat .* from cache", out) and not re.search(r"  0 acquire .* from cache", out), out
     cold_out = run_cli(capsys, "ls", cold)[1]
-    assert "from cache" not in cold_out and re.search(rf"  backward +compiled · .* · compiled in {TIME}$", cold_out, re.M)
+    assert "from cache" not in cold_out and re.search(rf"  backward +compiled · .* · built in {TIME} after the partition$", cold_out, re.M)
     doc = json.loads(run_cli(capsys, "ls", warm, "--json")[1])
     c = doc["graphs"][0]["compile"]
     assert c["from_cache"] == "all" and c["chains"]["backward"]["from_cache"] is True

@@ -75,11 +75,13 @@ class GraphCompileTime:
         return self.chain_from_cache(kind) is True
 
     def chain_text(self, kind: str) -> str:
-        """``compiled in 0.21 s, from cache`` for chain ``kind`` (``""`` without its time)."""
+        """``built in 0.21 s after the partition, from cache`` for chain ``kind`` (``""`` without its
+        time). The chain's own time starts once AOTAutograd has partitioned the graph, so it is not
+        the graph line's ``forward`` (which counts capture and partition too): the words say so."""
         s = next((s for k, s in self.chain_s if k == kind), None)
         if s is None:
             return ""
-        return f"compiled in {format_ms(s * 1e3)}" + (", from cache" if self.chain_from_cache(kind) else "")
+        return f"built in {format_ms(s * 1e3)} after the partition" + (", from cache" if self.chain_from_cache(kind) else "")
 
     @property
     def total_s(self) -> Optional[float]:
