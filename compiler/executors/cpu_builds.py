@@ -103,10 +103,12 @@ class _Worker:
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(self.folder, "inductor-cache"),
                    **dict.fromkeys(REMOTE_CACHES, "0"),
                    **{PARENT_ENV: str(os.getpid()), FOLDER_ENV: self.folder})
-        # Its own session, so that closing it also ends the C++ compilers it started.
+        # Its own session, so that closing it also ends the C++ compilers it started. It runs in our
+        # folder: ``python -m`` puts the working directory first on the import path, and the
+        # training's (a ``json.py`` or ``torch/`` of the user's) must not shadow what it imports.
         self.proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                     text=True, bufsize=1, start_new_session=True)
+                                     text=True, bufsize=1, start_new_session=True, cwd=self.folder)
         self.pending: dict[int, Build] = {}
         self.lock = threading.Lock()
         self.ids = itertools.count()

@@ -325,3 +325,20 @@ def test_the_worker_reuses_no_shared_cache_whatever_the_users_environment_says(m
     assert all(env[name] == "0" for name in cpu_builds.REMOTE_CACHES)
     assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(w.folder + os.sep)
     assert env[cpu_builds.PARENT_ENV] == str(os.getpid()) and env[cpu_builds.FOLDER_ENV] == w.folder
+
+
+def test_the_worker_imports_nothing_from_the_trainings_working_directory(tmp_path, monkeypatch):
+    """``python -m`` puts the working directory first on the import path: a ``json.py`` of the
+    user's next to their script must not replace the one the worker reads its requests with."""
+    (tmp_path / "json.py").write_text("raise SystemExit('the user json.py was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    w = cpu_builds._Worker()
+    try:
+        cwd = os.readlink(f"/proc/{w.proc.pid}/cwd")
+        w.proc.stdin.write("not json\n")  # answered (an error line) only if the real json module loaded
+        w.proc.stdin.flush()
+        time.sleep(0.5)
+        alive = w.proc.poll() is None
+    finally:
+        w.close()
+    assert cwd == w.folder and alive
