@@ -1,0 +1,168 @@
+"""Folded layers in a printed trace: the 24 or 80 decoder layers of a pass shown as the first
+instance's lines and one fold line, ``▸ model.layers.2–22 × 21 more: the same ops and shapes as
+model.layers.1 above``, until the user opens it.
+
+A line belongs to the layer its source comment names (the printer's ``module`` span, read as
+:func:`.kernel_folds.layer_of` reads it): the lines from one source comment to the next share its
+module path (a comment that names none, a backward gradient's sum, stays in the layer before it).
+A layer's *instance* is a maximal run of lines of one layer index. Consecutive
+instances of one block (``model.layers``), their indices counting up (forward) or down (backward)
+by one, fold when their structure is equal: line by line the same kinds, depths, ops (a kernel's
+name without its number), executors, shapes and dtypes, and source comments equal but for the layer
+index. Value names are not compared (each layer has its own); ``del`` lines are not either (what a
+layer frees is bookkeeping, not an op). A run of at least :data:`~.kernel_folds.FOLD_AT` instances
+folds, as the kernel table's rows do, so a 2-layer model shows both layers. The first and last
+layers usually differ (a fusion reaching into the embedding or the final norm) and stay shown.
+
+Folds are computed from the printed lines alone, once per pass (:func:`pass_folds`, memoised in
+the view's ``PassTraces``), in one linear walk. Front ends lay them out: the TUI's trace pane and
+the widget's Passes tab show :func:`fold_line` in place of the hidden lines and open a fold on
+Enter or a click, or when a search, a source line or a kernel lands inside it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from .kernel_folds import FOLD_AT, layer_of
+from .line_kinds import CALL, COMMENT, DEL, EXECUTOR, MODULE, SOURCE, STMT, SUB, TYPE, PrintedLine
+
+FOLD = "fold"  # the kind of a fold line (the TUI's signature fold line has the same kind)
+_NUMBER = re.compile(r"\d+$")  # a kernel's number: fw_fusion_3 and fw_fusion_9 are the same op
+_INDEX = re.compile(r"(?<=\.)\d+(?=\.|\]|$)")  # a module path's numbered parts
+
+
+@dataclass(frozen=True)
+class LayerFold:
+    """One fold of printed lines: the instance of layer ``shown`` of block ``head`` stays on
+    screen (printed lines ``shown_start``..``start``); the instances of layers ``indices`` (in
+    trace order) are printed lines ``start``..``end``, hidden behind one fold line."""
+
+    head: str
+    shown: int
+    indices: tuple
+    shown_start: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        """How many instances are hidden (the shown one not counted)."""
+        return len(self.indices)
+
+    def _path(self, index) -> str:
+        return f"{self.head}.{index}" if self.head else str(index)
+
+    @property
+    def key(self) -> str:
+        """The hidden layers, ``model.layers.2–22``: what a view remembers a fold as opened by."""
+        lo, hi = min(self.indices), max(self.indices)
+        return self._path(f"{lo}–{hi}")
+
+    @property
+    def label(self) -> str:
+        """``model.layers.2–22 × 21 more: the same ops and shapes as model.layers.1 above``."""
+        return f"{self.key} × {self.count} more: the same ops and shapes as {self._path(self.shown)} above"
+
+    def hides(self, printed: int) -> bool:
+        """Return whether printed line ``printed`` is one this fold hides."""
+        return self.start <= printed < self.end
+
+    def as_json(self) -> dict:
+        """Return ``{key, label, head, shown, indices, count, shown_start, start, end}`` (line
+        numbers index the pass's printed lines)."""
+        return {"key": self.key, "label": self.label, "head": self.head, "shown": self.shown,
+                "indices": list(self.indices), "count": self.count, "shown_start": self.shown_start,
+                "start": self.start, "end": self.end}
+
+
+def fold_line(fold: LayerFold, opened: bool = False) -> PrintedLine:
+    """Return the line a view shows in front of ``fold``'s hidden lines: ``▸ label`` closed, ``▾
+    label`` open (kind ``fold``, no uid)."""
+    text = f"  {'▾' if opened else '▸'} {fold.label}"
+    return PrintedLine(text, FOLD, None, 0, ((2, len(text), COMMENT),))
+
+
+def _module(line) -> Optional[str]:
+    """The module path a source comment names (its ``module`` span, brackets off)."""
+    for a, e, k in line.spans:
+        if k == MODULE:
+            return line.text[a:e].strip("[]")
+    return None
+
+
+def _shape(line) -> tuple:
+    """What of a line must be equal in two instances: kind, depth, ops (numbers off kernel names),
+    executors, types; a source comment's file, code and module with its layer index masked."""
+    if line.kind == SOURCE:
+        parts = tuple(_INDEX.sub("#", line.text[a:e]) if k == MODULE else line.text[a:e]
+                      for a, e, k in line.spans if k != COMMENT)
+        return (SOURCE,) + parts
+    parts = tuple(_NUMBER.sub("#", line.text[a:e]) if k == CALL else line.text[a:e]
+                  for a, e, k in line.spans if k in (CALL, TYPE, EXECUTOR))
+    return (line.kind, line.depth) + parts
+
+
+def _instances(lines: Sequence) -> list:
+    """Return ``[(head, index, start, end, shape)]``: each maximal run of lines of one layer."""
+    out, layer, start, shape = [], None, 0, []
+    for i, ln in enumerate(lines):
+        now = layer
+        if ln.kind == SOURCE:
+            module = _module(ln)  # a comment naming no module (a gradient's sum) stays in the layer
+            now = layer if module is None else layer_of(module)
+        elif ln.kind not in (STMT, SUB, DEL):  # header, signature, return: no layer's
+            now = None
+        if now != layer:
+            if layer is not None:
+                out.append((layer[0], layer[1], start, i, tuple(shape)))
+            layer, start, shape = now, i, []
+        if layer is not None and ln.kind != DEL:
+            shape.append(_shape(ln))
+    if layer is not None:
+        out.append((layer[0], layer[1], start, len(lines), tuple(shape)))
+    return out
+
+
+def layer_folds(lines: Sequence) -> tuple:
+    """Return the :class:`LayerFold` s of a pass's printed lines (``PrintedLine`` s), in line
+    order: each run of at least :data:`FOLD_AT` adjacent, equal instances of consecutive layers."""
+    found = _instances(lines)
+    folds, i = [], 0
+    while i < len(found):
+        head, index, start, end, shape = found[i]
+        j, step = i + 1, None
+        while j < len(found):
+            h, k, s, _e, sh = found[j]
+            d = k - found[j - 1][1]
+            if h != head or s != found[j - 1][3] or sh != shape or d not in (1, -1) or (step is not None and d != step):
+                break
+            step, j = d, j + 1
+        if j - i >= FOLD_AT:
+            folds.append(LayerFold(head, index, tuple(f[1] for f in found[i + 1:j]), start, found[i + 1][2],
+                                   found[j - 1][3]))
+            i = j
+        else:
+            i += 1
+    return tuple(folds)
+
+
+def pass_folds(traces, graph: int, chain: str, index: int) -> tuple:
+    """Return the :class:`LayerFold` s of one pass's printed lines (``traces``: the view's
+    ``PassTraces``), memoised there; ``DataError`` for a pass that cannot be read."""
+    from .trace_lines import pass_lines
+    return traces.cached_value("layer folds", (graph, chain, index),
+                               lambda: layer_folds(pass_lines(traces, graph, chain, index)))
+
+
+def fold_of(folds: Sequence, printed: int) -> Optional[LayerFold]:
+    """Return the fold of ``folds`` that hides printed line ``printed``, None when none does."""
+    lo, hi = 0, len(folds)
+    while lo < hi:  # folds are in line order and do not overlap
+        mid = (lo + hi) // 2
+        if folds[mid].end <= printed:
+            lo = mid + 1
+        else:
+            hi = mid
+    return folds[lo] if lo < len(folds) and folds[lo].hides(printed) else None
