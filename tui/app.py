@@ -171,7 +171,7 @@ class ThundervisApp(ScreenActions, App):
         if content_key(old, chain) != content_key(new, chain):
             self.show_view(keep_cursor=keeps_cursor(old, new))
         else:  # the same lines: the title and the neighbours to prepare may still differ
-            if old.signature_folded != new.signature_folded:
+            if (old.signature_folded, old.opened_folds) != (new.signature_folded, new.opened_folds):
                 self.trace.refold(new)
             self.trace.restate(new)
         if old.details_hidden != new.details_hidden:
@@ -195,7 +195,7 @@ class ThundervisApp(ScreenActions, App):
             self.select_printed_line(line)
         if kind == "trace" and self._pending_uid is not None:
             uid, self._pending_uid = self._pending_uid, None
-            self.trace.select_uid(uid)
+            self.select_uid(uid)
         self.loaded = True
 
     def go_to_pass(self, index: int) -> None:
@@ -208,17 +208,27 @@ class ThundervisApp(ScreenActions, App):
 
     def select_printed_line(self, printed: int) -> None:
         """Move the cursor to line ``printed`` of the pass's printed lines (a search hit),
-        opening the signature block first when the line is inside it."""
-        if self.trace.hides(printed):
-            self.state = replace(self.state, signature_folded=False)
+        opening the signature block or the layer fold first when the line is inside it."""
+        block = self.trace.hiding(printed)
+        if block is not None:
+            self.state = navigation.opened(self.state, block.key)
         self.trace.move_to_printed(printed)
+
+    def select_uid(self, uid: str) -> None:
+        """Move the cursor to the first line of symbol ``uid`` in the pass shown (opening the fold
+        that hides it) and focus the trace."""
+        printed = self.trace.printed_index(uid)
+        if printed is not None:
+            self.select_printed_line(printed)
+            self.query_one(LinesView).focus()
 
     @on(LinesView.Activated)
     def _line_activated(self, event: LinesView.Activated) -> None:
-        """Enter or a click on the fold line opens or closes the signature block."""
+        """Enter or a click on a fold line opens or closes its block (the signature, a layer fold)."""
         shown = self.trace.shown
-        if event.view.id == "lines" and event.view.mode == "trace" and shown is not None and shown.is_fold_line(event.index):
-            self.state = navigation.toggled(self.state, "signature")
+        block = shown.block_at(event.index) if shown is not None else None
+        if event.view.id == "lines" and event.view.mode == "trace" and block is not None:
+            self.state = navigation.toggled_block(self.state, block.key)
 
     # -- overview -------------------------------------------------------------------------------
 

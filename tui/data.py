@@ -180,6 +180,12 @@ class RecordingData:
         from thundervis.present.trace_lines import pass_lines
         return pass_lines(self._traces, graph, chain, index)
 
+    def layer_folds(self, graph: int, chain: str, index: int) -> tuple:
+        """Return the folds of one pass's repeated layers (``present.trace_folds.LayerFold`` s, over
+        :meth:`trace_lines`' lines), memoised."""
+        from thundervis.present.trace_folds import pass_folds
+        return pass_folds(self._traces, graph, chain, index)
+
     def diff(self, graph: int, chain: str, before: int, after: int):
         """Return the :class:`thundervis.diff.TraceDiff` from pass ``before`` to pass ``after``,
         labelled (``present.diff_labels``)."""

@@ -7,6 +7,7 @@ from typing import Optional
 
 from thundervis.present.default_view import chain_on_switch, kept_view, live_view
 
+from .folding import SIGNATURE
 from .view_state import ViewState, visible_passes
 
 
@@ -64,6 +65,21 @@ def toggled(state: ViewState, setting: str) -> ViewState:
     field = {"fold": "folded", "unchanged": "hide_unchanged", "signature": "signature_folded",
              "details": "details_hidden"}[setting]
     return replace(state, **{field: not getattr(state, field)})
+
+
+def toggled_block(state: ViewState, key: str) -> ViewState:
+    """Return ``state`` with the fold ``key`` (``folding.SIGNATURE`` or a layer fold's key)
+    opened if it was closed, closed if it was open."""
+    if key == SIGNATURE:
+        return toggled(state, "signature")
+    return replace(state, opened_folds=state.opened_folds ^ {key})
+
+
+def opened(state: ViewState, key: str) -> ViewState:
+    """Return ``state`` with the fold ``key`` open (a search hit or a jump inside it)."""
+    if key == SIGNATURE:
+        return replace(state, signature_folded=False)
+    return replace(state, opened_folds=state.opened_folds | {key})
 
 
 def following(state: ViewState, before, overview) -> ViewState:

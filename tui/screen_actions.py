@@ -113,7 +113,7 @@ class ScreenActions:
         new = replace(navigation.to_chain(self.state, self.overview, jump.graph, jump.chain),
                       index=target.pass_index, diff_from=None)
         if new == self.state and self.loaded:
-            self.trace.select_uid(jump.uids[0])
+            self.select_uid(jump.uids[0])
             return
         self._pending_uid = jump.uids[0]
         if content_key(new, c) == content_key(self.state, self.current_chain()):

@@ -28,6 +28,7 @@ def _content(data, graph: int, chain: str, index: int, base: Optional[int], side
     """Return ("trace", lines, None) or (mode, diff rows, counts) for one view (memoised by
     ``data``)."""
     if base is None:
+        data.layer_folds(graph, chain, index)  # here in the worker: the UI thread reads it memoised
         return "trace", data.trace_lines(graph, chain, index), None
     rows, counts = data.diff_rows(graph, chain, base, index, side, CONTEXT if folded else None)
     return ("side" if side else "unified"), rows, counts
@@ -37,7 +38,7 @@ def content_ready(data, graph: int, chain: str, index: int, base: Optional[int],
                   folded: bool) -> bool:
     """Return whether a view's content is memoised in ``data`` (then showing it needs no worker)."""
     if base is None:
-        return data.cached("lines", (graph, chain, index))
+        return data.cached("lines", (graph, chain, index)) and data.cached("layer folds", (graph, chain, index))
     return data.cached("rows", (graph, chain, base, index, side, CONTEXT if folded else None))
 
 
@@ -54,6 +55,7 @@ class TracePane(Vertical):
         self.state = ViewState()
         self.lines: list = []  # PrintedLine on screen, one per view line (the signature folded or not)
         self.printed_lines: list = []  # every PrintedLine of the pass shown (search reads them)
+        self.folds: tuple = ()  # its repeated layers' folds (present.trace_folds.LayerFold)
         self.shown: Optional[FoldedLines] = None  # the trace lines on screen (the block folded or not)
         self._prefetch_timer = None
         self._counts: Optional[dict] = None  # the diff's change counts shown in the title
@@ -114,6 +116,7 @@ class TracePane(Vertical):
         view = self.query_one(LinesView)
         if kind == "trace":
             self.printed_lines = rows
+            self.folds = self._folds(state)
             self.refold(self.state, keep_cursor)  # the state shown now: the same lines, newer settings
         elif kind == "side":
             view.set_side_by_side(rows, keep_cursor)
@@ -124,11 +127,18 @@ class TracePane(Vertical):
         self._schedule_prefetch()
         self._on_shown(kind)
 
+    def _folds(self, state: ViewState) -> tuple:
+        try:
+            return self.data.layer_folds(state.graph, state.chain, state.index)
+        except DataError:  # a pass that cannot be read shows its message, nothing to fold
+            return ()
+
     def refold(self, state: ViewState, keep_cursor: bool = True) -> None:
-        """Show the pass's printed lines with the signature block folded as ``state`` says."""
+        """Show the pass's printed lines with the signature block and the layer folds folded as
+        ``state`` says."""
         from .numerics_screen import trace_marks
         self.state = state
-        self.shown = fold_signature(self.printed_lines, state.signature_folded)
+        self.shown = fold_signature(self.printed_lines, state.signature_folded, self.folds, state.opened_folds)
         self.lines = self.shown.lines
         marks = trace_marks(self.numerics, state.graph, state.chain)
         self.query_one(LinesView).set_trace(self.shown.lines, keep_cursor, marks)
@@ -143,22 +153,19 @@ class TracePane(Vertical):
             self.update_title(self._counts)
             self._schedule_prefetch()
 
-    def hides(self, printed: int) -> bool:
-        """Return whether printed line ``printed`` is inside the folded signature block."""
-        return self.shown is not None and self.shown.hides(printed)
+    def hiding(self, printed: int):
+        """Return the closed block (``folding.Block``) that hides printed line ``printed``, None
+        when it is on screen."""
+        return self.shown.hiding(printed) if self.shown is not None else None
+
+    def printed_index(self, uid: str) -> Optional[int]:
+        """Return the first printed line of symbol ``uid`` in the pass shown, None if none."""
+        return next((i for i, ln in enumerate(self.printed_lines) if ln.uid == uid), None)
 
     def move_to_printed(self, printed: int) -> None:
         """Move the cursor to line ``printed`` of the pass's printed lines."""
         self.query_one(LinesView).jump_to(self.shown.shown_index(printed) if self.shown is not None else printed)
 
-    def select_uid(self, uid: str) -> None:
-        """Move the cursor to the first line of symbol ``uid`` (if shown) and focus the view."""
-        view = self.query_one(LinesView)
-        for i in range(view.line_count()):
-            if view.uid_at(i) == uid:
-                view.jump_to(i)
-                view.focus()
-                return
 
     def update_title(self, counts: Optional[dict]) -> None:
         """Draw the title line: pass, diff base and its change counts, or time and symbols."""

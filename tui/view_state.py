@@ -21,6 +21,7 @@ class ViewState:
     folded: bool = True  # unchanged diff lines folded to a few around each change
     hide_unchanged: bool = False  # the stepper hides passes that changed nothing
     signature_folded: bool = True  # the def + inputs block shows as one line until opened
+    opened_folds: frozenset = frozenset()  # keys of the layer folds opened (present.trace_folds)
     details_hidden: bool = False
     selected_uid: Optional[str] = None
 
