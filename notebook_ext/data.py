@@ -267,12 +267,15 @@ class RecordingData:
     def chain_json(self, g, c, *, infos=None, table=None, sources=None, with_diagram: bool = True) -> dict:
         """Return what the browser steps through in one chain: ``lines`` per pass that has its own
         trace, ``diffs`` of each changed pass against the one before, and the fusion ``diagram``
-        (interned in the payload's tables when given, else inline)."""
-        lines, diffs = {}, {}
+        (interned in the payload's tables when given, else inline), and ``folds``: each such pass's
+        repeated layers (``present.trace_folds.folds_json``, line numbers index its ``lines``)."""
+        from thundervis.present.trace_folds import folds_json, pass_folds
+        lines, diffs, folds = {}, {}, {}
         held = None
         for p in c.passes:
             if p.changed or held is None:
                 lines[str(p.index)] = self.lines_json(g.id, c.kind, p.index, infos, table)
+                folds[str(p.index)] = folds_json(pass_folds(self._traces, g.id, c.kind, p.index))
                 held = p.index
         for prev, p in zip(c.passes, c.passes[1:]):
             if p.changed:
@@ -285,7 +288,7 @@ class RecordingData:
             diagram = (self.diagram(g.id, c.kind, shown.index) if n <= DIAGRAM_LIMIT else
                        {"svg": None, "collapsed": True, "module": None, "modules": [], "pass": None,
                         "error": f"{n} symbols: pick a module to draw"})
-        return {"lines": lines, "diffs": diffs, "diagram": diagram}
+        return {"lines": lines, "diffs": diffs, "diagram": diagram, "folds": folds}
 
     def payload(self, *, with_diagrams: bool = True, inline=()) -> dict:
         """Return what the browser needs to step through passes without asking again: every

@@ -28,6 +28,16 @@ function linesAt(view, c, index) {
   return ((c.lines && c.lines[String(held)]) || []).map((i) => (typeof i === "number" ? view.lineTable[i] : i));
 }
 
+// The folds of pass `index` of chain c (present.trace_folds: a run of equal layers behind one
+// line), keyed by the printed line each starts at.
+function foldsAt(c, index) {
+  const p = c.passes.find((x) => x.index === index);
+  const held = p && p.same_as !== null && p.same_as !== undefined ? p.same_as : index;
+  const out = new Map();
+  for (const f of (c.folds && c.folds[String(held)]) || []) out.set(f.start, f);
+  return out;
+}
+
 // A promise of the diff of passes a -> b of chain c: sent in the payload, or asked for once.
 function getDiff(view, c, a, b) {
   const key = `${view.model.get("graph")}/${c.kind}/${a}:${b}`;
@@ -69,7 +79,34 @@ function traceView(view, c, index) {
   const pre = h("div", { class: "tv-trace" });
   const shown = c.passes.find((x) => x.index === index);
   const same = shown && shown.same_as !== null && shown.same_as !== undefined;
-  for (const [uid, , printed, info, kind, spans] of linesAt(view, c, index)) {
+  const lines = linesAt(view, c, index);
+  const folds = foldsAt(c, index);
+  const opened = view.openFolds || (view.openFolds = new Set());
+  for (let i = 0; i < lines.length; i++) {
+    const f = folds.get(i);
+    if (f) {
+      // a fold hiding the selected symbol (a jump from Source or Fusions) opens
+      const holds = lines.slice(f.start, f.end).some((ln) => ln[0] && ln[0] === model.get("selected_uid"));
+      const open = opened.has(f.key) || holds;
+      pre.appendChild(
+        h("div", {
+          class: "tv-line tv-fold-line",
+          "data-fold": f.key,
+          text: open ? f.open_line : f.line,
+          onclick: () => {
+            if (open) opened.delete(f.key);
+            else opened.add(f.key);
+            if (open && holds) set({ selected_uid: "" }); // closing the selected symbol's fold
+            else view.render();
+          },
+        }),
+      );
+      if (!open) {
+        i = f.end - 1;
+        continue;
+      }
+    }
+    const [uid, , printed, info, kind, spans] = lines[i];
     // an unchanged pass shows the trace of the pass before it: its header says so
     const text = same && kind === "header" ? `${printed}  · unchanged by "${shown.name}"` : printed;
     // the printer's line (present.trace_lines), as the CLI and the TUI show it; spans style its parts

@@ -166,3 +166,9 @@ def fold_of(folds: Sequence, printed: int) -> Optional[LayerFold]:
         else:
             hi = mid
     return folds[lo] if lo < len(folds) and folds[lo].hides(printed) else None
+
+
+def folds_json(folds: Sequence) -> list:
+    """Return ``folds`` as the widget lays them out: :meth:`LayerFold.as_json` plus ``line`` and
+    ``open_line``, the texts of :func:`fold_line` closed and open."""
+    return [dict(f.as_json(), line=fold_line(f).text, open_line=fold_line(f, True).text) for f in folds]
