@@ -84,38 +84,42 @@ def _drawn_symbols(trace: Trace, module: Optional[str]) -> list[BoundSymbol]:
     return symbols
 
 
-def _plan_blocks(symbols, blocks: Optional[bool], expand) -> tuple[list, set]:
+def _plan_blocks(symbols, blocks: Optional[bool], expand, fold: bool = True) -> tuple[list, set]:
     """Return (the module blocks drawn, the paths of those expanded): none when ``blocks`` is
-    False, or None and the symbols repeat too few numbered blocks (and nothing is expanded)."""
+    False, or None and the symbols repeat too few numbered blocks (and nothing is expanded); runs
+    of equal layers folded into one box each unless ``fold`` is False (``dot_blocks.fold_blocks``)."""
     found = dot_blocks.module_blocks(symbols)
     if blocks is None:
         blocks = dot_blocks.wants_blocks(found) or bool(expand)
     found = found if blocks else []
-    return found, dot_blocks.expanded_paths(found, expand)
+    opened = dot_blocks.expanded_paths(found, expand)
+    return (dot_blocks.fold_blocks(found, opened) if fold else found), opened
 
 
 def diagram_blocks(trace: Trace, *, module: Optional[str] = None, blocks: Optional[bool] = None,
                    expand: Optional[Iterable[str]] = None) -> list[dict]:
     """Return the module blocks :func:`trace_graph` draws with the same options, as
-    ``[{"id": SVG node id, "path": module path, "expanded": bool}]`` (empty: drawn op by op)."""
+    ``[{"id": SVG node id, "path": module path, "expanded": bool, "fold": "model.layers.1–22 × 22"
+    or ""}]`` (empty: drawn op by op; a fold's path is its first layer's: expanding it opens that one)."""
     found, opened = _plan_blocks(_drawn_symbols(trace, module), blocks, expand)
-    return [{"id": b.node_id, "path": b.path, "expanded": b.path in opened} for b in found]
+    return [{"id": b.node_id, "path": b.path, "expanded": b.path in opened, "fold": b.fold} for b in found]
 
 
 def trace_graph(trace: Trace, *, collapse: bool = False, module: Optional[str] = None,
                 timings: Optional[dict] = None, title: Optional[str] = None, max_label: int = 40,
                 between: Optional[dict] = None, blocks: Optional[bool] = None,
-                expand: Optional[Iterable[str]] = None):
+                expand: Optional[Iterable[str]] = None, fold: bool = True):
     """Return a ``graphviz.Digraph`` of ``trace`` (see module doc). ``timings`` maps a kernel name
     or a symbol uid to its time in µs. ``between``: ``{"before": [lines], "after": [lines]}``, the
     collectives run eagerly right before and after the chain (drawn as communication notes above
     and below the graph). ``blocks``: group the symbols by module block (thundervis.dot_blocks),
     each block one node unless ``expand`` names it (then a cluster of its ops); None: only when the
     trace repeats numbered blocks. Raise ValueError naming the modules when ``module`` matches no
-    symbol, or the blocks when ``expand`` names none."""
+    symbol, or the blocks when ``expand`` names none. ``fold``: draw a run of equal layers as one
+    box (``model.layers.1–22 × 22``)."""
     symbols = _drawn_symbols(trace, module)
     collapse, title = _fit(trace, symbols, collapse, title)
-    drawing = _Drawing(trace, symbols, dict(timings or {}), collapse, max_label, *_plan_blocks(symbols, blocks, expand))
+    drawing = _Drawing(trace, symbols, dict(timings or {}), collapse, max_label, *_plan_blocks(symbols, blocks, expand, fold))
     drawing.start(title or f"graph {trace.graph} · {trace.chain} · after {trace.pass_name}"
                   + (f" · module {module}" if module else ""))
     for b in symbols:

@@ -15,11 +15,13 @@ Graphviz, nothing executed.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 from thundervis.compiler.ir import BoundSymbol
+from thundervis.present.kernel_folds import FOLD_AT, layer_of
 
 # Below this many numbered blocks a trace is drawn op by op (auto mode): a 2-block model reads
 # fine in full, a 24-layer one does not.
@@ -76,11 +78,13 @@ def is_numbered(block: str) -> bool:
 @dataclass(frozen=True)
 class Block:
     """One block of a trace: its module ``path``, a stable ``node_id`` (``block_N``, N in order of
-    first appearance), and its top-level ``symbols`` in trace order."""
+    first appearance), and its top-level ``symbols`` in trace order; or a fold of equal layers."""
 
     path: str
     node_id: str
     symbols: tuple
+    fold: str = ""  # a fold of equal layers (fold_blocks): ``model.layers.1–22 × 22``; path: the first's
+    instances: int = 1  # how many layers it stands for (symbols: all of theirs)
 
     @property
     def kernels(self) -> tuple:
@@ -136,4 +140,42 @@ def expanded_paths(blocks: Sequence[Block], expand: Optional[Iterable[str]]) -> 
             shown = ", ".join(paths[:12]) + (", …" if len(paths) > 12 else "")
             raise ValueError(f"no block {name!r} to expand (blocks: {shown or 'none'})")
         out |= hit
+    return out
+
+
+def _structure(blk: Block) -> tuple:
+    """What two layers' blocks must share to fold: per symbol its op (a kernel's name without its
+    number), executor, output shapes and dtypes and members' ops; ``del`` aside."""
+    def one(b):
+        outs = tuple((tuple(p.shape), str(p.dtype)) for p in b.flat_outputs() if hasattr(p, "shape"))
+        return (re.sub(r"\d+$", "#", b.sym) if b.fusion else b.sym, b.executor, outs,
+                tuple(s.sym for s in b.subsymbols))
+    return tuple(one(b) for b in blk.symbols if b.sym != "del")
+
+
+def fold_blocks(blocks: Sequence[Block], opened: set) -> list[Block]:
+    """Return ``blocks`` with each run of at least ``FOLD_AT`` adjacent layers of one block head,
+    their indices consecutive (up or down) and their structure equal, as one :class:`Block`: the
+    first's path and node id, every symbol of the run, ``fold`` its label. An ``opened`` (expanded)
+    layer is never folded: expanding a fold's path opens its first layer, the rest stays folded."""
+    out, i = [], 0
+    while i < len(blocks):
+        first, j, step = blocks[i], i + 1, None
+        head = layer_of(first.path) if first.path not in opened and is_numbered(first.path) else None
+        shape = _structure(first) if head else None
+        while head and j < len(blocks):
+            now, before = layer_of(blocks[j].path), layer_of(blocks[j - 1].path)
+            d = now[1] - before[1] if now and now[0] == head[0] else 0
+            if blocks[j].path in opened or d not in (1, -1) or step not in (None, d) or _structure(blocks[j]) != shape:
+                break
+            step, j = d, j + 1
+        if j - i < FOLD_AT:
+            out.append(first)
+            i += 1
+            continue
+        run = blocks[i:j]
+        idx = [layer_of(b.path)[1] for b in run]
+        label = f"{head[0] + '.' if head[0] else ''}{min(idx)}–{max(idx)} × {len(run)}"
+        out.append(Block(first.path, first.node_id, tuple(s for b in run for s in b.symbols), label, len(run)))
+        i = j
     return out

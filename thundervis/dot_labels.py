@@ -110,12 +110,16 @@ def block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float,
     its source lines grouped per file, its time; its SVG id is the block's node id (the widget
     expands on click)."""
     from thundervis.present.kernel_rows import group_sources
-    n_k, ops = len(blk.kernels), [b for b in blk.ops if b.sym != "del"]
-    n_torch = sum(1 for b in ops if (b.executor or "torch") == "torch")
+    each = max(1, blk.instances)  # a fold of equal layers: what one of them holds
+    n_k, ops = len(blk.kernels) // each, [b for b in blk.ops if b.sym != "del"]
+    n_torch = sum(1 for b in ops if (b.executor or "torch") == "torch") // each
     held = [f"{n_k} kernel{'s' if n_k != 1 else ''}"] if n_k else []
     if ops:
-        held.append(f"{len(ops)} op{'s' if len(ops) != 1 else ''}" + (f" ({n_torch} on torch)" if n_torch else ""))
-    rows = [f'<B>{dot_html(blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
+        n_ops = len(ops) // each
+        held.append(f"{n_ops} op{'s' if n_ops != 1 else ''}" + (f" ({n_torch} on torch)" if n_torch else ""))
+    if each > 1:
+        held = [f"each: {' · '.join(held) or 'no ops'}"]
+    rows = [f'<B>{dot_html(blk.fold or blk.path)}</B> <FONT POINT-SIZE="8">▸</FONT>',
             f'<FONT POINT-SIZE="9">{dot_html(" · ".join(held) or "no ops")}</FONT>']
     if shared:
         rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">reads {len(shared)} shared value'
@@ -132,7 +136,8 @@ def block_node(blk, time_us: Optional[float], heat: Optional[str], t_max: float,
     return {"label": "<" + "<BR/>".join(rows) + ">", "shape": "box", "style": "rounded,filled",
             "color": border, "fillcolor": heat or "#eef2f8", "penwidth": "2.5", "margin": "0.15,0.08",
             "fontcolor": "white" if hot else "black", "id": blk.node_id,
-            "tooltip": tooltip(shorten(f"{blk.path}: {' · '.join(held)}; expand it to see its ops", 300))}
+            "tooltip": tooltip(shorten(f"{blk.fold or blk.path}: {' · '.join(held)}; expand it to see its ops"
+                                       + (f" (opens {blk.path})" if each > 1 else ""), 300))}
 
 
 def between_note(g, side: str, lines: list, max_lines: int = 12) -> str:

@@ -171,7 +171,10 @@ function fusionsTab(view, c) {
     blockSel.appendChild(h("option", { value: "", text: blocks.some((b) => b.expanded) ? "expanded: fold…" : "click a box to expand it" }));
     for (const b of blocks.filter((x) => x.expanded)) blockSel.appendChild(h("option", { value: b.path, text: `fold ${b.path}` }));
     if (blocks.some((b) => b.expanded)) blockSel.appendChild(h("option", { value: "*", text: "fold all" }));
-    for (const b of blocks.filter((x) => !x.expanded)) blockSel.appendChild(h("option", { value: "+" + b.path, text: `expand ${b.path}` }));
+    // a fold of equal layers (dot_blocks.fold_blocks) expands its first layer
+    for (const b of blocks.filter((x) => !x.expanded)) {
+      blockSel.appendChild(h("option", { value: "+" + b.path, text: b.fold ? `expand ${b.path} (the first of ${b.fold})` : `expand ${b.path}` }));
+    }
     const svg = d.svg ? safeSvg(d.svg) : null;
     if (!svg) {
       viewport.appendChild(h("div", { class: "tv-muted", text: d.error || "no diagram" }));

@@ -79,15 +79,17 @@ def test_a_repeated_model_is_drawn_one_box_per_block(stacked):
     flat = dot.trace_to_dot(fw, blocks=False)
     src = dot.trace_to_dot(fw)  # auto: 4 numbered blocks
     for i in range(N_LAYERS):
-        assert f"<B>layers.{i}</B>" in src and f"<B>layers.{i}</B>" not in flat
+        assert f"<B>layers.{i}</B>" not in flat
+    # layer 0 reads the embedding's output, layers 1-3 are equal: one box for the three
+    assert "<B>layers.0</B>" in src and "<B>layers.1–3 × 3</B>" in src
     assert "subgraph cluster_" not in src  # no fusion drawn inside a folded block
     assert src.count("->") < flat.count("->") / 2
-    # layer i feeds layer i+1: the residual stream is an edge between their boxes
-    ids = {m.group(2): m.group(1) for m in re.finditer(r'^\t(block_\d+) \[label=<<B>([\w.]+)</B>', src, re.M)}
-    assert f"{ids['layers.0']} -> {ids['layers.1']}" in src
+    # layer 0 feeds layer 1: the residual stream is an edge between their boxes
+    ids = {m.group(2): m.group(1) for m in re.finditer(r'^\t(block_\d+) \[label=<<B>([^<]+)</B>', src, re.M)}
+    assert f"{ids['layers.0']} -> {ids['layers.1–3 × 3']}" in src
     # kernels and ops are counted in the box, and the source lines are grouped per file
     assert re.search(r"1 kernels? · \d+ ops?", src)
-    line = [x for x in src.splitlines() if "<B>layers.1</B>" in x][0]
+    line = [x for x in src.splitlines() if "<B>layers.0</B>" in x][0]
     assert line.count("test_dot_blocks.py:") == 1  # one file label, then its line numbers
 
 
@@ -108,6 +110,23 @@ def test_expanding_a_block_draws_its_ops_in_a_cluster(stacked):
     assert "<B>layers.0</B> <FONT" in dot.trace_to_dot(fw, blocks=True)
 
 
+def test_equal_layers_fold_into_one_box_that_opens_its_first(stacked):
+    fw, _ = stacked
+    blocks = dot.diagram_blocks(fw)
+    (fold,) = [b for b in blocks if b["fold"]]
+    assert fold == {"id": fold["id"], "path": "layers.1", "expanded": False, "fold": "layers.1–3 × 3"}
+    src = dot.trace_to_dot(fw)
+    line = next(x for x in src.splitlines() if "<B>layers.1–3 × 3</B>" in x)
+    assert re.search(r"each: 1 kernel · \d+ ops?", line) and "(opens layers.1)" in line
+    # expanding the fold's path opens its first layer; the two left are too few to fold (FOLD_AT)
+    opened = dot.diagram_blocks(fw, expand=["layers.1"])
+    assert [(b["path"], b["fold"], b["expanded"]) for b in opened if b["path"].startswith("layers.")] == [
+        ("layers.0", "", False), ("layers.1", "", True), ("layers.2", "", False), ("layers.3", "", False)]
+    assert "<B>layers.2</B>" in dot.trace_to_dot(fw, expand=["layers.1"])
+    svg = dot.render(src, "svg").decode()
+    assert "layers.1–3 × 3" in svg
+
+
 def test_block_labels_are_escaped():
     from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
     x = TensorProxy("x", (2,), "float32", "cpu")
@@ -119,7 +138,8 @@ def test_block_labels_are_escaped():
         prev = y
     d = dot.trace_to_dot(Trace("forward", (x,), tuple(syms), (prev,)))
     labels = re.findall(r"label=(<.*?>)(?= \w+=|\]$)", d, flags=re.M)
-    assert labels and not any("<b>" in lab for lab in labels) and "&lt;b&gt;&quot;x{.1</B>" in d
+    # the three equal blocks fold into one box: its label, made of recorded module paths, is escaped too
+    assert labels and not any("<b>" in lab for lab in labels) and "&lt;b&gt;&quot;x{.0–2 × 3</B>" in d
     svg = dot.render(d, "svg").decode()  # tooltips are DOT strings: Graphviz escapes them in SVG
     assert "<svg" in svg and "<b>" not in svg and "&lt;b&gt;" in svg
 
@@ -214,7 +234,7 @@ def test_a_value_read_by_many_blocks_is_a_note_not_a_fan_of_edges():
     obs = Collect()
     reset_graph_ids()
     jit(GatedStack(), executors=["pwfuse"], observer=obs)(torch.randn(4, 8)).backward()
-    src = dot.trace_to_dot(obs.chain("forward")[-1])
+    src = dot.trace_to_dot(obs.chain("forward")[-1], fold=False)  # one box per layer: each reads the gate
     ids = _block_ids(src)
     edges = re.findall(r"^\t(\w+) -> (block_\d+)", src, re.M)
     fans = {s: sum(1 for a, _ in edges if a == s) for s, _ in edges}
