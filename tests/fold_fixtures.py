@@ -45,3 +45,45 @@ def record_layers(folder, layers: int) -> str:
     result = run_target(script=script, module=None, args=[], out=out)
     assert result.exit_code == 0, result
     return result.path
+
+
+def write_layer_trace_recording(path: str, layers: int = 6) -> str:
+    """Write a synthetic recording (fixed durations, no paths or times on screen: snapshot tests)
+    of a forward chain of ``layers`` equal blocks ``model.layers.N`` (a matmul, an add, a tanh
+    each) between an embedding and a head, through two passes; return ``path``."""
+    from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
+    from thundervis.recording import RecordingObserver
+
+    def t(name, shape=(8, 64)):
+        return TensorProxy(name, shape, "float32", "cpu", (shape[1], 1))
+
+    x, syms, n = t("x"), [], 0
+    weights = [t(f"w{i}", (64, 64)) for i in range(layers)]
+
+    def op(sym, args, module, code, line):
+        nonlocal n
+        out = t(f"t{n}")
+        syms.append(BoundSymbol(sym, args, {}, out, f"f{n}", source=SourceInfo("model.py", line, code, module),
+                                seq_nr=n, aten=sym))
+        n += 1
+        return out
+
+    h = op("aten.mul.Tensor", (x, 2.0), "model.embed", "h = self.embed(x)", 20)
+    for i in range(layers):
+        y = op("aten.mm.default", (h, weights[i]), f"model.layers.{i}.fc", "y = self.fc(h)", 11)
+        y = op("aten.add.Tensor", (y, h), f"model.layers.{i}", "y = y + h", 12)
+        h = op("aten.tanh.default", (y,), f"model.layers.{i}", "return torch.tanh(y)", 13)
+    out = op("aten.sum.default", (h,), "model.head", "return self.head(h).sum()", 22)
+    trace = Trace(name="forward", inputs=(x, *weights), symbols=tuple(syms), outputs=(out,), chain="forward",
+                  next_uid=n, next_name=n)
+    obs = RecordingObserver(path)
+    try:
+        obs.start_run(script="model.py", module=None, argv=["model.py"], cwd="/work", executors=["torch"])
+        obs.graph_started(0, {"n_inputs": 1 + layers, "n_nodes": len(syms), "reason": "first call"})
+        obs.pass_done(0, "forward", 0, "acquire", trace.replace(pass_name="acquire"), 0.0012, True)
+        obs.pass_done(0, "forward", 1, "dce", trace.replace(pass_name="dce"), 0.0003, False)
+        obs.graph_finished(0, 0.5)
+        obs.finish_run("ok", 0, None)
+    finally:
+        obs.close()
+    return path

@@ -70,3 +70,31 @@ async def test_jumps_into_a_closed_fold_open_it(six_layers):
         await settle(app, pilot)
         await pilot.pause()
         assert view.uid_at(view.cursor) == uid and fold.key in app.state.opened_folds
+
+
+@pytest.fixture(scope="module")
+def layer_trace_rec(tmp_path_factory) -> str:
+    from fold_fixtures import write_layer_trace_recording
+    return write_layer_trace_recording(str(tmp_path_factory.mktemp("tui_fold_snap") / "layers.tvrec"), 6)
+
+
+def _to_fold(open_it: bool):
+    async def run_before(pilot):
+        app = pilot.app
+        await settle(app, pilot)
+        view = app.query_one("LinesView")
+        (row,) = _fold_rows(view)
+        view.move_cursor(row)
+        if open_it:
+            await pilot.press("enter")
+        await pilot.pause(0.1)
+    return run_before
+
+
+def test_snapshot_80x24_a_closed_layer_fold(snap_compare, layer_trace_rec):
+    """Layer 0 and one line for layers 1-5, then the head: the whole pass on one 80x24 screen."""
+    assert snap_compare(open_app(layer_trace_rec), terminal_size=(80, 24), run_before=_to_fold(False))
+
+
+def test_snapshot_160x48_an_opened_layer_fold(snap_compare, layer_trace_rec):
+    assert snap_compare(open_app(layer_trace_rec), terminal_size=(160, 48), run_before=_to_fold(True))
