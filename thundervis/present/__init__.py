@@ -22,6 +22,7 @@ data), the widget sends their ``as_json()``. Import the modules directly
 - :mod:`.overview`: a recording's overview with statuses and kernel rows, read once;
 - :mod:`.trace_lines`: a pass's printed lines as structured rows (text, uid, depth, kind, spans),
   with the notes ``show`` prints (one ``print_options`` for every view);
+- :mod:`.trace_folds`: a pass's repeated layers (equal ops and shapes) as folds behind one line;
 - :mod:`.asm`: a kernel's GPU builds (``run --target``): stage lines annotated with op, uid and
   user line, and the per-target resources ``ls`` shows;
 - :mod:`.roofline`: bytes, FLOPs and roofline µs per kernel and torch matmul/attention, the modelled
