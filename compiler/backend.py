@@ -24,13 +24,15 @@ from torch._functorch.aot_autograd import aot_module_simplified  # noqa: E402
 
 from . import remat as _remat
 from .acquire import UnsupportedGraph, fx_to_trace
-from .input_names import (aot_argument_names, aot_input_names, dynamo_input_names, parameter_flags,
-                          saved_input_names)
+from .input_names import aot_argument_names, dynamo_input_names, parameter_flags
+from .input_names import aot_names as _aot_names, saved_names as _saved_names
 from .ir import Trace, flatten
 from .heap_freeze import compiling as _gc_compiling
 from .chain_wrappers import (_announced, _eager_boxed, _flatten_boxed_inputs, _guard_first_call,
                              _mutated_inputs_saved, _no_donated_buffers, _saving_copies, _tracing_context)
-from .observer import CompileObserver, session_observer
+from .graph_cache import GraphCapture, runtime_meta
+from .graph_hit import cached_graph
+from .observer import CompileObserver, MultiObserver, session_observer
 from .pipeline import CompileOptions, compile_chain
 from .profiling import ProfileSettings
 from .shape_specialize import ShapeSpecialized, is_dynamic
@@ -137,6 +139,9 @@ class ThundervisCompiler:
         self.options = CompileOptions(executors=executors, debug=debug, observer=observer,
                                       profile=profile, aot=ahead_of_time(targets, observer, aot),
                                       cache=_compile_cache(cache, self.abstract))
+        self._capture = GraphCapture() if self.options.cache is not None else None  # graph entries: graph_cache
+        if self._capture is not None:
+            self.options.observer = MultiObserver(observer, self._capture)
         self._sites: dict = {}  # graph id -> the user line that called the compiled code (SourceInfo)
         # Per graph: the names of AOTAutograd's flat arguments, and the acquired forward trace's
         # outputs (the backward's saved values are among them); see input_names.
@@ -208,13 +213,15 @@ class ThundervisCompiler:
         try:
             with _gc_compiling(), torch.fx.traceback.preserve_node_meta(), _tracing_context(specialization is not None):
                 self._record_dynamo_trace(gm, graph, site, dynamo_names)  # never raises
-                compiled = aot_module_simplified(
-                    gm, example_inputs,
-                    fw_compiler=self._chain_compiler(graph, "forward"),
-                    bw_compiler=self._chain_compiler(graph, "backward"),
-                    inference_compiler=self._chain_compiler(graph, "inference"),
-                    partition_fn=self._partition(graph),
-                )
+                compiled = cached_graph(self.options, self.remat, self._capture, graph, gm, example_inputs, site)
+                if compiled is None:
+                    compiled = aot_module_simplified(
+                        gm, example_inputs,
+                        fw_compiler=self._chain_compiler(graph, "forward"),
+                        bw_compiler=self._chain_compiler(graph, "backward"),
+                        inference_compiler=self._chain_compiler(graph, "inference"),
+                        partition_fn=self._partition(graph),
+                    )
         except _DYNAMO_CONTROL_FLOW as e:
             # Not a failure during a Dynamo compile: Dynamo asks to redo its analysis of the frame
             # (a float input it will specialize) or to skip it; it compiles the graph again (the
@@ -280,6 +287,10 @@ class ThundervisCompiler:
         if before is None:
             before = trace
         else:
+            if chain == "forward":  # the ledger's what-if reads them (remat.ledger)
+                part.acquired["off"] = before
+                if part.auto is not None and part.auto[0] is gm:
+                    part.acquired["auto"] = trace
             trace = _remat.aligned(before, off_gm, trace, gm, _remat.notes_for(part, chain))
         if chain == "forward":
             self._forward_outputs[graph] = {"run": list(flatten(trace.outputs)), "off": list(flatten(before.outputs))}
@@ -317,6 +328,8 @@ class ThundervisCompiler:
             saved_copies = _mutated_inputs_saved(gm) if chain == "forward" else []
             if chain == "forward":
                 _no_donated_buffers()
+                if self._capture is not None and self._capture.wants(graph):
+                    self._capture.note(graph, "meta", runtime_meta(gm))
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
@@ -332,6 +345,8 @@ class ThundervisCompiler:
             # The chain's own compile time: the backward's is not in the graph's compile_s
             # (AOTAutograd compiles it lazily, at the first backward); views add it from this event.
             obs.runtime(graph, chain, "chain_compiled", {"seconds": time.perf_counter() - t0})
+            if chain == "backward" and self._capture is not None:  # the graph's entry is complete
+                self._capture.finish(graph, options.cache.root, options.cache.cap)
             if self.abstract:
                 from .abstract import fake_outputs
                 return _announced(fake_outputs(final), graph, chain)
@@ -356,24 +371,6 @@ def _compile_cache(cache: Optional[bool], abstract: bool):
     if cache is None:
         cache = enabled_by_default()
     return CompileCache() if cache and not abstract else None
-
-
-def _aot_names(gm: torch.fx.GraphModule, arguments: list) -> dict[str, str]:
-    """Return {placeholder: readable name} for an AOTAutograd graph (see :mod:`.input_names`)."""
-    return aot_input_names([n.name for n in gm.graph.nodes if n.op == "placeholder"], arguments)
-
-
-def _saved_names(gm: torch.fx.GraphModule, forward_outputs: list) -> dict[str, str]:
-    """Return {placeholder: readable name} for the saved values a backward graph reads."""
-    saved = []
-    for n in gm.graph.nodes:
-        if n.op != "placeholder" or n.name.startswith("tangents_"):
-            continue
-        v = n.meta.get("val")
-        if not isinstance(v, torch.Tensor):
-            return {}
-        saved.append((n.name, tuple(int(s) for s in v.shape), str(v.dtype).removeprefix("torch.")))
-    return saved_input_names(saved, forward_outputs)
 
 
 def _compile_reason() -> Optional[str]:

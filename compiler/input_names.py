@@ -187,3 +187,24 @@ def parameter_flags(gm) -> list[bool]:
     own = len(list(gm.named_parameters(remove_duplicate=False))) + len(list(gm.named_buffers(remove_duplicate=False)))
     raw = [n.name.lower() for n in gm.graph.nodes if n.op == "placeholder"]
     return [True] * own + [("_parameters_" in n or "_buffers_" in n) for n in raw]
+
+
+def aot_names(gm, arguments: list) -> dict[str, str]:
+    """Return {placeholder: readable name} for an AOTAutograd graph ``gm`` whose flat arguments
+    are named ``arguments`` (see :func:`aot_input_names`)."""
+    return aot_input_names([n.name for n in gm.graph.nodes if n.op == "placeholder"], arguments)
+
+
+def saved_names(gm, forward_outputs: list) -> dict[str, str]:
+    """Return {placeholder: readable name} for the saved values backward graph ``gm`` reads, given
+    the acquired forward trace's outputs (see :func:`saved_input_names`)."""
+    import torch
+    saved = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder" or n.name.startswith("tangents_"):
+            continue
+        v = n.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            return {}
+        saved.append((n.name, tuple(int(s) for s in v.shape), str(v.dtype).removeprefix("torch.")))
+    return saved_input_names(saved, forward_outputs)

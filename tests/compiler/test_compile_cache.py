@@ -54,7 +54,13 @@ def _run(cache=True):
 
 
 def _entries(root) -> list[str]:
-    return sorted(glob.glob(os.path.join(root, "compile", "*", "*.json.gz")))
+    """The chain entries (a graph entry, ``*.graph.json.gz``, is test_graph_cache's)."""
+    return sorted(p for p in glob.glob(os.path.join(root, "compile", "*", "*.json.gz")) if ".graph." not in p)
+
+
+def _chain_events(obs) -> list:
+    """The chains' compile_cache events (the graph entry's has ``level: graph``)."""
+    return [d for _, e, d in obs.events if e == "compile_cache" and d.get("level") != "graph"]
 
 
 def _pipeline(obs):
@@ -85,7 +91,7 @@ def test_a_warm_compile_replays_every_pass_from_cache_and_runs_the_same(cache_di
             assert (shift_seq(t_warm, seq_base(t_cold) - seq_base(t_warm)).symbols == t_cold.symbols), name
     assert not any(t.meta.get("from_cache") for *_, t in cold_passes)
     assert sorted(warm.kernels) == sorted(cold.kernels)
-    hits = [d for _, e, d in warm.events if e == "compile_cache"]
+    hits = _chain_events(warm)
     assert len(hits) == 2 and all(d["hit"] for d in hits)
 
 
@@ -102,7 +108,7 @@ def test_a_tampered_entry_is_refused_and_the_chain_compiled_again(cache_dir):
             f.write(json.dumps(doc).encode())
     obs, out, _ = _run()
     torch.testing.assert_close(out, out_cold, rtol=0, atol=0)
-    events = [d for _, e, d in obs.events if e == "compile_cache"]
+    events = _chain_events(obs)
     assert len(events) == 2 and not any(d["hit"] for d in events)
     assert all("refused" in d["note"] for d in events), events
     assert not any(t.meta.get("from_cache") for *_, t in _pipeline(obs))
@@ -111,9 +117,9 @@ def test_a_tampered_entry_is_refused_and_the_chain_compiled_again(cache_dir):
         with open(path, "wb") as f:
             f.write(b"not gzip at all")
     obs, _, _ = _run()
-    assert all("unreadable" in d["note"] for _, e, d in obs.events if e == "compile_cache")
+    assert all("unreadable" in d["note"] for d in _chain_events(obs))
     obs, _, _ = _run()
-    assert all(d["hit"] for _, e, d in obs.events if e == "compile_cache")
+    assert all(d["hit"] for d in _chain_events(obs))
 
 
 def test_the_size_cap_evicts_the_least_recently_used(cache_dir, monkeypatch):
@@ -123,8 +129,11 @@ def test_the_size_cap_evicts_the_least_recently_used(cache_dir, monkeypatch):
     old, new = sorted(entries, key=os.path.getmtime)
     os.utime(old, (1, 1))
     parts = glob.glob(os.path.join(cache_dir, "compile", "*", "*.part.json"))  # the partition's choice
-    assert len(parts) == 1
-    cache = CompileCache(cap_bytes=sizes[new] + os.path.getsize(parts[0]))  # one cap over both kinds
+    graphs = glob.glob(os.path.join(cache_dir, "compile", "*", "*.graph.json.gz"))  # the graph entry
+    assert len(parts) == 1 and len(graphs) == 1
+    for p in graphs:  # used after the chains: evicted after them
+        os.utime(p, (4e9, 4e9))
+    cache = CompileCache(cap_bytes=sizes[new] + os.path.getsize(parts[0]) + os.path.getsize(graphs[0]))  # one cap over all kinds
     assert cache.evict() == [old]
     assert _entries(cache_dir) == [new]
 
