@@ -201,16 +201,22 @@ def _producers(trace: Trace) -> dict[str, tuple[BoundSymbol, BoundSymbol]]:
     return out
 
 
-def _readers(trace: Trace, name: str) -> list[str]:
-    seen = []
+def _readers(trace: Trace, names: set) -> dict[str, list[str]]:
+    """{name: the labels of the top-level symbols of ``trace`` that read it, in order, once each}
+    for each of ``names`` that something reads; one walk for all of them (a walk per saved value
+    made the ledger quadratic)."""
+    out: dict[str, list[str]] = {}
     for b in trace.symbols:
-        if b.sym == "del" or not any(p.name == name for p in b.flat_inputs()):
+        if b.sym == "del":
             continue
-        inner = [s.aten or s.sym for s in b.subsymbols if any(p.name == name for p in s.flat_inputs())]
-        label = f"{b.sym} ({', '.join(dict.fromkeys(inner))})" if b.fusion and inner else (b.aten or b.sym)
-        if label not in seen:
-            seen.append(label)
-    return seen
+        read = dict.fromkeys(p.name for p in b.flat_inputs() if p.name in names)
+        for name in read:
+            inner = [s.aten or s.sym for s in b.subsymbols if any(p.name == name for p in s.flat_inputs())]
+            label = f"{b.sym} ({', '.join(dict.fromkeys(inner))})" if b.fusion and inner else (b.aten or b.sym)
+            seen = out.setdefault(name, [])
+            if label not in seen:
+                seen.append(label)
+    return out
 
 
 def saved_values(forward: Trace, backward: Trace, n_user_outputs: int, parameter_inputs: Sequence[bool],
@@ -225,6 +231,7 @@ def saved_values(forward: Trace, backward: Trace, n_user_outputs: int, parameter
     inputs = {p.name for p in forward.inputs}
     saved = [p for p in list(forward.flat_outputs())[n_user_outputs:]]
     bw_inputs = list(backward.inputs)
+    readers = _readers(backward, {p.name for p in bw_inputs[:len(saved)]})
     seen, rows = set(), []
     for j, p in enumerate(saved):
         r = root.get(p.name, p.name)
@@ -243,7 +250,7 @@ def saved_values(forward: Trace, backward: Trace, n_user_outputs: int, parameter
             "storage": r, "storage_bytes": extent_bytes(proxies.get(r, p)), "kind": kind, "counted": counted,
             "producer": top.sym if top is not None else "input", "op": (inner.aten or inner.sym) if inner is not None else "",
             "file": src.file if src else "", "line": src.line if src else 0, "code": src.code if src else "",
-            "module": src.module if src else "", "readers": _readers(backward, reader) if reader else [],
+            "module": src.module if src else "", "readers": list(readers.get(reader, [])) if reader else [],
             "decision": "saved", "why": (d or {}).get(f"why_{policy}", "the partition saves it"),
             "fx": (d or {}).get("fx", ""),
         })

@@ -55,6 +55,9 @@ class Partitioned:
     decisions: list
     seconds: float = 0.0
     cache: Optional[dict] = None  # the partition cache's event: {"hit", "key", "note"} (None: no cache)
+    # {policy: its forward module as the forward chain acquired it}: the ledger's what-if reads
+    # these instead of acquiring the same modules again (its byte counts do not depend on names)
+    acquired: dict = dataclasses.field(default_factory=dict)
 
 
 def _saved_nodes(fw: torch.fx.GraphModule, n_user_outputs: int) -> list[torch.fx.Node]:
@@ -326,7 +329,7 @@ def ledger(p: Partitioned, forward: Trace, backward: Trace, parameter_inputs: li
     what_if = {}
     for policy, pair in (("off", p.off), ("auto", p.auto)):
         if pair is not None:
-            acquired = fx_to_trace(pair[0], chain="forward", graph=forward.graph)
+            acquired = p.acquired.get(policy) or fx_to_trace(pair[0], chain="forward", graph=forward.graph)
             what_if[policy] = saved_storage(acquired, p.n_user_outputs, parameter_inputs)
     by_fx = {d["fx"]: d for d in p.decisions}
     saved = _saved_nodes(chosen(p)[0], p.n_user_outputs)

@@ -8,6 +8,7 @@ recording stores it like a file's.
 """
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import re
@@ -61,15 +62,25 @@ def parse_stack_trace(stack_trace: Optional[str], module: str = "") -> Optional[
     """
     if not stack_trace:
         return None
+    frame = _innermost_frame(stack_trace, os.getcwd())
+    if frame is None:
+        return None
+    file, line, code, function = frame
+    return SourceInfo(file=cell_file(file), line=line, code=code, module=module, function=function)
+
+
+@functools.lru_cache(maxsize=8192)
+def _innermost_frame(stack_trace: str, cwd: str) -> Optional[tuple[str, int, str, str]]:
+    """Return (file, line, code, function) of the frame :func:`parse_stack_trace` picks, or None.
+    Memoised: the ops of one source line share one stack trace, and telling library frames apart
+    for every op was most of an acquisition. ``cwd`` is in the key because a relative path's
+    folder (so whether it is a library's) depends on it."""
     frames = list(_FRAME.finditer(stack_trace))
     if not frames:
         return None
     user = [f for f in frames if not _is_library_file(f.group("file"))]
     f = (user or frames)[-1]
-    return SourceInfo(
-        file=cell_file(f.group("file")), line=int(f.group("line")), code=f.group("code").strip(),
-        module=module, function=f.group("func").strip(),
-    )
+    return f.group("file"), int(f.group("line")), f.group("code").strip(), f.group("func").strip()
 
 
 # The root object a module path starts from, however the model reached the compiled frame:
@@ -81,6 +92,7 @@ _ROOT = re.compile(r"^(?:(?:L|G)(?:\[[^\]]*\])+|(?:self|fn|args|kwargs)(?:\[[^\]
 _FOREIGN_ROOT = "G['__import_"
 
 
+@functools.lru_cache(maxsize=8192)  # pure, and every op of a module asks for the same path
 def _clean_module_path(path: str) -> str:
     """Return a module path relative to the model, e.g. ``layers.0.attn`` for Dynamo's
     ``getattr(L['self'].layers, '0').attn``, whichever way the model was called."""
