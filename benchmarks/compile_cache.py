@@ -13,7 +13,9 @@ Then where each run's compile time went: ``partition`` (the remat pass: both pol
 which a partition-cache hit shortens), ``acquire`` (FX to our IR, every chain), ``passes`` (the
 pipeline, codegen included), ``chain rest`` (the rest of the chains' own compile: on a hit, loading
 and validating the cache entry and recording the replayed passes) and ``torch`` (what is left: the
-AOTAutograd joint trace and the rest of torch's work between Dynamo and our chains).
+AOTAutograd joint trace and the rest of torch's work between Dynamo and our chains). A graph-entry
+hit (compiler/graph_cache.py) skips AOTAutograd and both partitions: its partition, acquire and
+torch parts are then near zero, and ``chain rest`` is loading the entries and replaying the passes.
 
     python benchmarks/compile_cache.py [--script examples/train_gpt.py] [-- SCRIPT ARGS...]
 """
