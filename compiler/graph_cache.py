@@ -40,6 +40,7 @@ from .observer import CompileObserver
 from .serialize import TraceEncoder, executable_trace_from_dict, trace_from_dict
 
 GRAPH_FORMAT = 1
+NOT_PLAIN = "not plain"  # what load returns for a graph a cold compile found not plain
 _SUFFIX = ".graph.json.gz"
 _MAX_ENTRY_BYTES = 256 << 20
 _KEY = re.compile(r"[0-9a-f]{64}")
@@ -106,50 +107,58 @@ def _stable(text: str) -> str:
     return _ADDRESS.sub("", text)
 
 
-def runtime_meta(fw_gm: torch.fx.GraphModule) -> Optional[dict]:
+def runtime_meta(fw_gm: torch.fx.GraphModule):
     """Return the calling convention of the compiled forward ``fw_gm`` AOTAutograd is compiling now
     (from the tracing context's metadata): ``n_args``, ``n_returns``, ``out_requires_grad``,
-    ``n_saved``, ``disable_amp``; None when the graph is not plain (module doc)."""
+    ``n_saved``, ``disable_amp``; or, when the graph is not plain (module doc), a short phrase
+    saying why."""
     try:
         ctx = torch._guards.TracingContext.try_get()
         m = ctx.fw_metadata if ctx is not None else None
         if m is None:
-            return None
-        if any(i.mutates_data or i.mutates_metadata or getattr(i, "mutates_storage_metadata", False)
-               for i in m.input_info):
-            return None
-        # the three kinds AOTAutograd's runtime returns as they are (its NoopAliasHandler)
-        if any(o.output_type.name not in ("non_alias", "unsafe_view_alias", "custom_function_view")
-               for o in m.output_info):
-            return None
-        if any(bool(getattr(o, "requires_grad_for_backward", o.requires_grad)) != bool(o.requires_grad)
-               for o in m.output_info):
-            return None
-        if m.num_intermediate_bases or m.num_outputs_rng_offset or m.tokens or m.num_symints_saved_for_bw:
-            return None
-        if getattr(m, "dynamic_saved_tensors_idxs", None):
-            return None
-        subclass = list(m.subclass_inp_meta or ()) + list(m.subclass_fw_graph_out_meta or ()) + \
-            list(m.subclass_tangent_meta or ())
-        if any(type(s).__name__ == "SubclassCreationMeta" for s in subclass):
-            return None
+            return "no AOTAutograd metadata"
+        why = _not_plain(m)
+        if why:
+            return why
         required = [bool(o.requires_grad) for o in m.output_info]
-        tangents = list(m.traced_tangents)
-        if len(tangents) != sum(required) or not all(isinstance(t, torch.Tensor) and t.is_contiguous()
-                                                      for t in tangents):
-            return None
         n_out = len(next(iter(fw_gm.graph.find_nodes(op="output"))).args[0])
         n_saved = n_out - m.num_forward_returns
         for sl in ("tensors_saved_for_backwards_no_vc_check_slice", "opaque_objects_saved_for_backwards_slice"):
             s = getattr(m, sl, None)
             if s is not None and len(range(n_out)[s]):
-                return None
+                return "saves values the backward reads without a version check"
         if m.num_forward_returns != len(required) or n_saved < 0:
-            return None
+            return "returns values besides its outputs and saved tensors"
         return {"n_args": len(m.input_info), "n_returns": m.num_forward_returns, "out_requires_grad": required,
                 "n_saved": n_saved, "disable_amp": bool(torch._C._is_any_autocast_enabled())}
-    except Exception:  # metadata this torch names differently: not plain
-        return None
+    except Exception as e:  # metadata this torch names differently: not plain
+        return f"unreadable AOTAutograd metadata ({type(e).__name__})"
+
+
+def _not_plain(m) -> Optional[str]:
+    """Return why AOTAutograd metadata ``m`` is not a plain graph's, or None."""
+    if any(i.mutates_data or i.mutates_metadata or getattr(i, "mutates_storage_metadata", False)
+           for i in m.input_info):
+        return "mutates an input"
+    # the three kinds AOTAutograd's runtime returns as they are (its NoopAliasHandler)
+    if any(o.output_type.name not in ("non_alias", "unsafe_view_alias", "custom_function_view") for o in m.output_info):
+        return "an output aliases an input or another output"
+    if any(bool(getattr(o, "requires_grad_for_backward", o.requires_grad)) != bool(o.requires_grad)
+           for o in m.output_info):
+        return "an output's backward need differs from its requires_grad"
+    if m.num_intermediate_bases or m.num_outputs_rng_offset or m.tokens:
+        return "intermediate bases, functionalized RNG or effect tokens"
+    if m.num_symints_saved_for_bw or getattr(m, "dynamic_saved_tensors_idxs", None):
+        return "saves symbolic sizes for the backward"
+    subclass = list(m.subclass_inp_meta or ()) + list(m.subclass_fw_graph_out_meta or ()) + \
+        list(m.subclass_tangent_meta or ())
+    if any(type(s).__name__ == "SubclassCreationMeta" for s in subclass):
+        return "tensor subclasses"
+    required = [bool(o.requires_grad) for o in m.output_info]
+    tangents = list(m.traced_tangents)
+    if len(tangents) != sum(required) or not all(isinstance(t, torch.Tensor) and t.is_contiguous() for t in tangents):
+        return "a tangent that is not a contiguous tensor"
+    return None
 
 
 @dataclass
@@ -216,7 +225,9 @@ class GraphCapture(CompileObserver):
     def finish(self, graph: int, root: str, cap_bytes: int) -> Optional[str]:
         """Write ``graph``'s entry under ``root`` when all of it was captured; return its path."""
         g = self._graphs.pop(graph, None)
-        if g is None or g["meta"] is None or not isinstance(g["ledger"], dict):
+        if g is not None and isinstance(g["meta"], str):  # later runs need not look again
+            return store_not_plain(root, g["key"], g["meta"], cap_bytes)
+        if g is None or not isinstance(g["meta"], dict) or not isinstance(g["ledger"], dict):
             return None
         if any(p not in g["passes"] for p in EXPECTED_PASSES):
             return None
@@ -258,9 +269,27 @@ def store(root: str, key: str, passes: list, partition: dict, ledger: dict, meta
     return path
 
 
+def store_not_plain(root: str, key: str, why: str, cap_bytes: int) -> Optional[str]:
+    """Write the marker saying graph ``key`` is not plain (``why``); return its path or None."""
+    try:
+        path = _path(root, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3) as gz:
+            gz.write(_dumps({"format": GRAPH_FORMAT, "key": key, "written_at": time.time(),
+                             "not_plain": str(why)[:200]}).encode())
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        return None
+    from .compile_cache import CompileCache
+    CompileCache(root, cap_bytes).evict()
+    return path
+
+
 def load(root: str, key: str) -> tuple[Optional[GraphEntry], Optional[str]]:
-    """Return (the entry of ``key``, None), (None, None) when there is none, or (None, why) when it
-    is refused (unreadable, malformed, tampered, not allowed: a miss)."""
+    """Return (the entry of ``key``, None), (None, None) when there is none, (None, why) when it
+    is refused (unreadable, malformed, tampered, not allowed: a miss), or (:data:`NOT_PLAIN`, why)
+    when a cold compile found the graph is not one an entry can hold."""
     if not _KEY.fullmatch(key or ""):
         return None, "bad key"
     path = _path(root, key)
@@ -274,7 +303,11 @@ def load(root: str, key: str) -> tuple[Optional[GraphEntry], Optional[str]]:
     try:
         if len(raw) > _MAX_ENTRY_BYTES:
             raise ValueError("entry too large")
-        entry = _validated(json.loads(raw), key)
+        doc = json.loads(raw)
+        if isinstance(doc, dict) and "not_plain" in doc and doc.get("format") == GRAPH_FORMAT and doc.get("key") == key:
+            why = doc["not_plain"]
+            return NOT_PLAIN, (why if isinstance(why, str) else "not plain")[:200]
+        entry = _validated(doc, key)
     except Exception as e:
         first = str(e).splitlines()[0][:160] if str(e) else ""
         return None, f"graph cache entry {key[:12]} refused ({type(e).__name__}: {first}); compiled again"

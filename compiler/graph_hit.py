@@ -58,6 +58,8 @@ def compile_from_cache(options: CompileOptions, graph: int, key: str, n_inputs: 
     ``joint`` chain, with why when an entry was refused)."""
     obs = options.observer
     entry, why = graph_cache.load(options.cache.root, key)
+    if entry is graph_cache.NOT_PLAIN:  # AOTAutograd compiles it, every time; its chains have entries
+        return None
     if entry is not None and entry.meta["n_args"] != n_inputs:
         entry, why = None, f"graph cache entry {key[:12]} takes {entry.meta['n_args']} inputs, not {n_inputs}"
     if entry is None:

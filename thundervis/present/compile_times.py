@@ -7,8 +7,9 @@ a ``chain_compiled`` event (``{"seconds": s}``), and the backward's is added her
 :attr:`GraphCompileTime.text` (or its parts from :meth:`GraphCompileTime.as_json`).
 
 What came from the persistent compile cache is said here too, from the compiler's events: a
-``compile_cache`` event per chain (its passes replayed) and a ``partition_cache`` event per graph
-(the remat partition's choice), each ``{"hit": bool, ...}``. A graph is ``from cache`` when every
+``compile_cache`` event per chain (its passes replayed), a ``partition_cache`` event per graph
+(the remat partition's choice) and a ``compile_cache`` event with ``"level": "graph"`` (the graph
+entry: the joint trace and every chain's acquire), each ``{"hit": bool, ...}``. A graph is ``from cache`` when every
 one of them hit, ``partly from cache`` when some did; a recording without them (the cache off, or
 older) says nothing about it.
 """
@@ -23,6 +24,7 @@ from thundervis.present.units import format_ms, plural
 COMPILE_EVENTS = ("chain_compiled", "compile_cache", "partition_cache")  # what compile_times reads
 _CACHE_EVENTS = {"compile_cache", "partition_cache"}
 _PARTITION = "partition"  # the cache part of a graph that is not a chain: the remat partition's choice
+_GRAPH = "graph"  # the graph entry: AOTAutograd's joint trace and every chain's acquire, skipped on a hit
 # What became of a graph's backward chain, as the views word it.
 _NO_BACKWARD = "none"          # an inference graph, or a graph that failed as a whole
 _NOT_RUN = "not compiled"      # a training graph whose backward never ran
@@ -67,8 +69,11 @@ class GraphCompileTime:
 
     def pass_from_cache(self, kind: str, name: str) -> bool:
         """Whether pass ``name`` of chain ``kind`` came from the cache: ``remat`` when the partition
-        did, the pipeline's passes when the chain did; ``acquire`` never (it always runs)."""
-        if name == "acquire" or kind not in ("forward", "backward", "inference"):
+        did, the pipeline's passes when the chain did; ``acquire`` (and the joint trace) when the
+        whole graph came from its graph entry."""
+        if kind == "joint" or (name == "acquire" and kind in ("forward", "backward")):  # with the graph entry
+            return self.chain_from_cache(_GRAPH) is True
+        if kind not in ("forward", "backward", "inference"):
             return False
         if name == "remat":
             return self.chain_from_cache(_PARTITION) is True
@@ -149,7 +154,7 @@ def compile_times(graphs, events) -> dict[int, GraphCompileTime]:
         if e.graph is None:
             continue
         if e.event in _CACHE_EVENTS and (hit := _hit(e.data)) is not None:
-            part = _PARTITION if e.event == "partition_cache" else e.chain
+            part = _PARTITION if e.event == "partition_cache" else _GRAPH if e.data.get("level") == "graph" else e.chain
             if isinstance(part, str):
                 cache.setdefault(e.graph, {})[part] = hit  # a repeat (a replay that broke) is the later word
             continue
