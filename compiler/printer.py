@@ -130,8 +130,23 @@ def _source_line(b: BoundSymbol, indent: str, last_src: list) -> Optional[Printe
     return PrintedLine(stripped, SOURCE, b.uid, 0, tuple(spans))
 
 
-def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> PrintedLine:
-    """Return the statement line of ``b`` (a subsymbol's commented out) with its spans."""
+def _call_and_types(b: BoundSymbol, memo: dict | None) -> tuple[str, list]:
+    """Return (``call_text(b)``, [(name, type) of each output]): what a statement line says of
+    ``b`` whatever its executor, depth or uid; memoised by the identity of the objects they come
+    from, so the symbols a pass rebuilds around the same arguments (claim sets executors, fuse
+    makes the claimed symbols members) print them once per chain."""
+    if memo is None:
+        return call_text(b), [(p.name, p.short()) for p in b.flat_outputs()]
+    key = ("call", b.sym, id(b.args), id(b.kwargs), id(b.outputs))
+    hit = memo.get(key)
+    if hit is None:  # the entry keeps the objects whose ids are in the key alive
+        hit = memo[key] = (b.args, b.kwargs, b.outputs, call_text(b), [(p.name, p.short()) for p in b.flat_outputs()])
+    return hit[3], hit[4]
+
+
+def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, memo: dict | None = None) -> PrintedLine:
+    """Return the statement line of ``b`` (a subsymbol's commented out) with its spans; ``memo``:
+    a :func:`print_lines` memo that :func:`_call_and_types` may use."""
     if depth > 0:
         prefix = indent + "# "
         spans = [(len(indent), len(indent) + 1, COMMENT)]
@@ -148,7 +163,8 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
             if n > 1 or isinstance(o, TensorProxy):
                 spans.append((at, at + n, NAME))
             at += n + 2
-    stmt = prefix + call_text(b)
+    code, types = _call_and_types(b, memo)
+    stmt = prefix + code
     callee = stmt.find(b.sym + "(", pos)
     if callee >= 0:
         spans.append((callee, callee + len(b.sym), CALL))
@@ -160,10 +176,9 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
         stmt += "# "
         first = True
         if has_meta:
-            for p in b.flat_outputs():
-                stmt += f"{p.name}: " if first else f"  {p.name}: "
+            for name, short in types:
+                stmt += f"{name}: " if first else f"  {name}: "
                 first = False
-                short = p.short()
                 spans.append((len(stmt), len(stmt) + len(short), TYPE))
                 stmt += short
         if b.executor and (b.fusion or depth == 0):  # who runs it (a fusion's members: its kernel)
@@ -182,7 +197,7 @@ def _statement(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int) -> P
             stmt += tag
         if first:  # no tensor output and nothing else to say: no comment
             spans.pop()
-            return PrintedLine(prefix + call_text(b), STMT if depth == 0 else SUB, b.uid, depth, tuple(spans))
+            return PrintedLine(prefix + code, STMT if depth == 0 else SUB, b.uid, depth, tuple(spans))
         spans = _close_comment(spans, len(stmt))
     return PrintedLine(stmt, STMT if depth == 0 else SUB, b.uid, depth, tuple(spans))
 
@@ -243,7 +258,7 @@ def _body_lines(b: BoundSymbol, opts: PrintOptions, indent: str, depth: int, mem
         if hit is not None:
             lines = hit[1]
     if lines is None:
-        lines = [_statement(b, opts, indent, depth)]
+        lines = [_statement(b, opts, indent, depth, memo)]
         if depth < opts.subsymbol_depth and b.subsymbols:
             sub_indent = indent + "  "
             for s in b.subsymbols:

@@ -131,7 +131,7 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None
     n_user, t0 = int(kwargs.get("num_fwd_outputs", 0)), time.perf_counter()
     store, key, entry, event = _lookup(cache, joint, kwargs)
     # each partitioner may edit the joint graph it is given; node metadata (fake tensors) is shared
-    spare = torch.fx.GraphModule(joint, copy.deepcopy(joint.graph))
+    spare = _spare_module(joint, copy.deepcopy(joint.graph))
     off = default_partition(spare, joint_inputs, **kwargs)
     auto, error, hit = None, None, False
     if entry is not None:
@@ -159,6 +159,17 @@ def partition(joint: torch.fx.GraphModule, joint_inputs, policy: str, cache=None
     rows = decisions(off, auto, n_user)
     return Partitioned(policy=policy, n_user_outputs=n_user, off=off, auto=auto, error=error,
                        decisions=rows, seconds=time.perf_counter() - t0, cache=event)
+
+
+def _spare_module(root: torch.fx.GraphModule, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    """Return a module of ``graph`` over ``root``'s attributes for ``default_partition``, which reads
+    its graph and never runs it: a lazy one where this torch has them, as generating and compiling
+    the Python code of a 24-layer joint graph that nothing calls costs a quarter of a second."""
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:  # a torch without lazy modules
+        return torch.fx.GraphModule(root, graph)
+    return _LazyGraphModule(root, graph)
 
 
 def _lookup(cache, joint: torch.fx.GraphModule, kwargs: dict) -> tuple:
@@ -241,12 +252,12 @@ def aligned(before: Trace, before_gm: torch.fx.GraphModule, after: Trace, after_
     moved; a node only ``after`` has gets fresh ones. ``notes``: {FX name: note} for the symbols
     whose value a policy decision concerns."""
     fx_before = {n.name: b for n, b in zip(_call_nodes(before_gm), before.symbols)}
-    names, uids = {}, {}
+    names, uids, olds = {}, {}, {}
     for n, b in zip(_call_nodes(after_gm), after.symbols):
         old = fx_before.get(n.name)
         if old is None:
             continue
-        uids[b.uid] = old.uid
+        uids[b.uid], olds[b.uid] = old.uid, old
         for p, q in zip(b.flat_outputs(), old.flat_outputs()):
             names[p.name] = q.name
     mint = Minter(before)
@@ -272,12 +283,37 @@ def aligned(before: Trace, before_gm: torch.fx.GraphModule, after: Trace, after_
     for b in after.symbols:
         uid = uids.get(b.uid) or mint.uid()
         note = notes.get(fx_after.get(b.uid, ""))
+        old = olds.get(b.uid)
+        # A part equal to the ``before`` symbol's (the same types, order and values) is that very
+        # object: the recording's printer and encoder, memoised by identity, then reuse its text.
+        args, kwargs, outputs = (_kept(map_structure(rename, part), getattr(old, field) if old is not None else None)
+                                 for part, field in ((b.args, "args"), (b.kwargs, "kwargs"), (b.outputs, "outputs")))
         symbols.append(BoundSymbol(
-            sym=b.sym, args=map_structure(rename, b.args), kwargs=map_structure(rename, b.kwargs),
-            outputs=map_structure(rename, b.outputs), uid=uid, origin=b.origin,
+            sym=b.sym, args=args, kwargs=kwargs, outputs=outputs, uid=uid, origin=b.origin,
             source=b.source, seq_nr=b.seq_nr, aten=b.aten, executor=b.executor, note=note or b.note))
     return mint.stamp(after, inputs=tuple(map_structure(rename, after.inputs)), symbols=tuple(symbols),
                       outputs=map_structure(rename, after.outputs), pass_name=PASS_NAME)
+
+
+def _kept(new, old):
+    """Return ``old`` when it is the same structure as ``new`` down to its leaves' types and
+    values (so both print and serialize alike), else ``new``."""
+    return old if old is not None and _same(new, old) else new
+
+
+def _same(x, y) -> bool:
+    """Whether ``x`` and ``y`` are alike in type, order and value all the way down (stricter than
+    ``==``, under which ``1 == True``, ``0.0 == -0.0`` and dicts in another order are equal)."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, (tuple, list)):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    if isinstance(x, dict):
+        return (len(x) == len(y) and all(type(a) is type(b) and a == b for a, b in zip(x, y))
+                and all(_same(x[k], y[k]) for k in x))
+    if isinstance(x, float):
+        return repr(x) == repr(y)
+    return x == y
 
 
 def notes_for(p: Partitioned, chain: str) -> dict:
