@@ -328,8 +328,8 @@ class ThundervisCompiler:
             saved_copies = _mutated_inputs_saved(gm) if chain == "forward" else []
             if chain == "forward":
                 _no_donated_buffers()
-                if self._capture is not None and self._capture.wants(graph):
-                    self._capture.note(graph, "meta", runtime_meta(gm))
+            if chain != "backward" and self._capture is not None and self._capture.wants(graph):
+                self._capture.note(graph, "meta", runtime_meta(gm, chain))
             eager = _eager_boxed(gm)
             t0 = time.perf_counter()
             try:
@@ -345,7 +345,7 @@ class ThundervisCompiler:
             # The chain's own compile time: the backward's is not in the graph's compile_s
             # (AOTAutograd compiles it lazily, at the first backward); views add it from this event.
             obs.runtime(graph, chain, "chain_compiled", {"seconds": time.perf_counter() - t0})
-            if chain == "backward" and self._capture is not None:  # the graph's entry is complete
+            if chain != "forward" and self._capture is not None:  # the graph's entry is complete
                 self._capture.finish(graph, options.cache.root, options.cache.cap)
             if self.abstract:
                 from .abstract import fake_outputs

@@ -1,5 +1,5 @@
-"""The compile cache above AOTAutograd: a whole training graph kept across runs, so that a hit
-skips AOTAutograd's joint trace, its metadata pass and both partitions.
+"""The compile cache above AOTAutograd: a whole graph kept across runs, so that a hit skips
+AOTAutograd's metadata pass and, for a training graph, its joint trace and both partitions.
 
 A chain's entry (:mod:`.compile_cache`) starts after the partition; by then AOTAutograd has traced
 the joint graph and both policies have partitioned it, which is most of what a warm run still spent.
@@ -9,7 +9,8 @@ calling convention of AOTAutograd's compiled forward and backward (:func:`runtim
 (:mod:`.graph_hit`) those are replayed into the recording, each chain compiles from its ``remat``
 trace (which finds its own chain entry) and an ``autograd.Function`` calls them as AOTAutograd would.
 
-Only plain training graphs are kept: every input a tensor, no parameter held by the graph module,
+An inference graph (no input requires grad, or grad mode off) keeps its one chain's ``acquire``
+and is called directly. Only plain graphs are kept: every input a tensor, no parameter held by the graph module,
 no input mutated, no output aliasing an input or another output, no functionalized RNG, no tensor
 subclass, no symbolic value saved for the backward, every tangent contiguous. Anything else compiles
 through AOTAutograd every time (its chains still use their own entries).
@@ -47,8 +48,12 @@ _KEY = re.compile(r"[0-9a-f]{64}")
 _ADDRESS = re.compile(r" (?:at|object at) 0x[0-9a-fA-F]+")
 _FILE = re.compile(r'File "([^"]+)", line \d+')
 # (chain, index, pass name) of every pass an entry replays, in the order the backend reports them
-EXPECTED_PASSES = (("joint", 0, "acquire"), ("forward", 0, "acquire"), ("forward", 1, "remat"),
-                   ("backward", 0, "acquire"), ("backward", 1, "remat"))
+EXPECTED_PASSES = {
+    "training": (("joint", 0, "acquire"), ("forward", 0, "acquire"), ("forward", 1, "remat"),
+                 ("backward", 0, "acquire"), ("backward", 1, "remat")),
+    "inference": (("inference", 0, "acquire"),),
+}
+_KEPT = {p for passes in EXPECTED_PASSES.values() for p in passes}
 
 
 def _input_meta(x) -> Optional[list]:
@@ -79,16 +84,16 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, *, executors, remat: str
     """Return the graph entry key of compiling Dynamo graph ``gm`` for ``example_inputs`` (module
     doc), or None when this graph is not one a graph entry may hold."""
     metas = [_input_meta(x) for x in example_inputs]
-    if not metas or any(m is None for m in metas) or not any(m[5] for m in metas):
+    if not metas or any(m is None for m in metas):
         return None
-    if not torch.is_grad_enabled() or next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None:
+    if next(gm.parameters(), None) is not None or next(gm.buffers(), None) is not None:
         return None
     try:
         config = torch._functorch.config.get_config_copy()
     except Exception:
         config = {}
     head = {"format": GRAPH_FORMAT, "versions": versions(), "inputs": metas, "executors": list(executors or ()),
-            "remat": remat, "debug": bool(debug), "targets": sorted(str(t) for t in (targets or ())),
+            "remat": remat, "debug": bool(debug), "grad": torch.is_grad_enabled(), "targets": sorted(str(t) for t in (targets or ())),
             "autocast": [torch._C._is_any_autocast_enabled(), torch.is_autocast_enabled("cpu"),
                          str(torch.get_autocast_dtype("cpu")), torch.is_autocast_enabled("cuda"),
                          str(torch.get_autocast_dtype("cuda"))],
@@ -107,36 +112,38 @@ def _stable(text: str) -> str:
     return _ADDRESS.sub("", text)
 
 
-def runtime_meta(fw_gm: torch.fx.GraphModule):
-    """Return the calling convention of the compiled forward ``fw_gm`` AOTAutograd is compiling now
-    (from the tracing context's metadata): ``n_args``, ``n_returns``, ``out_requires_grad``,
-    ``n_saved``, ``disable_amp``; or, when the graph is not plain (module doc), a short phrase
-    saying why."""
+def runtime_meta(fw_gm: torch.fx.GraphModule, chain: str = "forward"):
+    """Return the calling convention of the compiled forward (or ``inference``, per ``chain``)
+    ``fw_gm`` AOTAutograd is compiling now (from the tracing context's metadata): ``kind``
+    (``training``/``inference``), ``n_args``, ``n_returns``, ``out_requires_grad``, ``n_saved``,
+    ``disable_amp``; or, when the graph is not plain (module doc), a short phrase saying why."""
     try:
         ctx = torch._guards.TracingContext.try_get()
         m = ctx.fw_metadata if ctx is not None else None
         if m is None:
             return "no AOTAutograd metadata"
-        why = _not_plain(m)
+        why = _not_plain(m, chain == "inference")
         if why:
             return why
         required = [bool(o.requires_grad) for o in m.output_info]
         n_out = len(next(iter(fw_gm.graph.find_nodes(op="output"))).args[0])
         n_saved = n_out - m.num_forward_returns
-        for sl in ("tensors_saved_for_backwards_no_vc_check_slice", "opaque_objects_saved_for_backwards_slice"):
+        for sl in () if chain == "inference" else ("tensors_saved_for_backwards_no_vc_check_slice",
+                                                   "opaque_objects_saved_for_backwards_slice"):
             s = getattr(m, sl, None)
             if s is not None and len(range(n_out)[s]):
                 return "saves values the backward reads without a version check"
-        if m.num_forward_returns != len(required) or n_saved < 0:
+        if m.num_forward_returns != len(required) or n_saved < 0 or (chain == "inference" and n_saved):
             return "returns values besides its outputs and saved tensors"
-        return {"n_args": len(m.input_info), "n_returns": m.num_forward_returns, "out_requires_grad": required,
+        return {"kind": "inference" if chain == "inference" else "training", "n_args": len(m.input_info), "n_returns": m.num_forward_returns, "out_requires_grad": required,
                 "n_saved": n_saved, "disable_amp": bool(torch._C._is_any_autocast_enabled())}
     except Exception as e:  # metadata this torch names differently: not plain
         return f"unreadable AOTAutograd metadata ({type(e).__name__})"
 
 
-def _not_plain(m) -> Optional[str]:
-    """Return why AOTAutograd metadata ``m`` is not a plain graph's, or None."""
+def _not_plain(m, inference: bool) -> Optional[str]:
+    """Return why AOTAutograd metadata ``m`` is not a plain graph's (an ``inference`` one has no
+    tangents), or None."""
     if any(i.mutates_data or i.mutates_metadata or getattr(i, "mutates_storage_metadata", False)
            for i in m.input_info):
         return "mutates an input"
@@ -148,7 +155,7 @@ def _not_plain(m) -> Optional[str]:
         return "an output's backward need differs from its requires_grad"
     if m.num_intermediate_bases or m.num_outputs_rng_offset or m.tokens:
         return "intermediate bases, functionalized RNG or effect tokens"
-    if m.num_symints_saved_for_bw or getattr(m, "dynamic_saved_tensors_idxs", None):
+    if (m.num_symints_saved_for_bw and not inference) or getattr(m, "dynamic_saved_tensors_idxs", None):
         return "saves symbolic sizes for the backward"
     subclass = list(m.subclass_inp_meta or ()) + list(m.subclass_fw_graph_out_meta or ()) + \
         list(m.subclass_tangent_meta or ())
@@ -156,6 +163,8 @@ def _not_plain(m) -> Optional[str]:
         return "tensor subclasses"
     required = [bool(o.requires_grad) for o in m.output_info]
     tangents = list(m.traced_tangents)
+    if inference:
+        return "an inference graph with tangents" if tangents else None
     if len(tangents) != sum(required) or not all(isinstance(t, torch.Tensor) and t.is_contiguous() for t in tangents):
         return "a tangent that is not a contiguous tensor"
     return None
@@ -164,8 +173,9 @@ def _not_plain(m) -> Optional[str]:
 @dataclass
 class GraphEntry:
     """A validated graph entry: ``passes`` as (chain, index, name, changed, compiled_ms, trace) in
-    :data:`EXPECTED_PASSES` order (the ``remat`` traces passed the registry's allow-list), the
-    partition's cache event, the memory ledger and the :func:`runtime_meta`."""
+    the :data:`EXPECTED_PASSES` order of its kind (each chain's last, which it compiles from, passed
+    the registry's allow-list), the partition's cache event and the memory ledger (empty for an
+    inference graph) and the :func:`runtime_meta`."""
 
     passes: list
     partition: dict
@@ -173,8 +183,9 @@ class GraphEntry:
     meta: dict
 
     def start(self, chain: str) -> Trace:
-        """Return the ``remat`` trace of ``chain`` (``forward``/``backward``) as recorded."""
-        return next(p[5] for p in self.passes if p[0] == chain and p[2] == "remat")
+        """Return the trace ``chain`` compiles from as recorded: its last replayed pass (``remat``,
+        or an inference chain's ``acquire``)."""
+        return [p[5] for p in self.passes if p[0] == chain][-1]
 
 
 class GraphCapture(CompileObserver):
@@ -196,7 +207,7 @@ class GraphCapture(CompileObserver):
                   changed: bool) -> None:
         """Keep a reported pass that an entry replays."""
         g = self._graphs.get(graph)
-        if g is not None and (chain, index, name) in EXPECTED_PASSES:
+        if g is not None and (chain, index, name) in _KEPT:
             g["passes"][(chain, index, name)] = (changed, seconds, trace)
 
     def runtime(self, graph: int, chain: str, event: str, data) -> None:
@@ -227,12 +238,14 @@ class GraphCapture(CompileObserver):
         g = self._graphs.pop(graph, None)
         if g is not None and isinstance(g["meta"], str):  # later runs need not look again
             return store_not_plain(root, g["key"], g["meta"], cap_bytes)
-        if g is None or not isinstance(g["meta"], dict) or not isinstance(g["ledger"], dict):
+        if g is None or not isinstance(g["meta"], dict):
             return None
-        if any(p not in g["passes"] for p in EXPECTED_PASSES):
+        training = g["meta"]["kind"] == "training"
+        expected = EXPECTED_PASSES[g["meta"]["kind"]]
+        if any(p not in g["passes"] for p in expected) or (training and not isinstance(g["ledger"], dict)):
             return None
-        return store(root, g["key"], [(c, i, n, *g["passes"][(c, i, n)]) for c, i, n in EXPECTED_PASSES],
-                     g["partition"] or {}, g["ledger"], g["meta"], cap_bytes)
+        return store(root, g["key"], [(c, i, n, *g["passes"][(c, i, n)]) for c, i, n in expected],
+                     g["partition"] or {}, g["ledger"] if training else {}, g["meta"], cap_bytes)
 
 
 def _path(root: str, key: str) -> str:
@@ -344,9 +357,11 @@ def _validated_meta(m) -> dict:
     req = m.get("out_requires_grad")
     if not isinstance(req, list) or len(req) != n_returns or not all(isinstance(r, bool) for r in req):
         raise ValueError("bad out_requires_grad")
-    if not isinstance(m.get("disable_amp"), bool) or not n_args:
+    if not isinstance(m.get("disable_amp"), bool) or not n_args or m.get("kind") not in EXPECTED_PASSES:
         raise ValueError("bad runtime meta")
-    return {"n_args": n_args, "n_returns": n_returns, "out_requires_grad": list(req), "n_saved": n_saved,
+    if m["kind"] == "inference" and n_saved:
+        raise ValueError("an inference graph saves nothing")
+    return {"kind": m["kind"], "n_args": n_args, "n_returns": n_returns, "out_requires_grad": list(req), "n_saved": n_saved,
             "disable_amp": m["disable_amp"]}
 
 
@@ -360,24 +375,27 @@ def _validated(doc, key: str) -> GraphEntry:
         raise ValueError("bad partition event or ledger")
     if _plain_json(partition) > 1000 or _plain_json(ledger) > 2_000_000:
         raise ValueError("partition event or ledger too large")
-    raw = doc.get("passes")
-    if not isinstance(raw, list) or len(raw) != len(EXPECTED_PASSES):
+    raw, expected = doc.get("passes"), EXPECTED_PASSES[meta["kind"]]
+    if not isinstance(raw, list) or len(raw) != len(expected):
         raise ValueError("bad pass list")
     passes, shared = [], {}
-    for p, (chain, index, name) in zip(raw, EXPECTED_PASSES):
+    for n, (p, (chain, index, name)) in enumerate(zip(raw, expected)):
         if not isinstance(p, dict) or (p.get("chain"), p.get("index"), p.get("name")) != (chain, index, name):
             raise ValueError("passes not in the expected order")
         changed, ms = p.get("changed"), p.get("ms")
         if not isinstance(changed, bool) or not isinstance(ms, (int, float)) or isinstance(ms, bool) \
                 or not 0 <= ms < 1e9:
             raise ValueError("bad pass flag or time")
-        load_trace = executable_trace_from_dict if name == "remat" else trace_from_dict
+        last = n + 1 == len(expected) or expected[n + 1][0] != chain  # the trace its chain compiles from
+        load_trace = executable_trace_from_dict if last and chain != "joint" else trace_from_dict
         trace = load_trace(p.get("trace"), shared=shared)
         if trace.chain != chain:
             raise ValueError("a pass of another chain")
         passes.append((chain, index, name, changed, float(ms), trace))
-    fw, bw = passes[2][5], passes[4][5]
-    if len(fw.inputs) != meta["n_args"] or len(bw.inputs) != meta["n_saved"] + sum(meta["out_requires_grad"]) \
-            or len(list(flatten(fw.outputs))) != meta["n_returns"] + meta["n_saved"]:
+    fw = passes[-1][5] if meta["kind"] == "inference" else passes[2][5]
+    bad = len(fw.inputs) != meta["n_args"] or len(list(flatten(fw.outputs))) != meta["n_returns"] + meta["n_saved"]
+    if meta["kind"] == "training":
+        bad = bad or len(passes[4][5].inputs) != meta["n_saved"] + sum(meta["out_requires_grad"])
+    if bad:
         raise ValueError("traces disagree with the calling convention")
     return GraphEntry(passes=passes, partition=partition, ledger=ledger, meta=meta)

@@ -214,7 +214,7 @@ def test_the_key_follows_shapes_grad_flags_and_source_files(tmp_path):
         return graph_cache.graph_key(gm, inputs, executors=None, remat="auto", debug=False, **kw)
     base = key(ex)
     assert base and key(ex) == base
-    assert key([ex[0], ex[1].detach()]) is None  # nothing requires grad: an inference graph, not kept
+    assert key([ex[0], ex[1].detach()]) not in (None, base)  # nothing requires grad: an inference graph
     assert key([torch.randn(4, 9), ex[1]]) != base
     assert key([ex[0].double(), ex[1]]) != base
     assert graph_cache.graph_key(gm, ex, executors=None, remat="off", debug=False) != base
@@ -226,3 +226,34 @@ def test_the_key_follows_shapes_grad_flags_and_source_files(tmp_path):
     k1 = key(ex, site=Site())
     src.write_text("x = 22\n")
     assert key(ex, site=Site()) != k1  # an edited source file: its lines are recorded, so a miss
+
+
+def _infer(monkeypatch=None):
+    torch._dynamo.reset()
+    reset_graph_ids()
+    torch.manual_seed(0)
+    model, obs = Mlp(), Seen()
+    compiled = torch.compile(model, backend=ThundervisCompiler(observer=obs, cache=True))
+    with torch.no_grad():
+        out = compiled(torch.randn(8, 16, generator=torch.Generator().manual_seed(1)))
+    torch._dynamo.reset()
+    assert not obs.failures, obs.failures
+    return obs, list(out)
+
+
+def test_an_inference_graph_is_kept_too(cache_dir, monkeypatch):
+    cold = _infer()
+    assert len(_graph_entries(cache_dir)) == 1
+    from thundervis.compiler import backend
+
+    def no_aot(*a, **k):
+        raise AssertionError("a graph entry hit must not call AOTAutograd")
+    monkeypatch.setattr(backend, "aot_module_simplified", no_aot)
+    warm = _infer()
+    for a, b in zip(cold[1], warm[1]):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    (hit,) = _graph_events(warm[0])
+    assert hit["hit"] is True
+    c = [(ch, i, n) for ch, i, n, _, _ in cold[0].passes if ch == "inference"]
+    w = [(ch, i, n) for ch, i, n, _, t in warm[0].passes if ch == "inference" and t.meta.get("from_cache")]
+    assert w == c and c[0] == ("inference", 0, "acquire")

@@ -71,7 +71,7 @@ class GraphCompileTime:
         """Whether pass ``name`` of chain ``kind`` came from the cache: ``remat`` when the partition
         did, the pipeline's passes when the chain did; ``acquire`` (and the joint trace) when the
         whole graph came from its graph entry."""
-        if kind == "joint" or (name == "acquire" and kind in ("forward", "backward")):  # with the graph entry
+        if kind == "joint" or (name == "acquire" and kind in ("forward", "backward", "inference")):  # graph entry
             return self.chain_from_cache(_GRAPH) is True
         if kind not in ("forward", "backward", "inference"):
             return False
