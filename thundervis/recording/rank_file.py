@@ -25,7 +25,7 @@ from .rank_store import FORMAT, MAGIC, OPTIONAL_TABLES, OWN_TABLES, RUN_COLUMNS,
 def variant_fingerprint(conn: sqlite3.Connection) -> str:
     """Return the fingerprint of what a packed recording shares with ranks that compiled the same
     traces: graphs (what was compiled), chains, passes (names, trace references without the
-    ``seq_nr`` offset), kernels, failures, recorded sources. Times, the run and events are left out."""
+    ``seq_nr`` offset), kernels and which fold which, failures, recorded sources. Times, the run and events are left out."""
     h = hashlib.sha256()
 
     def feed(sql):
@@ -41,6 +41,8 @@ def variant_fingerprint(conn: sqlite3.Connection) -> str:
     feed("SELECT id, graph_id, chain, name, executor, uid, pass_name, language, code, members, ops, inputs,"
          " outputs, source_lines, note, trace_json FROM kernels ORDER BY id")
     feed("SELECT graph_id, chain, error FROM failures ORDER BY id")
+    if _has_table(conn, "kernel_folds"):  # a folded kernel's code is its first instance's
+        feed("SELECT kernel_id, fold_of FROM kernel_folds ORDER BY kernel_id")
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sources'").fetchone():
         feed("SELECT file, text, size, sha256 FROM sources ORDER BY file")
     return h.hexdigest()
