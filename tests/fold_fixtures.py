@@ -47,10 +47,11 @@ def record_layers(folder, layers: int) -> str:
     return result.path
 
 
-def write_layer_trace_recording(path: str, layers: int = 6) -> str:
+def write_layer_trace_recording(path: str, layers: int = 6, odd: int = -1) -> str:
     """Write a synthetic recording (fixed durations, no paths or times on screen: snapshot tests)
     of a forward chain of ``layers`` equal blocks ``model.layers.N`` (a matmul, an add, a tanh
-    each) between an embedding and a head, through two passes; return ``path``."""
+    each) between an embedding and a head, through two passes; return ``path``. Layer ``odd``
+    (none by default) differs from the others in its tanh's shape only."""
     from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
     from thundervis.recording import RecordingObserver
 
@@ -60,9 +61,9 @@ def write_layer_trace_recording(path: str, layers: int = 6) -> str:
     x, syms, n = t("x"), [], 0
     weights = [t(f"w{i}", (64, 64)) for i in range(layers)]
 
-    def op(sym, args, module, code, line):
+    def op(sym, args, module, code, line, shape=(8, 64)):
         nonlocal n
-        out = t(f"t{n}")
+        out = t(f"t{n}", shape)
         syms.append(BoundSymbol(sym, args, {}, out, f"f{n}", source=SourceInfo("model.py", line, code, module),
                                 seq_nr=n, aten=sym))
         n += 1
@@ -72,7 +73,8 @@ def write_layer_trace_recording(path: str, layers: int = 6) -> str:
     for i in range(layers):
         y = op("aten.mm.default", (h, weights[i]), f"model.layers.{i}.fc", "y = self.fc(h)", 11)
         y = op("aten.add.Tensor", (y, h), f"model.layers.{i}", "y = y + h", 12)
-        h = op("aten.tanh.default", (y,), f"model.layers.{i}", "return torch.tanh(y)", 13)
+        h = op("aten.tanh.default", (y,), f"model.layers.{i}", "return torch.tanh(y)", 13,
+               (8, 32) if i == odd else (8, 64))
     out = op("aten.sum.default", (h,), "model.head", "return self.head(h).sum()", 22)
     trace = Trace(name="forward", inputs=(x, *weights), symbols=tuple(syms), outputs=(out,), chain="forward",
                   next_uid=n, next_name=n)

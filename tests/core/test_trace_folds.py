@@ -104,3 +104,22 @@ def test_a_recorded_six_layer_step_folds_in_every_chain(six_layers):
                              for a, e, k in ln.spans if k == "module"}
                     assert named and {n[1] for n in named} <= set(f.indices), (c.kind, f.label)
                     assert {ln.kind for ln in lines[f.start:f.end]} <= {"source", "stmt", "sub", "del"}
+
+
+def test_opening_a_backward_instance_keeps_the_layers_around_it_folded():
+    from thundervis.present.trace_folds import open_layers, parse_layer, shown_lines
+    from thundervis.present.errors import DataError
+    lines = _trace([_layer(i) for i in (6, 5, 4, 3, 2, 1)])
+    (f,) = layer_folds(lines)
+    assert f.indices == (5, 4, 3, 2, 1)
+    before, after = open_layers(lines, (f,), ["model.layers.3"])
+    assert (before.indices, after.indices) == ((5, 4), (2, 1))  # trace order: 5 and 4 come first
+    assert before.label == "model.layers.4–5 × 2 more: the same ops and shapes as model.layers.6 above"
+    shown = shown_lines(lines, (before, after))
+    assert [ln.text for ln in shown if ln.kind == "source"] == [lines[2].text, _layer(3)[0].text]
+    assert len(shown) == 2 + 4 + 1 + 4 + 1 + 1  # head, layer 6, fold, layer 3, fold, return
+    assert open_layers(lines, (f,), ["model.layers.6"]) == (f,)  # shown anyway
+    assert parse_layer("5") == ("", 5) and parse_layer("enc.block.12") == ("enc.block", 12)
+    for bad in ("model.layers.7", "layers.3", "model.layers.x", "model.layers.3 ", 3):
+        with pytest.raises(DataError):
+            open_layers(lines, (f,), [bad])

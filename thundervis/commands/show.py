@@ -1,7 +1,10 @@
-"""``thundervis show REC [--graph G] [--chain C] [--pass P]``: print one recorded trace.
+"""``thundervis show REC [--graph G] [--chain C] [--pass P] [--layer L] [--unfold]``: print one
+recorded trace.
 
-Default: the last pass of the first graph's forward (or inference) chain. Highlighted with rich
-when stdout is a terminal.
+Default: the last pass of the first graph's forward (or inference) chain. Repeated layers fold as
+in the TUI (``present.trace_folds``: the first instance, then one line ``▸ model.layers.2–22 × 21
+more: …``); ``--layer model.layers.5`` prints that instance in place, ``--unfold`` every line.
+Highlighted with rich when stdout is a terminal.
 """
 from __future__ import annotations
 
@@ -26,9 +29,13 @@ def cmd_show(args) -> int:
     """Print the trace of the chosen pass, with the note of every symbol that has one."""
     from thundervis.errors import sentence
     from thundervis.present.errors import DataError
-    from thundervis.present.trace_lines import trace_text
+    from thundervis.present.trace_folds import folded_text
     from thundervis.present.pass_traces import too_large_lines
     from thundervis.recording import RecordingError, TooLarge
+    if args.layer and args.unfold:
+        raise UserError("--unfold already prints every layer; give --layer or --unfold, not both.")
+    if args.layer and args.no_source:
+        raise UserError("--layer needs the source comments that name each op's layer; drop --no-source.")
     with readable(args.recording, args.rank) as rec:
         chosen = selection(rec, args.graph, args.chain, args.pass_)  # present.selection
         g, c, p = chosen.graph, chosen.chain, chosen.pass_
@@ -38,13 +45,13 @@ def cmd_show(args) -> int:
         except TooLarge as e:  # only this part is left out: the pass is named with its size
             trace, text = None, too_large_lines(g.id, c.kind, p.index, p.name, e)
         except RecordingError:
-            if args.uids or args.no_source or args.no_shapes:
+            if args.uids or args.no_source or args.no_shapes or args.layer:
                 raise  # one sentence, exit 2 (readable)
             trace = None  # the stored text still shows the trace, without notes
         if trace is not None:
-            try:  # printed as every view prints it, notes included (present.trace_lines)
-                text = trace_text(rec, trace, g.id, c.kind, uids=args.uids, source=not args.no_source,
-                                  shapes=not args.no_shapes)
+            try:  # printed as every view prints it, notes and layer folds included (present.trace_folds)
+                text = folded_text(rec, trace, g.id, c.kind, fold=not args.unfold, layers=args.layer or (),
+                                   uids=args.uids, source=not args.no_source, shapes=not args.no_shapes)
             except DataError as e:
                 raise UserError(sentence(e)) from None
         elif text is None:
@@ -67,4 +74,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-source", action="store_true", help="omit the source-line comments")
     p.add_argument("--no-shapes", action="store_true", help="omit the tensor metadata comments")
     p.add_argument("--plain", action="store_true", help="no highlighting even on a terminal")
+    p.add_argument("--layer", "-l", action="append", metavar="L",
+                   help="print this instance of a folded layer in full, e.g. model.layers.5 (repeatable)")
+    p.add_argument("--unfold", action="store_true", help="print every repeated layer (by default they fold)")
     p.set_defaults(func=cmd_show)

@@ -14,6 +14,10 @@ layer frees is bookkeeping, not an op). A run of at least :data:`~.kernel_folds.
 folds, as the kernel table's rows do, so a 2-layer model shows both layers. The first and last
 layers usually differ (a fusion reaching into the embedding or the final norm) and stay shown.
 
+``thundervis show`` prints :func:`shown_lines`: the same fold lines in place of the hidden ones;
+:func:`open_layers` cuts named instances (``model.layers.5``) out of their folds, so they print in
+place and the layers around them stay folded.
+
 Folds are computed from the printed lines alone, once per pass (:func:`pass_folds`, memoised in
 the view's ``PassTraces``), in one linear walk. Front ends lay them out: the TUI's trace pane and
 the widget's Passes tab show :func:`fold_line` in place of the hidden lines and open a fold on
@@ -22,11 +26,11 @@ Enter or a click, or when a search, a source line or a kernel lands inside it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 from .kernel_folds import FOLD_AT, layer_of
-from .line_kinds import CALL, COMMENT, DEL, EXECUTOR, MODULE, SOURCE, STMT, SUB, TYPE, PrintedLine
+from .line_kinds import CALL, COMMENT, DEL, EXECUTOR, META, MODULE, SOURCE, STMT, SUB, TYPE, PrintedLine
 
 FOLD = "fold"  # the kind of a fold line (the TUI's signature fold line has the same kind)
 _NUMBER = re.compile(r"\d+$")  # a kernel's number: fw_fusion_3 and fw_fusion_9 are the same op
@@ -58,7 +62,7 @@ class LayerFold:
     def key(self) -> str:
         """The hidden layers, ``model.layers.2–22``: what a view remembers a fold as opened by."""
         lo, hi = min(self.indices), max(self.indices)
-        return self._path(f"{lo}–{hi}")
+        return self._path(f"{lo}–{hi}" if lo != hi else lo)  # one left after an instance was opened
 
     @property
     def label(self) -> str:
@@ -172,3 +176,100 @@ def folds_json(folds: Sequence) -> list:
     """Return ``folds`` as the widget lays them out: :meth:`LayerFold.as_json` plus ``line`` and
     ``open_line``, the texts of :func:`fold_line` closed and open."""
     return [dict(f.as_json(), line=fold_line(f).text, open_line=fold_line(f, True).text) for f in folds]
+
+
+_LAYER = re.compile(r"(?:((?:[^\W\d]\w*)(?:\.[^\W\d]\w*)*)\.)?(\d+)")  # model.layers.5: named parts, then the index
+
+
+def parse_layer(path) -> tuple:
+    """Return ``(block head, index)`` of a layer named as ``model.layers.5`` (a block path whose
+    parts are names, then the index); ``DataError`` with one sentence for anything else."""
+    from .errors import DataError
+    m = _LAYER.fullmatch(path) if isinstance(path, str) else None
+    if m is None:
+        raise DataError(f"{path!r} does not name a layer; name one as its block and index, e.g. model.layers.5.")
+    return m.group(1) or "", int(m.group(2))
+
+
+def fold_instances(lines: Sequence, fold: LayerFold) -> tuple:
+    """Return ``((index, start, end), ...)``: where each instance ``fold`` hides lies in the pass's
+    printed ``lines`` (the ones it was found in), in trace order."""
+    part = _instances(lines[fold.start:fold.end])
+    return tuple((index, fold.start + s, fold.start + e) for _head, index, s, e, _shape in part)
+
+
+def _cut(lines: Sequence, fold: LayerFold, index: int) -> tuple:
+    """Return the folds left of ``fold`` once instance ``index`` is shown: the instances before it
+    and those after it (in trace order), each a fold of its own when there are any."""
+    spans = fold_instances(lines, fold)
+    at = next(i for i, s in enumerate(spans) if s[0] == index)
+    out = []
+    for part in (spans[:at], spans[at + 1:]):
+        if part:
+            out.append(LayerFold(fold.head, fold.shown, tuple(s[0] for s in part), fold.shown_start,
+                                 part[0][1], part[-1][2]))
+    return tuple(out)
+
+
+def open_layers(lines: Sequence, folds: Sequence, paths: Sequence) -> tuple:
+    """Return ``folds`` (of the printed ``lines``) with each layer of ``paths`` (``model.layers.5``)
+    shown: its instance cut out of the fold that hid it, the instances around it still folded. A
+    layer the pass shows anyway is accepted as it is; ``DataError`` with one sentence for a
+    malformed path or a layer that is not in this pass."""
+    from .errors import DataError
+    folds = list(folds)
+    for path in paths:
+        head, index = parse_layer(path)
+        f = next((f for f in folds if f.head == head and index in f.indices), None)
+        if f is not None:
+            at = folds.index(f)
+            folds[at:at + 1] = _cut(lines, f, index)
+        elif not any(h == head and i == index for h, i, *_ in _instances(lines)):
+            known = ", ".join(f.key for f in folds)
+            raise DataError(f"{path} is not a layer of this pass; " +
+                            (f"its folded layers are {known}." if known else "it has no folded layers."))
+    return tuple(folds)
+
+
+def shown_lines(lines: Sequence, folds: Sequence) -> list:
+    """Return the printed ``lines`` as a view shows them with ``folds`` closed: each fold's hidden
+    lines replaced by its :func:`fold_line`."""
+    out, at = [], 0
+    for f in folds:
+        out.extend(lines[at:f.start])
+        out.append(fold_line(f))
+        at = f.end
+    out.extend(lines[at:])
+    return out
+
+
+def _carried(folds: Sequence, src: Sequence, dst: Sequence) -> tuple:
+    """Return ``folds`` of the printed lines ``src`` moved onto ``dst``, the same trace printed
+    without shapes (no inputs' metadata comment, so the same lines but those): () when the two do
+    not match line for line."""
+    keep = [i for i, ln in enumerate(src) if ln.kind != META]
+    if len(keep) != len(dst) or any(src[i].uid != d.uid or src[i].kind != d.kind for i, d in zip(keep, dst)):
+        return ()
+    at = {i: n for n, i in enumerate(keep)}
+    at[len(src)] = len(dst)
+    return tuple(replace(f, shown_start=at[f.shown_start], start=at[f.start], end=at[f.end]) for f in folds)
+
+
+def folded_text(rec, trace, graph: int, chain: str, *, fold: bool = True, layers: Sequence = (),
+                **options) -> str:
+    """Return ``trace`` (a pass of ``chain`` of ``graph`` of ``rec``) printed as ``show`` prints
+    it: the lines of ``present.trace_lines.trace_text`` (``options``: ``uids``, ``source``,
+    ``shapes``), with its repeated layers folded (``fold``) but for the instances ``layers`` names
+    (:func:`open_layers`); ``DataError`` for a bad layer or events that cannot be read."""
+    from .trace_lines import print_options
+    from thundervis.compiler.printer import print_lines
+    opts = print_options(rec, graph, chain, **options)
+    lines = print_lines(trace, opts)
+    folds = ()
+    if fold and not opts.shapes:  # layers fold on their shapes too: found with them, then carried over
+        full = print_lines(trace, replace(opts, shapes=True))
+        folds = _carried(layer_folds(full), full, lines)
+    elif fold:
+        folds = layer_folds(lines)
+    folds = open_layers(lines, folds, layers) if fold else ()
+    return "\n".join(ln.text for ln in shown_lines(lines, folds)) + "\n"
