@@ -20,6 +20,7 @@ from thundervis.diff.lines import is_fusion
 from thundervis.errors import sentence
 from thundervis.present import default_view
 from thundervis.present.errors import DataError, data_errors
+from thundervis.present.kernel_folds import folded_row_cells
 from thundervis.present.kernel_rows import with_roofline
 from thundervis.present.overview import read_overview
 from thundervis.present.numerics import numerics_json, verdict_cell
@@ -185,7 +186,10 @@ class RecordingData:
             key = (k.graph, k.chain, k.name)
             row = with_roofline(rows[k.id], (roofline or {}).get(k.id)).as_json()
             cells = {key: row[key] for key in KERNEL_CELLS}
-            cells["fold"] = folds.get(k.id)  # present.kernel_folds: a repeated layer's kernels, one row
+            cells["fold"] = fold = folds.get(k.id)  # present.kernel_folds: a repeated layer's kernels, one row
+            if fold and fold.get("folded") and fold.get("opens") == k.id:  # that row's roofline: the sum
+                summed = {i: with_roofline(rows[i], (roofline or {}).get(i)) for i in fold["ids"] if i in rows}
+                cells.update(folded_row_cells(summed, fold, ("roofline_text", "pct_of_roofline_text")))
             cells["numerics"] = verdict_cell(numerics.verdict_of(*key)) if numerics.checked else None
             out.append({**k.as_json(), **cells})
         return out

@@ -107,3 +107,22 @@ def test_the_folded_row_shows_the_folds_share(six_layers):
     folded = [t for t in texts if "×" in t.split("|")[0]]
     assert folded and all("all instances" in t and "one instance" not in t for t in folded)
     assert any("one instance" in t for t in texts if t not in folded)
+
+
+def test_a_folded_rows_roofline_is_the_sum_as_in_the_tui(six_layers):
+    from thundervis.present.kernel_folds import folded_table, kernel_folds
+    from thundervis.present.overview import read_overview, with_roofline
+    from thundervis.present.units import format_roofline_us
+    with open_recording(six_layers) as rec:
+        data = RecordingData(rec)
+        roofline, target = data.roofline()
+        assert roofline, "the recording's kernels have a roofline model"
+        kernels = [k for g in data.graphs() for k in data.kernels_json(g, roofline)]
+        view = with_roofline(read_overview(rec), roofline, target)  # what the TUI's kernel table lays out
+        tui_rows = {r.id: r for r in folded_table(view.kernels, kernel_folds(rec, [k for g in view.graphs for k in g.kernels]))}
+    openers = [k for k in kernels if k["fold"] and k["fold"]["folded"] and k["fold"]["opens"] == k["id"]]
+    assert openers
+    for k in openers:
+        summed = sum(roofline[i].roofline_us for i in k["fold"]["ids"])
+        assert k["roofline_text"] == format_roofline_us(summed) == format_roofline_us(tui_rows[k["id"]].roofline_us)
+        assert k["roofline_text"] != format_roofline_us(roofline[k["id"]].roofline_us)  # not the first instance's

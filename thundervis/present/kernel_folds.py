@@ -177,6 +177,21 @@ def folded_table(rows, folds) -> tuple:
     return tuple(out)
 
 
+def folded_row_cells(rows_by_id: dict, fold_json: dict, cells: tuple) -> dict:
+    """Return the ``cells`` (keys of ``KernelRow.as_json()``) of a folded group's one row, as
+    :func:`folded_table` sums it, for the group whose JSON (:meth:`KernelFold.as_json`) is
+    ``fold_json``; ``rows_by_id``: {kernel id: KernelRow} with whatever roofline is known. Every
+    front end shows a fold's roofline as this sum, not as its first instance's."""
+    rs = [rows_by_id[i] for i in fold_json.get("ids", ()) if i in rows_by_id]
+    if not rs:
+        return {}
+    fold = KernelFold(graph=fold_json["graph"], chain=fold_json["chain"], ids=tuple(r.id for r in rs),
+                      names=tuple(r.name for r in rs), layers=fold_json.get("layers") or "")
+    (row,) = folded_table(rs, (fold,)) if fold.folded else rs[:1]
+    d = row.as_json()
+    return {c: d.get(c) for c in cells}
+
+
 def fold_json_by_kernel(rec, kernels, rows) -> dict:
     """Return ``{kernel id: fold JSON}`` for every kernel of a fold (``ls --json``'s ``fold`` of a
     fusion): :meth:`KernelFold.as_json` plus, for a folded one, ``row_label`` (``fw_fusion_3 × 32
