@@ -2,6 +2,10 @@
 HTML, static notebook viewers): no script, every recorded string escaped, the fusion diagram as an
 ``<img>`` (an SVG shown as an image runs nothing).
 
+A pass's repeated layers (the payload's ``folds``, ``present.trace_folds``) fold into a
+``<details>`` element each: its summary is the fold line the other views show, and it opens
+without a script.
+
 Diffs are drawn by :mod:`thundervis.diff.render`'s HTML back end; this module only lays out the
 page around them.
 """
@@ -28,6 +32,11 @@ STYLE = """
 .tv-static .tv-fellback { color: #8a3b00; }
 .tv-static .tv-note-line { font-weight: 600; }
 .tv-static details { margin: 4px 0; }
+.tv-static details.tv-fold { margin: 0; }
+.tv-static details.tv-fold > summary { list-style: none; cursor: pointer; color: #555; }
+.tv-static details.tv-fold > summary::-webkit-details-marker { display: none; }
+.tv-static details.tv-fold[open] > summary .tv-fold-closed,
+.tv-static details.tv-fold:not([open]) > summary .tv-fold-open { display: none; }
 .tv-static .tv-diagram { max-width: 100%; max-height: 600px; border: 1px solid #ddd; }
 .tv-static .tv-comm { color: #b3261e; font-weight: bold; }
 """ + HTML_STYLE
@@ -59,7 +68,37 @@ def _pass_lines(payload: dict, chain: dict, index: int) -> list:
     return [table[i] if isinstance(i, int) else i for i in (chain["lines"] or {}).get(str(held), [])]
 
 
-def _trace_pre(payload: dict, lines: list) -> str:
+def _pass_folds(chain: dict, index: int) -> list:
+    """The folds (``present.trace_folds.folds_json``) of the trace pass ``index`` of ``chain`` shows."""
+    p = next((p for p in chain["passes"] if p["index"] == index), None)
+    held = p["same_as"] if p and p.get("same_as") is not None else index
+    return (chain.get("folds") or {}).get(str(held)) or []
+
+
+def _folded(rows: list, folds: list) -> str:
+    """Return the HTML lines ``rows`` joined, each fold's hidden rows in a ``<details>`` whose
+    summary is its fold line (closed and open texts; CSS shows the one that fits). A fold whose
+    lines are not in ``rows`` in order is left out (its rows stay shown)."""
+    parts, plain, at = [], [], 0
+    for f in sorted((f for f in folds if isinstance(f, dict)), key=lambda f: f.get("start", -1)):
+        start, end = f.get("start"), f.get("end")
+        if not (isinstance(start, int) and isinstance(end, int) and at <= start < end <= len(rows)):
+            continue
+        plain.extend(rows[at:start])
+        if plain:  # no newline next to a <details>: a block element starts its own line
+            parts.append("\n".join(plain))
+            plain = []
+        parts.append(f'<details class="tv-fold"><summary><span class="tv-fold-closed">{_e(f.get("line"))}</span>'
+                     f'<span class="tv-fold-open">{_e(f.get("open_line"))}</span></summary>'
+                     + "\n".join(rows[start:end]) + "</details>")
+        at = end
+    plain.extend(rows[at:])
+    if plain:
+        parts.append("\n".join(plain))
+    return "".join(parts)
+
+
+def _trace_pre(payload: dict, lines: list, folds: list = ()) -> str:
     infos = payload.get("infos", [])
     out = []
     for _uid, _depth, text, info, *_ in lines:
@@ -76,7 +115,7 @@ def _trace_pre(payload: dict, lines: list) -> str:
         shown = pad + ("⇄ " if comm else "") + text
         klass = ' class="tv-comm"' if comm else ""
         out.append(f'<span{klass} title="{_e(title)}">{_e(shown)}</span>')
-    return '<pre class="tv-trace">' + "\n".join(out) + "</pre>"
+    return '<pre class="tv-trace">' + _folded(out, list(folds)) + "</pre>"
 
 
 def _kernels_table(kernels: list) -> str:
@@ -230,7 +269,7 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
         parts.append(f"<h4>graph {_e(graph)} · {_e(chain)} · passes</h4>")
         parts.append('<table class="tv-list">' + "".join(plist) + "</table>")
         parts.append(f"<h4>trace after {_e(pass_index)} {_e(names.get(pass_index, '?'))}</h4>")
-        parts.append(_trace_pre(payload, _pass_lines(payload, c, pass_index)))
+        parts.append(_trace_pre(payload, _pass_lines(payload, c, pass_index), _pass_folds(c, pass_index)))
         for key, fragment in (diffs or {}).items():
             a, b = (int(x) for x in key.split(":"))
             parts.append(f"<details><summary>diff {_e(a)} {_e(names.get(a, '?'))} → {_e(b)} "
