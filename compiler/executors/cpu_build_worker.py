@@ -22,12 +22,14 @@ they touch nobody's training.
 The worker is a background job: it runs under Linux's ``SCHED_IDLE`` policy where there is one
 (else at nice 10), which its C++ compiler processes inherit, and one compile thread and one OpenMP
 thread (set by the parent), so that on a machine with few cores the training threads keep their
-cores: a build uses only time nobody else wants. On a machine that is busy with other work a build
+cores: a build uses only time nobody else wants. That holds only inside the training's session
+(:mod:`.cpu_builds` starts it there, in a process group of its own): under autogroup scheduling a
+session of its own would be shared the CPU fairly with the training's, SCHED_IDLE or not. On a machine that is busy with other work a build
 may then take long or never finish; its region keeps running through torch meanwhile, which is
 what it did before any build.
 
 A worker whose training process is gone (killed: its ``atexit`` close never ran) ends within
-:data:`PARENT_POLL_S`, with the compilers of its session, and removes the build folder
+:data:`PARENT_POLL_S`, with the compilers of its process group, and removes the build folder
 (:func:`_watch_parent`): closed stdin alone is not enough, as a build in progress reads no stdin
 and a process forked by training (a data loader's worker) may hold the pipe open.
 """
@@ -114,14 +116,14 @@ def build(request: dict) -> dict:
 
 def _watch_parent(parent: int, folder: str) -> None:
     """Return once ``parent`` is no longer this process's parent, having removed ``folder`` (the
-    build folder it made for us, if named) and ended this worker's session: itself and its C++
-    compilers. The session is ours only when we lead it (``start_new_session``); otherwise only
-    this process ends."""
+    build folder it made for us, if named) and ended this worker's process group: itself and its
+    C++ compilers. The group is ours only when we lead it (see :func:`main`); otherwise only this
+    process ends."""
     while os.getppid() == parent:
         time.sleep(PARENT_POLL_S)
     if folder:
         shutil.rmtree(folder, ignore_errors=True)
-    if os.getsid(0) == os.getpid():
+    if os.getpgid(0) == os.getpid():
         os.killpg(0, signal.SIGKILL)
     os._exit(1)
 
@@ -129,6 +131,11 @@ def _watch_parent(parent: int, folder: str) -> None:
 def main() -> int:
     """Serve requests until stdin closes or the training process is gone."""
     parent = os.environ.get(PARENT_ENV, "")
+    if parent and os.getpgid(0) != os.getpid():  # Python 3.10's Popen cannot make the group for us
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass
     # Started before the policy below changes (per thread on Linux): a busy box never starves it.
     threading.Thread(target=_watch_parent, args=(int(parent) if parent.isdigit() else os.getppid(),
                                                   os.environ.get(FOLDER_ENV, "")),

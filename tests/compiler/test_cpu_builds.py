@@ -342,3 +342,26 @@ def test_the_worker_imports_nothing_from_the_trainings_working_directory(tmp_pat
     finally:
         w.close()
     assert cwd == w.folder and alive
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE") or not os.path.exists("/proc/self/stat"), reason="Linux only")
+def test_the_worker_is_a_background_job_of_the_trainings_own_session():
+    """SCHED_IDLE only yields to processes of the same scheduling group: under autogroup (one group
+    per session) a worker in a session of its own took half a busy core from the training. It
+    stays in ours, in a process group of its own (closing it ends its compilers, not us)."""
+    w = cpu_builds._Worker()
+    try:  # an answer (an error) proves it is past its start-up, where it drops its priority
+        assert w.submit(lambda: {"region": {}, "args": []}).wait(120)
+        pid = w.proc.pid
+        assert os.getsid(pid) == os.getsid(0)
+        assert os.getpgid(pid) == pid != os.getpgid(0)
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        if os.path.exists("/proc/self/autogroup"):
+            with open("/proc/self/autogroup") as ours, open(f"/proc/{pid}/autogroup") as its:
+                assert its.read().split()[0] == ours.read().split()[0]
+    finally:
+        w.close()
+    deadline = time.monotonic() + 10  # SIGKILLed by close: gone within moments, not at once
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid)
