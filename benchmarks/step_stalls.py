@@ -25,10 +25,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RATIO_TARGET, OVER_EAGER_TARGET_S = 3.0, 2.0
+BUILDING_TARGET = 1.5  # the median step while regions build, over eager's median step
 COMPILE_STEPS = 2
 
 
@@ -112,6 +114,38 @@ def worst_taking_step(rec: str, timed: list, median: float) -> str:
     return f"{taken} steps took a build; the slowest, step {worst[1]}: {worst[0]:.1f} ms ({worst[0] / median:.2f}x median)"
 
 
+def build_window(rec: str) -> tuple:
+    """Return (first, last, done) of recording ``rec``'s ``cpu_build`` events: when the first region
+    was sent to the build worker, the time of the last event, and whether every build sent was
+    answered by then ((None, None, True) when nothing was sent)."""
+    with sqlite3.connect(f"file:{rec}?mode=ro", uri=True) as c:
+        rows = c.execute("SELECT graph_id, chain, json_extract(data, '$.kernel'), json_extract(data, '$.state'), at "
+                         "FROM events WHERE event = 'cpu_build' ORDER BY id").fetchall()
+    if not rows:
+        return None, None, True
+    building = set()
+    for graph, chain, kernel, state, _ in rows:
+        (building.add if state == "building" else building.discard)((graph, chain, kernel))
+    return rows[0][4], rows[-1][4], not building
+
+
+def building_steps(timed: list, window: tuple) -> list[float]:
+    """The milliseconds of the steps after the compile steps that began while builds were under
+    way: from the first request to the last answer, or to the run's end if one was never answered."""
+    first, last, done = window
+    if first is None:
+        return []
+    return [ms for ms, start in timed[COMPILE_STEPS:] if start + ms / 1e3 >= first and (not done or start <= last)]
+
+
+def _window_s(window: tuple, timed: list) -> Optional[float]:
+    """Seconds from the first build request to the last answer, or to the last step's end."""
+    first, last, done = window
+    if first is None:
+        return None
+    return (last if done else timed[-1][1] + timed[-1][0] / 1e3) - first
+
+
 def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
     """Run ``model`` under thundervis, then eagerly; return the numbers of one row."""
     env = dict(os.environ, THUNDERVIS_CACHE_DIR=os.path.join(tmp, "cache"), THUNDERVIS_STALL_TRACE="1")
@@ -124,6 +158,8 @@ def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
     eager = _steps(_run([sys.executable, driver, model, "--eager", "--seconds", "0",
                          "--min-steps", str(min(len(tv), 60))], env, timeout=600))
     body = tv[COMPILE_STEPS:]
+    window = build_window(rec)
+    during = building_steps(timed, window)
     worst = max(body)
     median = statistics.median(body)
     eager_median = statistics.median(eager[1:])
@@ -131,8 +167,21 @@ def measure(model: str, seconds: float, min_steps: int, tmp: str) -> dict:
             "worst_step": COMPILE_STEPS + body.index(worst), "ratio": worst / median,
             "over_eager_s": (worst - eager_median) / 1e3, "eager_ms": eager_median,
             "compile_s": sum(tv[:COMPILE_STEPS]) / 1e3, **cpu_path_summary(rec),
+            "building_ms": statistics.median(during) if during else None, "building_steps": len(during),
+            "window_s": _window_s(window, timed), "builds_done": window[2],
             "worst_during": events_during(rec, timed[COMPILE_STEPS + body.index(worst)][1], worst),
             "taking": worst_taking_step(rec, timed, median)}
+
+
+def _window_line(r: dict) -> str:
+    """Say how the steps fared while regions built, against eager's median (target <= 1.5x)."""
+    if r["building_ms"] is None:
+        return "no region was sent to the build worker"
+    ratio = r["building_ms"] / r["eager_ms"]
+    span = (f"all answered {r['window_s']:.1f} s after the first request" if r["builds_done"] else
+            f"{r['building_at_end']} still building at the run's end, {r['window_s']:.1f} s after the first request")
+    return (f"while regions built: median step {r['building_ms']:.1f} ms over {r['building_steps']} steps, "
+            f"{ratio:.2f}x eager's (target <= {BUILDING_TARGET:g}x); {span}")
 
 
 def main() -> int:
@@ -160,6 +209,7 @@ def main() -> int:
               f"{r['sent']}/{r['inductor']}/{r['torch_measured']}/{r['failed']}/{r['building_at_end']}"
               f"{'' if met else '  <- stall'}")
         print(f"        during the worst step: {r['worst_during']}; {r['taking']}")
+        print(f"        {_window_line(r)}")
     print(f"target: no step after the compile steps more than {RATIO_TARGET:g}x the median step or "
           f"{OVER_EAGER_TARGET_S:g} s over eager's: {'met' if ok and rows else 'NOT met'}")
     return 0 if ok and rows else 1

@@ -40,3 +40,22 @@ def test_the_events_of_a_step_and_the_slowest_step_that_took_a_build(tmp_path):
     assert step_stalls.worst_taking_step(rec, timed, 20.0) == (
         "2 steps took a build; the slowest, step 4: 100.0 ms (5.00x median)")
     assert step_stalls.worst_taking_step(rec, timed[:4], 20.0) == "no build was taken"
+
+
+def test_the_steps_while_regions_build_run_from_the_first_request_to_the_last_answer(tmp_path):
+    rec = _recording(tmp_path / "r.tvrec", [
+        ("cpu_build", {"kernel": "f0", "state": "building"}, 10.5),
+        ("cpu_build", {"kernel": "f1", "state": "building"}, 11.5),
+        ("cpu_build", {"kernel": "f0", "state": "built"}, 12.5),
+        ("cpu_build", {"kernel": "f1", "state": "failed"}, 13.5),
+    ])
+    timed = [(1000.0, 0.0), (1000.0, 1.0), (5.0, 9.0), (600.0, 10.0), (7.0, 12.0), (8.0, 13.0), (3.0, 14.0)]
+    window = step_stalls.build_window(rec)
+    assert window == (10.5, 13.5, True)
+    assert step_stalls.building_steps(timed, window) == [600.0, 7.0, 8.0]
+    assert step_stalls._window_s(window, timed) == 3.0
+    unanswered = _recording(tmp_path / "u.tvrec", [("cpu_build", {"kernel": "f0", "state": "building"}, 10.5)])
+    window = step_stalls.build_window(unanswered)
+    assert window[2] is False and step_stalls.building_steps(timed, window) == [600.0, 7.0, 8.0, 3.0]
+    assert step_stalls._window_s(window, timed) == 14.003 - 10.5
+    assert step_stalls.build_window(_recording(tmp_path / "n.tvrec", [])) == (None, None, True)
