@@ -210,7 +210,7 @@ def _graphs(ops_per_chain=((0, "forward", 6), (0, "backward", 9))):
 
 
 def _region(file="m.py", function="forward", text="m.py:12-13 LSTM and the rest of forward ran eagerly (x)"):
-    return SimpleNamespace(file=file, function=function, text=text)
+    return SimpleNamespace(file=file, function=function, text=text, where=text.split(" ran eagerly")[0])
 
 
 def test_the_event_is_read_and_worded():
@@ -363,3 +363,15 @@ def test_only_profile_runs_get_a_meter_and_it_skips_the_checked_calls():
         assert meter._skip == 2 + 2 * 5 + 4
     finally:
         stop_meter(meter, lambda name, data: None)
+
+
+def test_a_region_is_placed_by_its_own_place_not_by_cutting_its_wording():
+    """A module or reason that itself says "ran eagerly" must not cut the place short."""
+    from thundervis.present.eager_regions import eager_regions
+    event = SimpleNamespace(event="dynamo_graph_break", graph=None, chain=None, data={
+        "reason": "a step that ran eagerly before", "at_file": "/x/m.py", "at_line": 12, "resumed": True,
+        "module": "BlockThat ran eagerly"})
+    (r,) = eager_regions([event])
+    from thundervis.present.compiled_share import _where
+    assert _where(r) == r.where == "m.py:12 BlockThat ran eagerly"
+    assert r.text == "m.py:12 BlockThat ran eagerly ran eagerly (a step that ran eagerly before)"

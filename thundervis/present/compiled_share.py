@@ -114,8 +114,8 @@ def _region_key(frames: list, regions) -> Optional[object]:
 
 
 def _where(r) -> str:
-    """``model.py:33-37 LSTM``: the region's place and what ran (its wording up to "ran eagerly")."""
-    return r.text.split(" ran eagerly", 1)[0]
+    """``model.py:33-37 LSTM``: the region's place and what ran (``EagerRegion.where``)."""
+    return r.where or r.text
 
 
 def compiled_share(events, graphs, regions) -> CompiledShare:

@@ -33,7 +33,8 @@ class EagerRegion:
     ``function``: the compiled function it is in; ``resumed``: whether Dynamo compiled the code
     after it; ``why``: Dynamo's explanation; ``setting``: the config its hint names
     (``torch._dynamo.config.allow_rnn=True``) or None; ``reason``: Dynamo's full text; ``stopped_at``:
-    where inside the call Dynamo stopped (``transformer.py:1245``) or None; ``text``: the wording."""
+    where inside the call Dynamo stopped (``transformer.py:1245``) or None; ``text``: the wording;
+    ``where``: its place and what ran, the wording before "ran eagerly" (``model.py:50 LSTM``)."""
 
     kind: str
     file: Optional[str]
@@ -48,6 +49,7 @@ class EagerRegion:
     reason: str
     stopped_at: Optional[str]
     text: str
+    where: str = ""
 
     def as_json(self) -> dict:
         """Return the region as a JSON-ready dict (its fields)."""
@@ -84,16 +86,22 @@ def explain(reason: str) -> tuple[str, Optional[str]]:
     return why.rstrip("."), (f"{m.group(1)}={m.group(2)}" if m else None)
 
 
-def wording(file: Optional[str], line: Optional[int], last_line: Optional[int], what: str,
-            why: str, setting: Optional[str], resumed: bool, function: Optional[str]) -> str:
-    """Return ``model.py:50 LSTM ran eagerly (why: setting)``: the region's lines, what ran (and
-    the rest of its function when Dynamo did not resume), Dynamo's explanation and setting."""
+def place(file: Optional[str], line: Optional[int], last_line: Optional[int], what: str, resumed: bool,
+          function: Optional[str]) -> str:
+    """Return ``model.py:50 LSTM``: the region's lines and what ran (and the rest of its function
+    when Dynamo did not resume)."""
     where = os.path.basename(file) if file else "?"
     if line:
         where += f":{line}" + (f"-{last_line}" if last_line and last_line > line else "")
     if not resumed and function:
         what = f"{what} and the rest of {function}"
-    return f"{where} {what} ran eagerly ({why}{': ' + setting if setting else ''})"
+    return f"{where} {what}"
+
+
+def wording(where: str, why: str, setting: Optional[str]) -> str:
+    """Return ``model.py:50 LSTM ran eagerly (why: setting)`` for a region's :func:`place`,
+    Dynamo's explanation and setting."""
+    return f"{where} ran eagerly ({why}{': ' + setting if setting else ''})"
 
 
 def eager_regions(events) -> tuple[EagerRegion, ...]:
@@ -125,9 +133,9 @@ def eager_regions(events) -> tuple[EagerRegion, ...]:
         if r.kind == NOT_TRACED and (r.file, r.line) in broke:
             continue
         if whole is not None:
-            r = replace(r, resumed=False, text=wording(
-                r.file, r.line, None, f"{r.module or 'this call'} (all of {whole.function or r.function})",
-                r.why, r.setting, True, None))
+            where = place(r.file, r.line, None, f"{r.module or 'this call'} (all of {whole.function or r.function})",
+                          True, None)
+            r = replace(r, resumed=False, where=where, text=wording(where, r.why, r.setting))
         merged.append(r)
     return tuple(merged)
 
@@ -153,9 +161,9 @@ def _from_break(d: dict) -> EagerRegion:
     what = module or (f"`{code.strip()}`" if code else "this call")
     if resumed and first and last and first < (line or first):
         line = first
-    text = wording(file, line, last, what, why, setting, resumed, function)
+    where = place(file, line, last, what, resumed, function)
     return EagerRegion(GRAPH_BREAK, file, line, last, code, module, function, resumed, why, setting,
-                       reason, stopped, text)
+                       reason, stopped, wording(where, why, setting), where)
 
 
 def _from_failure(d: dict) -> EagerRegion:
@@ -164,9 +172,10 @@ def _from_failure(d: dict) -> EagerRegion:
     file = _str(d.get("at_file"), 500) or _str(d.get("file"), 500)
     line = _int(d.get("at_line")) or _int(d.get("line"))
     function = _str(d.get("function"), 200)
-    text = wording(file, line, None, f"{function or 'a function'} (whole function)", why, setting, True, None)
+    where = place(file, line, None, f"{function or 'a function'} (whole function)", True, None)
+    text = wording(where, why, setting)
     return EagerRegion(NOT_TRACED, file, line, None, "", None, function, False, why, setting,
-                       dynamo_reason(reason), None, text)
+                       dynamo_reason(reason), None, text, where)
 
 
 def eager_head(chains_eager: int, chains_total: int, regions) -> str:
