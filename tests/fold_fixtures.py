@@ -19,10 +19,21 @@ class Block(nn.Module):
         return x + torch.tanh(self.fc(self.norm(x)))
 
 
-class Model(nn.Module):
-    def __init__(self, n, d=16):
+class Widen(nn.Module):
+    def __init__(self, d, e):
         super().__init__()
-        self.layers = nn.ModuleList(Block(d) for _ in range(n))
+        self.norm = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, e)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(self.norm(x)))
+
+
+class Model(nn.Module):
+    def __init__(self, n, d=16, widths=None):
+        super().__init__()
+        self.layers = nn.ModuleList(Block(d) for _ in range(n)) if widths is None else \
+            nn.ModuleList(Widen(a, b) for a, b in zip(widths, widths[1:]))
 
     def forward(self, x):
         for layer in self.layers:
@@ -30,20 +41,33 @@ class Model(nn.Module):
         return x.sum()
 
 
-model = torch.compile(Model(LAYERS_N), backend="thundervis")
+model = torch.compile(Model(LAYERS_N, widths=WIDTHS), backend="thundervis")
 model(torch.randn(4, 16)).backward()
 """
 
 
-def record_layers(folder, layers: int) -> str:
-    """Record a training step of ``layers`` equal blocks (default executors) into ``folder``; return its path."""
+_RECORDED: dict = {}  # (layers, widths) -> the first recording this process made of them
+
+
+def record_layers(folder, layers: int, widths: tuple = None) -> str:
+    """Record a training step of ``layers`` equal blocks (default executors) into ``folder``; return
+    its path. ``widths``: instead, one block per step from each width to the next (no two equal).
+    A model this process recorded before is copied, not run again (the fold tests of the core, the
+    TUI and the widget all read the 6-layer one); each caller gets its own file."""
+    import shutil
     from thundervis.runner import check_output, run_target
-    script = os.path.join(str(folder), f"layers{layers}.py")
+    name = f"layers{layers}" + ("_" + "_".join(map(str, widths)) if widths else "")
+    out = check_output(os.path.join(str(folder), f"{name}.tvrec"))
+    first = _RECORDED.get((layers, widths))
+    if first is not None and os.path.exists(first):
+        shutil.copyfile(first, out)
+        return out
+    script = os.path.join(str(folder), f"{name}.py")
     with open(script, "w") as f:
-        f.write(LAYERS.replace("LAYERS_N", str(layers)))
-    out = check_output(os.path.join(str(folder), f"layers{layers}.tvrec"))
+        f.write(LAYERS.replace("LAYERS_N", str(layers)).replace("WIDTHS", repr(list(widths)) if widths else "None"))
     result = run_target(script=script, module=None, args=[], out=out)
     assert result.exit_code == 0, result
+    _RECORDED[(layers, widths)] = result.path
     return result.path
 
 

@@ -132,6 +132,16 @@ def test_two_layers_stay_two_rows(folded, tmp_path):
     assert not pair.folded and folded_table(rows, (pair,)) == rows
 
 
+def test_layers_of_different_widths_do_not_fold(folded, tmp_path):
+    """Six blocks of one structure but each a different width (16 -> 24 -> ... -> 64): no two
+    kernels are equal, so nothing folds, in the recording or in the views."""
+    path = record_layers(tmp_path, 6, widths=(16, 24, 32, 40, 48, 56, 64))
+    assert _rows(path, "SELECT COUNT(*) FROM kernel_folds") == [(0,)]
+    with open_recording(path) as rec:
+        assert all(f.count == 1 for f in kernel_folds(rec))
+    assert _rows(folded, "SELECT COUNT(*) FROM kernel_folds")[0][0] > 0  # the same blocks at one width fold
+
+
 def test_an_older_recording_folds_by_structure(folded, tmp_path):
     path = str(tmp_path / "old.tvrec")
     shutil.copy(folded, path)
