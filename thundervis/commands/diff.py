@@ -2,6 +2,8 @@
 
 - ``thundervis diff REC [--graph G] [--chain C] --from P --to Q [--side-by-side] [--html OUT]``:
   the pass diff of two traces of one chain (default: the pass before ``--to``, and the last pass).
+  What the pass did to a run of equal layers is shown for the first and folded for the rest
+  (``thundervis.diff.layer_folds``) unless ``--unfold`` or ``--full``.
 - ``thundervis diff REC_A REC_B [--json]``: run comparison (graphs, fusions, kernel times).
 """
 from __future__ import annotations
@@ -98,8 +100,11 @@ def cmd_diff(args) -> int:
         rec.close()
     context = None if args.full else args.context
     from thundervis.diff import render
+    from thundervis.diff.layer_folds import diff_folds
+    folds = () if args.full or args.unfold else diff_folds(d)
     if args.html:
-        body = render.side_by_side_html(d, context) if args.side_by_side else render.unified_html(d, context)
+        body = (render.side_by_side_html(d, context, folds=folds) if args.side_by_side
+                else render.unified_html(d, context, folds=folds))
         with writing(args.html), open(args.html, "w", encoding="utf-8") as f:
             f.write(render.html_page(body, f"{d.before} → {d.after}"))
         print(f"thundervis: diff written to {args.html}")
@@ -107,18 +112,18 @@ def cmd_diff(args) -> int:
         rows = [{"status": r.status, "a": r.a.text if r.a else None, "b": r.b.text if r.b else None,
                  "uid": r.uid, "kernel": r.kernel, "partners": [p.uid for p in r.partners]}
                 for r in d.lines]
-        sys.stdout.write(json_text({"before": d.before, "after": d.after, "counts": d.counts(), "lines": rows},
-                                   indent=1) + "\n")
+        sys.stdout.write(json_text({"before": d.before, "after": d.after, "counts": d.counts(), "lines": rows,
+                                    "folds": [f.as_json() for f in diff_folds(d)]}, indent=1) + "\n")
         return 0
     elif sys.stdout.isatty() and not args.plain:
         from thundervis.safe_text import plain_console
         console = plain_console()
-        console.print(render.side_by_side_text(d, context, console.width) if args.side_by_side
-                      else render.unified_rich(d, context), crop=False)
+        console.print(render.side_by_side_text(d, context, console.width, folds=folds) if args.side_by_side
+                      else render.unified_rich(d, context, folds=folds), crop=False)
     elif args.side_by_side:
-        sys.stdout.write(render.side_by_side_plain(d, context))
+        sys.stdout.write(render.side_by_side_plain(d, context, folds=folds))
     else:
-        sys.stdout.write(visible(render.unified_plain(d, context)))
+        sys.stdout.write(visible(render.unified_plain(d, context, folds=folds)))
     if not args.html:
         print(visible(d.summary()))
         for line in _kernel_lines(d):
@@ -176,6 +181,8 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON (rows of a pass diff, or the run comparison)")
     p.add_argument("--context", type=int, default=3, metavar="N",
                    help="unchanged lines shown around each change (default: 3)")
-    p.add_argument("--full", action="store_true", help="show every line, unchanged ones included")
+    p.add_argument("--full", action="store_true", help="show every line, unchanged ones and repeated layers included")
+    p.add_argument("--unfold", action="store_true",
+                   help="show what the pass did to every repeated layer (by default the equal ones fold)")
     p.add_argument("--plain", action="store_true", help="no colours, even on a terminal")
     p.set_defaults(func=cmd_diff)

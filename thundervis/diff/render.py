@@ -3,16 +3,19 @@ HTML (every string escaped) and plain text (goldens, pipes).
 
 All renderings go through :func:`unified_rows` / :func:`side_rows`, which turn diff rows into
 display rows (marker, indentation, text, highlighted spans, note); the back ends only style them.
+Given ``folds`` (``thundervis.diff.layer_folds``), the rows a layer fold hides are one ``fold``
+row, worded as the trace views word it (``present.trace_folds.fold_line``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from .align import (ADDED, CHANGED, FUSED, MOVED, REMOVED, REPLACED, UNCHANGED, DiffLine, TraceDiff,
                     gc_paused, intraline_spans)
 from .lines import is_fusion
 from thundervis.safe_text import html_text, visible, visible_line
+from thundervis.present.trace_folds import LayerFold, fold_line
 from thundervis.present.units import plural
 
 FOLD = "fold"  # status of a row standing for folded unchanged lines
@@ -78,17 +81,36 @@ def row_note(d: DiffLine, side: str) -> str:
     return ""
 
 
-def unified_rows(diff: TraceDiff, context: Optional[int] = None) -> list[Row]:
+def shown_lines(diff: TraceDiff, folds: Sequence = ()):
+    """Yield the rows of ``diff`` a view shows with the layer folds ``folds`` closed
+    (``thundervis.diff.layer_folds.diff_folds``, in row order): each ``DiffLine``, and each fold
+    (a ``LayerFold``) in place of the rows it hides."""
+    at = 0
+    for f in folds:
+        yield from diff.lines[at:f.start]
+        yield f
+        at = f.end
+    yield from diff.lines[at:]
+
+
+def layer_fold_text(fold: LayerFold) -> str:
+    """Return the text of the row standing for a layer fold: ``▸ model.layers.2–23 × 22 more: …``."""
+    return fold_line(fold).text.strip()
+
+
+def unified_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> list[Row]:
     """Return the unified display rows of ``diff``; with ``context`` set, runs of unchanged rows
     farther than ``context`` rows from a change fold into one ``fold`` row."""
     with gc_paused():
-        return _unified_rows(diff, context)
+        return _unified_rows(diff, context, folds)
 
 
-def _unified_rows(diff: TraceDiff, context: Optional[int]) -> list[Row]:
+def _unified_rows(diff: TraceDiff, context: Optional[int], folds: Sequence) -> list[Row]:
     rows: list[Row] = []
-    for d in diff.lines:
-        if d.status == UNCHANGED:
+    for d in shown_lines(diff, folds):
+        if isinstance(d, LayerFold):
+            rows.append(Row("@", FOLD, 0, layer_fold_text(d)))
+        elif d.status == UNCHANGED:
             rows.append(Row(" ", UNCHANGED, d.b.depth, d.b.text, source=source_text(d.b), uid=d.b.uid))
         elif d.status == CHANGED:
             sa, sb = intraline_spans(d.a.text, d.b.text)
@@ -108,7 +130,9 @@ def fold_runs(rows: list, context: int) -> list:
     row instead, the widget a fold the user can open)."""
     near = [False] * len(rows)
     for k, r in enumerate(rows):
-        if r.status != UNCHANGED:
+        if r.status == FOLD:  # a layer fold stays, without context: it is not a change
+            near[k] = True
+        elif r.status != UNCHANGED:
             for m in range(max(0, k - context), min(len(rows), k + context + 1)):
                 near[m] = True
     out: list = []
@@ -136,10 +160,10 @@ def _unified_fold_row(run: int) -> Row:
     return Row("@", FOLD, 0, f"… {run} unchanged line{'s' if run != 1 else ''} …")
 
 
-def unified_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 64) -> str:
+def unified_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 64, *, folds: Sequence = ()) -> str:
     """Return the unified diff as plain text (notes aligned at column ``width``)."""
     out = [f"--- {diff.before}", f"+++ {diff.after}"]
-    for r in unified_rows(diff, context):
+    for r in unified_rows(diff, context, folds=folds):
         line = f"{r.marker} {'  ' * r.depth}{r.text}"
         if r.note:
             line = line.ljust(width) + "  " + r.note
@@ -155,13 +179,13 @@ def _rich_text(text: str, spans, base: str, marker: str):
     return t
 
 
-def unified_rich(diff: TraceDiff, context: Optional[int] = None):
+def unified_rich(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()):
     """Return the unified diff as a ``rich.text.Text`` (one line per row, changes highlighted)."""
     from rich.text import Text
     out = Text()
     out.append(f"--- {diff.before}\n", style="bold red")
     out.append(f"+++ {diff.after}\n", style="bold green")
-    for r in unified_rows(diff, context):
+    for r in unified_rows(diff, context, folds=folds):
         base = _RICH_STYLE.get(r.status, "")
         if r.status == CHANGED:
             base = "red" if r.marker == "-" else "green"
@@ -183,11 +207,13 @@ class SideRow:
     note: str = ""
 
 
-def side_rows(diff: TraceDiff, context: Optional[int] = None) -> list[SideRow]:
+def side_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> list[SideRow]:
     """Return the side-by-side rows of ``diff`` (pairs on one row; one-sided rows half empty)."""
     out: list[SideRow] = []
-    for d in diff.lines:
-        if d.status in (UNCHANGED, CHANGED) and d.a is not None and d.b is not None:
+    for d in shown_lines(diff, folds):
+        if isinstance(d, LayerFold):
+            out.append(SideRow(FOLD, None, None, layer_fold_text(d)))
+        elif d.status in (UNCHANGED, CHANGED) and d.a is not None and d.b is not None:
             sa, sb = intraline_spans(d.a.text, d.b.text) if d.status == CHANGED else ([], [])
             out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a), uid=d.a.uid),
                                Row(" ", d.status, d.b.depth, d.b.text, sb, source=source_text(d.b), uid=d.b.uid)))
@@ -204,7 +230,7 @@ def side_rows(diff: TraceDiff, context: Optional[int] = None) -> list[SideRow]:
     return _fold(out, context, lambda run: SideRow(FOLD, None, None, f"… {run} unchanged …"))
 
 
-def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
+def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()):
     """Return the side-by-side diff as a ``rich.table.Table`` (before | after | note)."""
     from rich.table import Table
     from rich.text import Text
@@ -214,7 +240,7 @@ def side_by_side_rich(diff: TraceDiff, context: Optional[int] = None):
     table.add_column(Text(visible_line(diff.after)), ratio=5, overflow="fold")
     table.add_column("", ratio=3, overflow="fold", style="dim italic")
 
-    for s in side_rows(diff, context):
+    for s in side_rows(diff, context, folds=folds):
         if s.status == FOLD:
             table.add_row(Text(s.note, style="dim"), Text(s.note, style="dim"), "")
             continue
@@ -244,7 +270,7 @@ def _folded(t, width: int) -> list:
     return list(t.divide(range(width, n, width)))
 
 
-def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int = 160):
+def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int = 160, *, folds: Sequence = ()):
     """Return the side-by-side diff as one ``rich.text.Text``: before | after | note in columns of
     fixed widths (5 : 5 : 3 of ``width``), long cells folded onto more lines, styled like
     :func:`side_by_side_rich`. Linear in the number of rows (a Rich Table measures every cell of
@@ -268,7 +294,7 @@ def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int
             out.append("\n")
 
     emit((Text(visible_line(diff.before), style="bold"), Text(visible_line(diff.after), style="bold"), Text("")))
-    for s in side_rows(diff, context):
+    for s in side_rows(diff, context, folds=folds):
         if s.status == FOLD:
             emit((Text(s.note, style="dim"), Text(s.note, style="dim"), Text("")))
             continue
@@ -276,7 +302,7 @@ def side_by_side_text(diff: TraceDiff, context: Optional[int] = None, width: int
     return out
 
 
-def side_by_side_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 200) -> str:
+def side_by_side_plain(diff: TraceDiff, context: Optional[int] = None, width: int = 200, *, folds: Sequence = ()) -> str:
     """Return the side-by-side diff as plain text laid out like :func:`side_by_side_text`
     (before | after | note, long cells folded), control characters made visible; linear in size."""
     usable = max(39, width - 4)
@@ -295,7 +321,7 @@ def side_by_side_plain(diff: TraceDiff, context: Optional[int] = None, width: in
         return "" if r is None else visible("  " * r.depth + r.text)
 
     emit((visible_line(diff.before), visible_line(diff.after), ""))
-    for s in side_rows(diff, context):
+    for s in side_rows(diff, context, folds=folds):
         if s.status == FOLD:
             emit((s.note, s.note, ""))
         else:
@@ -336,11 +362,11 @@ def _row_class(r: Row) -> str:
     return r.status.replace(" ", "-")
 
 
-def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
+def unified_html(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> str:
     """Return the unified diff as an HTML ``<table class="tv-diff">`` fragment (all text escaped)."""
     out = ['<table class="tv-diff unified">',
            f'<tr><th colspan="3">--- {html_text(diff.before)}<br>+++ {html_text(diff.after)}</th></tr>']
-    for r in unified_rows(diff, context):
+    for r in unified_rows(diff, context, folds=folds):
         if r.status == FOLD:
             out.append(f'<tr class="fold"><td colspan="3">{html_text(r.text)}</td></tr>')
             continue
@@ -352,7 +378,7 @@ def unified_html(diff: TraceDiff, context: Optional[int] = None) -> str:
     return "\n".join(out)
 
 
-def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
+def side_by_side_html(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> str:
     """Return the side-by-side diff as an HTML ``<table class="tv-diff">`` fragment (escaped)."""
     out = ['<table class="tv-diff side-by-side">',
            f'<tr><th>{html_text(diff.before)}</th><th>{html_text(diff.after)}</th><th></th></tr>']
@@ -365,7 +391,7 @@ def side_by_side_html(diff: TraceDiff, context: Optional[int] = None) -> str:
         return (f'<td class="{cls}" title="{html_text(r.source)}">{"  " * r.depth}'
                 f'{_html_text(r.text, r.spans, hl)}</td>')
 
-    for s in side_rows(diff, context):
+    for s in side_rows(diff, context, folds=folds):
         if s.status == FOLD:
             out.append(f'<tr class="fold"><td colspan="3">{html_text(s.note)}</td></tr>')
             continue

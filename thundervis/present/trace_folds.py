@@ -41,7 +41,8 @@ _INDEX = re.compile(r"(?<=\.)\d+(?=\.|\]|$)")  # a module path's numbered parts
 class LayerFold:
     """One fold of printed lines: the instance of layer ``shown`` of block ``head`` stays on
     screen (printed lines ``shown_start``..``start``); the instances of layers ``indices`` (in
-    trace order) are printed lines ``start``..``end``, hidden behind one fold line."""
+    trace order) are printed lines ``start``..``end``, hidden behind one fold line (a diff's
+    folds index its rows, and ``same`` says "the same changes")."""
 
     head: str
     shown: int
@@ -49,6 +50,7 @@ class LayerFold:
     shown_start: int
     start: int
     end: int
+    same: str = "the same ops and shapes"  # what the hidden instances share with the shown one
 
     @property
     def count(self) -> int:
@@ -67,7 +69,7 @@ class LayerFold:
     @property
     def label(self) -> str:
         """``model.layers.2–22 × 21 more: the same ops and shapes as model.layers.1 above``."""
-        return f"{self.key} × {self.count} more: the same ops and shapes as {self._path(self.shown)} above"
+        return f"{self.key} × {self.count} more: {self.same} as {self._path(self.shown)} above"
 
     def hides(self, printed: int) -> bool:
         """Return whether printed line ``printed`` is one this fold hides."""
@@ -132,7 +134,15 @@ def _instances(lines: Sequence) -> list:
 def layer_folds(lines: Sequence) -> tuple:
     """Return the :class:`LayerFold` s of a pass's printed lines (``PrintedLine`` s), in line
     order: each run of at least :data:`FOLD_AT` adjacent, equal instances of consecutive layers."""
-    found = _instances(lines)
+    return instance_folds(_instances(lines))
+
+
+def instance_folds(found: Sequence, same: str = "the same ops and shapes") -> tuple:
+    """Return the :class:`LayerFold` s of ``found``, a view's rows cut into layer instances
+    (``[(head, index, start, end, shape)]`` in row order; ``shape``: what must be equal): each run
+    of at least :data:`FOLD_AT` adjacent instances of consecutive layers with equal shapes. A pass's
+    printed lines are cut by :func:`layer_folds`, a diff's rows by ``thundervis.diff.layer_folds``;
+    ``same`` says in the label what the hidden instances share."""
     folds, i = [], 0
     while i < len(found):
         head, index, start, end, shape = found[i]
@@ -145,7 +155,7 @@ def layer_folds(lines: Sequence) -> tuple:
             step, j = d, j + 1
         if j - i >= FOLD_AT:
             folds.append(LayerFold(head, index, tuple(f[1] for f in found[i + 1:j]), start, found[i + 1][2],
-                                   found[j - 1][3]))
+                                   found[j - 1][3], same))
             i = j
         else:
             i += 1
@@ -206,8 +216,7 @@ def _cut(lines: Sequence, fold: LayerFold, index: int) -> tuple:
     out = []
     for part in (spans[:at], spans[at + 1:]):
         if part:
-            out.append(LayerFold(fold.head, fold.shown, tuple(s[0] for s in part), fold.shown_start,
-                                 part[0][1], part[-1][2]))
+            out.append(replace(fold, indices=tuple(s[0] for s in part), start=part[0][1], end=part[-1][2]))
     return tuple(out)
 
 
