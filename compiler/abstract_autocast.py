@@ -29,6 +29,7 @@ FP32 = ("acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2"
 FP32_OUT = ("softmax.int", "log_softmax.int", "cumprod", "cumsum", "linalg_vector_norm", "linalg_matrix_norm",
             "sum", "sum.dim_IntList", "prod", "prod.dim_int")
 # CUDA runs these in the widest floating type of their inputs (``promote``); CPU would raise on a mix.
+# A mix of the two low-precision types (bf16 beside fp16) raises on CUDA, and here too.
 PROMOTE = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdot", "grid_sampler", "index_put",
            "tensordot", "scatter_add")
 # CPU autocast runs these in float32; CUDA autocast does not touch them.
@@ -78,9 +79,12 @@ def _kernel(op, policy: str):
             elif policy == "fp32":
                 to = torch.float32
             elif policy == "promote":
-                to = torch.get_autocast_dtype("cpu")
-                if any(t.dtype == torch.float32 for t in _tensors(args)):
-                    to = torch.float32
+                low = torch.get_autocast_dtype("cpu")
+                dtypes = {t.dtype for t in _tensors((args, tuple(kwargs.values())))}
+                if dtypes - {torch.float32, low}:  # bf16 beside fp16: CUDA's prioritize raises, so do we
+                    raise RuntimeError(f"Unexpected floating ScalarType in at::autocast::prioritize "
+                                       f"({op} under CUDA autocast to {low} got {sorted(map(str, dtypes))})")
+                to = torch.float32 if torch.float32 in dtypes else low
             elif policy == "plain":
                 to = None
             else:  # fp32 output: set the dtype argument when the first input is eligible and none is given

@@ -118,6 +118,21 @@ def test_cpu_autocast_takes_cudas_op_lists_in_the_session():
         assert torch.mv(torch.randn(4, 8), torch.randn(8)).dtype == f32
 
 
+def test_a_promote_op_on_bf16_beside_fp16_raises_as_cuda_does():
+    """CUDA autocast's ``promote`` takes float32 over the low type and raises on bf16 beside fp16
+    (at::autocast::prioritize); the abstract run's CPU stand-in must not cast the mix silently."""
+    import pytest
+    import torch
+    from thundervis.compiler.abstract import Placeholders, abstract_session
+    a, h, f = torch.randn(4), torch.randn(4).half(), torch.randn(4)
+    with abstract_session(Placeholders()):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            assert torch.addcmul(a.bfloat16(), a.bfloat16(), a.bfloat16()).dtype == torch.bfloat16
+            assert torch.addcmul(a.bfloat16(), f, a.bfloat16()).dtype == torch.float32
+            with pytest.raises(RuntimeError, match="prioritize"):
+                torch.addcmul(a.bfloat16(), h, a.bfloat16())
+
+
 def test_compiled_softmax_under_cuda_autocast_is_float32_in_the_session():
     import torch
     import torch.nn.functional as F
