@@ -15,9 +15,9 @@ from thundervis.present.trace_folds import instance_folds
 FOLD_ROW = "@ ▸ model.layers.1–5 × 5 more: the same changes as model.layers.0 above"
 
 
-def _trace(layers: int = 6, claimed=(), name: str = "acquire"):
-    """A forward trace of ``layers`` equal blocks (a matmul, an add, a tanh); the tanh of each
-    layer in ``claimed`` runs in triton (the change a claim pass makes)."""
+def _trace(layers: int = 6, claimed=(), name: str = "acquire", head: str = "model.layers"):
+    """A forward trace of ``layers`` equal blocks ``head.N`` (a matmul, an add, a tanh); the tanh
+    of each layer in ``claimed`` runs in triton (the change a claim pass makes)."""
     from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
 
     def t(n, shape=(8, 64)):
@@ -34,9 +34,9 @@ def _trace(layers: int = 6, claimed=(), name: str = "acquire"):
         return out
     h = op("aten.mul.Tensor", (x, 2.0), "model.embed", "h = self.embed(x)", 20)
     for i in range(layers):
-        y = op("aten.mm.default", (h, weights[i]), f"model.layers.{i}.fc", "y = self.fc(h)", 11)
-        y = op("aten.add.Tensor", (y, h), f"model.layers.{i}", "y = y + h", 12)
-        h = op("aten.tanh.default", (y,), f"model.layers.{i}", "return torch.tanh(y)", 13,
+        y = op("aten.mm.default", (h, weights[i]), f"{head}.{i}.fc", "y = self.fc(h)", 11)
+        y = op("aten.add.Tensor", (y, h), f"{head}.{i}", "y = y + h", 12)
+        h = op("aten.tanh.default", (y,), f"{head}.{i}", "return torch.tanh(y)", 13,
                "triton" if i in claimed else None)
     out = op("aten.sum.default", (h,), "model.head", "return self.head(h).sum()", 22)
     return Trace(name="forward", inputs=(x, *weights), symbols=tuple(syms), outputs=(out,), chain="forward",
@@ -79,21 +79,25 @@ def test_a_layer_split_by_a_neighbours_ops_is_one_unit():
     assert (f.shown, f.indices, f.start, f.end) == (4, (3, 2, 1), 18, 45)
 
 
-@pytest.fixture(scope="module")
-def claimed(tmp_path_factory) -> str:
+def _record(path: str, head: str = "model.layers") -> str:
+    """Write a recording of one forward chain: acquire, then a claim of every layer's tanh."""
     from thundervis.recording import RecordingObserver
-    path = str(tmp_path_factory.mktemp("diff_folds") / "claimed.tvrec")
     obs = RecordingObserver(path)
     try:
         obs.start_run(script="model.py", module=None, argv=["model.py"], cwd="/work", executors=["torch"])
         obs.graph_started(0, {"n_inputs": 7, "n_nodes": 20, "reason": "first call"})
-        obs.pass_done(0, "forward", 0, "acquire", _trace(), 0.001, True)
-        obs.pass_done(0, "forward", 1, "claim", _trace(claimed=range(6), name="claim"), 0.001, True)
+        obs.pass_done(0, "forward", 0, "acquire", _trace(head=head), 0.001, True)
+        obs.pass_done(0, "forward", 1, "claim", _trace(claimed=range(6), name="claim", head=head), 0.001, True)
         obs.graph_finished(0, 0.5)
         obs.finish_run("ok", 0, None)
     finally:
         obs.close()
     return path
+
+
+@pytest.fixture(scope="module")
+def claimed(tmp_path_factory) -> str:
+    return _record(str(tmp_path_factory.mktemp("diff_folds") / "claimed.tvrec"))
 
 
 def test_the_diff_command_folds_by_default(claimed, capsys, tmp_path):
@@ -109,3 +113,16 @@ def test_the_diff_command_folds_by_default(claimed, capsys, tmp_path):
     page = tmp_path / "d.html"
     assert run_cli(capsys, "diff", claimed, "--html", page)[0] == 0
     assert "▸ model.layers.1–5" in page.read_text()
+
+
+def test_a_hostile_block_path_is_shown_not_obeyed(tmp_path, capsys):
+    path = _record(str(tmp_path / "hostile.tvrec"), head="m\x1b[2J<b>x</b>.layers")
+    for argv in (("diff", path, "--plain"), ("diff", path, "--plain", "-s"), ("show", path, "--plain"),
+                 ("show", path, "--plain", "--layer", "nothing.3")):
+        code, out, err = run_cli(capsys, *argv)
+        assert "\x1b" not in out + err, argv
+        assert code == 2 if "--layer" in argv else (code == 0 and "▸ m\\x1b[2J<b>x</b>.layers.1–5" in out), argv
+    page = tmp_path / "d.html"
+    assert run_cli(capsys, "diff", path, "--html", page)[0] == 0
+    text = page.read_text()
+    assert "<b>x</b>" not in text and "&lt;b&gt;x&lt;/b&gt;.layers.1–5" in text

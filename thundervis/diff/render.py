@@ -94,8 +94,9 @@ def shown_lines(diff: TraceDiff, folds: Sequence = ()):
 
 
 def layer_fold_text(fold: LayerFold) -> str:
-    """Return the text of the row standing for a layer fold: ``▸ model.layers.2–23 × 22 more: …``."""
-    return fold_line(fold).text.strip()
+    """Return the text of the row standing for a layer fold: ``▸ model.layers.2–23 × 22 more: …``
+    (its block path is recorded text: control characters made visible, for every back end)."""
+    return visible_line(fold_line(fold).text.strip())
 
 
 def unified_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> list[Row]:
