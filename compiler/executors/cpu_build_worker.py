@@ -5,7 +5,8 @@ stdin and answers one JSON line per request on stdout:
 
 - request: ``{"id": n, "region": <a one-symbol trace, the serialized JSON format>, "args": [{"shape",
   "stride", "offset", "dtype"}...], "out": "<folder>"}``;
-- answer: ``{"id": n, "path": "<folder>/region.so", "seconds": s}`` or ``{"id": n, "error": "one line"}``;
+- answer: ``{"id": n, "path": "<folder>/region.so", "seconds": s}`` or ``{"id": n, "error": "one line"}``,
+  each with the ``"priority"`` the worker runs at (:func:`_background`);
 - ``{"id": n, "warm": true, "out": "<folder>"}`` asks for :func:`warm` (its answer is not waited for).
 
 The region is rebuilt through the same validating loader as recordings
@@ -128,6 +129,20 @@ def _watch_parent(parent: int, folder: str) -> None:
     os._exit(1)
 
 
+def _background() -> str:
+    """Make this process a background job (the training process comes first); return what it got:
+    ``SCHED_IDLE``, ``nice 10`` or ``normal`` (every answer says it: the recording keeps it)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return "SCHED_IDLE"
+    except (OSError, AttributeError):  # not Linux, or not allowed
+        try:
+            os.nice(NICE)
+            return f"nice {NICE}"
+        except (OSError, AttributeError):
+            return "normal"
+
+
 def main() -> int:
     """Serve requests until stdin closes or the training process is gone."""
     parent = os.environ.get(PARENT_ENV, "")
@@ -140,13 +155,7 @@ def main() -> int:
     threading.Thread(target=_watch_parent, args=(int(parent) if parent.isdigit() else os.getppid(),
                                                   os.environ.get(FOLDER_ENV, "")),
                      name="thundervis-cpu-build-parent", daemon=True).start()
-    try:  # a background job: the training process comes first
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (OSError, AttributeError):  # not Linux, or not allowed
-        try:
-            os.nice(NICE)
-        except (OSError, AttributeError):
-            pass
+    priority = _background()
     import warnings
     warnings.simplefilter("ignore")
     for line in sys.stdin:
@@ -160,7 +169,7 @@ def main() -> int:
         except BaseException as e:  # one region's failure is its answer; the worker goes on
             first = str(e).splitlines()[0][:200] if str(e) else ""
             answer = {"error": f"{type(e).__name__}: {first}"}
-        answer["id"] = rid
+        answer["id"], answer["priority"] = rid, priority
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
     return 0

@@ -288,15 +288,21 @@ class CpuRegion:
                           f"({type(e).__name__}: {str(e)[:120]})")
             return
         self._build = cpu_builds.submit(request)
-        self.why = "inductor compiling off the training thread; torch runs the region meanwhile"
-        self._report("cpu_build", {"kernel": self.name, "uid": self.uid, "state": "building"})
+        cores, threads = _cores_and_threads()
+        # The worker takes only CPU time nobody else wants (its priority comes back with the
+        # answer): with no core spare the build waits, and the steps keep their speed.
+        self.why = (f"inductor compiling off the training thread on idle CPU time only ({cores} cores, "
+                    f"{threads} training threads); torch runs the region meanwhile")
+        self._report("cpu_build", {"kernel": self.name, "uid": self.uid, "state": "building",
+                                   "cores": cores, "training_threads": threads})
         self._say()
 
     def _take_build(self) -> None:
         """Take the worker's finished (and loaded) build and start timing both paths (or keep torch)."""
         build, self._build = self._build, None
         self._report("cpu_build", {"kernel": self.name, "uid": self.uid,
-                                   "state": "failed" if build.error else "built"})
+                                   "state": "failed" if build.error else "built", "priority": build.priority,
+                                   "build_s": _round(build.seconds)})
         if build.error:
             self._give_up(f"inductor failed: {build.error}")
             return
@@ -360,6 +366,16 @@ class CpuRegion:
 
 # Timed calls of each path before a region's choice (after Inductor's warm-up call).
 _MEASURED_CALLS = 5
+
+
+def _cores_and_threads() -> tuple[int, int]:
+    """Return (the cores this process may run on, torch's intra-op threads)."""
+    import torch
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return cores, torch.get_num_threads()
 
 
 def _round(x: Optional[float]) -> Optional[float]:

@@ -75,7 +75,7 @@ def test_a_hot_region_keeps_torch_while_building_then_alternates_and_keeps_the_l
         torch.testing.assert_close(region(x)[0], torch.tanh(x * 2))
     assert not inductor_calls and region._pending
     monkeypatch.setattr(cpu_builds, "load", lambda b: fast)  # loaded on the worker's reader thread
-    pending._answer({"path": "/nowhere", "seconds": 1.5})
+    pending._answer({"path": "/nowhere", "seconds": 1.5, "priority": "SCHED_IDLE"})
     calls = 0
     while region._pending:
         out = region(x)
@@ -92,8 +92,12 @@ def test_a_hot_region_keeps_torch_while_building_then_alternates_and_keeps_the_l
     assert final["torch_us"] == round(statistics.median(samples["torch"]), 2)
     assert final["via"] == ("inductor" if final["inductor_us"] < final["torch_us"] else "torch")
     assert final["build_s"] == 1.5 and "alternated calls" in final["why"]
-    states = [d["state"] for e, d in obs.events if e == "cpu_build"]
-    assert states == ["building", "built"]
+    builds = [d for e, d in obs.events if e == "cpu_build"]
+    assert [d["state"] for d in builds] == ["building", "built"]
+    # the facts behind building on idle time only, and what the worker ran at, are recorded
+    assert builds[0]["cores"] >= 1 and builds[0]["training_threads"] == torch.get_num_threads()
+    assert builds[1]["priority"] == "SCHED_IDLE" and builds[1]["build_s"] == 1.5
+    assert any("on idle CPU time only" in d["why"] for e, d in obs.events if e == "kernel_path")
 
 
 def test_a_failed_build_leaves_torch_with_the_reason(monkeypatch):
@@ -324,6 +328,7 @@ def test_the_worker_reuses_no_shared_cache_whatever_the_users_environment_says(m
         w.close()
     assert all(env[name] == "0" for name in cpu_builds.REMOTE_CACHES)
     assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(w.folder + os.sep)
+    assert env["TMPDIR"].startswith(w.folder + os.sep)  # Inductor's precompiled headers go there
     assert env[cpu_builds.PARENT_ENV] == str(os.getpid()) and env[cpu_builds.FOLDER_ENV] == w.folder
 
 
