@@ -147,6 +147,9 @@ def watch_for_session() -> None:
     the first such break or compile. Under a run, the run's own watcher records them instead."""
     if _session_watcher:
         return
+    from thundervis.compiler import backend
+    if backend._defaults["observer"] is not None:  # a run records this process: its watcher is the one
+        return
 
     def note(event: str, data: dict) -> None:
         if data.get("backend") not in OUR_BACKENDS:
