@@ -257,3 +257,42 @@ def test_an_inference_graph_is_kept_too(cache_dir, monkeypatch):
     c = [(ch, i, n) for ch, i, n, _, _ in cold[0].passes if ch == "inference"]
     w = [(ch, i, n) for ch, i, n, _, t in warm[0].passes if ch == "inference" and t.meta.get("from_cache")]
     assert w == c and c[0] == ("inference", 0, "acquire")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["llama", "gpt2", "bert"])
+def test_models_we_did_not_write_train_the_same_from_their_graph_entries(cache_dir, name):
+    """Hugging Face models (random init), two AdamW steps: the warm run takes every graph from its
+    entry (GPT-2 has a graph break, so two graphs) and its losses and gradients equal the cold run's."""
+    pytest.importorskip("transformers")
+    import sys
+    bench = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
+    sys.path.insert(0, bench)
+    try:
+        from _memory_models import build
+    finally:
+        sys.path.remove(bench)
+
+    def train():
+        torch._dynamo.reset()
+        reset_graph_ids()
+        model, batch = build(name, hidden=64, layers=2, batch=2, seq=16)
+        obs = Seen()
+        run = torch.compile(model, backend=ThundervisCompiler(observer=obs, cache=True))
+        opt = torch.optim.AdamW(model.parameters())
+        losses = []
+        for _ in range(2):
+            loss = run(**batch).loss
+            loss.backward()
+            losses.append(loss.detach())
+            grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+            opt.step()
+            opt.zero_grad()
+        torch._dynamo.reset()
+        assert not obs.failures, obs.failures
+        return obs, losses + grads
+    cold, warm = train(), train()
+    for a, b in zip(cold[1], warm[1]):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    hits = _graph_events(warm[0])
+    assert hits and all(h["hit"] for h in hits), hits
