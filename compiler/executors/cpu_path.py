@@ -18,7 +18,9 @@ region runs through torch meanwhile, then calls alternate between both paths, ti
 stays for good. Each step of the decision goes to the observer as a
 ``kernel_path`` runtime event (``device``, ``via``, ``planned``, ``torch_us``, ``inductor_us``,
 ``why``, the timings in ``samples_us`` and the worker's ``build_s``), so every view can say what
-ran where; ``cpu_build`` events (``building``, ``built``, ``failed``) say what is compiling.
+ran where; ``cpu_build`` events (``building``, ``built``, ``failed``) say what is compiling (with
+the cores and training threads it shares, and the priority the worker got: builds take idle CPU
+time only, so on a busy machine they wait rather than slow the steps).
 An explicit ``--executors triton`` keeps Triton's interpreter (numerics checks); see
 :class:`~.triton_executor.TritonExecutor`.
 """
