@@ -81,9 +81,9 @@ def _describe(node: torch.fx.Node) -> dict:
     return {"fx": node.name, "shape": shape, "dtype": dtype, "bytes": _bytes(node), "op": op}
 
 
-def _recompute_chain(bw: torch.fx.GraphModule, name: str, saved: set) -> list[str]:
-    """Return the ops the backward ``bw`` runs to recompute node ``name`` from what it is given."""
-    nodes = {n.name: n for n in bw.graph.nodes}
+def _recompute_chain(nodes: dict, name: str, saved: set) -> list[str]:
+    """Return the ops the backward runs to recompute node ``name`` from what it is given
+    (``nodes``: {name: node} of its graph)."""
     chain, stack, seen = [], [nodes[name]], set()
     while stack:
         n = stack.pop()
@@ -102,13 +102,14 @@ def decisions(off: tuple, auto: Optional[tuple], n_user_outputs: int) -> list[di
     off_saved = {n.name: n for n in _saved_nodes(off[0], n_user_outputs)}
     auto_saved = {n.name: n for n in _saved_nodes(auto[0], n_user_outputs)} if auto else dict(off_saved)
     auto_bw = {n.name: n for n in auto[1].graph.nodes} if auto else {}
+    saved_auto = set(auto_saved)
     rows = []
     for name, node in off_saved.items():
         row = {**_describe(node), "off": "saved", "why_off": "off saves what eager autograd saves"}
         if name in auto_saved:
             row.update(auto="saved", why_auto="min-cut keeps it: no cheaper set of saved values reaches it")
         elif name in auto_bw and auto_bw[name].op == "call_function":
-            ops = _recompute_chain(auto[1], name, set(auto_saved))
+            ops = _recompute_chain(auto_bw, name, saved_auto)
             row.update(auto="recomputed", why_auto=f"recomputed in the backward by {len(ops)} cheap op(s) "
                        f"({', '.join(sorted(set(ops))[:4])}) instead of keeping {row['bytes']} bytes")
         else:
