@@ -113,3 +113,47 @@ def write_layer_trace_recording(path: str, layers: int = 6, odd: int = -1) -> st
     finally:
         obs.close()
     return path
+
+
+def write_layer_diff_recording(path: str, layers: int = 6) -> str:
+    """Write a synthetic recording (fixed durations: snapshot tests) of a forward chain of
+    ``layers`` equal blocks ``model.layers.N`` (a matmul, an add, a tanh each) between an embedding
+    and a head, through ``acquire`` and ``claim``, which claims every layer's tanh for triton (the
+    same change in each layer: a pass diff whose layers fold); return ``path``."""
+    from thundervis.compiler.ir import BoundSymbol, SourceInfo, TensorProxy, Trace
+    from thundervis.recording import RecordingObserver
+
+    def t(name, shape=(8, 64)):
+        return TensorProxy(name, shape, "float32", "cpu", (shape[1], 1))
+
+    def trace(claimed: bool, name: str):
+        x, syms = t("x"), []
+        weights = [t(f"w{i}", (64, 64)) for i in range(layers)]
+
+        def op(sym, args, module, code, line, executor=None):
+            n = len(syms)
+            out = t(f"t{n}")
+            syms.append(BoundSymbol(sym, args, {}, out, f"f{n}", source=SourceInfo("model.py", line, code, module),
+                                    seq_nr=n, aten=sym, executor=executor))
+            return out
+        h = op("aten.mul.Tensor", (x, 2.0), "model.embed", "h = self.embed(x)", 20)
+        for i in range(layers):
+            y = op("aten.mm.default", (h, weights[i]), f"model.layers.{i}.fc", "y = self.fc(h)", 11)
+            y = op("aten.add.Tensor", (y, h), f"model.layers.{i}", "y = y + h", 12)
+            h = op("aten.tanh.default", (y,), f"model.layers.{i}", "return torch.tanh(y)", 13,
+                   "triton" if claimed else None)
+        out = op("aten.sum.default", (h,), "model.head", "return self.head(h).sum()", 22)
+        return Trace(name="forward", inputs=(x, *weights), symbols=tuple(syms), outputs=(out,), chain="forward",
+                     next_uid=len(syms), next_name=len(syms), pass_name=name)
+
+    obs = RecordingObserver(path)
+    try:
+        obs.start_run(script="model.py", module=None, argv=["model.py"], cwd="/work", executors=["torch"])
+        obs.graph_started(0, {"n_inputs": 1 + layers, "n_nodes": 2 + 3 * layers, "reason": "first call"})
+        obs.pass_done(0, "forward", 0, "acquire", trace(False, "acquire"), 0.0012, True)
+        obs.pass_done(0, "forward", 1, "claim", trace(True, "claim"), 0.0003, True)
+        obs.graph_finished(0, 0.5)
+        obs.finish_run("ok", 0, None)
+    finally:
+        obs.close()
+    return path

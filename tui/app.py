@@ -224,10 +224,18 @@ class ThundervisApp(ScreenActions, App):
 
     @on(LinesView.Activated)
     def _line_activated(self, event: LinesView.Activated) -> None:
-        """Enter or a click on a fold line opens or closes its block (the signature, a layer fold)."""
+        """Enter or a click on a fold line opens or closes its block (the signature, a layer fold;
+        in a diff, a layer fold's row)."""
+        if event.view.id != "lines":
+            return
+        if event.view.mode in ("unified", "side"):
+            key = self.trace.diff_fold_at(event.index)
+            if key is not None:
+                self.state = navigation.toggled_diff_fold(self.state, key)
+            return
         shown = self.trace.shown
         block = shown.block_at(event.index) if shown is not None else None
-        if event.view.id == "lines" and event.view.mode == "trace" and block is not None:
+        if event.view.mode == "trace" and block is not None:
             self.state = navigation.toggled_block(self.state, block.key)
 
     # -- overview -------------------------------------------------------------------------------

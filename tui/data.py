@@ -194,17 +194,32 @@ class RecordingData:
         return labelled_diff(self.trace(graph, chain, before), self.trace(graph, chain, after), graph, chain,
                              (before, names.get(before, "?")), (after, names.get(after, "?")))
 
-    def diff_rows(self, graph: int, chain: str, before: int, after: int, side: bool,
-                  context: Optional[int]) -> tuple[list, dict]:
-        """Return the display rows of a pass diff (``thundervis.diff.render`` unified or
-        side-by-side rows, folded to ``context``) and its per-status counts."""
-        from thundervis.diff.render import side_rows, unified_rows
+    def folded_diff(self, graph: int, chain: str, before: int, after: int) -> tuple:
+        """Return ``(diff, folds)``: :meth:`diff` and its layer folds
+        (``thundervis.diff.layer_folds.diff_folds``), memoised (opening a fold redraws from them)."""
+        from thundervis.diff.layer_folds import diff_folds
 
         def make():
             d = self.diff(graph, chain, before, after)
-            rows = side_rows(d, context) if side else unified_rows(d, context)
+            return d, diff_folds(d)
+        return self._traces.cached_value("diff", (graph, chain, before, after), make, size=2)
+
+    def diff_rows(self, graph: int, chain: str, before: int, after: int, side: bool,
+                  context: Optional[int], opened: frozenset = frozenset()) -> tuple[list, dict]:
+        """Return the display rows of a pass diff (``thundervis.diff.render`` unified or
+        side-by-side rows, folded to ``context``; its repeated layers folded as ``thundervis diff``
+        folds them but those whose key is in ``opened``, none when ``context`` is None: everything
+        shown, as ``--full``) and its per-status counts."""
+        from thundervis.diff.render import side_rows, unified_rows
+
+        def make():
+            d, folds = self.folded_diff(graph, chain, before, after)
+            if context is None:
+                folds = ()
+            keys = frozenset(f.key for f in folds) & opened
+            rows = (side_rows if side else unified_rows)(d, context, folds=folds, opened=keys)
             return rows, d.counts()
-        return self._traces.cached_value("rows", (graph, chain, before, after, side, context), make)
+        return self._traces.cached_value("rows", (graph, chain, before, after, side, context, opened), make)
 
     def _chain_passes(self, graph: int, chain: str):
         g = self._call(self._rec.graph, graph)

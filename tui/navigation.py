@@ -75,6 +75,11 @@ def toggled_block(state: ViewState, key: str) -> ViewState:
     return replace(state, opened_folds=state.opened_folds ^ {key})
 
 
+def toggled_diff_fold(state: ViewState, key: str) -> ViewState:
+    """Return ``state`` with the diff's layer fold ``key`` opened if it was closed, else closed."""
+    return replace(state, opened_diff_folds=state.opened_diff_folds ^ {key})
+
+
 def opened(state: ViewState, key: str) -> ViewState:
     """Return ``state`` with the fold ``key`` open (a search hit or a jump inside it)."""
     if key == SIGNATURE:

@@ -24,22 +24,23 @@ CONTEXT = 3  # unchanged lines kept around each change when a diff is folded
 IDLE_S = 0.25  # the user stayed this long on a pass: prepare its neighbours
 
 
-def _content(data, graph: int, chain: str, index: int, base: Optional[int], side: bool, folded: bool):
+def _content(data, graph: int, chain: str, index: int, base: Optional[int], side: bool, folded: bool,
+             opened: frozenset = frozenset()):
     """Return ("trace", lines, None) or (mode, diff rows, counts) for one view (memoised by
-    ``data``)."""
+    ``data``; ``opened``: the keys of the diff's layer folds shown open)."""
     if base is None:
         data.layer_folds(graph, chain, index)  # here in the worker: the UI thread reads it memoised
         return "trace", data.trace_lines(graph, chain, index), None
-    rows, counts = data.diff_rows(graph, chain, base, index, side, CONTEXT if folded else None)
+    rows, counts = data.diff_rows(graph, chain, base, index, side, CONTEXT if folded else None, opened)
     return ("side" if side else "unified"), rows, counts
 
 
 def content_ready(data, graph: int, chain: str, index: int, base: Optional[int], side: bool,
-                  folded: bool) -> bool:
+                  folded: bool, opened: frozenset = frozenset()) -> bool:
     """Return whether a view's content is memoised in ``data`` (then showing it needs no worker)."""
     if base is None:
         return data.cached("lines", (graph, chain, index)) and data.cached("layer folds", (graph, chain, index))
-    return data.cached("rows", (graph, chain, base, index, side, CONTEXT if folded else None))
+    return data.cached("rows", (graph, chain, base, index, side, CONTEXT if folded else None, opened))
 
 
 class TracePane(Vertical):
@@ -57,6 +58,7 @@ class TracePane(Vertical):
         self.printed_lines: list = []  # every PrintedLine of the pass shown (search reads them)
         self.folds: tuple = ()  # its repeated layers' folds (present.trace_folds.LayerFold)
         self.shown: Optional[FoldedLines] = None  # the trace lines on screen (the block folded or not)
+        self.diff_rows: list = []  # the diff's rows on screen (thundervis.diff.render Row or SideRow)
         self._prefetch_timer = None
         self._counts: Optional[dict] = None  # the diff's change counts shown in the title
 
@@ -81,7 +83,8 @@ class TracePane(Vertical):
             view.set_trace(text_lines(_no_graph_lines(overview)))
             self._on_shown("none")
             return
-        args = (state.graph, state.chain, state.index, diff_base(state, self.chain), state.side_by_side, state.folded)
+        args = (state.graph, state.chain, state.index, diff_base(state, self.chain), state.side_by_side, state.folded,
+                state.opened_diff_folds)
         if content_ready(data, *args):  # memoised (prefetched): show it now, no worker round trip
             self._show_content(state, _content(data, *args), keep_cursor)
             return
@@ -114,6 +117,7 @@ class TracePane(Vertical):
             return  # computed for a state the user has left
         kind, rows, counts = content
         view = self.query_one(LinesView)
+        self.diff_rows = [] if kind == "trace" else rows
         if kind == "trace":
             self.printed_lines = rows
             self.folds = self._folds(state)
@@ -152,6 +156,12 @@ class TracePane(Vertical):
         if changed:
             self.update_title(self._counts)
             self._schedule_prefetch()
+
+    def diff_fold_at(self, shown: int) -> Optional[str]:
+        """Return the key of the diff's layer fold whose row is shown line ``shown``, None for
+        another line (or when no diff is shown)."""
+        row = self.diff_rows[shown] if 0 <= shown < len(self.diff_rows) else None
+        return getattr(row, "fold", "") or None
 
     def hiding(self, printed: int):
         """Return the closed block (``folding.Block``) that hides printed line ``printed``, None
@@ -195,7 +205,7 @@ class TracePane(Vertical):
                 nxt = keys[pos + step]
                 try:
                     _content(data, state.graph, state.chain, nxt, diff_base(state, chain, nxt),
-                             state.side_by_side, state.folded)
+                             state.side_by_side, state.folded, state.opened_diff_folds)
                 except DataError:
                     pass
 

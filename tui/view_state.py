@@ -22,6 +22,7 @@ class ViewState:
     hide_unchanged: bool = False  # the stepper hides passes that changed nothing
     signature_folded: bool = True  # the def + inputs block shows as one line until opened
     opened_folds: frozenset = frozenset()  # keys of the layer folds opened (present.trace_folds)
+    opened_diff_folds: frozenset = frozenset()  # keys of a diff's layer folds opened (thundervis.diff.layer_folds)
     details_hidden: bool = False
     selected_uid: Optional[str] = None
 
@@ -50,9 +51,11 @@ def diff_base(state: ViewState, chain, index: Optional[int] = None) -> Optional[
 
 def content_key(state: ViewState, chain) -> tuple:
     """Return what the middle view's content depends on (two states with the same key show the
-    same lines): rank, graph, chain, pass, diff base, side by side, folded."""
-    return (state.rank, state.graph, state.chain, state.index, diff_base(state, chain),
-            state.side_by_side, state.folded)
+    same lines): rank, graph, chain, pass, diff base, side by side, folded, and with a diff the
+    layer folds opened in it."""
+    base = diff_base(state, chain)
+    return (state.rank, state.graph, state.chain, state.index, base, state.side_by_side, state.folded,
+            state.opened_diff_folds if base is not None else None)
 
 
 def keeps_cursor(old: ViewState, new: ViewState) -> bool:

@@ -38,6 +38,7 @@ class Row:
     note: str = ""
     source: str = ""  # where the symbol came from (``file.py:12  code  [module]``), for tooltips
     uid: str = ""  # the line's symbol uid (``<inputs>``/``<return>`` for the edges), for views that link lines
+    fold: str = ""  # a layer fold's row: its key (``LayerFold.key``), what a view opens it by
 
 
 def source_text(line) -> str:
@@ -81,36 +82,40 @@ def row_note(d: DiffLine, side: str) -> str:
     return ""
 
 
-def shown_lines(diff: TraceDiff, folds: Sequence = ()):
+def shown_lines(diff: TraceDiff, folds: Sequence = (), opened: frozenset = frozenset()):
     """Yield the rows of ``diff`` a view shows with the layer folds ``folds`` closed
     (``thundervis.diff.layer_folds.diff_folds``, in row order): each ``DiffLine``, and each fold
-    (a ``LayerFold``) in place of the rows it hides."""
+    (a ``LayerFold``) in place of the rows it hides; a fold whose key is in ``opened`` is
+    followed by its rows (its row stays, so the same row closes it again)."""
     at = 0
     for f in folds:
         yield from diff.lines[at:f.start]
         yield f
-        at = f.end
+        at = f.start if f.key in opened else f.end
     yield from diff.lines[at:]
 
 
-def layer_fold_text(fold: LayerFold) -> str:
+def layer_fold_text(fold: LayerFold, opened: bool = False) -> str:
     """Return the text of the row standing for a layer fold: ``▸ model.layers.2–23 × 22 more: …``
-    (its block path is recorded text: control characters made visible, for every back end)."""
-    return visible_line(fold_line(fold).text.strip())
+    (``▾`` when ``opened``; its block path is recorded text: control characters made visible,
+    for every back end)."""
+    return visible_line(fold_line(fold, opened).text.strip())
 
 
-def unified_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> list[Row]:
+def unified_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = (),
+                 opened: frozenset = frozenset()) -> list[Row]:
     """Return the unified display rows of ``diff``; with ``context`` set, runs of unchanged rows
-    farther than ``context`` rows from a change fold into one ``fold`` row."""
+    farther than ``context`` rows from a change fold into one ``fold`` row. The layer folds
+    ``folds`` are closed but those whose key is in ``opened`` (:func:`shown_lines`)."""
     with gc_paused():
-        return _unified_rows(diff, context, folds)
+        return _unified_rows(diff, context, folds, opened)
 
 
-def _unified_rows(diff: TraceDiff, context: Optional[int], folds: Sequence) -> list[Row]:
+def _unified_rows(diff: TraceDiff, context: Optional[int], folds: Sequence, opened: frozenset) -> list[Row]:
     rows: list[Row] = []
-    for d in shown_lines(diff, folds):
+    for d in shown_lines(diff, folds, opened):
         if isinstance(d, LayerFold):
-            rows.append(Row("@", FOLD, 0, layer_fold_text(d)))
+            rows.append(Row("@", FOLD, 0, layer_fold_text(d, d.key in opened), fold=d.key))
         elif d.status == UNCHANGED:
             rows.append(Row(" ", UNCHANGED, d.b.depth, d.b.text, source=source_text(d.b), uid=d.b.uid))
         elif d.status == CHANGED:
@@ -206,14 +211,17 @@ class SideRow:
     left: Optional[Row]
     right: Optional[Row]
     note: str = ""
+    fold: str = ""  # a layer fold's row: its key (``LayerFold.key``)
 
 
-def side_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = ()) -> list[SideRow]:
-    """Return the side-by-side rows of ``diff`` (pairs on one row; one-sided rows half empty)."""
+def side_rows(diff: TraceDiff, context: Optional[int] = None, *, folds: Sequence = (),
+              opened: frozenset = frozenset()) -> list[SideRow]:
+    """Return the side-by-side rows of ``diff`` (pairs on one row; one-sided rows half empty),
+    the layer folds ``folds`` closed but those whose key is in ``opened``."""
     out: list[SideRow] = []
-    for d in shown_lines(diff, folds):
+    for d in shown_lines(diff, folds, opened):
         if isinstance(d, LayerFold):
-            out.append(SideRow(FOLD, None, None, layer_fold_text(d)))
+            out.append(SideRow(FOLD, None, None, layer_fold_text(d, d.key in opened), fold=d.key))
         elif d.status in (UNCHANGED, CHANGED) and d.a is not None and d.b is not None:
             sa, sb = intraline_spans(d.a.text, d.b.text) if d.status == CHANGED else ([], [])
             out.append(SideRow(d.status, Row(" ", d.status, d.a.depth, d.a.text, sa, source=source_text(d.a), uid=d.a.uid),
