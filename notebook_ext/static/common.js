@@ -184,8 +184,12 @@ function textWithSpans(text, spans, cls) {
 }
 
 // rows: [status, left, right, note] or, for unchanged lines Python folded (notebook_ext/diff_data.py
-// diff_json), ["fold", null, null, text, rows]; cell: [marker, depth, text, spans, uid, source]
-function diffTable(diff, { onPick = null, selected = null, sources = [] } = {}) {
+// diff_json), ["fold", null, null, text, rows], or for what a pass did to repeated layers
+// (thundervis.diff.layer_folds) ["layer", null, null, text, rows, key, open_text]; cell: [marker,
+// depth, text, spans, uid, source]. A click opens an unchanged run; a layer fold opens and closes
+// (`opened`: the keys of the layer folds open, kept by the caller across redraws). A fold holding
+// the `selected` symbol (a jump from another tab) is drawn open.
+function diffTable(diff, { onPick = null, selected = null, sources = [], opened = new Set() } = {}) {
   const table = h("table", { class: "tv-diff-table" });
   table.appendChild(
     h("thead", {}, h("tr", {}, h("th", { text: diff.before }), h("th", { text: diff.after }), h("th", { text: "" }))),
@@ -212,36 +216,51 @@ function diffTable(diff, { onPick = null, selected = null, sources = [] } = {}) 
     if (onPick && uid) td.addEventListener("click", () => onPick(uid, side));
     return td;
   };
-  const addRow = (r) => {
-    const [status, left, right, note] = r;
-    const tr = h(
-      "tr",
-      { class: `tv-row ${STATUS_CLASS[status] || ""}`, "data-status": status },
-      cell(left, "a", status),
-      cell(right, "b", status),
-      h("td", { class: "tv-note", text: note || "", title: note || null }),
-    );
-    body.appendChild(tr);
+  const folded = (r) => r[0] === "fold" || r[0] === "layer";
+  const holds = (rows) =>
+    !!selected && rows.some((r) => (folded(r) ? holds(r[4]) : [r[1], r[2]].some((c) => c && c[4] === selected)));
+  const runs = new Set(); // the unchanged runs opened, by their place in the rows
+  const draw = () => {
+    clear(body);
+    emit(diff.rows, "");
   };
-  for (const r of diff.rows) {
-    if (r[0] !== "fold") {
-      addRow(r);
-      continue;
-    }
-    const hidden = r[4];
-    const tr = h("tr", { class: "tv-fold" });
-    const td = h("td", { colspan: 3, text: r[3] });
-    td.addEventListener("click", () => {
-      const anchor = tr.nextSibling;
-      tr.remove();
-      for (const x of hidden) {
-        addRow(x);
-        body.insertBefore(body.lastChild, anchor);
+  const emit = (rows, path) =>
+    rows.forEach((r, i) => {
+      const [status, left, right, note] = r;
+      if (!folded(r)) {
+        body.appendChild(
+          h(
+            "tr",
+            { class: `tv-row ${STATUS_CLASS[status] || ""}`, "data-status": status },
+            cell(left, "a", status),
+            cell(right, "b", status),
+            h("td", { class: "tv-note", text: note || "", title: note || null }),
+          ),
+        );
+        return;
       }
+      const layer = status === "layer";
+      const open = layer ? opened.has(r[5]) : runs.has(path + i);
+      if (!layer && open) return emit(r[4], `${path}${i}/`); // an opened run leaves no row
+      const toggle = () => {
+        if (!layer) runs.add(path + i);
+        else if (open) opened.delete(r[5]);
+        else opened.add(r[5]);
+        draw();
+      };
+      const td = h("td", { colspan: 3, text: open ? r[6] : r[3], onclick: toggle });
+      body.appendChild(h("tr", { class: layer ? "tv-fold tv-layer-fold" : "tv-fold", "data-fold": layer ? r[5] : null }, td));
+      if (open) emit(r[4], `${path}${i}/`);
     });
-    tr.appendChild(td);
-    body.appendChild(tr);
-  }
+  const opening = (rows, path) =>
+    rows.forEach((r, i) => {
+      if (!folded(r) || !holds(r[4])) return;
+      if (r[0] === "layer") opened.add(r[5]);
+      else runs.add(path + i);
+      opening(r[4], `${path}${i}/`);
+    });
+  opening(diff.rows, ""); // a jump into a fold opens it (once: closing it again is the user's)
+  draw();
   return table;
 }
 

@@ -206,6 +206,7 @@ function diffInto(view, left, c, cmp, shown) {
           },
           selected: view.model.get("selected_uid"),
           sources: view.data.sources || [],
+          opened: view.openDiffFolds || (view.openDiffFolds = new Set()),
         }),
       );
     },
