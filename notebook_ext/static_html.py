@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 from typing import Optional
 
+from thundervis.diff.layer_folds import diff_folds
 from thundervis.diff.render import HTML_STYLE, side_by_side_html
 from thundervis.safe_text import html_text
 
@@ -289,14 +290,16 @@ def recording_html(payload: dict, graph: int, chain: str, pass_index: int, diffs
 
 def recording_diffs_html(source, payload: dict, graph: int, chain: str) -> dict:
     """Return ``{"a:b": HTML}`` for every diff the payload holds for one chain, drawn by the diff
-    renderer's HTML back end (3 lines of context)."""
+    renderer's HTML back end (3 lines of context, repeated layers folded as ``thundervis diff``
+    folds them)."""
     c = _chain_of(payload, graph, chain)
     if c is None:
         return {}
     out = {}
     for key in c["diffs"] or {}:
         a, b = (int(x) for x in key.split(":"))
-        out[key] = side_by_side_html(source.diff(graph, chain, a, b), context=3)
+        d = source.diff(graph, chain, a, b)
+        out[key] = side_by_side_html(d, context=3, folds=diff_folds(d))
     return out
 
 
@@ -308,7 +311,7 @@ def diff_html(payload: dict, trace_diff=None) -> str:
         d = payload["diff"]
         parts.append(f'<p class="tv-muted">{_e(d["summary"])}</p>')
         if trace_diff is not None:
-            parts.append(side_by_side_html(trace_diff, context=3))
+            parts.append(side_by_side_html(trace_diff, context=3, folds=diff_folds(trace_diff)))
     else:
         parts.append(f'<pre class="tv-trace">{_e(payload.get("text"))}</pre>')
     return _page("".join(parts))

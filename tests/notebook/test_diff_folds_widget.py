@@ -97,3 +97,11 @@ def test_a_symbol_selected_inside_the_fold_opens_it(layer_diff, tmp_path):
     out = _run(tmp_path, payload, uid)
     assert CLOSED.replace("▸", "▾") in out["before"] and any("t18 =" in t for t in out["before"])
     assert out["afterOne"][0] != "" and CLOSED in out["afterOne"]  # the user's click closes it again
+
+
+def test_the_static_page_folds_the_layers(layer_diff, tmp_path):
+    """Without JavaScript (a notebook saved and viewed elsewhere) the diff shows the closed fold."""
+    from thundervis.notebook_ext.static_html import diff_html
+    payload, d = layer_diff
+    page = diff_html({"kind": "passes", "title": "t", "diff": payload}, d)
+    assert page.count(CLOSED) == 1 and "t18 =" not in page and "t3 =" in page
