@@ -33,7 +33,8 @@ class Interner:
 
 
 
-def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional[Interner] = None) -> dict:
+def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional[Interner] = None,
+              layers: bool = True) -> dict:
     """Return a TraceDiff as JSON: its labels, counts, summary and the rows of
     :func:`thundervis.diff.render.side_rows`, folded (:func:`~thundervis.diff.render.fold_runs`,
     :data:`DIFF_CONTEXT` rows of context: a run of unchanged rows becomes ``["fold", None, None,
@@ -42,7 +43,8 @@ def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional[Inter
     open_text]``, its texts those of ``render.layer_fold_text`` closed and open), as ``[status,
     left, right, note]`` with each cell ``[marker, depth, text, spans, uid, source]`` or None
     (``source``: the text, or with ``sources`` its index there, so a payload holding many diffs
-    sends each source line once)."""
+    sends each source line once). ``layers`` False: no layer folds (a rank diff: ``thundervis diff
+    --ranks`` folds none either)."""
     def cell(r):
         if r is None:
             return None
@@ -50,7 +52,7 @@ def diff_json(d, graph: int, chain: str, a: int, b: int, sources: Optional[Inter
         return [r.marker, r.depth, r.text, [list(s) for s in r.spans], r.uid, src]
 
     every = side_rows(d)  # one row per diff line: a fold's start and end index both
-    folds = {f.key: f for f in diff_folds(d)}
+    folds = {f.key: f for f in diff_folds(d)} if layers else {}
 
     def rows_of(part: list) -> list:
         out = []

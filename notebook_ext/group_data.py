@@ -239,7 +239,7 @@ class GroupData:
             except RecordingError as e:
                 raise DataError(str(e)) from None
             d = labelled_diff(*traces, graph, chain, (index, names[0]), (index, names[1]), ranks=(reference, rank))
-            out = diff_json(d, graph, chain, index, index)
+            out = diff_json(d, graph, chain, index, index, layers=False)  # as diff --ranks: no layer folds
             # The diff aligns the lines' code; where that is the same on both ranks the traces differ
             # in what the code does not show (shapes, dtypes, devices, source): the printed traces say.
             same = all(n == 0 for status, n in d.counts().items() if status != "unchanged")
