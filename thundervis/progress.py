@@ -29,6 +29,7 @@ class ProgressLine(CompileObserver):
         self._shown = False
         self._lock = threading.Lock()
         self._building: dict = {}  # (graph, chain) -> the kernels Inductor compiles for the CPU
+        self._cores: tuple = (None, None)  # (cores, training threads) the last build request saw
 
     def __getattr__(self, name):  # recorder-only methods (note, ...) called through a MultiObserver
         if name.startswith("_"):
@@ -55,12 +56,14 @@ class ProgressLine(CompileObserver):
         with self._lock:
             kernels = self._building.setdefault((graph, chain), set())
             (kernels.add if data.get("state") == "building" else kernels.discard)(data.get("kernel"))
+            if data.get("state") == "building":
+                self._cores = (data.get("cores"), data.get("training_threads"))
             if self.current is not None:  # a pass line is showing: it is redrawn at the next pass
                 return
             busy = [(key, len(k)) for key, k in self._building.items() if k]
             if busy:
                 (g, c), n = busy[-1]
-                self._draw(cpu_build_text(g, c, n))
+                self._draw(cpu_build_text(g, c, n, *self._cores))
             else:
                 self._erase()
 

@@ -134,6 +134,11 @@ def test_the_status_line_names_the_regions_building():
     for k in ("f1", "f2"):
         line.runtime(0, "forward", "cpu_build", {"kernel": k, "state": "failed"})
     assert stream.getvalue().endswith("\r\x1b[2K")
+    # no core spare beside the training's threads: the builds wait for idle time, and it says so
+    line.runtime(0, "forward", "cpu_build", {"kernel": "f3", "state": "building", "cores": 2, "training_threads": 2})
+    assert stream.getvalue().endswith("1 region building for the CPU (idle time only)")
+    line.runtime(0, "forward", "cpu_build", {"kernel": "f4", "state": "building", "cores": 8, "training_threads": 4})
+    assert stream.getvalue().endswith("2 regions building for the CPU")
 
 
 @pytest.mark.slow

@@ -65,7 +65,13 @@ def recorded_progress(overview, pass_total: int = DEFAULT_PASSES) -> Optional[Co
     return None
 
 
-def cpu_build_text(graph: int, chain: str, building: int) -> str:
+def cpu_build_text(graph: int, chain: str, building: int, cores=None, threads=None) -> str:
     """``graph 0 · forward · 3 regions building for the CPU`` (Inductor compiles off the training
-    thread while the regions run through torch)."""
-    return f"graph {graph} · {chain} · {building} region{'s' if building != 1 else ''} building for the CPU"
+    thread while the regions run through torch); with no core spare beside the training's
+    ``threads`` (of ``cores``), the builds take idle CPU time only and may not finish: it says so,
+    ``… building for the CPU (idle time only)`` (the cores and threads are in the recording's
+    ``why``; the line stays within 80 columns)."""
+    text = f"graph {graph} · {chain} · {building} region{'s' if building != 1 else ''} building for the CPU"
+    if isinstance(cores, int) and isinstance(threads, int) and 0 < cores <= threads:
+        text += " (idle time only)"
+    return text
