@@ -1,11 +1,10 @@
 """The trace pane's folds. The signature fold: a pass's ``def`` line and its inputs' metadata
-comment (30 lines on a small model, 300+ on a 24-layer one) shown as one line, ``34 inputs ▸``,
-until the user opens it (enter or a click on that line), so the first screen shows the trace's ops.
-The layer folds: a run of equal layers (``present.trace_folds``, which finds and words them) shown
-as the first layer's lines and one line, ``▸ model.layers.2–22 × 21 more: …``, opened the same way.
+comment shown as one line, ``34 inputs ▸``, until the user opens it (enter or a click on that
+line) (``present.signature_fold`` finds and words it, for ``show`` too). The layer folds: a run of
+equal layers (``present.trace_folds``, which finds and words them) shown as the first layer's
+lines and one line, ``▸ model.layers.2–22 × 21 more: …``, opened the same way.
 
-The block is found by the printer's line kinds (``def``, ``meta``), never by matching text. The
-shown lines keep a fold line in front of the block whether it is open (``▾``) or closed (``▸``),
+The shown lines keep a fold line in front of the block whether it is open (``▾``) or closed (``▸``),
 so enter on the same line toggles it both ways; :class:`FoldedLines` maps line numbers between
 the printed lines (search hits, the numerics marks) and the shown ones.
 """
@@ -14,15 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from thundervis.present.line_kinds import COMMENT, DEF, META, TYPE, PrintedLine
+from thundervis.present.line_kinds import PrintedLine
+from thundervis.present.signature_fold import FOLD, SIGNATURE, input_count, signature_block  # noqa: F401
+from thundervis.present.signature_fold import signature_line as fold_line
 from thundervis.present.trace_folds import fold_line as layer_fold_line
-from thundervis.present.units import plural
-
-FOLD = "fold"  # the kind of a fold line (present.trace_folds.FOLD)
-_BLOCK = (DEF, META)
-
-
-SIGNATURE = "signature"  # the key of the signature block (a layer fold's key is its range)
 
 
 @dataclass(frozen=True)
@@ -89,37 +83,6 @@ class FoldedLines:
     def hides(self, printed: int) -> bool:
         """Return whether printed line ``printed`` is inside a closed block."""
         return self.hiding(printed) is not None
-
-
-def signature_block(lines: Sequence) -> tuple[int, int]:
-    """Return ``(start, end)`` of the first run of ``def``/``meta`` lines in ``lines`` (printed
-    lines), or ``(-1, -1)`` when there is none."""
-    for i, ln in enumerate(lines):
-        if ln.kind in _BLOCK:
-            end = i
-            while end < len(lines) and lines[end].kind in _BLOCK:
-                end += 1
-            return i, end
-        if ln.kind not in ("header",):  # the block follows the header: stop at the first op
-            break
-    return -1, -1
-
-
-def input_count(block: Sequence) -> Optional[int]:
-    """Return the number of inputs the block's ``meta`` lines describe (one ``type`` span per
-    input), or None when the block has no metadata comment."""
-    metas = [ln for ln in block if ln.kind == META]
-    if not metas:
-        return None
-    return sum(1 for ln in metas for sp in ln.spans if sp[2] == TYPE)
-
-
-def fold_line(block: Sequence, folded: bool) -> PrintedLine:
-    """Return the line standing for ``block``: ``34 inputs ▸`` (closed) or ``▾`` (open)."""
-    n = input_count(block)
-    what = plural(n, "input") if n is not None else f"signature, {plural(len(block), 'line')}"
-    text = f"  {what} {'▸' if folded else '▾'}"
-    return PrintedLine(text, FOLD, None, 0, ((2, len(text), COMMENT),))
 
 
 def fold_signature(lines: Sequence, folded: bool = True, layers: Sequence = (),

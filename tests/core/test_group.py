@@ -139,7 +139,7 @@ def test_ls_show_and_diff_ranks_on_a_group(recorded, tmp_path, capsys):
     assert d["ranks"][0]["fingerprint"] == d["ranks"][1]["fingerprint"] != d["ranks"][2]["fingerprint"]
     code, out, _ = run_cli(capsys, "ls", group, "--rank", "1")
     assert code == 0 and "rank    1 of 3" in out
-    code, shown, _ = run_cli(capsys, "show", group, "--rank", "2", "--plain")
+    code, shown, _ = run_cli(capsys, "show", group, "--rank", "2", "--plain", "--signature")
     with open_recording(other) as rec:
         assert shown == rec.pass_text(pick_pass(rec.graphs())[2].ref)
     code, _, err = run_cli(capsys, "show", group, "--rank", "7")

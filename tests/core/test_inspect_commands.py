@@ -55,11 +55,12 @@ def test_show_default_index_and_name(recorded, capsys):
         last = rec.pass_text(0, "forward", fw.passes[-1].index)
         decomposed = rec.pass_text(0, "forward", fw.find_pass("decompose").index)
         bw_cse = rec.pass_text(1, "backward", rec.graph(1).chain("backward").find_pass("cse").index)
-    assert run_cli(capsys, "show", path)[1] == last
-    assert run_cli(capsys, "show", path, "--pass", "decompose")[1] == decomposed
+    # --signature: the def line and its inputs printed (by default one line, present.signature_fold)
+    assert run_cli(capsys, "show", path, "--signature")[1] == last
+    assert run_cli(capsys, "show", path, "--signature", "--pass", "decompose")[1] == decomposed
     index = str(fw.find_pass("decompose").index)
-    assert run_cli(capsys, "show", path, "-p", index)[1] == decomposed
-    assert run_cli(capsys, "show", path, "-g", "1", "-c", "backward", "-p", "cse")[1] == bw_cse
+    assert run_cli(capsys, "show", path, "--signature", "-p", index)[1] == decomposed
+    assert run_cli(capsys, "show", path, "--signature", "-g", "1", "-c", "backward", "-p", "cse")[1] == bw_cse
     code, out, _ = run_cli(capsys, "show", path, "--uids", "-p", "0")
     assert code == 0 and "uid=f0" in out and out.startswith('# graph 0 · forward · after "acquire"')
 

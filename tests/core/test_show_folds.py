@@ -32,10 +32,10 @@ def _layers_named(text: str) -> set:
 def test_show_folds_as_the_tui_does_and_unfold_prints_every_line(six, capsys):
     from thundervis.present.trace_folds import fold_line
     (fold,) = _tui_folds(six)
-    code, out, err = run_cli(capsys, "show", six, "--plain")
+    code, out, err = run_cli(capsys, "show", six, "--plain", "--signature")
     assert code == 0 and err == ""
     assert fold_line(fold).text in out.splitlines()  # the same line, word for word
-    assert out.count("▸") == 1
+    assert out.count("▸ ") == 1
     assert _layers_named(out) == {0}  # layers 1-5 are behind the fold
     code, full, _ = run_cli(capsys, "show", six, "--plain", "--unfold")
     assert code == 0 and "▸" not in full and _layers_named(full) == {0, 1, 2, 3, 4, 5}
@@ -50,7 +50,7 @@ def test_show_folds_as_the_tui_does_and_unfold_prints_every_line(six, capsys):
 def test_layer_prints_one_instance_between_two_folds(six, capsys):
     code, out, _ = run_cli(capsys, "show", six, "--plain", "--layer", "model.layers.3")
     assert code == 0
-    folds = [ln for ln in out.splitlines() if "▸" in ln]
+    folds = [ln for ln in out.splitlines() if "▸ " in ln]
     assert folds == ["  ▸ model.layers.1–2 × 2 more: the same ops and shapes as model.layers.0 above",
                      "  ▸ model.layers.4–5 × 2 more: the same ops and shapes as model.layers.0 above"]
     assert _layers_named(out) == {0, 3}
@@ -66,7 +66,7 @@ def test_no_shapes_folds_only_layers_equal_in_their_shapes(tmp_path, capsys):
     odd = write_layer_trace_recording(str(tmp_path / "odd.tvrec"), odd=3)
     for extra in ((), ("--no-shapes",)):  # layer 3's shape differs: 1-2 fold, 4-5 are too few
         code, out, _ = run_cli(capsys, "show", odd, "--plain", *extra)
-        assert code == 0 and [ln for ln in out.splitlines() if "▸" in ln] == [
+        assert code == 0 and [ln for ln in out.splitlines() if "▸ " in ln] == [
             "  ▸ model.layers.1–2 × 2 more: the same ops and shapes as model.layers.0 above"], extra
     code, out, _ = run_cli(capsys, "show", odd, "--plain", "--no-shapes", "-l", "model.layers.2")
     assert code == 0 and _layers_named(out) == {0, 2, 3, 4, 5}

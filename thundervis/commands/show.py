@@ -1,9 +1,11 @@
-"""``thundervis show REC [--graph G] [--chain C] [--pass P] [--layer L] [--unfold]``: print one
-recorded trace.
+"""``thundervis show REC [--graph G] [--chain C] [--pass P] [--layer L] [--signature] [--unfold]``:
+print one recorded trace.
 
 Default: the last pass of the first graph's forward (or inference) chain. Repeated layers fold as
 in the TUI (``present.trace_folds``: the first instance, then one line ``▸ model.layers.2–22 × 21
-more: …``); ``--layer model.layers.5`` prints that instance in place, ``--unfold`` every line.
+more: …``); ``--layer model.layers.5`` prints that instance in place. The signature and its
+inputs' metadata fold as in the TUI too (``present.signature_fold``: one line, ``34 inputs ▸``);
+``--signature`` prints them. ``--unfold`` prints every line.
 Highlighted with rich when stdout is a terminal.
 """
 from __future__ import annotations
@@ -51,7 +53,7 @@ def cmd_show(args) -> int:
         if trace is not None:
             try:  # printed as every view prints it, notes and layer folds included (present.trace_folds)
                 text = folded_text(rec, trace, g.id, c.kind, fold=not args.unfold, layers=args.layer or (),
-                                   uids=args.uids, source=not args.no_source, shapes=not args.no_shapes)
+                                   signature=args.signature, uids=args.uids, source=not args.no_source, shapes=not args.no_shapes)
             except DataError as e:
                 raise UserError(sentence(e)) from None
         elif text is None:
@@ -76,5 +78,8 @@ def register(subparsers) -> None:
     p.add_argument("--plain", action="store_true", help="no highlighting even on a terminal")
     p.add_argument("--layer", "-l", action="append", metavar="L",
                    help="print this instance of a folded layer in full, e.g. model.layers.5 (repeatable)")
-    p.add_argument("--unfold", action="store_true", help="print every repeated layer (by default they fold)")
+    p.add_argument("--signature", action="store_true",
+                   help="print the def line and its inputs' metadata (by default one line: 34 inputs ▸)")
+    p.add_argument("--unfold", action="store_true",
+                   help="print every line: each repeated layer and the signature (by default they fold)")
     p.set_defaults(func=cmd_show)

@@ -265,11 +265,13 @@ def _carried(folds: Sequence, src: Sequence, dst: Sequence) -> tuple:
 
 
 def folded_text(rec, trace, graph: int, chain: str, *, fold: bool = True, layers: Sequence = (),
-                **options) -> str:
+                signature: bool = False, **options) -> str:
     """Return ``trace`` (a pass of ``chain`` of ``graph`` of ``rec``) printed as ``show`` prints
     it: the lines of ``present.trace_lines.trace_text`` (``options``: ``uids``, ``source``,
     ``shapes``), with its repeated layers folded (``fold``) but for the instances ``layers`` names
-    (:func:`open_layers`); ``DataError`` for a bad layer or events that cannot be read."""
+    (:func:`open_layers`), and with ``fold`` its signature block behind one line
+    (``present.signature_fold``) unless ``signature``; ``DataError`` for a bad layer or events
+    that cannot be read."""
     from .trace_lines import print_options
     from thundervis.compiler.printer import print_lines
     opts = print_options(rec, graph, chain, **options)
@@ -281,4 +283,8 @@ def folded_text(rec, trace, graph: int, chain: str, *, fold: bool = True, layers
     elif fold:
         folds = layer_folds(lines)
     folds = open_layers(lines, folds, layers) if fold else ()
-    return "\n".join(ln.text for ln in shown_lines(lines, folds)) + "\n"
+    shown = shown_lines(lines, folds)
+    if fold and not signature:  # the block precedes every layer: found on the shown lines alike
+        from .signature_fold import folded_signature
+        shown = folded_signature(shown)
+    return "\n".join(ln.text for ln in shown) + "\n"
