@@ -31,14 +31,14 @@ const table = diffTable(D, { selected: process.env.TV_SELECTED || null, opened }
 const body = table.children.find((c) => c.tag === "tbody");
 const texts = () => body.children.map((tr) => tr.textContent);
 const click = (match) => {
-  const td = body.children.find((tr) => tr.textContent.includes(match)).children[0];
-  (td.listeners.click || []).forEach((f) => f({}));
+  const tr = body.children.find((x) => x.textContent.includes(match));
+  if (tr) (tr.children[0].listeners.click || []).forEach((f) => f({}));
 };
 const before = texts();
-click("× 5 more");
+click(process.env.TV_CLICK);
 const afterOne = texts();
 const keys = [...opened];
-click("× 5 more");
+click(process.env.TV_CLICK);
 const afterTwo = texts();
 console.log(JSON.stringify({ before, afterOne, afterTwo, keys, keysAfter: [...opened] }));
 """
@@ -65,12 +65,12 @@ def test_the_payload_folds_the_layers_as_the_diff_command(layer_diff):
     assert [r[0] for r in unfolded(payload["rows"])] == [s.status for s in side_rows(d)]
 
 
-def _run(tmp_path, diff, selected=""):
+def _run(tmp_path, diff, selected="", click="× 5 more"):
     path = tmp_path / "diff.json"
     path.write_text(json.dumps(diff))
     module = front_end().replace("export default { render };", "")
     proc = subprocess.run(["node", "--input-type=module"], input=FAKE_DOM + module + HARNESS, capture_output=True,
-                          text=True, timeout=60, env={"TV_DIFF_FILE": str(path), "TV_SELECTED": selected,
+                          text=True, timeout=60, env={"TV_DIFF_FILE": str(path), "TV_SELECTED": selected, "TV_CLICK": click,
                                                       "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -105,3 +105,13 @@ def test_the_static_page_folds_the_layers(layer_diff, tmp_path):
     payload, d = layer_diff
     page = diff_html({"kind": "passes", "title": "t", "diff": payload}, d)
     assert page.count(CLOSED) == 1 and "t18 =" not in page and "t3 =" in page
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_a_click_on_an_unchanged_run_shows_it(layer_diff, tmp_path):
+    payload, d = layer_diff
+    out = _run(tmp_path, payload, click="unchanged line")
+    run = next(t for t in out["before"] if "unchanged line" in t)
+    assert run == "… 1 unchanged line (click to show) …" and not any("def forward(" in t for t in out["before"])
+    assert run not in out["afterOne"] and any("def forward(" in t for t in out["afterOne"])
+    assert len(out["afterOne"]) == len(out["before"]) and out["afterTwo"] == out["afterOne"]
