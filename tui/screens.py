@@ -409,6 +409,7 @@ HELP = [
                 ("u", "hide passes that changed nothing")]),
     ("Trace and diff", [("d", "diff against the previous pass"), ("D", "diff against a chosen pass"),
                         ("s", "unified / side by side"), ("f", "fold unchanged lines / show all"),
+                        ("enter", "open / close a fold: the signature, repeated layers (or click it)"),
                         ("↑ ↓ PgUp PgDn", "select a line (or click)"), ("← →", "scroll sideways")]),
     ("Details", [("i", "show / hide the details pane"), ("e", "open the source line in $EDITOR")]),
     ("Kernels", [("k", "kernels table"), ("s", "sort (or click a column)"), ("r", "re-run with every executor"),
