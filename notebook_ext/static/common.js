@@ -188,8 +188,8 @@ function textWithSpans(text, spans, cls) {
 // (thundervis.diff.layer_folds) ["layer", null, null, text, rows, key, open_text]; cell: [marker,
 // depth, text, spans, uid, source]. A click opens an unchanged run; a layer fold opens and closes
 // (`opened`: the keys of the layer folds open, kept by the caller across redraws). A fold holding
-// the `selected` symbol (a jump from another tab) is drawn open.
-function diffTable(diff, { onPick = null, selected = null, sources = [], opened = new Set() } = {}) {
+// the `selected` symbol (a jump from another tab) is drawn open; closing it calls `onUnselect`.
+function diffTable(diff, { onPick = null, selected = null, sources = [], opened = new Set(), onUnselect = null } = {}) {
   const table = h("table", { class: "tv-diff-table" });
   table.appendChild(
     h("thead", {}, h("tr", {}, h("th", { text: diff.before }), h("th", { text: diff.after }), h("th", { text: "" }))),
@@ -246,7 +246,8 @@ function diffTable(diff, { onPick = null, selected = null, sources = [], opened 
         if (!layer) runs.add(path + i);
         else if (open) opened.delete(r[5]);
         else opened.add(r[5]);
-        draw();
+        if (layer && open && onUnselect && holds(r[4])) onUnselect(); // else it would open again
+        else draw();
       };
       const td = h("td", { colspan: 3, text: open ? r[6] : r[3], onclick: toggle });
       body.appendChild(h("tr", { class: layer ? "tv-fold tv-layer-fold" : "tv-fold", "data-fold": layer ? r[5] : null }, td));

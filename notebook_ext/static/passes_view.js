@@ -207,6 +207,7 @@ function diffInto(view, left, c, cmp, shown) {
           selected: view.model.get("selected_uid"),
           sources: view.data.sources || [],
           opened: view.openDiffFolds || (view.openDiffFolds = new Set()),
+          onUnselect: () => view.set({ selected_uid: "" }),
         }),
       );
     },

@@ -27,7 +27,8 @@ CLOSED = "▸ model.layers.1–5 × 5 more: the same changes as model.layers.0 a
 HARNESS = r"""
 const D = JSON.parse((await import("fs")).readFileSync(process.env.TV_DIFF_FILE, "utf8"));
 const opened = new Set();
-const table = diffTable(D, { selected: process.env.TV_SELECTED || null, opened });
+let unselected = 0;
+const table = diffTable(D, { selected: process.env.TV_SELECTED || null, opened, onUnselect: () => { unselected++; } });
 const body = table.children.find((c) => c.tag === "tbody");
 const texts = () => body.children.map((tr) => tr.textContent);
 const click = (match) => {
@@ -40,7 +41,7 @@ const afterOne = texts();
 const keys = [...opened];
 click(process.env.TV_CLICK);
 const afterTwo = texts();
-console.log(JSON.stringify({ before, afterOne, afterTwo, keys, keysAfter: [...opened] }));
+console.log(JSON.stringify({ before, afterOne, afterTwo, keys, keysAfter: [...opened], unselected }));
 """
 
 
@@ -86,7 +87,7 @@ def test_a_click_opens_and_closes_the_layer_fold(layer_diff, tmp_path):
     assert out["keys"] == [fold.key] and CLOSED.replace("▸", "▾") in opened
     assert any("t18 = aten.tanh.default(t17)" in t and "[triton]" in t for t in opened)
     assert len(opened) > len(out["before"])
-    assert out["afterTwo"] == out["before"] and out["keysAfter"] == []
+    assert out["afterTwo"] == out["before"] and out["keysAfter"] == [] and out["unselected"] == 0
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
@@ -96,7 +97,9 @@ def test_a_symbol_selected_inside_the_fold_opens_it(layer_diff, tmp_path):
     uid = d.lines[fold.end - 1].b.uid  # layer 5's last row
     out = _run(tmp_path, payload, uid)
     assert CLOSED.replace("▸", "▾") in out["before"] and any("t18 =" in t for t in out["before"])
-    assert out["afterOne"][0] != "" and CLOSED in out["afterOne"]  # the user's click closes it again
+    # the user's click closes it: the selection inside goes (drawn again without it, it stays closed)
+    # (the harness does not redraw on it as the widget does: its second click hits the same row)
+    assert out["keys"] == [] and out["unselected"] >= 1 and out["keysAfter"] == []
 
 
 def test_the_static_page_folds_the_layers(layer_diff, tmp_path):
