@@ -120,3 +120,20 @@ def test_snapshot_80x24_a_closed_diff_layer_fold(snap_compare, layer_diff_rec):
 
 def test_snapshot_160x48_an_opened_diff_layer_fold(snap_compare, layer_diff_rec):
     assert snap_compare(open_app(layer_diff_rec), terminal_size=(160, 48), run_before=_to_fold(True))
+
+
+async def test_a_search_from_the_diff_lands_in_the_trace_and_opens_its_fold(layer_diff_rec):
+    """A search hit is a line of the pass's trace (present.default_view.search_target: never the
+    diff): from the diff it shows the trace, with the layer fold that hid the line opened."""
+    from thundervis.tui.data import SearchHit
+    app = open_app(layer_diff_rec)
+    async with app.run_test(size=(160, 48)) as pilot:
+        view = await _diff_on(app, pilot)
+        lines = app.data.trace_lines(app.state.graph, app.state.chain, app.state.index)
+        (fold,) = app.data.layer_folds(app.state.graph, app.state.chain, app.state.index)
+        inside = next(i for i in range(fold.start, fold.end) if lines[i].kind == "stmt")
+        app._search_hit(SearchHit("symbol", lines[inside].text, lines[inside].uid, line=inside))
+        await settle(app, pilot)
+        await pilot.pause()
+        assert app.state.diff_from is None and view.mode == "trace"
+        assert fold.key in app.state.opened_folds and view.texts[view.cursor] == lines[inside].text
