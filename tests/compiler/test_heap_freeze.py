@@ -27,6 +27,8 @@ def test_compiling_spaces_young_collections_and_restores_the_thresholds():
     before = gc.get_threshold()
     with heap_freeze.compiling():
         assert gc.get_threshold()[0] == max(before[0], heap_freeze.COMPILE_GEN0)
+        # full collections wait for the compile's end (its live traces would set them off repeatedly)
+        assert gc.get_threshold()[1:] == (before[1], max(before[2], heap_freeze.COMPILE_GEN2))
         with heap_freeze.compiling():  # a compile inside a compile: the outer exit restores
             pass
         assert gc.get_threshold()[0] == max(before[0], heap_freeze.COMPILE_GEN0)
