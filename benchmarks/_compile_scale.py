@@ -4,6 +4,7 @@ the recording on, and the per-pass cost read back from the recording.
 """
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import tempfile
@@ -69,12 +70,17 @@ def _cpu_seconds(resource) -> float:
 @dataclass
 class PassCost:
     """Summed over the compiled chains: a pass's wall seconds (as recorded), its input symbols, its
-    CPU seconds, and the seconds the recording took to store what it produced."""
+    CPU seconds, the CPU seconds of Python's garbage collections that ran inside it (``gc_s``: part
+    of ``cpu_s``; a collection walks the whole heap, so which pass it lands in is chance, and its
+    cost grows with everything alive, not with that pass), and the seconds the recording took to
+    store what it produced (``record_gc_s``: the collections inside that)."""
 
     seconds: float = 0.0
     symbols: int = 0
     cpu_s: float = 0.0
+    gc_s: float = 0.0
     record_s: float = 0.0
+    record_gc_s: float = 0.0
     chains: set = field(default_factory=set)
 
     def ms_per_symbol(self) -> float:
@@ -85,9 +91,21 @@ class PassCost:
         """CPU milliseconds of the pass (this process only) per input symbol (0 when it saw none)."""
         return 1e3 * self.cpu_s / self.symbols if self.symbols else 0.0
 
+    def own_cpu_ms_per_symbol(self) -> float:
+        """CPU milliseconds of the pass without the collections inside it, per input symbol."""
+        return 1e3 * (self.cpu_s - self.gc_s) / self.symbols if self.symbols else 0.0
+
+    def gc_ms_per_symbol(self) -> float:
+        """CPU milliseconds of the collections that ran inside the pass, per input symbol."""
+        return 1e3 * self.gc_s / self.symbols if self.symbols else 0.0
+
     def record_ms_per_symbol(self) -> float:
         """Milliseconds of recording per input symbol (0 when it saw none)."""
         return 1e3 * self.record_s / self.symbols if self.symbols else 0.0
+
+    def own_record_ms_per_symbol(self) -> float:
+        """Milliseconds of recording per input symbol without the collections inside it."""
+        return 1e3 * (self.record_s - self.record_gc_s) / self.symbols if self.symbols else 0.0
 
 
 def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int, float]:
@@ -97,36 +115,49 @@ def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int, floa
     from thundervis.recording import RecordingObserver
 
     record_s: dict = defaultdict(float)
+    record_gc_s: dict = defaultdict(float)
+    collected = [0.0, 0.0]  # CPU seconds of every collection so far, when the current one started
 
     class TimedRecording(RecordingObserver):
         def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
-            t0 = time.perf_counter()
+            t0, g0 = time.perf_counter(), collected[0]
             super().pass_done(graph, chain, index, name, trace, duration_s, changed)
             record_s[(graph, chain, index)] += time.perf_counter() - t0
+            record_gc_s[(graph, chain, index)] += collected[0] - g0
 
     cpu_s: dict = defaultdict(float)
+    gc_s: dict = defaultdict(float)
     run_pass = pipeline.PassRunner.run
+
+    def on_collection(phase, info):
+        if phase == "start":
+            collected[1] = time.process_time()
+        else:
+            collected[0] += time.process_time() - collected[1]
 
     def timed_run(self, name, fn, trace):  # CPU seconds too: wall time on a shared machine is noisy
         key = (self.graph, self.chain, self.index)
 
         def timed(t):
-            t0 = time.process_time()
+            t0, g0 = time.process_time(), collected[0]
             try:
                 return fn(t)
             finally:
                 cpu_s[key] += time.process_time() - t0
+                gc_s[key] += collected[0] - g0
         return run_pass(self, name, timed, trace)
 
     model, ids = llama(layers)
     pipeline.PassRunner.run = timed_run
+    gc.callbacks.append(on_collection)
     try:
-        return _measure(model, ids, executors, TimedRecording, record_s, cpu_s)
+        return _measure(model, ids, executors, TimedRecording, (record_s, record_gc_s), (cpu_s, gc_s))
     finally:
         pipeline.PassRunner.run = run_pass
+        gc.callbacks.remove(on_collection)
 
 
-def _measure(model, ids, executors, recording, record_s, cpu_s):
+def _measure(model, ids, executors, recording, record_gc, cpu_gc):
     from thundervis.compiler import ThundervisCompiler
     from thundervis.compiler.backend import reset_graph_ids
     from thundervis.recording import open_recording
@@ -154,7 +185,9 @@ def _measure(model, ids, executors, recording, record_s, cpu_s):
                         c = costs[p.name]
                         c.seconds += p.duration_ms / 1e3
                         c.symbols += before.n_symbols
-                        c.record_s += record_s.get((g.id, chain.kind, p.index), 0.0)
-                        c.cpu_s += cpu_s.get((g.id, chain.kind, p.index), 0.0)
+                        c.record_s += record_gc[0].get((g.id, chain.kind, p.index), 0.0)
+                        c.record_gc_s += record_gc[1].get((g.id, chain.kind, p.index), 0.0)
+                        c.cpu_s += cpu_gc[0].get((g.id, chain.kind, p.index), 0.0)
+                        c.gc_s += cpu_gc[1].get((g.id, chain.kind, p.index), 0.0)
                         c.chains.add((g.id, chain.kind))
     return wall, dict(costs), acquired, cpu
