@@ -37,16 +37,20 @@ _WRAPPERS = ("_wrapped_call_impl", "_call_impl", "_call_impl_with_hooks", "inner
 
 class GraphBreakWatcher(logging.Handler):
     """A context manager and log handler that calls ``note("dynamo_graph_break", data)`` once per
-    distinct graph break (same compiled frame, line and reason counted once, with ``count``)."""
+    distinct graph break (same compiled frame, line and reason counted once, with ``count``);
+    while ``active()`` (if given) says False, it does not even read the break."""
 
-    def __init__(self, note: Callable[[str, dict], None]):
+    def __init__(self, note: Callable[[str, dict], None], active: Optional[Callable[[], bool]] = None):
         super().__init__(level=logging.DEBUG)
         self._note = note
+        self._active = active
         self._seen: set = set()
         self._saved: Optional[tuple] = None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            if self._active is not None and not self._active():
+                return
             data = describe(record)
             if data is None:
                 return
@@ -147,16 +151,16 @@ def watch_for_session() -> None:
     the first such break or compile. Under a run, the run's own watcher records them instead."""
     if _session_watcher:
         return
-    from thundervis.compiler import backend
-    if backend._defaults["observer"] is not None:  # a run records this process: its watcher is the one
-        return
 
     def note(event: str, data: dict) -> None:
         if data.get("backend") not in OUR_BACKENDS:
             return
         from thundervis import session
         session.note_outside_run(event, data)
-    _session_watcher.append(GraphBreakWatcher(note).__enter__())
+    def outside_a_run() -> bool:  # under a run, the run's watcher reads the break; not twice
+        from thundervis.compiler import backend
+        return backend._defaults["observer"] is None
+    _session_watcher.append(GraphBreakWatcher(note, outside_a_run).__enter__())
 
 
 def _log_graph_break_locals() -> dict:
