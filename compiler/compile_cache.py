@@ -173,8 +173,7 @@ class CompileCache:
             return None, "bad key"
         path = self._path(key)
         try:
-            with gzip.open(path, "rb") as f:
-                raw = f.read(_MAX_ENTRY_BYTES + 1)
+            raw = read_gz(path, _MAX_ENTRY_BYTES)
         except FileNotFoundError:
             return None, None
         except (OSError, EOFError, gzip.BadGzipFile) as e:
@@ -196,17 +195,8 @@ class CompileCache:
         """Write the entry of ``key``: ``passes`` as (index, name, changed, seconds, trace,
         kernels), ``parents`` {uid: symbol}, ``seq`` the acquired trace's :func:`seq_base`; then
         evict down to the cap. Failures are silent: a cache that cannot write is a cache that misses."""
-        text = _entry_text(key, passes, parents, seq)
-        path = self._path(key)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-            with os.fdopen(fd, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3) as gz:
-                gz.write(text.encode())
-            os.replace(tmp, path)  # readers see a whole entry or none
-        except (OSError, TypeError, ValueError):
-            return
-        self.evict()
+        if write_gz(self._path(key), _entry_text(key, passes, parents, seq)):
+            self.evict()
 
     def evict(self) -> list[str]:
         """Delete least recently used entries until the folder fits the cap; return their paths."""
@@ -234,6 +224,27 @@ class CompileCache:
 
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def write_gz(path: str, text: str) -> bool:
+    """Write ``text`` gzip-compressed to ``path`` atomically (readers see a whole entry or none);
+    return False when it could not be written (a cache that cannot write is a cache that misses)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3) as gz:
+            gz.write(text.encode())
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        return False
+    return True
+
+
+def read_gz(path: str, limit: int) -> bytes:
+    """Return at most ``limit + 1`` decompressed bytes of gzip file ``path`` (one more than the limit
+    says it is too large); raise FileNotFoundError, OSError, EOFError or gzip.BadGzipFile."""
+    with gzip.open(path, "rb") as f:
+        return f.read(limit + 1)
 
 
 def _entry_text(key: str, passes: list, parents: dict, seq: int) -> str:

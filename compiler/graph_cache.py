@@ -28,14 +28,13 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
-from .compile_cache import versions
+from .compile_cache import CompileCache, read_gz, versions, write_gz
 from .ir import Trace, flatten
 from .observer import CompileObserver
 from .serialize import TraceEncoder, executable_trace_from_dict, trace_from_dict
@@ -269,32 +268,22 @@ def store(root: str, key: str, passes: list, partition: dict, ledger: dict, meta
                                                "changed": bool(changed), "ms": s * 1e3})[:-1],
                     ',"trace":', enc.to_json(t), "}"]
         out.append("]}")
-        path = _path(root, key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3) as gz:
-            gz.write("".join(out).encode())
-        os.replace(tmp, path)  # readers see a whole entry or none
-    except (OSError, TypeError, ValueError):
+    except (TypeError, ValueError):
         return None
-    from .compile_cache import CompileCache
-    CompileCache(root, cap_bytes).evict()
-    return path
+    return _written(root, key, "".join(out), cap_bytes)
 
 
 def store_not_plain(root: str, key: str, why: str, cap_bytes: int) -> Optional[str]:
     """Write the marker saying graph ``key`` is not plain (``why``); return its path or None."""
-    try:
-        path = _path(root, key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", compresslevel=3) as gz:
-            gz.write(_dumps({"format": GRAPH_FORMAT, "key": key, "written_at": time.time(),
-                             "not_plain": str(why)[:200]}).encode())
-        os.replace(tmp, path)
-    except (OSError, TypeError, ValueError):
+    return _written(root, key, _dumps({"format": GRAPH_FORMAT, "key": key, "written_at": time.time(),
+                                       "not_plain": str(why)[:200]}), cap_bytes)
+
+
+def _written(root: str, key: str, text: str, cap_bytes: int) -> Optional[str]:
+    """Write ``text`` as ``key``'s entry and evict down to the cap; return its path or None."""
+    path = _path(root, key)
+    if not write_gz(path, text):
         return None
-    from .compile_cache import CompileCache
     CompileCache(root, cap_bytes).evict()
     return path
 
@@ -307,8 +296,7 @@ def load(root: str, key: str) -> tuple[Optional[GraphEntry], Optional[str]]:
         return None, "bad key"
     path = _path(root, key)
     try:
-        with gzip.open(path, "rb") as f:
-            raw = f.read(_MAX_ENTRY_BYTES + 1)
+        raw = read_gz(path, _MAX_ENTRY_BYTES)
     except FileNotFoundError:
         return None, None
     except (OSError, EOFError, gzip.BadGzipFile) as e:

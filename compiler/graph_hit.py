@@ -47,19 +47,22 @@ def cached_graph(options: CompileOptions, remat: str, capture: Optional[graph_ca
         options.observer.runtime(graph, "joint", "compile_cache", {
             "hit": False, "level": "graph", "note": f"graph cache replay failed: {type(e).__name__}: {e}"[:300]})
         key = compiled = None
+    if compiled is graph_cache.NOT_PLAIN:  # AOTAutograd compiles it, every time; its chains have entries
+        return None
     if compiled is None and key:
         capture.begin(graph, key)
     return compiled
 
 
-def compile_from_cache(options: CompileOptions, graph: int, key: str, n_inputs: int) -> Optional[Callable]:
+def compile_from_cache(options: CompileOptions, graph: int, key: str, n_inputs: int):
     """Return the callable of ``graph`` built from the graph entry of ``key`` with ``options``
-    (whose ``cache`` is on), or None on a miss (reported as a ``compile_cache`` event of the
-    ``joint`` chain, with why when an entry was refused)."""
+    (whose ``cache`` is on), :data:`.graph_cache.NOT_PLAIN` when a cold compile marked the graph
+    not plain, or None on a miss (reported as a ``compile_cache`` event of the ``joint`` chain,
+    with why when an entry was refused)."""
     obs = options.observer
     entry, why = graph_cache.load(options.cache.root, key)
-    if entry is graph_cache.NOT_PLAIN:  # AOTAutograd compiles it, every time; its chains have entries
-        return None
+    if entry is graph_cache.NOT_PLAIN:
+        return entry
     if entry is not None and entry.meta["n_args"] != n_inputs:
         entry, why = None, f"graph cache entry {key[:12]} takes {entry.meta['n_args']} inputs, not {n_inputs}"
     if entry is None:
