@@ -366,9 +366,13 @@ def test_the_worker_is_a_background_job_of_the_trainings_own_session():
         assert os.getsid(pid) == os.getsid(0)
         assert os.getpgid(pid) == pid != os.getpgid(0)
         assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        # The scheduling group is the cgroup, and within the root cgroup the autogroup. A task in a
+        # container's cgroup is in no autogroup: the kernel then prints an empty autogroup file.
+        with open("/proc/self/cgroup") as ours, open(f"/proc/{pid}/cgroup") as its:
+            assert its.read() == ours.read()
         if os.path.exists("/proc/self/autogroup"):
             with open("/proc/self/autogroup") as ours, open(f"/proc/{pid}/autogroup") as its:
-                assert its.read().split()[0] == ours.read().split()[0]
+                assert its.read().split()[:1] == ours.read().split()[:1]
     finally:
         w.close()
     deadline = time.monotonic() + 10  # SIGKILLed by close: gone within moments, not at once
