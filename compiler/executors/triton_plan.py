@@ -401,22 +401,25 @@ def _module(parts: list, members: list[BoundSymbol], outputs: list[TensorProxy],
         "    # The kernel indexes inputs by the strides they were recorded with; another layout is copied.",
         "    if all(a == b for s, a, b in zip(shape, t.stride(), strides) if s != 1):",
         "        return t",
-        "    if not _dense(shape, strides):",
+        "    if not _distinct(shape, strides):",
         "        raise ValueError(f'input strides {tuple(t.stride())} differ from the recorded {strides}')",
+        "    # A recorded view with gaps (one of q, k, v split from one buffer) gets a buffer with the same gaps.",
         "    return torch.empty_strided(shape, strides, dtype=t.dtype, device=t.device).copy_(t)",
         "", "",
-        "def _dense(shape, strides):",
-        "    expect = 1",
+        "def _distinct(shape, strides):",
+        "    # True when no two elements share an address: a broadcast layout cannot be copied into.",
+        "    reach = 0",
         "    for st, s in sorted((st, s) for s, st in zip(shape, strides) if s != 1):",
-        "        if st != expect:",
+        "        if st <= reach:",
         "            return False",
-        "        expect *= s",
+        "        reach += (s - 1) * st",
         "    return True",
         *jit[2:], "", "",
         *launcher, "",
     ])
     note = ("inputs read in place by their recorded strides (broadcast, permuted and offset views "
-            "included); an input arriving with other strides is first copied into the recorded layout; "
+            "included); an input arriving with other strides is first copied into the recorded layout (gaps "
+            "included; a broadcast layout cannot be copied into and falls back); "
             "outputs written with their recorded strides when dense, else row-major")
     if mode == "phases":
         note += f"; {len(parts)} dependent phases run by one program, values between them in scratch memory"

@@ -367,6 +367,31 @@ def test_non_contiguous_runtime_input_is_copied_into_recorded_layout():
     torch.testing.assert_close(got, torch.exp(strided) + 1)
 
 
+def test_runtime_input_is_copied_into_a_recorded_layout_with_gaps():
+    # Fake strides can differ from the real kernel's: GPT-2's attention backward recorded q's gradient
+    # as a slice of the qkv buffer (gaps between rows) but CPU's kernel returned it dense.
+    from thundervis.compiler.executors import get_executor
+    view = torch.randn(4, 30)[:, 5:15]  # strides (30, 1): not dense
+    out, final = compile_fn(lambda x: torch.exp(x) + 1, view)
+    fusion = next(b for b in final.symbols if is_fusion(b))
+    assert tuple(fusion.args[0].strides) == (30, 1)
+    launch = get_executor("triton").callable_for(fusion)
+    dense = torch.randn(4, 10)
+    (got,) = launch(dense)
+    torch.testing.assert_close(got, torch.exp(dense) + 1)
+
+
+def test_runtime_input_cannot_be_copied_into_a_recorded_broadcast():
+    from thundervis.compiler.executors import get_executor
+    out, final = compile_fn(lambda x: torch.exp(x) + 1, torch.randn(1, 10).expand(4, 10))
+    fusion = next(b for b in final.symbols if is_fusion(b))
+    assert tuple(fusion.args[0].strides) == (0, 1)
+    x = torch.randn(4, 10)
+    with pytest.warns(UserWarning, match=r"differ from the recorded \(0, 1\)\); its region runs in torch"):
+        (got,) = get_executor("triton").callable_for(fusion)(x)
+    torch.testing.assert_close(got, torch.exp(x) + 1)
+
+
 def test_full_and_scalar_tensor_constants():
     def f(x):
         return torch.where(x > 0, x, torch.full_like(x, -2.0)), x.masked_fill(x < 0, float("-inf"))
