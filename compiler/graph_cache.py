@@ -16,7 +16,7 @@ subclass, no symbolic value saved for the backward, every tangent contiguous. An
 through AOTAutograd every time (its chains still use their own entries).
 
 Key: the Dynamo graph's code, every node's source provenance (stack trace, module stack) and the
-stat of each file it names, each input's shape, stride, dtype, device and ``requires_grad``, the grad
+content digest of each file it names, each input's shape, stride, dtype, device and ``requires_grad``, the grad
 and autocast modes, the call site, the executors, remat policy, debug flag, GPU targets, functorch's
 config and the versions of :func:`.compile_cache.versions`. Entries live beside the chain entries
 (same folder, cap and eviction) and load through the same validating trace loader; never unpickled.
@@ -62,20 +62,25 @@ def _input_meta(x) -> Optional[list]:
             bool(x.requires_grad)]
 
 
-def _file_stats(gm: torch.fx.GraphModule, site) -> list:
+def _file_digests(gm: torch.fx.GraphModule, site) -> list:
     files = set()
     for n in gm.graph.nodes:
         files.update(_FILE.findall(n.meta.get("stack_trace") or ""))
     if site is not None and getattr(site, "file", None):
         files.add(site.file)
-    out = []
-    for f in sorted(files):
-        try:
-            st = os.stat(f)
-            out.append([f, st.st_size, st.st_mtime_ns])
-        except OSError:
-            out.append([f, None, None])
-    return out
+    return [[f, _file_digest(f)] for f in sorted(files)]
+
+
+def _file_digest(path: str) -> Optional[str]:
+    """Return the sha256 of the file at ``path`` (None when it cannot be read). The content, not the
+    stat, goes into the key: a file touched, checked out again or copied keeps its entries. Read on
+    every key (a few source files, about a millisecond): a stat-keyed memo misses a same-size edit
+    within one clock tick of the filesystem's coarse timestamps."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
 
 
 def graph_key(gm: torch.fx.GraphModule, example_inputs, *, executors, remat: str, debug: bool,
@@ -96,7 +101,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs, *, executors, remat: str
             "autocast": [torch._C._is_any_autocast_enabled(), torch.is_autocast_enabled("cpu"),
                          str(torch.get_autocast_dtype("cpu")), torch.is_autocast_enabled("cuda"),
                          str(torch.get_autocast_dtype("cuda"))],
-            "site": repr(site), "files": _file_stats(gm, site),
+            "site": repr(site), "files": _file_digests(gm, site),
             "functorch": sorted((k, repr(v)) for k, v in config.items())}
     h = hashlib.sha256(_stable(json.dumps(head, sort_keys=True, default=repr)).encode())
     h.update(gm.code.encode())

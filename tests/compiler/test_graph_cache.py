@@ -229,6 +229,13 @@ def test_the_key_follows_shapes_grad_flags_and_source_files(tmp_path):
     k1 = key(ex, site=Site())
     src.write_text("x = 22\n")
     assert key(ex, site=Site()) != k1  # an edited source file: its lines are recorded, so a miss
+    k2, before = key(ex, site=Site()), os.stat(src)
+    src.write_text("x = 33\n")  # the same size, and the mtime put back: only the content tells
+    os.utime(src, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert key(ex, site=Site()) != k2
+    k3 = key(ex, site=Site())
+    os.utime(src, (os.path.getmtime(src) + 50, os.path.getmtime(src) + 50))
+    assert key(ex, site=Site()) == k3  # touched, not edited: still a hit
 
 
 def _infer(monkeypatch=None):
