@@ -73,14 +73,19 @@ class PassCost:
     CPU seconds, the CPU seconds of Python's garbage collections that ran inside it (``gc_s``: part
     of ``cpu_s``; a collection walks the whole heap, so which pass it lands in is chance, and its
     cost grows with everything alive, not with that pass), and the seconds the recording took to
-    store what it produced (``record_gc_s``: the collections inside that)."""
+    store what it produced (``record_s`` wall, ``record_cpu_s`` the calling thread's CPU: the writer
+    has no thread of its own; ``record_gc_s``: the collections inside that; ``record_rows_s``: the CPU
+    of a batch of symbol rows the writer flushed inside it, rows of earlier passes too, which is why
+    the batches are judged on their own, as :class:`RowFlushes`)."""
 
     seconds: float = 0.0
     symbols: int = 0
     cpu_s: float = 0.0
     gc_s: float = 0.0
     record_s: float = 0.0
+    record_cpu_s: float = 0.0
     record_gc_s: float = 0.0
+    record_rows_s: float = 0.0
     chains: set = field(default_factory=set)
 
     def ms_per_symbol(self) -> float:
@@ -104,26 +109,55 @@ class PassCost:
         return 1e3 * self.record_s / self.symbols if self.symbols else 0.0
 
     def own_record_ms_per_symbol(self) -> float:
-        """Milliseconds of recording per input symbol without the collections inside it."""
-        return 1e3 * (self.record_s - self.record_gc_s) / self.symbols if self.symbols else 0.0
+        """CPU milliseconds of recording per input symbol without the collections and the symbol-row
+        batches inside it."""
+        own = self.record_cpu_s - self.record_gc_s - self.record_rows_s
+        return 1e3 * own / self.symbols if self.symbols else 0.0
 
 
-def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int, float]:
+@dataclass
+class RowFlushes:
+    """The recording's symbol rows, written in batches (``MAX_PENDING_SYMBOLS`` symbols kept, then
+    flushed inside whichever pass crosses it, and the rest when the run ends): the CPU seconds of
+    every batch, the collections inside them, and the symbols of every pass the chains ran."""
+
+    seconds: float = 0.0
+    gc_s: float = 0.0
+    symbols: int = 0
+
+    def own_ms_per_symbol(self) -> float:
+        """Milliseconds of writing symbol rows per pass input symbol, without collections."""
+        return 1e3 * (self.seconds - self.gc_s) / self.symbols if self.symbols else 0.0
+
+
+def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int, float, RowFlushes]:
     """Compile and run one training step of a ``layers``-deep tiny Llama through thundervis with
-    the recording on; return (wall seconds, {pass name: PassCost}, symbols acquired, CPU seconds)."""
+    the recording on; return (wall seconds, {pass name: PassCost}, symbols acquired, CPU seconds,
+    the symbol-row batches)."""
     import thundervis.compiler.pipeline as pipeline
     from thundervis.recording import RecordingObserver
 
     record_s: dict = defaultdict(float)
+    record_cpu_s: dict = defaultdict(float)
     record_gc_s: dict = defaultdict(float)
+    record_rows_s: dict = defaultdict(float)
     collected = [0.0, 0.0]  # CPU seconds of every collection so far, when the current one started
+    flushes = RowFlushes()
 
     class TimedRecording(RecordingObserver):
         def pass_done(self, graph, chain, index, name, trace, duration_s, changed):
-            t0, g0 = time.perf_counter(), collected[0]
+            t0, c0, g0, r0 = time.perf_counter(), time.thread_time(), collected[0], flushes.seconds
             super().pass_done(graph, chain, index, name, trace, duration_s, changed)
             record_s[(graph, chain, index)] += time.perf_counter() - t0
+            record_cpu_s[(graph, chain, index)] += time.thread_time() - c0
             record_gc_s[(graph, chain, index)] += collected[0] - g0
+            record_rows_s[(graph, chain, index)] += flushes.seconds - r0
+
+        def write_symbol_rows(self):
+            t0, g0 = time.thread_time(), collected[0]
+            super().write_symbol_rows()
+            flushes.seconds += time.thread_time() - t0
+            flushes.gc_s += collected[0] - g0
 
     cpu_s: dict = defaultdict(float)
     gc_s: dict = defaultdict(float)
@@ -151,7 +185,10 @@ def thundervis_step(layers: int, executors=None) -> tuple[float, dict, int, floa
     pipeline.PassRunner.run = timed_run
     gc.callbacks.append(on_collection)
     try:
-        return _measure(model, ids, executors, TimedRecording, (record_s, record_gc_s), (cpu_s, gc_s))
+        out = _measure(model, ids, executors, TimedRecording, (record_s, record_gc_s, record_rows_s, record_cpu_s),
+                       (cpu_s, gc_s))
+        flushes.symbols = sum(c.symbols for c in out[1].values())
+        return (*out, flushes)
     finally:
         pipeline.PassRunner.run = run_pass
         gc.callbacks.remove(on_collection)
@@ -187,6 +224,8 @@ def _measure(model, ids, executors, recording, record_gc, cpu_gc):
                         c.symbols += before.n_symbols
                         c.record_s += record_gc[0].get((g.id, chain.kind, p.index), 0.0)
                         c.record_gc_s += record_gc[1].get((g.id, chain.kind, p.index), 0.0)
+                        c.record_rows_s += record_gc[2].get((g.id, chain.kind, p.index), 0.0)
+                        c.record_cpu_s += record_gc[3].get((g.id, chain.kind, p.index), 0.0)
                         c.cpu_s += cpu_gc[0].get((g.id, chain.kind, p.index), 0.0)
                         c.gc_s += cpu_gc[1].get((g.id, chain.kind, p.index), 0.0)
                         c.chains.add((g.id, chain.kind))
