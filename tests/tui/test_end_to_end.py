@@ -67,9 +67,12 @@ def gpt_session(tmp_path_factory):
         # the first paint may come before the UI has its final size: wait for the full pass list
         screens["landed"] = _wait_screen(sock, lambda s: all(p.name[:10] in s for p in passes[-3:]), 60)
         last, prev = passes[-1], passes[-2]
-        screens["last"] = _wait_screen(sock, lambda s: f"forward {last.index} {last.name}" in s, 60)
+        # the title follows the selection at once, the trace pane when its text is printed: wait for both
+        screens["last"] = _wait_screen(
+            sock, lambda s: f"forward {last.index} {last.name}" in s and f'after "{last.name}"' in s, 60)
         _tmux(sock, "send-keys", "-t", "tv", "p")
-        screens["stepped"] = _wait_screen(sock, lambda s: f"forward {prev.index} {prev.name}" in s, 60)
+        screens["stepped"] = _wait_screen(
+            sock, lambda s: f"forward {prev.index} {prev.name}" in s and f'after "{prev.name}"' in s, 60)
         _tmux(sock, "send-keys", "-t", "tv", "d")
         screens["diff"] = _wait_screen(sock, lambda s: f"vs {passes[-3].index}" in s, 120)
         _tmux(sock, "send-keys", "-t", "tv", "q")
