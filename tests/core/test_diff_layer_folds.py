@@ -115,6 +115,31 @@ def test_the_diff_command_folds_by_default(claimed, capsys, tmp_path):
     assert "▸ model.layers.1–5" in page.read_text()
 
 
+def test_layer_shows_one_layers_changes_between_two_folds(claimed, capsys):
+    code, out, _ = run_cli(capsys, "diff", claimed, "--plain", "--layer", "model.layers.3")
+    lines = out.splitlines()
+    assert code == 0
+    assert "@ ▸ model.layers.1–2 × 2 more: the same changes as model.layers.0 above" in lines
+    assert "@ ▸ model.layers.4–5 × 2 more: the same changes as model.layers.0 above" in lines
+    # layer 3's tanh (t12) is shown with its change, layers 1-2 and 4-5 are not
+    assert "+ t12 = aten.tanh.default(t11)  # t12: cpu f32[8, 64]  [triton]" in lines
+    assert "t9 =" not in out and "t15 =" not in out
+    code, out, _ = run_cli(capsys, "diff", claimed, "--plain", "-s", "-l", "model.layers.1", "-l", "model.layers.5")
+    assert code == 0 and out.count("▸ model.layers.2–4 × 3 more") == 2  # both columns
+    assert run_cli(capsys, "diff", claimed, "--plain", "--layer", "model.layers.0")[0] == 0  # shown anyway
+
+
+@pytest.mark.parametrize("argv, said", [
+    (("--layer", "model.layers.9"), "model.layers.9 is not a layer of this pass; its folded layers are model.layers.1–5."),
+    (("--layer", "layers.x"), "'layers.x' does not name a layer"),
+    (("--layer", "model.layers.3", "--unfold"), "give --layer or --unfold, not both"),
+    (("--layer", "model.layers.3", "--full"), "give --layer or --full, not both"),
+])
+def test_a_bad_layer_is_one_sentence_and_exit_2(claimed, capsys, argv, said):
+    code, out, err = run_cli(capsys, "diff", claimed, "--plain", *argv)
+    assert code == 2 and said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_hostile_block_path_is_shown_not_obeyed(tmp_path, capsys):
     path = _record(str(tmp_path / "hostile.tvrec"), head="m\x1b[2J<b>x</b>.layers")
     for argv in (("diff", path, "--plain"), ("diff", path, "--plain", "-s"), ("show", path, "--plain"),

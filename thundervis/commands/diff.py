@@ -3,7 +3,8 @@
 - ``thundervis diff REC [--graph G] [--chain C] --from P --to Q [--side-by-side] [--html OUT]``:
   the pass diff of two traces of one chain (default: the pass before ``--to``, and the last pass).
   What the pass did to a run of equal layers is shown for the first and folded for the rest
-  (``thundervis.diff.layer_folds``) unless ``--unfold`` or ``--full``.
+  (``thundervis.diff.layer_folds``) unless ``--unfold`` or ``--full``; ``--layer model.layers.5``
+  shows that layer's changes in place.
 - ``thundervis diff REC_A REC_B [--json]``: run comparison (graphs, fusions, kernel times).
 """
 from __future__ import annotations
@@ -78,6 +79,25 @@ def _kernel_lines(d) -> list[str]:
     return out
 
 
+def _chosen_folds(args, d) -> tuple:
+    """Return the layer folds of pass diff ``d`` the options ask for: none with ``--full`` or
+    ``--unfold``, else every fold but the layers ``--layer`` names (one sentence for a bad one)."""
+    from thundervis.diff.layer_folds import diff_folds, open_diff_layers
+    if args.full or args.unfold:
+        if args.layer:
+            opened = "--full" if args.full else "--unfold"
+            raise UserError(f"{opened} already shows every layer; give --layer or {opened}, not both.")
+        return ()
+    if not args.layer:
+        return diff_folds(d)
+    from thundervis.errors import sentence
+    from thundervis.present.errors import DataError
+    try:
+        return open_diff_layers(d, diff_folds(d), args.layer)
+    except DataError as e:
+        raise UserError(sentence(e)) from None
+
+
 def cmd_diff(args) -> int:
     """Print a pass diff (one recording) or a run comparison (two)."""
     from thundervis.commands.ls import open_or_fail
@@ -85,8 +105,9 @@ def cmd_diff(args) -> int:
         from thundervis.commands.diff_ranks import cmd_diff_ranks
         return cmd_diff_ranks(args)
     if len(args.recordings) == 2:
-        if args.from_ is not None or args.to is not None or args.graph is not None or args.chain is not None:
-            raise UserError("--graph, --chain, --from and --to select a pass diff of one recording; "
+        if (args.from_ is not None or args.to is not None or args.graph is not None or args.chain is not None
+                or args.layer):
+            raise UserError("--graph, --chain, --from, --to and --layer select a pass diff of one recording; "
                             "with two recordings thundervis diff compares the runs.")
         return _compare(args, open_or_fail)
     if len(args.recordings) != 1:
@@ -101,7 +122,7 @@ def cmd_diff(args) -> int:
     context = None if args.full else args.context
     from thundervis.diff import render
     from thundervis.diff.layer_folds import diff_folds
-    folds = () if args.full or args.unfold else diff_folds(d)
+    folds = _chosen_folds(args, d)
     if args.html:
         body = (render.side_by_side_html(d, context, folds=folds) if args.side_by_side
                 else render.unified_html(d, context, folds=folds))
@@ -184,5 +205,7 @@ def register(subparsers) -> None:
     p.add_argument("--full", action="store_true", help="show every line, unchanged ones and repeated layers included")
     p.add_argument("--unfold", action="store_true",
                    help="show what the pass did to every repeated layer (by default the equal ones fold)")
+    p.add_argument("--layer", "-l", action="append", metavar="L",
+                   help="show what the pass did to this folded layer, e.g. model.layers.5 (repeatable)")
     p.add_argument("--plain", action="store_true", help="no colours, even on a terminal")
     p.set_defaults(func=cmd_diff)

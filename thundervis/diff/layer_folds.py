@@ -20,7 +20,7 @@ from typing import Optional, Sequence
 
 from .align import UNCHANGED
 from thundervis.present.kernel_folds import layer_of
-from thundervis.present.trace_folds import instance_folds
+from thundervis.present.trace_folds import instance_folds, open_layers
 
 SAME = "the same changes"  # what a diff's hidden instances share with the shown one
 _NUMBER = re.compile(r"\d+$")  # a kernel's number: fw_fusion_3 and fw_fusion_9 are the same op
@@ -90,3 +90,11 @@ def diff_folds(diff) -> tuple:
     rows = diff.lines
     return tuple(f for f in instance_folds(_units(_instances(rows)), SAME)
                  if any(rows[i].status != UNCHANGED for i in range(f.start, f.end)))
+
+
+def open_diff_layers(diff, folds: Sequence, paths: Sequence) -> tuple:
+    """Return ``folds`` (:func:`diff_folds` of ``diff``) with the changes to each layer of
+    ``paths`` (``model.layers.5``) shown in place, the layers around it still folded, as
+    ``show --layer`` opens a printed trace; ``DataError`` with one sentence for a malformed path
+    or a layer that is not in this pass."""
+    return open_layers(diff.lines, folds, paths, instances=_units(_instances(diff.lines)))

@@ -208,10 +208,10 @@ def fold_instances(lines: Sequence, fold: LayerFold) -> tuple:
     return tuple((index, fold.start + s, fold.start + e) for _head, index, s, e, _shape in part)
 
 
-def _cut(lines: Sequence, fold: LayerFold, index: int) -> tuple:
-    """Return the folds left of ``fold`` once instance ``index`` is shown: the instances before it
-    and those after it (in trace order), each a fold of its own when there are any."""
-    spans = fold_instances(lines, fold)
+def _cut(spans: Sequence, fold: LayerFold, index: int) -> tuple:
+    """Return the folds left of ``fold`` once instance ``index`` is shown (``spans``: where each
+    instance it hides lies, as :func:`fold_instances` returns them): the instances before it and
+    those after it (in trace order), each a fold of its own when there are any."""
     at = next(i for i, s in enumerate(spans) if s[0] == index)
     out = []
     for part in (spans[:at], spans[at + 1:]):
@@ -220,20 +220,24 @@ def _cut(lines: Sequence, fold: LayerFold, index: int) -> tuple:
     return tuple(out)
 
 
-def open_layers(lines: Sequence, folds: Sequence, paths: Sequence) -> tuple:
+def open_layers(lines: Sequence, folds: Sequence, paths: Sequence, instances: Optional[Sequence] = None) -> tuple:
     """Return ``folds`` (of the printed ``lines``) with each layer of ``paths`` (``model.layers.5``)
     shown: its instance cut out of the fold that hid it, the instances around it still folded. A
     layer the pass shows anyway is accepted as it is; ``DataError`` with one sentence for a
-    malformed path or a layer that is not in this pass."""
+    malformed path or a layer that is not in this pass. ``instances``: the rows cut into layer
+    instances as the folds were found (a diff's units), when they are not a pass's printed lines."""
     from .errors import DataError
     folds = list(folds)
+    found = _instances(lines) if instances is None else list(instances)
     for path in paths:
         head, index = parse_layer(path)
         f = next((f for f in folds if f.head == head and index in f.indices), None)
         if f is not None:
             at = folds.index(f)
-            folds[at:at + 1] = _cut(lines, f, index)
-        elif not any(h == head and i == index for h, i, *_ in _instances(lines)):
+            spans = (fold_instances(lines, f) if instances is None else
+                     tuple((i, s, e) for h, i, s, e, _ in found if h == f.head and f.start <= s and e <= f.end))
+            folds[at:at + 1] = _cut(spans, f, index)
+        elif not any(h == head and i == index for h, i, *_ in found):
             known = ", ".join(f.key for f in folds)
             raise DataError(f"{path} is not a layer of this pass; " +
                             (f"its folded layers are {known}." if known else "it has no folded layers."))
