@@ -6,6 +6,8 @@ runs ``thundervis run --abstract --target sm_90 --gpu h100,h200,a100,b200`` on i
 and prints the wall time, the peak RSS of the run's process tree (sampled from /proc every 0.25 s,
 and the run process's own ``ru_maxrss``), the recording's size and the run's answer (its printed
 lines), with the targets of issue 39 beside them. Nothing is allocated: the model lives on fake tensors.
+Triton's kernel cache starts empty (a folder of its own beside the script), as on a new user's first
+run; ``--warm-triton`` keeps the caller's. Our compile cache is never used by an abstract run.
 """
 from __future__ import annotations
 
@@ -71,8 +73,9 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run(name: str, layers=None, seq=None, timeout: float = 3600) -> dict:
-    """Run one config abstractly; return its measurements."""
+def run(name: str, layers=None, seq=None, timeout: float = 3600, warm_triton: bool = False) -> dict:
+    """Run one config abstractly (Triton's kernel cache empty unless ``warm_triton``); return its
+    measurements."""
     L, h, ffn, heads, kv, vocab, s, targets = CONFIGS[name]
     L, s = layers or L, seq or s
     folder = tempfile.mkdtemp(prefix=f"abstract-{name}-")
@@ -82,7 +85,10 @@ def run(name: str, layers=None, seq=None, timeout: float = 3600) -> dict:
     cmd = [sys.executable, "-m", "thundervis", "run", "--abstract", "--target", "sm_90", "--gpu",
            "h100,h200,a100,b200", "--no-view", "--out", out, script]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = dict(os.environ)
+    if not warm_triton:  # every distinct kernel compiled for sm_90 from scratch, as on a first run
+        env["TRITON_CACHE_DIR"] = os.path.join(folder, "triton-cache")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     peak = [0]
     done = threading.Event()
 
@@ -114,9 +120,11 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=None, help="override the layer count")
     ap.add_argument("--seq", type=int, default=None, help="override the sequence length")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--warm-triton", action="store_true",
+                    help="keep Triton's kernel cache (by default each run starts with an empty one)")
     a = ap.parse_args()
     for name in a.configs:
-        r = run(name, a.layers, a.seq)
+        r = run(name, a.layers, a.seq, warm_triton=a.warm_triton)
         if a.json:
             print(json.dumps(r))
             continue
