@@ -97,3 +97,33 @@ def test_the_step_is_modelled_at_achievable_rates_beside_the_roofline_and_floor(
     assert j["rates"]["gemm_bf16_tflops"] == 794.5 and "MAMF" in j["rates"]["sources"]["gemm_bf16"]
     code, out, _ = run_cli(capsys, "ls", "--json", path)
     assert json.loads(out)["abstract"]["gpus"][0]["step_us"] == j["step_us"]
+
+
+def _answer(parameters, activations, remat_saves=0):
+    """An answer with AdamW's state (two per parameter) and gradients as big as the parameters."""
+    from thundervis.present.abstract_fit import AbstractAnswer, GpuAnswer
+    total = 4 * parameters + activations
+    gpu = GpuAnswer("h100", "H100 SXM", 80e9, total, 1.0, 1.0, 1.0, 1.0, (), (), ())
+    return AbstractAnswer("cuda", (), None, parameters, parameters, 2 * parameters, "AdamW", activations,
+                          remat_saves, "", 1, 1, (gpu,)), gpu
+
+
+def test_a_step_no_one_gpu_holds_says_how_many_fully_sharded_ones_do():
+    # Llama-3-70B's numbers: 141.1 GB of bf16 parameters, 6.4 GB of activations at the peak
+    answer, g = _answer(141_100_000_000, 6_400_000_000)
+    assert answer.sharded_gpus(g) == 8  # 564.4 GB of state over 73.6 GB of room a GPU: 7.7
+    text = answer.fit_text(g)
+    assert text == ("short by 490.8 GB of 80.0 GB; fully sharded (FSDP, ZeRO-3) it needs at least 8 of them: "
+                    "77.0 GB each before the gathered layers")
+    assert answer.as_json()["gpus"][0]["sharded_gpus"] == 8
+    # remat closes the gap: no sharding said; it does not: both said
+    answer, g = _answer(10_000_000_000, 45_000_000_000, remat_saves=10_000_000_000)
+    assert answer.fit_text(g) == "short by 5.0 GB of 80.0 GB: --remat auto saves 10.0 GB"
+    answer, g = _answer(20_000_000_000, 10_000_000_000, remat_saves=2_000_000_000)
+    assert answer.fit_text(g).startswith("short by 10.0 GB of 80.0 GB: --remat auto saves 2.0 GB; fully sharded "
+                                         "(FSDP, ZeRO-3) it needs at least 2 of them: 50.0 GB each")
+    # activations alone past the GPU: sharding the state cannot help, and nothing claims it does
+    answer, g = _answer(1_000_000_000, 90_000_000_000)
+    assert answer.sharded_gpus(g) is None and "sharded" not in answer.fit_text(g)
+    answer, g = _answer(1_000_000_000, 1_000_000_000)
+    assert answer.sharded_gpus(g) is None and answer.fit_text(g) == "fits: 5.0 GB of 80.0 GB"

@@ -111,11 +111,32 @@ class AbstractAnswer:
                 f"activations at the peak {_gb(self.activations)} = {_gb(self.total)}")
 
     def fit_text(self, g: GpuAnswer) -> str:
-        """Return ``fits: 61.2 of 80 GB`` or ``short by 9.4 GB: --remat auto saves 6.1 GB``."""
+        """Return ``fits: 61.2 of 80 GB`` or ``short by 9.4 GB: --remat auto saves 6.1 GB``, with
+        the fewest GPUs a fully sharded run needs when remat alone cannot close the gap
+        (:meth:`sharded_gpus`)."""
         if g.fits:
             return f"fits: {_gb(g.total)} of {_gb(g.capacity)}"
         short = f"short by {_gb(g.total - g.capacity)} of {_gb(g.capacity)}"
-        return short + (f": --remat auto saves {_gb(self.remat_saves)}" if self.remat_saves > 0 else "")
+        if self.remat_saves > 0:
+            short += f": --remat auto saves {_gb(self.remat_saves)}"
+        n = self.sharded_gpus(g) if g.total - self.remat_saves > g.capacity else None
+        if n is not None:
+            each = (self.parameters + self.gradients + self.optimizer_state) / n + self.activations
+            short += (f"; fully sharded (FSDP, ZeRO-3) it needs at least {n} of them: {_gb(each)} each "
+                      "before the gathered layers")
+        return short
+
+    def sharded_gpus(self, g: GpuAnswer) -> Optional[int]:
+        """Return the fewest ``g`` GPUs over which a fully sharded data-parallel run (FSDP, ZeRO-3:
+        parameters, gradients and optimizer state split evenly, each GPU keeping the activations of
+        this step's batch) fits, before the buffers of the layers it gathers; None when one GPU
+        fits or when the activations alone do not fit (sharding the state cannot help then)."""
+        state = self.parameters + self.gradients + self.optimizer_state
+        room = g.capacity - self.activations
+        if g.fits or room <= 0 or state <= 0:
+            return None
+        n = -(-state // int(room))  # ceil
+        return int(n) if n > 1 else None
 
     def step_text(self, g: GpuAnswer) -> str:
         """Return the modelled step line: the time at achievable rates, the floor, the ratio, the MFU,
@@ -173,7 +194,8 @@ class AbstractAnswer:
                 "remat_saves_bytes": known(self.remat_saves), "param_elements": known(self.param_elements),
                 "tokens": known(self.tokens), "folding": self.folding,
                 "gpus": [dict(g.as_json(), fit=self.fit_text(g), step=self.step_text(g),
-                              rates=rates_for(g.key).as_json()) for g in self.gpus]}
+                              sharded_gpus=self.sharded_gpus(g), rates=rates_for(g.key).as_json())
+                         for g in self.gpus]}
 
 
 def _count(n: int) -> str:
