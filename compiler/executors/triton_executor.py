@@ -357,9 +357,27 @@ def _sources(fusion: BoundSymbol) -> list[dict]:
     return out
 
 
+def copied_inputs(fusion: BoundSymbol, args) -> list:
+    """Return the inputs of a launch of ``fusion`` that arrive with other strides than they were
+    recorded with, which the launcher copies into the recorded layout on every call:
+    ``[{index, name, strides, recorded}]`` (sizes-1 dimensions do not count)."""
+    from .triton_index import strides_of
+    out = []
+    for i, (p, a) in enumerate(zip(fusion.args, args)):
+        if not isinstance(p, TensorProxy) or not isinstance(a, torch.Tensor):
+            continue
+        recorded = strides_of(p)
+        if any(st != r for s, st, r in zip(a.shape, a.stride(), recorded) if s != 1):
+            out.append({"index": i, "name": p.name, "strides": [int(x) for x in a.stride()],
+                        "recorded": [int(x) for x in recorded]})
+    return out
+
+
 def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
     """Return ``launch`` guarded: if its first call fails, warn, report a ``kernel_fallback``
-    runtime event (kernel, error, source lines) and run the region with torch from then on."""
+    runtime event (kernel, error, source lines) and run the region with torch from then on. A
+    first call that copies an input into its recorded layout (:func:`copied_inputs`) is reported
+    as a measured ``kernel_path`` event carrying them: the copy is paid on every call."""
     state = {"fn": None}
     report = runtime_reporter()
 
@@ -367,6 +385,10 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
         fn = state["fn"]
         if fn is not None:
             return fn(*args)
+        try:
+            copied = copied_inputs(fusion, args)
+        except Exception:  # the report must not stop the launch
+            copied = []
         try:
             out = launch(*args)
         except Exception as e:  # a kernel bug must not stop training
@@ -380,6 +402,11 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
             state["fn"] = _reference(fusion)
             return state["fn"](*args)
         state["fn"] = launch
+        if copied:
+            device = _device_kind(fusion.outputs[0].device)
+            event = path_event(fusion, device, VIA_TRITON if device == "cuda" else VIA_INTERPRETER,
+                               why="inputs copied into their recorded layout on every call")
+            report("kernel_path", dict(event, copied_inputs=copied))
         return out
     run.fusion_name = fusion.sym
     return run

@@ -103,3 +103,59 @@ def test_ls_label_is_the_kernel_tables(default_run, capsys):
         assert f["ran_on"] == (row.run.as_json() if row.run else None)
     code, text, _ = run_cli(capsys, "ls", default_run)
     assert all(f"fusion {r.label} {r.chain}" in text for r in rows.values())
+
+
+def test_a_kernel_whose_inputs_arrive_in_another_layout_says_it_copies_them(tmp_path, capsys):
+    """Fake tensors can give an op other strides than its real kernel: CPU attention's outputs,
+    saved for the backward, arrive dense where the trace recorded slices of one buffer. The Triton
+    launcher copies them into the recorded layout on every call; the run records which, and every
+    view's label says so (a cost a person would otherwise never see)."""
+    from thundervis.compiler import ThundervisCompiler
+    from thundervis.compiler.backend import reset_graph_ids
+    from thundervis.present.kernel_rows import kernel_table
+    from thundervis.recording import RecordingObserver, open_recording
+    B, T, H, D = 2, 8, 4, 8
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(H * D, 3 * H * D)
+
+    def f(x):
+        q, k, v = lin(x).split(H * D, dim=2)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return (y.transpose(1, 2).reshape(B, T, H * D) * 2).tanh().sum()
+    path = str(tmp_path / "copied.tvrec")
+    rec = RecordingObserver(path)
+    rec.start_run(script="t.py", module=None, argv=["t.py"], cwd=str(tmp_path), executors=["triton", "torch"])
+    torch._dynamo.reset()
+    reset_graph_ids()
+    x = torch.randn(B, T, H * D, requires_grad=True)
+    torch.compile(f, backend=ThundervisCompiler(executors=["triton", "torch"], observer=rec))(x).backward()
+    got, x.grad = x.grad, None
+    f(x).backward()
+    torch.testing.assert_close(got, x.grad)  # copied, not fallen back: the kernels ran and match eager
+    rec.finish_run("ok", 0)
+    rec.close()
+    with open_recording(path) as r:
+        runs = kernel_runs(r.events())
+        rows = kernel_table(r)
+    copying = {k: v for k, v in runs.items() if v.copied}
+    assert copying and all(v.measured and v.via == "triton-interpreter" and not v.fell_back
+                           for v in copying.values())
+    (graph, chain, name), run = next(iter(copying.items()))
+    assert ran_on_text(run) == (f"ran on cpu via triton-interpreter, copying {', '.join(run.copied)} "
+                                "into the recorded layout each call")
+    assert any(r.run is not None and r.run.copied and "into the recorded layout each call" in r.label for r in rows)
+    code, out, _ = run_cli(capsys, "ls", path)
+    assert code == 0 and "into the recorded layout each call" in out
+
+
+def test_copied_input_names_are_validated():
+    run = run_from_event({"kernel": "k", "device": "cuda", "via": "triton", "planned": False,
+                          "copied_inputs": [{"name": "t3"}, {"name": "\x1b[2J<b>"}, {"name": 7}, "t4",
+                                            {"name": "x" * 41}]})
+    assert run.copied == ("t3",)
+    assert ran_on_text(run) == "ran on cuda via triton, copying t3 into the recorded layout each call"
+    assert run_from_event({"kernel": "k", "copied_inputs": {"name": "t3"}}).copied == ()
+    many = run_from_event({"kernel": "k", "device": "cuda", "via": "triton", "planned": False,
+                           "copied_inputs": [{"name": f"t{i}"} for i in range(5)]})
+    assert ran_on_text(many).endswith("copying t0, t1, t2 and 2 more into the recorded layout each call")

@@ -14,6 +14,7 @@ GPU time.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -84,13 +85,14 @@ class KernelRun:
     inductor_us: Optional[float] = None
     why: str = ""
     fell_back: bool = False  # its kernel failed at run time and torch ran the region instead
+    copied: tuple = ()  # names of inputs copied into their recorded layout on every call
 
     def as_json(self) -> dict:
         """Return the ``ran_on`` object of ``ls --json``: device, via, measured, torch_us,
-        inductor_us, why and ``text`` (what views print)."""
+        inductor_us, why, fell_back, copied (input names) and ``text`` (what views print)."""
         return {"device": self.device, "via": self.via, "measured": self.measured, "torch_us": self.torch_us,
                 "inductor_us": self.inductor_us, "why": self.why, "fell_back": self.fell_back,
-                "text": ran_on_text(self)}
+                "copied": list(self.copied), "text": ran_on_text(self)}
 
 
 def _number(v) -> Optional[float]:
@@ -109,7 +111,20 @@ def run_from_event(data) -> Optional[KernelRun]:
     why = data.get("why")
     return KernelRun(_choice(data.get("device"), DEVICES), _choice(data.get("via"), PATHS),
                      data.get("planned") is not True, _number(data.get("torch_us")),
-                     _number(data.get("inductor_us")), " ".join(why.split())[:300] if isinstance(why, str) else "")
+                     _number(data.get("inductor_us")), " ".join(why.split())[:300] if isinstance(why, str) else "",
+                     copied=_copied_names(data.get("copied_inputs")))
+
+
+def _copied_names(items) -> tuple:
+    """The value names of a ``kernel_path`` event's ``copied_inputs`` (validated: a list of
+    objects whose ``name`` is an identifier of at most 40 characters; anything else is left out)."""
+    if not isinstance(items, list):
+        return ()
+    names = [d.get("name") for d in items[:64] if isinstance(d, dict)]
+    return tuple(n for n in names if isinstance(n, str) and _NAME.fullmatch(n))
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 
 def kernel_runs(events) -> dict:
@@ -150,7 +165,11 @@ def ran_on_text(run: Optional[KernelRun]) -> str:
     if run is None:
         return ""
     verb = "ran on" if run.measured else "runs on"
-    return f"{verb} {_device_via(run)}" + (" after its kernel failed" if run.fell_back else "")
+    copied = ""
+    if run.copied and not run.fell_back:
+        names = ", ".join(run.copied[:3]) + (f" and {len(run.copied) - 3} more" if len(run.copied) > 3 else "")
+        copied = f", copying {names} into the recorded layout each call"
+    return f"{verb} {_device_via(run)}" + (" after its kernel failed" if run.fell_back else copied)
 
 
 def _device_via(run: KernelRun) -> str:
