@@ -306,3 +306,37 @@ def test_models_we_did_not_write_train_the_same_from_their_graph_entries(cache_d
         torch.testing.assert_close(b, a, rtol=0, atol=0)
     hits = _graph_events(warm[0])
     assert hits and all(h["hit"] for h in hits), hits
+
+
+@pytest.mark.slow
+def test_the_readme_main_job_twice_with_the_cache_on_as_users_run_it(tmp_path):
+    """The suite runs with the cache off (conftest); users get it on. The README's main job, twice,
+    in fresh processes sharing a cache folder: the second run trains the same losses, compiles from
+    the cache, and its recording holds every pass of every chain, as the first one's does."""
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "THUNDERVIS_COMPILE_CACHE"}
+    env["THUNDERVIS_CACHE_DIR"] = str(tmp_path / "cache")
+
+    def run(name):
+        rec = str(tmp_path / f"{name}.tvrec")
+        done = subprocess.run([sys.executable, "-m", "thundervis", "run", "--no-view", "-o", rec,
+                               os.path.join(repo, "examples", "train_gpt.py"), "--steps", "3"],
+                              env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+        assert done.returncode == 0, done.stderr[-2000:]
+        shown = subprocess.run([sys.executable, "-m", "thundervis", "ls", "--json", rec],
+                               env=env, capture_output=True, text=True, timeout=300)
+        losses = [ln for ln in done.stdout.splitlines() if ln.startswith("step ")]
+        return losses, json.loads(shown.stdout)
+
+    def passes(doc):
+        return [(g["id"], c["kind"], p["index"], p["name"], p["n_symbols"])
+                for g in doc["graphs"] for c in g["chains"] for p in c["passes"]]
+    cold_losses, cold = run("cold")
+    warm_losses, warm = run("warm")
+    assert cold_losses and warm_losses == cold_losses
+    assert "from cache" not in cold["compile_text"] and warm["compile_text"].endswith("from cache")
+    assert passes(warm) == passes(cold) and len(passes(cold)) >= 22  # dynamo, joint, 10 + 10 chain passes
+    assert [f["label"] for g in warm["graphs"] for f in g["fusions"]] == \
+        [f["label"] for g in cold["graphs"] for f in g["fusions"]]
