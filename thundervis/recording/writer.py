@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any, Optional, Sequence
 
+from thundervis.compiler import heap_freeze
 from thundervis.compiler.ir import KernelRecord, Trace
 from thundervis.compiler.observer import CompileObserver
 from thundervis.compiler.serialize import kernel_to_dict
@@ -338,7 +339,11 @@ class RecordingObserver(CompileObserver):
         if not pending:
             return
         ids, content_ids = self._symbol_sources, self._symbol_ids
-        new, new_rows, lists = symbol_row_lists(pending, ids, content_ids)
+        # Collections paced as in a compile: the rows are allocated in bulk and all live until they
+        # are written, so each full collection CPython would start walks the whole heap for nothing
+        # (at 24 layers 0.56 of the batches' 0.87 CPU-s; 0.08 of 0.37 paced).
+        with heap_freeze.compiling():
+            new, new_rows, lists = symbol_row_lists(pending, ids, content_ids)
 
         def fn(c):
             c.executemany(INSERT_SYMBOL_SOURCE, new)
