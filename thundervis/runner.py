@@ -174,8 +174,10 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
             else:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
     except BaseException as e:
-        status, code, tb = _how_it_ended(e, recorder)
+        status, code, tb = _ended_by(e, recorder, in_main)
     finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _end_run(started, recorder, saved, redeliver, in_main, status, code, tb)
     _let_compiles_finish()
     if froze:  # extension modules (Triton's nanobind types) are torn down at exit only when collectable
@@ -264,15 +266,38 @@ def _start_compiling(started: _Started, recorder, saved_compile, *, notes, execu
     torch.compile = _routed_compile(saved_compile, compiler)
 
 
-def _how_it_ended(e: BaseException, recorder) -> tuple[str, int, Optional[str]]:
+def _ended_by(e: BaseException, recorder, in_main: bool) -> tuple[str, int, Optional[str]]:
     """Return the run's (status, exit code, traceback) for the exception ``e`` the script ended with
-    (call while handling it); a failure's traceback is written to stderr."""
+    (:func:`_how_it_ended`), immune to the signals that arrive meanwhile: a SIGTERM (torchrun's, once
+    another rank died) is ignored from now on, and a Ctrl-C that cuts the traceback short keeps the
+    verdict said before it (:func:`_verdict`)."""
+    if in_main:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    status, code, tb = _verdict(e)
+    try:
+        status, code, tb = _how_it_ended(e, recorder)
+    except KeyboardInterrupt:
+        pass
+    return status, code, tb
+
+
+def _verdict(e: BaseException) -> tuple[str, int, Optional[str]]:
+    """Return the run's (status, exit code, traceback) for the exception ``e`` the script ended with,
+    without walking its traceback: a failure's text is its last line only."""
     if isinstance(e, SystemExit):
         code = _exit_code(e)
         return ("ok" if code == 0 else "failed"), code, None
     if isinstance(e, (KeyboardInterrupt, Terminated)):
-        code = INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM
-        return "interrupted", code, traceback.format_exc()
+        return "interrupted", INTERRUPTED_EXIT if isinstance(e, KeyboardInterrupt) else 128 + signal.SIGTERM, None
+    return "failed", 1, "".join(traceback.format_exception_only(type(e), e))
+
+
+def _how_it_ended(e: BaseException, recorder) -> tuple[str, int, Optional[str]]:
+    """Return the run's (status, exit code, traceback) for the exception ``e`` the script ended with
+    (call while handling it); a failure's traceback is written to stderr."""
+    if isinstance(e, (SystemExit, KeyboardInterrupt, Terminated)):
+        status, code, _ = _verdict(e)
+        return status, code, traceback.format_exc() if status == "interrupted" else None
     tb = _user_traceback()
     sys.stderr.write(tb)
     _note_dynamo_error(recorder, e)

@@ -419,3 +419,28 @@ def test_schema_1_recordings_are_read_as_they_are(tmp_path, capsys):
     assert run.status == "running" and run.host is None and run.last_event is None
     code, out, err = run_cli(capsys, "ls", path, "--json")
     assert code == 0 and json.loads(out)["schema"] == 1, err
+
+
+def test_a_sigterm_while_a_failure_is_written_leaves_the_run_failed(tmp_path):
+    """torchrun sends SIGTERM to every rank once one dies; a rank whose script has just failed on
+    the dead peer gets it while the traceback is being written (seen in CI: the rank read "ok",
+    exit 0). The script's end is the verdict: failed, exit 1, whatever arrives after it."""
+    script = write_script(tmp_path, "fails.py", """
+        raise RuntimeError("the peer is gone")
+    """)
+    out = str(tmp_path / "f.tvrec")
+    driver = (
+        "import os, signal, sys\n"
+        "from thundervis import runner\n"
+        "written = runner._user_traceback\n"
+        "def late_sigterm():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # lands as the traceback is written\n"
+        "    return written()\n"
+        "runner._user_traceback = late_sigterm\n"
+        f"r = runner.run_target(script={script!r}, module=None, args=[], out=runner.check_output({out!r}))\n"
+        "print(r.status, r.exit_code)\n")
+    done = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["failed", "1"], done.stdout + done.stderr[-3000:]
+    with open_recording(out) as rec:
+        run = rec.run()
+    assert run.status == "failed" and run.exit_code == 1 and "the peer is gone" in (run.traceback or "")
