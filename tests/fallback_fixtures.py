@@ -11,12 +11,12 @@ def fail_first_launch(mp, error: str) -> list:
     launched raises ``ValueError(error)``; return the list that receives that kernel's name."""
     real_guarded, failed = triton_mod._guarded, []
 
-    def guarded(launch, fusion):
+    def guarded(launch, fusion, via):
         def failing(*args):
             if not failed:
                 failed.append(fusion.sym)
                 raise ValueError(error)
             return launch(*args)
-        return real_guarded(failing, fusion)
+        return real_guarded(failing, fusion, via)
     mp.setattr(triton_mod, "_guarded", guarded)
     return failed

@@ -176,8 +176,6 @@ def run_target(*, script: Optional[str], module: Optional[str], args: Sequence[s
     except BaseException as e:
         status, code, tb = _ended_by(e, recorder, in_main)
     finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         _end_run(started, recorder, saved, redeliver, in_main, status, code, tb)
     _let_compiles_finish()
     if froze:  # extension modules (Triton's nanobind types) are torn down at exit only when collectable
@@ -309,14 +307,14 @@ def _end_run(started: _Started, recorder, saved: dict, redeliver, in_main: bool,
     """Stop what the run started, put back what it changed (``saved``: Dynamo's defaults, argv,
     sys.path, ``torch.compile``, the SIGTERM handler), wait for the AOT builds and write the run's
     end; signals wait meanwhile."""
+    if in_main:  # first: a SIGTERM from here on must not cut the end short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     import torch
     from thundervis.compiler import backend as backend_mod
     old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
     if redeliver is not None:
         old_int = redeliver.close(old_int)
     try:
-        if in_main:  # a second SIGTERM while the end is written must not cut it short
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if started.progress is not None:
             started.progress.close()
         for watcher in (started.recompiles, started.breaks):

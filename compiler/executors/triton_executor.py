@@ -251,7 +251,7 @@ class TritonExecutor(FusionExecutor):
             launch = CpuRegion(fusion, inductor=inductor_unavailable_reason() is None, parents=self._parents)
         else:
             module = _import_kernel(key, path, ks.source)
-            launch = _guarded(module.launch, fusion)
+            launch = _guarded(module.launch, fusion, via)
         # What will run it, said now (the fast CPU path says again, with its times, at its first call).
         report_path(fusion, device, via, planned=True)
         self._built[fusion.uid] = launch
@@ -373,11 +373,12 @@ def copied_inputs(fusion: BoundSymbol, args) -> list:
     return out
 
 
-def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
+def _guarded(launch: Callable, fusion: BoundSymbol, via: str) -> Callable:
     """Return ``launch`` guarded: if its first call fails, warn, report a ``kernel_fallback``
     runtime event (kernel, error, source lines) and run the region with torch from then on. A
     first call that copies an input into its recorded layout (:func:`copied_inputs`) is reported
-    as a measured ``kernel_path`` event carrying them: the copy is paid on every call."""
+    as a measured ``kernel_path`` event carrying them (``via``: what launches it, as the executor
+    planned): the copy is paid on every call."""
     state = {"fn": None}
     report = runtime_reporter()
 
@@ -403,8 +404,7 @@ def _guarded(launch: Callable, fusion: BoundSymbol) -> Callable:
             return state["fn"](*args)
         state["fn"] = launch
         if copied:
-            device = _device_kind(fusion.outputs[0].device)
-            event = path_event(fusion, device, VIA_TRITON if device == "cuda" else VIA_INTERPRETER,
+            event = path_event(fusion, _device_kind(fusion.outputs[0].device), via,
                                why="inputs copied into their recorded layout on every call")
             report("kernel_path", dict(event, copied_inputs=copied))
         return out
